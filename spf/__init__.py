@@ -1,0 +1,15 @@
+"""spf: a sparse polyhedral code generator for sparse tensor kernels.
+
+Layouts are physical-to-logical relations with uninterpreted functions (``layouts/``);
+kernels are tensor index notation.  See README.md for the file formats and API.
+"""
+__version__ = "0.1.0"
+
+from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisError  # noqa: E402
+from .kernel import CompiledKernel, Kernel  # noqa: E402
+from .layout import Layout, layout_names, load_layout  # noqa: E402
+from .relation import Relation  # noqa: E402
+from .tensor import Tensor  # noqa: E402
+
+__all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Kernel", "Layout", "Relation",
+           "SpecError", "SpfError", "SynthesisError", "Tensor", "layout_names", "load_layout"]

@@ -1,0 +1,39 @@
+"""Exception types raised by spf.
+
+Every user-facing failure is one of these, so callers can tell a bad spec from a bad
+argument from a missing property.
+"""
+from __future__ import annotations
+
+
+class SpfError(Exception):
+    """Base class of all spf errors."""
+
+
+class SpecError(SpfError):
+    """A malformed layout spec, kernel spec or SPF formula.
+
+    The message names the source (a file path or ``"<string>"``), the line and column,
+    and what was expected there.
+    """
+
+    def __init__(self, message: str, source: str = "<string>", line: int | None = None,
+                 column: int | None = None):
+        self.source = source
+        self.line = line
+        self.column = column
+        self.detail = message
+        where = source if line is None else f"{source}:{line}:{column}"
+        super().__init__(f"{where}: {message}")
+
+
+class SynthesisError(SpfError):
+    """A requested code-generation choice is not valid for the given layouts."""
+
+
+class ArgumentError(SpfError, ValueError):
+    """Data passed to a compiled kernel (or a tensor constructor) does not fit its layout."""
+
+
+class CompileError(SpfError):
+    """The C compiler rejected generated code (this is a bug in spf: please report it)."""

@@ -1,0 +1,181 @@
+"""Integer index expressions that need not be affine (``pi*(pi+1)/2 + pj``).
+
+They appear in a layout's value expression (``data[pj][pk][pl]``) and array extents
+(``double[rowPtr(numRows)][B][B]``).  They are printed as C and evaluated in Python.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Union
+
+from .syntax import Parser
+
+
+@dataclass(frozen=True)
+class Num:
+    value: int
+
+
+@dataclass(frozen=True)
+class Name:
+    name: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """An index-array read ``f(args)``."""
+
+    name: str
+    args: tuple["IExpr", ...]
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str  # + - * /
+    lhs: "IExpr"
+    rhs: "IExpr"
+
+
+IExpr = Union[Num, Name, Call, BinOp]
+
+
+@dataclass(frozen=True)
+class ArrayRef:
+    """``array[sub0][sub1]...`` (a value expression)."""
+
+    array: str
+    subscripts: tuple[IExpr, ...]
+
+
+def _parse_expr(p: Parser) -> IExpr:
+    lhs = _parse_term(p)
+    while p.peek("+") or p.peek("-"):
+        op = p.tok.text
+        p.i += 1
+        lhs = BinOp(op, lhs, _parse_term(p))
+    return lhs
+
+
+def _parse_term(p: Parser) -> IExpr:
+    lhs = _parse_factor(p)
+    while p.peek("*") or p.peek("/"):
+        op = p.tok.text
+        p.i += 1
+        lhs = BinOp(op, lhs, _parse_factor(p))
+    return lhs
+
+
+def _parse_factor(p: Parser) -> IExpr:
+    tok = p.tok
+    if tok.kind == "num":
+        p.i += 1
+        return Num(int(tok.text))
+    if p.accept("-"):
+        return BinOp("-", Num(0), _parse_factor(p))
+    if p.accept("("):
+        inner = _parse_expr(p)
+        p.expect(")")
+        return inner
+    if tok.kind == "name":
+        p.i += 1
+        if p.accept("("):
+            args = [_parse_expr(p)]
+            while p.accept(","):
+                args.append(_parse_expr(p))
+            p.expect(")", "')' closing the call")
+            return Call(tok.text, tuple(args))
+        return Name(tok.text)
+    found = "end of input" if tok.kind == "end" else repr(tok.text)
+    raise p.error(f"expected a number, name, call or '(', found {found}")
+
+
+def parse_index_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 1) -> IExpr:
+    p = Parser(text, source, line0, col0)
+    e = _parse_expr(p)
+    p.expect_end()
+    return e
+
+
+def parse_array_ref(text: str, source: str = "<string>", line0: int = 1,
+                    col0: int = 1) -> ArrayRef:
+    """Parse ``data[pj]`` / ``data[pj][pk][pl]``."""
+    p = Parser(text, source, line0, col0)
+    name = p.name("the name of the value array").text
+    subs = []
+    while p.accept("["):
+        subs.append(_parse_expr(p))
+        p.expect("]", "']' closing the subscript")
+    if not subs:
+        raise p.error("expected '[' after the value array name")
+    p.expect_end()
+    return ArrayRef(name, tuple(subs))
+
+
+def names(e: IExpr) -> set[str]:
+    """Plain names used (not call names)."""
+    if isinstance(e, Name):
+        return {e.name}
+    if isinstance(e, Call):
+        return set().union(*(names(a) for a in e.args))
+    if isinstance(e, BinOp):
+        return names(e.lhs) | names(e.rhs)
+    return set()
+
+
+def calls(e: IExpr) -> list[Call]:
+    if isinstance(e, Call):
+        return [e] + [c for a in e.args for c in calls(a)]
+    if isinstance(e, BinOp):
+        return calls(e.lhs) + calls(e.rhs)
+    return []
+
+
+def substitute(e: IExpr, mapping: Mapping[str, IExpr]) -> IExpr:
+    if isinstance(e, Name):
+        return mapping.get(e.name, e)
+    if isinstance(e, Call):
+        return Call(e.name, tuple(substitute(a, mapping) for a in e.args))
+    if isinstance(e, BinOp):
+        return BinOp(e.op, substitute(e.lhs, mapping), substitute(e.rhs, mapping))
+    return e
+
+
+def to_c(e: IExpr, name_text: Callable[[str], str], call_text: Callable[[str, list[str]], str]) -> str:
+    """C text; ``/`` is C integer division (operands are non-negative in layouts)."""
+    if isinstance(e, Num):
+        return str(e.value)
+    if isinstance(e, Name):
+        return name_text(e.name)
+    if isinstance(e, Call):
+        return call_text(e.name, [to_c(a, name_text, call_text) for a in e.args])
+    lhs = to_c(e.lhs, name_text, call_text)
+    rhs = to_c(e.rhs, name_text, call_text)
+    if isinstance(e.lhs, Num) and e.lhs.value == 0 and e.op == "-":
+        return f"(-{rhs})"
+    return f"({lhs} {e.op} {rhs})"
+
+
+def evaluate(e: IExpr, env: Mapping[str, int], arrays: Mapping[str, object] | None = None) -> int:
+    """Evaluate with scalar ``env`` and index ``arrays`` (numpy arrays, flat)."""
+    if isinstance(e, Num):
+        return e.value
+    if isinstance(e, Name):
+        if e.name not in env:
+            raise KeyError(e.name)
+        return int(env[e.name])
+    if isinstance(e, Call):
+        arr = (arrays or {})[e.name]
+        args = [evaluate(a, env, arrays) for a in e.args]
+        if len(args) != 1:
+            raise ValueError(f"cannot evaluate multi-argument call {e.name}")
+        if not 0 <= args[0] < len(arr):
+            raise IndexError(f"{e.name}({args[0]}) is out of bounds (length {len(arr)})")
+        return int(arr[args[0]])
+    lhs, rhs = evaluate(e.lhs, env, arrays), evaluate(e.rhs, env, arrays)
+    if e.op == "+":
+        return lhs + rhs
+    if e.op == "-":
+        return lhs - rhs
+    if e.op == "*":
+        return lhs * rhs
+    return lhs // rhs

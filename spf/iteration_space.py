@@ -1,0 +1,180 @@
+"""The combined iteration space of a kernel (paper Sec. 4).
+
+For each tensor X with layout relation R_X (p -> g) and access map A_X (I -> g),
+Q_X = A_X^-1 ∘ R_X maps layout indices to the logical iteration space.  Products intersect
+the Q_X with the layout indices kept as set variables:
+``IS = {[p(A), p(B), ..., I] : Q_A ∧ Q_B ∧ ... ∧ IS_dense}``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import SpecError
+from .kernel_spec import Expr
+from .layout import Layout
+from .relation import Relation
+from .terms import Aff, Constraint, UFCall
+
+
+@dataclass(frozen=True)
+class TensorUse:
+    """One tensor of a kernel: its layout and how its names appear in the iteration space."""
+
+    name: str
+    layout: Layout
+    indices: tuple[str, ...]        # logical index per dimension
+    is_output: bool
+
+    def var(self, layout_index: str) -> str:
+        """Name of a layout index in the iteration space (``A_pi``)."""
+        return f"{self.name}_{layout_index}"
+
+    @property
+    def vars(self) -> tuple[str, ...]:
+        return tuple(self.var(p) for p in self.layout.indices)
+
+    def symbol(self, field: str) -> str:
+        """Name of a scalar field or index array in the iteration space (``A.numRows``)."""
+        return f"{self.name}.{field}"
+
+    @property
+    def is_sparse(self) -> bool:
+        """A tensor whose layout reads index arrays."""
+        return bool(self.layout.relation.calls())
+
+    def relation(self) -> Relation:
+        """The layout relation with this tensor's names (``A.rowPtr(A_pi)``)."""
+        lay = self.layout
+        mapping = {p: self.var(p) for p in lay.indices}
+        mapping.update({f: self.symbol(f) for f in lay.fields})
+        return lay.relation.rename(mapping)
+
+    def extents(self) -> list[Aff]:
+        mapping = {f: Aff.var(self.symbol(f)) for f in self.layout.scalar_fields}
+        return [s.substitute(mapping) for s in self.layout.shape]
+
+    def owner_of(self, call: UFCall) -> bool:
+        return call.name.startswith(self.name + ".")
+
+
+@dataclass
+class IterationSpace:
+    """The iteration space of one statement: variables and a conjunction of constraints."""
+
+    expr: Expr
+    uses: list[TensorUse]
+    indices: list[str]
+    constraints: list[Constraint]
+    facts: list[Constraint]                # known to hold for valid tensors (properties, extents)
+    extent: dict[str, Aff]                 # logical index -> its extent (canonical)
+    shape_equalities: list[tuple[str, int, str, int]]  # (tensor, dim, tensor, dim) to check
+
+    @property
+    def variables(self) -> list[str]:
+        out: list[str] = []
+        for use in self.uses:
+            out.extend(use.vars)
+        return out + self.indices
+
+    def use(self, name: str) -> TensorUse:
+        for u in self.uses:
+            if u.name == name:
+                return u
+        raise KeyError(name)
+
+    def relation(self) -> Relation:
+        return Relation(self.variables, None, [self.constraints])
+
+    @property
+    def all_constraints(self) -> list[Constraint]:
+        return self.constraints + self.facts
+
+    def __str__(self) -> str:
+        return str(self.relation().simplify())
+
+
+def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = ()) -> IterationSpace:
+    """Compose each tensor's layout with its access map and intersect (products)."""
+    indices = expr.indices
+    uses: list[TensorUse] = []
+    accesses = [(expr.output, True)] + [(f, False) for f in expr.factors]
+    for acc, is_out in accesses:
+        if not acc.indices:
+            continue  # scalars have no layout
+        lay = layouts[acc.tensor]
+        if lay.order != len(acc.indices):
+            raise SpecError(f"tensor {acc.tensor!r} is used with {len(acc.indices)} indices but "
+                            f"its layout {lay.name} has {lay.order} dimensions",
+                            expr.source, acc.line, acc.column)
+        uses.append(TensorUse(acc.tensor, lay, acc.indices, is_out))
+    # inputs first (their order is the default loop order), then the output
+    uses = [u for u in uses if not u.is_output] + [u for u in uses if u.is_output]
+    names = {v for u in uses for v in u.vars}
+    clash = names & set(indices)
+    if clash:
+        raise SpecError(f"index name(s) {sorted(clash)} clash with layout index names", expr.source)
+
+    constraints: list[Constraint] = []
+    for use in uses:
+        access = Relation(indices, [f"_g{k}" for k in range(len(use.indices))],
+                          [[Constraint.eq(Aff.var(f"_g{k}"), Aff.var(i))
+                            for k, i in enumerate(use.indices)]])
+        q = access.inverse().compose(use.relation())  # p -> I
+        flat = q.flatten()
+        if len(flat.disjuncts) != 1:
+            raise SpecError(f"layout {use.layout.name}: disjunctive relations are not supported "
+                            "in products yet", use.layout.source)
+        if flat.exists:
+            raise SpecError(f"layout {use.layout.name}: logical coordinates of tensor "
+                            f"{use.name} are not defined by equalities of its layout indices",
+                            use.layout.source)
+        constraints.extend(flat.disjuncts[0])
+
+    # logical extents: the first tensor using an index defines it; others must agree
+    extent: dict[str, Aff] = {}
+    owner: dict[str, tuple[str, int]] = {}
+    equalities: list[tuple[str, int, str, int]] = []
+    substitution: dict[str, Aff] = {}
+    for use in uses:
+        for dim, (idx, ext) in enumerate(zip(use.indices, use.extents())):
+            if idx not in extent:
+                extent[idx] = ext
+                owner[idx] = (use.name, dim)
+                continue
+            equalities.append((*owner[idx], use.name, dim))
+            single = ext.terms[0][0] if len(ext.terms) == 1 and ext.const == 0 \
+                and ext.terms[0][1] == 1 else None
+            if isinstance(single, str) and single not in substitution:
+                substitution[single] = extent[idx]
+            else:
+                facts.append(Constraint.eq(ext, extent[idx]))
+    facts: list[Constraint] = []
+    for idx in indices:
+        facts.append(Constraint.ge(Aff.var(idx), Aff.num(0)))
+        facts.append(Constraint.ge(extent[idx] - 1, Aff.var(idx)))
+    constraints.extend(bounds)
+    for c in bounds:
+        bad = c.names() - set(indices)
+        if bad or c.calls():
+            raise SpecError(f"bound {c} may only use the kernel's indices {indices}", expr.source)
+
+    # range facts of every index-array read
+    calls: set[UFCall] = set()
+    for c in constraints:
+        calls |= c.calls()
+    for call in sorted(calls, key=str):
+        for use in uses:
+            if use.owner_of(call):
+                local = UFCall(call.name[len(use.name) + 1:], call.args)
+                for fact in use.layout.range_constraints(local):
+                    mapping = {f: Aff.var(use.symbol(f)) for f in use.layout.scalar_fields}
+                    facts.append(Constraint.make(
+                        fact.aff.substitute(mapping).map_calls(
+                            lambda c, u=use: UFCall(u.symbol(c.name), c.args)
+                            if c.name in u.layout.index_arrays else c), fact.is_eq))
+    if substitution:
+        constraints = [c.substitute(substitution) for c in constraints]
+        facts = [c.substitute(substitution) for c in facts]
+    constraints = list(dict.fromkeys(c for c in constraints if not c.is_trivial))
+    facts = [c for c in dict.fromkeys(facts) if not c.is_trivial and c not in constraints]
+    return IterationSpace(expr, uses, indices, constraints, facts, extent, equalities)

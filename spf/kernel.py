@@ -1,0 +1,297 @@
+"""The public Kernel API: spec -> iteration space -> loop nest -> C -> compiled callable."""
+from __future__ import annotations
+
+import ctypes
+import keyword
+import re
+from functools import lru_cache
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import emit_c, runtime
+from .errors import ArgumentError, SpecError
+from .iteration_space import IterationSpace, build
+from .kernel_spec import Expr, load_kernel_file, parse_bounds, parse_expr
+from .layout import Layout, default_layout, load_layout
+from .scan import LoopNest, scan
+from .tensor import Tensor
+
+FIND_CHOICES = ("auto", "loop")
+_C_RESERVED = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double",
+               "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
+               "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
+               "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "memset"}
+
+
+class Kernel:
+    """A kernel in tensor index notation with a layout per tensor.
+
+    ``layouts`` maps tensor names to layout names, paths or :class:`Layout` objects;
+    tensors not named are dense.  ``order`` lists loop variables outermost first: logical
+    indices (``"i"``) or layout indices (``"A.pi"``).  ``bounds`` restricts the dense
+    iteration space (``"j <= i"``).  ``params`` maps tensor names to layout parameters.
+    ``expr`` may also be the path of a kernel spec file (``.toml``).
+    """
+
+    def __init__(self, expr: str, layouts: Mapping[str, "str | Layout"] | None = None, *,
+                 order: list[str] | None = None, find: "str | Mapping[str, str]" = "auto",
+                 parallel: bool = False, bounds: str | None = None,
+                 params: Mapping[str, Mapping[str, int]] | None = None,
+                 name: str = "spf_kernel"):
+        layouts = dict(layouts or {})
+        params = dict(params or {})
+        if str(expr).endswith(".toml"):
+            spec = load_kernel_file(expr)
+            self.expr: Expr = spec.expr
+            layouts = {**spec.layouts, **layouts}
+            params = {**spec.params, **params}
+            order = order or spec.options.get("order")
+            bounds = bounds or spec.options.get("bounds")
+            name = spec.options.get("name", name)
+            find = spec.options.get("find", find)
+            parallel = parallel or spec.options.get("parallel", False)
+        else:
+            self.expr = parse_expr(expr)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or name in _C_RESERVED:
+            raise SpecError(f"kernel name {name!r} is not a valid C identifier", self.expr.source)
+        self.name = name
+        self._check_names()
+        self.find = _check_find(find, self.expr)
+        if parallel:
+            raise SpecError("parallel=True is not supported yet (dependence analysis is issue 4)",
+                            self.expr.source)
+        self.parallel = parallel
+        self.layouts = self._resolve_layouts(layouts, params)
+        self.bounds = parse_bounds(bounds) if bounds else []
+        self.space: IterationSpace = build(self.expr, self.layouts, self.bounds)
+        self.order = self._loop_order(order)
+        self.nest: LoopNest = scan(self.space, self.order)
+        self._source: str | None = None
+
+    # construction helpers ----------------------------------------------------------
+    def _check_names(self) -> None:
+        for name in self.expr.tensors + self.expr.indices:
+            if name in _C_RESERVED or keyword.iskeyword(name) or name.startswith("spf_"):
+                raise SpecError(f"name {name!r} is reserved (C keyword or spf_ prefix)",
+                                self.expr.source)
+
+    def _resolve_layouts(self, layouts: Mapping[str, Any],
+                         params: Mapping[str, Mapping[str, int]]) -> dict[str, Layout]:
+        accesses = {a.tensor: a for a in (self.expr.output, *self.expr.factors)}
+        for tname in list(layouts) + list(params):
+            if tname not in accesses:
+                raise SpecError(f"layout given for {tname!r}, which is not a tensor of "
+                                f"{self.expr.text!r}", self.expr.source)
+        resolved: dict[str, Layout] = {}
+        for tname, acc in accesses.items():
+            if not acc.indices:
+                if tname in layouts:
+                    raise SpecError(f"{tname!r} is a scalar and takes no layout", self.expr.source)
+                continue
+            lay = layouts.get(tname)
+            lay = default_layout(len(acc.indices)) if lay is None else lay
+            resolved[tname] = load_layout(lay, **dict(params.get(tname, {})))
+        out = self.expr.output
+        if out.indices and resolved[out.tensor].dense_array is None:
+            raise SpecError(f"output {out.tensor!r} has layout {resolved[out.tensor].name}; "
+                            "sparse outputs are not supported yet (dense or scalar outputs only)",
+                            self.expr.source)
+        return resolved
+
+    def _loop_order(self, order: list[str] | None) -> list[str]:
+        variables = self.space.variables
+        if order is None:
+            inputs = [u for u in self.space.uses if not u.is_output]
+            sparse = [u for u in inputs if u.is_sparse] or inputs
+            return [v for u in sparse for v in u.vars]
+        result = []
+        for item in order:
+            var = item.replace(".", "_", 1) if "." in item else item
+            if var not in variables:
+                raise SpecError(f"order names {item!r}, which is not a loop variable; choose "
+                                f"from {[v.replace('_', '.', 1) if v not in self.space.indices else v for v in variables]}",
+                                self.expr.source)
+            result.append(var)
+        return result
+
+    # products -------------------------------------------------------------------------
+    def c_source(self) -> str:
+        """The generated C: struct typedefs and one function."""
+        if self._source is None:
+            header = [f"Generated by spf: {self.expr}"]
+            for use in self.space.uses:
+                header.append(f"  {use.name}: {use.layout.name}"
+                              + (f" {dict(use.layout.params)}" if use.layout.params else ""))
+            header.append(f"Loop order: {', '.join(self.nest.schedule)}")
+            notes = {}
+            for lv in self.nest.levels:
+                if lv.kind == "read" and any(g.is_eq for g in lv.guards):
+                    notes[lv.var] = ("find by guard loop: the enclosing loop scans every "
+                                     "position and tests it (no find template applied)")
+            self._source = emit_c.emit_kernel(self.nest, self.name, header, notes)
+        return self._source
+
+    def compile(self) -> "CompiledKernel":
+        """Compile (or fetch from the cache) and return a callable."""
+        return CompiledKernel(self)
+
+    def report(self) -> str:
+        """Iteration space, loop order and per-level decisions, as text."""
+        lines = [f"kernel: {self.expr}"]
+        for use in self.space.uses:
+            lines.append(f"  {use.name}: {use.layout.name} {use.relation()}")
+        lines.append(f"iteration space: {self.space}")
+        lines.append(f"loop order: {', '.join(self.nest.schedule)}")
+        for lv in self.nest.levels:
+            if lv.kind == "loop":
+                lo = ", ".join(f"{a}" if d == 1 else f"ceil(({a})/{d})" for a, d in lv.lower)
+                hi = ", ".join(f"{a}" if d == 1 else f"floor(({a})/{d})" for a, d in lv.upper)
+                lines.append(f"  loop {lv.var}: max({lo}) <= {lv.var} <= min({hi})")
+            elif lv.kind == "assign":
+                lines.append(f"  assign {lv.var} = {lv.expr}")
+            else:
+                lines.append(f"  read {lv.call}")
+            for g in lv.guards:
+                lines.append(f"    guard: {g}"
+                             + ("  (find: guard loop)" if lv.kind == "read" and g.is_eq else ""))
+            for g in lv.dropped:
+                lines.append(f"    dropped: {g}  (implied by inner bounds and layout properties)")
+        for g in self.nest.statement_guards:
+            lines.append(f"  statement guard: {g}")
+        return "\n".join(lines)
+
+
+def _check_find(find: "str | Mapping[str, str]", expr: Expr) -> "str | dict[str, str]":
+    choices = find.values() if isinstance(find, Mapping) else [find]
+    for choice in choices:
+        if choice not in FIND_CHOICES:
+            raise SpecError(f"find={choice!r} is not available yet; choose from {FIND_CHOICES}",
+                            expr.source)
+    if isinstance(find, Mapping):
+        for tname in find:
+            if tname not in expr.tensors:
+                raise SpecError(f"find names {tname!r}, which is not a tensor of the kernel",
+                                expr.source)
+        return dict(find)
+    return find
+
+
+class CompiledKernel:
+    """Callable ``f(A=..., x=...)``: checks every argument, runs the C, returns the output."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.source = kernel.c_source()
+        lib = runtime.load_library(str(runtime.build_library(self.source)))
+        self._fn = getattr(lib, kernel.name)
+        self._fn.restype = None
+        self.inputs = [a.tensor for a in kernel.expr.factors]
+        self.output = kernel.expr.output.tensor
+
+    def __call__(self, **args: Any) -> Any:
+        k = self.kernel
+        expr = k.expr
+        unknown = set(args) - set(self.inputs) - {self.output}
+        if unknown:
+            raise ArgumentError(f"unknown argument(s) {sorted(unknown)}; the kernel takes "
+                                f"{self.inputs} (and optionally the output {self.output!r})")
+        tensors: dict[str, Tensor] = {}
+        scalars: dict[str, float] = {}
+        for acc in expr.factors:
+            if acc.tensor not in args:
+                raise ArgumentError(f"missing argument {acc.tensor!r}")
+            value = args[acc.tensor]
+            if not acc.indices:
+                if not isinstance(value, (int, float, np.integer, np.floating)):
+                    raise ArgumentError(f"{acc.tensor!r} is a scalar; got {type(value).__name__}")
+                scalars[acc.tensor] = float(value)
+            else:
+                tensors[acc.tensor] = _as_tensor(acc.tensor, value, k.layouts[acc.tensor])
+        extents = self._extents(tensors)
+        out_acc = expr.output
+        result: Any = None
+        structs: list[Any] = []   # alive until the call returns
+        if out_acc.indices:
+            shape = tuple(extents[i] for i in out_acc.indices)
+            out_tensor = self._output(args.get(self.output), shape)
+            tensors[self.output] = out_tensor
+            result = out_tensor
+        else:
+            out_scalar = ctypes.c_double(float(args.get(self.output, 0.0)))
+            if self.output in args and not expr.accumulate:
+                raise ArgumentError(f"{self.output!r} is assigned with '='; do not pass it")
+        call_args = []
+        for acc in (out_acc, *expr.factors):
+            if not acc.indices:
+                call_args.append(ctypes.byref(out_scalar) if acc is out_acc
+                                 else ctypes.c_double(scalars[acc.tensor]))
+                continue
+            structs.append(_struct_of(tensors[acc.tensor]))
+            call_args.append(ctypes.byref(structs[-1]))
+        self._fn(*call_args)
+        if not out_acc.indices:
+            return out_scalar.value
+        lay = result.layout
+        return result.fields[lay.dense_array].reshape(result.shape)
+
+    def _extents(self, tensors: Mapping[str, Tensor]) -> dict[str, int]:
+        extents: dict[str, int] = {}
+        owner: dict[str, str] = {}
+        for acc in self.kernel.expr.factors:
+            if acc.tensor not in tensors:
+                continue
+            t = tensors[acc.tensor]
+            for dim, (idx, n) in enumerate(zip(acc.indices, t.shape)):
+                if idx in extents and extents[idx] != n:
+                    raise ArgumentError(
+                        f"index {idx!r} has extent {extents[idx]} in {owner[idx]} but {n} in "
+                        f"{acc.tensor} (dimension {dim}); shapes must agree")
+                extents.setdefault(idx, n)
+                owner.setdefault(idx, f"{acc.tensor} (shape {t.shape})")
+        return extents
+
+    def _output(self, given: Any, shape: tuple[int, ...]) -> Tensor:
+        layout = self.kernel.layouts[self.output]
+        if given is None:
+            if self.kernel.expr.accumulate:
+                raise ArgumentError(f"'+=' accumulates into {self.output!r}: pass it as "
+                                    f"{self.output}=array")
+            return Tensor.from_dense(layout, np.zeros(shape))
+        arr = given.to_dense() if isinstance(given, Tensor) else given
+        if not isinstance(arr, np.ndarray) or arr.dtype != np.float64 \
+                or not arr.flags.c_contiguous or arr.shape != shape:
+            raise ArgumentError(f"output {self.output!r} must be a C-contiguous float64 array "
+                                f"of shape {shape}")
+        return Tensor.from_dense(layout, arr)
+
+
+def _as_tensor(name: str, value: Any, layout: Layout) -> Tensor:
+    if isinstance(value, Tensor):
+        if value.layout != layout:
+            raise ArgumentError(f"{name!r}: the kernel was generated for layout {layout.name} "
+                                f"{dict(layout.params) or ''} but got a tensor in "
+                                f"{value.layout.name} {dict(value.layout.params) or ''}".rstrip())
+        return value
+    if isinstance(value, np.ndarray) or isinstance(value, (list, tuple)):
+        if layout.dense_array is None:
+            raise ArgumentError(f"{name!r} is in layout {layout.name}; pack it first with "
+                                f"spf.Tensor.from_dense/from_scipy('{layout.name}', ...)")
+        return Tensor.from_dense(layout, np.asarray(value))
+    raise ArgumentError(f"{name!r}: expected an spf.Tensor or a numpy array, "
+                        f"got {type(value).__name__}")
+
+
+def _struct_of(t: Tensor) -> Any:
+    cls = runtime.struct_type(t.layout)
+    values = {}
+    for name, v in t.fields.items():
+        values[name] = v if isinstance(v, int) else v.ctypes.data
+    return cls(**values)
+
+
+@lru_cache(maxsize=None)
+def dense_copy_kernel(layout: Layout) -> CompiledKernel:
+    """``D(i...) = T(i...)`` with D dense: unpacks any layout through its own relation."""
+    idx = ",".join(f"i{k}" for k in range(layout.order))
+    return Kernel(f"D({idx}) = T({idx})", {"T": layout}, name="spf_to_dense").compile()

@@ -1,0 +1,210 @@
+"""Kernel specs: tensor index notation (``y(i) = A(i,j) * x(j)``) and kernel spec files.
+
+A kernel spec file is TOML::
+
+    expr = "y(i) = A(i,j) * x(j)"
+    bounds = "j <= i"          # optional dense iteration-space bounds (Sec. 4)
+    order = ["A.pi", "A.pj"]   # optional loop order
+    [layouts]
+    A = "CSR"
+    [params.A]                 # optional layout parameters per tensor
+    B = 4
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import SpecError
+from .syntax import Parser, parse_constraints
+from .terms import Constraint
+
+
+@dataclass(frozen=True)
+class Access:
+    """``tensor(indices...)``; ``indices`` is empty for a scalar."""
+
+    tensor: str
+    indices: tuple[str, ...]
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.tensor}({','.join(self.indices)})" if self.indices else self.tensor
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A parsed statement ``output (=|+=) factor * factor * ...``."""
+
+    output: Access
+    factors: tuple[Access, ...]
+    accumulate: bool
+    text: str
+    source: str = "<string>"
+
+    @property
+    def tensors(self) -> list[str]:
+        return [self.output.tensor] + [f.tensor for f in self.factors]
+
+    @property
+    def indices(self) -> list[str]:
+        """Logical indices in order of first appearance (output first)."""
+        seen: dict[str, None] = {}
+        for acc in (self.output, *self.factors):
+            for i in acc.indices:
+                seen.setdefault(i, None)
+        return list(seen)
+
+    @property
+    def reduction_indices(self) -> list[str]:
+        return [i for i in self.indices if i not in self.output.indices]
+
+    def __str__(self) -> str:
+        op = "+=" if self.accumulate else "="
+        return f"{self.output} {op} {' * '.join(map(str, self.factors))}"
+
+
+def _access(p: Parser) -> Access:
+    tok = p.name("a tensor name")
+    if "." in tok.text:
+        raise p.error(f"tensor name {tok.text!r} must not contain '.'", tok)
+    indices: list[str] = []
+    if p.accept("("):
+        if not p.peek(")"):
+            while True:
+                idx = p.name("an index name")
+                if "." in idx.text:
+                    raise p.error(f"index name {idx.text!r} must not contain '.'", idx)
+                indices.append(idx.text)
+                if not p.accept(","):
+                    break
+        p.expect(")", "',' or ')' closing the index list")
+    return Access(tok.text, tuple(indices), tok.line, tok.column)
+
+
+def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 1) -> Expr:
+    """Parse tensor index notation; checks index counts and name clashes."""
+    p = Parser(text, source, line0, col0)
+    out = _access(p)
+    if p.accept("+="):
+        accumulate = True
+    elif p.accept("="):
+        accumulate = False
+    else:
+        found = "end of input" if p.tok.kind == "end" else repr(p.tok.text)
+        raise p.error(f"expected '=' or '+=' after the output {out}, found {found}")
+    factors = [_access(p)]
+    while True:
+        if p.accept("*"):
+            factors.append(_access(p))
+        elif p.peek("+") or p.peek("-"):
+            raise p.error("sums of tensors are not supported yet; only products "
+                          "(A(i,j) * x(j)) can be generated")
+        else:
+            break
+    p.expect_end()
+    expr = Expr(out, tuple(factors), accumulate, text, source)
+    _check(expr, source)
+    return expr
+
+
+def _check(expr: Expr, source: str) -> None:
+    def err(msg: str, acc: Access) -> SpecError:
+        return SpecError(msg, source, acc.line, acc.column)
+
+    seen: dict[str, Access] = {expr.output.tensor: expr.output}
+    for acc in expr.factors:
+        if acc.tensor == expr.output.tensor:
+            raise err(f"the output {acc.tensor!r} also appears on the right-hand side", acc)
+        if acc.tensor in seen:
+            first = seen[acc.tensor]
+            if len(first.indices) != len(acc.indices):
+                raise err(f"tensor {acc.tensor!r} is used with {len(first.indices)} and "
+                          f"{len(acc.indices)} indices", acc)
+            raise err(f"tensor {acc.tensor!r} appears twice; give the second use its own name", acc)
+        seen[acc.tensor] = acc
+    rhs = {i for acc in expr.factors for i in acc.indices}
+    for i in expr.output.indices:
+        if i not in rhs:
+            raise err(f"output index {i!r} does not appear on the right-hand side", expr.output)
+    if len(set(expr.output.indices)) != len(expr.output.indices):
+        raise err("an output index appears twice", expr.output)
+    clash = set(seen) & set(expr.indices)
+    if clash:
+        raise err(f"name(s) {sorted(clash)} used both as tensor and as index", expr.output)
+
+
+@dataclass
+class KernelFile:
+    """A kernel spec file's contents."""
+
+    expr: Expr
+    layouts: dict[str, str] = field(default_factory=dict)
+    params: dict[str, dict[str, int]] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+_KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "parallel", "name"}
+
+
+def _locate(text: str, needle: str) -> tuple[int, int]:
+    pos = text.find(needle)
+    if pos < 0:
+        return 1, 1
+    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def load_kernel_file(path: str | Path) -> KernelFile:
+    """Read a kernel spec file (TOML)."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SpecError(f"cannot read kernel file: {exc}", source) from exc
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+        raise SpecError(f"invalid TOML: {exc}", source, line, col) from exc
+    for key in table:
+        if key not in _KERNEL_KEYS:
+            raise SpecError(f"unknown key {key!r}; expected one of {sorted(_KERNEL_KEYS)}", source)
+    if not isinstance(table.get("expr"), str):
+        raise SpecError("missing 'expr' (tensor index notation, e.g. \"y(i) = A(i,j) * x(j)\")",
+                        source)
+    line, col = _locate(text, table["expr"])
+    expr = parse_expr(table["expr"], source, line, col)
+    layouts = table.get("layouts", {})
+    if not isinstance(layouts, dict) or not all(isinstance(v, str) for v in layouts.values()):
+        raise SpecError("[layouts] must map tensor names to layout names or paths", source)
+    # layout paths in a kernel file are relative to the file
+    resolved = {}
+    for name, lay in layouts.items():
+        rel = Path(path).parent / lay
+        resolved[name] = str(rel) if (lay.endswith(".toml") and rel.is_file()) else lay
+    params = table.get("params", {})
+    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
+        raise SpecError("[params.T] tables must map parameter names to integers", source)
+    options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name") if k in table}
+    if "bounds" in options:
+        bl, bc = _locate(text, options["bounds"])
+        options["bounds"] = parse_bounds(options["bounds"], source, bl, bc)
+    return KernelFile(expr, resolved, params, options)
+
+
+def parse_bounds(text: str | list[Constraint], source: str = "<string>", line0: int = 1,
+                 col0: int = 1) -> list[Constraint]:
+    """Dense iteration-space bounds such as ``"j <= i"`` (affine in indices)."""
+    if isinstance(text, list):
+        return text
+    return parse_constraints(text, source, line0, col0)
+
+
+def is_expr_text(arg: str) -> bool:
+    """True when a CLI argument looks like index notation rather than a file path."""
+    return "=" in arg and not arg.endswith(".toml")

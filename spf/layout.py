@@ -1,0 +1,481 @@
+"""Layout specs: a physical-to-logical relation with UFs, fields, value expression, properties.
+
+A layout file is TOML (see README "Layout files").  Everything format-specific lives in
+those files; this module only reads and checks them.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import index_expr as ie
+from .errors import SpecError
+from .relation import Relation
+from .syntax import parse_aff
+from .terms import Aff, Constraint, UFCall
+
+LAYOUT_DIR = Path(__file__).resolve().parent.parent / "layouts"
+INDEX_TYPE = "int"
+VALUE_TYPE = "double"
+ORDERS = ("<", "<=", ">", ">=")
+PROPERTY_KINDS = ("range", "injective", "monotonic", "periodic_monotonic", "covary_monotonic")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """A struct field: a scalar (``dims == ()``) or an array with extents ``dims``."""
+
+    name: str
+    ctype: str  # "int" (index type) or "double" (value type)
+    dims: tuple[ie.IExpr, ...] = ()
+
+    @property
+    def is_array(self) -> bool:
+        return bool(self.dims)
+
+
+@dataclass(frozen=True)
+class Property:
+    """An index-array property of Table 1, for UF ``uf`` (argument ``a``, second instance ``a'``).
+
+    - ``range``: ``lower <= uf(a) <= upper``
+    - ``injective``: ``a != a' -> (ufs(a)) != (ufs(a'))`` (a tuple of UFs with the same argument)
+    - ``monotonic``: ``a < a' -> uf(a) <order> uf(a')``
+    - ``periodic_monotonic``: same period (layout indices ``period`` equal) and ``a < a'`` ->
+      ``uf(a) <order> uf(a')``
+    - ``covary_monotonic``: ``with_(a) = with_(a') and a < a' -> uf(a) <order> uf(a')``
+    """
+
+    kind: str
+    ufs: tuple[str, ...]
+    order: str | None = None
+    lower: Aff | None = None
+    upper: Aff | None = None
+    period: tuple[str, ...] = ()
+    with_: str | None = None
+
+    @property
+    def uf(self) -> str:
+        return self.ufs[0]
+
+    def formula(self) -> str:
+        f = self.uf
+        if self.kind == "range":
+            lo = "" if self.lower is None else f"{self.lower} <= "
+            hi = "" if self.upper is None else f" <= {self.upper}"
+            return f"{lo}{f}(a){hi}"
+        if self.kind == "injective":
+            tup = ", ".join(f"{u}(a)" for u in self.ufs)
+            tup2 = ", ".join(f"{u}(a')" for u in self.ufs)
+            return f"a != a' -> ({tup}) != ({tup2})"
+        pre = ""
+        if self.kind == "periodic_monotonic":
+            pre = " and ".join(f"{p} = {p}'" for p in self.period) + " and "
+        elif self.kind == "covary_monotonic":
+            pre = f"{self.with_}(a) = {self.with_}(a') and "
+        return f"{pre}a < a' -> {f}(a) {self.order} {f}(a')"
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """A parsed layout spec with its parameters bound (equal when name, file and params are)."""
+
+    name: str
+    source: str
+    description: str
+    relation: Relation
+    value: ie.ArrayRef
+    shape: tuple[Aff, ...]
+    fields: Mapping[str, FieldSpec]
+    params: Mapping[str, int]
+    properties: tuple[Property, ...]
+    packer: str | None = None
+    dense_array: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Layout) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    @property
+    def indices(self) -> tuple[str, ...]:
+        """The layout (physical) indices, in storage order."""
+        return self.relation.in_vars
+
+    @property
+    def order(self) -> int:
+        """Number of logical dimensions."""
+        return len(self.relation.out_vars or ())
+
+    @property
+    def scalar_fields(self) -> list[str]:
+        return [f.name for f in self.fields.values() if not f.is_array]
+
+    @property
+    def index_arrays(self) -> list[str]:
+        return [f.name for f in self.fields.values() if f.is_array and f.ctype == INDEX_TYPE]
+
+    @property
+    def key(self) -> str:
+        """Identity for caching: name, file and bound parameters."""
+        params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return f"{self.name}[{params}]@{self.source}"
+
+    def with_params(self, **params: int) -> "Layout":
+        """The same layout file loaded with other parameter values."""
+        if not params:
+            return self
+        return _load_file(self.source, tuple(sorted({**self.params, **params}.items())))
+
+    def range_constraints(self, call: UFCall) -> list[Constraint]:
+        """Range facts that hold for ``call`` (a call of one of this layout's UFs)."""
+        out = []
+        for prop in self.properties:
+            if prop.kind == "range" and call.name == prop.uf:
+                if prop.lower is not None:
+                    out.append(Constraint.ge(Aff.var(call), prop.lower))
+                if prop.upper is not None:
+                    out.append(Constraint.ge(prop.upper, Aff.var(call)))
+        return out
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.source})"
+
+
+# ---------------------------------------------------------------------------------------
+def layout_dirs() -> list[Path]:
+    """Search path for layout names: ``$SPF_LAYOUT_PATH`` entries, then the shipped ``layouts/``."""
+    extra = [Path(p) for p in os.environ.get("SPF_LAYOUT_PATH", "").split(os.pathsep) if p]
+    return extra + [LAYOUT_DIR]
+
+
+def layout_names() -> list[str]:
+    """Names of all layouts on the search path."""
+    names: set[str] = set()
+    for d in layout_dirs():
+        if d.is_dir():
+            names |= {p.stem for p in d.glob("*.toml") if p.stem != "defaults"}
+    return sorted(names)
+
+
+def resolve_layout_path(name_or_path: str | os.PathLike) -> Path:
+    text = os.fspath(name_or_path)
+    path = Path(text)
+    if path.suffix == ".toml" or os.sep in text or "/" in text:
+        if not path.is_file():
+            raise SpecError(f"layout file not found: {text}", text)
+        return path.resolve()
+    for d in layout_dirs():
+        cand = d / f"{text}.toml"
+        if cand.is_file():
+            return cand.resolve()
+    raise SpecError(f"unknown layout {text!r}; known layouts: {', '.join(layout_names())}", text)
+
+
+def load_layout(name_or_path: "str | os.PathLike | Layout", **params: int) -> Layout:
+    """Load a layout by name (from the search path) or by path, binding ``params``."""
+    if isinstance(name_or_path, Layout):
+        return name_or_path.with_params(**params)
+    path = resolve_layout_path(name_or_path)
+    layout = _load_file(str(path), ())
+    if params:
+        unknown = set(params) - set(layout.params)
+        if unknown:
+            raise SpecError(f"layout {layout.name} has no parameter(s) {sorted(unknown)}; "
+                            f"its parameters: {sorted(layout.params) or 'none'}", str(path))
+        layout = layout.with_params(**params)
+    return layout
+
+
+def default_layout(order: int) -> Layout:
+    """The layout used for a tensor of ``order`` dimensions that was given no layout."""
+    path = LAYOUT_DIR / "defaults.toml"
+    try:
+        table = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(f"cannot read default layouts: {exc}", str(path)) from exc
+    name = table.get("dense", {}).get(str(order))
+    if name is None:
+        raise SpecError(f"no default layout for order {order}", str(path))
+    return load_layout(name)
+
+
+# ---------------------------------------------------------------------------------------
+@lru_cache(maxsize=256)
+def _load_file(path: str, param_items: tuple[tuple[str, int], ...]) -> Layout:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SpecError(f"cannot read layout file: {exc}", path) from exc
+    return parse_layout(text, path, dict(param_items))
+
+
+def _locate(text: str, needle: str) -> tuple[int, int]:
+    """1-based line and column of ``needle`` in ``text`` (1, 1 when not found)."""
+    pos = text.find(needle)
+    if pos < 0:
+        return 1, 1
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return line, col
+
+
+def _key_line(text: str, key: str) -> int | None:
+    m = re.search(rf"^\s*{re.escape(key)}\s*=", text, re.MULTILINE)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+class _Reader:
+    """Reads one layout table, raising SpecError positioned in the file."""
+
+    def __init__(self, text: str, source: str):
+        self.text = text
+        self.source = source
+
+    def err(self, message: str, key: str | None = None) -> SpecError:
+        line = _key_line(self.text, key) if key else None
+        return SpecError(message, self.source, line, 1 if line else None)
+
+    def string(self, table: Mapping[str, Any], key: str, required: bool = True) -> str | None:
+        if key not in table:
+            if required:
+                raise self.err(f"missing required key {key!r}")
+            return None
+        value = table[key]
+        if not isinstance(value, str):
+            raise self.err(f"{key!r} must be a string", key)
+        return value
+
+    def pos(self, snippet: str) -> tuple[int, int]:
+        # the snippet appears inside a TOML string: its first character is at the match
+        return _locate(self.text, snippet)
+
+
+def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] | None = None) -> Layout:
+    """Parse the TOML text of a layout file."""
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+        raise SpecError(f"invalid TOML: {exc}", source, line, col) from exc
+    rd = _Reader(text, source)
+    known = {"name", "description", "relation", "value", "shape", "fields", "params",
+             "properties", "packer", "dense_array"}
+    for key in table:
+        if key not in known:
+            raise rd.err(f"unknown key {key!r}; expected one of {sorted(known)}", key)
+    name = rd.string(table, "name") or ""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name):
+        raise rd.err(f"layout name {name!r} must be an identifier", "name")
+
+    # parameters (compile-time constants with defaults)
+    raw_params = table.get("params", {})
+    if not isinstance(raw_params, dict):
+        raise rd.err("'params' must be a table of integer defaults", "params")
+    bound: dict[str, int] = {}
+    for k, v in raw_params.items():
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise rd.err(f"parameter {k!r} must have an integer default", k)
+        bound[k] = v
+    for k, v in (params or {}).items():
+        if k not in bound:
+            raise SpecError(f"layout {name} has no parameter {k!r}", source)
+        if not isinstance(v, int) or v <= 0:
+            raise SpecError(f"parameter {k} of layout {name} must be a positive integer, got {v!r}",
+                            source)
+        bound[k] = v
+    psub = {k: Aff.num(v) for k, v in bound.items()}
+    pnum = {k: ie.Num(v) for k, v in bound.items()}
+
+    # fields
+    raw_fields = table.get("fields")
+    if not isinstance(raw_fields, dict) or not raw_fields:
+        raise rd.err("missing [fields] table (struct fields and their types)")
+    fields: dict[str, FieldSpec] = {}
+    for fname, ftype in raw_fields.items():
+        if not isinstance(ftype, str):
+            raise rd.err(f"type of field {fname!r} must be a string such as \"int[numRows + 1]\"", fname)
+        if fname in bound:
+            raise rd.err(f"{fname!r} is both a field and a parameter", fname)
+        m = re.fullmatch(r"\s*(int|double)\s*((?:\[[^\]]*\]\s*)*)", ftype)
+        if not m:
+            raise rd.err(f"field {fname!r}: type {ftype!r} must be int or double with optional "
+                         "[extent] suffixes", fname)
+        dims = []
+        for dm in re.finditer(r"\[([^\]]*)\]", m.group(2)):
+            line, col = rd.pos(dm.group(1)) if dm.group(1).strip() else (None, None)
+            if not dm.group(1).strip():
+                raise rd.err(f"field {fname!r}: empty extent '[]'", fname)
+            dims.append(ie.substitute(ie.parse_index_expr(dm.group(1), source, line, col), pnum))
+        if m.group(1) == VALUE_TYPE and not dims:
+            raise rd.err(f"field {fname!r}: a double field must be an array", fname)
+        fields[fname] = FieldSpec(fname, m.group(1), tuple(dims))
+    scalars = {f.name for f in fields.values() if not f.is_array}
+    index_arrays = {f.name: f for f in fields.values() if f.is_array and f.ctype == INDEX_TYPE}
+    for f in fields.values():
+        for d in f.dims:
+            bad = ie.names(d) - scalars
+            if bad:
+                raise rd.err(f"field {f.name!r}: extent uses {sorted(bad)}, which are not scalar "
+                             "fields or parameters", f.name)
+            for c in ie.calls(d):
+                if c.name not in index_arrays:
+                    raise rd.err(f"field {f.name!r}: extent reads {c.name!r}, not an index array",
+                                 f.name)
+
+    # relation
+    rel_text = rd.string(table, "relation") or ""
+    line, col = rd.pos(rel_text)
+    relation = Relation.parse(rel_text, source, line, col)
+    if relation.is_set:
+        raise SpecError("the relation must map layout indices to logical indices: "
+                        "{[p...] -> [g...] : ...}", source, line, col)
+    relation = Relation(relation.in_vars, relation.out_vars,
+                        ([c.substitute(psub) for c in conj] for conj in relation.disjuncts))
+    for sym in relation.symbols():
+        if sym not in scalars:
+            raise SpecError(f"relation uses {sym!r}, which is not a variable, a scalar field "
+                            "or a parameter", source, line, col)
+    for call in relation.calls():
+        _check_call(call.name, len(call.args), index_arrays, source, line, col)
+
+    # shape
+    raw_shape = table.get("shape")
+    if not isinstance(raw_shape, list) or not all(isinstance(s, str) for s in raw_shape):
+        raise rd.err("'shape' must be a list of strings (the logical extent of each dimension)",
+                     "shape" if "shape" in table else None)
+    if len(raw_shape) != relation_order(relation):
+        raise rd.err(f"'shape' has {len(raw_shape)} entries but the relation has "
+                     f"{relation_order(relation)} logical dimensions", "shape")
+    shape = []
+    for s in raw_shape:
+        sl, sc = rd.pos(s)
+        a = parse_aff(s, source, sl, sc).substitute(psub)
+        bad = a.names() - scalars
+        if bad or a.calls():
+            raise SpecError(f"shape entry {s!r} must be affine in scalar fields and parameters",
+                            source, sl, sc)
+        shape.append(a)
+
+    # value expression
+    val_text = rd.string(table, "value") or ""
+    vl, vc = rd.pos(val_text)
+    value = ie.parse_array_ref(val_text, source, vl, vc)
+    vfield = fields.get(value.array)
+    if vfield is None or vfield.ctype != VALUE_TYPE:
+        raise SpecError(f"value array {value.array!r} is not a double array field", source, vl, vc)
+    if len(value.subscripts) != len(vfield.dims):
+        raise SpecError(f"value array {value.array!r} has {len(vfield.dims)} dimension(s) but "
+                        f"{len(value.subscripts)} subscript(s) are given", source, vl, vc)
+    value = ie.ArrayRef(value.array, tuple(ie.substitute(s, pnum) for s in value.subscripts))
+    allowed = set(relation.in_vars) | scalars
+    for s in value.subscripts:
+        bad = ie.names(s) - allowed
+        if bad:
+            raise SpecError(f"value subscript uses {sorted(bad)}, not layout indices or scalar "
+                            "fields", source, vl, vc)
+        for c in ie.calls(s):
+            _check_call(c.name, len(c.args), index_arrays, source, vl, vc)
+
+    properties = tuple(_parse_property(p, k, rd, index_arrays, relation, scalars, psub)
+                       for k, p in enumerate(_list(table, "properties", rd)))
+
+    packer = rd.string(table, "packer", required=False)
+    if packer is not None and not (Path(source).parent / packer.split(":")[0]).is_file():
+        raise rd.err(f"packer file {packer.split(':')[0]!r} not found next to the layout file",
+                     "packer")
+    dense_array = rd.string(table, "dense_array", required=False)
+    if dense_array is not None and (dense_array not in fields or fields[dense_array].ctype != VALUE_TYPE):
+        raise rd.err(f"dense_array {dense_array!r} is not a double array field", "dense_array")
+    return Layout(name=name, source=source, description=str(table.get("description", "")),
+                  relation=relation, value=value, shape=tuple(shape), fields=fields,
+                  params=bound, properties=properties,
+                  packer=str(Path(source).parent / packer) if packer else None,
+                  dense_array=dense_array, raw=table)
+
+
+def relation_order(relation: Relation) -> int:
+    return len(relation.out_vars or ())
+
+
+def _check_call(name: str, nargs: int, index_arrays: Mapping[str, FieldSpec], source: str,
+                line: int, col: int) -> None:
+    if name not in index_arrays:
+        raise SpecError(f"{name!r} is called like an index array but is not an int array field",
+                        source, line, col)
+    arity = len(index_arrays[name].dims)
+    if arity != nargs:
+        raise SpecError(f"index array {name!r} has {arity} dimension(s) but is called with "
+                        f"{nargs} argument(s)", source, line, col)
+
+
+def _list(table: Mapping[str, Any], key: str, rd: _Reader) -> list[Mapping[str, Any]]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise rd.err(f"{key!r} must be an array of tables ([[{key}]])", key)
+    return value
+
+
+def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Mapping[str, FieldSpec],
+                    relation: Relation, scalars: set[str], psub: Mapping[str, Aff]) -> Property:
+    where = f"property #{k + 1}"
+    kind = p.get("kind")
+    if kind not in PROPERTY_KINDS:
+        raise rd.err(f"{where}: kind must be one of {list(PROPERTY_KINDS)}, got {kind!r}",
+                     "kind")
+    ufs = p.get("ufs", [p["uf"]] if "uf" in p else None)
+    if not isinstance(ufs, list) or not ufs or not all(isinstance(u, str) for u in ufs):
+        raise rd.err(f"{where} ({kind}): give the index array as uf = \"name\" "
+                     "(or ufs = [...] for injectivity of a tuple)")
+    for u in ufs:
+        if u not in index_arrays:
+            raise rd.err(f"{where} ({kind}): {u!r} is not an index array field")
+    order = p.get("order")
+    if kind in ("monotonic", "periodic_monotonic", "covary_monotonic"):
+        if order not in ORDERS:
+            raise rd.err(f"{where} ({kind}): order must be one of {list(ORDERS)}, got {order!r}")
+        if len(ufs) != 1 or len(index_arrays[ufs[0]].dims) != 1:
+            raise rd.err(f"{where} ({kind}): monotonicity is defined for one one-dimensional "
+                         "index array")
+    lower = upper = None
+    if kind == "range":
+        for key in ("min", "max"):
+            if key in p:
+                text = str(p[key])
+                line, col = rd.pos(text) if isinstance(p[key], str) else (None, None)
+                a = parse_aff(text, rd.source, line or 1, col or 1).substitute(psub)
+                if a.names() - scalars:
+                    raise rd.err(f"{where} (range): {key} uses {sorted(a.names() - scalars)}, "
+                                 "not scalar fields or parameters")
+                if key == "min":
+                    lower = a
+                else:
+                    upper = a
+        if lower is None and upper is None:
+            raise rd.err(f"{where} (range): give min and/or max")
+    period: tuple[str, ...] = ()
+    if kind == "periodic_monotonic":
+        raw = p.get("period")
+        raw = [raw] if isinstance(raw, str) else raw
+        if not raw or any(v not in relation.in_vars for v in raw):
+            raise rd.err(f"{where} (periodic_monotonic): period must name layout indices "
+                         f"of {list(relation.in_vars)}")
+        period = tuple(raw)
+    with_ = None
+    if kind == "covary_monotonic":
+        with_ = p.get("with")
+        if with_ not in index_arrays:
+            raise rd.err(f"{where} (covary_monotonic): 'with' must name an index array")
+    unknown = set(p) - {"kind", "uf", "ufs", "order", "min", "max", "period", "with"}
+    if unknown:
+        raise rd.err(f"{where}: unknown key(s) {sorted(unknown)}")
+    return Property(kind, tuple(ufs), order, lower, upper, period, with_)
+

@@ -1,0 +1,246 @@
+"""Polyhedral scanning of an iteration space into a loop nest (Algorithm 1 without SMT).
+
+1. Schedule: variables are taken in loop order; after each, every variable that an
+   equality now determines becomes an assignment (``i = A.idx(pA)``).
+2. Encode with one isl dimension per UF call, right after its last argument.
+3. Per dimension k: bounds and guards from the projection onto dimensions 0..k, gisted
+   against the projection onto 0..k-1.  UF-call dimensions are reads; their constraints
+   become guards (``x.idx(x_p) = j``).
+4. Guards that the rest of the nest already implies (e.g. "this loop is non-empty") are
+   dropped: a guard goes when the executed set stays inside the iteration space without it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from .errors import SpecError
+from .isl_bridge import Encoding, encode
+from .iteration_space import IterationSpace
+from .terms import Aff, Constraint, FloorDiv, UFCall
+
+
+@dataclass
+class Level:
+    """One dimension of the loop nest."""
+
+    var: str
+    kind: str                                  # "loop" | "assign" | "read"
+    expr: Aff | None = None                    # assign: var = expr
+    call: UFCall | None = None                 # read: the index-array read this dim stands for
+    lower: list[tuple[Aff, int]] = field(default_factory=list)  # var >= ceil(aff / den)
+    upper: list[tuple[Aff, int]] = field(default_factory=list)  # var <= floor(aff / den)
+    guards: list[Constraint] = field(default_factory=list)
+    dropped: list[Constraint] = field(default_factory=list)     # guards proven redundant
+
+    def bound_constraints(self) -> list[Constraint]:
+        v = Aff.var(self.var)
+        out = [Constraint.ge(v * den, aff) for aff, den in self.lower]
+        out += [Constraint.ge(aff, v * den) for aff, den in self.upper]
+        if self.kind == "assign":
+            out.append(Constraint.eq(v, self.expr))
+        return out
+
+
+@dataclass
+class LoopNest:
+    """The scanned nest of one statement."""
+
+    space: IterationSpace
+    levels: list[Level]
+    statement_guards: list[Constraint]
+    schedule: list[str]
+
+    def level(self, var: str) -> Level:
+        for lv in self.levels:
+            if lv.var == var:
+                return lv
+        raise KeyError(var)
+
+
+def _transitive_deps(enc: Encoding, base: set[str]) -> dict[str, set[str]]:
+    deps: dict[str, set[str]] = {}
+
+    def of_call(call: UFCall) -> set[str]:
+        out: set[str] = set()
+        for a in call.args:
+            out |= a.names() & base
+            for inner in a.calls():
+                out |= of_call(inner)
+        return out
+
+    for var, call in enc.call_of.items():
+        deps[var] = of_call(call)
+    return deps
+
+
+class Scanner:
+    """Schedules and scans one iteration space."""
+
+    def __init__(self, space: IterationSpace):
+        self.space = space
+        self.base = list(space.variables)
+        self.enc = encode(self.base, space.all_constraints)
+        self.full = self.enc.isl_set([space.all_constraints])
+        self.deps = _transitive_deps(self.enc, set(self.base))
+
+    # -- scheduling ---------------------------------------------------------------
+    def _restricted(self, keep: set[str]) -> tuple[isl.Set, Encoding]:
+        kept = [d for d in self.enc.dims
+                if (d in keep) or (d in self.enc.call_of and self.deps[d] <= keep)]
+        s = self.full
+        for pos in range(len(self.enc.dims) - 1, -1, -1):
+            if self.enc.dims[pos] not in kept:
+                s = s.project_out(isl.dim_type.set, pos, 1)
+        sub = Encoding(dims=kept, call_of={d: c for d, c in self.enc.call_of.items() if d in kept},
+                       var_of={c: d for d, c in self.enc.call_of.items() if d in kept},
+                       params=self.enc.params)
+        return s, sub
+
+    def _definition(self, var: str, placed: list[str]) -> Aff | None:
+        """An affine definition ``var = expr(placed)`` if the space implies one."""
+        s, sub = self._restricted(set(placed) | {var})
+        hull = s.affine_hull()
+        for c in sub.decode_basic_set(hull):
+            if not c.is_eq:
+                continue
+            k = c.aff.coeff(var)
+            rest = c.aff - Aff.var(var, k)
+            if abs(k) != 1 or var in rest.names() or any(
+                    isinstance(a, FloorDiv) for a in rest.atoms()):
+                continue
+            return rest * -k
+        return None
+
+    def schedule(self, order: list[str]) -> tuple[list[str], dict[str, Aff]]:
+        placed: list[str] = []
+        defs: dict[str, Aff] = {}
+        logical = [v for v in self.base if v in self.space.indices]
+        others = [v for v in self.base if v not in self.space.indices]
+
+        def close() -> None:
+            changed = True
+            while changed:
+                changed = False
+                for v in logical + others:
+                    if v in placed:
+                        continue
+                    d = self._definition(v, placed)
+                    if d is not None:
+                        placed.append(v)
+                        defs[v] = d
+                        changed = True
+                        break
+
+        close()
+        for v in order:
+            if v not in placed:
+                placed.append(v)
+                close()
+        for v in self.base:
+            if v not in placed:
+                placed.append(v)
+                close()
+        return placed, defs
+
+    # -- scanning -----------------------------------------------------------------
+    def scan(self, order: list[str]) -> LoopNest:
+        schedule, defs = self.schedule(order)
+        enc = encode(schedule, self.space.all_constraints)
+        full = enc.isl_set([self.space.all_constraints])
+        facts = enc.isl_set([self.space.facts])
+        n = len(enc.dims)
+        proj = [full] * n
+        for k in range(n - 2, -1, -1):
+            proj[k] = proj[k + 1].project_out(isl.dim_type.set, k + 1, 1)
+        params_only = proj[0].project_out(isl.dim_type.set, 0, 1) if n else full
+        levels: list[Level] = []
+        for k, var in enumerate(enc.dims):
+            ctx = (proj[k - 1] if k else params_only).add_dims(isl.dim_type.set, 1)
+            here = proj[k]
+            if here.n_basic_set() > 1:
+                here = here.coalesce()
+            if here.n_basic_set() > 1:
+                here = isl.Set.from_basic_set(here.simple_hull())
+            gist = here.gist(ctx)
+            sub = Encoding(dims=enc.dims[:k + 1],
+                           call_of={d: c for d, c in enc.call_of.items() if d in enc.dims[:k + 1]},
+                           var_of={}, params=enc.params)
+            cons: list[Constraint] = []
+            for b in gist.get_basic_sets():
+                cons.extend(sub.decode_basic_set(b))
+            atom = enc.call_of.get(var, var)
+            mine = [c for c in cons if c.aff.coeff(atom)]
+            if var in enc.call_of:
+                levels.append(Level(var, "read", call=enc.call_of[var], guards=mine))
+            elif var in defs:
+                expr = defs[var]
+                defining = Constraint.eq(Aff.var(var), expr)
+                levels.append(Level(var, "assign", expr=expr,
+                                    guards=[c for c in mine if c != defining]))
+            else:
+                levels.append(self._loop_level(var, mine))
+        nest = LoopNest(self.space, levels, [], schedule)
+        self._prune(nest, enc, full, facts)
+        _prefer_named(nest)
+        return nest
+
+    @staticmethod
+    def _loop_level(var: str, cons: list[Constraint]) -> Level:
+        lv = Level(var, "loop")
+        for c in cons:
+            k = c.aff.coeff(var)
+            rest = c.aff - Aff.var(var, k)
+            if c.is_eq:
+                lv.guards.append(c)
+            elif k > 0:      # k*var + rest >= 0  ->  var >= ceil(-rest / k)
+                lv.lower.append((-rest, k))
+            else:            # var <= floor(rest / -k)
+                lv.upper.append((rest, -k))
+        if not lv.lower or not lv.upper:
+            raise SpecError(f"loop over {var} is unbounded: the layouts and bounds give no "
+                            f"{'lower' if not lv.lower else 'upper'} bound")
+        return lv
+
+    def _prune(self, nest: LoopNest, enc: Encoding, full: isl.Set, facts: isl.Set) -> None:
+        """Drop guards implied by the rest of the nest plus the facts; add what is missing."""
+        def executed(skip: Constraint | None = None, skip_level: Level | None = None) -> isl.Set:
+            cons: list[Constraint] = []
+            for lv in nest.levels:
+                cons.extend(lv.bound_constraints())
+                cons.extend(g for g in lv.guards if not (lv is skip_level and g == skip))
+            return enc.isl_set([cons]).intersect(facts)
+
+        for lv in reversed(nest.levels):
+            for g in list(lv.guards):
+                if executed(g, lv).is_subset(full):
+                    lv.guards.remove(g)
+                    lv.dropped.append(g)
+        rest = full.gist(executed())
+        if not rest.plain_is_universe():
+            for b in rest.get_basic_sets():
+                nest.statement_guards.extend(enc.decode_basic_set(b))
+            if rest.n_basic_set() > 1:
+                raise SpecError("the iteration space is a union that the scanner cannot yet "
+                                "express as one guard")
+
+
+def _prefer_named(nest: LoopNest) -> None:
+    """Write index-array reads that an assignment names by that name (``x.idx(p) = j``)."""
+    names: dict[UFCall, Aff] = {}
+    for lv in nest.levels:
+        if lv.kind == "assign":
+            lv.expr = lv.expr.substitute(names)
+            if len(lv.expr.terms) == 1 and lv.expr.const == 0 and lv.expr.terms[0][1] == 1 \
+                    and isinstance(lv.expr.terms[0][0], UFCall):
+                names.setdefault(lv.expr.terms[0][0], Aff.var(lv.var))
+        lv.guards = [g.substitute(names) for g in lv.guards]
+        lv.lower = [(a.substitute(names), d) for a, d in lv.lower]
+        lv.upper = [(a.substitute(names), d) for a, d in lv.upper]
+    nest.statement_guards = [g.substitute(names) for g in nest.statement_guards]
+
+
+def scan(space: IterationSpace, order: list[str]) -> LoopNest:
+    """Scan ``space`` with loops in ``order`` (remaining variables follow)."""
+    return Scanner(space).scan(order)

@@ -1,0 +1,250 @@
+"""Tensors: a layout plus the arrays and scalars of its struct, checked against the layout.
+
+Packing from coordinates goes through the layout's packer (a Python file named in the
+layout spec); checking uses only the layout's declared extents and properties.
+"""
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import index_expr as ie
+from .errors import ArgumentError
+from .layout import INDEX_TYPE, Layout, load_layout
+
+INDEX_DTYPE = np.int32
+VALUE_DTYPE = np.float64
+_INT_MAX = np.iinfo(INDEX_DTYPE).max
+
+
+@lru_cache(maxsize=None)
+def _packer(spec: str):
+    path, _, func = spec.partition(":")
+    module_spec = importlib.util.spec_from_file_location(f"spf_packer_{abs(hash(path))}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module, func or "pack"
+
+
+def _as_layout(layout: "str | Layout", params: Mapping[str, int]) -> Layout:
+    return load_layout(layout, **params)
+
+
+class Tensor:
+    """A tensor stored in a layout; fields are reachable as ``t["rowPtr"]`` or ``t.fields``."""
+
+    def __init__(self, layout: Layout, shape: Sequence[int], fields: Mapping[str, Any],
+                 check: bool = True):
+        self.layout = layout
+        self.shape = tuple(int(n) for n in shape)
+        self.fields = validate(layout, self.shape, fields, check_properties=check)
+
+    # constructors -------------------------------------------------------------------
+    @classmethod
+    def from_arrays(cls, layout: "str | Layout", shape: Sequence[int],
+                    arrays: Mapping[str, Any], params: Mapping[str, int] | None = None,
+                    check: bool = True) -> "Tensor":
+        """Wrap existing arrays (converted to int32/float64 when needed) after checking them."""
+        return cls(_as_layout(layout, params or {}), shape, arrays, check)
+
+    @classmethod
+    def from_coords(cls, layout: "str | Layout", shape: Sequence[int],
+                    coords: Sequence[Sequence[int]], values: Sequence[float],
+                    **params: int) -> "Tensor":
+        """Pack nonzeros given as coordinate arrays (any order; duplicates are summed)."""
+        lay = _as_layout(layout, params)
+        shape = tuple(int(n) for n in shape)
+        if len(shape) != lay.order:
+            raise ArgumentError(f"layout {lay.name} stores order-{lay.order} tensors, "
+                                f"got shape {shape}")
+        if any(n < 0 or n > _INT_MAX for n in shape):
+            raise ArgumentError(f"shape {shape} must be non-negative and fit in int32")
+        coords = [np.asarray(c, dtype=np.int64).reshape(-1) for c in coords]
+        values = np.asarray(values, dtype=VALUE_DTYPE).reshape(-1)
+        if len(coords) != len(shape) or any(len(c) != len(values) for c in coords):
+            raise ArgumentError("need one coordinate array per dimension, each as long as values")
+        for d, (c, n) in enumerate(zip(coords, shape)):
+            if len(c) and (c.min() < 0 or c.max() >= n):
+                raise ArgumentError(f"coordinate in dimension {d} outside 0..{n - 1}")
+        coords, values = _sum_duplicates(coords, values, shape)
+        module, func = _packer(lay.packer) if lay.packer else (None, None)
+        if module is None:
+            raise ArgumentError(f"layout {lay.name} has no packer; build it with from_arrays")
+        fields = getattr(module, func)(shape, tuple(coords), values, dict(lay.params))
+        return cls(lay, shape, fields)
+
+    @classmethod
+    def from_scipy(cls, layout: "str | Layout", matrix: Any, **params: int) -> "Tensor":
+        """Pack a scipy.sparse matrix (its stored entries, in its order)."""
+        import scipy.sparse as sp
+        if not sp.issparse(matrix):
+            raise ArgumentError(f"from_scipy expects a scipy.sparse matrix, got {type(matrix).__name__}")
+        coo = matrix.tocoo()
+        return cls.from_coords(layout, coo.shape, (coo.row, coo.col), coo.data, **params)
+
+    @classmethod
+    def from_dense(cls, layout: "str | Layout", array: Any, **params: int) -> "Tensor":
+        """Pack the nonzeros of a dense array (all of it for a dense layout)."""
+        lay = _as_layout(layout, params)
+        array = np.asarray(array)
+        if array.dtype.kind not in "biuf":
+            raise ArgumentError(f"expected a real numeric array, got dtype {array.dtype}")
+        if lay.packer:
+            module, _ = _packer(lay.packer)
+            if hasattr(module, "pack_dense"):
+                if array.ndim != lay.order:
+                    raise ArgumentError(f"layout {lay.name} stores order-{lay.order} tensors, "
+                                        f"got an array of shape {array.shape}")
+                return cls(lay, array.shape, module.pack_dense(array, dict(lay.params)))
+        nz = np.nonzero(array)
+        return cls.from_coords(lay, array.shape, nz, array[nz], **params)
+
+    # access --------------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Any:
+        return self.fields[name]
+
+    @property
+    def values(self) -> np.ndarray:
+        return self.fields[self.layout.value.array]
+
+    def to_dense(self) -> np.ndarray:
+        """The logical tensor as a dense array (computed by a generated kernel)."""
+        from .kernel import dense_copy_kernel
+        return dense_copy_kernel(self.layout)(T=self)
+
+    def to_scipy(self):
+        """A scipy COO matrix of the logical tensor (order-2 tensors)."""
+        import scipy.sparse as sp
+        if self.layout.order != 2:
+            raise ArgumentError("to_scipy needs an order-2 tensor")
+        return sp.coo_matrix(self.to_dense())
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.layout.name}, shape={self.shape})"
+
+
+def _sum_duplicates(coords: list[np.ndarray], values: np.ndarray,
+                    shape: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Sum entries with equal coordinates, keeping first-occurrence order."""
+    if len(values) < 2:
+        return coords, values
+    key = np.ravel_multi_index(coords, shape) if shape else np.zeros(len(values), np.int64)
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if len(uniq) == len(key):
+        return coords, values
+    sums = np.zeros(len(uniq), dtype=VALUE_DTYPE)
+    np.add.at(sums, inverse, values)
+    order = np.argsort(first, kind="stable")
+    return [c[first[order]] for c in coords], sums[order]
+
+
+def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
+             check_properties: bool = True) -> dict[str, Any]:
+    """Convert and check fields against the layout: types, extents, shape, properties."""
+    name = layout.name
+    missing = [f for f in layout.fields if f not in fields]
+    if missing:
+        raise ArgumentError(f"{name} tensor: missing field(s) {missing}")
+    extra = [f for f in fields if f not in layout.fields]
+    if extra:
+        raise ArgumentError(f"{name} tensor: unknown field(s) {extra}; fields are "
+                            f"{list(layout.fields)}")
+    out: dict[str, Any] = {}
+    for spec in layout.fields.values():
+        value = fields[spec.name]
+        if not spec.is_array:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise ArgumentError(f"{name} tensor: scalar field {spec.name!r} must be an "
+                                    f"integer, got {value!r}")
+            if not 0 <= int(value) <= _INT_MAX:
+                raise ArgumentError(f"{name} tensor: {spec.name} = {value} is outside 0..{_INT_MAX}")
+            out[spec.name] = int(value)
+            continue
+        arr = np.asarray(value)
+        if spec.ctype == INDEX_TYPE:
+            if arr.size and arr.dtype.kind not in "iu":
+                raise ArgumentError(f"{name} tensor: index array {spec.name!r} must hold "
+                                    f"integers, got dtype {arr.dtype}")
+            if arr.size and (arr.min() < np.iinfo(INDEX_DTYPE).min or arr.max() > _INT_MAX):
+                raise ArgumentError(f"{name} tensor: index array {spec.name!r} has values that "
+                                    "do not fit in int32")
+            arr = np.ascontiguousarray(arr, dtype=INDEX_DTYPE).reshape(-1)
+        else:
+            if arr.size and arr.dtype.kind not in "biuf":
+                raise ArgumentError(f"{name} tensor: value array {spec.name!r} must be real "
+                                    f"numbers, got dtype {arr.dtype}")
+            arr = np.ascontiguousarray(arr, dtype=VALUE_DTYPE).reshape(-1)
+        out[spec.name] = arr
+    scalars = {k: v for k, v in out.items() if isinstance(v, int)}
+    arrays = {k: v for k, v in out.items() if not isinstance(v, int)}
+    for spec in layout.fields.values():
+        if not spec.is_array:
+            continue
+        try:
+            expected = 1
+            for d in spec.dims:
+                expected *= ie.evaluate(d, scalars, arrays)
+        except (IndexError, ValueError) as exc:
+            raise ArgumentError(f"{name} tensor: cannot size {spec.name!r}: {exc}") from None
+        if len(out[spec.name]) != expected:
+            extents = "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})")
+                                for d in spec.dims)
+            raise ArgumentError(f"{name} tensor: {spec.name!r} has {len(out[spec.name])} "
+                                f"elements but its extent [{extents}] is {expected}")
+    logical = tuple(s.evaluate(scalars) for s in layout.shape)
+    if logical != tuple(shape):
+        raise ArgumentError(f"{name} tensor: fields describe shape {logical}, expected {shape}")
+    if check_properties:
+        _check_properties(layout, scalars, arrays)
+    return out
+
+
+_CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+
+
+def _check_properties(layout: Layout, scalars: Mapping[str, int],
+                      arrays: Mapping[str, np.ndarray]) -> None:
+    """Check the properties that can be checked array by array (range, monotonic,
+    co-vary monotonic, injective).  Periodic monotonicity needs the relation's periods."""
+    def call(name: str, args: list[int]) -> int:
+        arr = arrays[name]
+        if len(args) != 1 or not 0 <= args[0] < len(arr):
+            raise ArgumentError(f"{layout.name} tensor: {name}{tuple(args)} is out of bounds")
+        return int(arr[args[0]])
+
+    for prop in layout.properties:
+        arr = arrays[prop.uf]
+        where = f"{layout.name} tensor: {prop.uf!r} violates {prop.kind} ({prop.formula()})"
+        if prop.kind == "range" and arr.size:
+            if prop.lower is not None:
+                lo = prop.lower.evaluate(scalars, call)
+                bad = np.flatnonzero(arr < lo)
+                if bad.size:
+                    raise ArgumentError(f"{where} at position {bad[0]}: {arr[bad[0]]} < {lo}")
+            if prop.upper is not None:
+                hi = prop.upper.evaluate(scalars, call)
+                bad = np.flatnonzero(arr > hi)
+                if bad.size:
+                    raise ArgumentError(f"{where} at position {bad[0]}: {arr[bad[0]]} > {hi}")
+        elif prop.kind == "monotonic" and arr.size > 1:
+            ok = _CMP[prop.order](arr[:-1], arr[1:])
+            if not ok.all():
+                k = int(np.flatnonzero(~ok)[0])
+                raise ArgumentError(f"{where} at positions {k}, {k + 1}: {arr[k]}, {arr[k + 1]}")
+        elif prop.kind == "covary_monotonic" and arr.size > 1:
+            g = arrays[prop.with_]
+            perm = np.argsort(g, kind="stable")
+            same = g[perm][:-1] == g[perm][1:]
+            ok = _CMP[prop.order](arr[perm][:-1], arr[perm][1:]) | ~same
+            if not ok.all():
+                k = int(np.flatnonzero(~ok)[0])
+                raise ArgumentError(f"{where} at positions {perm[k]}, {perm[k + 1]}")
+        elif prop.kind == "injective" and arr.size > 1:
+            cols = np.stack([arrays[u] for u in prop.ufs], axis=1)
+            uniq, first = np.unique(cols, axis=0, return_index=True)
+            if len(uniq) != len(cols):
+                dup = sorted(set(range(len(cols))) - set(first.tolist()))[0]
+                raise ArgumentError(f"{where}: position {dup} repeats an earlier entry")

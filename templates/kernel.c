@@ -1,0 +1,11 @@
+/*
+$header
+ */
+#include <stdint.h>
+#include <string.h>
+$helpers
+$structs
+$signature
+{
+$body
+}
