@@ -292,7 +292,6 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
             raise SpecError(f"parameter {k} of layout {name} must be a positive integer, got {v!r}",
                             source)
         bound[k] = v
-    psub = {k: Aff.num(v) for k, v in bound.items()}
     pnum = {k: ie.Num(v) for k, v in bound.items()}
 
     # fields
@@ -334,12 +333,10 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     # relation
     rel_text = rd.string(table, "relation") or ""
     line, col = rd.pos(rel_text)
-    relation = Relation.parse(rel_text, source, line, col)
+    relation = Relation.parse(rel_text, source, line, col, bound)
     if relation.is_set:
         raise SpecError("the relation must map layout indices to logical indices: "
                         "{[p...] -> [g...] : ...}", source, line, col)
-    relation = Relation(relation.in_vars, relation.out_vars,
-                        ([c.substitute(psub) for c in conj] for conj in relation.disjuncts))
     for sym in relation.symbols():
         if sym not in scalars:
             raise SpecError(f"relation uses {sym!r}, which is not a variable, a scalar field "
@@ -358,7 +355,7 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     shape = []
     for s in raw_shape:
         sl, sc = rd.pos(s)
-        a = parse_aff(s, source, sl, sc).substitute(psub)
+        a = parse_aff(s, source, sl, sc, bound)
         bad = a.names() - scalars
         if bad or a.calls():
             raise SpecError(f"shape entry {s!r} must be affine in scalar fields and parameters",
@@ -385,7 +382,7 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
         for c in ie.calls(s):
             _check_call(c.name, len(c.args), index_arrays, source, vl, vc)
 
-    properties = tuple(_parse_property(p, k, rd, index_arrays, relation, scalars, psub)
+    properties = tuple(_parse_property(p, k, rd, index_arrays, relation, scalars, bound)
                        for k, p in enumerate(_list(table, "properties", rd)))
 
     packer = rd.string(table, "packer", required=False)
@@ -425,7 +422,7 @@ def _list(table: Mapping[str, Any], key: str, rd: _Reader) -> list[Mapping[str, 
 
 
 def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Mapping[str, FieldSpec],
-                    relation: Relation, scalars: set[str], psub: Mapping[str, Aff]) -> Property:
+                    relation: Relation, scalars: set[str], bound: Mapping[str, int]) -> Property:
     where = f"property #{k + 1}"
     kind = p.get("kind")
     if kind not in PROPERTY_KINDS:
@@ -451,7 +448,7 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Map
             if key in p:
                 text = str(p[key])
                 line, col = rd.pos(text) if isinstance(p[key], str) else (None, None)
-                a = parse_aff(text, rd.source, line or 1, col or 1).substitute(psub)
+                a = parse_aff(text, rd.source, line or 1, col or 1, bound)
                 if a.names() - scalars:
                     raise rd.err(f"{where} (range): {key} uses {sorted(a.names() - scalars)}, "
                                  "not scalar fields or parameters")

@@ -37,9 +37,10 @@ class Relation:
 
     # construction ---------------------------------------------------------------------
     @staticmethod
-    def parse(text: str, source: str = "<string>", line0: int = 1, col0: int = 1) -> "Relation":
+    def parse(text: str, source: str = "<string>", line0: int = 1, col0: int = 1,
+              constants: Mapping[str, int] | None = None) -> "Relation":
         """Parse SPF syntax, e.g. ``{[p] -> [i] : 0 <= p < len and i = idx(p)}``."""
-        parsed = parse_relation_text(text, source, line0, col0)
+        parsed = parse_relation_text(text, source, line0, col0, constants)
         return Relation(parsed.in_vars, parsed.out_vars, parsed.disjuncts)
 
     @property

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Mapping
 
 from .errors import SpecError
 from .terms import Aff, Constraint, UFCall
@@ -76,8 +77,10 @@ def tokenize(text: str, source: str = "<string>", line0: int = 1, col0: int = 1)
 class Parser:
     """Cursor over tokens with helpers that raise positioned :class:`SpecError`."""
 
-    def __init__(self, text: str, source: str = "<string>", line0: int = 1, col0: int = 1):
+    def __init__(self, text: str, source: str = "<string>", line0: int = 1, col0: int = 1,
+                 constants: Mapping[str, int] | None = None):
         self.source = source
+        self.constants = dict(constants or {})
         self.tokens = tokenize(text, source, line0, col0)
         self.i = 0
 
@@ -166,6 +169,8 @@ class Parser:
                     args.append(self.aff())
                 self.expect(")", "')' closing the call")
                 return Aff.var(UFCall(tok.text, tuple(args)))
+            if tok.text in self.constants:
+                return Aff.num(self.constants[tok.text])
             return Aff.var(tok.text)
         found = "end of input" if tok.kind == "end" else repr(tok.text)
         raise self.error(f"expected a number, name, call or '(', found {found}")
@@ -234,9 +239,10 @@ class ParsedRelation:
 
 
 def parse_relation_text(text: str, source: str = "<string>", line0: int = 1,
-                        col0: int = 1) -> ParsedRelation:
-    """Parse ``{[..] -> [..] : formula}`` or ``{[..] : formula}``."""
-    p = Parser(text, source, line0, col0)
+                        col0: int = 1, constants: Mapping[str, int] | None = None) -> ParsedRelation:
+    """Parse ``{[..] -> [..] : formula}`` or ``{[..] : formula}``; ``constants`` are
+    named integers (layout parameters) substituted while parsing."""
+    p = Parser(text, source, line0, col0, constants)
     p.expect("{", "'{' opening a set or relation")
     in_vars = p.tuple_vars()
     out_vars = None
@@ -253,8 +259,9 @@ def parse_relation_text(text: str, source: str = "<string>", line0: int = 1,
     return ParsedRelation(in_vars, out_vars, disjuncts)
 
 
-def parse_aff(text: str, source: str = "<string>", line0: int = 1, col0: int = 1) -> Aff:
-    p = Parser(text, source, line0, col0)
+def parse_aff(text: str, source: str = "<string>", line0: int = 1, col0: int = 1,
+              constants: Mapping[str, int] | None = None) -> Aff:
+    p = Parser(text, source, line0, col0, constants)
     result = p.aff()
     p.expect_end()
     return result

@@ -1,0 +1,16 @@
+"""Reference packers for coordinate (COO) layouts of order 2."""
+import numpy as np
+
+
+def _coo(shape, rows, cols, values):
+    return {"numRows": shape[0], "numCols": shape[1], "numNNZ": len(values),
+            "rowIdx": rows, "colIdx": cols, "data": values}
+
+
+def pack_as_given(shape, coords, values, params):
+    return _coo(shape, coords[0], coords[1], values)
+
+
+def pack_sorted(shape, coords, values, params):
+    order = np.lexsort((coords[1], coords[0]))
+    return _coo(shape, coords[0][order], coords[1][order], values[order])
