@@ -177,7 +177,7 @@ class Relation:
     # isl-backed queries -------------------------------------------------------------------
     def _encoding(self):
         dims = list(self.vars) + [e for e in self.exists if self._in_call_args(e)]
-        return encode(dims, [list(c) for c in self.disjuncts])
+        return encode(dims, [list(c) for c in self.disjuncts], params=sorted(self.symbols()))
 
     def _in_call_args(self, name: str) -> bool:
         return any(name in a.names() for call in self.calls() for a in call.args)
@@ -214,7 +214,7 @@ class Relation:
             return f"{{{head} : false}}"
         bodies = []
         for conj in self.disjuncts:
-            text = " and ".join(format_constraint(c) for c in conj)
+            text = " and ".join(_format_conjunction(conj, self.vars))
             used = [e for e in self.exists if any(e in c.names() for c in conj)]
             if used:
                 text = f"exists {', '.join(used)} : {text}" if text else "true"
@@ -226,3 +226,21 @@ class Relation:
 
     def __repr__(self) -> str:
         return f"Relation({self})"
+
+
+def _format_conjunction(conj: Sequence[Constraint], variables: Sequence[str]) -> list[str]:
+    """Constraints as text, a variable's lower and upper bound joined (``0 <= pi < n``)."""
+    rest = list(conj)
+    parts: list[str] = []
+    for v in variables:
+        lower = next((c for c in rest if not c.is_eq and c.aff.coeff(v) == 1), None)
+        upper = next((c for c in rest if not c.is_eq and c.aff.coeff(v) == -1), None)
+        if lower is None or upper is None:
+            continue
+        rest.remove(lower)
+        rest.remove(upper)
+        lo = -(lower.aff - Aff.var(v))          # v >= lo
+        hi = upper.aff + Aff.var(v)             # v <= hi
+        high = f"< {hi + 1}" if hi.const < 0 else f"<= {hi}"
+        parts.append(f"{lo} <= {v} {high}")
+    return parts + [format_constraint(c) for c in rest]

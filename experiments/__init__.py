@@ -1,0 +1,1 @@
+"""Benchmarks of spf (run each module with ``python -m experiments.NAME [--quick]``)."""

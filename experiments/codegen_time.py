@@ -1,0 +1,78 @@
+"""Code generation time (paper Table 7): spec -> C source in a warm process, and C compile time.
+
+    python -m experiments.codegen_time [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import spf
+from spf.runtime import BASE_FLAGS, compiler
+
+from .common import median_time, print_table, write_csv
+
+# (label, expression, layouts, paper's time in seconds from Table 7, our target)
+CASES = [
+    ("SpMV(CSR)", "y(i) = A(i,j) * x(j)", {"A": "CSR"}, 0.036, 0.1),
+    ("SpMV(LowerTri)", "y(i) = A(i,j) * x(j)", {"A": "LowerTri"}, 0.036, 0.1),
+    ("SpMSpV(CSR,SV)", "y(i) = A(i,j) * x(j)", {"A": "CSR", "x": "SV"}, None, None),
+    ("Dot(SV,SV)", "v = A(i) * B(i)", {"A": "SV", "B": "SV"}, None, None),
+    ("SpMSpM(BCSR,COO)", "C(i,j) = A(i,k) * B(k,j)", {"A": "BCSR", "B": "COO"}, 0.091, 0.3),
+    ("TTM(CSF)", "C(i,j,l) = A(i,j,k) * B(k,l)", {"A": "CSF"}, None, None),
+]
+
+
+def compile_time(source: str) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        c_file = Path(tmp) / "k.c"
+        c_file.write_text(source)
+        t0 = time.perf_counter()
+        subprocess.run([compiler(), *BASE_FLAGS, str(c_file), "-o", str(Path(tmp) / "k.so")],
+                       check=True, capture_output=True)
+        return time.perf_counter() - t0
+
+
+def describe(rows: list[dict]) -> str:
+    """Markdown for RESULTS.md."""
+    lines = ["Median time to generate C from the spec in a warm process (layout files already "
+             "parsed; each run builds a new Kernel: parse, iteration space, scanning, emission), "
+             "and the C compiler's time for the generated file (`cc -O3 -march=native`).", "",
+             "| kernel | spf codegen (s) | paper's tool (s) | target (s) | within target | cc compile (s) |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        target = r["target_s"]
+        ok = "" if not target else ("yes" if float(r["codegen_s"]) <= float(target) else "NO")
+        paper = f"{float(r['paper_codegen_s']):.3f}" if r["paper_codegen_s"] else "-"
+        lines.append(f"| {r['kernel']} | {float(r['codegen_s']):.4f} | {paper} | "
+                     f"{target or '-'} | {ok} | {float(r['cc_compile_s']):.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few repetitions (seconds)")
+    args = parser.parse_args(argv)
+    runs = 3 if args.quick else 21
+    available = set(spf.layout_names())
+    rows = []
+    for label, expr, layouts, paper, target in CASES:
+        if not set(layouts.values()) <= available:
+            continue
+        gen = median_time(lambda: spf.Kernel(expr, layouts).c_source(), runs, warmup=2)
+        source = spf.Kernel(expr, layouts).c_source()
+        comp = min(compile_time(source) for _ in range(1 if args.quick else 3))
+        rows.append({"kernel": label, "codegen_s": gen, "paper_codegen_s": paper or "",
+                     "target_s": target or "", "cc_compile_s": comp, "runs": runs})
+    print_table(rows, ["kernel", "codegen_s", "paper_codegen_s", "target_s", "cc_compile_s"])
+    print("wrote", write_csv("codegen_time", rows, args.quick))
+    return rows
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()

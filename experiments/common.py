@@ -1,0 +1,77 @@
+"""Shared helpers for experiments: timing, machine description, CSV output."""
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import os
+import platform
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def median_time(fn: Callable[[], object], runs: int, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in seconds over ``runs`` runs after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def machine() -> dict[str, str]:
+    """What the numbers were measured on."""
+    import numpy
+    import scipy
+    import islpy
+    import z3
+    cc = os.environ.get("CC", "cc")
+    try:
+        cc_version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    except OSError:
+        cc_version = "unknown"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": str(os.cpu_count()), "python": platform.python_version(),
+            "numpy": numpy.__version__, "scipy": scipy.__version__, "islpy": islpy.__version__,
+            "z3": z3.get_version_string(), "cc": cc_version,
+            "date": _dt.date.today().isoformat()}
+
+
+def write_csv(name: str, rows: Iterable[Mapping[str, object]], quick: bool) -> Path:
+    """Write rows (plus machine columns) to ``results/NAME.csv`` (``NAME.quick.csv`` in quick mode)."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}{'.quick' if quick else ''}.csv"
+    rows = list(rows)
+    info = machine()
+    fields = list(rows[0].keys()) + list(info.keys()) if rows else list(info.keys())
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row, **info})
+    return path
+
+
+def print_table(rows: list[Mapping[str, object]], columns: list[str]) -> None:
+    widths = [max(len(c), *(len(_fmt(r[c])) for r in rows)) for c in columns]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    for r in rows:
+        print("  ".join(_fmt(r[c]).ljust(w) for c, w in zip(columns, widths)))
+
+
+def _fmt(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
