@@ -1,8 +1,10 @@
 """Reference packer for BCSR with B x B blocks.
 
 Blocks are row-aligned (block row pi covers rows B*pi .. B*pi+B-1).  Within a block row,
-blocks are placed greedily from the leftmost uncovered nonzero; a block that would run past
-the last column is shifted left to end there (the layout is unaligned: colIdx is any column).
+blocks are placed greedily, each starting at the leftmost nonzero not yet covered (the layout
+is unaligned: colIdx is any column), so blocks of a row never overlap and every logical entry
+is stored once.  A block may run past the last row or column; the relation's
+``gi < numRows and gj < numCols`` masks those slots (they hold 0 and are never read).
 """
 import numpy as np
 
@@ -22,8 +24,6 @@ def pack(shape, coords, values, params):
         k = start
         while k < end:
             c0 = int(cols[k])
-            if n_cols >= b:
-                c0 = min(c0, n_cols - b)
             block = np.zeros((b, b))
             while k < end and cols[k] < c0 + b:
                 block[rows[k] - b * bi, cols[k] - c0] = values[k]

@@ -99,7 +99,8 @@ class CNames:
         def name(n: str) -> str:
             return use.var(n) if n in local else f"{use.name}->{n}"
 
-        subs = [ie.to_c(s, name, lambda n, a: self.array_read(use, n, a)) for s in ref.subscripts]
+        subs = [ie.to_c(s, name, lambda n, a: self.array_read(use, n, a), wide=True)
+                for s in ref.subscripts]
         return self.array_read(use, ref.array, subs)
 
     def extent_product(self, use: TensorUse, fld: str) -> str:

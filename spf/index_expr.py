@@ -140,18 +140,23 @@ def substitute(e: IExpr, mapping: Mapping[str, IExpr]) -> IExpr:
     return e
 
 
-def to_c(e: IExpr, name_text: Callable[[str], str], call_text: Callable[[str, list[str]], str]) -> str:
-    """C text; ``/`` is C integer division (operands are non-negative in layouts)."""
+def to_c(e: IExpr, name_text: Callable[[str], str], call_text: Callable[[str, list[str]], str],
+         wide: bool = False) -> str:
+    """C text; ``/`` is C integer division (operands are non-negative in layouts).
+
+    With ``wide``, products are computed in 64 bits (positions in large value arrays)."""
     if isinstance(e, Num):
         return str(e.value)
     if isinstance(e, Name):
         return name_text(e.name)
     if isinstance(e, Call):
         return call_text(e.name, [to_c(a, name_text, call_text) for a in e.args])
-    lhs = to_c(e.lhs, name_text, call_text)
-    rhs = to_c(e.rhs, name_text, call_text)
+    lhs = to_c(e.lhs, name_text, call_text, wide)
+    rhs = to_c(e.rhs, name_text, call_text, wide)
     if isinstance(e.lhs, Num) and e.lhs.value == 0 and e.op == "-":
         return f"(-{rhs})"
+    if wide and e.op == "*" and not isinstance(e.lhs, Num):
+        return f"((int64_t){lhs} * {rhs})"
     return f"({lhs} {e.op} {rhs})"
 
 

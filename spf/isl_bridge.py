@@ -72,23 +72,26 @@ class Encoding:
 
     def decode_aff_obj(self, aff: isl.Aff) -> tuple[Aff, int]:
         """Decode an isl.Aff (over this encoding's set space) as ``(numerator, denominator)``."""
-        den = aff.get_denominator_val().to_python()
-        num = Aff.num(int(aff.get_constant_val().to_python() * den))
+        den_val = aff.get_denominator_val()
+
+        def scaled(v: isl.Val) -> int:   # coefficients may be rational: scale them first
+            return int(v.mul(den_val).to_python())
+
+        num = Aff.num(scaled(aff.get_constant_val()))
         for k in range(aff.dim(isl.dim_type.in_)):
-            c = aff.get_coefficient_val(isl.dim_type.in_, k).to_python()
+            c = scaled(aff.get_coefficient_val(isl.dim_type.in_, k))
             if c:
-                num = num + Aff.var(self.atom_of_dim(k), int(c * den))
+                num = num + Aff.var(self.atom_of_dim(k), c)
         for k in range(aff.dim(isl.dim_type.param)):
-            c = aff.get_coefficient_val(isl.dim_type.param, k).to_python()
+            c = scaled(aff.get_coefficient_val(isl.dim_type.param, k))
             if c:
-                num = num + Aff.var(self.param_name(aff.get_dim_name(isl.dim_type.param, k)),
-                                    int(c * den))
+                num = num + Aff.var(self.param_name(aff.get_dim_name(isl.dim_type.param, k)), c)
         for k in range(aff.dim(isl.dim_type.div)):
-            c = aff.get_coefficient_val(isl.dim_type.div, k).to_python()
+            c = scaled(aff.get_coefficient_val(isl.dim_type.div, k))
             if c:
                 inner, d = self.decode_aff_obj(aff.get_div(k))
-                num = num + Aff.var(FloorDiv(inner, d), int(c * den))
-        return num, int(den)
+                num = num + Aff.var(FloorDiv(inner, d), c)
+        return num, int(den_val.to_python())
 
     def param_name(self, safe: str) -> str:
         for p in self.params:

@@ -135,23 +135,26 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = ())
     owner: dict[str, tuple[str, int]] = {}
     equalities: list[tuple[str, int, str, int]] = []
     substitution: dict[str, Aff] = {}
+    facts: list[Constraint] = []
     for use in uses:
         for dim, (idx, ext) in enumerate(zip(use.indices, use.extents())):
+            ext = ext.substitute(substitution)
             if idx not in extent:
                 extent[idx] = ext
                 owner[idx] = (use.name, dim)
                 continue
             equalities.append((*owner[idx], use.name, dim))
+            if ext == extent[idx]:
+                continue
             single = ext.terms[0][0] if len(ext.terms) == 1 and ext.const == 0 \
                 and ext.terms[0][1] == 1 else None
             if isinstance(single, str) and single not in substitution:
                 substitution[single] = extent[idx]
             else:
                 facts.append(Constraint.eq(ext, extent[idx]))
-    facts: list[Constraint] = []
-    for idx in indices:
-        facts.append(Constraint.ge(Aff.var(idx), Aff.num(0)))
-        facts.append(Constraint.ge(extent[idx] - 1, Aff.var(idx)))
+    # No "0 <= idx < extent" facts for the logical indices: they hold on the points of each
+    # layout relation, not on the points where the scanner tests that relation's guards
+    # (e.g. a padding test ``0 <= colIdx(pi, pk)`` must not be pruned by ``0 <= j``).
     constraints.extend(bounds)
     for c in bounds:
         bad = c.names() - set(indices)

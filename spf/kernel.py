@@ -29,8 +29,9 @@ class Kernel:
 
     ``layouts`` maps tensor names to layout names, paths or :class:`Layout` objects;
     tensors not named are dense.  ``order`` lists loop variables outermost first: logical
-    indices (``"i"``) or layout indices (``"A.pi"``).  ``bounds`` restricts the dense
-    iteration space (``"j <= i"``).  ``params`` maps tensor names to layout parameters.
+    indices (``"i"``) or layout indices (``"A.pi"``), as a list or a comma-separated string.
+    ``bounds`` restricts the dense iteration space (``"j <= i"``).  ``params`` maps tensor
+    names to layout parameters.
     ``expr`` may also be the path of a kernel spec file (``.toml``).
     """
 
@@ -38,7 +39,7 @@ class Kernel:
                  order: list[str] | None = None, find: "str | Mapping[str, str]" = "auto",
                  parallel: bool = False, bounds: str | None = None,
                  params: Mapping[str, Mapping[str, int]] | None = None,
-                 name: str = "spf_kernel"):
+                 name: str | None = None):
         layouts = dict(layouts or {})
         params = dict(params or {})
         if str(expr).endswith(".toml"):
@@ -48,11 +49,13 @@ class Kernel:
             params = {**spec.params, **params}
             order = order or spec.options.get("order")
             bounds = bounds or spec.options.get("bounds")
-            name = spec.options.get("name", name)
-            find = spec.options.get("find", find)
+            # arguments given in the call override the file's options
+            name = spec.options.get("name") if name is None else name
+            find = spec.options.get("find", find) if find == "auto" else find
             parallel = parallel or spec.options.get("parallel", False)
         else:
             self.expr = parse_expr(expr)
+        name = "spf_kernel" if name is None else name
         if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or name in _C_RESERVED:
             raise SpecError(f"kernel name {name!r} is not a valid C identifier", self.expr.source)
         self.name = name
@@ -105,6 +108,8 @@ class Kernel:
             inputs = [u for u in self.space.uses if not u.is_output]
             sparse = [u for u in inputs if u.is_sparse] or inputs
             return [v for u in sparse for v in u.vars]
+        if isinstance(order, str):
+            order = [v.strip() for v in order.split(",") if v.strip()]
         result = []
         for item in order:
             var = item.replace(".", "_", 1) if "." in item else item
@@ -269,9 +274,11 @@ class CompiledKernel:
 def _as_tensor(name: str, value: Any, layout: Layout) -> Tensor:
     if isinstance(value, Tensor):
         if value.layout != layout:
-            raise ArgumentError(f"{name!r}: the kernel was generated for layout {layout.name} "
-                                f"{dict(layout.params) or ''} but got a tensor in "
-                                f"{value.layout.name} {dict(value.layout.params) or ''}".rstrip())
+            def describe(lay: Layout) -> str:
+                return f"{lay.name} {dict(lay.params)}" if lay.params else lay.name
+            raise ArgumentError(f"{name!r}: the kernel was generated for layout "
+                                f"{describe(layout)} but got a tensor in layout "
+                                f"{describe(value.layout)}")
         return value
     if isinstance(value, np.ndarray) or isinstance(value, (list, tuple)):
         if layout.dense_array is None:

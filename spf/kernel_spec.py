@@ -171,9 +171,24 @@ def load_kernel_file(path: str | Path) -> KernelFile:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
         raise SpecError(f"invalid TOML: {exc}", source, line, col) from exc
+
+    def key_error(message: str, key: str) -> SpecError:
+        m = re.search(rf"^[ \t]*\[?\s*{re.escape(key)}\s*[=\].]", text, re.MULTILINE)
+        line = text.count("\n", 0, m.start()) + 1 if m else None
+        return SpecError(message, source, line, 1 if line else None)
+
     for key in table:
         if key not in _KERNEL_KEYS:
-            raise SpecError(f"unknown key {key!r}; expected one of {sorted(_KERNEL_KEYS)}", source)
+            raise key_error(f"unknown key {key!r}; expected one of {sorted(_KERNEL_KEYS)}", key)
+    checks = {"order": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                        "a list of loop variables such as [\"A.pi\", \"A.pj\"]"),
+              "bounds": (lambda v: isinstance(v, str), "a string such as \"j <= i\""),
+              "find": (lambda v: isinstance(v, (str, dict)), "a string or a table"),
+              "parallel": (lambda v: isinstance(v, bool), "true or false"),
+              "name": (lambda v: isinstance(v, str), "a string (the C function name)")}
+    for key, (ok, what) in checks.items():
+        if key in table and not ok(table[key]):
+            raise key_error(f"{key!r} must be {what}, got {table[key]!r}", key)
     if not isinstance(table.get("expr"), str):
         raise SpecError("missing 'expr' (tensor index notation, e.g. \"y(i) = A(i,j) * x(j)\")",
                         source)
@@ -181,7 +196,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
     expr = parse_expr(table["expr"], source, line, col)
     layouts = table.get("layouts", {})
     if not isinstance(layouts, dict) or not all(isinstance(v, str) for v in layouts.values()):
-        raise SpecError("[layouts] must map tensor names to layout names or paths", source)
+        raise key_error("[layouts] must map tensor names to layout names or paths", "layouts")
     # layout paths in a kernel file are relative to the file
     resolved = {}
     for name, lay in layouts.items():
@@ -189,7 +204,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
         resolved[name] = str(rel) if (lay.endswith(".toml") and rel.is_file()) else lay
     params = table.get("params", {})
     if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
-        raise SpecError("[params.T] tables must map parameter names to integers", source)
+        raise key_error("[params.T] tables must map parameter names to integers", "params")
     options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name") if k in table}
     if "bounds" in options:
         bl, bc = _locate(text, options["bounds"])

@@ -183,6 +183,9 @@ def load_layout(name_or_path: "str | os.PathLike | Layout", **params: int) -> La
     """Load a layout by name (from the search path) or by path, binding ``params``."""
     if isinstance(name_or_path, Layout):
         return name_or_path.with_params(**params)
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise SpecError(f"a layout is given by name, path or Layout object, not "
+                        f"{type(name_or_path).__name__} {name_or_path!r}")
     path = resolve_layout_path(name_or_path)
     layout = _load_file(str(path), ())
     if params:
@@ -217,9 +220,10 @@ def _load_file(path: str, param_items: tuple[tuple[str, int], ...]) -> Layout:
     return parse_layout(text, path, dict(param_items))
 
 
-def _locate(text: str, needle: str) -> tuple[int, int]:
-    """1-based line and column of ``needle`` in ``text`` (1, 1 when not found)."""
-    pos = text.find(needle)
+def _locate(text: str, needle: str, start: int = 0) -> tuple[int, int]:
+    """1-based line and column of ``needle`` in ``text`` at or after offset ``start``
+    (1, 1 when not found)."""
+    pos = text.find(needle, start)
     if pos < 0:
         return 1, 1
     line = text.count("\n", 0, pos) + 1
@@ -227,9 +231,30 @@ def _locate(text: str, needle: str) -> tuple[int, int]:
     return line, col
 
 
-def _key_line(text: str, key: str) -> int | None:
-    m = re.search(rf"^\s*{re.escape(key)}\s*=", text, re.MULTILINE)
+def _key_line(text: str, key: str, start: int = 0) -> int | None:
+    """Line of the first ``key =`` at or after offset ``start``."""
+    m = re.compile(rf"^[ \t]*{re.escape(key)}\s*=", re.MULTILINE).search(text, start)
     return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _table_start(text: str, header: str, nth: int = 0) -> int:
+    """Offset of the ``nth`` line ``[header]`` / ``[[header]]`` (0 when absent)."""
+    found = list(re.finditer(rf"^[ \t]*\[\[?\s*{re.escape(header)}\s*\]\]?", text, re.MULTILINE))
+    return found[nth].start() if nth < len(found) else 0
+
+
+def _name_pos(snippet: str, line: int, col: int, name: str, call: bool) -> tuple[int, int]:
+    """Position of ``name`` (a call ``name(`` when ``call``) inside ``snippet``, which
+    starts at ``line``:``col``; the snippet's start when not found."""
+    word = rf"(?<![\w.]){re.escape(name)}"
+    pattern = rf"{word}\s*\(" if call else rf"{word}(?![\w(])"
+    m = re.search(pattern, snippet)
+    if not m:
+        return line, col
+    before = snippet[:m.start()]
+    if "\n" not in before:
+        return line, col + m.start()
+    return line + before.count("\n"), m.start() - before.rfind("\n")
 
 
 class _Reader:
@@ -239,8 +264,12 @@ class _Reader:
         self.text = text
         self.source = source
 
-    def err(self, message: str, key: str | None = None) -> SpecError:
-        line = _key_line(self.text, key) if key else None
+    def err(self, message: str, key: str | None = None, start: int = 0) -> SpecError:
+        """An error at the line of ``key =`` (searched from offset ``start``), else at the
+        line of offset ``start`` when it is given."""
+        line = _key_line(self.text, key, start) if key else None
+        if line is None and start:
+            line = self.text.count("\n", 0, start) + 1
         return SpecError(message, self.source, line, 1 if line else None)
 
     def string(self, table: Mapping[str, Any], key: str, required: bool = True) -> str | None:
@@ -253,9 +282,13 @@ class _Reader:
             raise self.err(f"{key!r} must be a string", key)
         return value
 
-    def pos(self, snippet: str) -> tuple[int, int]:
-        # the snippet appears inside a TOML string: its first character is at the match
-        return _locate(self.text, snippet)
+    def pos(self, snippet: str, key: str | None = None, start: int = 0) -> tuple[int, int]:
+        """Position of ``snippet`` (the text of a TOML string), searched from the line of
+        ``key =`` (itself searched from offset ``start``) when ``key`` is given."""
+        if key is not None:
+            m = re.compile(rf"^[ \t]*{re.escape(key)}\s*=", re.MULTILINE).search(self.text, start)
+            start = m.start() if m else start
+        return _locate(self.text, snippet, start)
 
 
 def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] | None = None) -> Layout:
@@ -299,23 +332,25 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     if not isinstance(raw_fields, dict) or not raw_fields:
         raise rd.err("missing [fields] table (struct fields and their types)")
     fields: dict[str, FieldSpec] = {}
+    fstart = _table_start(text, "fields")
     for fname, ftype in raw_fields.items():
         if not isinstance(ftype, str):
-            raise rd.err(f"type of field {fname!r} must be a string such as \"int[numRows + 1]\"", fname)
+            raise rd.err(f"type of field {fname!r} must be a string such as \"int[numRows + 1]\"",
+                         fname, fstart)
         if fname in bound:
-            raise rd.err(f"{fname!r} is both a field and a parameter", fname)
+            raise rd.err(f"{fname!r} is both a field and a parameter", fname, fstart)
         m = re.fullmatch(r"\s*(int|double)\s*((?:\[[^\]]*\]\s*)*)", ftype)
         if not m:
             raise rd.err(f"field {fname!r}: type {ftype!r} must be int or double with optional "
-                         "[extent] suffixes", fname)
+                         "[extent] suffixes", fname, fstart)
         dims = []
         for dm in re.finditer(r"\[([^\]]*)\]", m.group(2)):
-            line, col = rd.pos(dm.group(1)) if dm.group(1).strip() else (None, None)
+            line, col = rd.pos(dm.group(1), fname, fstart) if dm.group(1).strip() else (None, None)
             if not dm.group(1).strip():
-                raise rd.err(f"field {fname!r}: empty extent '[]'", fname)
+                raise rd.err(f"field {fname!r}: empty extent '[]'", fname, fstart)
             dims.append(ie.substitute(ie.parse_index_expr(dm.group(1), source, line, col), pnum))
         if m.group(1) == VALUE_TYPE and not dims:
-            raise rd.err(f"field {fname!r}: a double field must be an array", fname)
+            raise rd.err(f"field {fname!r}: a double field must be an array", fname, fstart)
         fields[fname] = FieldSpec(fname, m.group(1), tuple(dims))
     scalars = {f.name for f in fields.values() if not f.is_array}
     index_arrays = {f.name: f for f in fields.values() if f.is_array and f.ctype == INDEX_TYPE}
@@ -324,7 +359,7 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
             bad = ie.names(d) - scalars
             if bad:
                 raise rd.err(f"field {f.name!r}: extent uses {sorted(bad)}, which are not scalar "
-                             "fields or parameters", f.name)
+                             "fields or parameters", f.name, fstart)
             for c in ie.calls(d):
                 if c.name not in index_arrays:
                     raise rd.err(f"field {f.name!r}: extent reads {c.name!r}, not an index array",
@@ -332,7 +367,7 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
 
     # relation
     rel_text = rd.string(table, "relation") or ""
-    line, col = rd.pos(rel_text)
+    line, col = rd.pos(rel_text, "relation")
     relation = Relation.parse(rel_text, source, line, col, bound)
     if relation.is_set:
         raise SpecError("the relation must map layout indices to logical indices: "
@@ -340,9 +375,10 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     for sym in relation.symbols():
         if sym not in scalars:
             raise SpecError(f"relation uses {sym!r}, which is not a variable, a scalar field "
-                            "or a parameter", source, line, col)
+                            "or a parameter", source, *_name_pos(rel_text, line, col, sym, False))
     for call in relation.calls():
-        _check_call(call.name, len(call.args), index_arrays, source, line, col)
+        _check_call(call.name, len(call.args), index_arrays, source,
+                    *_name_pos(rel_text, line, col, call.name, True))
 
     # shape
     raw_shape = table.get("shape")
@@ -354,7 +390,7 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
                      f"{relation_order(relation)} logical dimensions", "shape")
     shape = []
     for s in raw_shape:
-        sl, sc = rd.pos(s)
+        sl, sc = rd.pos(s, "shape")
         a = parse_aff(s, source, sl, sc, bound)
         bad = a.names() - scalars
         if bad or a.calls():
@@ -364,7 +400,7 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
 
     # value expression
     val_text = rd.string(table, "value") or ""
-    vl, vc = rd.pos(val_text)
+    vl, vc = rd.pos(val_text, "value")
     value = ie.parse_array_ref(val_text, source, vl, vc)
     vfield = fields.get(value.array)
     if vfield is None or vfield.ctype != VALUE_TYPE:
@@ -380,7 +416,8 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
             raise SpecError(f"value subscript uses {sorted(bad)}, not layout indices or scalar "
                             "fields", source, vl, vc)
         for c in ie.calls(s):
-            _check_call(c.name, len(c.args), index_arrays, source, vl, vc)
+            _check_call(c.name, len(c.args), index_arrays, source,
+                        *_name_pos(val_text, vl, vc, c.name, True))
 
     properties = tuple(_parse_property(p, k, rd, index_arrays, relation, scalars, bound)
                        for k, p in enumerate(_list(table, "properties", rd)))
@@ -424,55 +461,65 @@ def _list(table: Mapping[str, Any], key: str, rd: _Reader) -> list[Mapping[str, 
 def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Mapping[str, FieldSpec],
                     relation: Relation, scalars: set[str], bound: Mapping[str, int]) -> Property:
     where = f"property #{k + 1}"
+    start = _table_start(rd.text, "properties", k)
+    end = _table_start(rd.text, "properties", k + 1) or len(rd.text)
+
+    def err(message: str, key: str | None = None) -> SpecError:
+        # at this property's ``key =`` line when it has one, else at its [[properties]] line
+        line = _key_line(rd.text[:end], key, start) if key else None
+        return rd.err(message, key if line else None, start)
+
     kind = p.get("kind")
     if kind not in PROPERTY_KINDS:
-        raise rd.err(f"{where}: kind must be one of {list(PROPERTY_KINDS)}, got {kind!r}",
-                     "kind")
+        raise err(f"{where}: kind must be one of {list(PROPERTY_KINDS)}, got {kind!r}", "kind")
     ufs = p.get("ufs", [p["uf"]] if "uf" in p else None)
     if not isinstance(ufs, list) or not ufs or not all(isinstance(u, str) for u in ufs):
-        raise rd.err(f"{where} ({kind}): give the index array as uf = \"name\" "
-                     "(or ufs = [...] for injectivity of a tuple)")
+        raise err(f"{where} ({kind}): give the index array as uf = \"name\" "
+                  "(or ufs = [...] for injectivity of a tuple)", "ufs" if "ufs" in p else "uf")
     for u in ufs:
         if u not in index_arrays:
-            raise rd.err(f"{where} ({kind}): {u!r} is not an index array field")
+            raise err(f"{where} ({kind}): {u!r} is not an index array field",
+                      "ufs" if "ufs" in p else "uf")
     order = p.get("order")
     if kind in ("monotonic", "periodic_monotonic", "covary_monotonic"):
         if order not in ORDERS:
-            raise rd.err(f"{where} ({kind}): order must be one of {list(ORDERS)}, got {order!r}")
+            raise err(f"{where} ({kind}): order must be one of {list(ORDERS)}, got {order!r}",
+                      "order")
         if len(ufs) != 1 or len(index_arrays[ufs[0]].dims) != 1:
-            raise rd.err(f"{where} ({kind}): monotonicity is defined for one one-dimensional "
-                         "index array")
+            raise err(f"{where} ({kind}): monotonicity is defined for one one-dimensional "
+                      "index array")
     lower = upper = None
     if kind == "range":
         for key in ("min", "max"):
             if key in p:
                 text = str(p[key])
-                line, col = rd.pos(text) if isinstance(p[key], str) else (None, None)
+                line, col = rd.pos(text, key, start) if isinstance(p[key], str) else (None, None)
                 a = parse_aff(text, rd.source, line or 1, col or 1, bound)
                 if a.names() - scalars:
-                    raise rd.err(f"{where} (range): {key} uses {sorted(a.names() - scalars)}, "
-                                 "not scalar fields or parameters")
+                    raise err(f"{where} (range): {key} uses {sorted(a.names() - scalars)}, "
+                              "not scalar fields or parameters", key)
                 if key == "min":
                     lower = a
                 else:
                     upper = a
         if lower is None and upper is None:
-            raise rd.err(f"{where} (range): give min and/or max")
+            raise err(f"{where} (range): give min and/or max")
     period: tuple[str, ...] = ()
     if kind == "periodic_monotonic":
         raw = p.get("period")
         raw = [raw] if isinstance(raw, str) else raw
         if not raw or any(v not in relation.in_vars for v in raw):
-            raise rd.err(f"{where} (periodic_monotonic): period must name layout indices "
-                         f"of {list(relation.in_vars)}")
+            raise err(f"{where} (periodic_monotonic): period must name layout indices "
+                      f"of {list(relation.in_vars)}", "period")
         period = tuple(raw)
     with_ = None
     if kind == "covary_monotonic":
         with_ = p.get("with")
         if with_ not in index_arrays:
-            raise rd.err(f"{where} (covary_monotonic): 'with' must name an index array")
+            raise err(f"{where} (covary_monotonic): 'with' must name an index array", "with")
     unknown = set(p) - {"kind", "uf", "ufs", "order", "min", "max", "period", "with"}
     if unknown:
-        raise rd.err(f"{where}: unknown key(s) {sorted(unknown)}")
+        raise err(f"{where}: unknown key(s) {sorted(unknown)}; property keys are kind, uf, "
+                  "ufs, order, min, max, period, with", sorted(unknown)[0])
     return Property(kind, tuple(ufs), order, lower, upper, period, with_)
 

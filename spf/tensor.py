@@ -73,7 +73,10 @@ class Tensor:
         module, func = _packer(lay.packer) if lay.packer else (None, None)
         if module is None:
             raise ArgumentError(f"layout {lay.name} has no packer; build it with from_arrays")
-        fields = getattr(module, func)(shape, tuple(coords), values, dict(lay.params))
+        try:
+            fields = getattr(module, func)(shape, tuple(coords), values, dict(lay.params))
+        except ValueError as exc:   # the packer cannot store this tensor
+            raise ArgumentError(f"layout {lay.name} cannot store this tensor: {exc}") from None
         return cls(lay, shape, fields)
 
     @classmethod

@@ -1,0 +1,201 @@
+"""The ``spf`` command line, and the README's code blocks (which must keep working)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import spf
+from spf import cli
+from spf.kernel_spec import load_kernel_file
+from spf.layout import LAYOUT_DIR, parse_layout
+
+from conftest import assert_compiles_clean
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+SPMV_FILE = ROOT / "tests" / "data" / "spmv.toml"
+
+
+def run_spf(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m spf ARGS`` in a subprocess (the installed entry point's code path)."""
+    return subprocess.run([sys.executable, "-m", "spf", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env={**os.environ})
+
+
+# ---------------------------------------------------------------------------------------
+def test_layouts_lists_every_layout(capsys):
+    assert cli.main(["layouts"]) == 0
+    out = capsys.readouterr().out
+    for name in spf.layout_names():
+        assert re.search(rf"^{re.escape(name)}$", out, re.MULTILINE), name
+    assert "relation:   {[pi, pj] -> [gi, gj]" in out
+    assert "Compressed sparse row" in out
+
+
+def test_layouts_markdown(capsys):
+    assert cli.main(["layouts", "--markdown"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.startswith("| `")]
+    assert len(rows) == len(spf.layout_names())
+    assert any(r.startswith("| `CSR` | `{[pi, pj] -> [gi, gj]") for r in rows)
+
+
+def test_python_m_spf_layouts():
+    proc = run_spf("layouts")
+    assert proc.returncode == 0, proc.stderr
+    assert "CSR" in proc.stdout and "SV" in proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("spf") is None, reason="the spf script is not on PATH")
+def test_console_script():
+    proc = subprocess.run(["spf", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("spf ")
+
+
+def test_generate_to_file_compiles(tmp_path):
+    out = tmp_path / "spmv.c"
+    proc = run_spf("generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    src = out.read_text()
+    assert "void spf_kernel(" in src and "A->rowPtr[A_pi]" in src
+    assert_compiles_clean(src)
+
+
+def test_generate_to_stdout_with_options(capsys):
+    code = cli.main(["generate", "y(i) = A(i,j) * x(j)", "-l", "A=BCSR", "-l", "x=SV",
+                     "--param", "A.B=4", "--bounds", "j <= i", "--order", "A.pi,A.pj",
+                     "--name", "spmspv_bcsr", "--report"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "void spmspv_bcsr(" in out
+    assert "A: BCSR {'B': 4}" in out
+    assert "loop order: A_pi, A_pj" in out          # from --report
+    src = out[:out.index("kernel: ")]
+    assert_compiles_clean(src)
+
+
+def test_generate_from_kernel_file(capsys):
+    assert cli.main(["generate", str(SPMV_FILE)]) == 0
+    out = capsys.readouterr().out
+    assert "void spmv_csr(" in out
+    assert "A: CSR" in out
+    assert_compiles_clean(out)
+
+
+def test_generate_kernel_file_with_overrides(capsys):
+    assert cli.main(["generate", str(SPMV_FILE), "-l", "x=SV", "--name", "other"]) == 0
+    out = capsys.readouterr().out
+    assert "void other(" in out and "x: SV" in out
+
+
+def test_demo():
+    proc = run_spf("demo")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^OK SpMSpV", proc.stdout, re.MULTILINE), proc.stdout
+    assert re.search(r"^OK SpMV", proc.stdout, re.MULTILINE), proc.stdout
+    assert proc.stdout.count("#include <stdint.h>") == 2      # both kernels' C is printed
+    assert "const spf_SV *restrict x" in proc.stdout
+
+
+def test_demo_reports_a_mismatch(monkeypatch, capsys):
+    def wrong(self, **args):
+        return np.full(40, 1.0)            # wrong for both kernels (n = 40)
+    monkeypatch.setattr(spf.CompiledKernel, "__call__", wrong)
+    assert cli.main(["demo", "--size", "40", "--density", "0.1", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH SpMSpV" in out and "MISMATCH SpMV" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["generate", "y(i) = A(i,j) *", "-l", "A=CSR"],
+     "spf: error: <string>:1:16: expected a tensor name, found end of input"),
+    (["generate", "y(i) = A(i,j) * x(j)", "-l", "A=NoSuch"], "spf: error: NoSuch: unknown layout"),
+    (["generate", "y(i) = A(i) * x(i)", "-l", "A=CSR"], "used with 1 indices"),
+    (["generate", "y(i) = A(i,j) * x(j)", "-l", "B=CSR"], "layout given for 'B'"),
+    (["generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "--order", "A.pz"], "order names 'A.pz'"),
+    (["generate", "y(i) = A(i,j) * x(j)", "-l", "A=BCSR", "--param", "A.C=2"], "no parameter"),
+    (["generate", "y(i) = A(i,j) * x(j)", "-l", "A"], "spf: error: -l must look like A=CSR"),
+    (["generate", "y(i) = A(i,j) * x(j)", "-l", "A=BCSR", "--param", "A.B=x"], "not an integer"),
+    (["generate", "missing.toml"], "spf: error: kernel file not found: missing.toml"),
+    (["frobnicate"], "spf: error: argument COMMAND: invalid choice"),
+])
+def test_errors_exit_2_without_traceback(args, message):
+    proc = run_spf(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "spf: error:" in proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_error_in_process(capsys):
+    assert cli.main(["generate", "y(i) = A(i,j) + x(j)", "-l", "A=CSR"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("spf: error: <string>:1:15: sums of tensors are not supported yet")
+
+
+def test_bad_output_path(tmp_path, capsys):
+    target = tmp_path / "no" / "such" / "dir" / "k.c"
+    assert cli.main(["generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "-o", str(target)]) == 2
+    assert "spf: error: cannot write" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------
+# README
+def readme_blocks(lang: str) -> list[str]:
+    text = README.read_text()
+    return re.findall(rf"^```{lang}\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
+def test_readme_starts_with_the_two_commands():
+    text = README.read_text()
+    first_block = re.search(r"^```\n(.*?)^```", text, re.MULTILINE | re.DOTALL).group(1)
+    assert first_block.splitlines() == [
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && spf demo",
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && '
+        "python -m pytest -q",
+    ]
+    assert text.index(first_block) < text.index("## ")
+
+
+@pytest.mark.parametrize("index", range(len(readme_blocks("python"))))
+def test_readme_python_block_runs(index, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)   # the examples use paths such as tests/data/spmv.toml
+    code = readme_blocks("python")[index]
+    exec(compile(code, f"README.md python block #{index + 1}", "exec"), {"__name__": "readme"})
+
+
+def test_readme_toml_blocks_are_valid():
+    blocks = readme_blocks("toml")
+    assert blocks
+    for block in blocks:
+        table = tomllib.loads(block)
+        if "relation" in table:
+            # the documented layout file is the shipped one (comments aside)
+            lay = parse_layout(block, str(LAYOUT_DIR / f"{table['name']}.toml"))
+            shipped = spf.load_layout(table["name"])
+            assert str(lay.relation) == str(shipped.relation)
+            assert lay.fields == shipped.fields
+            assert lay.properties == shipped.properties
+            assert (lay.value, lay.shape, lay.packer) == \
+                (shipped.value, shipped.shape, shipped.packer)
+        else:
+            assert "expr" in table
+            assert block == SPMV_FILE.read_text()
+            assert load_kernel_file(SPMV_FILE).expr.text == table["expr"]
+
+
+def test_readme_lists_every_shipped_layout():
+    text = README.read_text()
+    missing = [n for n in spf.layout_names() if f"| `{n}` |" not in text]
+    assert not missing, (f"README's layouts table misses {missing}; regenerate it with "
+                         "`spf layouts --markdown`")
