@@ -13,7 +13,8 @@ from string import Template
 from . import index_expr as ie
 from .iteration_space import IterationSpace, TensorUse
 from .layout import Layout
-from .scan import Level, LoopNest
+from .scan import LoopNest
+from .synthesis import Choice, Decision, cost_model
 from .terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, format_sum
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
@@ -156,9 +157,224 @@ def _used_names(nest: LoopNest, statement_names: set[str]) -> set[str]:
     return used
 
 
+class _Writer:
+    """Indented lines with a stack of scopes to close."""
+
+    def __init__(self, indent: int = 1):
+        self.lines: list[str] = []
+        self.indent = indent
+        self.closers: list[tuple[int, str]] = []
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.indent + text if text else "")
+
+    def block(self, text: str) -> None:
+        """Several lines (a filled template); a last line ending in '{' opens a scope."""
+        rows = text.rstrip("\n").split("\n")
+        for row in rows:
+            self.line(row)
+        for _ in range(text.count("{") - text.count("}")):
+            self.closers.append((self.indent, "}"))
+            self.indent += 1
+
+    def open(self, text: str) -> None:
+        self.line(text)
+        self.closers.append((self.indent, "}"))
+        self.indent += 1
+
+    def mark(self, text_before_close: str) -> None:
+        """Emit ``text_before_close`` when the scopes opened after this point are closed."""
+        self.closers.append((self.indent, text_before_close))
+
+    def close_to(self, depth: int) -> None:
+        while len(self.closers) > depth:
+            ind, text = self.closers.pop()
+            self.indent = ind
+            self.line(text)
+
+
+def _render(name: str, **args: str) -> str:
+    return template(name).substitute(**args)
+
+
+@dataclass
+class _FindCode:
+    """C text pieces of one find decision."""
+
+    decision: Decision
+    choice: Choice
+    names: CNames
+
+    @property
+    def var(self) -> str:
+        return self.decision.find.var
+
+    @property
+    def state(self) -> str:
+        return f"spf_pos_{self.var}"
+
+    @property
+    def table(self) -> str:
+        return f"spf_map_{self.var}"
+
+    def key_at(self, pos: str) -> list[str]:
+        sub = {self.var: Aff.var(pos)}
+        return [self.names.aff(Aff.var(c).substitute(sub)) for c, _ in self.decision.find.keys]
+
+    def targets(self) -> list[str]:
+        return [self.names.aff(e) for _, e in self.decision.find.keys]
+
+    def lo(self) -> str:
+        return self.names.aff(self.decision.find.lo)
+
+    def end(self) -> str:
+        return self.names.aff(self.decision.find.hi + 1)
+
+    def hi(self) -> str:
+        return self.names.aff(self.decision.find.hi)
+
+    def advance(self, pos: str) -> str:
+        """Lexicographic key(pos) < target (increasing) or > target (decreasing)."""
+        keys, tgts = self.key_at(pos), self.targets()
+        op = self.choice.compare
+        cases = []
+        for n in range(len(keys)):
+            eqs = [f"{keys[m]} == {tgts[m]}" for m in range(n)]
+            cases.append(" && ".join(eqs + [f"{keys[n]} {op} {tgts[n]}"]))
+        return cases[0] if len(cases) == 1 else "(" + " || ".join(f"({c})" for c in cases) + ")"
+
+    def is_match(self, pos: str) -> str:
+        return " && ".join(f"{k} == {t}" for k, t in zip(self.key_at(pos), self.targets()))
+
+    def in_range(self, pos: str) -> str:
+        return f"{pos} < {self.end()}" if self.choice.direction > 0 else f"{pos} >= {self.lo()}"
+
+    def comment(self) -> str:
+        d = self.decision
+        f = d.find
+        conds = " && ".join(f"{self.names.aff(Aff.var(c))} == {self.names.aff(e)}"
+                            for c, e in f.keys)
+        c = self.choice
+        what = {"seqiter": f"SeqIter: scans {'forward' if c.direction > 0 else 'backward'} "
+                           "from the position the previous search stopped at",
+                "hashmap": "HashMap: looks the coordinate up in a map built over the range",
+                "binsearch": "BinarySearch over the sorted range"}[c.algorithm]
+        why = {"seqiter": "valid because Z3 proved Eq. 3 and Eq. 4 unsatisfiable",
+               "hashmap": "valid because the searched range is fixed between builds",
+               "binsearch": "valid because Z3 proved the range sorted"}[c.algorithm]
+        state = f"; state indices {{{', '.join(c.state)}}}" if c.algorithm != "binsearch" else ""
+        return (f"find {f.var} in [{self.lo()}, {self.hi()}] with {conds}\n"
+                f" * {what};\n * {why}{state}.")
+
+    # pieces ---------------------------------------------------------------------------
+    def declare(self, w: _Writer, space: IterationSpace) -> None:
+        c = self.choice
+        if c.algorithm == "seqiter":
+            if c.array_key:
+                w.line(f"int32_t *{self.state} = NULL;")
+            else:
+                w.line(f"int {self.state} = 0;")
+        elif c.algorithm == "hashmap":
+            w.line(f"spf_hash {self.table} = {{0}};")
+
+    def allocate(self, w: _Writer, space: IterationSpace) -> None:
+        if self.choice.algorithm == "seqiter" and self.choice.array_key:
+            extent = self.names.aff(self.choice.key_extent)
+            self.names.helpers.add("spf_max")
+            w.line(f"{self.state} = malloc(sizeof(int32_t) * (size_t)spf_max(1, {extent}));")
+            w.line(f"if (!{self.state})")
+            w.line("    goto spf_out_of_memory;")
+
+    def release(self, w: _Writer) -> None:
+        if self.choice.algorithm == "seqiter" and self.choice.array_key:
+            w.line(f"free({self.state});")
+        elif self.choice.algorithm == "hashmap":
+            w.line(f"spf_hash_free(&{self.table});")
+
+    def init(self, w: _Writer, space: IterationSpace) -> None:
+        c = self.choice
+        start = self.lo() if c.direction > 0 else self.hi()
+        if c.algorithm == "seqiter":
+            if c.array_key:
+                extent = self.names.aff(c.key_extent)
+                w.line(f"for (int spf_t = 0; spf_t < {extent}; ++spf_t)")
+                w.line(f"    {self.state}[spf_t] = {start};")
+            else:
+                w.line(f"{self.state} = {start};")
+        elif c.algorithm == "hashmap":
+            q = f"spf_q_{self.var}"
+            key = self.key_at(q)[0]
+            w.block(_render("find_hashmap_build.c", table=self.table, lo=self.lo(),
+                            end=self.end(), q=q, key_q=key,
+                            comment=f"HashMap for the find of {self.var}: "
+                                    f"coordinate -> positions in [{self.lo()}, {self.hi()}]"))
+
+    def open(self, w: _Writer) -> None:
+        c = self.choice
+        comment = self.comment()
+        step = "++" if c.direction > 0 else "--"
+        if c.algorithm == "seqiter":
+            cur = self.state
+            if c.array_key:
+                cur = f"spf_cur_{self.var}"
+                w.line(f"int {cur} = {self.state}[{c.array_key}];")
+            w.block(_render("find_seqiter.c", comment=comment, in_range=self.in_range(cur),
+                            advance=self.advance(cur), step=f"{step}{cur}"))
+            if c.array_key:
+                w.line(f"{self.state}[{c.array_key}] = {cur};")
+            self._match(w, cur)
+        elif c.algorithm == "binsearch":
+            low, high, mid = (f"spf_low_{self.var}", f"spf_high_{self.var}",
+                              f"spf_mid_{self.var}")
+            # lower bound: the first position whose key does not come before the target
+            w.block(_render("find_binsearch.c", comment=comment, low=low, high=high, mid=mid,
+                            lo=self.lo(), end=self.end(), advance_mid=self.advance(mid)))
+            self._match(w, low, forward=True)
+        else:
+            w.block(f"/* {comment} */")
+            pos = f"spf_hit_{self.var}"
+            target = self.targets()[0]
+            if c.unique:
+                w.block(_render("match_hash_one.c", pos=pos, table=self.table, target=target,
+                                var=self.var))
+            else:
+                w.block(_render("match_hash_all.c", table=self.table, target=target,
+                                var=self.var))
+
+    def _match(self, w: _Writer, pos: str, forward: bool = False) -> None:
+        c = self.choice
+        fwd = forward or c.direction > 0
+        in_range = (lambda p: f"{p} < {self.end()}") if fwd else (lambda p: f"{p} >= {self.lo()}")
+        if c.unique:
+            w.block(_render("match_one.c", in_range=in_range(pos),
+                            is_match=self.is_match(pos), var=self.var, pos=pos))
+        else:
+            w.block(_render("match_all.c", var=self.var, pos=pos,
+                            in_range_var=in_range(self.var), is_match_var=self.is_match(self.var),
+                            step_var=f"{'++' if fwd else '--'}{self.var}"))
+
+
+def _cost_c(decision: Decision, names: CNames, nest: LoopNest) -> tuple[str, str]:
+    """C expressions of cost(SeqIter) and cost(HashMap) (see :class:`CostModel`)."""
+    model = cost_model(nest, decision.find, decision.chosen, decision.runtime_alternative)
+    owner = model.searches
+    searches = f"(int64_t)({names.extent_product(owner, owner.layout.value.array)})"
+    length = f"(int64_t)({names.aff(model.length)})"
+
+    def product(terms: list[Aff]) -> str:
+        return " * ".join([f"(int64_t)({names.aff(t)})" for t in terms] + [length])
+
+    return (f"{searches} + {product(model.resets_seqiter)}",
+            f"3 * {searches} + 2 * {product(model.resets_hashmap)}")
+
+
+def _params_only(a: Aff) -> bool:
+    return all("." in n for n in a.names())
+
+
 def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
-                level_notes: dict[str, str] | None = None) -> str:
-    """The C source of one kernel function."""
+                decisions: list[Decision] = (), level_notes: dict[str, str] | None = None) -> str:
+    """The C source of one kernel function (returns 0, or 1 when out of memory)."""
     space = nest.space
     expr = space.expr
     helpers: set[str] = set()
@@ -178,7 +394,7 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
         layouts.setdefault(use.layout.key, use.layout)
         const = "" if use.is_output else "const "
         params.append(f"{const}{struct_name(use.layout)} *restrict {use.name}")
-    signature = f"void {name}({', '.join(params)})"
+    signature = f"int {name}({', '.join(params)})"
 
     # statement
     factors = []
@@ -200,72 +416,120 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
         target = f"*{out_name}"
         out_vars = set()
     used = _used_names(nest, stmt_names)
+    for d in decisions:
+        for c, e in d.find.keys:
+            used |= e.names() | Aff.var(c).names()
+        used |= d.find.lo.names() | d.find.hi.names()
+        for c in (d.chosen, d.runtime_alternative):
+            if c is not None and c.array_key:
+                used.add(c.array_key)
 
-    body: list[str] = []
-    indent = 1
-
-    def line(text: str) -> None:
-        body.append("    " * indent + text)
-
+    w = _Writer()
+    finds = [_FindCode(d, d.chosen, names) for d in decisions if d.chosen is not None]
+    alternative = next((d for d in decisions if d.runtime_alternative is not None), None)
+    costs = _cost_c(alternative, names, nest) if alternative else None
+    alt_finds = []
+    if costs:
+        alt_finds = [_FindCode(d, d.runtime_alternative if d is alternative else d.chosen, names)
+                     for d in decisions if d.chosen is not None]
+    stateful = finds + [a for a in alt_finds if a.choice is not a.decision.chosen]
+    for f in stateful:
+        f.declare(w, space)
+    for f in stateful:
+        f.allocate(w, space)
     if not expr.accumulate:
         if out_use is None:
-            line(f"*{out_name} = 0.0;")
+            w.line(f"*{out_name} = 0.0;")
         else:
             arr = out_use.layout.value.array
-            line(f"memset({out_name}->{arr}, 0, sizeof(double) * "
-                 f"{names.extent_product(out_use, arr)});")
+            w.line(f"memset({out_name}->{arr}, 0, sizeof(double) * "
+                   f"{names.extent_product(out_use, arr)});")
 
-    # where the output element is fixed: accumulate in a local scalar below that level
     positions = [k for k, lv in enumerate(nest.levels) if lv.var in out_vars]
     acc_level = max(positions) if positions else -1
-    inner_loops = any(lv.kind == "loop" for lv in nest.levels[acc_level + 1:])
-    use_acc = inner_loops
-    closers: list[tuple[int, str | None]] = []   # (indent, text before closing)
+    use_acc = any(lv.kind == "loop" for lv in nest.levels[acc_level + 1:])
 
-    def open_acc() -> None:
-        line("double spf_acc = 0.0;")
+    def write_nest(codes: list[_FindCode]) -> None:
+        by_level = {c.decision.find.level: c for c in codes}
+        key_guards = {k: [] for k in range(len(nest.levels))}
+        for c in codes:
+            for lvl, (call, e) in zip(c.decision.find.key_levels, c.decision.find.keys):
+                key_guards[lvl].append((call, e))
+        inits: dict[int, list[_FindCode]] = {}
+        for c in codes:
+            if c.choice.algorithm in ("seqiter", "hashmap"):
+                inits.setdefault(c.choice.init_level, []).append(c)
+        depth = len(w.closers)
+        if use_acc and acc_level == -1:
+            w.line("double spf_acc = 0.0;")
+        for k, lv in enumerate(nest.levels):
+            for c in inits.get(k, []):
+                c.init(w, space)
+            note = level_notes.get(lv.var)
+            if note and k not in by_level:
+                w.line(f"/* {note} */")
+            if lv.kind == "loop":
+                if k in by_level:
+                    by_level[k].open(w)
+                else:
+                    lo = _bound(names, lv.lower, upper=False)
+                    hi = _bound(names, lv.upper, upper=True)
+                    w.open(f"for (int {lv.var} = {lo}; {lv.var} < {hi}; ++{lv.var}) {{")
+            elif lv.kind == "assign" and lv.var in used:
+                w.line(f"const int {lv.var} = {names.aff(lv.expr)};")
+            guards = [g for g in lv.guards
+                      if not any(_is_key_guard(g, call, e) for call, e in key_guards[k])]
+            if guards:
+                w.open(f"if ({' && '.join(names.condition(g) for g in guards)}) {{")
+            if use_acc and k == acc_level:
+                w.line("double spf_acc = 0.0;")
+                w.mark(f"{target} += spf_acc;")
+        if nest.statement_guards:
+            w.open(f"if ({' && '.join(names.condition(g) for g in nest.statement_guards)}) {{")
+        w.line(f"{'spf_acc' if use_acc else target} += {rhs};")
+        w.close_to(depth)
+        if use_acc and acc_level == -1:
+            w.line(f"{target} += spf_acc;")
 
-    if use_acc and acc_level == -1:
-        open_acc()
-    for k, lv in enumerate(nest.levels):
-        note = level_notes.get(lv.var)
-        if note:
-            line(f"/* {note} */")
-        if lv.kind == "loop":
-            lo = _bound(names, lv.lower, upper=False)
-            hi = _bound(names, lv.upper, upper=True)
-            line(f"for (int {lv.var} = {lo}; {lv.var} < {hi}; ++{lv.var}) {{")
-            closers.append((indent, None))
-            indent += 1
-        elif lv.kind == "assign" and lv.var in used:
-            line(f"const int {lv.var} = {names.aff(lv.expr)};")
-        if lv.guards:
-            line(f"if ({' && '.join(names.condition(g) for g in lv.guards)}) {{")
-            closers.append((indent, None))
-            indent += 1
-        if use_acc and k == acc_level:
-            open_acc()
-            closers.append((indent, f"{target} += spf_acc;"))
-    if nest.statement_guards:
-        line(f"if ({' && '.join(names.condition(g) for g in nest.statement_guards)}) {{")
-        closers.append((indent, None))
-        indent += 1
-    line(f"{'spf_acc' if use_acc else target} += {rhs};")
-    for ind, before in reversed(closers):
-        if before is not None:
-            indent = ind
-            line(before)
-        else:
-            indent = ind
-            line("}")
-    if use_acc and acc_level == -1:
-        line(f"{target} += spf_acc;")
+    if costs:
+        w.line("/* Auto: SeqIter and HashMap are both valid; pick the cheaper from the operand")
+        w.line(" * sizes: cost(SeqIter) = W + R_s * L, cost(HashMap) = 3 * W + 2 * R_h * L")
+        w.line(" * (W searches, L range length, R_s / R_h state resets). */")
+        w.line(f"const int64_t spf_cost_seqiter = {costs[0]};")
+        w.line(f"const int64_t spf_cost_hashmap = {costs[1]};")
+        w.open("if (spf_cost_hashmap < spf_cost_seqiter) {")
+        write_nest(alt_finds)
+        w.close_to(len(w.closers) - 1)
+        w.open("else {")
+        write_nest(finds)
+        w.close_to(len(w.closers) - 1)
+    else:
+        write_nest(finds)
+    releases = [f for f in stateful if f.choice.algorithm == "hashmap" or f.choice.array_key]
+    if releases:
+        for f in releases:
+            f.release(w)
+        w.line("return 0;")
+        w.lines.append("spf_out_of_memory:")
+        for f in releases:
+            f.release(w)
+        w.line("return 1;")
+    else:
+        w.line("return 0;")
 
     structs = "\n\n".join(struct_typedef(lay) for lay in layouts.values())
     helper_text = "\n".join(_HELPERS[h] for h in sorted(helpers))
+    if any(f.choice.algorithm == "hashmap" for f in finds + alt_finds):
+        helper_text = (helper_text + "\n\n" if helper_text else "") + \
+            (TEMPLATE_DIR / "hashmap.c").read_text().rstrip()
     return template("kernel.c").substitute(
         header="\n".join(f" * {h}" if h else " *" for h in header_lines),
         helpers=("\n" + helper_text + "\n") if helper_text else "",
         structs=structs + ("\n" if structs else ""),
         signature=signature,
-        body="\n".join(body))
+        body="\n".join(w.lines))
+
+
+def _is_key_guard(g: Constraint, call: UFCall, e: Aff) -> bool:
+    k = g.aff.coeff(call)
+    return g.is_eq and abs(k) == 1 and (g.aff - Aff.var(call, k)) * -k == e

@@ -15,9 +15,10 @@ from .iteration_space import IterationSpace, build
 from .kernel_spec import Expr, load_kernel_file, parse_bounds, parse_expr
 from .layout import Layout, default_layout, load_layout
 from .scan import LoopNest, scan
+from .synthesis import ALGORITHMS, Decision, synthesize
 from .tensor import Tensor
 
-FIND_CHOICES = ("auto", "loop")
+FIND_CHOICES = ("auto",) + ALGORITHMS
 _C_RESERVED = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double",
                "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
                "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
@@ -70,6 +71,7 @@ class Kernel:
         self.space: IterationSpace = build(self.expr, self.layouts, self.bounds)
         self.order = self._loop_order(order)
         self.nest: LoopNest = scan(self.space, self.order)
+        self.decisions: list[Decision] = synthesize(self.nest, self.find)
         self._source: str | None = None
 
     # construction helpers ----------------------------------------------------------
@@ -129,12 +131,16 @@ class Kernel:
                 header.append(f"  {use.name}: {use.layout.name}"
                               + (f" {dict(use.layout.params)}" if use.layout.params else ""))
             header.append(f"Loop order: {', '.join(self.nest.schedule)}")
-            notes = {}
-            for lv in self.nest.levels:
-                if lv.kind == "read" and any(g.is_eq for g in lv.guards):
-                    notes[lv.var] = ("find by guard loop: the enclosing loop scans every "
-                                     "position and tests it (no find template applied)")
-            self._source = emit_c.emit_kernel(self.nest, self.name, header, notes)
+            for d in self.decisions:
+                algo = d.chosen.algorithm if d.chosen else "guard loop"
+                alt = (f", or {d.runtime_alternative.algorithm} chosen at run time"
+                       if d.runtime_alternative else "")
+                header.append(f"Find {d.find.var} in {d.find.use.name}: {algo}{alt}")
+            notes = {d.find.var: "guard loop: scans every position and tests it (no find "
+                                 "template applies; see kernel.report())"
+                     for d in self.decisions if d.chosen is None}
+            self._source = emit_c.emit_kernel(self.nest, self.name, header, self.decisions,
+                                              notes)
         return self._source
 
     def compile(self) -> "CompiledKernel":
@@ -164,6 +170,31 @@ class Kernel:
                 lines.append(f"    dropped: {g}  (implied by inner bounds and layout properties)")
         for g in self.nest.statement_guards:
             lines.append(f"  statement guard: {g}")
+        for d in self.decisions:
+            lines.append(f"find {d.find.use.name} at {d.find.describe()} (requested: {d.requested})")
+            if d.chosen:
+                c = d.chosen
+                lines.append(f"  chosen: {c.describe()}")
+                if c.algorithm in ("seqiter", "hashmap"):
+                    where = (f"above loop {self.nest.levels[c.init_level].var}"
+                             if c.init_level is not None and c.init_level < d.find.level
+                             else "before each search")
+                    lines.append(f"  state initialised {where}"
+                                 + (f", one per value of {c.array_key}" if c.array_key else ""))
+                lines.append(f"  template arguments: range [{d.find.lo}, {d.find.hi}], "
+                             f"key ({', '.join(str(k) for k, _ in d.find.keys)}), "
+                             f"target ({', '.join(str(e) for _, e in d.find.keys)})")
+            else:
+                lines.append("  chosen: guard loop")
+            if d.runtime_alternative:
+                lines.append(f"  run-time alternative: {d.runtime_alternative.describe()} "
+                             "(cost model in the generated C)")
+            for name, choice in d.valid.items():
+                if choice is not d.chosen and choice is not d.runtime_alternative \
+                        and name != "loop":
+                    lines.append(f"  also valid: {choice.describe()}")
+            for name, why in d.rejected.items():
+                lines.append(f"  rejected {name}: {why}")
         return "\n".join(lines)
 
 
@@ -171,8 +202,8 @@ def _check_find(find: "str | Mapping[str, str]", expr: Expr) -> "str | dict[str,
     choices = find.values() if isinstance(find, Mapping) else [find]
     for choice in choices:
         if choice not in FIND_CHOICES:
-            raise SpecError(f"find={choice!r} is not available yet; choose from {FIND_CHOICES}",
-                            expr.source)
+            raise SpecError(f"find={choice!r} is not a find algorithm; choose from "
+                            f"{FIND_CHOICES}", expr.source)
     if isinstance(find, Mapping):
         for tname in find:
             if tname not in expr.tensors:
@@ -190,7 +221,7 @@ class CompiledKernel:
         self.source = kernel.c_source()
         lib = runtime.load_library(str(runtime.build_library(self.source)))
         self._fn = getattr(lib, kernel.name)
-        self._fn.restype = None
+        self._fn.restype = ctypes.c_int
         self.inputs = [a.tensor for a in kernel.expr.factors]
         self.output = kernel.expr.output.tensor
 
@@ -234,7 +265,8 @@ class CompiledKernel:
                 continue
             structs.append(_struct_of(tensors[acc.tensor]))
             call_args.append(ctypes.byref(structs[-1]))
-        self._fn(*call_args)
+        if self._fn(*call_args) != 0:
+            raise MemoryError(f"kernel {k.name}: out of memory for its find state")
         if not out_acc.indices:
             return out_scalar.value
         lay = result.layout

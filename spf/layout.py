@@ -49,6 +49,9 @@ class Property:
     - ``periodic_monotonic``: same period (layout indices ``period`` equal) and ``a < a'`` ->
       ``uf(a) <order> uf(a')``
     - ``covary_monotonic``: ``with_(a) = with_(a') and a < a' -> uf(a) <order> uf(a')``
+
+    The monotonic kinds take an optional ``gap``: ``uf(a) + gap <order> uf(a')`` (BCSR:
+    blocks of one row do not overlap, ``colIdx(a) + B <= colIdx(a')``).
     """
 
     kind: str
@@ -58,6 +61,7 @@ class Property:
     upper: Aff | None = None
     period: tuple[str, ...] = ()
     with_: str | None = None
+    gap: int = 0
 
     @property
     def uf(self) -> str:
@@ -78,7 +82,8 @@ class Property:
             pre = " and ".join(f"{p} = {p}'" for p in self.period) + " and "
         elif self.kind == "covary_monotonic":
             pre = f"{self.with_}(a) = {self.with_}(a') and "
-        return f"{pre}a < a' -> {f}(a) {self.order} {f}(a')"
+        plus = f" + {self.gap}" if self.gap else ""
+        return f"{pre}a < a' -> {f}(a){plus} {self.order} {f}(a')"
 
 
 @dataclass(frozen=True, eq=False)
@@ -517,9 +522,20 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Map
         with_ = p.get("with")
         if with_ not in index_arrays:
             raise err(f"{where} (covary_monotonic): 'with' must name an index array", "with")
-    unknown = set(p) - {"kind", "uf", "ufs", "order", "min", "max", "period", "with"}
+    gap = 0
+    if "gap" in p:
+        if kind not in ("monotonic", "periodic_monotonic", "covary_monotonic"):
+            raise err(f"{where} ({kind}): 'gap' applies to the monotonic kinds only", "gap")
+        text = str(p["gap"])
+        line, col = rd.pos(text, "gap", start) if isinstance(p["gap"], str) else (None, None)
+        value = parse_aff(text, rd.source, line or 1, col or 1, bound)
+        if not value.is_const or value.const < 0:
+            raise err(f"{where} ({kind}): gap must be a non-negative integer or parameter, "
+                      f"got {text!r}", "gap")
+        gap = value.const
+    unknown = set(p) - {"kind", "uf", "ufs", "order", "min", "max", "period", "with", "gap"}
     if unknown:
         raise err(f"{where}: unknown key(s) {sorted(unknown)}; property keys are kind, uf, "
-                  "ufs, order, min, max, period, with", sorted(unknown)[0])
-    return Property(kind, tuple(ufs), order, lower, upper, period, with_)
+                  "ufs, order, min, max, period, with, gap", sorted(unknown)[0])
+    return Property(kind, tuple(ufs), order, lower, upper, period, with_, gap)
 

@@ -233,7 +233,7 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
                 if bad.size:
                     raise ArgumentError(f"{where} at position {bad[0]}: {arr[bad[0]]} > {hi}")
         elif prop.kind == "monotonic" and arr.size > 1:
-            ok = _CMP[prop.order](arr[:-1], arr[1:])
+            ok = _CMP[prop.order](arr[:-1].astype(np.int64) + prop.gap, arr[1:])
             if not ok.all():
                 k = int(np.flatnonzero(~ok)[0])
                 raise ArgumentError(f"{where} at positions {k}, {k + 1}: {arr[k]}, {arr[k + 1]}")
@@ -241,7 +241,8 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
             g = arrays[prop.with_]
             perm = np.argsort(g, kind="stable")
             same = g[perm][:-1] == g[perm][1:]
-            ok = _CMP[prop.order](arr[perm][:-1], arr[perm][1:]) | ~same
+            ok = _CMP[prop.order](arr[perm][:-1].astype(np.int64) + prop.gap,
+                                  arr[perm][1:]) | ~same
             if not ok.all():
                 k = int(np.flatnonzero(~ok)[0])
                 raise ArgumentError(f"{where} at positions {perm[k]}, {perm[k + 1]}")

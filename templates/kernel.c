@@ -2,6 +2,7 @@
 $header
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 $helpers
 $structs

@@ -66,7 +66,7 @@ def test_generate_to_file_compiles(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     src = out.read_text()
-    assert "void spf_kernel(" in src and "A->rowPtr[A_pi]" in src
+    assert "int spf_kernel(" in src and "A->rowPtr[A_pi]" in src
     assert_compiles_clean(src)
 
 
@@ -76,7 +76,7 @@ def test_generate_to_stdout_with_options(capsys):
                      "--name", "spmspv_bcsr", "--report"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "void spmspv_bcsr(" in out
+    assert "int spmspv_bcsr(" in out
     assert "A: BCSR {'B': 4}" in out
     assert "loop order: A_pi, A_pj" in out          # from --report
     src = out[:out.index("kernel: ")]
@@ -86,7 +86,7 @@ def test_generate_to_stdout_with_options(capsys):
 def test_generate_from_kernel_file(capsys):
     assert cli.main(["generate", str(SPMV_FILE)]) == 0
     out = capsys.readouterr().out
-    assert "void spmv_csr(" in out
+    assert "int spmv_csr(" in out
     assert "A: CSR" in out
     assert_compiles_clean(out)
 
@@ -94,7 +94,7 @@ def test_generate_from_kernel_file(capsys):
 def test_generate_kernel_file_with_overrides(capsys):
     assert cli.main(["generate", str(SPMV_FILE), "-l", "x=SV", "--name", "other"]) == 0
     out = capsys.readouterr().out
-    assert "void other(" in out and "x: SV" in out
+    assert "int other(" in out and "x: SV" in out
 
 
 def test_demo():

@@ -1,0 +1,731 @@
+"""Find synthesis (paper Sec. 6.2-6.3, Appendix A): replace guard loops by find templates.
+
+A *find* is a loop over positions ``p`` of one tensor whose index-array reads ``f(p)`` are
+compared for equality with values ``e`` fixed by the enclosing loops (``x.idx(x_p) = j``).
+For each template the assumptions are checked with Z3 over two instances of the enclosing
+loops (unprimed ``@1`` executes before primed ``@2``):
+
+- C  = C1 (lexicographic order of the instances) ∧ C2 (loop bounds) ∧ C3 (other conditions:
+  assignments, guards) ∧ P5 (properties of the index arrays read by the enclosing loops);
+- C4 = the find condition ``f(q) = e`` at a position ``q``; P6 = the properties of the
+  searched index array, instantiated at the positions involved (quantifier-free);
+- A7 = the state indices are equal in both instances; A8 = the direction positions are
+  visited in; A9 = the stop condition ``f(q) < e`` (SeqIter advances while it holds);
+  A10 = exclusivity: a position skipped by one instance is not a match of it.
+
+SeqIter applies iff both are UNSAT:
+
+- Eq. 3 (no match is skipped across instances): C ∧ A7 ∧ P6 ∧ A8/A9 (instance 1 advanced past
+  ``q``: ``f(q) < e@1``, which is A10 for instance 1) ∧ C4 (``q`` matches instance 2);
+- Eq. 4 (no match after the stop point): C ∧ P6 ∧ A8 (``q`` before ``r``) ∧ ¬A9 at ``q``
+  (the scan stops there) ∧ ``f(q) != e`` ∧ C4 at ``r``.
+
+and the instances sharing a state search the same range.  State indices are found by
+Algorithm 3: start from all enclosing loop indices and reduced indices, drop them innermost
+first (loop indices before reduced indices) while the assumptions still hold.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import z3
+
+from .errors import SynthesisError
+from .iteration_space import IterationSpace, TensorUse
+from .scan import Level, LoopNest
+from .terms import Aff, Constraint, FloorDiv, UFCall
+
+ALGORITHMS = ("seqiter", "hashmap", "binsearch", "loop")
+Z3_TIMEOUT_MS = 2000
+
+
+@dataclass
+class Find:
+    """A guard loop that looks up positions of one tensor by coordinate."""
+
+    level: int                          # index of the loop level in nest.levels
+    var: str                            # the position variable (loop index)
+    use: TensorUse
+    keys: list[tuple[UFCall, Aff]]      # f(p) == e, one per searched coordinate
+    key_levels: list[int]               # read levels holding the key guards
+    lo: Aff
+    hi: Aff                             # inclusive
+
+    def describe(self) -> str:
+        conds = " and ".join(f"{c} = {e}" for c, e in self.keys)
+        return f"{self.var} in [{self.lo}, {self.hi}] with {conds}"
+
+
+@dataclass
+class Choice:
+    """A valid template with its synthesized arguments."""
+
+    algorithm: str
+    direction: int = 1                  # +1: positions visited upwards, -1: downwards
+    compare: str = "<"                  # scan/search advances while key <compare> target
+    state: list[str] = field(default_factory=list)
+    unique: bool = True                 # at most one match per search
+    init_level: int | None = None       # state (re)initialised just above this level
+    array_key: str | None = None        # state index keying an array of states
+    key_extent: Aff | None = None       # 0 <= array_key < key_extent
+    why: str = ""
+
+    def describe(self) -> str:
+        parts = [self.algorithm]
+        if self.algorithm == "seqiter":
+            parts.append(f"{'forward' if self.direction > 0 else 'backward'}, advancing while "
+                         f"key {self.compare} target")
+        if self.algorithm == "binsearch":
+            parts.append("over increasing keys" if self.compare == "<" else
+                         "over decreasing keys")
+        if self.algorithm in ("seqiter", "hashmap"):
+            parts.append(f"state indices {{{', '.join(self.state)}}}")
+        parts.append("unique match" if self.unique else "several matches")
+        return ", ".join(parts)
+
+
+@dataclass
+class Decision:
+    find: Find
+    chosen: Choice | None                       # None: keep the guard loop
+    valid: dict[str, Choice] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
+    runtime_alternative: Choice | None = None   # "auto": chosen at run time against chosen
+    requested: str = "auto"
+
+
+# ---------------------------------------------------------------------------------------
+def detect_finds(nest: LoopNest) -> list[Find]:
+    """Loops whose index-array reads are compared with values of the enclosing loops."""
+    finds = []
+    levels = nest.levels
+    for k, lv in enumerate(levels):
+        if lv.kind != "loop":
+            continue
+        outer = {v.var for v in levels[:k] if v.kind != "read"}
+        use = _owner(nest.space, lv.var)
+        if use is None:
+            continue
+        keys: list[tuple[UFCall, Aff]] = []
+        key_levels = []
+        for j in range(k + 1, len(levels)):
+            rl = levels[j]
+            if rl.kind == "loop":
+                break
+            if rl.kind != "read":
+                continue
+            for g in rl.guards:
+                key = _key_of(g, rl.call, lv.var, outer)
+                if key is not None:
+                    keys.append(key)
+                    key_levels.append(j)
+        if not keys:
+            continue
+        if any(d != 1 for _, d in lv.lower + lv.upper) or len(lv.lower) != 1 or len(lv.upper) != 1:
+            continue
+        finds.append(Find(k, lv.var, use, keys, key_levels, lv.lower[0][0], lv.upper[0][0]))
+    return finds
+
+
+def _owner(space: IterationSpace, var: str) -> TensorUse | None:
+    for use in space.uses:
+        if var in use.vars:
+            return use
+    return None
+
+
+def _key_of(g: Constraint, call: UFCall, var: str, outer: set[str]) -> tuple[UFCall, Aff] | None:
+    """``call = e`` with ``e`` over outer names only, if ``g`` says so."""
+    if not g.is_eq or abs(g.aff.coeff(call)) != 1 or var not in Aff.var(call).names():
+        return None
+    k = g.aff.coeff(call)
+    e = (g.aff - Aff.var(call, k)) * -k
+    if not e.names() <= outer | _symbols(e) or var in e.names():
+        return None
+    for c in e.calls():
+        if var in Aff.var(c).names():
+            return None
+    return call, e
+
+
+def _symbols(a: Aff) -> set[str]:
+    return {n for n in a.names() if "." in n}
+
+
+# ---------------------------------------------------------------------------------------
+class _Encoder:
+    """Builds Z3 formulas over instances of the loops enclosing one find."""
+
+    def __init__(self, nest: LoopNest, find: Find):
+        self.nest = nest
+        self.space = nest.space
+        self.find = find
+        self.outer = nest.levels[:find.level]
+        self.outer_vars = [lv.var for lv in self.outer if lv.kind != "read"]
+        self.loop_vars = [lv.var for lv in self.outer if lv.kind == "loop"]
+        self.funcs: dict[str, z3.FuncDeclRef] = {}
+        self.terms: list[tuple[str, tuple, int]] = []   # (uf name, z3 args, instance)
+        self.fresh = itertools.count()
+        self._contexts: dict[int, tuple[list, list]] = {}
+        self._solvers: dict[int, tuple[z3.Solver, list]] = {}
+        self._current = 1
+
+    # term construction ---------------------------------------------------------------
+    def func(self, name: str, arity: int) -> z3.FuncDeclRef:
+        if name not in self.funcs:
+            self.funcs[name] = z3.Function(name, *([z3.IntSort()] * (arity + 1)))
+        return self.funcs[name]
+
+    def var(self, name: str, k: int) -> z3.ArithRef:
+        return z3.Int(f"{name}@{k}") if name in self.outer_vars else z3.Int(name)
+
+    def aff(self, a: Aff, k: int, extra: Mapping[str, z3.ArithRef] | None = None) -> z3.ArithRef:
+        parts: list = [a.const] if a.const else []
+        for atom, coeff in a.terms:
+            if isinstance(atom, str):
+                t = extra[atom] if extra and atom in extra else self.var(atom, k)
+            elif isinstance(atom, UFCall):
+                args = tuple(self.aff(x, k, extra) for x in atom.args)
+                t = self.func(atom.name, len(args))(*args)
+                self.terms.append((atom.name, args, k))
+            else:
+                assert isinstance(atom, FloorDiv)
+                t = self.aff(atom.num, k, extra) / atom.den
+            parts.append(t if coeff == 1 else coeff * t)
+        if not parts:
+            return z3.IntVal(0)
+        return parts[0] if len(parts) == 1 and not isinstance(parts[0], int) else z3.Sum(
+            [z3.IntVal(p) if isinstance(p, int) else p for p in parts])
+
+    def constraint(self, c: Constraint, k: int, extra=None) -> z3.BoolRef:
+        e = self.aff(c.aff, k, extra)
+        return e == 0 if c.is_eq else e >= 0
+
+    def position(self, k: int) -> z3.ArithRef:
+        return z3.Int(f"q{next(self.fresh)}@{k}")
+
+    def key(self, q: z3.ArithRef, k: int) -> list[z3.ArithRef]:
+        return [self.aff(Aff.var(call), k, {self.find.var: q}) for call, _ in self.find.keys]
+
+    def target(self, k: int) -> list[z3.ArithRef]:
+        return [self.aff(e, k) for _, e in self.find.keys]
+
+    def in_range(self, q: z3.ArithRef, k: int) -> z3.BoolRef:
+        return z3.And(self.aff(self.find.lo, k) <= q, q <= self.aff(self.find.hi, k))
+
+    # context -----------------------------------------------------------------------------
+    def context(self, k: int) -> list[z3.BoolRef]:
+        """C2 ∧ C3 for instance k: bounds, assignments, guards of the enclosing levels."""
+        if k in self._contexts:
+            cons, terms = self._contexts[k]
+            self.terms.extend(terms)
+            return cons
+        start = len(self.terms)
+        out = []
+        known = set(self.outer_vars)
+        for lv in self.outer:
+            for c in lv.bound_constraints() + lv.guards + lv.dropped:
+                out.append(self.constraint(c, k))
+        for c in self.space.facts:
+            if c.names() <= known | _symbols(c.aff):
+                out.append(self.constraint(c, k))
+        self._contexts[k] = (out, self.terms[start:])
+        return out
+
+    def before(self) -> z3.BoolRef:
+        """C1: instance 1 executes before instance 2 (lexicographic on loop indices)."""
+        if not self.loop_vars:
+            return z3.BoolVal(False)
+        cases = []
+        for n, v in enumerate(self.loop_vars):
+            eq = [self.var(u, 1) == self.var(u, 2) for u in self.loop_vars[:n]]
+            cases.append(z3.And(*eq, self.var(v, 1) < self.var(v, 2)))
+        return z3.Or(*cases)
+
+    def same_state(self, state: list[str]) -> list[z3.BoolRef]:
+        """A7."""
+        return [self.var(s, 1) == self.var(s, 2) for s in state]
+
+    # properties (P5, P6), instantiated over pairs of call terms (quantifier-free) ------------
+    def _distinct(self, terms: list) -> list[tuple[str, tuple, int]]:
+        seen: set[tuple] = set()
+        out = []
+        for name, args, k in terms:
+            ident = (name, k, tuple(a.get_id() for a in args))   # z3 terms are hash-consed
+            if ident not in seen:
+                seen.add(ident)
+                out.append((name, args, k))
+        return out
+
+    def instances(self, new: list, old: list) -> list[z3.BoolRef]:
+        """Property instances for the new terms and the pairs (new, new) and (new, old)."""
+        new = self._distinct(new)
+        old_ids = {(n, k, tuple(a.get_id() for a in args)) for n, args, k in old}
+        new = [t for t in new if (t[0], t[2], tuple(a.get_id() for a in t[1])) not in old_ids]
+        out: list[z3.BoolRef] = []
+        for use in self.space.uses:
+            for prop in use.layout.properties:
+                out.extend(self._property(use, prop, new, old))
+        return out
+
+    def _property(self, use: TensorUse, prop, new: list, old: list) -> list[z3.BoolRef]:
+        qual = [use.symbol(u) for u in prop.ufs]
+        out = []
+        if prop.kind == "range":
+            for name, args, k in new:
+                if name == qual[0]:
+                    t = self.funcs[name](*args)
+                    if prop.lower is not None:
+                        out.append(t >= self._local(prop.lower, use, k))
+                    if prop.upper is not None:
+                        out.append(t <= self._local(prop.upper, use, k))
+            return out
+        mine_new = [(a, k) for n, a, k in new if n in qual and len(a) == 1]
+        mine_old = [(a, k) for n, a, k in old if n in qual and len(a) == 1]
+        pairs = [(x, y) for i, x in enumerate(mine_new) for y in mine_new[i + 1:] + mine_old]
+        if prop.kind == "injective":
+            fs = [self.func(u, 1) for u in qual]
+            for (a1, _), (a2, _) in pairs:
+                out.append(z3.Implies(a1[0] != a2[0], z3.Or(*[f(a1[0]) != f(a2[0]) for f in fs])))
+            return out
+        f = self.func(qual[0], 1)
+        periods = [use.var(p) for p in prop.period]
+        if prop.kind == "periodic_monotonic" and not all(p in self.outer_vars for p in periods):
+            return out
+        for first, second in pairs:
+            for (a1, k1), (a2, k2) in ((first, second), (second, first)):
+                x, y = a1[0], a2[0]
+                rel = _compare(prop.order, f(x) + prop.gap if prop.gap else f(x), f(y))
+                if prop.kind == "monotonic":
+                    out.append(z3.Implies(x < y, rel))
+                elif prop.kind == "periodic_monotonic":
+                    same = [self.var(p, k1) == self.var(p, k2) for p in periods]
+                    out.append(z3.Implies(z3.And(*same, x < y), rel))
+                elif prop.kind == "covary_monotonic":
+                    g = self.func(use.symbol(prop.with_), 1)
+                    out.append(z3.Implies(z3.And(g(x) == g(y), x < y), rel))
+        return out
+
+    def _local(self, a: Aff, use: TensorUse, k: int) -> z3.ArithRef:
+        mapping = {f: Aff.var(use.symbol(f)) for f in use.layout.scalar_fields}
+        qualified = a.substitute(mapping).map_calls(
+            lambda c: UFCall(use.symbol(c.name), c.args) if c.name in use.layout.index_arrays else c)
+        return self.aff(qualified, k)
+
+    # solving -----------------------------------------------------------------------------------
+    def begin(self, instances: int) -> None:
+        """Start a query over 1 or 2 instances of the enclosing loops (C is asserted once
+        per kind in a persistent solver; a query adds its own parts inside push/pop)."""
+        if instances not in self._solvers:
+            self.terms = []
+            solver = z3.Solver()
+            solver.set("timeout", Z3_TIMEOUT_MS)
+            parts = list(self.context(1))
+            if instances == 2:
+                parts += self.context(2) + [self.before()]
+            solver.add(*parts)
+            base_terms = self._distinct(self.terms)
+            solver.add(*self.instances(base_terms, []))
+            self._solvers[instances] = (solver, base_terms)
+        self._current = instances
+        self.terms = []
+
+    def unsat(self, *parts: z3.BoolRef) -> tuple[bool, str]:
+        """(True, "") when context ∧ parts ∧ properties is UNSAT; else (False, reason)."""
+        solver, base_terms = self._solvers[self._current]
+        solver.push()
+        try:
+            solver.add(*parts)
+            solver.add(*self.instances(self.terms, base_terms))
+            result = solver.check()
+            if result == z3.unsat:
+                return True, ""
+            if result == z3.unknown:
+                return False, f"Z3 gave no answer within {Z3_TIMEOUT_MS} ms"
+            model = solver.model()
+            shown = sorted((str(d), model[d]) for d in model.decls() if d.arity() == 0)
+            return False, "counterexample: " + ", ".join(f"{n} = {v}" for n, v in shown[:12])
+        finally:
+            solver.pop()
+            self.terms = []
+
+
+def _compare(order: str, a, b):
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[order]
+
+
+def _lex_less(a: list, b: list):
+    """Lexicographic a < b on tuples of Z3 terms."""
+    cases = []
+    for n in range(len(a)):
+        cases.append(z3.And(*[a[m] == b[m] for m in range(n)], a[n] < b[n]))
+    return z3.Or(*cases)
+
+
+def _tuple_eq(a: list, b: list):
+    return z3.And(*[x == y for x, y in zip(a, b)])
+
+
+# ---------------------------------------------------------------------------------------
+class _Checker:
+    """The assumption tests of each template for one find."""
+
+    def __init__(self, nest: LoopNest, find: Find):
+        self.enc = _Encoder(nest, find)
+        self.find = find
+        self._memo: dict[tuple, tuple[bool, str]] = {}
+
+    def _cached(self, key: tuple, run) -> tuple[bool, str]:
+        if key not in self._memo:
+            self._memo[key] = run()
+        return self._memo[key]
+
+    @staticmethod
+    def _advance(key: list, target: list, compare: str):
+        """A9 not yet met: the scan moves past a position whose key is ``key``."""
+        return _lex_less(key, target) if compare == "<" else _lex_less(target, key)
+
+    def same_range(self, state: list[str]) -> tuple[bool, str]:
+        return self._cached(("range", tuple(sorted(state))), lambda: self._same_range(state))
+
+    def _same_range(self, state: list[str]) -> tuple[bool, str]:
+        e = self.enc
+        e.begin(2)
+        differ = z3.Or(e.aff(self.find.lo, 1) != e.aff(self.find.lo, 2),
+                       e.aff(self.find.hi, 1) != e.aff(self.find.hi, 2))
+        return e.unsat(*e.same_state(state), differ)
+
+    def determines(self, var: str, loops: list[str]) -> tuple[bool, str]:
+        """Two instances with equal ``var`` have equal ``loops``."""
+        e = self.enc
+        e.begin(2)
+        return e.unsat(e.var(var, 1) == e.var(var, 2),
+                       z3.Or(*[e.var(v, 1) != e.var(v, 2) for v in loops]))
+
+    def eq3(self, state: list[str], compare: str) -> tuple[bool, str]:
+        return self._cached(("eq3", tuple(sorted(state)), compare),
+                            lambda: self._eq3(state, compare))
+
+    def _eq3(self, state: list[str], compare: str) -> tuple[bool, str]:
+        e = self.enc
+        e.begin(2)
+        q = e.position(1)
+        return e.unsat(*e.same_state(state), e.in_range(q, 1), e.in_range(q, 2),
+                       self._advance(e.key(q, 1), e.target(1), compare),
+                       _tuple_eq(e.key(q, 2), e.target(2)))
+
+    def eq4(self, direction: int, compare: str) -> tuple[bool, str]:
+        e = self.enc
+        e.begin(1)
+        q, r = e.position(1), e.position(1)
+        key_q, target = e.key(q, 1), e.target(1)
+        return e.unsat(e.in_range(q, 1), e.in_range(r, 1),
+                       (q < r) if direction > 0 else (q > r),
+                       z3.Not(self._advance(key_q, target, compare)),
+                       z3.Not(_tuple_eq(key_q, target)),
+                       _tuple_eq(e.key(r, 1), target))
+
+    def unique(self) -> bool:
+        e = self.enc
+        e.begin(1)
+        q, r = e.position(1), e.position(1)
+        ok, _ = e.unsat(e.in_range(q, 1), e.in_range(r, 1), q != r,
+                        _tuple_eq(e.key(q, 1), e.target(1)), _tuple_eq(e.key(r, 1), e.target(1)))
+        return ok
+
+    def contiguous(self) -> tuple[bool, str]:
+        e = self.enc
+        e.begin(1)
+        q, r, s = e.position(1), e.position(1), e.position(1)
+        t = e.target(1)
+        return e.unsat(e.in_range(q, 1), e.in_range(s, 1), q < r, r < s,
+                       _tuple_eq(e.key(q, 1), t), _tuple_eq(e.key(s, 1), t),
+                       z3.Not(_tuple_eq(e.key(r, 1), t)))
+
+    def sorted(self, compare: str) -> tuple[bool, str]:
+        e = self.enc
+        e.begin(1)
+        q, r = e.position(1), e.position(1)
+        kq, kr = e.key(q, 1), e.key(r, 1)
+        bad = _lex_less(kr, kq) if compare == "<" else _lex_less(kq, kr)
+        return e.unsat(e.in_range(q, 1), e.in_range(r, 1), q < r, bad)
+
+
+# ---------------------------------------------------------------------------------------
+def _state_candidates(nest: LoopNest, find: Find, with_reduced: bool) -> list[str]:
+    """M of Algorithm 3 in removal order: loop indices innermost first, then reduced indices."""
+    outer = nest.levels[:find.level]
+    loops = [lv.var for lv in outer if lv.kind == "loop"]
+    reduced = [lv.var for lv in outer if lv.kind == "assign" and lv.var in nest.space.indices]
+    return list(reversed(loops)) + (list(reversed(reduced)) if with_reduced else [])
+
+
+def _algorithm3(candidates: list[str], test) -> tuple[list[str] | None, str]:
+    state = list(candidates)
+    ok, why = test(state)
+    if not ok:
+        return None, why
+    for idx in candidates:
+        trial = [s for s in state if s != idx]
+        if test(trial)[0]:
+            state = trial
+    return state, ""
+
+
+def _prefer_loops(nest: LoopNest, chk: "_Checker", state: list[str], test) -> list[str]:
+    """Replace a reduced index by the loop indices it is computed from when it determines
+    them (``i = A_pi``, or ``i = rowIdx(A_pi)`` with rowIdx injective): the same
+    granularity, but a scalar state instead of an array."""
+    for var in list(state):
+        lv = nest.level(var)
+        if lv.kind != "assign":
+            continue
+        loops = _loops_of(nest, lv.expr)
+        trial = [s for s in state if s != var] + [n for n in loops if n not in state]
+        if not loops or not test(trial)[0]:
+            continue
+        if lv.expr.calls() and not chk.determines(var, loops)[0]:
+            continue
+        state = trial
+    return state
+
+
+def _loops_of(nest: LoopNest, a: Aff) -> list[str]:
+    out: list[str] = []
+    for name in sorted(a.names()):
+        if not _is_var(nest, name):
+            continue
+        lv = nest.level(name)
+        if lv.kind == "loop":
+            out.append(name)
+        elif lv.kind == "assign":
+            out.extend(n for n in _loops_of(nest, lv.expr) if n not in out)
+    return out
+
+
+def _is_var(nest: LoopNest, name: str) -> bool:
+    try:
+        nest.level(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _place_state(nest: LoopNest, find: Find, state: list[str], allow_array: bool = True
+                 ) -> tuple[list[str], int, str | None, Aff | None]:
+    """Make ``state`` implementable (paper A.3): a scalar initialised directly above the first
+    enclosing loop not in the state, or an array of states over the one remaining state index
+    (an inner loop index or a reduced index with a known extent).  Returns (state, init
+    level, array key, key extent); init level -1 when it cannot be stored."""
+    outer = nest.levels[:find.level]
+    loops = [k for k, lv in enumerate(outer) if lv.kind == "loop"]
+    prefix: list[str] = []
+    for k in loops:
+        if outer[k].var not in state:
+            break
+        prefix.append(outer[k].var)
+    init = next((k for k in loops if outer[k].var not in prefix), find.level)
+    rest = [s for s in state if s not in prefix]
+    key, extent = (rest[0], _extent(nest, rest[0])) if len(rest) == 1 and allow_array \
+        else (None, None)
+    if rest and (key is None or extent is None):
+        # no array can hold it: keep every enclosing loop up to the deepest state index
+        deepest = max(k for k, lv in enumerate(outer) if lv.var in state)
+        prefix = [outer[k].var for k in loops if k <= deepest]
+        init = next((k for k in loops if k > deepest), find.level)
+        key = extent = None
+    # the range must be computable where the state is initialised
+    need = (find.lo.names() | find.hi.names()) - _symbols(find.lo) - _symbols(find.hi)
+    while not need <= {lv.var for lv in outer[:init] if lv.kind != "read"} and init < find.level:
+        prefix.append(outer[init].var)
+        init = next((k for k in loops if k > init), find.level)
+        if key is not None and key in prefix:
+            key = extent = None
+    return prefix + ([key] if key else []), init, key, extent
+
+
+def _extent(nest: LoopNest, var: str) -> Aff | None:
+    """A bound on the values of ``var`` (0 <= var < extent) computable at function entry."""
+    if var in nest.space.extent:
+        return nest.space.extent[var]
+    lv = nest.level(var)
+    if lv.kind != "loop" or not any(a.is_const and a.const == 0 for a, _ in lv.lower):
+        return None
+    for a, den in lv.upper:
+        if den == 1 and _params_only(a):
+            return a + 1
+    return None
+
+
+def decide(nest: LoopNest, find: Find, requested: str) -> Decision:
+    """Check every template for ``find`` and choose one (``requested`` may force it)."""
+    chk = _Checker(nest, find)
+    valid: dict[str, Choice] = {}
+    rejected: dict[str, str] = {}
+    unique = chk.unique()
+    tensor = find.use.name
+
+    # SeqIter: enumerate the direction and the comparison (Algorithm 2), construct the state
+    reasons = []
+    for direction, compare in ((1, "<"), (-1, "<"), (1, ">"), (-1, ">")):
+        label = f"{'forward' if direction > 0 else 'backward'} while key {compare} target"
+        ok4, why4 = chk.eq4(direction, compare)
+        if not ok4:
+            reasons.append(f"{label}: Eq. 4 (no match after the stop point) is satisfiable, "
+                           f"{why4}")
+            continue
+        if not unique:
+            okc, whyc = chk.contiguous()
+            if not okc:
+                reasons.append(f"{label}: matches are not contiguous, {whyc}")
+                continue
+
+        def test(state, c=compare):
+            ok, why = chk.same_range(state)
+            if not ok:
+                return False, f"instances sharing the state search different ranges, {why}"
+            ok, why = chk.eq3(state, c)
+            return ok, ("" if ok else f"Eq. 3 (a later search finds a position an earlier one "
+                                      f"skipped) is satisfiable, {why}")
+
+        cands = _state_candidates(nest, find, with_reduced=True)
+        state, why = _algorithm3(cands, test)
+        if state is None:
+            reasons.append(f"{label}: {why}")
+            continue
+        state = _prefer_loops(nest, chk, state, test)
+        state, init, key, extent = _place_state(nest, find, state)
+        valid["seqiter"] = Choice("seqiter", direction, compare, state, unique, init, key,
+                                  extent)
+        break
+    if "seqiter" not in valid:
+        rejected["seqiter"] = "; ".join(reasons) + _missing_order_hint(find)
+
+    # HashMap: equality finds on one coordinate; rebuilt whenever its range changes
+    if len(find.keys) != 1:
+        rejected["hashmap"] = "HashMap keys are single coordinates; this find compares " \
+                              f"{len(find.keys)}"
+    else:
+        cands = _state_candidates(nest, find, with_reduced=False)
+        state, why = _algorithm3(cands, chk.same_range)
+        if state is None:
+            rejected["hashmap"] = f"the searched range is not fixed between builds, {why}"
+        else:
+            state, init, _, _ = _place_state(nest, find, state, allow_array=False)
+            valid["hashmap"] = Choice("hashmap", 1, "<", state, unique, init)
+
+    # BinarySearch over a sorted range
+    reasons = []
+    for compare in ("<", ">"):
+        ok, why = chk.sorted(compare)
+        if ok:
+            valid["binsearch"] = Choice("binsearch", 1, compare, [], unique)
+            break
+        reasons.append(f"{'increasing' if compare == '<' else 'decreasing'} keys: the range "
+                       f"is not sorted, {why}")
+    if "binsearch" not in valid:
+        rejected["binsearch"] = "; ".join(reasons) + _missing_order_hint(find)
+    valid["loop"] = Choice("loop")
+
+    decision = Decision(find, None, valid, rejected, requested=requested)
+    if requested != "auto":
+        if requested not in valid:
+            raise SynthesisError(
+                f"find={requested!r} is not valid for the lookup of {tensor} "
+                f"({find.describe()}): {rejected.get(requested, 'not applicable')}")
+        decision.chosen = valid[requested]
+    else:
+        decision.chosen, decision.runtime_alternative = _auto(nest, find, valid)
+    if decision.chosen.algorithm == "loop":
+        decision.chosen = None
+    return decision
+
+
+def _auto(nest: LoopNest, find: Find, valid: dict[str, Choice]) -> tuple[Choice, Choice | None]:
+    """Lowest complexity first: SeqIter or HashMap (linear) > BinarySearch > guard loop.
+    When SeqIter restarts its scan more often than HashMap rebuilds its map, both are kept
+    and the generated code picks one from the operand sizes (see :func:`cost_model`)."""
+    seq, hsh = valid.get("seqiter"), valid.get("hashmap")
+    if seq and hsh and seq.state and cost_model(nest, find, seq, hsh) is not None:
+        return seq, hsh
+    if seq and hsh and seq.state and not hsh.state:
+        return hsh, None      # SeqIter restarts, the map is built once: HashMap is linear
+    for name in ("seqiter", "hashmap", "binsearch"):
+        if name in valid:
+            return valid[name], None
+    return valid["loop"], None
+
+
+@dataclass
+class CostModel:
+    """Operand-size terms of the run-time choice between SeqIter and HashMap.
+
+    cost(SeqIter) = W + R_s * L and cost(HashMap) = 3 * W + 2 * R_h * L, where W is the
+    number of searches (the stored entries of the tensor iterated by the enclosing loop),
+    L the length of the searched range and R_s / R_h how often the SeqIter state and the
+    map are (re)initialised (products of loop trip counts and array-state extents); a probe
+    costs about three sequential steps and an insertion two."""
+
+    searches: TensorUse
+    length: Aff
+    resets_seqiter: list[Aff]
+    resets_hashmap: list[Aff]
+
+
+def cost_model(nest: LoopNest, find: Find, seq: Choice, hsh: Choice) -> CostModel | None:
+    """The cost terms when all are computable from scalar fields at function entry."""
+    if not (_params_only(find.lo) and _params_only(find.hi)):
+        return None
+
+    def resets(choice: Choice) -> list[Aff] | None:
+        out = []
+        for var in choice.state:
+            if var == choice.array_key:
+                out.append(choice.key_extent)
+                continue
+            lv = nest.level(var)
+            if lv.kind != "loop":
+                return None
+            trip = next((u - lo + 1 for u, du in lv.upper for lo, dl in lv.lower
+                         if du == 1 and dl == 1 and _params_only(u - lo)), None)
+            if trip is None:
+                return None
+            out.append(trip)
+        return out
+
+    r_seq, r_hash = resets(seq), resets(hsh)
+    loops = [lv for lv in nest.levels[:find.level] if lv.kind == "loop"]
+    owner = _owner(nest.space, loops[-1].var) if loops else None
+    if r_seq is None or r_hash is None or owner is None:
+        return None
+    return CostModel(owner, find.hi - find.lo + 1, r_seq, r_hash)
+
+
+def _params_only(a: Aff) -> bool:
+    return a.names() <= _symbols(a)
+
+
+def _missing_order_hint(find: Find) -> str:
+    lay = find.use.layout
+    names = {c.name.split(".", 1)[1] for c, _ in find.keys}
+    ordered = {p.uf for p in lay.properties
+               if p.kind in ("monotonic", "periodic_monotonic", "covary_monotonic")}
+    missing = sorted(names - ordered)
+    if missing:
+        return (f" (layout {lay.name} declares no order property — monotonic, "
+                f"periodic_monotonic or covary_monotonic — for {', '.join(missing)})")
+    return ""
+
+
+def synthesize(nest: LoopNest, find_option: "str | Mapping[str, str]") -> list[Decision]:
+    """Decisions for every find of ``nest``; ``find_option`` is a name or per-tensor names."""
+    decisions = []
+    for f in detect_finds(nest):
+        if isinstance(find_option, Mapping):
+            requested = find_option.get(f.use.name, "auto")
+        else:
+            requested = find_option
+        decisions.append(decide(nest, f, requested))
+    return decisions

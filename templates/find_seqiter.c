@@ -1,0 +1,3 @@
+/* ${comment} */
+while (${in_range} && ${advance})
+    ${step};

@@ -1,0 +1,2 @@
+if (${in_range} && ${is_match}) {
+    const int ${var} = ${pos};
