@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import Callable
 
 from . import index_expr as ie
 from .iteration_space import IterationSpace, TensorUse
@@ -448,48 +449,18 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
     positions = [k for k, lv in enumerate(nest.levels) if lv.var in out_vars]
     acc_level = max(positions) if positions else -1
     use_acc = any(lv.kind == "loop" for lv in nest.levels[acc_level + 1:])
+    hooks: dict[int, Callable[[_Writer], None]] = {}
+    if use_acc:
+        def open_acc(w: _Writer) -> None:
+            w.line("double spf_acc = 0.0;")
+            w.mark(f"{target} += spf_acc;")
+        hooks[acc_level] = open_acc
+    statement = [f"{'spf_acc' if use_acc else target} += {rhs};"]
 
     def write_nest(codes: list[_FindCode]) -> None:
-        by_level = {c.decision.find.level: c for c in codes}
-        key_guards = {k: [] for k in range(len(nest.levels))}
-        for c in codes:
-            for lvl, (call, e) in zip(c.decision.find.key_levels, c.decision.find.keys):
-                key_guards[lvl].append((call, e))
-        inits: dict[int, list[_FindCode]] = {}
-        for c in codes:
-            if c.choice.algorithm in ("seqiter", "hashmap"):
-                inits.setdefault(c.choice.init_level, []).append(c)
         depth = len(w.closers)
-        if use_acc and acc_level == -1:
-            w.line("double spf_acc = 0.0;")
-        for k, lv in enumerate(nest.levels):
-            for c in inits.get(k, []):
-                c.init(w, space)
-            note = level_notes.get(lv.var)
-            if note and k not in by_level:
-                w.line(f"/* {note} */")
-            if lv.kind == "loop":
-                if k in by_level:
-                    by_level[k].open(w)
-                else:
-                    lo = _bound(names, lv.lower, upper=False)
-                    hi = _bound(names, lv.upper, upper=True)
-                    w.open(f"for (int {lv.var} = {lo}; {lv.var} < {hi}; ++{lv.var}) {{")
-            elif lv.kind == "assign" and lv.var in used:
-                w.line(f"const int {lv.var} = {names.aff(lv.expr)};")
-            guards = [g for g in lv.guards
-                      if not any(_is_key_guard(g, call, e) for call, e in key_guards[k])]
-            if guards:
-                w.open(f"if ({' && '.join(names.condition(g) for g in guards)}) {{")
-            if use_acc and k == acc_level:
-                w.line("double spf_acc = 0.0;")
-                w.mark(f"{target} += spf_acc;")
-        if nest.statement_guards:
-            w.open(f"if ({' && '.join(names.condition(g) for g in nest.statement_guards)}) {{")
-        w.line(f"{'spf_acc' if use_acc else target} += {rhs};")
+        write_levels(w, nest, names, used, codes, statement, hooks, level_notes)
         w.close_to(depth)
-        if use_acc and acc_level == -1:
-            w.line(f"{target} += spf_acc;")
 
     if costs:
         w.line("/* Auto: SeqIter and HashMap are both valid; pick the cheaper from the operand")
@@ -517,9 +488,16 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
     else:
         w.line("return 0;")
 
-    structs = "\n\n".join(struct_typedef(lay) for lay in layouts.values())
+    hashmap = any(f.choice.algorithm == "hashmap" for f in finds + alt_finds)
+    return render_file(header_lines, helpers, list(layouts.values()), signature, w.lines, hashmap)
+
+
+def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout],
+                signature: str, body: list[str], hashmap: bool = False) -> str:
+    """The whole C file from ``templates/kernel.c``."""
+    structs = "\n\n".join(struct_typedef(lay) for lay in layouts)
     helper_text = "\n".join(_HELPERS[h] for h in sorted(helpers))
-    if any(f.choice.algorithm == "hashmap" for f in finds + alt_finds):
+    if hashmap:
         helper_text = (helper_text + "\n\n" if helper_text else "") + \
             (TEMPLATE_DIR / "hashmap.c").read_text().rstrip()
     return template("kernel.c").substitute(
@@ -527,7 +505,52 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
         helpers=("\n" + helper_text + "\n") if helper_text else "",
         structs=structs + ("\n" if structs else ""),
         signature=signature,
-        body="\n".join(w.lines))
+        body="\n".join(body))
+
+
+def write_levels(w: _Writer, nest: LoopNest, names: CNames, used: set[str],
+                 codes: list["_FindCode"], statement: list[str],
+                 hooks: dict[int, Callable[[_Writer], None]],
+                 level_notes: dict[str, str] | None = None) -> None:
+    """Loops, assignments, guards and finds of ``nest`` around ``statement``; ``hooks[k]``
+    runs right after level k opens (``hooks[-1]`` before the first level)."""
+    level_notes = level_notes or {}
+    by_level = {c.decision.find.level: c for c in codes}
+    key_guards: dict[int, list] = {k: [] for k in range(len(nest.levels))}
+    for c in codes:
+        for lvl, (call, e) in zip(c.decision.find.key_levels, c.decision.find.keys):
+            key_guards[lvl].append((call, e))
+    inits: dict[int, list[_FindCode]] = {}
+    for c in codes:
+        if c.choice.algorithm in ("seqiter", "hashmap"):
+            inits.setdefault(c.choice.init_level, []).append(c)
+    if -1 in hooks:
+        hooks[-1](w)
+    for k, lv in enumerate(nest.levels):
+        for c in inits.get(k, []):
+            c.init(w, nest.space)
+        note = level_notes.get(lv.var)
+        if note and k not in by_level:
+            w.line(f"/* {note} */")
+        if lv.kind == "loop":
+            if k in by_level:
+                by_level[k].open(w)
+            else:
+                lo = _bound(names, lv.lower, upper=False)
+                hi = _bound(names, lv.upper, upper=True)
+                w.open(f"for (int {lv.var} = {lo}; {lv.var} < {hi}; ++{lv.var}) {{")
+        elif lv.kind == "assign" and lv.var in used:
+            w.line(f"const int {lv.var} = {names.aff(lv.expr)};")
+        guards = [g for g in lv.guards
+                  if not any(_is_key_guard(g, call, e) for call, e in key_guards[k])]
+        if guards:
+            w.open(f"if ({' && '.join(names.condition(g) for g in guards)}) {{")
+        if k in hooks:
+            hooks[k](w)
+    if nest.statement_guards:
+        w.open(f"if ({' && '.join(names.condition(g) for g in nest.statement_guards)}) {{")
+    for text in statement:
+        w.line(text)
 
 
 def _is_key_guard(g: Constraint, call: UFCall, e: Aff) -> bool:

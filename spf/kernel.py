@@ -263,7 +263,8 @@ class CompiledKernel:
                 call_args.append(ctypes.byref(out_scalar) if acc is out_acc
                                  else ctypes.c_double(scalars[acc.tensor]))
                 continue
-            structs.append(_struct_of(tensors[acc.tensor]))
+            t = tensors[acc.tensor]
+            structs.append(runtime.make_struct(t.layout, t.fields))
             call_args.append(ctypes.byref(structs[-1]))
         if self._fn(*call_args) != 0:
             raise MemoryError(f"kernel {k.name}: out of memory for its find state")
@@ -319,14 +320,6 @@ def _as_tensor(name: str, value: Any, layout: Layout) -> Tensor:
         return Tensor.from_dense(layout, np.asarray(value))
     raise ArgumentError(f"{name!r}: expected an spf.Tensor or a numpy array, "
                         f"got {type(value).__name__}")
-
-
-def _struct_of(t: Tensor) -> Any:
-    cls = runtime.struct_type(t.layout)
-    values = {}
-    for name, v in t.fields.items():
-        values[name] = v if isinstance(v, int) else v.ctypes.data
-    return cls(**values)
 
 
 @lru_cache(maxsize=None)

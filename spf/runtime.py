@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Mapping
 
 from . import __version__
 from .errors import CompileError
@@ -66,3 +67,9 @@ def struct_type(layout: Layout) -> type[ctypes.Structure]:
     for f in layout.fields.values():
         fields.append((f.name, ctypes.c_void_p if f.is_array else _CTYPES[f.ctype]))
     return type(f"spf_{layout.name}", (ctypes.Structure,), {"_fields_": fields})
+
+
+def make_struct(layout: Layout, fields: Mapping[str, Any]) -> ctypes.Structure:
+    """A struct instance pointing at checked numpy arrays (the caller keeps them alive)."""
+    cls = struct_type(layout)
+    return cls(**{name: v if isinstance(v, int) else v.ctypes.data for name, v in fields.items()})

@@ -14,6 +14,7 @@ import numpy as np
 from . import index_expr as ie
 from .errors import ArgumentError
 from .layout import INDEX_TYPE, Layout, load_layout
+from .validate import check_structure
 
 INDEX_DTYPE = np.int32
 VALUE_DTYPE = np.float64
@@ -202,6 +203,7 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
         raise ArgumentError(f"{name} tensor: fields describe shape {logical}, expected {shape}")
     if check_properties:
         _check_properties(layout, scalars, arrays)
+        check_structure(layout, out)
     return out
 
 
@@ -211,7 +213,8 @@ _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equ
 def _check_properties(layout: Layout, scalars: Mapping[str, int],
                       arrays: Mapping[str, np.ndarray]) -> None:
     """Check the properties that can be checked array by array (range, monotonic,
-    co-vary monotonic, injective).  Periodic monotonicity needs the relation's periods."""
+    co-vary monotonic, injective); periodic monotonicity is checked by generated code
+    (:mod:`spf.validate`)."""
     def call(name: str, args: list[int]) -> int:
         arr = arrays[name]
         if len(args) != 1 or not 0 <= args[0] < len(arr):
