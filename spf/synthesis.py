@@ -561,6 +561,8 @@ def _extent(nest: LoopNest, var: str) -> Aff | None:
 
 def decide(nest: LoopNest, find: Find, requested: str) -> Decision:
     """Check every template for ``find`` and choose one (``requested`` may force it)."""
+    if requested == "loop":     # the guard loop is always valid: nothing to prove
+        return Decision(find, None, {"loop": Choice("loop")}, requested=requested)
     chk = _Checker(nest, find)
     valid: dict[str, Choice] = {}
     rejected: dict[str, str] = {}
