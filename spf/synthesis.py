@@ -648,7 +648,14 @@ def decide(nest: LoopNest, find: Find, requested: str) -> Decision:
 def _auto(nest: LoopNest, find: Find, valid: dict[str, Choice]) -> tuple[Choice, Choice | None]:
     """Lowest complexity first: SeqIter or HashMap (linear) > BinarySearch > guard loop.
     When SeqIter restarts its scan more often than HashMap rebuilds its map, both are kept
-    and the generated code picks one from the operand sizes (see :func:`cost_model`)."""
+    and the generated code picks one from the operand sizes (see :func:`cost_model`).
+    A state reset before every search (it holds every enclosing loop index) makes SeqIter a
+    scan and HashMap a build per search, O(L) each: BinarySearch (O(log L)) beats them."""
+    valid = dict(valid)
+    if "binsearch" in valid:
+        for name in ("seqiter", "hashmap"):
+            if name in valid and _per_search(find, valid[name]):
+                del valid[name]
     seq, hsh = valid.get("seqiter"), valid.get("hashmap")
     if seq and hsh and seq.state and cost_model(nest, find, seq, hsh) is not None:
         return seq, hsh
@@ -658,6 +665,11 @@ def _auto(nest: LoopNest, find: Find, valid: dict[str, Choice]) -> tuple[Choice,
         if name in valid:
             return valid[name], None
     return valid["loop"], None
+
+
+def _per_search(find: Find, choice: Choice) -> bool:
+    """The state of ``choice`` is re-initialised before every search."""
+    return choice.init_level is None or choice.init_level >= find.level
 
 
 @dataclass
