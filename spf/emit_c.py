@@ -298,8 +298,10 @@ class _FindCode:
         if c.algorithm == "seqiter":
             if c.array_key:
                 extent = self.names.aff(c.key_extent)
+                bound = self.decision.find.lo if c.direction > 0 else self.decision.find.hi
+                first = self.names.aff(bound.substitute({c.array_key: Aff.var("spf_t")}))
                 w.line(f"for (int spf_t = 0; spf_t < {extent}; ++spf_t)")
-                w.line(f"    {self.state}[spf_t] = {start};")
+                w.line(f"    {self.state}[spf_t] = {first};")
             else:
                 w.line(f"{self.state} = {start};")
         elif c.algorithm == "hashmap":

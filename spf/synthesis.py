@@ -536,8 +536,9 @@ def _place_state(nest: LoopNest, find: Find, state: list[str], allow_array: bool
         prefix = [outer[k].var for k in loops if k <= deepest]
         init = next((k for k in loops if k > deepest), find.level)
         key = extent = None
-    # the range must be computable where the state is initialised
-    need = (find.lo.names() | find.hi.names()) - _symbols(find.lo) - _symbols(find.hi)
+    # the range must be computable where the state is initialised (an array of states may
+    # start each entry at the range of its own key: the row's first position, say)
+    need = (find.lo.names() | find.hi.names()) - _symbols(find.lo) - _symbols(find.hi) - {key}
     while not need <= {lv.var for lv in outer[:init] if lv.kind != "read"} and init < find.level:
         prefix.append(outer[init].var)
         init = next((k for k in loops if k > init), find.level)

@@ -424,23 +424,33 @@ def test_auto_runs_both_branches(a_layout, a_params):
     assert branches == {"very_sparse": 0, "dense": 1}
 
 
-def test_auto_prefers_binsearch_to_a_per_search_state():
-    """A SeqIter / HashMap state reset before every search costs O(L) per search: auto takes
-    BinarySearch (O(log L)) instead; forcing them still works (tested above and below)."""
-    cases = [(SPMSPM, {"A": "CSR", "B": "CSC"}, None),
-             (SPMV, {"A": "CSR", "x": "SV"}, PERMUTED)]
-    for expr, layouts, order in cases:
+def test_auto_keeps_one_state_per_row_when_the_range_depends_on_it():
+    """Sec. 7.2: when the searched range is a row of A (or a column of B), SeqIter keeps an
+    array of states, one per row, each starting at its row's first position, instead of
+    restarting before every search."""
+    cases = [(SPMSPM, {"A": "CSR", "B": "CSC"}, None, "B_pj"),
+             (SPMV, {"A": "CSR", "x": "SV"}, PERMUTED, "A_pi")]
+    for expr, layouts, order, key in cases:
         k, _ = kernel_ok(expr, layouts, order=order)
         (d,) = k.decisions
-        assert d.chosen.algorithm == "binsearch" and d.runtime_alternative is None, k.report()
-        seq = d.valid["seqiter"]
-        assert seq.init_level == d.find.level      # its state would be reset per search
-    # unsorted outer operand: SeqIter restarts per search, HashMap is built once and wins
+        assert d.chosen.algorithm == "seqiter", k.report()
+        assert d.chosen.array_key == key and d.chosen.init_level < d.find.level, k.report()
+        assert f"[spf_t] = " in k.c_source()
+
+
+def test_auto_prefers_binsearch_to_a_per_search_state():
+    """A SeqIter / HashMap state reset before every search costs O(L) per search: auto takes
+    BinarySearch (O(log L)) instead.  An unsorted outer operand: SeqIter restarts per search,
+    HashMap is built once and wins."""
     k, _ = kernel_ok(DOT, {"A": "SV_unsorted", "B": "SV"})
     (d,) = k.decisions
     assert d.chosen.algorithm == "hashmap" and d.chosen.state == []
     assert d.runtime_alternative is None
     assert d.valid["seqiter"].state == ["A_p"]
+    from spf.synthesis import Choice, _auto
+    valid = {"seqiter": Choice("seqiter", state=["A_p"], init_level=d.find.level),
+             "binsearch": Choice("binsearch"), "loop": Choice("loop")}
+    assert _auto(k.nest, d.find, valid)[0].algorithm == "binsearch"
 
 
 @pytest.mark.parametrize("find", FINDS)
