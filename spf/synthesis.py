@@ -26,7 +26,6 @@ first (loop indices before reduced indices) while the assumptions still hold.
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -34,11 +33,11 @@ import z3
 
 from .errors import SynthesisError
 from .iteration_space import IterationSpace, TensorUse
-from .scan import Level, LoopNest
-from .terms import Aff, Constraint, FloorDiv, UFCall
+from .scan import LoopNest
+from .smt import InstanceEncoder, symbols_of as _symbols
+from .terms import Aff, Constraint, UFCall
 
 ALGORITHMS = ("seqiter", "hashmap", "binsearch", "loop")
-Z3_TIMEOUT_MS = 2000
 
 
 @dataclass
@@ -150,61 +149,13 @@ def _key_of(g: Constraint, call: UFCall, var: str, outer: set[str]) -> tuple[UFC
     return call, e
 
 
-def _symbols(a: Aff) -> set[str]:
-    return {n for n in a.names() if "." in n}
-
-
 # ---------------------------------------------------------------------------------------
-class _Encoder:
-    """Builds Z3 formulas over instances of the loops enclosing one find."""
+class _Encoder(InstanceEncoder):
+    """Instances of the loops enclosing one find, plus the find's template arguments."""
 
     def __init__(self, nest: LoopNest, find: Find):
-        self.nest = nest
-        self.space = nest.space
+        super().__init__(nest, find.level)
         self.find = find
-        self.outer = nest.levels[:find.level]
-        self.outer_vars = [lv.var for lv in self.outer if lv.kind != "read"]
-        self.loop_vars = [lv.var for lv in self.outer if lv.kind == "loop"]
-        self.funcs: dict[str, z3.FuncDeclRef] = {}
-        self.terms: list[tuple[str, tuple, int]] = []   # (uf name, z3 args, instance)
-        self.fresh = itertools.count()
-        self._contexts: dict[int, tuple[list, list]] = {}
-        self._solvers: dict[int, tuple[z3.Solver, list]] = {}
-        self._current = 1
-
-    # term construction ---------------------------------------------------------------
-    def func(self, name: str, arity: int) -> z3.FuncDeclRef:
-        if name not in self.funcs:
-            self.funcs[name] = z3.Function(name, *([z3.IntSort()] * (arity + 1)))
-        return self.funcs[name]
-
-    def var(self, name: str, k: int) -> z3.ArithRef:
-        return z3.Int(f"{name}@{k}") if name in self.outer_vars else z3.Int(name)
-
-    def aff(self, a: Aff, k: int, extra: Mapping[str, z3.ArithRef] | None = None) -> z3.ArithRef:
-        parts: list = [a.const] if a.const else []
-        for atom, coeff in a.terms:
-            if isinstance(atom, str):
-                t = extra[atom] if extra and atom in extra else self.var(atom, k)
-            elif isinstance(atom, UFCall):
-                args = tuple(self.aff(x, k, extra) for x in atom.args)
-                t = self.func(atom.name, len(args))(*args)
-                self.terms.append((atom.name, args, k))
-            else:
-                assert isinstance(atom, FloorDiv)
-                t = self.aff(atom.num, k, extra) / atom.den
-            parts.append(t if coeff == 1 else coeff * t)
-        if not parts:
-            return z3.IntVal(0)
-        return parts[0] if len(parts) == 1 and not isinstance(parts[0], int) else z3.Sum(
-            [z3.IntVal(p) if isinstance(p, int) else p for p in parts])
-
-    def constraint(self, c: Constraint, k: int, extra=None) -> z3.BoolRef:
-        e = self.aff(c.aff, k, extra)
-        return e == 0 if c.is_eq else e >= 0
-
-    def position(self, k: int) -> z3.ArithRef:
-        return z3.Int(f"q{next(self.fresh)}@{k}")
 
     def key(self, q: z3.ArithRef, k: int) -> list[z3.ArithRef]:
         return [self.aff(Aff.var(call), k, {self.find.var: q}) for call, _ in self.find.keys]
@@ -214,146 +165,6 @@ class _Encoder:
 
     def in_range(self, q: z3.ArithRef, k: int) -> z3.BoolRef:
         return z3.And(self.aff(self.find.lo, k) <= q, q <= self.aff(self.find.hi, k))
-
-    # context -----------------------------------------------------------------------------
-    def context(self, k: int) -> list[z3.BoolRef]:
-        """C2 ∧ C3 for instance k: bounds, assignments, guards of the enclosing levels."""
-        if k in self._contexts:
-            cons, terms = self._contexts[k]
-            self.terms.extend(terms)
-            return cons
-        start = len(self.terms)
-        out = []
-        known = set(self.outer_vars)
-        for lv in self.outer:
-            for c in lv.bound_constraints() + lv.guards + lv.dropped:
-                out.append(self.constraint(c, k))
-        for c in self.space.facts:
-            if c.names() <= known | _symbols(c.aff):
-                out.append(self.constraint(c, k))
-        self._contexts[k] = (out, self.terms[start:])
-        return out
-
-    def before(self) -> z3.BoolRef:
-        """C1: instance 1 executes before instance 2 (lexicographic on loop indices)."""
-        if not self.loop_vars:
-            return z3.BoolVal(False)
-        cases = []
-        for n, v in enumerate(self.loop_vars):
-            eq = [self.var(u, 1) == self.var(u, 2) for u in self.loop_vars[:n]]
-            cases.append(z3.And(*eq, self.var(v, 1) < self.var(v, 2)))
-        return z3.Or(*cases)
-
-    def same_state(self, state: list[str]) -> list[z3.BoolRef]:
-        """A7."""
-        return [self.var(s, 1) == self.var(s, 2) for s in state]
-
-    # properties (P5, P6), instantiated over pairs of call terms (quantifier-free) ------------
-    def _distinct(self, terms: list) -> list[tuple[str, tuple, int]]:
-        seen: set[tuple] = set()
-        out = []
-        for name, args, k in terms:
-            ident = (name, k, tuple(a.get_id() for a in args))   # z3 terms are hash-consed
-            if ident not in seen:
-                seen.add(ident)
-                out.append((name, args, k))
-        return out
-
-    def instances(self, new: list, old: list) -> list[z3.BoolRef]:
-        """Property instances for the new terms and the pairs (new, new) and (new, old)."""
-        new = self._distinct(new)
-        old_ids = {(n, k, tuple(a.get_id() for a in args)) for n, args, k in old}
-        new = [t for t in new if (t[0], t[2], tuple(a.get_id() for a in t[1])) not in old_ids]
-        out: list[z3.BoolRef] = []
-        for use in self.space.uses:
-            for prop in use.layout.properties:
-                out.extend(self._property(use, prop, new, old))
-        return out
-
-    def _property(self, use: TensorUse, prop, new: list, old: list) -> list[z3.BoolRef]:
-        qual = [use.symbol(u) for u in prop.ufs]
-        out = []
-        if prop.kind == "range":
-            for name, args, k in new:
-                if name == qual[0]:
-                    t = self.funcs[name](*args)
-                    if prop.lower is not None:
-                        out.append(t >= self._local(prop.lower, use, k))
-                    if prop.upper is not None:
-                        out.append(t <= self._local(prop.upper, use, k))
-            return out
-        mine_new = [(a, k) for n, a, k in new if n in qual and len(a) == 1]
-        mine_old = [(a, k) for n, a, k in old if n in qual and len(a) == 1]
-        pairs = [(x, y) for i, x in enumerate(mine_new) for y in mine_new[i + 1:] + mine_old]
-        if prop.kind == "injective":
-            fs = [self.func(u, 1) for u in qual]
-            for (a1, _), (a2, _) in pairs:
-                out.append(z3.Implies(a1[0] != a2[0], z3.Or(*[f(a1[0]) != f(a2[0]) for f in fs])))
-            return out
-        f = self.func(qual[0], 1)
-        periods = [use.var(p) for p in prop.period]
-        if prop.kind == "periodic_monotonic" and not all(p in self.outer_vars for p in periods):
-            return out
-        for first, second in pairs:
-            for (a1, k1), (a2, k2) in ((first, second), (second, first)):
-                x, y = a1[0], a2[0]
-                rel = _compare(prop.order, f(x) + prop.gap if prop.gap else f(x), f(y))
-                if prop.kind == "monotonic":
-                    out.append(z3.Implies(x < y, rel))
-                elif prop.kind == "periodic_monotonic":
-                    same = [self.var(p, k1) == self.var(p, k2) for p in periods]
-                    out.append(z3.Implies(z3.And(*same, x < y), rel))
-                elif prop.kind == "covary_monotonic":
-                    g = self.func(use.symbol(prop.with_), 1)
-                    out.append(z3.Implies(z3.And(g(x) == g(y), x < y), rel))
-        return out
-
-    def _local(self, a: Aff, use: TensorUse, k: int) -> z3.ArithRef:
-        mapping = {f: Aff.var(use.symbol(f)) for f in use.layout.scalar_fields}
-        qualified = a.substitute(mapping).map_calls(
-            lambda c: UFCall(use.symbol(c.name), c.args) if c.name in use.layout.index_arrays else c)
-        return self.aff(qualified, k)
-
-    # solving -----------------------------------------------------------------------------------
-    def begin(self, instances: int) -> None:
-        """Start a query over 1 or 2 instances of the enclosing loops (C is asserted once
-        per kind in a persistent solver; a query adds its own parts inside push/pop)."""
-        if instances not in self._solvers:
-            self.terms = []
-            solver = z3.Solver()
-            solver.set("timeout", Z3_TIMEOUT_MS)
-            parts = list(self.context(1))
-            if instances == 2:
-                parts += self.context(2) + [self.before()]
-            solver.add(*parts)
-            base_terms = self._distinct(self.terms)
-            solver.add(*self.instances(base_terms, []))
-            self._solvers[instances] = (solver, base_terms)
-        self._current = instances
-        self.terms = []
-
-    def unsat(self, *parts: z3.BoolRef) -> tuple[bool, str]:
-        """(True, "") when context ∧ parts ∧ properties is UNSAT; else (False, reason)."""
-        solver, base_terms = self._solvers[self._current]
-        solver.push()
-        try:
-            solver.add(*parts)
-            solver.add(*self.instances(self.terms, base_terms))
-            result = solver.check()
-            if result == z3.unsat:
-                return True, ""
-            if result == z3.unknown:
-                return False, f"Z3 gave no answer within {Z3_TIMEOUT_MS} ms"
-            model = solver.model()
-            shown = sorted((str(d), model[d]) for d in model.decls() if d.arity() == 0)
-            return False, "counterexample: " + ", ".join(f"{n} = {v}" for n, v in shown[:12])
-        finally:
-            solver.pop()
-            self.terms = []
-
-
-def _compare(order: str, a, b):
-    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[order]
 
 
 def _lex_less(a: list, b: list):
