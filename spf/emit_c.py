@@ -320,6 +320,9 @@ class _FindCode:
             cur = self.state
             if c.array_key:
                 cur = f"spf_cur_{self.var}"
+                # a value that no match can have (e.g. ELL padding) must not index the array
+                w.open(f"if ({c.array_key} >= 0 && {c.array_key} < "
+                       f"{self.names.aff(c.key_extent)}) {{")
                 w.line(f"int {cur} = {self.state}[{c.array_key}];")
             w.block(_render("find_seqiter.c", comment=comment, in_range=self.in_range(cur),
                             advance=self.advance(cur), step=f"{step}{cur}"))
@@ -376,7 +379,8 @@ def _params_only(a: Aff) -> bool:
 
 
 def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
-                decisions: list[Decision] = (), level_notes: dict[str, str] | None = None) -> str:
+                decisions: list[Decision] = (), level_notes: dict[str, str] | None = None,
+                parallel_loop: str | None = None) -> str:
     """The C source of one kernel function (returns 0, or 1 when out of memory)."""
     space = nest.space
     expr = space.expr
@@ -459,9 +463,33 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
         hooks[acc_level] = open_acc
     statement = [f"{'spf_acc' if use_acc else target} += {rhs};"]
 
+    for t in nest.space.tiles:
+        conds = tile_guards(nest, decisions, t, names)
+        if conds:
+            k = [lv.var for lv in nest.levels].index(t)
+            previous = hooks.get(k)
+
+            def skip(w: _Writer, conds=conds, previous=previous) -> None:
+                if previous:
+                    previous(w)
+                w.line("/* skip tiles that cannot hold a match (the keys are sorted) */")
+                w.open(f"if ({' && '.join(conds)}) {{")
+            hooks[k] = skip
+
     def write_nest(codes: list[_FindCode]) -> None:
         depth = len(w.closers)
-        write_levels(w, nest, names, used, codes, statement, hooks, level_notes)
+        pragma = None
+        if parallel_loop:
+            par = [lv.var for lv in nest.levels].index(parallel_loop)
+            private = [c.state for c in codes if c.choice.algorithm == "seqiter"
+                       and not c.choice.array_key and c.choice.init_level > par]
+            pragma = "#pragma omp parallel for schedule(dynamic,32)"
+            if private:
+                pragma += f" private({', '.join(private)})"
+            if use_acc and acc_level == -1:
+                pragma += " reduction(+:spf_acc)"
+        write_levels(w, nest, names, used, codes, statement, hooks, level_notes,
+                     (parallel_loop, pragma) if pragma else None)
         w.close_to(depth)
 
     if costs:
@@ -513,9 +541,11 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
 def write_levels(w: _Writer, nest: LoopNest, names: CNames, used: set[str],
                  codes: list["_FindCode"], statement: list[str],
                  hooks: dict[int, Callable[[_Writer], None]],
-                 level_notes: dict[str, str] | None = None) -> None:
+                 level_notes: dict[str, str] | None = None,
+                 pragma: tuple[str, str] | None = None) -> None:
     """Loops, assignments, guards and finds of ``nest`` around ``statement``; ``hooks[k]``
-    runs right after level k opens (``hooks[-1]`` before the first level)."""
+    runs right after level k opens (``hooks[-1]`` before the first level); ``pragma`` is
+    (loop variable, OpenMP line) put right before that loop."""
     level_notes = level_notes or {}
     by_level = {c.decision.find.level: c for c in codes}
     key_guards: dict[int, list] = {k: [] for k in range(len(nest.levels))}
@@ -540,6 +570,8 @@ def write_levels(w: _Writer, nest: LoopNest, names: CNames, used: set[str],
             else:
                 lo = _bound(names, lv.lower, upper=False)
                 hi = _bound(names, lv.upper, upper=True)
+                if pragma and pragma[0] == lv.var:
+                    w.line(pragma[1])
                 w.open(f"for (int {lv.var} = {lo}; {lv.var} < {hi}; ++{lv.var}) {{")
         elif lv.kind == "assign" and lv.var in used:
             w.line(f"const int {lv.var} = {names.aff(lv.expr)};")
@@ -553,6 +585,42 @@ def write_levels(w: _Writer, nest: LoopNest, names: CNames, used: set[str],
         w.open(f"if ({' && '.join(names.condition(g) for g in nest.statement_guards)}) {{")
     for text in statement:
         w.line(text)
+
+
+def tile_guards(nest: LoopNest, decisions: list[Decision], tile_var: str,
+                names: CNames | None = None) -> list[str]:
+    """Tile-skipping conditions (paper Fig. 8) for the tile loop ``tile_var``: when the tiled
+    loop is a guard loop searching ``f(v) = e`` and Z3 proves the keys sorted over its range,
+    a tile runs only if ``f(first) <= e <= f(last)`` for its first and last position."""
+    var, _ = nest.space.tiles[tile_var]
+    names = names or CNames(nest.space, set())
+    order = [lv.var for lv in nest.levels]
+    out = []
+    for d in decisions:
+        f = d.find
+        if f.var != var or d.chosen is not None or len(f.keys) != 1:
+            continue
+        call, e = f.keys[0]
+        defined = set(order[:order.index(tile_var)])
+        if not e.names() <= defined | {n for n in e.names() if "." in n}:
+            continue
+        from .synthesis import _Checker
+        chk = _Checker(nest, f)
+        compare = next((c for c in ("<", ">") if chk.sorted(c)[0]), None)
+        if compare is None:
+            continue
+        lv = nest.level(var)
+        first = _bound(names, lv.lower, upper=False)
+        last = f"{_bound(names, lv.upper, upper=True)} - 1"
+        key_first = names.aff(Aff.var(call).substitute({var: Aff.var("spf_POS")})) \
+            .replace("spf_POS", f"({first})")
+        key_last = names.aff(Aff.var(call).substitute({var: Aff.var("spf_POS")})) \
+            .replace("spf_POS", f"({last})")
+        target = names.aff(e)
+        lo_op, hi_op = ("<=", ">=") if compare == "<" else (">=", "<=")
+        out.append(f"{first} <= {last} && {key_first} {lo_op} {target} && "
+                   f"{key_last} {hi_op} {target}")
+    return out
 
 
 def _is_key_guard(g: Constraint, call: UFCall, e: Aff) -> bool:

@@ -7,7 +7,7 @@ the Q_X with the layout indices kept as set variables:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from .errors import SpecError
 from .kernel_spec import Expr
@@ -68,13 +68,29 @@ class IterationSpace:
     facts: list[Constraint]                # known to hold for valid tensors (properties, extents)
     extent: dict[str, Aff]                 # logical index -> its extent (canonical)
     shape_equalities: list[tuple[str, int, str, int]]  # (tensor, dim, tensor, dim) to check
+    tiles: dict[str, tuple[str, int]] = field(default_factory=dict)  # tile var -> (var, size)
 
     @property
     def variables(self) -> list[str]:
         out: list[str] = []
         for use in self.uses:
             out.extend(use.vars)
-        return out + self.indices
+        out += self.indices
+        for t, (var, _) in self.tiles.items():   # a tile variable comes right before its variable
+            out.insert(out.index(var), t)
+        return out
+
+    def tiled(self, sizes: dict[str, int]) -> "IterationSpace":
+        """Tiling as a relation (paper Fig. 1(d)): each ``var`` gets a tile variable
+        ``var_tile`` with ``size*var_tile <= var < size*var_tile + size``."""
+        tiles = dict(self.tiles)
+        constraints = list(self.constraints)
+        for var, size in sizes.items():
+            t = f"{var}_tile"
+            tiles[t] = (var, size)
+            constraints.append(Constraint.ge(Aff.var(var), Aff.var(t, size)))
+            constraints.append(Constraint.ge(Aff.var(t, size) + (size - 1), Aff.var(var)))
+        return replace(self, constraints=constraints, tiles=tiles)
 
     def use(self, name: str) -> TensorUse:
         for u in self.uses:

@@ -10,12 +10,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import emit_c, runtime
-from .errors import ArgumentError, SpecError
+from .errors import ArgumentError, SpecError, SynthesisError
 from .iteration_space import IterationSpace, build
 from .kernel_spec import Expr, load_kernel_file, parse_bounds, parse_expr
 from .layout import Layout, default_layout, load_layout
 from .scan import LoopNest, scan
-from .synthesis import ALGORITHMS, Decision, synthesize
+from .synthesis import ALGORITHMS, Decision, for_parallel, synthesize
+from .analysis import Analysis, TileReport, analyze, tiling_legal
 from .tensor import Tensor
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
@@ -32,7 +33,9 @@ class Kernel:
     tensors not named are dense.  ``order`` lists loop variables outermost first: logical
     indices (``"i"``) or layout indices (``"A.pi"``), as a list or a comma-separated string.
     ``bounds`` restricts the dense iteration space (``"j <= i"``).  ``params`` maps tensor
-    names to layout parameters.
+    names to layout parameters.  ``parallel=True`` runs the outermost loop that carries no
+    dependence with OpenMP.  ``tile={"A.pi": 256}`` strip-mines loops (a tile loop
+    ``A.pi_tile`` is placed right before each, or where ``order`` names it).
     ``expr`` may also be the path of a kernel spec file (``.toml``).
     """
 
@@ -40,7 +43,7 @@ class Kernel:
                  order: list[str] | None = None, find: "str | Mapping[str, str]" = "auto",
                  parallel: bool = False, bounds: str | None = None,
                  params: Mapping[str, Mapping[str, int]] | None = None,
-                 name: str | None = None):
+                 name: str | None = None, tile: Mapping[str, int] | None = None):
         layouts = dict(layouts or {})
         params = dict(params or {})
         if str(expr).endswith(".toml"):
@@ -54,6 +57,7 @@ class Kernel:
             name = spec.options.get("name") if name is None else name
             find = spec.options.get("find", find) if find == "auto" else find
             parallel = parallel or spec.options.get("parallel", False)
+            tile = tile or spec.options.get("tile")
         else:
             self.expr = parse_expr(expr)
         name = "spf_kernel" if name is None else name
@@ -62,19 +66,71 @@ class Kernel:
         self.name = name
         self._check_names()
         self.find = _check_find(find, self.expr)
-        if parallel:
-            raise SpecError("parallel=True is not supported yet (dependence analysis is issue 4)",
-                            self.expr.source)
+        if not isinstance(parallel, bool):
+            raise SpecError(f"parallel must be True or False, got {parallel!r}", self.expr.source)
         self.parallel = parallel
         self.layouts = self._resolve_layouts(layouts, params)
         self.bounds = parse_bounds(bounds) if bounds else []
         self.space: IterationSpace = build(self.expr, self.layouts, self.bounds)
+        self.tile = self._check_tile(tile)
+        if self.tile:
+            self.space = self.space.tiled(self.tile)
         self.order = self._loop_order(order)
         self.nest: LoopNest = scan(self.space, self.order)
+        self._check_tiled_loops()
         self.decisions: list[Decision] = synthesize(self.nest, self.find)
+        self._analysis: Analysis | None = None
+        self.parallel_loop: str | None = None
+        if parallel:
+            self.parallel_loop = self.analysis().parallel_loop
+            if self.parallel_loop is not None:
+                self.decisions = for_parallel(self.nest, self.decisions, self.parallel_loop)
         self._source: str | None = None
 
     # construction helpers ----------------------------------------------------------
+    def _check_tile(self, tile: Mapping[str, int] | None) -> dict[str, int]:
+        if not tile:
+            return {}
+        if not isinstance(tile, Mapping):
+            raise SpecError(f"tile must map loop variables to sizes, got {tile!r}",
+                            self.expr.source)
+        out = {}
+        variables = self.space.variables
+        for name, size in tile.items():
+            var = name.replace(".", "_", 1)
+            if var not in variables:
+                raise SpecError(f"tile names {name!r}, which is not a variable of the "
+                                f"iteration space", self.expr.source)
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise SpecError(f"tile size of {name!r} must be a positive integer, got "
+                                f"{size!r}", self.expr.source)
+            out[var] = size
+        return out
+
+    def _check_tiled_loops(self) -> None:
+        if not self.tile:
+            return
+        for var in self.tile:
+            if self.nest.level(var).kind != "loop":
+                raise SpecError(f"cannot tile {var}: it is not a loop (the iteration space "
+                                f"defines it as {self.nest.level(var).expr})", self.expr.source)
+        original = [lv.var for lv in self.nest.levels
+                    if lv.kind == "loop" and lv.var not in self.space.tiles]
+        ok, why = tiling_legal(self.nest, original)
+        if not ok:
+            raise SynthesisError(f"tiling {self.tile} with loop order "
+                                 f"{', '.join(self.nest.schedule)} is not legal: {why}")
+
+    def analysis(self) -> Analysis:
+        """Dependences carried by each loop, the parallel loop, tiling (paper Sec. 5)."""
+        if self._analysis is None:
+            self._analysis = analyze(self.nest, self.parallel)
+            for t, (var, size) in self.space.tiles.items():
+                guards = emit_c.tile_guards(self.nest, self.decisions, t)
+                self._analysis.tiles.append(TileReport(var, size, t, guards))
+        return self._analysis
+
+
     def _check_names(self) -> None:
         for name in self.expr.tensors + self.expr.indices:
             if name in _C_RESERVED or keyword.iskeyword(name) or name.startswith("spf_"):
@@ -109,7 +165,7 @@ class Kernel:
         if order is None:
             inputs = [u for u in self.space.uses if not u.is_output]
             sparse = [u for u in inputs if u.is_sparse] or inputs
-            return [v for u in sparse for v in u.vars]
+            return self._with_tiles([v for u in sparse for v in u.vars])
         if isinstance(order, str):
             order = [v.strip() for v in order.split(",") if v.strip()]
         result = []
@@ -120,7 +176,15 @@ class Kernel:
                                 f"from {[v.replace('_', '.', 1) if v not in self.space.indices else v for v in variables]}",
                                 self.expr.source)
             result.append(var)
-        return result
+        return self._with_tiles(result)
+
+    def _with_tiles(self, order: list[str]) -> list[str]:
+        """Tile loops the order does not place go right before their loop."""
+        order = list(order)
+        for t, (var, _) in self.space.tiles.items():
+            if t not in order and var in order:
+                order.insert(order.index(var), t)
+        return order
 
     # products -------------------------------------------------------------------------
     def c_source(self) -> str:
@@ -139,8 +203,10 @@ class Kernel:
             notes = {d.find.var: "guard loop: scans every position and tests it (no find "
                                  "template applies; see kernel.report())"
                      for d in self.decisions if d.chosen is None}
+            if self.parallel_loop:
+                header.append(f"Parallel (OpenMP): loop {self.parallel_loop}")
             self._source = emit_c.emit_kernel(self.nest, self.name, header, self.decisions,
-                                              notes)
+                                              notes, parallel_loop=self.parallel_loop)
         return self._source
 
     def compile(self) -> "CompiledKernel":
@@ -219,11 +285,21 @@ class CompiledKernel:
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
         self.source = kernel.c_source()
-        lib = runtime.load_library(str(runtime.build_library(self.source)))
+        flags = ("-fopenmp",) if kernel.parallel_loop else ()
+        lib = runtime.load_library(str(runtime.build_library(self.source, flags)))
+        self._lib = lib
         self._fn = getattr(lib, kernel.name)
         self._fn.restype = ctypes.c_int
         self.inputs = [a.tensor for a in kernel.expr.factors]
         self.output = kernel.expr.output.tensor
+
+    def set_num_threads(self, n: int) -> None:
+        """OpenMP threads for later calls of a parallel kernel (default: ``OMP_NUM_THREADS``)."""
+        if not self.kernel.parallel_loop:
+            raise ArgumentError("set_num_threads: this kernel has no parallel loop")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ArgumentError(f"set_num_threads: need a positive integer, got {n!r}")
+        self._lib.omp_set_num_threads(ctypes.c_int(n))
 
     def __call__(self, **args: Any) -> Any:
         k = self.kernel

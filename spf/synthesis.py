@@ -49,8 +49,15 @@ class Find:
     use: TensorUse
     keys: list[tuple[UFCall, Aff]]      # f(p) == e, one per searched coordinate
     key_levels: list[int]               # read levels holding the key guards
-    lo: Aff
-    hi: Aff                             # inclusive
+    lo: Aff                             # the first lower bound
+    hi: Aff                             # the first upper bound (inclusive)
+    lows: list[Aff] = field(default_factory=list)    # all lower bounds (max of them)
+    highs: list[Aff] = field(default_factory=list)   # all upper bounds (min of them)
+
+    @property
+    def exact(self) -> bool:
+        """One lower and one upper bound: the templates take the range [lo, hi]."""
+        return len(self.lows) <= 1 and len(self.highs) <= 1
 
     def describe(self) -> str:
         conds = " and ".join(f"{c} = {e}" for c, e in self.keys)
@@ -122,9 +129,10 @@ def detect_finds(nest: LoopNest) -> list[Find]:
                     key_levels.append(j)
         if not keys:
             continue
-        if any(d != 1 for _, d in lv.lower + lv.upper) or len(lv.lower) != 1 or len(lv.upper) != 1:
+        if any(d != 1 for _, d in lv.lower + lv.upper):
             continue
-        finds.append(Find(k, lv.var, use, keys, key_levels, lv.lower[0][0], lv.upper[0][0]))
+        lows, highs = [a for a, _ in lv.lower], [a for a, _ in lv.upper]
+        finds.append(Find(k, lv.var, use, keys, key_levels, lows[0], highs[0], lows, highs))
     return finds
 
 
@@ -164,7 +172,9 @@ class _Encoder(InstanceEncoder):
         return [self.aff(e, k) for _, e in self.find.keys]
 
     def in_range(self, q: z3.ArithRef, k: int) -> z3.BoolRef:
-        return z3.And(self.aff(self.find.lo, k) <= q, q <= self.aff(self.find.hi, k))
+        lows = self.find.lows or [self.find.lo]
+        highs = self.find.highs or [self.find.hi]
+        return z3.And(*[self.aff(lo, k) <= q for lo in lows], *[q <= self.aff(hi, k) for hi in highs])
 
 
 def _lex_less(a: list, b: list):
@@ -375,6 +385,14 @@ def decide(nest: LoopNest, find: Find, requested: str) -> Decision:
     """Check every template for ``find`` and choose one (``requested`` may force it)."""
     if requested == "loop":     # the guard loop is always valid: nothing to prove
         return Decision(find, None, {"loop": Choice("loop")}, requested=requested)
+    if not find.exact:
+        why = ("the searched range has several bounds (a max/min, e.g. inside a tile); the "
+               "templates take one of each")
+        if requested != "auto":
+            raise SynthesisError(f"find={requested!r} is not valid for the lookup of "
+                                 f"{find.use.name} ({find.describe()}): {why}")
+        return Decision(find, None, {"loop": Choice("loop")},
+                        {a: why for a in ALGORITHMS if a != "loop"}, requested=requested)
     chk = _Checker(nest, find)
     valid: dict[str, Choice] = {}
     rejected: dict[str, str] = {}
@@ -555,3 +573,45 @@ def synthesize(nest: LoopNest, find_option: "str | Mapping[str, str]") -> list[D
             requested = find_option
         decisions.append(decide(nest, f, requested))
     return decisions
+
+
+def for_parallel(nest: LoopNest, decisions: list[Decision], par_var: str) -> list[Decision]:
+    """Adapt find choices to a parallel loop ``par_var``: a state initialised inside the
+    parallel loop is private to the thread (SeqIter re-initialised per iteration); a hash map
+    built before it is only read; a state shared across iterations is not allowed, so such a
+    choice is replaced by the best choice that needs no shared mutable state."""
+    par = next(k for k, lv in enumerate(nest.levels) if lv.var == par_var)
+    out = []
+    for d in decisions:
+        chosen = d.chosen
+        if chosen is not None and _private(nest, d, chosen, par) is not chosen:
+            # the choice needs a change (a reset per parallel iteration, or is impossible):
+            # prefer a template that works as it is, then a SeqIter reset per iteration
+            candidates = [d.valid[n] for n in ("hashmap", "binsearch", "seqiter") if n in d.valid]
+            usable = [c for c in candidates if _private(nest, d, c, par) is c]
+            chosen = usable[0] if usable else next(
+                (p for p in (_private(nest, d, c, par) for c in candidates) if p), None)
+        alt = _private(nest, d, d.runtime_alternative, par) if d.runtime_alternative else None
+        if chosen is None or alt is None or chosen.algorithm != "seqiter":
+            alt = None
+        out.append(Decision(d.find, chosen, d.valid, d.rejected, alt, d.requested))
+    return out
+
+
+def _private(nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:
+    """``c`` usable inside the parallel loop at level ``par`` (possibly re-initialised per
+    iteration), or None."""
+    if c.algorithm in ("binsearch", "loop"):
+        return c
+    if c.algorithm == "hashmap":
+        return c if c.init_level is not None and c.init_level <= par else None
+    if c.array_key:
+        par_var = nest.levels[par].var
+        shared_ok = c.init_level is not None and c.init_level <= par and c.array_key == par_var
+        return c if shared_ok else None
+    if c.init_level is not None and c.init_level > par:
+        return c
+    # a scalar SeqIter state shared by the parallel iterations: reset it in each iteration
+    state = c.state + [nest.levels[par].var]
+    return Choice(c.algorithm, c.direction, c.compare, state, c.unique, par + 1,
+                  why="re-initialised in every parallel iteration")

@@ -357,8 +357,17 @@ def test_reserved_and_invalid_names():
     kernel_error("not a valid C identifier", args=("y(i) = x(i)",), name="1abc")
 
 
-def test_parallel_not_supported_yet():
-    kernel_error("parallel=True is not supported yet", args=("y(i) = x(i)",), parallel=True)
+def test_parallel_must_be_a_boolean():
+    kernel_error("parallel must be True or False", args=("y(i) = x(i)",), parallel="yes")
+
+
+def test_tile_errors():
+    kernel_error("not a variable of the iteration space",
+                 args=("y(i) = A(i,j) * x(j)", {"A": "CSR"}), tile={"A.pz": 4})
+    kernel_error("must be a positive integer",
+                 args=("y(i) = A(i,j) * x(j)", {"A": "CSR"}), tile={"A.pi": 0})
+    kernel_error("cannot tile j: it is not a loop",
+                 args=("y(i) = A(i,j) * x(j)", {"A": "CSR"}), tile={"j": 4})
 
 
 def test_layout_parameter_for_unknown_tensor():

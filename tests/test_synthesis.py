@@ -435,7 +435,7 @@ def test_auto_keeps_one_state_per_row_when_the_range_depends_on_it():
         (d,) = k.decisions
         assert d.chosen.algorithm == "seqiter", k.report()
         assert d.chosen.array_key == key and d.chosen.init_level < d.find.level, k.report()
-        assert f"[spf_t] = " in k.c_source()
+        assert "[spf_t] = " in k.c_source()
 
 
 def test_auto_prefers_binsearch_to_a_per_search_state():

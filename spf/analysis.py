@@ -1,0 +1,211 @@
+"""Dependence analysis on the scanned nest (paper Sec. 5): which loops carry dependences,
+which loop runs in parallel, and whether a tiling keeps every dependence in order.
+
+The dependences of a tensor kernel are those of its output: two statement instances that
+write the same output element (``y(i) += ...``; reads of inputs never conflict).  They are
+derived from the logical access and expressed in the layout indices of the generated loops.
+Loop ``v`` carries a dependence when two such instances agree on the loops outside ``v`` and
+differ in ``v``.  isl decides the affine part (UF reads as free variables); when isl cannot
+rule a dependence out, Z3 decides it with the layouts' properties instantiated, and its
+unsat core names the properties that disproved it (DCSR: ``rowIdx`` strictly increasing).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import z3
+
+from .relation import Relation
+from .scan import LoopNest
+from .smt import InstanceEncoder
+from .terms import Aff, Constraint
+
+
+@dataclass
+class LoopReport:
+    """What one loop of the nest carries and whether it runs in parallel."""
+
+    var: str
+    carried: bool
+    dependence: str            # the carried dependence relation, SPF syntax ("" if none)
+    disproved_by: list[str]    # "isl (affine constraints)" or the properties Z3 used
+    parallel: bool = False
+    reduction: bool = False    # carried dependences only through a scalar accumulator
+    why: str = ""
+
+
+@dataclass
+class TileReport:
+    var: str
+    size: int
+    tile_var: str
+    guards: list[str] = field(default_factory=list)    # tile-skipping conditions (Fig. 8)
+
+
+@dataclass
+class Analysis:
+    """Result of :func:`analyze`; ``to_json()`` is the stable machine-readable form."""
+
+    kernel: str
+    output: str
+    loops: list[LoopReport]
+    parallel_loop: str | None
+    parallel_reason: str
+    tiles: list[TileReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"version": 1, **asdict(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+    def __str__(self) -> str:
+        lines = [f"kernel: {self.kernel}", f"writes: {self.output}"]
+        for lp in self.loops:
+            state = "carries a dependence" if lp.carried else "carries no dependence"
+            lines.append(f"loop {lp.var}: {state}"
+                         + (" (parallel)" if lp.parallel else ""))
+            if lp.carried:
+                lines.append(f"  dependence: {lp.dependence}")
+            elif lp.disproved_by:
+                lines.append(f"  disproved by: {'; '.join(lp.disproved_by)}")
+            if lp.why:
+                lines.append(f"  {lp.why}")
+        lines.append(f"parallel: {self.parallel_loop or 'none'} — {self.parallel_reason}")
+        for t in self.tiles:
+            lines.append(f"tile {t.var} by {t.size} (tile loop {t.tile_var})")
+            for g in t.guards:
+                lines.append(f"  tile-skipping guard: {g}")
+        lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+class _Dependences:
+    """Both instances of the whole nest, writing the same output element."""
+
+    def __init__(self, nest: LoopNest):
+        self.nest = nest
+        self.enc = InstanceEncoder(nest, len(nest.levels))
+        self.loops = [lv.var for lv in nest.levels if lv.kind == "loop"]
+        out = nest.space.expr.output
+        self.out_indices = list(out.indices)
+
+    def same_element(self) -> list[z3.BoolRef]:
+        e = self.enc
+        return [e.var(i, 1) == e.var(i, 2) for i in self.out_indices]
+
+    def carried_at(self, k: int) -> tuple[str, list[str]]:
+        """("unsat", properties) when loop ``loops[k]`` carries no dependence."""
+        e = self.enc
+        e.terms = []
+        parts = e.context(1) + e.context(2) + self.same_element()
+        parts += [e.var(v, 1) == e.var(v, 2) for v in self.loops[:k]]
+        parts.append(e.var(self.loops[k], 1) < e.var(self.loops[k], 2))
+        return e.prove_empty(parts)
+
+    def relation(self, k: int) -> Relation:
+        """The dependence carried by loop k as an SPF relation over the loop indices."""
+        nest = self.nest
+        defs = {lv.var: lv.expr for lv in nest.levels if lv.kind == "assign"}
+        cons: list[Constraint] = []
+        for lv in nest.levels:
+            if lv.kind == "assign":
+                continue
+            cons.extend(lv.bound_constraints() + lv.guards)
+        cons.extend(nest.statement_guards)
+
+        def resolve(c: Constraint) -> Constraint:
+            for _ in range(len(defs) + 1):
+                c = c.substitute({v: d for v, d in defs.items()})
+            return c
+
+        base = [resolve(c) for c in cons]
+        primed = {v: f"{v}'" for v in self.loops}
+        second = [c.substitute({v: Aff.var(p) for v, p in primed.items()}) for c in base]
+        link = []
+        for i in self.out_indices:
+            a = resolve(Constraint.eq(Aff.var(i), Aff.num(0))).aff
+            link.append(Constraint.eq(a, a.substitute({v: Aff.var(p) for v, p in primed.items()})))
+        order = [Constraint.eq(Aff.var(v), Aff.var(primed[v])) for v in self.loops[:k]]
+        order.append(Constraint.ge(Aff.var(primed[self.loops[k]]), Aff.var(self.loops[k]) + 1))
+        rel = Relation(self.loops, [primed[v] for v in self.loops], [base + second + link + order])
+        try:
+            return rel.simplify()
+        except Exception:  # isl cannot simplify every formula with divisions: print it as is
+            return rel
+
+
+def analyze(nest: LoopNest, parallel: bool = False) -> Analysis:
+    """Dependences carried by each loop and the parallel loop (outermost free one)."""
+    expr = nest.space.expr
+    deps = _Dependences(nest)
+    output = str(expr.output) + (" (accumulated with +=)" if expr.accumulate else
+                                 " (a sum over the reduction indices)")
+    loops: list[LoopReport] = []
+    for k, var in enumerate(deps.loops):
+        if not deps.out_indices:
+            loops.append(LoopReport(var, True, "every instance updates the scalar "
+                                    f"{expr.output.tensor}", [], reduction=True))
+            continue
+        rel = deps.relation(k)
+        if rel.is_empty():
+            loops.append(LoopReport(var, False, "", ["isl (affine constraints)"]))
+            continue
+        result, used = deps.carried_at(k)
+        if result == "unsat":
+            loops.append(LoopReport(var, False, "", used or ["Z3 (affine and UF terms)"]))
+        else:
+            why = "" if result == "sat" else "Z3 could not decide within the time limit"
+            loops.append(LoopReport(var, True, str(rel), [], why=why))
+    chosen, reason = _choose_parallel(nest, loops, parallel)
+    return Analysis(str(expr), output, loops, chosen, reason)
+
+
+def _choose_parallel(nest: LoopNest, loops: list[LoopReport], wanted: bool) -> tuple[str | None, str]:
+    if not loops:
+        return None, "the nest has no loop"
+    outer = loops[0]
+    if not outer.carried:
+        outer.parallel = wanted
+        proof = "; ".join(outer.disproved_by)
+        return (outer.var if wanted else None), (
+            f"loop {outer.var} carries no dependence ({proof})"
+            + ("" if wanted else "; parallel=False"))
+    if outer.reduction:
+        outer.parallel = wanted
+        outer.why = "a scalar reduction: each thread accumulates privately (reduction(+:...))"
+        return (outer.var if wanted else None), (
+            f"loop {outer.var} carries only the reduction into the scalar "
+            f"{nest.space.expr.output.tensor}" + ("" if wanted else "; parallel=False"))
+    outer.why = ("not parallelized: iterations scatter into the shared output "
+                 f"{nest.space.expr.output.tensor} (privatization and atomics are not used)")
+    return None, f"the outermost loop {outer.var} carries a dependence on " \
+                 f"{nest.space.expr.output.tensor}"
+
+
+def tiling_legal(nest: LoopNest, original: list[str]) -> tuple[bool, str]:
+    """Whether the tiled nest keeps every dependence in order: no two instances writing the
+    same element run in the opposite order to ``original`` (the untiled loop order)."""
+    deps = _Dependences(nest)
+    e = deps.enc
+    e.terms = []
+    new = [v for v in deps.loops]
+
+    def before(order: list[str], a: int, b: int) -> z3.BoolRef:
+        cases = []
+        for n, v in enumerate(order):
+            cases.append(z3.And(*[e.var(u, a) == e.var(u, b) for u in order[:n]],
+                                e.var(v, a) < e.var(v, b)))
+        return z3.Or(*cases) if cases else z3.BoolVal(False)
+
+    parts = e.context(1) + e.context(2) + deps.same_element()
+    parts += [before(original, 1, 2), before(new, 2, 1)]
+    result, _ = e.prove_empty(parts)
+    if result == "unsat":
+        return True, ""
+    return False, ("the new loop order runs two instances that update the same element of "
+                   f"{nest.space.expr.output} in the opposite order"
+                   + ("" if result == "sat" else " (Z3 could not decide)"))
