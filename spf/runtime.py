@@ -29,9 +29,14 @@ def cache_dir() -> Path:
     return Path(base) / "spf"
 
 
+def extra_flags() -> tuple[str, ...]:
+    """``$SPF_CFLAGS``: flags added to every compile (e.g. ``-fsanitize=address,undefined``)."""
+    return tuple(os.environ.get("SPF_CFLAGS", "").split())
+
+
 def build_library(source: str, flags: tuple[str, ...] = ()) -> Path:
     """Compile ``source`` into a shared library; reuse a cached one with the same key."""
-    all_flags = BASE_FLAGS + tuple(flags)
+    all_flags = BASE_FLAGS + tuple(flags) + extra_flags()
     key = hashlib.sha256("\0".join([__version__, compiler(), *all_flags, source])
                          .encode()).hexdigest()[:32]
     directory = cache_dir()

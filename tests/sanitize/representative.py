@@ -1,0 +1,71 @@
+"""A representative run of generated kernels, executed under AddressSanitizer and
+UndefinedBehaviorSanitizer by tests/test_sanitizers.py (it must not be collected by pytest)."""
+import itertools
+
+import numpy as np
+import scipy.sparse as sp
+
+import spf
+
+rng = np.random.default_rng(5)
+
+
+def matrix(m, n, density, seed):
+    return sp.random(m, n, density=density, format="csr", random_state=seed)
+
+
+def vector(n, density, seed):
+    return sp.random(n, 1, density=density, random_state=seed).toarray().ravel()
+
+
+A = matrix(37, 45, 0.15, 1)
+A[3, :] = 0                      # an empty row
+A.eliminate_zeros()
+SQ = sp.tril(matrix(40, 40, 0.2, 2)).tocsr()
+x = vector(45, 0.3, 3)
+layouts2 = ["CSR", "CSC", "COO", "SortedCOO", "DCSR", "BCSR", "ELL", "DIA"]
+for lay in layouts2 + ["LowerTri"]:
+    M = SQ if lay == "LowerTri" else A
+    t = spf.Tensor.from_scipy(lay, M)
+    assert np.allclose(t.to_dense(), M.toarray()), lay
+    xx = vector(M.shape[1], 0.3, 4)
+    for xl, find in itertools.product(["DenseVector", "SV", "SV_unsorted", "SV_decreasing"],
+                                      ["auto", "seqiter", "hashmap", "binsearch"]):
+        if xl == "DenseVector" and find != "auto":
+            continue            # no find with a dense vector
+        try:
+            k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": lay, "x": xl}, find=find)
+        except spf.SynthesisError:
+            continue
+        xt = xx if xl == "DenseVector" else spf.Tensor.from_dense(xl, xx)
+        for parallel in (False, True):
+            k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": lay, "x": xl}, find=find,
+                           parallel=parallel)
+            assert np.allclose(k.compile()(A=t, x=xt), M @ xx), (lay, xl, find)
+for a, b in [("CSR", "DCSR"), ("DCSR", "DCSR"), ("COO", "COO"), ("BCSR", "COO"),
+             ("SortedCOO", "SortedCOO"), ("LowerTri", "CSR"), ("CSR", "CSC")]:
+    M1 = SQ if a == "LowerTri" else matrix(40, 40, 0.2, 6)
+    M2 = matrix(40, 30, 0.2, 7)
+    for find in ("auto", "hashmap", "binsearch"):
+        try:
+            k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": a, "B": b}, find=find)
+        except spf.SynthesisError:
+            continue
+        C = k.compile()(A=spf.Tensor.from_scipy(a, M1), B=spf.Tensor.from_scipy(b, M2))
+        assert np.allclose(C, (M1 @ M2).toarray()), (a, b, find)
+u, v, w = vector(60, 0.4, 8), vector(60, 0.4, 9), vector(60, 0.4, 10)
+k = spf.Kernel("s = A(i) * B(i) * C(i)", {"A": "SV", "B": "SV_decreasing", "C": "SV_unsorted"})
+assert np.isclose(k.compile()(A=spf.Tensor.from_dense("SV", u),
+                              B=spf.Tensor.from_dense("SV_decreasing", v),
+                              C=spf.Tensor.from_dense("SV_unsorted", w)), np.sum(u * v * w))
+T = np.zeros((6, 7, 8))
+T[rng.random(T.shape) < 0.2] = 1.5
+Bm = rng.random((8, 5))
+for parallel in (False, True):
+    k = spf.Kernel("C(i,j,l) = A(i,j,k) * B(k,l)", {"A": "CSF"}, parallel=parallel)
+    assert np.allclose(k.compile()(A=spf.Tensor.from_dense("CSF", T), B=Bm),
+                       np.einsum("ijk,kl->ijl", T, Bm))
+k = spf.Kernel("s = A(i) * B(i)", {"A": "SV", "B": "SV"}, find="loop", tile={"B.p": 8})
+assert np.isclose(k.compile()(A=spf.Tensor.from_dense("SV", u),
+                              B=spf.Tensor.from_dense("SV", v)), u @ v)
+print("SANITIZED RUN OK")

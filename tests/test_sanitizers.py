@@ -1,0 +1,45 @@
+"""Generated C runs clean under AddressSanitizer and UndefinedBehaviorSanitizer.
+
+The representative script (tests/sanitize/representative.py) runs in a subprocess with the
+sanitizer runtimes preloaded and ``SPF_CFLAGS`` adding the sanitizer flags to every compile.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+def _runtime(name: str) -> str | None:
+    cc = os.environ.get("CC", "cc")
+    try:
+        path = subprocess.run([cc, f"-print-file-name={name}"], capture_output=True,
+                              text=True).stdout.strip()
+    except OSError:
+        return None
+    return path if os.path.isabs(path) and os.path.exists(path) else None
+
+
+ASAN, UBSAN = _runtime("libasan.so"), _runtime("libubsan.so")
+
+
+@pytest.mark.skipif(not (ASAN and UBSAN), reason="the C compiler has no sanitizer runtimes")
+def test_representative_kernels_under_asan_and_ubsan(tmp_path):
+    env = dict(os.environ)
+    env.update({
+        "SPF_CACHE_DIR": str(tmp_path / "cache"),
+        "SPF_CFLAGS": "-fsanitize=address,undefined -fno-omit-frame-pointer "
+                      "-fno-sanitize-recover=all",
+        "LD_PRELOAD": f"{ASAN} {UBSAN}",
+        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+        "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+    })
+    proc = subprocess.run([sys.executable, str(HERE / "sanitize" / "representative.py")],
+                          env=env, capture_output=True, text=True, timeout=1500)
+    report = proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert proc.returncode == 0, report
+    assert "SANITIZED RUN OK" in proc.stdout, report
+    assert "AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr, report
