@@ -3,7 +3,7 @@ import importlib
 
 import pytest
 
-EXPERIMENTS = ["codegen_time"]
+EXPERIMENTS = ["codegen_time", "spmspv"]
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
