@@ -1,4 +1,4 @@
-"""The ``spf`` command line: ``spf layouts``, ``spf generate``, ``spf demo``.
+"""The ``spf`` command line: ``spf layouts``, ``spf generate``, ``spf analyze``, ``spf demo``.
 
 User mistakes (any :class:`spf.SpfError`) print ``spf: error: <message>`` on stderr and
 exit with status 2; ``spf demo`` exits with status 1 when a result does not match scipy.
@@ -21,6 +21,9 @@ examples:
   spf generate "y(i) = A(i,j) * x(j)" -l A=BCSR --param A.B=4 -o spmv_bcsr.c
   spf generate "y(i) = A(i,j) * x(j)" -l A=CSR --bounds "j <= i" --report
   spf generate tests/data/spmv.toml
+  spf generate "y(i) = A(i,j) * x(j)" -l A=CSR --parallel --tile A.pi=256
+  spf analyze "y(i) = A(i,j) * x(j)" -l A=DCSR --parallel
+  spf analyze "v = A(i) * B(i)" -l A=SV -l B=SV --find loop --tile B.p=8 --json
   spf demo
 """
 
@@ -41,22 +44,19 @@ def _parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="generate C for a kernel",
                          description="Generate C for a kernel given in tensor index notation "
                          "or as a kernel spec file (.toml).")
-    gen.add_argument("kernel", metavar="EXPR_OR_KERNEL_FILE",
-                     help='index notation such as "y(i) = A(i,j) * x(j)", or a .toml kernel file')
-    gen.add_argument("-l", "--layout", action="append", default=[], metavar="TENSOR=LAYOUT",
-                     help="layout of a tensor: a layout name or a .toml path (repeatable; "
-                     "tensors without one are dense)")
-    gen.add_argument("--order", metavar="VARS",
-                     help="loop order, outermost first, comma-separated (e.g. A.pi,A.pj)")
-    gen.add_argument("--bounds", metavar="CONSTRAINTS",
-                     help='dense iteration-space bounds, e.g. "j <= i"')
-    gen.add_argument("--param", action="append", default=[], metavar="TENSOR.PARAM=INT",
-                     help="layout parameter of a tensor, e.g. A.B=4 (repeatable)")
-    gen.add_argument("--find", metavar="CHOICE", help="find strategy (auto, loop)")
-    gen.add_argument("--name", metavar="NAME", help="name of the generated C function")
+    _kernel_arguments(gen)
     gen.add_argument("-o", "--output", metavar="FILE", help="write the C to FILE instead of stdout")
     gen.add_argument("--report", action="store_true",
                      help="also print the iteration space, loop order and per-loop decisions")
+
+    ana = sub.add_parser("analyze", help="dependences, parallel loop and tiling of a kernel",
+                         description="Print the dependence analysis of a kernel (paper Sec. 5): "
+                         "per loop, the carried dependence (an SPF relation) or what disproved "
+                         "it, the parallel loop and why, tiles and their tile-skipping guards. "
+                         "The kernel is built with the same options as `spf generate`.")
+    _kernel_arguments(ana)
+    ana.add_argument("--json", action="store_true",
+                     help="print the analysis as JSON (format documented in README.md)")
 
     demo = sub.add_parser("demo", help="generate, compile and run SpMSpV and SpMV, check "
                           "against scipy")
@@ -66,6 +66,29 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument("--quiet", action="store_true", help="do not print the generated C")
     return parser
+
+
+def _kernel_arguments(cmd: argparse.ArgumentParser) -> None:
+    """Options that build the kernel, shared by ``generate`` and ``analyze``."""
+    cmd.add_argument("kernel", metavar="EXPR_OR_KERNEL_FILE",
+                     help='index notation such as "y(i) = A(i,j) * x(j)", or a .toml kernel file')
+    cmd.add_argument("-l", "--layout", action="append", default=[], metavar="TENSOR=LAYOUT",
+                     help="layout of a tensor: a layout name or a .toml path (repeatable; "
+                     "tensors without one are dense)")
+    cmd.add_argument("--order", metavar="VARS",
+                     help="loop order, outermost first, comma-separated (e.g. A.pi,A.pj)")
+    cmd.add_argument("--bounds", metavar="CONSTRAINTS",
+                     help='dense iteration-space bounds, e.g. "j <= i"')
+    cmd.add_argument("--param", action="append", default=[], metavar="TENSOR.PARAM=INT",
+                     help="layout parameter of a tensor, e.g. A.B=4 (repeatable)")
+    cmd.add_argument("--find", metavar="CHOICE", help="find strategy (auto, loop)")
+    cmd.add_argument("--name", metavar="NAME", help="name of the generated C function")
+    cmd.add_argument("--parallel", action="store_true",
+                     help="OpenMP: run the outermost loop that carries no dependence in "
+                     "parallel")
+    cmd.add_argument("--tile", action="append", default=[], metavar="VAR=SIZE",
+                     help="strip-mine loop VAR (e.g. A.pi=256) into tiles of SIZE; the tile "
+                     "loop is VAR_tile, e.g. A.pi_tile in --order (repeatable)")
 
 
 def _version() -> str:
@@ -82,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_layouts(args)
         if args.command == "generate":
             return cmd_generate(args, parser)
+        if args.command == "analyze":
+            return cmd_analyze(args, parser)
         return cmd_demo(args)
     except SpfError as exc:
         print(f"spf: error: {exc}", file=sys.stderr)
@@ -165,13 +190,14 @@ def _pairs(items: list[str], what: str, parser: argparse.ArgumentParser) -> list
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
-            parser.error(f"{what} must look like {'A=CSR' if what == '-l' else 'A.B=4'}, "
-                         f"got {item!r}")
+            example = {"-l": "A=CSR", "--param": "A.B=4", "--tile": "A.pi=256"}[what]
+            parser.error(f"{what} must look like {example}, got {item!r}")
         out.append((key.strip(), value.strip()))
     return out
 
 
-def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _build_kernel(args: argparse.Namespace, parser: argparse.ArgumentParser):
+    """The Kernel described by the shared options of ``generate`` and ``analyze``."""
     from .kernel import Kernel
     layouts = dict(_pairs(args.layout, "-l", parser))
     params: dict[str, dict[str, int]] = {}
@@ -183,6 +209,12 @@ def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             params.setdefault(tensor, {})[pname] = int(value)
         except ValueError:
             parser.error(f"--param {key}: {value!r} is not an integer")
+    tile: dict[str, int] = {}
+    for key, value in _pairs(args.tile, "--tile", parser):
+        try:
+            tile[key] = int(value)
+        except ValueError:
+            parser.error(f"--tile {key}: {value!r} is not an integer")
     expr = args.kernel
     if expr.endswith(".toml") and not Path(expr).is_file():
         parser.error(f"kernel file not found: {expr}")
@@ -191,8 +223,14 @@ def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         options["name"] = args.name
     if args.find:
         options["find"] = args.find
-    kernel = Kernel(expr, layouts, order=args.order, bounds=args.bounds, params=params,
-                    **options)
+    if tile:
+        options["tile"] = tile
+    return Kernel(expr, layouts, order=args.order, bounds=args.bounds, params=params,
+                  parallel=args.parallel, **options)
+
+
+def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    kernel = _build_kernel(args, parser)
     source = kernel.c_source()
     if args.output:
         try:
@@ -205,6 +243,12 @@ def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         sys.stdout.write(source)
     if args.report:
         print(kernel.report())
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    analysis = _build_kernel(args, parser).analysis()
+    print(analysis.to_json() if args.json else str(analysis))
     return 0
 
 

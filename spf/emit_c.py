@@ -370,8 +370,8 @@ def _cost_c(decision: Decision, names: CNames, nest: LoopNest) -> tuple[str, str
     def product(terms: list[Aff]) -> str:
         return " * ".join([f"(int64_t)({names.aff(t)})" for t in terms] + [length])
 
-    return (f"{searches} + {product(model.resets_seqiter)}",
-            f"3 * {searches} + 2 * {product(model.resets_hashmap)}")
+    return (f"4 * {searches} + {product(model.resets_seqiter)}",
+            f"12 * {searches} + 4 * {product(model.resets_hashmap)}")
 
 
 def _params_only(a: Aff) -> bool:
@@ -494,8 +494,8 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
 
     if costs:
         w.line("/* Auto: SeqIter and HashMap are both valid; pick the cheaper from the operand")
-        w.line(" * sizes: cost(SeqIter) = W + R_s * L, cost(HashMap) = 3 * W + 2 * R_h * L")
-        w.line(" * (W searches, L range length, R_s / R_h state resets). */")
+        w.line(" * sizes: cost(SeqIter) = 4 * W + R_s * L, cost(HashMap) = 12 * W + 4 * R_h * L")
+        w.line(" * (W searches, L range length, R_s / R_h state resets; see CostModel). */")
         w.line(f"const int64_t spf_cost_seqiter = {costs[0]};")
         w.line(f"const int64_t spf_cost_hashmap = {costs[1]};")
         w.open("if (spf_cost_hashmap < spf_cost_seqiter) {")

@@ -15,6 +15,7 @@ from .iteration_space import IterationSpace, build
 from .kernel_spec import Expr, load_kernel_file, parse_bounds, parse_expr
 from .layout import Layout, default_layout, load_layout
 from .scan import LoopNest, scan
+from .terms import Aff
 from .synthesis import ALGORITHMS, Decision, for_parallel, synthesize
 from .analysis import Analysis, TileReport, analyze, tiling_legal
 from .tensor import Tensor
@@ -110,8 +111,11 @@ class Kernel:
     def _check_tiled_loops(self) -> None:
         if not self.tile:
             return
-        for var in self.tile:
-            if self.nest.level(var).kind != "loop":
+        for var, size in self.tile.items():
+            lv = self.nest.level(var)
+            if size == 1 and lv.kind == "assign" and lv.expr == Aff.var(f"{var}_tile"):
+                continue        # tiles of one: the tile loop runs the loop's values itself
+            if lv.kind != "loop":
                 raise SpecError(f"cannot tile {var}: it is not a loop (the iteration space "
                                 f"defines it as {self.nest.level(var).expr})", self.expr.source)
         original = [lv.var for lv in self.nest.levels

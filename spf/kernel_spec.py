@@ -148,7 +148,8 @@ class KernelFile:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-_KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "parallel", "name"}
+_KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "parallel", "name",
+                "tile"}
 
 
 def _locate(text: str, needle: str) -> tuple[int, int]:
@@ -185,7 +186,9 @@ def load_kernel_file(path: str | Path) -> KernelFile:
               "bounds": (lambda v: isinstance(v, str), "a string such as \"j <= i\""),
               "find": (lambda v: isinstance(v, (str, dict)), "a string or a table"),
               "parallel": (lambda v: isinstance(v, bool), "true or false"),
-              "name": (lambda v: isinstance(v, str), "a string (the C function name)")}
+              "name": (lambda v: isinstance(v, str), "a string (the C function name)"),
+              "tile": (lambda v: isinstance(v, dict),
+                       "a table of loop variables and tile sizes such as {\"A.pi\" = 256}")}
     for key, (ok, what) in checks.items():
         if key in table and not ok(table[key]):
             raise key_error(f"{key!r} must be {what}, got {table[key]!r}", key)
@@ -205,7 +208,8 @@ def load_kernel_file(path: str | Path) -> KernelFile:
     params = table.get("params", {})
     if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
         raise key_error("[params.T] tables must map parameter names to integers", "params")
-    options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name") if k in table}
+    options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name", "tile")
+               if k in table}
     if "bounds" in options:
         bl, bc = _locate(text, options["bounds"])
         options["bounds"] = parse_bounds(options["bounds"], source, bl, bc)
