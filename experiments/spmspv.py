@@ -178,8 +178,8 @@ def sparse_vector(n: int, density: float, seed: int) -> tuple[np.ndarray, np.nda
 
 def auto_pick(nnz: int, rows: int, x_len: int) -> str:
     """What auto's run-time test in the generated C picks (its cost model, see
-    spf.synthesis.CostModel: SeqIter nnz + rows * x.len, HashMap 3 * nnz + 2 * x.len)."""
-    return "hashmap" if 3 * nnz + 2 * x_len < nnz + rows * x_len else "seqiter"
+    spf.synthesis.CostModel: SeqIter 4 * nnz + rows * x.len, HashMap 12 * nnz + 4 * x.len)."""
+    return "hashmap" if 12 * nnz + 4 * x_len < 4 * nnz + rows * x_len else "seqiter"
 
 
 # --- the experiment --------------------------------------------------------------------------
