@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import csv
+import ctypes
+import math
 import datetime as _dt
 import os
 import platform
@@ -75,3 +77,53 @@ def print_table(rows: list[Mapping[str, object]], columns: list[str]) -> None:
 
 def _fmt(v: object) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def prepared_call(compiled, out, **inputs) -> Callable[[], None]:
+    """A zero-argument callable running a compiled kernel's C on structs built once (what the
+    experiments time: no Python-side checks per call).  ``out`` is the dense output array,
+    written in place; ``inputs`` are spf Tensors or numpy arrays for dense operands."""
+    import spf
+    from spf.runtime import make_struct
+    kernel = compiled.kernel
+    expr = kernel.expr
+    tensors = {expr.output.tensor: spf.Tensor.from_dense(kernel.layouts[expr.output.tensor], out)}
+    first = tensors[expr.output.tensor].fields[kernel.layouts[expr.output.tensor].dense_array]
+    if first.ctypes.data != out.ctypes.data:
+        raise RuntimeError("the output tensor does not share the result array")
+    for acc in expr.factors:
+        value = inputs[acc.tensor]
+        tensors[acc.tensor] = value if isinstance(value, spf.Tensor) else \
+            spf.Tensor.from_dense(kernel.layouts[acc.tensor], value)
+    structs = [make_struct(tensors[a.tensor].layout, tensors[a.tensor].fields)
+               for a in (expr.output, *expr.factors)]       # the C parameters' order
+    args = [ctypes.byref(st) for st in structs]
+    fn = compiled._fn
+
+    def run() -> None:
+        if fn(*args) != 0:
+            raise MemoryError(f"{kernel.name}: out of memory")
+    run.keep = (structs, tensors)        # keep the structs and arrays alive
+    return run
+
+
+def time_interleaved(fns: Mapping[str, Callable[[], object]], target_s: float, min_runs: int,
+                     max_runs: int) -> dict[str, tuple[float, int]]:
+    """Warm every contender up once, give each as many runs as fill ``target_s`` (within
+    bounds), and run them in rounds (one call of each contender still due per round), so
+    that load from elsewhere on the machine hits all contenders alike.  Returns
+    contender -> (median seconds, runs)."""
+    runs = {}
+    for c, fn in fns.items():
+        t0 = time.perf_counter()
+        fn()
+        first = time.perf_counter() - t0
+        runs[c] = int(min(max_runs, max(min_runs, math.ceil(target_s / max(first, 1e-7)))))
+    times: dict[str, list[float]] = {c: [] for c in fns}
+    for k in range(max(runs.values(), default=0)):
+        for c, fn in fns.items():
+            if k < runs[c]:
+                t0 = time.perf_counter()
+                fn()
+                times[c].append(time.perf_counter() - t0)
+    return {c: (statistics.median(times[c]), runs[c]) for c in fns}

@@ -50,9 +50,9 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime import BASE_FLAGS, build_library, load_library, make_struct
+from spf.runtime import BASE_FLAGS, build_library, load_library
 
-from .common import print_table, write_csv
+from .common import prepared_call, print_table, time_interleaved, write_csv
 from .matrices import matrices
 
 EXPR = "y(i) = A(i,j) * x(j)"
@@ -107,23 +107,6 @@ def merge_functions() -> dict[str, ctypes._CFuncPtr]:
     return fns
 
 
-def spf_call(compiled, A: spf.Tensor, x: spf.Tensor, y: np.ndarray):
-    """A zero-argument callable running the generated C on prebuilt structs (what we time)."""
-    out = spf.Tensor.from_arrays(compiled.kernel.layouts["y"], y.shape,
-                                 {"n0": len(y), "data": y})
-    if out.fields["data"].ctypes.data != y.ctypes.data:
-        raise RuntimeError("the output tensor does not share the result array")
-    structs = [make_struct(t.layout, t.fields) for t in (out, A, x)]   # order of the C parameters
-    args = [ctypes.byref(s) for s in structs]
-    fn = compiled._fn
-
-    def run():
-        if fn(*args) != 0:
-            raise MemoryError("spf kernel: out of memory")
-    run.keep = (structs, out)   # keep the structs and arrays alive
-    return run
-
-
 def merge_call(fn, A: spf.Tensor, x: spf.Tensor, y: np.ndarray):
     args = (A["numRows"], A["rowPtr"].ctypes.data, A["colIdx"].ctypes.data,
             A["data"].ctypes.data, x["len"], x["idx"].ctypes.data, x["val"].ctypes.data,
@@ -144,29 +127,6 @@ def merge_steps(A: sp.csr_matrix, x_idx: np.ndarray) -> int:
     last = A.indices[A.indptr[1:][lens > 0] - 1]
     return int(np.count_nonzero(A.indices <= x_idx[-1])
                + np.searchsorted(x_idx, last, side="right").sum())
-
-
-# --- timing ----------------------------------------------------------------------------------
-def time_interleaved(fns: dict, target_s: float, min_runs: int, max_runs: int
-                     ) -> dict[str, tuple[float, int]]:
-    """Warm every contender up once, give each as many runs as fill ``target_s`` (within
-    bounds), and run them in rounds (one call of each contender still due per round), so
-    that load from elsewhere on the machine hits all contenders alike.  Returns
-    contender -> (median seconds, runs)."""
-    runs = {}
-    for c, fn in fns.items():
-        t0 = time.perf_counter()
-        fn()
-        first = time.perf_counter() - t0
-        runs[c] = int(min(max_runs, max(min_runs, math.ceil(target_s / max(first, 1e-7)))))
-    times: dict[str, list[float]] = {c: [] for c in fns}
-    for k in range(max(runs.values(), default=0)):
-        for c, fn in fns.items():
-            if k < runs[c]:
-                t0 = time.perf_counter()
-                fn()
-                times[c].append(time.perf_counter() - t0)
-    return {c: (statistics.median(times[c]), runs[c]) for c in fns}
 
 
 def sparse_vector(n: int, density: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -240,7 +200,7 @@ def run_matrix(scale: str, name: str, A_sp: sp.csr_matrix, densities, con: Conte
                 outputs[contender] = lambda result=result: result["y"].toarray().ravel()
             else:
                 fn = (merge_call(con.baselines[contender], A, x, y)
-                      if contender in con.baselines else spf_call(con.kernels[contender], A, x, y))
+                      if contender in con.baselines else prepared_call(con.kernels[contender], y, A=A, x=x))
                 outputs[contender] = lambda y=y: y
             fns[contender] = fn
         cell = time_interleaved(fns, target_s, min_runs, max_runs)

@@ -3,7 +3,7 @@ import importlib
 
 import pytest
 
-EXPERIMENTS = ["codegen_time", "spmspv"]
+EXPERIMENTS = ["codegen_time", "spmspv", "parallel"]
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
