@@ -13,13 +13,12 @@ A kernel spec file is TOML::
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import SpecError
-from .syntax import Parser, parse_constraints
+from .syntax import Parser, parse_constraints, parse_toml
 from .terms import Constraint
 
 
@@ -166,12 +165,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
         text = Path(path).read_text()
     except OSError as exc:
         raise SpecError(f"cannot read kernel file: {exc}", source) from exc
-    try:
-        table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
-        raise SpecError(f"invalid TOML: {exc}", source, line, col) from exc
+    table = parse_toml(text, source)
 
     def key_error(message: str, key: str) -> SpecError:
         m = re.search(rf"^[ \t]*\[?\s*{re.escape(key)}\s*[=\].]", text, re.MULTILINE)

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from . import index_expr as ie
 from .errors import SpecError
 from .relation import Relation
-from .syntax import parse_aff
+from .syntax import parse_aff, parse_toml
 from .terms import Aff, Constraint, UFCall
 
 LAYOUT_DIR = Path(__file__).resolve().parent.parent / "layouts"
@@ -298,12 +298,7 @@ class _Reader:
 
 def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] | None = None) -> Layout:
     """Parse the TOML text of a layout file."""
-    try:
-        table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
-        raise SpecError(f"invalid TOML: {exc}", source, line, col) from exc
+    table = parse_toml(text, source)
     rd = _Reader(text, source)
     known = {"name", "description", "relation", "value", "shape", "fields", "params",
              "properties", "packer", "dense_array"}

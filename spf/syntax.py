@@ -16,6 +16,7 @@ Every error is a :class:`spf.SpecError` naming source, line and column.
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -274,3 +275,13 @@ def parse_constraints(text: str, source: str = "<string>", line0: int = 1,
     out = p.conjunction()
     p.expect_end()
     return out
+
+
+def parse_toml(text: str, source: str) -> dict:
+    """A TOML document; syntax errors become :class:`SpecError` with line and column."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+        raise SpecError(f"invalid TOML: {exc}", source, line, col) from exc
