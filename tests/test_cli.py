@@ -1,6 +1,7 @@
 """The ``spf`` command line, and the README's code blocks (which must keep working)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -147,6 +148,91 @@ def test_bad_output_path(tmp_path, capsys):
     target = tmp_path / "no" / "such" / "dir" / "k.c"
     assert cli.main(["generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "-o", str(target)]) == 2
     assert "spf: error: cannot write" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------
+# spf analyze, and --parallel / --tile of spf generate (issue 4)
+def test_analyze_fig7_text(capsys):
+    assert cli.main(["analyze", "y(i) = A(i,j) * x(j)", "-l", "A=DCSR", "--parallel"]) == 0
+    out = capsys.readouterr().out
+    assert out == str(spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "DCSR"},
+                                 parallel=True).analysis()) + "\n"
+    assert "loop A_pi: carries no dependence (parallel)" in out
+    assert "disproved by: A: monotonic a < a' -> rowIdx(a) < rowIdx(a')" in out
+    assert "loop A_pj: carries a dependence" in out
+    assert "parallel: A_pi" in out
+
+
+def test_analyze_json_subprocess():
+    proc = run_spf("analyze", "v = A(i) * B(i)", "-l", "A=SV", "-l", "B=SV", "--find", "loop",
+                   "--tile", "B.p=8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["kernel"] == "v = A(i) * B(i)"
+    assert data["parallel_loop"] is None
+    (tile,) = data["tiles"]
+    assert tile["tile_var"] == "B_p_tile" and "B->idx[(8*B_p_tile)] <= i" in tile["guards"][0]
+    again = run_spf("analyze", "v = A(i) * B(i)", "-l", "A=SV", "-l", "B=SV", "--find", "loop",
+                    "--tile", "B.p=8", "--json")
+    assert again.stdout == proc.stdout                    # stable output
+
+
+def test_analyze_scatter_and_options(capsys):
+    assert cli.main(["analyze", "y(i) = A(i,j) * x(j)", "-l", "A=CSC", "--parallel",
+                     "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["parallel_loop"] is None
+    assert data["parallel_reason"] == "the outermost loop A_pj carries a dependence on y"
+    # the same kernel options as generate: --order, --tile, --param
+    assert cli.main(["analyze", "y(i) = A(i,j) * x(j)", "-l", "A=BCSR", "--param", "A.B=4",
+                     "--tile", "A.pi=16", "--order", "A.pi_tile,A.pi,A.pj", "--parallel"]) == 0
+    out = capsys.readouterr().out
+    assert "parallel: A_pi_tile" in out and "tile A_pi by 16 (tile loop A_pi_tile)" in out
+
+
+def test_analyze_kernel_file(tmp_path, capsys):
+    path = tmp_path / "tiled.toml"
+    path.write_text('expr = "y(i) = A(i,j) * x(j)"\nparallel = true\ntile = {"A.pi" = 64}\n\n'
+                    '[layouts]\nA = "CSR"\n')
+    assert cli.main(["analyze", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["parallel_loop"] == "A_pi_tile"
+    assert data["tiles"] == [{"var": "A_pi", "size": 64, "tile_var": "A_pi_tile", "guards": []}]
+    assert cli.main(["analyze", str(SPMV_FILE)]) == 0
+    assert "parallel: none" in capsys.readouterr().out
+
+
+def test_generate_parallel_and_tile(capsys):
+    assert cli.main(["generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "--parallel",
+                     "--tile", "A.pi=256"]) == 0
+    src = capsys.readouterr().out
+    assert "#pragma omp parallel for schedule(dynamic,32)\n    for (int A_pi_tile = 0;" in src
+    assert "for (int A_pi = 256*A_pi_tile;" in src
+    assert " * Parallel (OpenMP): loop A_pi_tile" in src
+    assert_compiles_clean(src, ("-fopenmp",))
+    assert cli.main(["generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR"]) == 0
+    assert "#pragma" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["analyze", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "--tile", "A.pi"],
+     "spf: error: --tile must look like A.pi=256, got 'A.pi'"),
+    (["analyze", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "--tile", "A.pi=x"],
+     "spf: error: --tile A.pi: 'x' is not an integer"),
+    (["analyze", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "--tile", "A.pi=0"],
+     "tile size of 'A.pi' must be a positive integer, got 0"),
+    (["generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "--tile", "A.pq=4"],
+     "tile names 'A.pq'"),
+    (["analyze", "v = A(i) * B(i)", "-l", "A=SV", "-l", "B=SV_unsorted", "--find", "loop",
+      "--tile", "B.p=8", "--order", "B.p_tile,A.p,B.p"], "is not legal"),
+    (["analyze", "missing.toml"], "spf: error: kernel file not found: missing.toml"),
+])
+def test_analyze_errors_exit_2(args, message):
+    proc = run_spf(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == ""
 
 
 # ---------------------------------------------------------------------------------------
