@@ -18,7 +18,7 @@ _CTX = isl.DEFAULT_CONTEXT
 
 
 def _safe(name: str) -> str:
-    return name.replace(".", "__")
+    return name.replace(".", "__").replace("'", "__prime")
 
 
 @dataclass

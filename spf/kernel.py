@@ -85,7 +85,15 @@ class Kernel:
         if parallel:
             self.parallel_loop = self.analysis().parallel_loop
             if self.parallel_loop is not None:
-                self.decisions = for_parallel(self.nest, self.decisions, self.parallel_loop)
+                serial = self.decisions
+                self.decisions = for_parallel(self.nest, serial, self.parallel_loop)
+                for before, after in zip(serial, self.decisions):
+                    old = before.chosen.describe() if before.chosen else "guard loop"
+                    new = after.chosen.describe() if after.chosen else "guard loop"
+                    if old != new:
+                        self.analysis().notes.append(
+                            f"find of {after.find.use.name} ({after.find.var}): {old} became "
+                            f"{new} so that no find state is shared by parallel iterations")
         self._source: str | None = None
 
     # construction helpers ----------------------------------------------------------

@@ -69,15 +69,15 @@ class Expr:
 
 def _access(p: Parser) -> Access:
     tok = p.name("a tensor name")
-    if "." in tok.text:
-        raise p.error(f"tensor name {tok.text!r} must not contain '.'", tok)
+    if "." in tok.text or "'" in tok.text:
+        raise p.error(f"tensor name {tok.text!r} must be an identifier", tok)
     indices: list[str] = []
     if p.accept("("):
         if not p.peek(")"):
             while True:
                 idx = p.name("an index name")
-                if "." in idx.text:
-                    raise p.error(f"index name {idx.text!r} must not contain '.'", idx)
+                if "." in idx.text or "'" in idx.text:
+                    raise p.error(f"index name {idx.text!r} must be an identifier", idx)
                 indices.append(idx.text)
                 if not p.accept(","):
                     break

@@ -26,7 +26,7 @@ from .terms import Aff, Constraint, UFCall
 _TOKEN_RE = re.compile(r"""
     (?P<ws>[ \t\r\n]+)
   | (?P<num>\d+)
-  | (?P<name>[A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)?)
+  | (?P<name>[A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)?'*)
   | (?P<op>->|<=|>=|==|!=|\+=|&&|\|\||[-+*/%(){}\[\],:<>=;∧∨])
 """, re.VERBOSE)
 

@@ -587,6 +587,15 @@ def for_parallel(nest: LoopNest, decisions: list[Decision], par_var: str) -> lis
     out = []
     for d in decisions:
         chosen = d.chosen
+        if chosen is not None and d.requested != "auto":     # forced: keep it if possible
+            kept = _private(nest, d, chosen, par)
+            if kept is None:
+                raise SynthesisError(
+                    f"find={d.requested!r} for {d.find.use.name} cannot run inside the "
+                    f"parallel loop {par_var}: its state would be shared by the iterations "
+                    "(use find='auto' or parallel=False)")
+            out.append(Decision(d.find, kept, d.valid, d.rejected, None, d.requested))
+            continue
         if chosen is not None and _private(nest, d, chosen, par) is not chosen:
             # the choice needs a change (a reset per parallel iteration, or is impossible):
             # prefer a template that works as it is, then a SeqIter reset per iteration

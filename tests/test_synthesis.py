@@ -412,12 +412,12 @@ def test_auto_runs_both_branches(a_layout, a_params):
     assert src.count(cond) == 1
     src = declare(src.replace(cond, cond + " ++spf_hash_runs;"), ["spf_hash_runs"])
     # nonzeros in the first columns only: few BCSR blocks (the cost counts stored slots)
-    dense = matrix("random", (40, 50), 11)
+    dense = matrix("random", (200, 400), 11)
     dense[:, 8:] = 0.0
     A = pack(a_layout, dense, a_params)
     branches = {}
     for xkind in ("very_sparse", "dense"):
-        x = vector(xkind, 50, 3)
+        x = vector(xkind, 400, 3)
         y, n = run_instrumented(k, src, ["spf_hash_runs"], A=A, x=pack("SV", x))
         np.testing.assert_allclose(y, dense @ x, **TOL)
         branches[xkind] = n["spf_hash_runs"]
