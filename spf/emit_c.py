@@ -449,8 +449,13 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
             w.line(f"*{out_name} = 0.0;")
         else:
             arr = out_use.layout.value.array
-            w.line(f"memset({out_name}->{arr}, 0, sizeof(double) * "
-                   f"{names.extent_product(out_use, arr)});")
+            size = names.extent_product(out_use, arr)
+            if parallel_loop:      # zero the output with all threads (it can be large)
+                w.line("#pragma omp parallel for schedule(static)")
+                w.line(f"for (size_t spf_z = 0; spf_z < {size}; ++spf_z)")
+                w.line(f"    {out_name}->{arr}[spf_z] = 0.0;")
+            else:
+                w.line(f"memset({out_name}->{arr}, 0, sizeof(double) * {size});")
 
     positions = [k for k, lv in enumerate(nest.levels) if lv.var in out_vars]
     acc_level = max(positions) if positions else -1
