@@ -27,6 +27,7 @@ import subprocess
 import sys
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 import spf
@@ -87,11 +88,12 @@ def expected_parallel(expr: str, lay: dict) -> str | None:
 
 # -- generated C ----------------------------------------------------------------------------
 def parallel_regions(src: str) -> list[tuple[str, str, str]]:
-    """(pragma line, the parallel loop's text, the text before the pragma) for each pragma."""
+    """(pragma line, the parallel loop's text, the text before the pragma) for each pragma
+    of the parallel loop (not the static one that zeroes a dense output)."""
     lines = src.splitlines()
     out = []
     for k, line in enumerate(lines):
-        if "#pragma omp" not in line:
+        if "#pragma omp" not in line or "schedule(static)" in line:
             continue
         depth, body = 0, []
         for ln in lines[k + 1:]:
@@ -440,3 +442,18 @@ def test_omp_num_threads_environment(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "3"
+
+
+def test_parallel_kernel_zeroes_a_passed_output():
+    """'=' overwrites: a parallel kernel zeroes the whole output (with all threads), also the
+    rows no thread writes."""
+    m = sp.random(500, 300, density=0.01, format="csr", random_state=3)
+    m = sp.csr_matrix(m.toarray() * (np.arange(500) % 3 != 0)[:, None])   # empty rows
+    x = np.random.default_rng(4).random(300)
+    f = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, parallel=True).compile()
+    assert "#pragma omp parallel for schedule(static)" in f.source
+    for threads in (1, 2, 4):
+        f.set_num_threads(threads)
+        y = np.full(500, np.nan)
+        f(A=spf.Tensor.from_scipy("CSR", m), x=x, y=y)
+        np.testing.assert_allclose(y, m @ x, rtol=1e-12, atol=0)

@@ -197,7 +197,7 @@ def test_csr_rows_tiled_parallel(size):
     assert k.parallel_loop == a.parallel_loop == "A_pi_tile"
     assert [lp.var for lp in a.loops if lp.parallel] == ["A_pi_tile"]
     src = k.c_source()
-    assert f"{PRAGMA}\n    for (int A_pi_tile = 0;" in src and src.count("#pragma") == 1
+    assert f"{PRAGMA}\n    for (int A_pi_tile = 0;" in src and src.count(PRAGMA) == 1
     for m, n, density, seed in SPMV_MATRICES:
         dense, x = matrix((m, n), density, seed), vector(n, 1.0, seed)
         A = pack("CSR", dense, seed)
