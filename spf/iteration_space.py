@@ -24,18 +24,28 @@ class TensorUse:
     layout: Layout
     indices: tuple[str, ...]        # logical index per dimension
     is_output: bool
+    shares: str | None = None       # a tensor whose same-named fields this one uses
+    shared: frozenset[str] = frozenset()
+    aliases: tuple[tuple[str, str], ...] = ()   # layout index -> the source's variable
 
     def var(self, layout_index: str) -> str:
-        """Name of a layout index in the iteration space (``A_pi``)."""
+        """Name of a layout index in the iteration space (``A_pi``); a position of a shared
+        index array is the source tensor's variable."""
+        for p, v in self.aliases:
+            if p == layout_index:
+                return v
         return f"{self.name}_{layout_index}"
 
     @property
     def vars(self) -> tuple[str, ...]:
-        return tuple(self.var(p) for p in self.layout.indices)
+        """This tensor's own layout-index variables (not those it shares)."""
+        own = {p for p, _ in self.aliases}
+        return tuple(self.var(p) for p in self.layout.indices if p not in own)
 
     def symbol(self, field: str) -> str:
-        """Name of a scalar field or index array in the iteration space (``A.numRows``)."""
-        return f"{self.name}.{field}"
+        """Name of a scalar field or index array in the iteration space (``A.numRows``);
+        a shared field is named after the tensor that owns it."""
+        return f"{self.shares if field in self.shared else self.name}.{field}"
 
     @property
     def is_sparse(self) -> bool:
@@ -109,8 +119,23 @@ class IterationSpace:
         return str(self.relation().simplify())
 
 
-def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = ()) -> IterationSpace:
-    """Compose each tensor's layout with its access map and intersect (products)."""
+def shared_fields(out: Layout, source: Layout) -> frozenset[str]:
+    """Fields of ``out`` that a tensor in ``source`` provides (same name, kind and extents)."""
+    same = set()
+    for name, spec in out.fields.items():
+        other = source.fields.get(name)
+        if other is not None and spec.ctype == other.ctype and spec.dims == other.dims \
+                and name != out.value.array:
+            same.add(name)
+    return frozenset(same)
+
+
+def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
+          share: tuple[str, str] | None = None) -> IterationSpace:
+    """Compose each tensor's layout with its access map and intersect (products).
+
+    ``share = (output, source)``: the output uses the source's index arrays and scalars
+    of the same names, and the positions of those arrays (known output sparsity)."""
     indices = expr.indices
     uses: list[TensorUse] = []
     accesses = [(expr.output, True)] + [(f, False) for f in expr.factors]
@@ -122,7 +147,18 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = ())
             raise SpecError(f"tensor {acc.tensor!r} is used with {len(acc.indices)} indices but "
                             f"its layout {lay.name} has {lay.order} dimensions",
                             expr.source, acc.line, acc.column)
-        uses.append(TensorUse(acc.tensor, lay, acc.indices, is_out))
+        if is_out and share is not None:
+            source = layouts[share[1]]
+            shared = shared_fields(lay, source)
+            aliases = set()     # positions of shared index arrays are the source's positions
+            for call in lay.relation.calls():
+                if call.name in shared:
+                    for a in call.args:
+                        aliases |= a.names() & set(lay.indices) & set(source.indices)
+            uses.append(TensorUse(acc.tensor, lay, acc.indices, is_out, share[1], shared,
+                                  tuple((p, f"{share[1]}_{p}") for p in sorted(aliases))))
+        else:
+            uses.append(TensorUse(acc.tensor, lay, acc.indices, is_out))
     # inputs first (their order is the default loop order), then the output
     uses = [u for u in uses if not u.is_output] + [u for u in uses if u.is_output]
     names = {v for u in uses for v in u.vars}
@@ -145,7 +181,6 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = ())
                             f"{use.name} are not defined by equalities of its layout indices",
                             use.layout.source)
         constraints.extend(flat.disjuncts[0])
-
     # logical extents: the first tensor using an index defines it; others must agree
     extent: dict[str, Aff] = {}
     owner: dict[str, tuple[str, int]] = {}

@@ -9,9 +9,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import emit_c, runtime
+from . import emit_c, index_expr, runtime
 from .errors import ArgumentError, SpecError, SynthesisError
-from .iteration_space import IterationSpace, build
+from .iteration_space import IterationSpace, build, shared_fields
 from .kernel_spec import Expr, load_kernel_file, parse_bounds, parse_expr
 from .layout import Layout, default_layout, load_layout
 from .scan import LoopNest, scan
@@ -44,7 +44,8 @@ class Kernel:
                  order: list[str] | None = None, find: "str | Mapping[str, str]" = "auto",
                  parallel: bool = False, bounds: str | None = None,
                  params: Mapping[str, Mapping[str, int]] | None = None,
-                 name: str | None = None, tile: Mapping[str, int] | None = None):
+                 name: str | None = None, tile: Mapping[str, int] | None = None,
+                 share: Mapping[str, str] | None = None):
         layouts = dict(layouts or {})
         params = dict(params or {})
         if str(expr).endswith(".toml"):
@@ -59,6 +60,7 @@ class Kernel:
             find = spec.options.get("find", find) if find == "auto" else find
             parallel = parallel or spec.options.get("parallel", False)
             tile = tile or spec.options.get("tile")
+            share = share or spec.options.get("share")
         else:
             self.expr = parse_expr(expr)
         name = "spf_kernel" if name is None else name
@@ -70,9 +72,10 @@ class Kernel:
         if not isinstance(parallel, bool):
             raise SpecError(f"parallel must be True or False, got {parallel!r}", self.expr.source)
         self.parallel = parallel
+        self.share = self._check_share(share)
         self.layouts = self._resolve_layouts(layouts, params)
         self.bounds = parse_bounds(bounds) if bounds else []
-        self.space: IterationSpace = build(self.expr, self.layouts, self.bounds)
+        self.space: IterationSpace = build(self.expr, self.layouts, self.bounds, self.share)
         self.tile = self._check_tile(tile)
         if self.tile:
             self.space = self.space.tiled(self.tile)
@@ -166,11 +169,35 @@ class Kernel:
             lay = default_layout(len(acc.indices)) if lay is None else lay
             resolved[tname] = load_layout(lay, **dict(params.get(tname, {})))
         out = self.expr.output
-        if out.indices and resolved[out.tensor].dense_array is None:
-            raise SpecError(f"output {out.tensor!r} has layout {resolved[out.tensor].name}; "
-                            "sparse outputs are not supported yet (dense or scalar outputs only)",
-                            self.expr.source)
+        lay = resolved.get(out.tensor)
+        if out.indices and lay.dense_array is None:
+            missing = [f.name for f in lay.fields.values() if f.is_array and f.ctype == "int"]
+            if self.share is not None:
+                missing = [f for f in missing
+                           if f not in shared_fields(lay, resolved[self.share[1]])]
+            if missing:
+                raise SpecError(
+                    f"output {out.tensor!r} has layout {lay.name}, whose index arrays "
+                    f"{missing} would have to be assembled: sparse outputs of unknown "
+                    "sparsity are not supported yet; give an output that shares its index "
+                    f"arrays with an input (share={{{out.tensor!r}: 'A'}}) or a dense output",
+                    self.expr.source)
         return resolved
+
+    def _check_share(self, share: Mapping[str, str] | None) -> tuple[str, str] | None:
+        if not share:
+            return None
+        if not isinstance(share, Mapping) or len(share) != 1:
+            raise SpecError(f"share must map the output to one input tensor, got {share!r}",
+                            self.expr.source)
+        (out, source), = share.items()
+        if out != self.expr.output.tensor:
+            raise SpecError(f"share names {out!r}, but the output is "
+                            f"{self.expr.output.tensor!r}", self.expr.source)
+        if source not in [a.tensor for a in self.expr.factors if a.indices]:
+            raise SpecError(f"share: {source!r} is not an input tensor of the kernel",
+                            self.expr.source)
+        return out, source
 
     def _loop_order(self, order: list[str] | None) -> list[str]:
         variables = self.space.variables
@@ -338,7 +365,7 @@ class CompiledKernel:
         structs: list[Any] = []   # alive until the call returns
         if out_acc.indices:
             shape = tuple(extents[i] for i in out_acc.indices)
-            out_tensor = self._output(args.get(self.output), shape)
+            out_tensor = self._output(args.get(self.output), shape, tensors)
             tensors[self.output] = out_tensor
             result = out_tensor
         else:
@@ -359,6 +386,8 @@ class CompiledKernel:
         if not out_acc.indices:
             return out_scalar.value
         lay = result.layout
+        if lay.dense_array is None:
+            return result
         return result.fields[lay.dense_array].reshape(result.shape)
 
     def _extents(self, tensors: Mapping[str, Tensor]) -> dict[str, int]:
@@ -377,8 +406,11 @@ class CompiledKernel:
                 owner.setdefault(idx, f"{acc.tensor} (shape {t.shape})")
         return extents
 
-    def _output(self, given: Any, shape: tuple[int, ...]) -> Tensor:
+    def _output(self, given: Any, shape: tuple[int, ...],
+                tensors: Mapping[str, Tensor]) -> Tensor:
         layout = self.kernel.layouts[self.output]
+        if layout.dense_array is None:
+            return self._shared_output(layout, given, shape, tensors)
         if given is None:
             if self.kernel.expr.accumulate:
                 raise ArgumentError(f"'+=' accumulates into {self.output!r}: pass it as "
@@ -390,6 +422,40 @@ class CompiledKernel:
             raise ArgumentError(f"output {self.output!r} must be a C-contiguous float64 array "
                                 f"of shape {shape}")
         return Tensor.from_dense(layout, arr)
+
+
+    def _shared_output(self, layout: Layout, given: Any, shape: tuple[int, ...],
+                       tensors: Mapping[str, Tensor]) -> Tensor:
+        """The output of known sparsity: the source's index arrays and scalars, the extents
+        for the remaining shape scalars, and a zeroed value array."""
+        _, source_name = self.kernel.share
+        source = tensors[source_name]
+        shared = shared_fields(layout, source.layout)
+        if given is not None:
+            if not isinstance(given, Tensor) or given.layout != layout:
+                raise ArgumentError(f"output {self.output!r} must be a Tensor in layout "
+                                    f"{layout.name}")
+            for f in shared:
+                if not np.array_equal(given.fields[f], source.fields[f]):
+                    raise ArgumentError(f"output {self.output!r}: field {f!r} differs from "
+                                        f"{source_name}'s; it must share its structure")
+            return given
+        fields: dict[str, Any] = {f: source.fields[f] for f in shared}
+        for dim, expr in enumerate(layout.shape):
+            if len(expr.terms) == 1 and expr.terms[0][1] == 1 and expr.const == 0:
+                fields.setdefault(expr.terms[0][0], shape[dim])
+        value = layout.value.array
+        scalars = {k: v for k, v in fields.items() if isinstance(v, int)}
+        arrays = {k: v for k, v in fields.items() if not isinstance(v, int)}
+        missing = [f for f in layout.fields if f not in fields and f != value]
+        if missing:
+            raise ArgumentError(f"output {self.output!r}: cannot derive field(s) {missing} of "
+                                f"layout {layout.name} from {source_name}")
+        size = 1
+        for d in layout.fields[value].dims:
+            size *= index_expr.evaluate(d, scalars, arrays)
+        fields[value] = np.zeros(size)
+        return Tensor(layout, shape, fields, check=False)
 
 
 def _as_tensor(name: str, value: Any, layout: Layout) -> Tensor:

@@ -344,7 +344,7 @@ def test_bounds_syntax_error():
 
 
 def test_sparse_output_not_supported_yet():
-    kernel_error("sparse outputs are not supported yet",
+    kernel_error("sparse outputs of unknown sparsity are not supported yet",
                  args=("Y(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "Y": "CSR"}))
 
 
