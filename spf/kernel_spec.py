@@ -148,7 +148,7 @@ class KernelFile:
 
 
 _KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "parallel", "name",
-                "tile"}
+                "tile", "share"}
 
 
 def _locate(text: str, needle: str) -> tuple[int, int]:
@@ -182,7 +182,11 @@ def load_kernel_file(path: str | Path) -> KernelFile:
               "parallel": (lambda v: isinstance(v, bool), "true or false"),
               "name": (lambda v: isinstance(v, str), "a string (the C function name)"),
               "tile": (lambda v: isinstance(v, dict),
-                       "a table of loop variables and tile sizes such as {\"A.pi\" = 256}")}
+                       "a table of loop variables and tile sizes such as {\"A.pi\" = 256}"),
+              "share": (lambda v: isinstance(v, dict) and all(isinstance(x, str)
+                                                               for x in v.values()),
+                        "a table naming the input whose structure the output shares, "
+                        "such as {C = \"A\"}")}
     for key, (ok, what) in checks.items():
         if key in table and not ok(table[key]):
             raise key_error(f"{key!r} must be {what}, got {table[key]!r}", key)
@@ -202,8 +206,8 @@ def load_kernel_file(path: str | Path) -> KernelFile:
     params = table.get("params", {})
     if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
         raise key_error("[params.T] tables must map parameter names to integers", "params")
-    options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name", "tile")
-               if k in table}
+    options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name", "tile",
+                                     "share") if k in table}
     if "bounds" in options:
         bl, bc = _locate(text, options["bounds"])
         options["bounds"] = parse_bounds(options["bounds"], source, bl, bc)

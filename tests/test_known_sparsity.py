@@ -87,3 +87,19 @@ def test_share_errors():
                                                    random_state=1))
     with pytest.raises(spf.ArgumentError, match="must share its structure"):
         f(S=spf.Tensor.from_scipy("CSR", S), A=np.ones((5, 2)), B=np.ones((2, 6)), C=other)
+
+
+def test_share_in_a_kernel_file(tmp_path):
+    path = tmp_path / "ttm.toml"
+    path.write_text('expr = "C(i,j,l) = A(i,j,k) * B(k,l)"\nshare = {C = "A"}\n'
+                    '[layouts]\nA = "CSF"\nC = "CSF_CCD"\n')
+    k = spf.Kernel(str(path))
+    assert k.share == ("C", "A")
+    T = tensor3((4, 5, 6), 0.3, 9)
+    B = np.random.default_rng(9).random((6, 16))
+    C = k.compile()(A=spf.Tensor.from_dense("CSF", T), B=B)
+    np.testing.assert_allclose(C.to_dense(), np.einsum("ijk,kl->ijl", T, B), rtol=1e-12)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('expr = "C(i,j,l) = A(i,j,k) * B(k,l)"\nshare = "A"\n')
+    with pytest.raises(spf.SpecError, match="'share' must be"):
+        spf.Kernel(str(bad))
