@@ -81,16 +81,21 @@ def _fmt(v: object) -> str:
 
 def prepared_call(compiled, out, **inputs) -> Callable[[], None]:
     """A zero-argument callable running a compiled kernel's C on structs built once (what the
-    experiments time: no Python-side checks per call).  ``out`` is the dense output array,
-    written in place; ``inputs`` are spf Tensors or numpy arrays for dense operands."""
+    experiments time: no Python-side checks per call).  ``out`` is the dense output array (or
+    an output Tensor of known sparsity), written in place; ``inputs`` are spf Tensors or numpy
+    arrays for dense operands."""
     import spf
     from spf.runtime import make_struct
     kernel = compiled.kernel
     expr = kernel.expr
-    tensors = {expr.output.tensor: spf.Tensor.from_dense(kernel.layouts[expr.output.tensor], out)}
-    first = tensors[expr.output.tensor].fields[kernel.layouts[expr.output.tensor].dense_array]
-    if first.ctypes.data != out.ctypes.data:
-        raise RuntimeError("the output tensor does not share the result array")
+    if isinstance(out, spf.Tensor):          # an output of known sparsity, built by the caller
+        tensors = {expr.output.tensor: out}
+    else:
+        tensors = {expr.output.tensor: spf.Tensor.from_dense(kernel.layouts[expr.output.tensor],
+                                                             out)}
+        first = tensors[expr.output.tensor].fields[kernel.layouts[expr.output.tensor].dense_array]
+        if first.ctypes.data != out.ctypes.data:
+            raise RuntimeError("the output tensor does not share the result array")
     for acc in expr.factors:
         value = inputs[acc.tensor]
         tensors[acc.tensor] = value if isinstance(value, spf.Tensor) else \

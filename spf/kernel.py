@@ -332,6 +332,20 @@ class CompiledKernel:
         self.inputs = [a.tensor for a in kernel.expr.factors]
         self.output = kernel.expr.output.tensor
 
+    def allocate_output(self, **inputs: Any) -> Tensor:
+        """A zeroed output tensor for these inputs (dense, or sharing an input's structure),
+        e.g. to call the kernel repeatedly without allocating."""
+        tensors = {a.tensor: _as_tensor(a.tensor, inputs[a.tensor], self.kernel.layouts[a.tensor])
+                   for a in self.kernel.expr.factors if a.indices and a.tensor in inputs}
+        extents = self._extents(tensors)
+        out = self.kernel.expr.output
+        if not out.indices:
+            raise ArgumentError("allocate_output: the kernel's output is a scalar")
+        missing = [i for i in out.indices if i not in extents]
+        if missing:
+            raise ArgumentError(f"allocate_output: pass the inputs that fix index(es) {missing}")
+        return self._output(None, tuple(extents[i] for i in out.indices), tensors)
+
     def set_num_threads(self, n: int) -> None:
         """OpenMP threads for later calls of a parallel kernel (default: ``OMP_NUM_THREADS``)."""
         if not self.kernel.parallel_loop:

@@ -103,3 +103,15 @@ def test_share_in_a_kernel_file(tmp_path):
     bad.write_text('expr = "C(i,j,l) = A(i,j,k) * B(k,l)"\nshare = "A"\n')
     with pytest.raises(spf.SpecError, match="'share' must be"):
         spf.Kernel(str(bad))
+
+
+def test_allocate_output_shares_the_structure():
+    k = spf.Kernel(TTM, {"A": "CSF", "C": "CSF_CCD"}, share={"C": "A"}).compile()
+    T = tensor3((4, 5, 6), 0.3, 11)
+    A = spf.Tensor.from_dense("CSF", T)
+    B = np.random.default_rng(11).random((6, 16))
+    C = k.allocate_output(A=A, B=B)
+    assert C.shape == (4, 5, 16) and not C.values.any()
+    assert np.shares_memory(C["ptr1"], A["ptr1"])
+    with pytest.raises(spf.ArgumentError, match="fix index"):
+        k.allocate_output(A=A)
