@@ -77,7 +77,6 @@ class IterationSpace:
     constraints: list[Constraint]
     facts: list[Constraint]                # known to hold for valid tensors (properties, extents)
     extent: dict[str, Aff]                 # logical index -> its extent (canonical)
-    shape_equalities: list[tuple[str, int, str, int]]  # (tensor, dim, tensor, dim) to check
     tiles: dict[str, tuple[str, int]] = field(default_factory=dict)  # tile var -> (var, size)
 
     @property
@@ -183,18 +182,14 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
         constraints.extend(flat.disjuncts[0])
     # logical extents: the first tensor using an index defines it; others must agree
     extent: dict[str, Aff] = {}
-    owner: dict[str, tuple[str, int]] = {}
-    equalities: list[tuple[str, int, str, int]] = []
     substitution: dict[str, Aff] = {}
     facts: list[Constraint] = []
     for use in uses:
-        for dim, (idx, ext) in enumerate(zip(use.indices, use.extents())):
+        for idx, ext in zip(use.indices, use.extents()):
             ext = ext.substitute(substitution)
             if idx not in extent:
                 extent[idx] = ext
-                owner[idx] = (use.name, dim)
                 continue
-            equalities.append((*owner[idx], use.name, dim))
             if ext == extent[idx]:
                 continue
             single = ext.terms[0][0] if len(ext.terms) == 1 and ext.const == 0 \
@@ -231,4 +226,4 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
         facts = [c.substitute(substitution) for c in facts]
     constraints = list(dict.fromkeys(c for c in constraints if not c.is_trivial))
     facts = [c for c in dict.fromkeys(facts) if not c.is_trivial and c not in constraints]
-    return IterationSpace(expr, uses, indices, constraints, facts, extent, equalities)
+    return IterationSpace(expr, uses, indices, constraints, facts, extent)

@@ -220,8 +220,3 @@ def parse_bounds(text: str | list[Constraint], source: str = "<string>", line0: 
     if isinstance(text, list):
         return text
     return parse_constraints(text, source, line0, col0)
-
-
-def is_expr_text(arg: str) -> bool:
-    """True when a CLI argument looks like index notation rather than a file path."""
-    return "=" in arg and not arg.endswith(".toml")
