@@ -247,8 +247,14 @@ def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 
 def cmd_analyze(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    analysis = _build_kernel(args, parser).analysis()
-    print(analysis.to_json() if args.json else str(analysis))
+    analyses = _build_kernel(args, parser).analyses()
+    if args.json:
+        import json
+        docs = [a.to_dict() for a in analyses]
+        print(json.dumps(docs[0] if len(docs) == 1 else {"version": 1, "terms": docs}, indent=2))
+    else:
+        print("\n\n".join(f"term {k}:\n{a}" if len(analyses) > 1 else str(a)
+                          for k, a in enumerate(analyses)))
     return 0
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 from string import Template
 from typing import Callable
 
+from . import emit_assembly
 from . import index_expr as ie
+from .assembly import AssemblyPlan
 from .iteration_space import IterationSpace, TensorUse
 from .layout import Layout
 from .scan import LoopNest
@@ -378,10 +380,98 @@ def _params_only(a: Aff) -> bool:
     return all("." in n for n in a.names())
 
 
+@dataclass
+class KernelCode:
+    """The pieces of one generated function, before they are put into a file."""
+
+    signature: str
+    body: list[str]
+    helpers: set[str]
+    layouts: dict[str, Layout]
+    hashmap: bool
+    assembly: str           # the output's storage functions ("" without assembly)
+
+
 def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
                 decisions: list[Decision] = (), level_notes: dict[str, str] | None = None,
-                parallel_loop: str | None = None) -> str:
-    """The C source of one kernel function (returns 0, or 1 when out of memory)."""
+                parallel_loop: str | None = None, assembly: AssemblyPlan | None = None) -> str:
+    """The C source of one kernel function (returns 0, or 1 when out of memory); with an
+    ``assembly`` plan, the output is a coordinate stream and the file also defines the
+    functions that store it in the output layout."""
+    code = kernel_code(nest, name, decisions, level_notes, parallel_loop, assembly)
+    return render_file(header_lines, code.helpers, list(code.layouts.values()), code.signature,
+                       code.body, code.hashmap, assembly=code.assembly)
+
+
+def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str, Layout],
+             terms: list[KernelCode], term_args: list[list[str]], out_space: IterationSpace,
+             parallel: bool, storage: str = "") -> str:
+    """A sum by statement splitting (paper Sec. 4): one static function per product term,
+    each adding into the output (a dense array or scalar), or each producing a sorted run of
+    the assembled output's entries; the kernel zeroes the output or merges the runs."""
+    helpers: set[str] = set()
+    layouts: dict[str, Layout] = {}
+    for t in terms:
+        helpers |= t.helpers
+        layouts.update(t.layouts)
+    out = expr.output.tensor
+    assembled = bool(storage)
+    params = []
+    for acc in (expr.output, *expr.factors):
+        if not acc.indices:
+            params.append(f"{'double *restrict' if acc is expr.output else 'double'} {acc.tensor}")
+        elif acc is expr.output and assembled:
+            params.append(f"spf_stream *restrict {out}")
+        else:
+            const = "" if acc is expr.output else "const "
+            lay = tensor_layouts[acc.tensor]
+            layouts.setdefault(lay.key, lay)
+            params.append(f"{const}{struct_name(lay)} *restrict {acc.tensor}")
+    signature = f"int {name}({', '.join(params)})"
+    w = _Writer()
+    w.line(f"/* {expr}: statement splitting, one function per term; no term reads the")
+    w.line(" * implicit zeros of another term's operands */")
+    calls = [f"{name}_term{k}({', '.join(args)})" for k, args in enumerate(term_args)]
+    if assembled:
+        n = len(terms)
+        w.line(f"spf_stream spf_runs[{n}] = {{{{0}}}};   /* one sorted run per term */")
+        w.line("int spf_status =")
+        for k, args in enumerate(term_args):
+            args = [f"&spf_runs[{k}]" if a == out else a for a in args]
+            w.line(f"    {name}_term{k}({', '.join(args)}) ||")
+        w.line(f"    spf_stream_merge({out}, spf_runs, {n});")
+        w.line(f"for (int k = 0; k < {n}; ++k)")
+        w.line("    spf_stream_free(&spf_runs[k]);")
+        w.line("return spf_status;")
+    else:
+        if not expr.accumulate:
+            if not expr.output.indices:
+                w.line(f"*{out} = 0.0;")
+            else:
+                use = out_space.use(out)
+                arr = use.layout.value.array
+                size = CNames(out_space, helpers).extent_product(use, arr)
+                if parallel:
+                    w.line("#pragma omp parallel for schedule(static)")
+                    w.line(f"for (size_t spf_z = 0; spf_z < {size}; ++spf_z)")
+                    w.line(f"    {out}->{arr}[spf_z] = 0.0;")
+                else:
+                    w.line(f"memset({out}->{arr}, 0, sizeof(double) * {size});")
+        for c in calls:
+            w.line(f"if ({c})")
+            w.line("    return 1;")
+        w.line("return 0;")
+    functions = "\n\n".join(f"static {t.signature}\n{{\n" + "\n".join(t.body) + "\n}"
+                             for t in terms)
+    return render_file(header_lines, helpers, list(layouts.values()), signature, w.lines,
+                       any(t.hashmap for t in terms), assembly=storage,
+                       before=functions, merge=assembled)
+
+
+def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
+                level_notes: dict[str, str] | None = None, parallel_loop: str | None = None,
+                assembly: AssemblyPlan | None = None) -> KernelCode:
+    """The signature and body of one kernel function (see :func:`emit_kernel`)."""
     space = nest.space
     expr = space.expr
     helpers: set[str] = set()
@@ -396,6 +486,10 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
         if not acc.indices:
             ctype = "double *restrict" if acc is expr.output else "double"
             params.append(f"{ctype} {acc.tensor}")
+            continue
+        if assembly is not None and acc is expr.output:
+            layouts.setdefault(assembly.output.layout.key, assembly.output.layout)
+            params.append(f"spf_stream *restrict {acc.tensor}")
             continue
         use = space.use(acc.tensor)
         layouts.setdefault(use.layout.key, use.layout)
@@ -414,8 +508,14 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
         factors.append(names.value(use))
         stmt_names |= _value_names(use)
     rhs = " * ".join(factors)
-    out_use = None if not expr.output.indices else space.use(out_name)
-    if out_use is not None:
+    if expr.sign < 0:
+        rhs = f"-({rhs})"
+    out_use = None if not expr.output.indices or assembly else space.use(out_name)
+    if assembly is not None:
+        target = ""
+        out_vars = set(assembly.key)
+        stmt_names |= out_vars
+    elif out_use is not None:
         target = names.value(out_use)
         out_vars = _value_names(out_use)
         stmt_names |= out_vars
@@ -444,7 +544,9 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
         f.declare(w, space)
     for f in stateful:
         f.allocate(w, space)
-    if not expr.accumulate:
+    if assembly is not None:
+        emit_assembly.declare(w, assembly, names)
+    elif not expr.accumulate:
         if out_use is None:
             w.line(f"*{out_name} = 0.0;")
         else:
@@ -459,14 +561,15 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
 
     positions = [k for k, lv in enumerate(nest.levels) if lv.var in out_vars]
     acc_level = max(positions) if positions else -1
-    use_acc = any(lv.kind == "loop" for lv in nest.levels[acc_level + 1:])
+    use_acc = assembly is None and any(lv.kind == "loop" for lv in nest.levels[acc_level + 1:])
     hooks: dict[int, Callable[[_Writer], None]] = {}
     if use_acc:
         def open_acc(w: _Writer) -> None:
             w.line("double spf_acc = 0.0;")
             w.mark(f"{target} += spf_acc;")
         hooks[acc_level] = open_acc
-    statement = [f"{'spf_acc' if use_acc else target} += {rhs};"]
+    statement = [f"{'spf_acc' if use_acc else target} += {rhs};"] if assembly is None \
+        else emit_assembly.statement(assembly, names, rhs)
 
     for t in nest.space.tiles:
         conds = tile_guards(nest, decisions, t, names)
@@ -511,36 +614,54 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
         w.close_to(len(w.closers) - 1)
     else:
         write_nest(finds)
+    if assembly is not None:
+        emit_assembly.finish(w, assembly)
     releases = [f for f in stateful if f.choice.algorithm == "hashmap" or f.choice.array_key]
-    if releases:
+    if releases or assembly is not None:
         for f in releases:
             f.release(w)
+        if assembly is not None:
+            emit_assembly.release(w, assembly)
         w.line("return 0;")
         w.lines.append("spf_out_of_memory:")
         for f in releases:
             f.release(w)
+        if assembly is not None:
+            emit_assembly.release(w, assembly)
         w.line("return 1;")
     else:
         w.line("return 0;")
 
     hashmap = any(f.choice.algorithm == "hashmap" for f in finds + alt_finds)
-    return render_file(header_lines, helpers, list(layouts.values()), signature, w.lines, hashmap)
+    extra = ""
+    if assembly is not None:
+        extra = emit_assembly.functions(assembly.storage, name,
+                                        struct_name(assembly.output.layout))
+    return KernelCode(signature, w.lines, helpers, layouts, hashmap, extra)
 
 
 def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout],
-                signature: str, body: list[str], hashmap: bool = False) -> str:
-    """The whole C file from ``templates/kernel.c``."""
+                signature: str, body: list[str], hashmap: bool = False,
+                assembly: str = "", before: str = "", merge: bool = False) -> str:
+    """The whole C file from ``templates/kernel.c`` (``assembly``: the output's storage
+    functions, put after the kernel; ``before``: functions the kernel calls; ``merge``:
+    the helper merging sorted runs)."""
     structs = "\n\n".join(struct_typedef(lay) for lay in layouts)
     helper_text = "\n".join(_HELPERS[h] for h in sorted(helpers))
-    if hashmap:
-        helper_text = (helper_text + "\n\n" if helper_text else "") + \
-            (TEMPLATE_DIR / "hashmap.c").read_text().rstrip()
-    return template("kernel.c").substitute(
+    if before:
+        structs = (structs + "\n\n" if structs else "") + before + "\n"
+    for used, file in ((hashmap, "hashmap.c"), (bool(assembly), "assembly.c"),
+                       (merge, "assembly_merge.c")):
+        if used:
+            helper_text = (helper_text + "\n\n" if helper_text else "") + \
+                (TEMPLATE_DIR / file).read_text().rstrip()
+    text = template("kernel.c").substitute(
         header="\n".join(f" * {h}" if h else " *" for h in header_lines),
         helpers=("\n" + helper_text + "\n") if helper_text else "",
         structs=structs + ("\n" if structs else ""),
         signature=signature,
         body="\n".join(body))
+    return text + ("\n\n" + assembly + "\n" if assembly else "")
 
 
 def write_levels(w: _Writer, nest: LoopNest, names: CNames, used: set[str],

@@ -78,6 +78,7 @@ class IterationSpace:
     facts: list[Constraint]                # known to hold for valid tensors (properties, extents)
     extent: dict[str, Aff]                 # logical index -> its extent (canonical)
     tiles: dict[str, tuple[str, int]] = field(default_factory=dict)  # tile var -> (var, size)
+    assembled: TensorUse | None = None     # a sparse output built by the kernel (not in uses)
 
     @property
     def variables(self) -> list[str]:
@@ -130,11 +131,13 @@ def shared_fields(out: Layout, source: Layout) -> frozenset[str]:
 
 
 def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
-          share: tuple[str, str] | None = None) -> IterationSpace:
+          share: tuple[str, str] | None = None, assemble: bool = False) -> IterationSpace:
     """Compose each tensor's layout with its access map and intersect (products).
 
     ``share = (output, source)``: the output uses the source's index arrays and scalars
-    of the same names, and the positions of those arrays (known output sparsity)."""
+    of the same names, and the positions of those arrays (known output sparsity).
+    ``assemble``: the output's index arrays are built by the kernel, so its relation does not
+    constrain the iteration space (it is kept as ``assembled``)."""
     indices = expr.indices
     uses: list[TensorUse] = []
     accesses = [(expr.output, True)] + [(f, False) for f in expr.factors]
@@ -159,7 +162,9 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
         else:
             uses.append(TensorUse(acc.tensor, lay, acc.indices, is_out))
     # inputs first (their order is the default loop order), then the output
-    uses = [u for u in uses if not u.is_output] + [u for u in uses if u.is_output]
+    assembled = next((u for u in uses if u.is_output), None) if assemble else None
+    uses = [u for u in uses if not u.is_output] + \
+        [u for u in uses if u.is_output and not assemble]
     names = {v for u in uses for v in u.vars}
     clash = names & set(indices)
     if clash:
@@ -226,4 +231,4 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
         facts = [c.substitute(substitution) for c in facts]
     constraints = list(dict.fromkeys(c for c in constraints if not c.is_trivial))
     facts = [c for c in dict.fromkeys(facts) if not c.is_trivial and c not in constraints]
-    return IterationSpace(expr, uses, indices, constraints, facts, extent)
+    return IterationSpace(expr, uses, indices, constraints, facts, extent, assembled=assembled)

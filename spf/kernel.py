@@ -4,12 +4,13 @@ from __future__ import annotations
 import ctypes
 import keyword
 import re
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Mapping
 
 import numpy as np
 
-from . import emit_c, index_expr, runtime
+from . import emit_assembly, emit_c, index_expr, runtime
 from .errors import ArgumentError, SpecError, SynthesisError
 from .iteration_space import IterationSpace, build, shared_fields
 from .kernel_spec import Expr, load_kernel_file, parse_bounds, parse_expr
@@ -18,6 +19,8 @@ from .scan import LoopNest, scan
 from .terms import Aff
 from .synthesis import ALGORITHMS, Decision, for_parallel, synthesize
 from .analysis import Analysis, TileReport, analyze, tiling_legal
+from .assembly import AssemblyPlan, plan_assembly
+from .storage import storage_of
 from .tensor import Tensor
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
@@ -38,9 +41,14 @@ class Kernel:
     dependence with OpenMP.  ``tile={"A.pi": 256}`` strip-mines loops (a tile loop
     ``A.pi_tile`` is placed right before each, or where ``order`` names it).
     ``expr`` may also be the path of a kernel spec file (``.toml``).
+
+    A sum (``C(i,j) = A(i,j) + B(i,j)``, ``y(i) = A(i,j) * x(j) - b(i)``) is split into one
+    statement per term (``terms``: a product Kernel each, with the same options; ``order``
+    names apply to the terms that have them).  ``space``, ``nest`` and ``decisions`` are
+    those of the first term.
     """
 
-    def __init__(self, expr: str, layouts: Mapping[str, "str | Layout"] | None = None, *,
+    def __init__(self, expr: "str | Expr", layouts: Mapping[str, "str | Layout"] | None = None, *,
                  order: list[str] | None = None, find: "str | Mapping[str, str]" = "auto",
                  parallel: bool = False, bounds: str | None = None,
                  params: Mapping[str, Mapping[str, int]] | None = None,
@@ -61,6 +69,8 @@ class Kernel:
             parallel = parallel or spec.options.get("parallel", False)
             tile = tile or spec.options.get("tile")
             share = share or spec.options.get("share")
+        elif isinstance(expr, Expr):
+            self.expr = expr
         else:
             self.expr = parse_expr(expr)
         name = "spf_kernel" if name is None else name
@@ -74,8 +84,16 @@ class Kernel:
         self.parallel = parallel
         self.share = self._check_share(share)
         self.layouts = self._resolve_layouts(layouts, params)
+        self.assembled = self._needs_assembly()
         self.bounds = parse_bounds(bounds) if bounds else []
-        self.space: IterationSpace = build(self.expr, self.layouts, self.bounds, self.share)
+        self.terms: list[Kernel] = []
+        self._analysis: Analysis | None = None
+        self._source: str | None = None
+        if self.expr.is_sum:
+            self._split_terms(order, tile)
+            return
+        self.space: IterationSpace = build(self.expr, self.layouts, self.bounds, self.share,
+                                           assemble=self.assembled)
         self.tile = self._check_tile(tile)
         if self.tile:
             self.space = self.space.tiled(self.tile)
@@ -83,9 +101,11 @@ class Kernel:
         self.nest: LoopNest = scan(self.space, self.order)
         self._check_tiled_loops()
         self.decisions: list[Decision] = synthesize(self.nest, self.find)
-        self._analysis: Analysis | None = None
+        self.assembly: AssemblyPlan | None = None
+        if self.assembled:
+            self.assembly = plan_assembly(self.nest, self.space.assembled, self.decisions)
         self.parallel_loop: str | None = None
-        if parallel:
+        if parallel and not self.assembled:
             self.parallel_loop = self.analysis().parallel_loop
             if self.parallel_loop is not None:
                 serial = self.decisions
@@ -97,7 +117,51 @@ class Kernel:
                         self.analysis().notes.append(
                             f"find of {after.find.use.name} ({after.find.var}): {old} became "
                             f"{new} so that no find state is shared by parallel iterations")
-        self._source: str | None = None
+
+    def _split_terms(self, order: "list[str] | str | None", tile) -> None:
+        """Statement splitting: one product kernel per term, adding into the output."""
+        if tile:
+            raise SpecError("tile is not supported for sums yet", self.expr.source)
+        if self.share is not None:
+            raise SpecError("share is not supported for sums yet", self.expr.source)
+        if isinstance(order, str):
+            order = [v.strip() for v in order.split(",") if v.strip()]
+        layouts = {t: lay for t, lay in self.layouts.items()}
+        for k, product in enumerate(self.expr.products()):
+            if not self.assembled:
+                product = replace(product, accumulate=True)    # the kernel zeroes once
+            tensors = {a.tensor for a in (product.output, *product.factors)}
+            variables = build(product, {t: lay for t, lay in layouts.items() if t in tensors},
+                              self.bounds if self._bounds_fit(product) else [],
+                              assemble=self.assembled).variables
+            mine = None if order is None else [
+                v for v in order if v.replace(".", "_", 1) in variables]
+            self.terms.append(Kernel(product, {t: lay for t, lay in layouts.items()
+                                               if t in tensors},
+                                     order=mine or None, find=self._term_find(tensors),
+                                     parallel=self.parallel,
+                                     bounds=self.bounds if self._bounds_fit(product) else None,
+                                     name=f"{self.name}_term{k}"))
+        if order:
+            used = {v for t in self.terms for v in t.order}
+            unknown = [v for v in order if v.replace(".", "_", 1) not in used]
+            if unknown:
+                raise SpecError(f"order names {unknown}, which no term of the sum has as a loop "
+                                "variable", self.expr.source)
+        first = self.terms[0]
+        self.space, self.nest, self.order = first.space, first.nest, first.order
+        self.decisions = [d for t in self.terms for d in t.decisions]
+        self.assembly = first.assembly
+        self.tile = {}
+        self.parallel_loop = next((t.parallel_loop for t in self.terms if t.parallel_loop), None)
+
+    def _bounds_fit(self, product: Expr) -> bool:
+        return all(c.names() <= set(product.indices) for c in self.bounds)
+
+    def _term_find(self, tensors: set[str]) -> "str | dict[str, str]":
+        if isinstance(self.find, str):
+            return self.find
+        return {t: a for t, a in self.find.items() if t in tensors}
 
     # construction helpers ----------------------------------------------------------
     def _check_tile(self, tile: Mapping[str, int] | None) -> dict[str, int]:
@@ -136,10 +200,23 @@ class Kernel:
             raise SynthesisError(f"tiling {self.tile} with loop order "
                                  f"{', '.join(self.nest.schedule)} is not legal: {why}")
 
+    def analyses(self) -> list[Analysis]:
+        """One analysis per statement (per term of a sum)."""
+        return [t.analysis() for t in self.terms] if self.terms else [self.analysis()]
+
     def analysis(self) -> Analysis:
-        """Dependences carried by each loop, the parallel loop, tiling (paper Sec. 5)."""
+        """Dependences carried by each loop, the parallel loop, tiling (paper Sec. 5); for a
+        sum, that of the first term (see :meth:`analyses`)."""
+        if self.terms:
+            return self.terms[0].analysis()
         if self._analysis is None:
-            self._analysis = analyze(self.nest, self.parallel)
+            self._analysis = analyze(self.nest, self.parallel and not self.assembled)
+            if self.assembled:
+                if self.parallel:
+                    self._analysis.notes.append(
+                        f"not parallelized: the output {self.expr.output.tensor} is assembled "
+                        "into one coordinate stream, in order")
+                self._analysis.notes.append(self.assembly.describe())
             for t, (var, size) in self.space.tiles.items():
                 guards = emit_c.tile_guards(self.nest, self.decisions, t)
                 self._analysis.tiles.append(TileReport(var, size, t, guards))
@@ -168,21 +245,30 @@ class Kernel:
             lay = layouts.get(tname)
             lay = default_layout(len(acc.indices)) if lay is None else lay
             resolved[tname] = load_layout(lay, **dict(params.get(tname, {})))
-        out = self.expr.output
-        lay = resolved.get(out.tensor)
-        if out.indices and lay.dense_array is None:
-            missing = [f.name for f in lay.fields.values() if f.is_array and f.ctype == "int"]
-            if self.share is not None:
-                missing = [f for f in missing
-                           if f not in shared_fields(lay, resolved[self.share[1]])]
-            if missing:
-                raise SpecError(
-                    f"output {out.tensor!r} has layout {lay.name}, whose index arrays "
-                    f"{missing} would have to be assembled: sparse outputs of unknown "
-                    "sparsity are not supported yet; give an output that shares its index "
-                    f"arrays with an input (share={{{out.tensor!r}: 'A'}}) or a dense output",
-                    self.expr.source)
         return resolved
+
+    def _needs_assembly(self) -> bool:
+        """A sparse output whose index arrays no input provides is assembled by the kernel."""
+        out = self.expr.output
+        lay = self.layouts.get(out.tensor)
+        if not out.indices or lay.dense_array is not None:
+            return False
+        missing = [f.name for f in lay.fields.values() if f.is_array and f.ctype == "int"]
+        if self.share is not None:
+            missing = [f for f in missing
+                       if f not in shared_fields(lay, self.layouts[self.share[1]])]
+            if missing:
+                raise SpecError(f"output {out.tensor!r} ({lay.name}) cannot share index arrays "
+                                f"{missing} with {self.share[1]!r}", self.expr.source)
+            return False
+        if self.expr.accumulate:
+            raise SpecError(f"'+=' into the sparse output {out.tensor!r} ({lay.name}): its "
+                            "structure is assembled by the kernel; use '='", self.expr.source)
+        try:
+            storage_of(lay)
+        except SpecError as exc:
+            raise SpecError(f"output {out.tensor!r}: {exc.detail}", self.expr.source) from None
+        return True
 
     def _check_share(self, share: Mapping[str, str] | None) -> tuple[str, str] | None:
         if not share:
@@ -227,26 +313,57 @@ class Kernel:
 
     # products -------------------------------------------------------------------------
     def c_source(self) -> str:
-        """The generated C: struct typedefs and one function."""
+        """The generated C: struct typedefs and the kernel function (for a sum, one static
+        function per term before it; for an assembled output, its storage functions after)."""
         if self._source is None:
             header = [f"Generated by spf: {self.expr}"]
-            for use in self.space.uses:
-                header.append(f"  {use.name}: {use.layout.name}"
-                              + (f" {dict(use.layout.params)}" if use.layout.params else ""))
-            header.append(f"Loop order: {', '.join(self.nest.schedule)}")
-            for d in self.decisions:
-                algo = d.chosen.algorithm if d.chosen else "guard loop"
-                alt = (f", or {d.runtime_alternative.algorithm} chosen at run time"
-                       if d.runtime_alternative else "")
-                header.append(f"Find {d.find.var} in {d.find.use.name}: {algo}{alt}")
-            notes = {d.find.var: "guard loop: scans every position and tests it (no find "
-                                 "template applies; see kernel.report())"
-                     for d in self.decisions if d.chosen is None}
-            if self.parallel_loop:
-                header.append(f"Parallel (OpenMP): loop {self.parallel_loop}")
-            self._source = emit_c.emit_kernel(self.nest, self.name, header, self.decisions,
-                                              notes, parallel_loop=self.parallel_loop)
+            if not self.terms:
+                header += self._header_lines()
+                self._source = emit_c.emit_kernel(self.nest, self.name, header, self.decisions,
+                                                  self._guard_notes(),
+                                                  parallel_loop=self.parallel_loop,
+                                                  assembly=self.assembly)
+                return self._source
+            codes, args = [], []
+            for k, t in enumerate(self.terms):
+                header.append(f"Term {k} ({t.name}): {t.expr}")
+                header += ["  " + h for h in t._header_lines()]
+                codes.append(emit_c.kernel_code(t.nest, t.name, t.decisions, t._guard_notes(),
+                                                t.parallel_loop, t.assembly))
+                args.append([a.tensor for a in (t.expr.output, *t.expr.factors)])
+            storage = ""
+            if self.assembly:
+                storage = emit_assembly.functions(
+                    self.assembly.storage, self.name,
+                    emit_c.struct_name(self.assembly.output.layout))
+            self._source = emit_c.emit_sum(self.name, header, self.expr, self.layouts, codes,
+                                           args, self.space, self.parallel_loop is not None,
+                                           storage)
         return self._source
+
+    def _header_lines(self) -> list[str]:
+        header = []
+        for use in self.space.uses:
+            header.append(f"  {use.name}: {use.layout.name}"
+                          + (f" {dict(use.layout.params)}" if use.layout.params else ""))
+        header.append(f"Loop order: {', '.join(self.nest.schedule)}")
+        for d in self.decisions:
+            algo = d.chosen.algorithm if d.chosen else "guard loop"
+            alt = (f", or {d.runtime_alternative.algorithm} chosen at run time"
+                   if d.runtime_alternative else "")
+            header.append(f"Find {d.find.var} in {d.find.use.name}: {algo}{alt}")
+        if self.parallel_loop:
+            header.append(f"Parallel (OpenMP): loop {self.parallel_loop}")
+        if self.assembly:
+            header.append(f"Output {self.expr.output.tensor}: appended to a coordinate stream, "
+                          f"stored as {self.assembly.storage.layout.name} by the _count and "
+                          "_assemble functions")
+        return header
+
+    def _guard_notes(self) -> dict[str, str]:
+        return {d.find.var: "guard loop: scans every position and tests it (no find "
+                            "template applies; see kernel.report())"
+                for d in self.decisions if d.chosen is None}
 
     def compile(self) -> "CompiledKernel":
         """Compile (or fetch from the cache) and return a callable."""
@@ -254,6 +371,10 @@ class Kernel:
 
     def report(self) -> str:
         """Iteration space, loop order and per-level decisions, as text."""
+        if self.terms:
+            return "\n".join([f"kernel: {self.expr} (statement splitting: one loop nest per "
+                              "term)"] + [f"--- term {k}\n{t.report()}"
+                                          for k, t in enumerate(self.terms)])
         lines = [f"kernel: {self.expr}"]
         for use in self.space.uses:
             lines.append(f"  {use.name}: {use.layout.name} {use.relation()}")
@@ -275,6 +396,8 @@ class Kernel:
                 lines.append(f"    dropped: {g}  (implied by inner bounds and layout properties)")
         for g in self.nest.statement_guards:
             lines.append(f"  statement guard: {g}")
+        if self.assembly:
+            lines.append(f"assembly: {self.assembly.describe()}")
         for d in self.decisions:
             lines.append(f"find {d.find.use.name} at {d.find.describe()} (requested: {d.requested})")
             if d.chosen:
@@ -331,6 +454,9 @@ class CompiledKernel:
         self._fn.restype = ctypes.c_int
         self.inputs = [a.tensor for a in kernel.expr.factors]
         self.output = kernel.expr.output.tensor
+        if kernel.assembly is not None:
+            for suffix in ("count", "assemble", "free"):
+                getattr(lib, f"{kernel.name}_{suffix}").restype = None
 
     def allocate_output(self, **inputs: Any) -> Tensor:
         """A zeroed output tensor for these inputs (dense, or sharing an input's structure),
@@ -341,6 +467,9 @@ class CompiledKernel:
         out = self.kernel.expr.output
         if not out.indices:
             raise ArgumentError("allocate_output: the kernel's output is a scalar")
+        if self.kernel.assembly is not None:
+            raise ArgumentError(f"allocate_output: the output {self.output!r} is assembled by "
+                                "the kernel (its structure depends on the inputs)")
         missing = [i for i in out.indices if i not in extents]
         if missing:
             raise ArgumentError(f"allocate_output: pass the inputs that fix index(es) {missing}")
@@ -377,6 +506,11 @@ class CompiledKernel:
         out_acc = expr.output
         result: Any = None
         structs: list[Any] = []   # alive until the call returns
+        if self.kernel.assembly is not None:
+            if self.output in args:
+                raise ArgumentError(f"do not pass the output {self.output!r}: it is assembled "
+                                    "by the kernel")
+            return self._assemble(tensors, scalars, tuple(extents[i] for i in out_acc.indices))
         if out_acc.indices:
             shape = tuple(extents[i] for i in out_acc.indices)
             out_tensor = self._output(args.get(self.output), shape, tensors)
@@ -404,20 +538,74 @@ class CompiledKernel:
             return result
         return result.fields[lay.dense_array].reshape(result.shape)
 
-    def _extents(self, tensors: Mapping[str, Tensor]) -> dict[str, int]:
-        extents: dict[str, int] = {}
-        owner: dict[str, str] = {}
+    def _input_args(self, tensors: Mapping[str, Tensor], scalars: Mapping[str, float],
+                    keep: list) -> list:
+        out = []
         for acc in self.kernel.expr.factors:
-            if acc.tensor not in tensors:
+            if not acc.indices:
+                out.append(ctypes.c_double(scalars[acc.tensor]))
                 continue
             t = tensors[acc.tensor]
-            for dim, (idx, n) in enumerate(zip(acc.indices, t.shape)):
-                if idx in extents and extents[idx] != n:
-                    raise ArgumentError(
-                        f"index {idx!r} has extent {extents[idx]} in {owner[idx]} but {n} in "
-                        f"{acc.tensor} (dimension {dim}); shapes must agree")
+            keep.append(runtime.make_struct(t.layout, t.fields))
+            out.append(ctypes.byref(keep[-1]))
+        return out
+
+    def _assemble(self, tensors: Mapping[str, Tensor], scalars: Mapping[str, float],
+                  shape: tuple[int, ...]) -> Tensor:
+        """Run the kernel into a coordinate stream, then size and fill the output layout."""
+        k = self.kernel
+        storage = k.assembly.storage
+        ext = [shape[d] for d in storage.order]
+        total = 1
+        for n in ext:
+            total *= max(n, 1)
+        if total >= 2 ** 63:
+            raise ArgumentError(f"output {self.output!r} of shape {shape} has more than 2^63 "
+                                "coordinates; its keys would overflow int64")
+        keep: list = []
+        stream = runtime.Stream()
+        try:
+            if self._fn(ctypes.byref(stream), *self._input_args(tensors, scalars, keep)) != 0:
+                raise MemoryError(f"kernel {k.name}: out of memory while assembling "
+                                  f"{self.output!r}")
+            ext_arr = np.array(ext, dtype=np.int64)
+            counts = np.zeros(len(storage.levels), dtype=np.int64)
+            getattr(self._lib, f"{k.name}_count")(ctypes.byref(stream),
+                                                  ctypes.c_void_p(ext_arr.ctypes.data),
+                                                  ctypes.c_void_p(counts.ctypes.data))
+            fields = _storage_fields(storage, shape, counts, self.output)
+            out = runtime.make_struct(storage.layout, fields)
+            getattr(self._lib, f"{k.name}_assemble")(ctypes.byref(stream),
+                                                     ctypes.c_void_p(ext_arr.ctypes.data),
+                                                     ctypes.byref(out))
+        finally:
+            getattr(self._lib, f"{k.name}_free")(ctypes.byref(stream))
+        return Tensor(storage.layout, shape, fields, check=False)
+
+    def _extents(self, tensors: Mapping[str, Tensor]) -> dict[str, int]:
+        """Extent of each index from the input shapes; they must agree within a term, and
+        the output's indices across the terms of a sum."""
+        expr = self.kernel.expr
+        extents: dict[str, int] = {}
+        owner: dict[str, str] = {}
+        for product in expr.products():
+            local: dict[str, int] = {}
+            local_owner: dict[str, str] = {}
+            for acc in product.factors:
+                if acc.tensor not in tensors:
+                    continue
+                t = tensors[acc.tensor]
+                for dim, (idx, n) in enumerate(zip(acc.indices, t.shape)):
+                    known, who = (extents, owner) if idx in expr.output.indices \
+                        else (local, local_owner)
+                    if idx in known and known[idx] != n:
+                        raise ArgumentError(
+                            f"index {idx!r} has extent {known[idx]} in {who[idx]} but {n} in "
+                            f"{acc.tensor} (dimension {dim}); shapes must agree")
+                    known.setdefault(idx, n)
+                    who.setdefault(idx, f"{acc.tensor} (shape {t.shape})")
+            for idx, n in local.items():
                 extents.setdefault(idx, n)
-                owner.setdefault(idx, f"{acc.tensor} (shape {t.shape})")
         return extents
 
     def _output(self, given: Any, shape: tuple[int, ...],
@@ -470,6 +658,25 @@ class CompiledKernel:
             size *= index_expr.evaluate(d, scalars, arrays)
         fields[value] = np.zeros(size)
         return Tensor(layout, shape, fields, check=False)
+
+
+def _storage_fields(storage, shape: tuple[int, ...], counts: np.ndarray,
+                    name: str) -> dict[str, Any]:
+    """Zeroed arrays of an assembled output, sized by the level counts."""
+    if counts.size and int(counts.max()) > np.iinfo(np.int32).max:
+        raise ArgumentError(f"output {name!r} has {int(counts.max())} stored positions, more "
+                            "than 32-bit indices can address")
+    fields: dict[str, Any] = {f: int(n) for f, n in zip(storage.shape_fields, shape)}
+    for k, lv in enumerate(storage.levels):
+        if lv.count:
+            fields[lv.count] = int(counts[k])
+        if lv.pointer:
+            fields[lv.pointer] = np.zeros(int(counts[k - 1]) + 1, dtype=np.int32)
+        for _, arr in lv.coords:
+            if arr:
+                fields[arr] = np.empty(int(counts[k]), dtype=np.int32)
+    fields[storage.value_array] = np.zeros(int(counts[-1]) if counts.size else 0)
+    return fields
 
 
 def _as_tensor(name: str, value: Any, layout: Layout) -> Tensor:

@@ -37,13 +37,28 @@ class Access:
 
 @dataclass(frozen=True)
 class Expr:
-    """A parsed statement ``output (=|+=) factor * factor * ...``."""
+    """A parsed statement ``output (=|+=) term (+|-) term ...``, each term a product of
+    factors.  For a single product, ``factors`` is that product; for a sum, ``factors``
+    lists each input once and :meth:`products` gives one product statement per term."""
 
     output: Access
     factors: tuple[Access, ...]
     accumulate: bool
     text: str
     source: str = "<string>"
+    sign: int = 1                                            # -1: the product is subtracted
+    terms: tuple[tuple[int, tuple[Access, ...]], ...] = ()   # (sign, factors) of a sum
+
+    @property
+    def is_sum(self) -> bool:
+        return len(self.terms) > 1
+
+    def products(self) -> list["Expr"]:
+        """One product statement per term (the statement itself for a product)."""
+        if not self.is_sum:
+            return [self]
+        return [Expr(self.output, factors, self.accumulate, self.text, self.source, sign)
+                for sign, factors in self.terms]
 
     @property
     def tensors(self) -> list[str]:
@@ -64,7 +79,12 @@ class Expr:
 
     def __str__(self) -> str:
         op = "+=" if self.accumulate else "="
-        return f"{self.output} {op} {' * '.join(map(str, self.factors))}"
+        terms = self.terms if self.is_sum else ((self.sign, self.factors),)
+        rhs = ""
+        for n, (sign, factors) in enumerate(terms):
+            product = " * ".join(map(str, factors))
+            rhs += (f" {'+' if sign > 0 else '-'} " if n else ("-" if sign < 0 else "")) + product
+        return f"{self.output} {op} {rhs}"
 
 
 def _access(p: Parser) -> Access:
@@ -96,18 +116,45 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
     else:
         found = "end of input" if p.tok.kind == "end" else repr(p.tok.text)
         raise p.error(f"expected '=' or '+=' after the output {out}, found {found}")
-    factors = [_access(p)]
+    terms: list[tuple[int, tuple[Access, ...]]] = []
+    sign = -1 if p.accept("-") else 1
     while True:
-        if p.accept("*"):
+        factors = [_access(p)]
+        while p.accept("*"):
             factors.append(_access(p))
-        elif p.peek("+") or p.peek("-"):
-            raise p.error("sums of tensors are not supported yet; only products "
-                          "(A(i,j) * x(j)) can be generated")
+        terms.append((sign, tuple(factors)))
+        if p.accept("+"):
+            sign = 1
+        elif p.accept("-"):
+            sign = -1
         else:
             break
     p.expect_end()
-    expr = Expr(out, tuple(factors), accumulate, text, source)
-    _check(expr, source)
+    if len(terms) == 1:
+        expr = Expr(out, terms[0][1], accumulate, text, source, terms[0][0])
+        _check(expr, source)
+        return expr
+    inputs: dict[str, Access] = {}
+    for _, factors in terms:
+        for acc in factors:
+            first = inputs.setdefault(acc.tensor, acc)
+            if len(first.indices) != len(acc.indices):
+                raise SpecError(f"tensor {acc.tensor!r} is used with {len(first.indices)} and "
+                                f"{len(acc.indices)} indices", source, acc.line, acc.column)
+    expr = Expr(out, tuple(inputs.values()), accumulate, text, source, 1, tuple(terms))
+    for _, factors in terms:
+        used = {i for acc in factors for i in acc.indices}
+        missing = [i for i in out.indices if i not in used]
+        if missing:
+            raise SpecError(f"term {' * '.join(map(str, factors))} does not use the output "
+                            f"index(es) {missing}: every term of a sum must (broadcasting is "
+                            "not supported)", source, factors[0].line, factors[0].column)
+    for product in expr.products():
+        _check(product, source)
+    clash = set(inputs) & set(expr.indices)
+    if clash:
+        raise SpecError(f"name(s) {sorted(clash)} used both as tensor and as index", source,
+                        out.line, out.column)
     return expr
 
 

@@ -12,8 +12,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import index_expr as ie
-from .errors import ArgumentError
+from .errors import ArgumentError, SpecError
 from .layout import INDEX_TYPE, Layout, load_layout
+from .storage import storage_of
 from .validate import check_structure
 
 INDEX_DTYPE = np.int32
@@ -120,14 +121,54 @@ class Tensor:
         return dense_copy_kernel(self.layout)(T=self)
 
     def to_scipy(self):
-        """A scipy COO matrix of the logical tensor (order-2 tensors)."""
+        """The order-2 tensor as a scipy.sparse matrix.
+
+        Where the layout's storage levels (:func:`spf.storage.storage_of`) map onto a scipy
+        format, the matrix is built from copies of the tensor's arrays, stored entries
+        included: a dense level over one dimension with a compressed level (pointer and one
+        coordinate array) over the other gives CSR (rows outer) or CSC (columns outer); one
+        compressed root level with both coordinate arrays gives COO.  Any other layout gives
+        the COO matrix of :meth:`to_dense`.
+        """
         import scipy.sparse as sp
         if self.layout.order != 2:
-            raise ArgumentError("to_scipy needs an order-2 tensor")
-        return sp.coo_matrix(self.to_dense())
+            raise ArgumentError(f"to_scipy needs an order-2 tensor; layout {self.layout.name} "
+                                f"stores order-{self.layout.order} tensors")
+        direct = _scipy_from_storage(self)
+        return direct if direct is not None else sp.coo_matrix(self.to_dense())
 
     def __repr__(self) -> str:
         return f"Tensor({self.layout.name}, shape={self.shape})"
+
+
+def _scipy_from_storage(t: Tensor) -> Any:
+    """The CSR, CSC or COO matrix read directly from ``t``'s arrays, or None when its
+    storage levels are not of one of those shapes."""
+    import scipy.sparse as sp
+    try:
+        storage = storage_of(t.layout)
+    except SpecError:
+        return None
+    levels, shape = storage.levels, t.shape
+    values = t.values
+    if len(levels) == 2 and levels[0].kind == "dense" and levels[1].pointer \
+            and len(levels[1].coords) == 1 and levels[1].coords[0][1]:
+        fmt = {(0, 1): sp.csr_matrix, (1, 0): sp.csc_matrix}.get(storage.order)
+        outer = shape[storage.order[0]]
+        ptr = t.fields[levels[1].pointer][:outer + 1]
+        crd = t.fields[levels[1].coords[0][1]]
+        if fmt is None or len(ptr) != outer + 1 or ptr[0] != 0 or np.any(np.diff(ptr) < 0) \
+                or ptr[-1] > min(len(crd), len(values)):
+            return None
+        n = int(ptr[-1])
+        return fmt((values[:n].copy(), crd[:n].copy(), ptr.copy()), shape=shape)
+    if len(levels) == 1 and levels[0].count and len(levels[0].coords) == 2 \
+            and all(arr for _, arr in levels[0].coords):
+        n = t.fields[levels[0].count]
+        crd = dict(levels[0].coords)
+        rows, cols = t.fields[crd[0]][:n], t.fields[crd[1]][:n]
+        return sp.coo_matrix((values[:n].copy(), (rows.copy(), cols.copy())), shape=shape)
+    return None
 
 
 def _sum_duplicates(coords: list[np.ndarray], values: np.ndarray,

@@ -141,7 +141,8 @@ def test_errors_exit_2_without_traceback(args, message):
 def test_error_in_process(capsys):
     assert cli.main(["generate", "y(i) = A(i,j) + x(j)", "-l", "A=CSR"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("spf: error: <string>:1:15: sums of tensors are not supported yet")
+    assert err.startswith("spf: error: <string>:1:17: term x(j) does not use the output index(es) "
+                          "['i']")
 
 
 def test_bad_output_path(tmp_path, capsys):

@@ -275,9 +275,9 @@ def test_error_position_on_second_line():
                  args=("y(i) = A(i,j)\n * x(j) *", {"A": "CSR"}))
 
 
-def test_sums_not_supported_yet():
-    kernel_error("sums of tensors are not supported yet", "only products", line=1, column=15,
-                 args=("y(i) = A(i,j) + x(j)", {"A": "CSR"}))
+def test_sum_term_without_an_output_index():
+    kernel_error("term x(j) does not use the output index(es) ['i']", "broadcasting",
+                 line=1, column=17, args=("y(i) = A(i,j) + x(j)", {"A": "CSR"}))
 
 
 def test_missing_assignment():
@@ -343,9 +343,15 @@ def test_bounds_syntax_error():
                  bounds="j <= ")
 
 
-def test_sparse_output_not_supported_yet():
-    kernel_error("sparse outputs of unknown sparsity are not supported yet",
-                 args=("Y(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "Y": "CSR"}))
+def test_output_layout_that_cannot_be_assembled():
+    kernel_error("output 'Y'", "layout DIA cannot be assembled",
+                 "coordinate gj = pi + offset(pd)",
+                 args=("Y(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "Y": "DIA"}))
+
+
+def test_accumulate_into_assembled_output():
+    kernel_error("'+=' into the sparse output 'Y' (CSR)", "use '='",
+                 args=("Y(i,j) += A(i,j) * B(i,j)", {"A": "CSR", "Y": "CSR"}))
 
 
 def test_scalar_takes_no_layout():

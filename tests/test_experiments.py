@@ -3,7 +3,7 @@ import importlib
 
 import pytest
 
-EXPERIMENTS = ["codegen_time", "spmspv", "parallel"]
+EXPERIMENTS = ["codegen_time", "spmspv", "spmspm", "parallel"]
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

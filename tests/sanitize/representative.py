@@ -71,4 +71,25 @@ for parallel in (False, True):
 k = spf.Kernel("s = A(i) * B(i)", {"A": "SV", "B": "SV"}, find="loop", tile={"B.p": 8})
 assert np.isclose(k.compile()(A=spf.Tensor.from_dense("SV", u),
                               B=spf.Tensor.from_dense("SV", v)), u @ v)
+# assembled sparse outputs (workspace, sort and 1-D modes) and sums (merged runs)
+M1, M2 = matrix(40, 40, 0.2, 11), matrix(40, 30, 0.2, 12)
+M1[5, :] = 0
+M1.eliminate_zeros()
+for a, b, c in [("CSR", "CSR", "CSR"), ("COO", "CSR", "DCSR"), ("DCSR", "COO", "COO"),
+                ("CSR", "CSR", "CSC"), ("CSR", "DCSR", "SortedCOO")]:
+    k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": a, "B": b, "C": c})
+    C = k.compile()(A=spf.Tensor.from_scipy(a, M1), B=spf.Tensor.from_scipy(b, M2))
+    assert np.allclose(C.to_dense(), (M1 @ M2).toarray()), (a, b, c)
+for ay, yl in [("CSC", "SV"), ("CSR", "SV_decreasing")]:
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": ay, "x": "SV", "y": yl})
+    y = k.compile()(A=spf.Tensor.from_scipy(ay, A), x=spf.Tensor.from_dense("SV", x))
+    assert np.allclose(y.to_dense(), A @ x), (ay, yl)
+M3 = matrix(40, 40, 0.1, 13)
+k = spf.Kernel("C(i,j) = A(i,j) + B(i,j) - D(i,j)", {"A": "CSR", "B": "COO", "D": "DCSR", "C": "CSR"})
+C = k.compile()(A=spf.Tensor.from_scipy("CSR", M1), B=spf.Tensor.from_scipy("COO", M3),
+                D=spf.Tensor.from_scipy("DCSR", SQ))
+assert np.allclose(C.to_dense(), (M1 + M3 - SQ).toarray())
+k = spf.Kernel("y(i) = A(i,j) * x(j) + b(i)", {"A": "CSR"}, parallel=True)
+bb = vector(37, 1.0, 14)
+assert np.allclose(k.compile()(A=spf.Tensor.from_scipy("CSR", A), x=x, b=bb), A @ x + bb)
 print("SANITIZED RUN OK")

@@ -1,0 +1,222 @@
+"""Storage levels of a layout, derived from its relation: what assembling a tensor in it means.
+
+Each layout index (in storage order) is one level.  Its bounds and the logical coordinates
+that equalities give it decide its kind:
+
+- **dense**: ``0 <= p < E`` and ``g = p`` (every coordinate of dimension g has a position,
+  ``parent_position * E + g``);
+- **compressed**: positions ``ptr(parent) <= p < ptr(parent + 1)`` under the enclosing level,
+  or ``0 <= p < N`` at the root with a scalar field ``N``; each coordinate is an index array
+  read ``g = crd(p)``.
+
+The logical coordinates in level order give the **storage order**: entries sorted by it
+(descending for a coordinate whose array is declared decreasing) and without duplicates
+satisfy every ordering property the layout can declare for such levels.  Layouts outside
+this shape (blocked, diagonal, padded) are rejected with the reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import index_expr as ie
+from .errors import SpecError
+from .layout import Layout
+from .terms import Aff, UFCall
+
+
+@dataclass(frozen=True)
+class StorageLevel:
+    """One level: layout index ``index`` and the logical dimensions it fixes."""
+
+    index: str
+    kind: str                                   # "dense" | "compressed"
+    coords: tuple[tuple[int, str | None], ...]  # (logical dim, index array or None = index)
+    parent: str | None = None                   # the enclosing level's index
+    pointer: str | None = None                  # ptr(parent) <= index < ptr(parent + 1)
+    count: str | None = None                    # root: scalar field = number of positions
+    extent: str | None = None                   # dense: scalar field = number of coordinates
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The levels of a layout and its storage order."""
+
+    layout: Layout
+    levels: tuple[StorageLevel, ...]
+    order: tuple[int, ...]              # logical dimensions, outermost level first
+    descending: tuple[bool, ...]        # per entry of ``order``
+    shape_fields: tuple[str, ...]       # scalar field holding each logical extent
+
+    @property
+    def value_array(self) -> str:
+        return self.layout.value.array
+
+    def level_of(self, dim: int) -> int:
+        return next(k for k, lv in enumerate(self.levels) if any(d == dim for d, _ in lv.coords))
+
+
+def storage_of(layout: Layout) -> Storage:
+    """The storage levels of ``layout``; SpecError naming what does not fit."""
+    return _Deriver(layout).run()
+
+
+class _Deriver:
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        rel = layout.relation
+        if len(rel.disjuncts) != 1 or rel.exists:
+            self.fail("its relation is not a single conjunction without existentials")
+        self.conj = rel.disjuncts[0]
+        self.indices = list(layout.indices)
+        self.out = list(rel.out_vars or ())
+
+    def fail(self, why: str) -> None:
+        raise SpecError(f"layout {self.layout.name} cannot be assembled: {why}",
+                        self.layout.source)
+
+    def run(self) -> Storage:
+        lay = self.layout
+        shape_fields = []
+        for d, e in enumerate(lay.shape):
+            if not (len(e.terms) == 1 and e.const == 0 and e.terms[0][1] == 1
+                    and isinstance(e.terms[0][0], str)):
+                self.fail(f"the extent of dimension {d} ({e}) is not a scalar field")
+            shape_fields.append(e.terms[0][0])
+        coords = self._coordinates()
+        levels: list[StorageLevel] = []
+        for k, p in enumerate(self.indices):
+            parent = self.indices[k - 1] if k else None
+            mine = tuple(sorted(coords.get(p, [])))
+            if not mine:
+                self.fail(f"layout index {p} fixes no logical coordinate")
+            lower, upper = self._bounds(p)
+            levels.append(self._level(p, parent, mine, lower, upper, shape_fields))
+        order = tuple(d for lv in levels for d, _ in lv.coords)
+        if sorted(order) != list(range(len(self.out))):
+            self.fail("every logical coordinate must be fixed by exactly one layout index")
+        descending = tuple(self._descending(arr) for lv in levels for _, arr in lv.coords)
+        self._check_properties(levels, order)
+        self._check_value(levels)
+        return Storage(lay, tuple(levels), order, descending, tuple(shape_fields))
+
+    def _coordinates(self) -> dict[str, list[tuple[int, str | None]]]:
+        out: dict[str, list[tuple[int, str | None]]] = {}
+        for c in self.conj:
+            gs = [g for g in self.out if c.aff.coeff(g)]
+            if not gs:
+                continue
+            if not c.is_eq or len(gs) != 1 or abs(c.aff.coeff(gs[0])) != 1:
+                self.fail(f"constraint {c} does not define one logical coordinate by an equality")
+            g = gs[0]
+            value = (c.aff - Aff.var(g, c.aff.coeff(g))) * -c.aff.coeff(g)
+            dim = self.out.index(g)
+            if value.const == 0 and len(value.terms) == 1 and value.terms[0][1] == 1:
+                atom = value.terms[0][0]
+                if isinstance(atom, str) and atom in self.indices:
+                    out.setdefault(atom, []).append((dim, None))
+                    continue
+                if isinstance(atom, UFCall) and len(atom.args) == 1:
+                    arg = atom.args[0]
+                    if len(arg.terms) == 1 and arg.const == 0 and arg.terms[0][1] == 1 \
+                            and arg.terms[0][0] in self.indices:
+                        out.setdefault(arg.terms[0][0], []).append((dim, atom.name))
+                        continue
+            self.fail(f"coordinate {g} = {value} is neither a layout index nor an index "
+                      "array read at one layout index")
+        return out
+
+    def _bounds(self, p: str) -> tuple[list[Aff], list[Aff]]:
+        later = set(self.indices[self.indices.index(p) + 1:])
+        lower, upper = [], []
+        for c in self.conj:
+            k = c.aff.coeff(p)
+            if not k or c.is_eq or any(g in c.names() for g in self.out):
+                continue
+            if c.names() & later:
+                continue
+            if abs(k) != 1:
+                self.fail(f"bound {c} of {p} has a coefficient other than 1")
+            rest = c.aff - Aff.var(p, k)
+            (lower if k > 0 else upper).append(rest * -1 if k > 0 else rest)
+        if len(lower) != 1 or len(upper) != 1:
+            self.fail(f"layout index {p} needs exactly one lower and one upper bound")
+        return lower, upper
+
+    def _level(self, p: str, parent: str | None, coords, lower, upper,
+               shape_fields: list[str]) -> StorageLevel:
+        lo, hi = lower[0], upper[0]
+        scalar = _single_name(hi + 1)
+        if lo == Aff.num(0) and scalar in self.layout.scalar_fields:
+            if coords == ((coords[0][0], None),) and len(coords) == 1:
+                if shape_fields[coords[0][0]] != scalar:
+                    self.fail(f"dense level {p} runs to {scalar}, not to the extent of its "
+                              f"coordinate ({shape_fields[coords[0][0]]})")
+                return StorageLevel(p, "dense", coords, parent, extent=scalar)
+            if parent is None and all(arr for _, arr in coords):
+                return StorageLevel(p, "compressed", coords, None, count=scalar)
+        if parent is not None and all(arr for _, arr in coords):
+            ptr = next((a.terms[0][0] for a in [lo] if len(a.terms) == 1 and a.const == 0
+                        and isinstance(a.terms[0][0], UFCall)), None)
+            if ptr is not None and len(ptr.args) == 1 and ptr.args[0] == Aff.var(parent) \
+                    and hi + 1 == Aff.var(UFCall(ptr.name, (Aff.var(parent) + 1,))):
+                return StorageLevel(p, "compressed", coords, parent, pointer=ptr.name)
+        self.fail(f"layout index {p} (bounds {lo} <= {p} <= {hi}) is neither a dense level "
+                  "nor a compressed level of its parent")
+
+    def _descending(self, array: str | None) -> bool:
+        for prop in self.layout.properties:
+            if prop.kind in ("monotonic", "periodic_monotonic") and prop.uf == array:
+                return prop.order in (">", ">=")
+        return False
+
+    def _check_properties(self, levels: list[StorageLevel], order: tuple[int, ...]) -> None:
+        """Each ordering property must follow from sorted, duplicate-free storage order."""
+        pointers = {lv.pointer for lv in levels if lv.pointer}
+        place: dict[str, tuple[int, int]] = {}     # array -> (level, position in the level)
+        dim_of: dict[str, int] = {}
+        for k, lv in enumerate(levels):
+            for n, (d, arr) in enumerate(lv.coords):
+                if arr:
+                    place[arr], dim_of[arr] = (k, n), d
+        for prop in self.layout.properties:
+            if prop.kind in ("range", "injective"):
+                continue
+            what = f"property {prop.kind} {prop.formula()}"
+            if prop.uf in pointers:
+                if prop.kind != "monotonic" or prop.order != "<=" or prop.gap:
+                    self.fail(f"{what}: pointer arrays are filled non-decreasing (<=)")
+                continue
+            if prop.gap or prop.uf not in place:
+                self.fail(f"{what} is not established by sorted assembly")
+            k, n = place[prop.uf]
+            if prop.kind == "monotonic":
+                ok = order.index(dim_of[prop.uf]) == 0
+            elif prop.kind == "periodic_monotonic":
+                ok = n == 0 and k > 0 and levels[k].parent in prop.period and all(
+                    p in [lv.index for lv in levels[:k]] for p in prop.period)
+            else:   # covary_monotonic: sorted within equal values of the ``with`` array
+                ok = prop.with_ in dim_of and \
+                    order[:order.index(dim_of[prop.uf])] == (dim_of[prop.with_],)
+            if not ok:
+                self.fail(f"{what} is not established by sorted assembly")
+
+    def _check_value(self, levels: list[StorageLevel]) -> None:
+        """Values must sit at the positions of the last level: ``data[p]`` below a compressed
+        level, or ``data[p][q]...`` over it and the dense levels under it."""
+        ref = self.layout.value
+        subs = [s.name if isinstance(s, ie.Name) else "?" for s in ref.subscripts]
+        start = max((k for k, lv in enumerate(levels) if lv.kind == "compressed"), default=0)
+        chain = levels[start:]
+        dims = self.layout.fields[ref.array].dims
+        if subs == [lv.index for lv in chain] and all(
+                lv.kind == "dense" and dims[m] == ie.Name(lv.extent)
+                for m, lv in enumerate(chain) if m > 0):
+            return
+        self.fail(f"value {ref.array}{''.join(f'[{s}]' for s in subs)} is not stored at the "
+                  f"positions of the last level {levels[-1].index}")
+
+
+def _single_name(a: Aff) -> str | None:
+    if a.const == 0 and len(a.terms) == 1 and a.terms[0][1] == 1 and isinstance(a.terms[0][0], str):
+        return a.terms[0][0]
+    return None

@@ -1,0 +1,231 @@
+/* Output assembly: entries (key, value) are appended to a stream in storage order (key =
+ * the output coordinates linearized in the output layout's level order).  Coordinates
+ * that the loops do not produce in order are gathered per group in a dense workspace. */
+#include <sys/mman.h>
+
+typedef struct spf_stream {
+    int64_t n, cap;
+    int64_t *key;
+    double *val;
+} spf_stream;
+
+/* realloc, asking for transparent huge pages on large blocks: a stream of millions of
+ * entries is written once, and 4 KiB pages would cost a page fault each. */
+static inline void *spf_realloc(void *p, size_t bytes)
+{
+    p = realloc(p, bytes);
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)1 << 21;
+    if (p && bytes >= 2 * huge) {
+        const uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+        madvise((void *)start, ((uintptr_t)p + bytes - start) & ~(huge - 1), MADV_HUGEPAGE);
+    }
+#endif
+    return p;
+}
+
+/* Make room for ``extra`` more entries (capacity at least doubles); 1 when out of memory. */
+static inline int spf_stream_reserve(spf_stream *s, int64_t extra)
+{
+    if (s->n + extra <= s->cap)
+        return 0;
+    int64_t cap = s->cap ? 2 * s->cap : 4096;
+    if (cap < s->n + extra)
+        cap = s->n + extra;
+    int64_t *k = spf_realloc(s->key, sizeof(int64_t) * (size_t)cap);
+    if (!k)
+        return 1;
+    s->key = k;
+    double *v = spf_realloc(s->val, sizeof(double) * (size_t)cap);
+    if (!v)
+        return 1;
+    s->val = v;
+    s->cap = cap;
+    return 0;
+}
+
+static inline int spf_stream_push(spf_stream *s, int64_t key, double val)
+{
+    if (s->n == s->cap && spf_stream_reserve(s, 1))
+        return 1;
+    s->key[s->n] = key;
+    s->val[s->n] = val;
+    s->n++;
+    return 0;
+}
+
+static inline void spf_stream_free(spf_stream *s)
+{
+    free(s->key);
+    free(s->val);
+    s->key = NULL;
+    s->val = NULL;
+    s->n = s->cap = 0;
+}
+
+/* Sort keys (and their values when vals != NULL) increasingly: quicksort, insertion sort
+ * below 24 elements. */
+static inline void spf_sort(int64_t *keys, double *vals, int64_t n)
+{
+    while (n > 24) {
+        int64_t a = keys[0], b = keys[n / 2], c = keys[n - 1];
+        int64_t pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        int64_t i = 0, j = n - 1;
+        while (i <= j) {
+            while (keys[i] < pivot)
+                ++i;
+            while (keys[j] > pivot)
+                --j;
+            if (i <= j) {
+                int64_t t = keys[i];
+                keys[i] = keys[j];
+                keys[j] = t;
+                if (vals) {
+                    double u = vals[i];
+                    vals[i] = vals[j];
+                    vals[j] = u;
+                }
+                ++i;
+                --j;
+            }
+        }
+        if (j + 1 < n - i) {            /* recurse on the smaller side */
+            spf_sort(keys, vals, j + 1);
+            keys += i;
+            if (vals)
+                vals += i;
+            n -= i;
+        } else {
+            spf_sort(keys + i, vals ? vals + i : NULL, n - i);
+            n = j + 1;
+        }
+    }
+    for (int64_t i = 1; i < n; ++i) {
+        int64_t k = keys[i];
+        double v = vals ? vals[i] : 0.0;
+        int64_t j = i - 1;
+        while (j >= 0 && keys[j] > k) {
+            keys[j + 1] = keys[j];
+            if (vals)
+                vals[j + 1] = vals[j];
+            --j;
+        }
+        keys[j + 1] = k;
+        if (vals)
+            vals[j + 1] = v;
+    }
+}
+
+/* Sort the whole stream and add up entries with equal keys. */
+static inline void spf_stream_sort_combine(spf_stream *s)
+{
+    spf_sort(s->key, s->val, s->n);
+    int64_t m = 0;
+    for (int64_t e = 0; e < s->n; ++e) {
+        if (m > 0 && s->key[m - 1] == s->key[e]) {
+            s->val[m - 1] += s->val[e];
+        } else {
+            s->key[m] = s->key[e];
+            s->val[m] = s->val[e];
+            ++m;
+        }
+    }
+    s->n = m;
+}
+
+/* Dense workspace over the unordered part of the key (size slots): the entries of one group
+ * (one value of the ordered part, "prefix") accumulate here until the prefix changes.  A
+ * bit per slot marks the slots the group touched, a summary bit per 64-slot word marks the
+ * words with a touched slot, and the group also lists its slots in the order touched. */
+typedef struct spf_workspace {
+    int64_t size, n, prefix, words;     /* words: length of summary */
+    uint64_t *bits, *summary;
+    int64_t *list;
+    double *val;
+} spf_workspace;
+
+static inline int spf_ws_init(spf_workspace *ws, int64_t size, int64_t prefix)
+{
+    size = size > 0 ? size : 1;
+    ws->size = size;
+    ws->n = 0;
+    ws->prefix = prefix;
+    ws->words = size / 4096 + 1;
+    ws->bits = calloc((size_t)(size / 64 + 1), sizeof(uint64_t));
+    ws->summary = calloc((size_t)ws->words, sizeof(uint64_t));
+    ws->list = malloc(sizeof(int64_t) * (size_t)size);
+    ws->val = malloc(sizeof(double) * (size_t)size);
+    return !ws->bits || !ws->summary || !ws->list || !ws->val;
+}
+
+static inline void spf_ws_free(spf_workspace *ws)
+{
+    free(ws->bits);
+    free(ws->summary);
+    free(ws->list);
+    free(ws->val);
+    ws->bits = ws->summary = NULL;
+    ws->list = NULL;
+    ws->val = NULL;
+}
+
+static inline void spf_ws_add(spf_workspace *restrict ws, int64_t slot, double v)
+{
+    const int64_t word = slot >> 6;
+    const uint64_t bit = (uint64_t)1 << (slot & 63);
+    if (!(ws->bits[word] & bit)) {
+        ws->bits[word] |= bit;
+        ws->summary[word >> 6] |= (uint64_t)1 << (word & 63);
+        ws->val[slot] = v;
+        ws->list[ws->n++] = slot;
+    } else {
+        ws->val[slot] += v;
+    }
+}
+
+/* Append the current group in key order and start group ``next``.  The group's slots come
+ * in order from the bits (words found through the summary, cost ~ words + n) or, for a
+ * group small against the workspace, from sorting its list (cost ~ n log n). */
+static inline int spf_ws_flush(spf_workspace *restrict ws, spf_stream *restrict out, int64_t next)
+{
+    const int64_t n = ws->n;
+    const int64_t base = ws->prefix * ws->size;
+    if (n > 0 && spf_stream_reserve(out, n))
+        return 1;
+    int64_t *restrict key = out->key + out->n;
+    double *restrict val = out->val + out->n;
+    int64_t log2n = 0;
+    while (((int64_t)1 << log2n) < n)
+        ++log2n;
+    if (ws->words > 2 * n * log2n) {
+        spf_sort(ws->list, NULL, n);
+        for (int64_t t = 0; t < n; ++t) {
+            const int64_t w = ws->list[t];
+            ws->bits[w >> 6] = 0;
+            ws->summary[w >> 12] = 0;
+            key[t] = base + w;
+        }
+    } else {
+        int64_t t = 0;
+        for (int64_t s = 0; s < ws->words; ++s) {
+            uint64_t used = ws->summary[s];
+            ws->summary[s] = 0;
+            while (used) {
+                const int64_t word = 64 * s + __builtin_ctzll(used);
+                used &= used - 1;
+                uint64_t b = ws->bits[word];
+                ws->bits[word] = 0;
+                while (b) {
+                    key[t++] = base + 64 * word + __builtin_ctzll(b);
+                    b &= b - 1;
+                }
+            }
+        }
+    }
+    for (int64_t t = 0; t < n; ++t)
+        val[t] = ws->val[key[t] - base];
+    out->n += n;
+    ws->n = 0;
+    ws->prefix = next;
+    return 0;
+}
