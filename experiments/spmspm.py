@@ -9,10 +9,9 @@ format, conversions not timed):
 - ``spf_csr``: ``spf.Kernel(EXPR, {"A": "CSR", "B": "CSR", "C": "CSR"})``, C of unknown
   sparsity assembled by the kernel (Gustavson: the rows of C come out in order, Z3 proves it,
   and a dense workspace over j gathers each row).  Timed: the public call ``f(A=..., B=...)``
-  on prebuilt spf Tensors, which runs the kernel into a (key, value) stream, counts the
-  output's levels, allocates its numpy arrays and fills them: a canonical CSR (sorted column
-  indices).  ``spf_csr_kernel`` is a diagnostic, not a contender: the kernel's C alone
-  (stream filled and freed, no count/assemble, no arrays).
+  on prebuilt spf Tensors, which counts the products (the generated ``_bound`` pass) to size
+  the output's numpy arrays, runs the kernel, which appends each row in column order to
+  them, and trims them: a canonical CSR (sorted column indices).
 - ``spf_dense``: the same with C in ``DenseMatrix``, called with prebuilt argument structs on a
   preallocated C (the kernel zeroes it); only where C takes at most 256 MB.
 - ``scipy``: ``A @ B`` on CSR inputs.  scipy's SpGEMM returns CSR with *unsorted* column
@@ -58,7 +57,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse
-import ctypes
 import math
 import sys
 import time
@@ -69,14 +67,12 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime import Stream, make_struct
 
 from .common import prepared_call, print_table, time_interleaved, write_csv
 from .matrices import _canonical, matrices, suite
 
 EXPR = "C(i,j) = A(i,k) * B(k,j)"
 MAIN = ("spf_csr", "spf_dense", "scipy", "scipy_sorted", "graphblas")
-DIAGNOSTIC = "spf_csr_kernel"
 PAIR_LAYOUTS = ("COO", "CSR", "DCSR", "BCSR")
 BLOCK = 4                                   # BCSR block size of the pair table
 # A in BCSR once more with the rows of a block row outside its blocks: i then never decreases
@@ -244,24 +240,6 @@ class Contenders:
         return con
 
 
-def kernel_only(compiled, **tensors: spf.Tensor) -> Callable[[], None]:
-    """The assembled kernel's C alone: fills its (key, value) stream and frees it."""
-    structs = [make_struct(tensors[a.tensor].layout, tensors[a.tensor].fields)
-               for a in compiled.kernel.expr.factors]
-    args = [ctypes.byref(s) for s in structs]
-    free = getattr(compiled._lib, f"{compiled.kernel.name}_free")
-
-    def run() -> None:
-        stream = Stream()
-        try:
-            if compiled._fn(ctypes.byref(stream), *args) != 0:
-                raise MemoryError("out of memory")
-        finally:
-            free(ctypes.byref(stream))
-    run.keep = structs
-    return run
-
-
 def _spf_call(compiled, result: dict, **tensors: spf.Tensor) -> Callable[[], None]:
     def run() -> None:
         result["C"] = compiled(**tensors)
@@ -277,7 +255,7 @@ def run_main(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Con
             "A_layout": "CSR", "B_layout": "CSR", "loadavg": round(os.getloadavg()[0], 2)}
     rows = {c: {**base, "contender": c, "C_layout": "", "nnz_C": "", "median_s": "",
                 "runs": 0, "sorted_output": "", "assembly": "", "status": "ok",
-                "build_s": ""} for c in MAIN + (DIAGNOSTIC,)}
+                "build_s": ""} for c in MAIN}
     if work > max_products:
         for r in rows.values():
             r["status"] = f"skipped: {work:.3g} products > budget {max_products:.3g}"
@@ -291,7 +269,6 @@ def run_main(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Con
     fns: dict[str, Callable[[], None]] = {}
     results: dict[str, dict] = {c: {} for c in MAIN}
     fns["spf_csr"] = _spf_call(con.csr, results["spf_csr"], A=At, B=Bt)
-    fns[DIAGNOSTIC] = kernel_only(con.csr, A=At, B=Bt)
     dense_bytes = 8 * A.shape[0] * B.shape[1]
     C = None
     if dense_bytes <= DENSE_MAX_BYTES:
@@ -353,7 +330,7 @@ def run_main(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Con
     for c, r in rows.items():
         if r["median_s"] != "":
             r["ratio_vs_spf"] = r["median_s"] / spf_s
-    summary = "  ".join(f"{c}={timed[c][0] * 1e3:.3g}ms" for c in MAIN + (DIAGNOSTIC,)
+    summary = "  ".join(f"{c}={timed[c][0] * 1e3:.3g}ms" for c in MAIN
                         if c in timed)
     print(f"  {scale:6s} {name:22s} {summary}", flush=True)
     return list(rows.values())
@@ -491,30 +468,17 @@ def _main_cells(rows: list[dict]) -> dict[tuple[str, str], dict[str, dict]]:
 def _why(c: dict[str, dict], loser_to: list[str]) -> str:
     """Why spf_csr is slower than the contenders ``loser_to`` on one input (from its numbers)."""
     spf_s = float(c["spf_csr"]["median_s"])
-    kern = _num(c.get(DIAGNOSTIC, {}).get("median_s"))
     work = int(float(c["spf_csr"]["products"]))
     nnz_c = int(float(c["spf_csr"]["nnz_C"] or 0))
-    best = min(loser_to, key=lambda x: float(c[x]["median_s"]))
-    best_s = float(c[best]["median_s"])
-    parts = []
-    if kern is not None:
-        outside = spf_s - kern
-        parts.append(f"{outside / spf_s:.0%} of spf's time ({_ms(outside)} ms, "
-                     f"{outside / max(nnz_c, 1) * 1e9:.1f} ns per entry of C) is spent after "
-                     "the kernel: counting the stream's entries, allocating the CSR arrays and "
-                     "a second pass that decodes every (i, j) key with a 64-bit division and "
-                     "modulo, plus the Python call")
-        if kern > best_s:
-            parts.append(f"the kernel alone ({_ms(kern)} ms, {kern / max(work, 1) * 1e9:.1f} ns "
-                         f"per product) is already slower than {best} ({_ms(best_s)} ms): per "
-                         "product it tests a workspace bit and updates the row's touched range, "
-                         "per entry of C it appends a 16-byte (key, value) pair to a growable "
-                         f"stream (products / nnz(C) = {work / max(nnz_c, 1):.1f})")
-        else:
-            parts.append(f"the kernel alone ({_ms(kern)} ms) beats {best} ({_ms(best_s)} ms)")
+    parts = [f"{spf_s / max(work, 1) * 1e9:.1f} ns per product, {spf_s / max(nnz_c, 1) * 1e9:.1f} "
+             "ns per entry of C: besides the products, spf emits every row of C in column "
+             "order (a bitmap walk over the row's workspace words), which scipy's unsorted "
+             "output skips"]
+    if "scipy_sorted" in loser_to or "graphblas" in loser_to:
+        parts.append("the contenders that also sort are faster here")
     if spf_s < 1e-3:
-        parts.append("at this size the fixed cost of a call (argument checks, output "
-                     "allocation, workspace of numCols entries) weighs in")
+        parts.append("at this size the fixed cost of a call (argument checks, the bound pass, "
+                     "output allocation, a workspace of numCols entries) weighs in")
     return "; ".join(parts)
 
 
@@ -529,9 +493,9 @@ def describe(rows: list[dict]) -> str:
         "SpMSpM `C(i,j) = A(i,k) * B(k,j)`, single thread, inputs in each contender's native "
         "format built beforehand. `spf_csr`: the generated kernel with A, B and C in CSR, C "
         "assembled by the kernel (rows of C proven in order by Z3, a dense workspace gathers "
-        "each row, then the CSR arrays are sized and filled), timed as the public call "
-        "`f(A=..., B=...)` returning an spf Tensor with sorted columns. `kernel` is the "
-        "generated C alone (entries written to the stream; a diagnostic). `spf_dense`: C in "
+        "each row and appends it, in column order, to the CSR arrays, which a first pass "
+        "counting the products sized), timed as the public call "
+        "`f(A=..., B=...)` returning an spf Tensor with sorted columns. `spf_dense`: C in "
         "`DenseMatrix`, preallocated, zeroed by the kernel (only where C fits in 256 MB). "
         "`scipy`: `A @ B`, whose columns come out unsorted"
         + (f" (on {len(unsorted)} of {len(cells)} inputs here)" if cells else "")
@@ -546,15 +510,13 @@ def describe(rows: list[dict]) -> str:
         ""]
     if grb_missing:
         lines += ["python-graphblas was not installed for this run: no GraphBLAS column.", ""]
-    head = ["scale", "matrix", "rows", "nnz(A)", "products", "nnz(C)", "spf_csr (ms)",
-            "kernel (ms)"] + [f"{c} (ms, ratio)" for c in others]
+    head = ["scale", "matrix", "rows", "nnz(A)", "products", "nnz(C)", "spf_csr (ms)"] + [
+        f"{c} (ms, ratio)" for c in others]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (scale, matrix), c in cells.items():
         s = c["spf_csr"]
         spf_s = float(s["median_s"])
-        kern = _num(c.get(DIAGNOSTIC, {}).get("median_s"))
-        vals = [scale, matrix, s["rows"], s["nnz_A"], s["products"], s["nnz_C"], _ms(spf_s),
-                _ms(kern) if kern is not None else "-"]
+        vals = [scale, matrix, s["rows"], s["nnz_A"], s["products"], s["nnz_C"], _ms(spf_s)]
         for o in others:
             t = _num(c.get(o, {}).get("median_s"))
             vals.append(f"{_ms(t)} ({t / spf_s:.2f}x)" if t is not None else "-")
@@ -619,7 +581,7 @@ def _analysis(cells: dict[tuple[str, str], dict[str, dict]]) -> str:
     if not big:
         return ""
     out = []
-    for who in ("spf_csr", DIAGNOSTIC, "scipy", "scipy_sorted", "graphblas", "spf_dense"):
+    for who in ("spf_csr", "scipy", "scipy_sorted", "graphblas", "spf_dense"):
         v = [x for c in big if (x := per(c, who, "products")) is not None]
         if v:
             out.append(f"{who} {float(np.median(v)):.1f}")

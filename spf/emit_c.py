@@ -389,39 +389,61 @@ class KernelCode:
     helpers: set[str]
     layouts: dict[str, Layout]
     hashmap: bool
-    assembly: str           # the output's storage functions ("" without assembly)
+    assembly: bool          # uses templates/assembly.c
+    storage: str            # the output's storage functions, put before the kernel
 
 
 def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
                 decisions: list[Decision] = (), level_notes: dict[str, str] | None = None,
                 parallel_loop: str | None = None, assembly: AssemblyPlan | None = None) -> str:
-    """The C source of one kernel function (returns 0, or 1 when out of memory); with an
-    ``assembly`` plan, the output is a coordinate stream and the file also defines the
-    functions that store it in the output layout."""
+    """The C source of one kernel function (returns 0, 1 when out of memory, 2 when an
+    assembled output outgrows its arrays); with an ``assembly`` plan, the file also defines
+    ``<name>_bound`` (sizes the output) and the functions that store entries in the output
+    layout."""
     code = kernel_code(nest, name, decisions, level_notes, parallel_loop, assembly)
+    before = code.storage
+    if assembly is not None:
+        bound = kernel_code(nest, f"{name}_bound", decisions, level_notes, None, assembly,
+                            count=True)
+        before += "\n\n" + _bound_comment() + _function(bound)
     return render_file(header_lines, code.helpers, list(code.layouts.values()), code.signature,
-                       code.body, code.hashmap, assembly=code.assembly)
+                       code.body, code.hashmap, assembly=code.assembly, before=before)
+
+
+def _bound_comment() -> str:
+    return ("/* The number of statement instances: an upper bound on the output's entries, "
+            "which sizes its\n * arrays before the kernel runs (the loops without the "
+            "statement's work). */\n")
+
+
+def _function(code: KernelCode, static: bool = False) -> str:
+    return f"{'static ' if static else ''}{code.signature}\n{{\n" + "\n".join(code.body) + "\n}"
 
 
 def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str, Layout],
              terms: list[KernelCode], term_args: list[list[str]], out_space: IterationSpace,
-             parallel: bool, storage: str = "") -> str:
+             parallel: bool, assembly: AssemblyPlan | None = None,
+             bounds: list[KernelCode] = ()) -> str:
     """A sum by statement splitting (paper Sec. 4): one static function per product term,
     each adding into the output (a dense array or scalar), or each producing a sorted run of
-    the assembled output's entries; the kernel zeroes the output or merges the runs."""
+    the assembled output's entries (``bounds``: the terms' instance counters); the kernel
+    zeroes the output, or merges the runs and appends their union to the output."""
     helpers: set[str] = set()
     layouts: dict[str, Layout] = {}
     for t in terms:
         helpers |= t.helpers
         layouts.update(t.layouts)
     out = expr.output.tensor
-    assembled = bool(storage)
+    assembled = assembly is not None
+    names = CNames(out_space, helpers)
     params = []
     for acc in (expr.output, *expr.factors):
         if not acc.indices:
             params.append(f"{'double *restrict' if acc is expr.output else 'double'} {acc.tensor}")
         elif acc is expr.output and assembled:
-            params.append(f"spf_stream *restrict {out}")
+            lay = assembly.output.layout
+            layouts.setdefault(lay.key, lay)
+            params.append(f"{struct_name(lay)} *restrict {out}, int64_t *restrict {out}_size")
         else:
             const = "" if acc is expr.output else "const "
             lay = tensor_layouts[acc.tensor]
@@ -432,17 +454,45 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
     w.line(f"/* {expr}: statement splitting, one function per term; no term reads the")
     w.line(" * implicit zeros of another term's operands */")
     calls = [f"{name}_term{k}({', '.join(args)})" for k, args in enumerate(term_args)]
+    extra = ""
     if assembled:
         n = len(terms)
         w.line(f"spf_stream spf_runs[{n}] = {{{{0}}}};   /* one sorted run per term */")
+        w.line("spf_stream spf_union = {0};")
         w.line("int spf_status =")
         for k, args in enumerate(term_args):
             args = [f"&spf_runs[{k}]" if a == out else a for a in args]
             w.line(f"    {name}_term{k}({', '.join(args)}) ||")
-        w.line(f"    spf_stream_merge({out}, spf_runs, {n});")
+        w.line(f"    spf_stream_merge(&spf_union, spf_runs, {n});")
         w.line(f"for (int k = 0; k < {n}; ++k)")
         w.line("    spf_stream_free(&spf_runs[k]);")
+        w.open("if (!spf_status) {")
+        exts = ", ".join(names.aff(e) for e in assembly.extents)
+        w.line(f"const int64_t spf_ext[{len(assembly.extents)}] = {{{exts}}};")
+        w.line(f"{name}_cursor spf_cur;")
+        w.line(f"{name}_cursor_init(&spf_cur, spf_ext, {out}_size);")
+        w.line("for (int64_t spf_e = 0; spf_e < spf_union.n && !spf_status; ++spf_e)")
+        w.line(f"    spf_status = {name}_append(&spf_cur, {out}, spf_union.key[spf_e], "
+               "spf_union.val[spf_e]);")
+        w.line("if (!spf_status)")
+        w.line(f"    {name}_finish(&spf_cur, {out}, {out}_size);")
+        w.close_to(len(w.closers) - 1)
+        w.line("spf_stream_free(&spf_union);")
         w.line("return spf_status;")
+        count_calls = []
+        for k, args in enumerate(term_args):
+            args = ["&spf_n" if a == out else a for a in args]
+            count_calls.append(f"    if ({name}_term{k}_bound({', '.join(args)}))")
+            count_calls.append("        return 1;")
+            count_calls.append("    *spf_bound += spf_n;")
+        bound_params = params[1:]      # the inputs
+        extra = "\n\n".join(
+            [emit_assembly.functions(assembly.storage, name, struct_name(assembly.output.layout),
+                                     False)]
+            + [_function(b, static=True) for b in bounds]
+            + [_bound_comment() + f"int {name}_bound(int64_t *restrict spf_bound, "
+               f"{', '.join(bound_params)})\n{{\n    int64_t spf_n = 0;\n"
+               "    *spf_bound = 0;\n" + "\n".join(count_calls) + "\n    return 0;\n}"])
     else:
         if not expr.accumulate:
             if not expr.output.indices:
@@ -450,7 +500,7 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
             else:
                 use = out_space.use(out)
                 arr = use.layout.value.array
-                size = CNames(out_space, helpers).extent_product(use, arr)
+                size = names.extent_product(use, arr)
                 if parallel:
                     w.line("#pragma omp parallel for schedule(static)")
                     w.line(f"for (size_t spf_z = 0; spf_z < {size}; ++spf_z)")
@@ -461,17 +511,20 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
             w.line(f"if ({c})")
             w.line("    return 1;")
         w.line("return 0;")
-    functions = "\n\n".join(f"static {t.signature}\n{{\n" + "\n".join(t.body) + "\n}"
-                             for t in terms)
+    functions = "\n\n".join(_function(t, static=True) for t in terms)
     return render_file(header_lines, helpers, list(layouts.values()), signature, w.lines,
-                       any(t.hashmap for t in terms), assembly=storage,
-                       before=functions, merge=assembled)
+                       any(t.hashmap for t in terms), assembly=assembled,
+                       before=functions + ("\n\n" + extra if extra else ""), merge=assembled)
 
 
 def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
                 level_notes: dict[str, str] | None = None, parallel_loop: str | None = None,
-                assembly: AssemblyPlan | None = None) -> KernelCode:
-    """The signature and body of one kernel function (see :func:`emit_kernel`)."""
+                assembly: AssemblyPlan | None = None, target: str = "output",
+                count: bool = False) -> KernelCode:
+    """The signature and body of one kernel function (see :func:`emit_kernel`).  An
+    assembled output goes to its layout's arrays (``target="output"``) or to a sorted run
+    (``"stream"``, a term of a sum); ``count=True`` gives the function that counts the
+    statement instances instead (``<name>_bound``)."""
     space = nest.space
     expr = space.expr
     helpers: set[str] = set()
@@ -489,7 +542,13 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
             continue
         if assembly is not None and acc is expr.output:
             layouts.setdefault(assembly.output.layout.key, assembly.output.layout)
-            params.append(f"spf_stream *restrict {acc.tensor}")
+            if count:
+                params.append("int64_t *restrict spf_bound")
+            elif target == "stream":
+                params.append(f"spf_stream *restrict {acc.tensor}")
+            else:
+                params.append(f"{struct_name(assembly.output.layout)} *restrict {acc.tensor}, "
+                              f"int64_t *restrict {acc.tensor}_size")
             continue
         use = space.use(acc.tensor)
         layouts.setdefault(use.layout.key, use.layout)
@@ -511,8 +570,10 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     if expr.sign < 0:
         rhs = f"-({rhs})"
     out_use = None if not expr.output.indices or assembly else space.use(out_name)
-    if assembly is not None:
-        target = ""
+    if assembly is not None and count:
+        out_vars = set()
+        stmt_names = set()
+    elif assembly is not None:
         out_vars = set(assembly.key)
         stmt_names |= out_vars
     elif out_use is not None:
@@ -542,11 +603,13 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     stateful = finds + [a for a in alt_finds if a.choice is not a.decision.chosen]
     for f in stateful:
         f.declare(w, space)
+    if assembly is not None and count:
+        w.line("int64_t spf_n = 0;")
+    elif assembly is not None:    # before anything that can fail: the exits release it
+        emit_assembly.declare(w, assembly, names, name, target)
     for f in stateful:
         f.allocate(w, space)
-    if assembly is not None:
-        emit_assembly.declare(w, assembly, names)
-    elif not expr.accumulate:
+    if assembly is None and not expr.accumulate:
         if out_use is None:
             w.line(f"*{out_name} = 0.0;")
         else:
@@ -568,8 +631,13 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
             w.line("double spf_acc = 0.0;")
             w.mark(f"{target} += spf_acc;")
         hooks[acc_level] = open_acc
-    statement = [f"{'spf_acc' if use_acc else target} += {rhs};"] if assembly is None \
-        else emit_assembly.statement(assembly, names, rhs)
+    if assembly is None:
+        statement = [f"{'spf_acc' if use_acc else target} += {rhs};"]
+    elif count:   # a find's matched position is not needed to count the match
+        statement = [f"(void){d.find.var};" for d in decisions if d.chosen is not None]
+        statement.append("++spf_n;")
+    else:
+        statement = emit_assembly.statement(assembly, rhs, name, target)
 
     for t in nest.space.tiles:
         conds = tile_guards(nest, decisions, t, names)
@@ -614,43 +682,54 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
         w.close_to(len(w.closers) - 1)
     else:
         write_nest(finds)
-    if assembly is not None:
-        emit_assembly.finish(w, assembly)
+    building = assembly is not None and not count
+    if count:
+        w.line("*spf_bound = spf_n;")
+    elif building:
+        emit_assembly.finish(w, assembly, name, target)
     releases = [f for f in stateful if f.choice.algorithm == "hashmap" or f.choice.array_key]
-    if releases or assembly is not None:
+
+    def release_all() -> None:
         for f in releases:
             f.release(w)
-        if assembly is not None:
-            emit_assembly.release(w, assembly)
+        if building:
+            emit_assembly.release(w, assembly, target)
+
+    if releases or building:
+        release_all()
         w.line("return 0;")
         w.lines.append("spf_out_of_memory:")
-        for f in releases:
-            f.release(w)
-        if assembly is not None:
-            emit_assembly.release(w, assembly)
-        w.line("return 1;")
+        if building and target == "output":
+            w.line("spf_status = 1;")
+            w.lines.append("spf_fail:")
+            release_all()
+            w.line("return spf_status;")
+        else:
+            release_all()
+            w.line("return 1;")
     else:
         w.line("return 0;")
 
     hashmap = any(f.choice.algorithm == "hashmap" for f in finds + alt_finds)
-    extra = ""
-    if assembly is not None:
-        extra = emit_assembly.functions(assembly.storage, name,
-                                        struct_name(assembly.output.layout))
-    return KernelCode(signature, w.lines, helpers, layouts, hashmap, extra)
+    storage = ""
+    if building and target == "output":
+        storage = emit_assembly.functions(assembly.storage, name,
+                                          struct_name(assembly.output.layout),
+                                          assembly.mode == "workspace")
+    return KernelCode(signature, w.lines, helpers, layouts, hashmap, building, storage)
 
 
 def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout],
                 signature: str, body: list[str], hashmap: bool = False,
-                assembly: str = "", before: str = "", merge: bool = False) -> str:
-    """The whole C file from ``templates/kernel.c`` (``assembly``: the output's storage
-    functions, put after the kernel; ``before``: functions the kernel calls; ``merge``:
-    the helper merging sorted runs)."""
+                assembly: bool = False, before: str = "", merge: bool = False) -> str:
+    """The whole C file from ``templates/kernel.c`` (``assembly``: the kernel assembles a
+    sparse output; ``before``: functions the kernel calls; ``merge``: the helper merging
+    sorted runs)."""
     structs = "\n\n".join(struct_typedef(lay) for lay in layouts)
     helper_text = "\n".join(_HELPERS[h] for h in sorted(helpers))
     if before:
         structs = (structs + "\n\n" if structs else "") + before + "\n"
-    for used, file in ((hashmap, "hashmap.c"), (bool(assembly), "assembly.c"),
+    for used, file in ((hashmap, "hashmap.c"), (assembly, "assembly.c"),
                        (merge, "assembly_merge.c")):
         if used:
             helper_text = (helper_text + "\n\n" if helper_text else "") + \
@@ -661,7 +740,7 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
         structs=structs + ("\n" if structs else ""),
         signature=signature,
         body="\n".join(body))
-    return text + ("\n\n" + assembly + "\n" if assembly else "")
+    return text
 
 
 def write_levels(w: _Writer, nest: LoopNest, names: CNames, used: set[str],

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import keyword
+import math
 import re
 from dataclasses import replace
 from functools import lru_cache
@@ -10,7 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import emit_assembly, emit_c, index_expr, runtime
+from . import emit_c, index_expr, runtime
 from .errors import ArgumentError, SpecError, SynthesisError
 from .iteration_space import IterationSpace, build, shared_fields
 from .kernel_spec import Expr, load_kernel_file, parse_bounds, parse_expr
@@ -215,7 +216,7 @@ class Kernel:
                 if self.parallel:
                     self._analysis.notes.append(
                         f"not parallelized: the output {self.expr.output.tensor} is assembled "
-                        "into one coordinate stream, in order")
+                        "in storage order by one thread")
                 self._analysis.notes.append(self.assembly.describe())
             for t, (var, size) in self.space.tiles.items():
                 guards = emit_c.tile_guards(self.nest, self.decisions, t)
@@ -329,16 +330,14 @@ class Kernel:
                 header.append(f"Term {k} ({t.name}): {t.expr}")
                 header += ["  " + h for h in t._header_lines()]
                 codes.append(emit_c.kernel_code(t.nest, t.name, t.decisions, t._guard_notes(),
-                                                t.parallel_loop, t.assembly))
+                                                t.parallel_loop, t.assembly, target="stream"))
                 args.append([a.tensor for a in (t.expr.output, *t.expr.factors)])
-            storage = ""
-            if self.assembly:
-                storage = emit_assembly.functions(
-                    self.assembly.storage, self.name,
-                    emit_c.struct_name(self.assembly.output.layout))
+            bounds = [emit_c.kernel_code(t.nest, f"{t.name}_bound", t.decisions,
+                                         t._guard_notes(), None, t.assembly, count=True)
+                      for t in self.terms] if self.assembly else []
             self._source = emit_c.emit_sum(self.name, header, self.expr, self.layouts, codes,
                                            args, self.space, self.parallel_loop is not None,
-                                           storage)
+                                           self.assembly, bounds)
         return self._source
 
     def _header_lines(self) -> list[str]:
@@ -355,9 +354,9 @@ class Kernel:
         if self.parallel_loop:
             header.append(f"Parallel (OpenMP): loop {self.parallel_loop}")
         if self.assembly:
-            header.append(f"Output {self.expr.output.tensor}: appended to a coordinate stream, "
-                          f"stored as {self.assembly.storage.layout.name} by the _count and "
-                          "_assemble functions")
+            header.append(f"Output {self.expr.output.tensor}: assembled in "
+                          f"{self.assembly.storage.layout.name} (entries appended in storage "
+                          f"order by {self.name}_append; arrays sized by {self.name}_bound)")
         return header
 
     def _guard_notes(self) -> dict[str, str]:
@@ -455,8 +454,8 @@ class CompiledKernel:
         self.inputs = [a.tensor for a in kernel.expr.factors]
         self.output = kernel.expr.output.tensor
         if kernel.assembly is not None:
-            for suffix in ("count", "assemble", "free"):
-                getattr(lib, f"{kernel.name}_{suffix}").restype = None
+            self._bound = getattr(lib, f"{kernel.name}_bound")
+            self._bound.restype = ctypes.c_int
 
     def allocate_output(self, **inputs: Any) -> Tensor:
         """A zeroed output tensor for these inputs (dense, or sharing an input's structure),
@@ -552,34 +551,33 @@ class CompiledKernel:
 
     def _assemble(self, tensors: Mapping[str, Tensor], scalars: Mapping[str, float],
                   shape: tuple[int, ...]) -> Tensor:
-        """Run the kernel into a coordinate stream, then size and fill the output layout."""
+        """Count the statement instances (a bound on the entries), allocate the output
+        layout's arrays for that many, run the kernel into them and trim them."""
         k = self.kernel
         storage = k.assembly.storage
         ext = [shape[d] for d in storage.order]
-        total = 1
-        for n in ext:
-            total *= max(n, 1)
-        if total >= 2 ** 63:
+        if math.prod(max(n, 1) for n in ext) >= 2 ** 63:
             raise ArgumentError(f"output {self.output!r} of shape {shape} has more than 2^63 "
                                 "coordinates; its keys would overflow int64")
         keep: list = []
-        stream = runtime.Stream()
-        try:
-            if self._fn(ctypes.byref(stream), *self._input_args(tensors, scalars, keep)) != 0:
-                raise MemoryError(f"kernel {k.name}: out of memory while assembling "
-                                  f"{self.output!r}")
-            ext_arr = np.array(ext, dtype=np.int64)
-            counts = np.zeros(len(storage.levels), dtype=np.int64)
-            getattr(self._lib, f"{k.name}_count")(ctypes.byref(stream),
-                                                  ctypes.c_void_p(ext_arr.ctypes.data),
-                                                  ctypes.c_void_p(counts.ctypes.data))
-            fields = _storage_fields(storage, shape, counts, self.output)
-            out = runtime.make_struct(storage.layout, fields)
-            getattr(self._lib, f"{k.name}_assemble")(ctypes.byref(stream),
-                                                     ctypes.c_void_p(ext_arr.ctypes.data),
-                                                     ctypes.byref(out))
-        finally:
-            getattr(self._lib, f"{k.name}_free")(ctypes.byref(stream))
+        inputs = self._input_args(tensors, scalars, keep)
+        bound = ctypes.c_int64(0)
+        if self._bound(ctypes.byref(bound), *inputs) != 0:
+            raise MemoryError(f"kernel {k.name}: out of memory while sizing {self.output!r}")
+        caps = _level_capacities(storage, ext, bound.value)
+        fields = _storage_fields(storage, shape, caps)
+        size = np.array(caps, dtype=np.int64)
+        status = self._fn(ctypes.byref(runtime.make_struct(storage.layout, fields)),
+                          ctypes.c_void_p(size.ctypes.data), *inputs)
+        if status == 1:
+            raise MemoryError(f"kernel {k.name}: out of memory while assembling {self.output!r}")
+        if status != 0:
+            if max(caps) == _INT32_MAX:
+                raise ArgumentError(f"output {self.output!r} has more stored positions than "
+                                    "32-bit indices can address")
+            raise RuntimeError(f"kernel {k.name}: {self.output!r} outgrew the arrays sized by "
+                               f"{k.name}_bound (a bug in spf; please report it)")
+        _trim(storage, fields, size)
         return Tensor(storage.layout, shape, fields, check=False)
 
     def _extents(self, tensors: Mapping[str, Tensor]) -> dict[str, int]:
@@ -660,23 +658,53 @@ class CompiledKernel:
         return Tensor(layout, shape, fields, check=False)
 
 
-def _storage_fields(storage, shape: tuple[int, ...], counts: np.ndarray,
-                    name: str) -> dict[str, Any]:
-    """Zeroed arrays of an assembled output, sized by the level counts."""
-    if counts.size and int(counts.max()) > np.iinfo(np.int32).max:
-        raise ArgumentError(f"output {name!r} has {int(counts.max())} stored positions, more "
-                            "than 32-bit indices can address")
+_INT32_MAX = 2 ** 31 - 1
+
+
+def _level_capacities(storage, ext: list[int], bound: int) -> list[int]:
+    """Positions to allocate per level: exact for dense levels; for a compressed level at
+    most one per entry (``bound``) and per distinct coordinate prefix; positions are int32."""
+    caps: list[int] = []
+    coords = 0
+    for k, lv in enumerate(storage.levels):
+        coords += len(lv.coords)
+        if lv.kind == "dense":
+            cap = (caps[-1] if k else 1) * ext[coords - 1]
+        else:
+            cap = min(bound, math.prod(ext[:coords]))
+        caps.append(min(cap, _INT32_MAX))
+    return caps
+
+
+def _storage_fields(storage, shape: tuple[int, ...], caps: list[int]) -> dict[str, Any]:
+    """The output layout's fields with room for ``caps`` positions per level (pointer
+    arrays zeroed; values zeroed when the last level is dense, as it has no entry for
+    every position)."""
     fields: dict[str, Any] = {f: int(n) for f, n in zip(storage.shape_fields, shape)}
     for k, lv in enumerate(storage.levels):
         if lv.count:
-            fields[lv.count] = int(counts[k])
+            fields[lv.count] = 0
         if lv.pointer:
-            fields[lv.pointer] = np.zeros(int(counts[k - 1]) + 1, dtype=np.int32)
+            fields[lv.pointer] = np.zeros(caps[k - 1] + 1, dtype=np.int32)
         for _, arr in lv.coords:
             if arr:
-                fields[arr] = np.empty(int(counts[k]), dtype=np.int32)
-    fields[storage.value_array] = np.zeros(int(counts[-1]) if counts.size else 0)
+                fields[arr] = np.empty(caps[k], dtype=np.int32)
+    alloc = np.zeros if storage.levels[-1].kind == "dense" else np.empty
+    fields[storage.value_array] = alloc(caps[-1], dtype=np.float64)
     return fields
+
+
+def _trim(storage, fields: dict[str, Any], size: np.ndarray) -> None:
+    """Shrink the arrays (in place: realloc) to the positions each level used."""
+    for k, lv in enumerate(storage.levels):
+        if lv.count:
+            fields[lv.count] = int(size[k])
+        if lv.pointer:
+            fields[lv.pointer].resize(int(size[k - 1]) + 1, refcheck=False)
+        for _, arr in lv.coords:
+            if arr:
+                fields[arr].resize(int(size[k]), refcheck=False)
+    fields[storage.value_array].resize(int(size[-1]), refcheck=False)
 
 
 def _as_tensor(name: str, value: Any, layout: Layout) -> Tensor:

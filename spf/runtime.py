@@ -65,13 +65,6 @@ def load_library(path: str) -> ctypes.CDLL:
 _CTYPES = {"int": ctypes.c_int32, "double": ctypes.c_double}
 
 
-class Stream(ctypes.Structure):
-    """``spf_stream`` of ``templates/assembly.c``: a growable (key, value) list owned by C."""
-
-    _fields_ = [("n", ctypes.c_int64), ("cap", ctypes.c_int64),
-                ("key", ctypes.c_void_p), ("val", ctypes.c_void_p)]
-
-
 @lru_cache(maxsize=None)
 def struct_type(layout: Layout) -> type[ctypes.Structure]:
     """The ctypes mirror of a layout's C struct (arrays as raw pointers)."""

@@ -153,7 +153,7 @@ static inline int spf_ws_init(spf_workspace *ws, int64_t size, int64_t prefix)
     ws->words = size / 4096 + 1;
     ws->bits = calloc((size_t)(size / 64 + 1), sizeof(uint64_t));
     ws->summary = calloc((size_t)ws->words, sizeof(uint64_t));
-    ws->list = malloc(sizeof(int64_t) * (size_t)size);
+    ws->list = malloc(sizeof(int64_t) * (size_t)(size + 4));   /* + 4: spf_ws_order writes ahead */
     ws->val = malloc(sizeof(double) * (size_t)size);
     return !ws->bits || !ws->summary || !ws->list || !ws->val;
 }
@@ -183,17 +183,13 @@ static inline void spf_ws_add(spf_workspace *restrict ws, int64_t slot, double v
     }
 }
 
-/* Append the current group in key order and start group ``next``.  The group's slots come
- * in order from the bits (words found through the summary, cost ~ words + n) or, for a
- * group small against the workspace, from sorting its list (cost ~ n log n). */
-static inline int spf_ws_flush(spf_workspace *restrict ws, spf_stream *restrict out, int64_t next)
+/* Put the current group's slots in increasing order into list[0..n) and clear their bits.
+ * The slots come from the bits, through the summary words (cost ~ words + touched words;
+ * each touched word is flattened without a branch per bit), or, for a group small
+ * against the workspace, from sorting the list (cost ~ n log n). */
+static inline int64_t spf_ws_order(spf_workspace *restrict ws)
 {
     const int64_t n = ws->n;
-    const int64_t base = ws->prefix * ws->size;
-    if (n > 0 && spf_stream_reserve(out, n))
-        return 1;
-    int64_t *restrict key = out->key + out->n;
-    double *restrict val = out->val + out->n;
     int64_t log2n = 0;
     while (((int64_t)1 << log2n) < n)
         ++log2n;
@@ -203,27 +199,55 @@ static inline int spf_ws_flush(spf_workspace *restrict ws, spf_stream *restrict 
             const int64_t w = ws->list[t];
             ws->bits[w >> 6] = 0;
             ws->summary[w >> 12] = 0;
-            key[t] = base + w;
         }
-    } else {
-        int64_t t = 0;
-        for (int64_t s = 0; s < ws->words; ++s) {
-            uint64_t used = ws->summary[s];
-            ws->summary[s] = 0;
-            while (used) {
-                const int64_t word = 64 * s + __builtin_ctzll(used);
-                used &= used - 1;
-                uint64_t b = ws->bits[word];
-                ws->bits[word] = 0;
-                while (b) {
-                    key[t++] = base + 64 * word + __builtin_ctzll(b);
-                    b &= b - 1;
-                }
+        return n;
+    }
+    int64_t *restrict list = ws->list;
+    int64_t t = 0;
+    for (int64_t s = 0; s < ws->words; ++s) {
+        uint64_t used = ws->summary[s];
+        ws->summary[s] = 0;
+        while (used) {
+            const int64_t word = 64 * s + __builtin_ctzll(used);
+            used &= used - 1;
+            uint64_t b = ws->bits[word];
+            ws->bits[word] = 0;
+            const int64_t at = 64 * word;
+            const int cnt = __builtin_popcountll(b);
+            /* write four slots unconditionally (the list has room: a word's slots are
+             * already listed), keep cnt of them; loop only for denser words */
+            int64_t *restrict out = list + t;
+            out[0] = at + __builtin_ctzll(b | ((uint64_t)1 << 63));
+            b &= b - 1;
+            out[1] = at + __builtin_ctzll(b | ((uint64_t)1 << 63));
+            b &= b - 1;
+            out[2] = at + __builtin_ctzll(b | ((uint64_t)1 << 63));
+            b &= b - 1;
+            out[3] = at + __builtin_ctzll(b | ((uint64_t)1 << 63));
+            b &= b - 1;
+            for (int q = 4; q < cnt; ++q) {
+                out[q] = at + __builtin_ctzll(b);
+                b &= b - 1;
             }
+            t += cnt;
         }
     }
-    for (int64_t t = 0; t < n; ++t)
-        val[t] = ws->val[key[t] - base];
+    return n;
+}
+
+/* Append the current group in key order to a stream and start group ``next``. */
+static inline int spf_ws_flush(spf_workspace *restrict ws, spf_stream *restrict out, int64_t next)
+{
+    const int64_t base = ws->prefix * ws->size;
+    const int64_t n = spf_ws_order(ws);
+    if (n > 0 && spf_stream_reserve(out, n))
+        return 1;
+    int64_t *restrict key = out->key + out->n;
+    double *restrict val = out->val + out->n;
+    for (int64_t t = 0; t < n; ++t) {
+        key[t] = base + ws->list[t];
+        val[t] = ws->val[ws->list[t]];
+    }
     out->n += n;
     ws->n = 0;
     ws->prefix = next;

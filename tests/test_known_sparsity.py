@@ -71,6 +71,27 @@ def test_sddmm_output_shares_the_csr_structure(seed, shape, density, parallel):
     np.testing.assert_allclose(again.to_dense(), 2 * S.toarray() * (A @ B), rtol=1e-12)
 
 
+@pytest.mark.parametrize("layout", ["CSR", "DCSR", "COO", "SortedCOO"])
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("shape,density,seed", [((30, 20), 0.2, 1), ((8, 50), 0.0, 2),
+                                                ((12, 9), 0.05, 3)])
+def test_spmv_like_kernels_write_into_a_prebuilt_sparse_output(layout, parallel, shape,
+                                                               density, seed):
+    """C = diag(d) A diag(x) into the structure of A (scaling, an SpMV-like kernel)."""
+    rng = np.random.default_rng(seed)
+    A = sp.random(*shape, density=density, format="csr", random_state=seed)
+    x, d = rng.random(shape[1]), rng.random(shape[0])
+    k = spf.Kernel("C(i,j) = A(i,j) * x(j) * d(i)", {"A": layout, "C": layout},
+                   share={"C": "A"}, parallel=parallel)
+    At = spf.Tensor.from_scipy(layout, A)
+    C = k.compile()(A=At, x=x, d=d)
+    assert C.layout.name == layout
+    np.testing.assert_allclose(C.to_dense(), (sp.diags(d) @ A @ sp.diags(x)).toarray(),
+                               rtol=1e-12, atol=1e-12)
+    if parallel and layout in ("CSR", "DCSR"):
+        assert k.parallel_loop == "A_pi"
+
+
 def test_share_errors():
     with pytest.raises(spf.SpecError, match="not an input tensor"):
         spf.Kernel(SDDMM, {"S": "CSR", "C": "CSR"}, share={"C": "Z"})

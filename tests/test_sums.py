@@ -122,7 +122,7 @@ def test_sum_source_report_and_analyses(compiles_clean):
     src = k.c_source()
     compiles_clean(src)
     assert "static int spf_kernel_term0(spf_stream *restrict C, const spf_CSR *restrict A)" in src
-    assert "spf_stream_merge(C, spf_runs, 2)" in src
+    assert "spf_stream_merge(&spf_union, spf_runs, 2)" in src
     assert len(k.terms) == 2 and len(k.analyses()) == 2
     assert "--- term 1" in k.report()
     assert str(k.expr) == "C(i,j) = A(i,j) + B(i,j)"
