@@ -553,6 +553,7 @@ def describe(rows: list[dict]) -> str:
             spf_s = float(c["spf_csr"]["median_s"])
             who = ", ".join(f"{o} {float(c[o]['median_s']) / spf_s:.2f}x" for o in faster)
             lines.append(f"| {scale} | {matrix} | {who} | {_why(c, faster)} |")
+    lines += _interleaving_notes(rows, cells)
     lines += ["", _analysis(cells)]
     skipped = sorted({(r["scale"], r["matrix"], r["status"]) for r in rows
                       if r["table"] == "main" and r["contender"] == "spf_csr"
@@ -569,6 +570,31 @@ def describe(rows: list[dict]) -> str:
         lines += ["", "Generating and compiling the kernels took " + ", ".join(
             f"{c} {t:.2f} s" for c, t in builds.items()) + " (C compiles are cached)."]
     return "\n".join(lines)
+
+
+def _interleaving_notes(rows: list[dict], cells: dict[tuple[str, str], dict[str, dict]]
+                        ) -> list[str]:
+    """Inputs where the pair table's CSR x CSR cell (the same kernel and input, timed without
+    the other contenders interleaved) differs from the main table's spf_csr by over 1.3x."""
+    out = []
+    for r in rows:
+        if r["table"] != "pairs" or (r["A_layout"], r["B_layout"]) != ("CSR", "CSR"):
+            continue
+        main = cells.get((r["scale"], r["matrix"]), {}).get("spf_csr")
+        alone, mixed = _num(r["median_s"]), _num(main["median_s"]) if main else None
+        if alone and mixed and max(alone, mixed) > 1.3 * min(alone, mixed):
+            ratios = ", ".join(f"{o} {float(c['median_s']) / alone:.2f}x" for o in
+                               ("scipy", "scipy_sorted", "graphblas")
+                               if _num((c := cells[(r["scale"], r["matrix"])].get(o, {}))
+                                       .get("median_s")))
+            out.append(f"- {r['scale']} {r['matrix']}: the same spf kernel on the same input "
+                       f"took {_ms(alone)} ms in the pair table (spf runs only) against "
+                       f"{_ms(mixed)} ms here, where its runs alternate with the other "
+                       "contenders (spf_dense fills a rows x cols array in between); with the "
+                       f"pair-table time the ratios would be {ratios}.")
+    if out:
+        out = ["", "Timing caveat:", ""] + out
+    return out
 
 
 def _analysis(cells: dict[tuple[str, str], dict[str, dict]]) -> str:

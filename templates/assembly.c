@@ -184,16 +184,24 @@ static inline void spf_ws_add(spf_workspace *restrict ws, int64_t slot, double v
 }
 
 /* Put the current group's slots in increasing order into list[0..n) and clear their bits.
- * The slots come from the bits, through the summary words (cost ~ words + touched words;
+ * The slots come from the bits, through the summary words between the group's smallest and
+ * largest slot (cost ~ those words + touched words;
  * each touched word is flattened without a branch per bit), or, for a group small
  * against the workspace, from sorting the list (cost ~ n log n). */
 static inline int64_t spf_ws_order(spf_workspace *restrict ws)
 {
     const int64_t n = ws->n;
+    if (n == 0)
+        return 0;
+    int64_t lo = ws->list[0], hi = ws->list[0];   /* the summary words the group touched */
+    for (int64_t t = 1; t < n; ++t) {
+        lo = ws->list[t] < lo ? ws->list[t] : lo;
+        hi = ws->list[t] > hi ? ws->list[t] : hi;
+    }
     int64_t log2n = 0;
     while (((int64_t)1 << log2n) < n)
         ++log2n;
-    if (ws->words > 2 * n * log2n) {
+    if ((hi >> 12) - (lo >> 12) + 1 > 2 * n * log2n) {
         spf_sort(ws->list, NULL, n);
         for (int64_t t = 0; t < n; ++t) {
             const int64_t w = ws->list[t];
@@ -204,7 +212,7 @@ static inline int64_t spf_ws_order(spf_workspace *restrict ws)
     }
     int64_t *restrict list = ws->list;
     int64_t t = 0;
-    for (int64_t s = 0; s < ws->words; ++s) {
+    for (int64_t s = lo >> 12; s <= hi >> 12; ++s) {
         uint64_t used = ws->summary[s];
         ws->summary[s] = 0;
         while (used) {
