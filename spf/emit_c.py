@@ -453,7 +453,6 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
     w = _Writer()
     w.line(f"/* {expr}: statement splitting, one function per term; no term reads the")
     w.line(" * implicit zeros of another term's operands */")
-    calls = [f"{name}_term{k}({', '.join(args)})" for k, args in enumerate(term_args)]
     extra = ""
     if assembled:
         n = len(terms)
@@ -507,8 +506,8 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
                     w.line(f"    {out}->{arr}[spf_z] = 0.0;")
                 else:
                     w.line(f"memset({out}->{arr}, 0, sizeof(double) * {size});")
-        for c in calls:
-            w.line(f"if ({c})")
+        for k, args in enumerate(term_args):
+            w.line(f"if ({name}_term{k}({', '.join(args)}))")
             w.line("    return 1;")
         w.line("return 0;")
     functions = "\n\n".join(_function(t, static=True) for t in terms)
