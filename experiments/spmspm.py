@@ -12,6 +12,8 @@ format, conversions not timed):
   on prebuilt spf Tensors, which counts the products (the generated ``_bound`` pass) to size
   the output's numpy arrays, runs the kernel, which appends each row in column order to
   them, and trims them: a canonical CSR (sorted column indices).
+- ``spf_unsorted``: the same with C in ``CSR_unsorted`` (a layout that orders no column within a
+  row): each row is appended in the order its columns were first touched, as scipy does.
 - ``spf_dense``: the same with C in ``DenseMatrix``, called with prebuilt argument structs on a
   preallocated C (the kernel zeroes it); only where C takes at most 256 MB.
 - ``scipy``: ``A @ B`` on CSR inputs.  scipy's SpGEMM returns CSR with *unsorted* column
@@ -43,7 +45,8 @@ with A and B drawn independently (5000 x 5000, 250k nonzeros each, in the full m
 1000 in the quick mode).  ``--matrix`` runs on Matrix Market files instead (``C = A A`` for a
 square A, ``A A^T`` otherwise) and writes ``results/spmspm_user.quick.csv``.
 
-Each contender is warmed up once per input, then timed as the median of at least 5 runs
+Ratios compare outputs of the same kind: scipy (unsorted) against spf_unsorted, the others
+against spf_csr (sorted).  Each contender is warmed up once per input, then timed as the median of at least 5 runs
 (more for short calls), interleaved in rounds.  Every output is checked against scipy's
 ``A @ B``: values (rtol 1e-9) and structure (spf and GraphBLAS: exactly the entries of the
 product of the stored patterns, in sorted order; scipy: its own reference, which drops
@@ -72,7 +75,10 @@ from .common import prepared_call, print_table, time_interleaved, write_csv
 from .matrices import _canonical, matrices, suite
 
 EXPR = "C(i,j) = A(i,k) * B(k,j)"
-MAIN = ("spf_csr", "spf_dense", "scipy", "scipy_sorted", "graphblas")
+MAIN = ("spf_csr", "spf_unsorted", "spf_dense", "scipy", "scipy_sorted", "graphblas")
+# each contender is compared with the spf kernel producing the same kind of output
+PEER = {"spf_unsorted": "spf_csr", "spf_dense": "spf_csr", "scipy": "spf_unsorted",
+        "scipy_sorted": "spf_csr", "graphblas": "spf_csr"}
 PAIR_LAYOUTS = ("COO", "CSR", "DCSR", "BCSR")
 BLOCK = 4                                   # BCSR block size of the pair table
 # A in BCSR once more with the rows of a block row outside its blocks: i then never decreases
@@ -203,6 +209,7 @@ def graphblas():
 @dataclass
 class Contenders:
     csr: Any                                            # CompiledKernel, C in CSR
+    unsorted: Any                                       # CompiledKernel, C in CSR_unsorted
     dense: Any                                          # CompiledKernel, C in DenseMatrix
     pairs: dict = field(default_factory=dict)           # (A layout, B layout) -> CompiledKernel
     missing: dict = field(default_factory=dict)         # (A layout, B layout) -> why
@@ -221,6 +228,9 @@ class Contenders:
             return f
         con = cls(compile_("CSR x CSR -> CSR", {"A": "CSR", "B": "CSR", "C": "CSR"},
                            name="spmspm_csr"),
+                  compile_("CSR x CSR -> CSR_unsorted", {"A": "CSR", "B": "CSR",
+                                                         "C": "CSR_unsorted"},
+                           name="spmspm_csr_unsorted"),
                   compile_("CSR x CSR -> DenseMatrix", {"A": "CSR", "B": "CSR",
                                                         "C": "DenseMatrix"}, name="spmspm_dense"),
                   build_s=build_s, gb=graphblas())
@@ -269,6 +279,7 @@ def run_main(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Con
     fns: dict[str, Callable[[], None]] = {}
     results: dict[str, dict] = {c: {} for c in MAIN}
     fns["spf_csr"] = _spf_call(con.csr, results["spf_csr"], A=At, B=Bt)
+    fns["spf_unsorted"] = _spf_call(con.unsorted, results["spf_unsorted"], A=At, B=Bt)
     dense_bytes = 8 * A.shape[0] * B.shape[1]
     C = None
     if dense_bytes <= DENSE_MAX_BYTES:
@@ -307,6 +318,14 @@ def run_main(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Con
                            assembly=con.csr.kernel.assembly.mode,
                            build_s=con.build_s["CSR x CSR -> CSR"])
     check(label.format("spf_csr"), out.to_scipy().tocsr(), reference, structure)
+    out = results["spf_unsorted"]["C"]
+    got = out.to_scipy().tocsr()
+    rows["spf_unsorted"].update(C_layout="CSR_unsorted", nnz_C=out.values.size,
+                                sorted_output="yes" if got.has_sorted_indices else "no",
+                                assembly=con.unsorted.kernel.assembly.mode,
+                                build_s=con.build_s["CSR x CSR -> CSR_unsorted"])
+    got.sort_indices()
+    check(label.format("spf_unsorted"), got, reference, structure)
     if C is not None:
         np.testing.assert_allclose(C, reference.toarray(), rtol=1e-9, atol=1e-12,
                                    err_msg=label.format("spf_dense"))
@@ -326,10 +345,9 @@ def run_main(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Con
                                  sorted_output="yes" if exported.get("sorted_cols") else "no")
         check(label.format("graphblas"), gb.io.to_scipy_sparse(got, "csr").tocsr(),
               reference, structure)
-    spf_s = timed["spf_csr"][0]
     for c, r in rows.items():
-        if r["median_s"] != "":
-            r["ratio_vs_spf"] = r["median_s"] / spf_s
+        if r["median_s"] != "" and c in PEER:
+            r["ratio_vs_spf"] = r["median_s"] / timed[PEER[c]][0]
     summary = "  ".join(f"{c}={timed[c][0] * 1e3:.3g}ms" for c in MAIN
                         if c in timed)
     print(f"  {scale:6s} {name:22s} {summary}", flush=True)
@@ -465,18 +483,17 @@ def _main_cells(rows: list[dict]) -> dict[tuple[str, str], dict[str, dict]]:
     return {k: v for k, v in cells.items() if _num(v.get("spf_csr", {}).get("median_s"))}
 
 
-def _why(c: dict[str, dict], loser_to: list[str]) -> str:
-    """Why spf_csr is slower than the contenders ``loser_to`` on one input (from its numbers)."""
-    spf_s = float(c["spf_csr"]["median_s"])
-    work = int(float(c["spf_csr"]["products"]))
-    nnz_c = int(float(c["spf_csr"]["nnz_C"] or 0))
-    parts = [f"{spf_s / max(work, 1) * 1e9:.1f} ns per product, {spf_s / max(nnz_c, 1) * 1e9:.1f} "
-             "ns per entry of C: besides the products, spf emits every row of C in column "
-             "order (a bitmap walk over the row's workspace words), which scipy's unsorted "
-             "output skips"]
-    if "scipy_sorted" in loser_to or "graphblas" in loser_to:
-        parts.append("the contenders that also sort are faster here")
-    if spf_s < 1e-3:
+def _why(c: dict[str, dict], spf: str, loser_to: list[str]) -> str:
+    """Why the spf kernel ``spf`` is slower than ``loser_to`` on one input (from its numbers)."""
+    spf_s = float(c[spf]["median_s"])
+    work = int(float(c[spf]["products"]))
+    nnz_c = int(float(c[spf]["nnz_C"] or 0))
+    parts = [f"{spf_s / max(work, 1) * 1e9:.1f} ns per product, "
+             f"{spf_s / max(nnz_c, 1) * 1e9:.1f} ns per entry of C"]
+    if spf == "spf_csr":
+        parts.append("spf emits every row of C in column order (a bitmap walk over the "
+                     "row's workspace words, or a sort of a short row)")
+    if spf_s < 3e-3:
         parts.append("at this size the fixed cost of a call (argument checks, the bound pass, "
                      "output allocation, a workspace of numCols entries) weighs in")
     return "; ".join(parts)
@@ -495,7 +512,10 @@ def describe(rows: list[dict]) -> str:
         "assembled by the kernel (rows of C proven in order by Z3, a dense workspace gathers "
         "each row and appends it, in column order, to the CSR arrays, which a first pass "
         "counting the products sized), timed as the public call "
-        "`f(A=..., B=...)` returning an spf Tensor with sorted columns. `spf_dense`: C in "
+        "`f(A=..., B=...)` returning an spf Tensor with sorted columns. `spf_unsorted`: the "
+        "same kernel with C in `CSR_unsorted`, a layout that orders no column within a row, "
+        "so each row is appended in the order its columns were first touched (like scipy). "
+        "`spf_dense`: C in "
         "`DenseMatrix`, preallocated, zeroed by the kernel (only where C fits in 256 MB). "
         "`scipy`: `A @ B`, whose columns come out unsorted"
         + (f" (on {len(unsorted)} of {len(cells)} inputs here)" if cells else "")
@@ -505,54 +525,62 @@ def describe(rows: list[dict]) -> str:
         "against scipy (values and structure). Inputs: `C = A A` over the matrix suite (all "
         "square) and TACO's random 5000 x 5000 matrices of the paper "
         "(`fillTensor(FillMethod::Sparse, 0.1)`: 10% of the rows nonempty, each with 10% of "
-        "the columns, A and B independent). Ratio = contender time / spf_csr time: > 1 means "
-        "spf_csr is faster.",
+        "the columns, A and B independent). Ratio = contender time / time of the spf kernel "
+        "with the same kind of output (scipy: spf_unsorted; the others: spf_csr): > 1 means "
+        "spf is faster.",
         ""]
     if grb_missing:
         lines += ["python-graphblas was not installed for this run: no GraphBLAS column.", ""]
     head = ["scale", "matrix", "rows", "nnz(A)", "products", "nnz(C)", "spf_csr (ms)"] + [
-        f"{c} (ms, ratio)" for c in others]
+        f"{c} (ms, vs {PEER[c]})" for c in others]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (scale, matrix), c in cells.items():
         s = c["spf_csr"]
-        spf_s = float(s["median_s"])
-        vals = [scale, matrix, s["rows"], s["nnz_A"], s["products"], s["nnz_C"], _ms(spf_s)]
+        vals = [scale, matrix, s["rows"], s["nnz_A"], s["products"], s["nnz_C"],
+                _ms(float(s["median_s"]))]
         for o in others:
-            t = _num(c.get(o, {}).get("median_s"))
-            vals.append(f"{_ms(t)} ({t / spf_s:.2f}x)" if t is not None else "-")
+            t, peer = _num(c.get(o, {}).get("median_s")), _num(c.get(PEER[o], {}).get("median_s"))
+            vals.append(f"{_ms(t)} ({t / peer:.2f}x)" if t is not None and peer else "-")
         lines.append("| " + " | ".join(str(v) for v in vals) + " |")
     scales = list(dict.fromkeys(k[0] for k in cells))
-    lines += ["", "Geometric means of the ratios (contender time / spf_csr time; > 1: spf "
-              "faster), per scale and over all inputs:", "",
-              "| scale | inputs | " + " | ".join(others) + " |",
+    lines += ["", "Geometric means of the ratios (contender time / time of the spf kernel with "
+              "the same kind of output, in parentheses; > 1: spf faster), per scale and over "
+              "all inputs:", "",
+              "| scale | inputs | " + " | ".join(f"{o} (vs {PEER[o]})" for o in others) + " |",
               "|---|---|" + "---|" * len(others)]
     for scale in scales + [None]:
         group = [c for k, c in cells.items() if scale is None or k[0] == scale]
         vals = []
         for o in others:
-            ratios = [float(c[o]["median_s"]) / float(c["spf_csr"]["median_s"])
-                      for c in group if _num(c.get(o, {}).get("median_s"))]
+            ratios = [float(c[o]["median_s"]) / float(c[PEER[o]]["median_s"])
+                      for c in group if _num(c.get(o, {}).get("median_s"))
+                      and _num(c.get(PEER[o], {}).get("median_s"))]
             vals.append(f"{_geomean(ratios):.2f}x ({len(ratios)})" if ratios else "-")
         label = [scale or "**all**", str(len(group))]
         lines.append("| " + " | ".join(label + vals) + " |")
 
-    # where spf_csr loses
+    # where spf loses against a library producing the same kind of output
     losses = []
     for (scale, matrix), c in cells.items():
-        faster = [o for o in ("scipy", "scipy_sorted", "graphblas")
-                  if _num(c.get(o, {}).get("median_s"))
-                  and float(c[o]["median_s"]) < 0.95 * float(c["spf_csr"]["median_s"])]
-        if faster:
-            losses.append((scale, matrix, c, faster))
-    lines += ["", "### Where spf_csr is slower (ratio < 0.95)", ""]
+        for spf_kind in ("spf_unsorted", "spf_csr"):
+            mine = _num(c.get(spf_kind, {}).get("median_s"))
+            faster = [o for o in ("scipy", "scipy_sorted", "graphblas")
+                      if PEER[o] == spf_kind and mine
+                      and _num(c.get(o, {}).get("median_s"))
+                      and float(c[o]["median_s"]) < 0.95 * mine]
+            if faster:
+                losses.append((scale, matrix, c, spf_kind, faster))
+    lines += ["", "### Where spf is slower than a library with the same output (ratio < 0.95)",
+              ""]
     if not losses:
         lines.append("Nowhere.")
     else:
-        lines += ["| scale | matrix | faster | why |", "|---|---|---|---|"]
-        for scale, matrix, c, faster in losses:
-            spf_s = float(c["spf_csr"]["median_s"])
-            who = ", ".join(f"{o} {float(c[o]['median_s']) / spf_s:.2f}x" for o in faster)
-            lines.append(f"| {scale} | {matrix} | {who} | {_why(c, faster)} |")
+        lines += ["| scale | matrix | spf kernel | faster | why |", "|---|---|---|---|---|"]
+        for scale, matrix, c, spf_kind, faster in losses:
+            mine = float(c[spf_kind]["median_s"])
+            who = ", ".join(f"{o} {float(c[o]['median_s']) / mine:.2f}x" for o in faster)
+            lines.append(f"| {scale} | {matrix} | {spf_kind} | {who} | "
+                         f"{_why(c, spf_kind, faster)} |")
     lines += _interleaving_notes(rows, cells)
     lines += ["", _analysis(cells)]
     skipped = sorted({(r["scale"], r["matrix"], r["status"]) for r in rows
@@ -607,7 +635,7 @@ def _analysis(cells: dict[tuple[str, str], dict[str, dict]]) -> str:
     if not big:
         return ""
     out = []
-    for who in ("spf_csr", "scipy", "scipy_sorted", "graphblas", "spf_dense"):
+    for who in ("spf_csr", "spf_unsorted", "scipy", "scipy_sorted", "graphblas", "spf_dense"):
         v = [x for c in big if (x := per(c, who, "products")) is not None]
         if v:
             out.append(f"{who} {float(np.median(v)):.1f}")

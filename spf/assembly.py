@@ -34,6 +34,16 @@ class AssemblyPlan:
     ordered: int                  # length of the prefix the loops produce in order
     mode: str                     # "workspace" | "sort"
     why: str                      # the proof or the reason, for reports
+    group_level: int | None = None  # nest level where the group is checked (None: per instance)
+    group_var: str = ""             # that level's variable
+
+    @property
+    def any_order(self) -> bool:
+        """A workspace group may be emitted in the order its slots were first touched: the
+        coordinates it gathers are ones the output layout keeps in no particular order."""
+        n = len(self.key)
+        return self.mode == "workspace" and self.ordered < n \
+            and self.ordered >= n - self.storage.free_tail
 
     def describe(self) -> str:
         lay = self.storage.layout
@@ -44,10 +54,19 @@ class AssemblyPlan:
         else:
             rest = ", ".join(self.key[self.ordered:])
             how = (f"a dense workspace over ({rest}) gathers each group"
-                   + ("" if self.ordered else " (the whole vector)"))
+                   + ("" if self.ordered else " (the whole vector)")
+                   + (f" and emits it in the order first touched ({lay.name} keeps ({rest}) "
+                      "unordered)" if self.any_order else " and emits it in order"))
         pre = ", ".join(self.key[:self.ordered]) or "none"
+        where = ""
+        if self.mode == "workspace" and self.ordered:
+            where = ("; the group changes only between statement instances" if
+                     self.group_level is None else
+                     f"; the group is checked once where {self.group_var} is defined, not per "
+                     "instance (Z3 proved it non-decreasing over those iterations)")
         return (f"output {self.output.name} ({lay.name}) assembled in storage order "
-                f"({', '.join(self.key)}); ordered by the loops: ({pre}); {how}; {self.why}")
+                f"({', '.join(self.key)}); ordered by the loops: ({pre}); {how}; {self.why}"
+                f"{where}")
 
 
 def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) -> AssemblyPlan:
@@ -55,11 +74,13 @@ def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) 
     key = tuple(output.indices[d] for d in storage.order)
     extents = tuple(nest.space.extent[i] for i in key)
     ordered, why = _ordered_prefix(nest, key, storage.descending, decisions)
-    if ordered == 0 and len(key) > 1:
-        mode = "sort"
-    else:
-        mode = "workspace"
-    return AssemblyPlan(output, storage, key, storage.descending, extents, ordered, mode, why)
+    mode = "sort" if ordered == 0 and len(key) > 1 else "workspace"
+    group_level = None
+    if mode == "workspace" and ordered:
+        group_level = _group_level(nest, key[:ordered], storage.descending, decisions)
+    return AssemblyPlan(output, storage, key, storage.descending, extents, ordered, mode, why,
+                        group_level,
+                        nest.levels[group_level].var if group_level is not None else "")
 
 
 def _unordered_loops(decisions: list[Decision]) -> set[str]:
@@ -78,32 +99,59 @@ def _unordered_loops(decisions: list[Decision]) -> set[str]:
 def _ordered_prefix(nest: LoopNest, key: tuple[str, ...], descending: tuple[bool, ...],
                     decisions: list[Decision]) -> tuple[int, str]:
     """Longest prefix of ``key`` that is lexicographically non-decreasing in execution order."""
-    loops = [lv.var for lv in nest.levels if lv.kind == "loop"]
+    if not any(lv.kind == "loop" for lv in nest.levels):
+        return len(key), "the nest has no loop"
     unordered = _unordered_loops(decisions)
     for s in range(len(key), 0, -1):
-        enc = InstanceEncoder(nest, len(nest.levels))
-        enc.terms = []
-        parts = enc.context(1) + enc.context(2)
-        for k in (1, 2):
-            parts += [enc.constraint(g, k) for g in nest.statement_guards]
-        cases = []
-        for n, v in enumerate(loops):
-            same = [enc.var(u, 1) == enc.var(u, 2) for u in loops[:n]]
-            step = enc.var(v, 1) != enc.var(v, 2) if v in unordered \
-                else enc.var(v, 1) < enc.var(v, 2)
-            cases.append(z3.And(*same, step))
-        if not cases:
-            return len(key), "the nest has no loop"
-        parts.append(z3.Or(*cases))
-        # the later instance (2) has a smaller prefix than the earlier one (1)
-        smaller = []
-        for n in range(s):
-            same = [enc.var(key[m], 1) == enc.var(key[m], 2) for m in range(n)]
-            a, b = enc.var(key[n], 2), enc.var(key[n], 1)
-            smaller.append(z3.And(*same, b < a if descending[n] else a < b))
-        parts.append(z3.Or(*smaller))
-        result, used = enc.prove_empty(parts)
-        if result == "unsat":
+        proved, used = _non_decreasing(nest, len(nest.levels), key[:s], descending, unordered,
+                                       statements_only=True)
+        if proved:
             proof = "; ".join(used) if used else "affine constraints"
             return s, f"Z3 proved ({', '.join(key[:s])}) non-decreasing ({proof})"
     return 0, "Z3 found executions where every prefix of the storage order decreases"
+
+
+def _group_level(nest: LoopNest, group: tuple[str, ...], descending: tuple[bool, ...],
+                 decisions: list[Decision]) -> int | None:
+    """The level after which the group's coordinates are all known, if the group is
+    non-decreasing over that level's iterations, statement or not (then checking it once per
+    iteration there, not per statement instance, never splits a group)."""
+    order = [lv.var for lv in nest.levels]
+    if not all(g in order for g in group):
+        return None
+    level = max(order.index(g) for g in group)
+    if not any(lv.kind == "loop" for lv in nest.levels[:level + 1]):
+        return None
+    proved, _ = _non_decreasing(nest, level + 1, group, descending,
+                                _unordered_loops(decisions), statements_only=False)
+    return level if proved else None
+
+
+def _non_decreasing(nest: LoopNest, depth: int, key: tuple[str, ...],
+                    descending: tuple[bool, ...], unordered: set[str],
+                    statements_only: bool) -> tuple[bool, list[str]]:
+    """Z3: ``key`` never decreases (lexicographically) from one iteration of the first
+    ``depth`` levels to a later one (only statement instances: ``statements_only``)."""
+    loops = [lv.var for lv in nest.levels[:depth] if lv.kind == "loop"]
+    enc = InstanceEncoder(nest, depth)
+    enc.terms = []
+    parts = enc.context(1) + enc.context(2)
+    if statements_only:
+        for k in (1, 2):
+            parts += [enc.constraint(g, k) for g in nest.statement_guards]
+    cases = []
+    for n, v in enumerate(loops):
+        same = [enc.var(u, 1) == enc.var(u, 2) for u in loops[:n]]
+        step = enc.var(v, 1) != enc.var(v, 2) if v in unordered \
+            else enc.var(v, 1) < enc.var(v, 2)
+        cases.append(z3.And(*same, step))
+    parts.append(z3.Or(*cases))
+    # the later instance (2) has a smaller key than the earlier one (1)
+    smaller = []
+    for n in range(len(key)):
+        same = [enc.var(key[m], 1) == enc.var(key[m], 2) for m in range(n)]
+        a, b = enc.var(key[n], 2), enc.var(key[n], 1)
+        smaller.append(z3.And(*same, b < a if descending[n] else a < b))
+    parts.append(z3.Or(*smaller))
+    result, used = enc.prove_empty(parts)
+    return result == "unsat", used

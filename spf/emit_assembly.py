@@ -44,7 +44,7 @@ def declare(w, plan: AssemblyPlan, names, kernel: str, target: str) -> None:
     """Extents of the key coordinates, the cursor (output) and workspace or stream."""
     w.line(f"/* {plan.describe()}. */")
     uses_ext = target == "output" or "spf_ext" in "\n".join(
-        statement(plan, "", kernel, target)) or (
+        statement(plan, "", kernel, target) + group_check(plan, kernel, target)) or (
         plan.mode == "workspace" and "spf_ext" in _workspace_size(plan))
     if uses_ext:
         exts = ", ".join(names.aff(e) for e in plan.extents)
@@ -75,20 +75,22 @@ def statement(plan: AssemblyPlan, rhs: str, kernel: str, target: str) -> list[st
         stream = "&spf_entries" if target == "output" else out
         return [f"if (spf_stream_push({stream}, {_linear(plan, range(n))}, {rhs}))",
                 "    goto spf_out_of_memory;"]
-    lines = []
-    if plan.ordered:
-        lines.append(f"const int64_t spf_group = {_linear(plan, range(plan.ordered))};")
-        if target == "output":
-            lines += ["if (spf_group != spf_prefix) {",
-                      f"    if ((spf_status = {kernel}_flush(&spf_ws, &spf_cur, {out}, "
-                      "spf_group)))", "        goto spf_fail;", "    spf_prefix = spf_group;",
-                      "}"]
-        else:
-            lines += ["if (spf_group != spf_prefix) {",
-                      f"    if (spf_ws_flush(&spf_ws, {out}, spf_group))",
-                      "        goto spf_out_of_memory;", "    spf_prefix = spf_group;", "}"]
+    lines = group_check(plan, kernel, target) if plan.group_level is None else []
     lines.append(f"spf_ws_add(&spf_ws, {_linear(plan, range(plan.ordered, n))}, {rhs});")
     return lines
+
+
+def group_check(plan: AssemblyPlan, kernel: str, target: str) -> list[str]:
+    """Flush the workspace when the ordered coordinates (the group) change: per statement
+    instance, or once per iteration of ``plan.group_level``."""
+    if plan.mode != "workspace" or not plan.ordered:
+        return []
+    out = plan.output.name
+    flush = (f"    if ((spf_status = {kernel}_flush(&spf_ws, &spf_cur, {out}, spf_group)))",
+             "        goto spf_fail;") if target == "output" else (
+             f"    if (spf_ws_flush(&spf_ws, {out}, spf_group))", "        goto spf_out_of_memory;")
+    return [f"const int64_t spf_group = {_linear(plan, range(plan.ordered))};",
+            "if (spf_group != spf_prefix) {", *flush, "    spf_prefix = spf_group;", "}"]
 
 
 def finish(w, plan: AssemblyPlan, kernel: str, target: str) -> None:
@@ -120,12 +122,15 @@ def release(w, plan: AssemblyPlan, target: str) -> None:
         w.line("spf_stream_free(&spf_entries);")
 
 
-def functions(storage: Storage, kernel: str, struct: str, workspace: bool) -> str:
+def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
+              any_order: bool = False) -> str:
     """``<kernel>_cursor`` (its type and ``_init``), ``<kernel>_append``, ``<kernel>_finish``
     and, for a workspace, ``<kernel>_flush``: the output's storage, from its levels.
 
     Keys increase along the entries, so level k opens a new position exactly when the key
-    reaches ``end_k``, the first key past the previous entry's coordinates of levels 0..k.
+    reaches ``end_k``, the first key past the previous entry's coordinates of levels 0..k
+    (with ``any_order``, a flushed group keeps the order its slots were touched in: they
+    differ only in coordinates of the last level, which opens a position for every entry).
     Only then are the level's coordinates decoded, dividing the key's remainder below its
     parent by the strides; the last coordinate is that remainder itself.  The last level
     opens a position at every entry (keys are distinct).
@@ -223,11 +228,15 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool) -> st
     lines += ["}"]
 
     if workspace:
-        lines += ["", "/* append the workspace's group in key order, start group next */",
+        take = "spf_ws_release(ws);   /* the layout keeps them unordered */" if any_order \
+            else "spf_ws_order(ws);"
+        lines += ["", "/* append the workspace's group"
+                  + (" in the order first touched" if any_order else " in key order")
+                  + ", start group next */",
                   f"static int {kernel}_flush(spf_workspace *restrict ws, {cur} *restrict c, "
                   f"{struct} *restrict out, int64_t next)", "{",
                   "    const int64_t base = ws->prefix * ws->size;",
-                  "    const int64_t n = spf_ws_order(ws);",
+                  f"    const int64_t n = {take}",
                   "    const int64_t *restrict list = ws->list;",
                   "    const double *restrict val = ws->val;",
                   f"    {cur} local = *c;   /* in registers while the group is appended */",

@@ -638,6 +638,16 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     else:
         statement = emit_assembly.statement(assembly, rhs, name, target)
 
+    if assembly is not None and not count and assembly.group_level is not None:
+        level, previous = assembly.group_level, hooks.get(assembly.group_level)
+
+        def check_group(w: _Writer, previous=previous) -> None:
+            if previous:
+                previous(w)
+            for text in emit_assembly.group_check(assembly, name, target):
+                w.line(text)
+        hooks[level] = check_group
+
     for t in nest.space.tiles:
         conds = tile_guards(nest, decisions, t, names)
         if conds:
@@ -714,7 +724,7 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     if building and target == "output":
         storage = emit_assembly.functions(assembly.storage, name,
                                           struct_name(assembly.output.layout),
-                                          assembly.mode == "workspace")
+                                          assembly.mode == "workspace", assembly.any_order)
     return KernelCode(signature, w.lines, helpers, layouts, hashmap, building, storage)
 
 

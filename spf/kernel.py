@@ -578,7 +578,7 @@ class CompiledKernel:
             raise RuntimeError(f"kernel {k.name}: {self.output!r} outgrew the arrays sized by "
                                f"{k.name}_bound (a bug in spf; please report it)")
         _trim(storage, fields, size)
-        return Tensor(storage.layout, shape, fields, check=False)
+        return Tensor._built(storage.layout, tuple(shape), fields)
 
     def _extents(self, tensors: Mapping[str, Tensor]) -> dict[str, int]:
         """Extent of each index from the input shapes; they must agree within a term, and

@@ -11,7 +11,9 @@ that equalities give it decide its kind:
 
 The logical coordinates in level order give the **storage order**: entries sorted by it
 (descending for a coordinate whose array is declared decreasing) and without duplicates
-satisfy every ordering property the layout can declare for such levels.  Layouts outside
+satisfy every ordering property the layout can declare for such levels.  Coordinates of a
+compressed last level that no property orders (``free_tail``) may be stored in any order
+within their parent's segment.  Layouts outside
 this shape (blocked, diagonal, padded) are rejected with the reason.
 """
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Storage:
     order: tuple[int, ...]              # logical dimensions, outermost level first
     descending: tuple[bool, ...]        # per entry of ``order``
     shape_fields: tuple[str, ...]       # scalar field holding each logical extent
+    free_tail: int = 0                  # trailing coordinates of ``order`` no property orders
 
     @property
     def value_array(self) -> str:
@@ -97,7 +100,8 @@ class _Deriver:
         descending = tuple(self._descending(arr) for lv in levels for _, arr in lv.coords)
         self._check_properties(levels, order)
         self._check_value(levels)
-        return Storage(lay, tuple(levels), order, descending, tuple(shape_fields))
+        return Storage(lay, tuple(levels), order, descending, tuple(shape_fields),
+                       self._free_tail(levels[-1]))
 
     def _coordinates(self) -> dict[str, list[tuple[int, str | None]]]:
         out: dict[str, list[tuple[int, str | None]]] = {}
@@ -199,6 +203,20 @@ class _Deriver:
                     order[:order.index(dim_of[prop.uf])] == (dim_of[prop.with_],)
             if not ok:
                 self.fail(f"{what} is not established by sorted assembly")
+
+    def _free_tail(self, last: StorageLevel) -> int:
+        """How many coordinates of a compressed last level no ordering property mentions."""
+        if last.kind != "compressed":
+            return 0
+        ordered = {a for prop in self.layout.properties
+                   if prop.kind in ("monotonic", "periodic_monotonic", "covary_monotonic")
+                   for a in (prop.uf, prop.with_)}
+        free = 0
+        for _, arr in reversed(last.coords):
+            if arr in ordered:
+                break
+            free += 1
+        return free
 
     def _check_value(self, levels: list[StorageLevel]) -> None:
         """Values must sit at the positions of the last level: ``data[p]`` below a compressed

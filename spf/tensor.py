@@ -44,6 +44,13 @@ class Tensor:
         self.shape = tuple(int(n) for n in shape)
         self.fields = validate(layout, self.shape, fields, check_properties=check)
 
+    @classmethod
+    def _built(cls, layout: Layout, shape: tuple[int, ...], fields: dict[str, Any]) -> "Tensor":
+        """A tensor whose fields spf itself just built (exact dtypes and sizes): not rechecked."""
+        t = cls.__new__(cls)
+        t.layout, t.shape, t.fields = layout, shape, fields
+        return t
+
     # constructors -------------------------------------------------------------------
     @classmethod
     def from_arrays(cls, layout: "str | Layout", shape: Sequence[int],

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import spf
+from spf.storage import storage_of
 
 SPMSPM = "C(i,j) = A(i,k) * B(k,j)"
 SPMSPV = "y(i) = A(i,j) * x(j)"
@@ -168,12 +169,13 @@ def check_sorted(crd, parent=None, descending: bool = False) -> None:
 def decode(t: spf.Tensor) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     """Logical coordinates and values of every stored entry of an assembled output."""
     f, name = t.fields, t.layout.name
-    if name in ("CSR", "CSC", "CSR_desc"):
+    if name in ("CSR", "CSC", "CSR_desc", "CSR_unsorted"):
         rows = name != "CSC"
         outer, inner = ("rowPtr", "colIdx") if rows else ("colPtr", "rowIdx")
         parent = check_pointer(f[outer], t.shape[0 if rows else 1], len(f[inner]),
                                nonempty=False)
-        check_sorted(f[inner], parent, descending=name == "CSR_desc")
+        if name != "CSR_unsorted":
+            check_sorted(f[inner], parent, descending=name == "CSR_desc")
         coords = (parent, f[inner]) if rows else (f[inner], parent)
     elif name in ("DCSR", "DCSC"):
         rows = name == "DCSR"
@@ -248,14 +250,15 @@ def check_output(t: spf.Tensor, layout: str, want: np.ndarray, pattern: np.ndarr
 # ---------------------------------------------------------------------------------------
 # SpMSpM
 
-OUTPUTS = ("CSR", "DCSR", "COO", "SortedCOO", "CSC")
+OUTPUTS = ("CSR", "DCSR", "COO", "SortedCOO", "CSC", "CSR_unsorted")
 FULL_PAIRS = [("CSR", "CSR"), ("COO", "CSR"), ("DCSR", "CSC"), ("BCSR2", "DenseMatrix")]
 MORE_PAIRS = [("CSC", "COO", "CSR"), ("CSC", "COO", "SortedCOO"),
               ("CSR", "BCSR4", "DCSR"), ("CSR", "BCSR4", "CSC"),
               ("DenseMatrix", "CSR", "CSR"), ("DenseMatrix", "CSR", "COO"),
               ("DCSR", "DCSR", "DCSR"), ("DCSR", "DCSR", "SortedCOO"),
               ("CSC", "CSC", "CSC"), ("COO", "COO", "CSR"), ("BCSR4", "BCSR2", "CSR"),
-              ("CSR", "DCSR", "CSR")]
+              ("CSR", "DCSR", "CSR"), ("COO", "COO", "CSR_unsorted"),
+              ("CSR_unsorted", "CSR_unsorted", "CSR"), ("CSR", "CSR_unsorted", "DCSR")]
 SPMSPM_COMBOS = [(a, b, c) for a, b in FULL_PAIRS for c in OUTPUTS] + MORE_PAIRS
 
 
@@ -351,6 +354,40 @@ def test_assembly_plans_with_known_answers():
     assert spf.Kernel(ELTWISE, {"A": "COO", "B": "CSR", "C": "CSR"}).assembly.mode == "sort"
     k = kernel(SPMSPM, (("A", "CSR"), ("B", "CSR"), ("C", "CSR")))[0]
     assert "assembly:" in k.report() and "workspace" in k.assembly.describe()
+    # the group (row i) is known once per iteration of the row loop: checked there
+    assert csr.group_level is not None and csr.group_var in ("A_pi", "i")
+    assert not csr.any_order and spmv.group_level is not None
+
+
+def test_unordered_outputs_skip_ordering_only_where_the_layout_allows():
+    """A layout that orders no coordinate of its last level (CSR_unsorted, SV_unsorted) gets
+    each group in the order first touched; ordered layouts keep the ordering pass."""
+    assert spf.load_layout("CSR_unsorted") is not None
+    free = {name: storage_of(spf.load_layout(name)).free_tail
+            for name in ("CSR", "CSR_unsorted", "SV", "SV_unsorted", "COO", "DCSR")}
+    assert free == {"CSR": 0, "CSR_unsorted": 1, "SV": 0, "SV_unsorted": 1, "COO": 2,
+                    "DCSR": 0}
+    plans = {c: kernel(SPMSPM, (("A", "CSR"), ("B", "CSR"), ("C", c)))[0].assembly
+             for c in ("CSR", "CSR_unsorted")}
+    assert not plans["CSR"].any_order and plans["CSR_unsorted"].any_order
+    src = {c: spf.Kernel(SPMSPM, {"A": "CSR", "B": "CSR", "C": c}).c_source()
+           for c in plans}
+    flush = {c: s[s.index("static int spf_kernel_flush("):].split("\n}")[0]
+             for c, s in src.items()}
+    assert "spf_ws_order(ws)" in flush["CSR"] and "spf_ws_release" not in flush["CSR"]
+    assert "spf_ws_release(ws)" in flush["CSR_unsorted"]
+    assert "spf_ws_order" not in flush["CSR_unsorted"]
+    # unsorted columns within rows, as first touched by the row of A: row 0 of A A is
+    # A[0,2] * row 2 (columns 3, 1) then A[0,0] * row 0 (columns 2, 0)
+    A = sp.csr_matrix(np.array([[1., 0, 2, 0], [0, 0, 0, 0], [0, 3, 0, 4], [5, 0, 0, 0]]))
+    At = spf.Tensor.from_scipy("CSR_unsorted", sp.csr_matrix(
+        (A.data[[1, 0, 3, 2, 4]], A.indices[[1, 0, 3, 2, 4]], A.indptr), shape=A.shape))
+    assert At.fields["colIdx"][:2].tolist() == [2, 0]     # packed as given within rows
+    C = kernel(SPMSPM, (("A", "CSR_unsorted"), ("B", "CSR_unsorted"), ("C", "CSR_unsorted")))[1](
+        A=At, B=At)
+    assert C.fields["colIdx"][:C.fields["rowPtr"][1]].tolist() == [3, 1, 2, 0]
+    check_output(C, "CSR_unsorted", (A @ A).toarray(), (A @ A).toarray() != 0)
+    np.testing.assert_allclose(C.to_scipy().toarray(), (A @ A).toarray())
 
 
 def test_assembled_output_argument_errors():
@@ -447,7 +484,8 @@ def test_spmspv_source_compiles_clean(y_spec, compiles_clean):
 ELT = ("CSR", "COO", "DCSR")
 ELTWISE_COMBOS = [(a, b, c) for a, b in [("CSR", "CSR"), ("COO", "CSR"), ("DCSR", "COO")]
                   for c in ELT] + [("COO", "COO", "DCSR"), ("DCSR", "DCSR", "COO"),
-                                   ("CSR", "DCSR", "CSR")]
+                                   ("CSR", "DCSR", "CSR"), ("COO", "COO", "CSR_unsorted"),
+              ("CSR_unsorted", "CSR_unsorted", "CSR"), ("CSR", "CSR_unsorted", "DCSR")]
 
 
 @pytest.mark.parametrize("case", ELTWISE_CASES, ids=[c[0] for c in ELTWISE_CASES])
