@@ -115,8 +115,9 @@ def prepared_call(compiled, out, **inputs) -> Callable[[], None]:
 def time_interleaved(fns: Mapping[str, Callable[[], object]], target_s: float, min_runs: int,
                      max_runs: int) -> dict[str, tuple[float, int]]:
     """Warm every contender up once, give each as many runs as fill ``target_s`` (within
-    bounds), and run them in rounds (one call of each contender still due per round), so
-    that load from elsewhere on the machine hits all contenders alike.  Returns
+    bounds), and run them in rounds (one call of each contender still due per round, the
+    order rotating from round to round), so that load from elsewhere on the machine hits all
+    contenders alike.  Returns
     contender -> (median seconds, runs)."""
     runs = {}
     for c, fn in fns.items():
@@ -125,8 +126,12 @@ def time_interleaved(fns: Mapping[str, Callable[[], object]], target_s: float, m
         first = time.perf_counter() - t0
         runs[c] = int(min(max_runs, max(min_runs, math.ceil(target_s / max(first, 1e-7)))))
     times: dict[str, list[float]] = {c: [] for c in fns}
+    names = list(fns)
     for k in range(max(runs.values(), default=0)):
-        for c, fn in fns.items():
+        # rotate the order: no contender always runs right after the same other one (what
+        # one leaves behind, e.g. freed or fresh memory, can cost the next one)
+        for c in names[k % len(names):] + names[:k % len(names)]:
+            fn = fns[c]
             if k < runs[c]:
                 t0 = time.perf_counter()
                 fn()

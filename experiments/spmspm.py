@@ -45,7 +45,10 @@ with A and B drawn independently (5000 x 5000, 250k nonzeros each, in the full m
 1000 in the quick mode).  ``--matrix`` runs on Matrix Market files instead (``C = A A`` for a
 square A, ``A A^T`` otherwise) and writes ``results/spmspm_user.quick.csv``.
 
-Ratios compare outputs of the same kind: scipy (unsorted) against spf_unsorted, the others
+Every contender frees its previous output before it runs again (a contender's time otherwise
+depended on which outputs the others kept alive: on this machine, a sparse output written to
+freshly mapped memory took up to 2.4x longer in some allocation states, the time going to the
+kernel clearing new huge pages).  Ratios compare outputs of the same kind: scipy (unsorted) against spf_unsorted, the others
 against spf_csr (sorted).  Each contender is warmed up once per input, then timed as the median of at least 5 runs
 (more for short calls), interleaved in rounds.  Every output is checked against scipy's
 ``A @ B``: values (rtol 1e-9) and structure (spf and GraphBLAS: exactly the entries of the
@@ -252,6 +255,7 @@ class Contenders:
 
 def _spf_call(compiled, result: dict, **tensors: spf.Tensor) -> Callable[[], None]:
     def run() -> None:
+        result.pop("C", None)       # free the previous output first (module docstring)
         result["C"] = compiled(**tensors)
     return run
 
@@ -291,6 +295,7 @@ def run_main(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Con
 
     def scipy_call(result: dict, sort: bool) -> Callable[[], None]:
         def run() -> None:
+            result.pop("C", None)
             result["C"] = A @ B
             if sort:
                 result["C"].sort_indices()
@@ -302,6 +307,7 @@ def run_main(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Con
         GA, GB = gb.io.from_scipy_sparse(A), gb.io.from_scipy_sparse(B)
 
         def grb(result=results["graphblas"]) -> None:
+            result.pop("C", None)
             out = GA.mxm(GB, gb.semiring.plus_times).new()
             out.wait()
             result["C"] = out
@@ -618,7 +624,7 @@ def _interleaving_notes(rows: list[dict], cells: dict[tuple[str, str], dict[str,
             out.append(f"- {r['scale']} {r['matrix']}: the same spf kernel on the same input "
                        f"took {_ms(alone)} ms in the pair table (spf runs only) against "
                        f"{_ms(mixed)} ms here, where its runs alternate with the other "
-                       "contenders (spf_dense fills a rows x cols array in between); with the "
+                       "contenders; with the "
                        f"pair-table time the ratios would be {ratios}.")
     if out:
         out = ["", "Timing caveat:", ""] + out

@@ -45,6 +45,13 @@ class AssemblyPlan:
         return self.mode == "workspace" and self.ordered < n \
             and self.ordered >= n - self.storage.free_tail
 
+    @property
+    def last_only(self) -> bool:
+        """A workspace slot is exactly the one coordinate of the output's last level."""
+        last = self.storage.levels[-1]
+        return self.mode == "workspace" and self.ordered == len(self.key) - 1 \
+            and last.kind == "compressed" and len(last.coords) == 1
+
     def describe(self) -> str:
         lay = self.storage.layout
         if self.mode == "sort":

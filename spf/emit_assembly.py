@@ -123,7 +123,7 @@ def release(w, plan: AssemblyPlan, target: str) -> None:
 
 
 def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
-              any_order: bool = False) -> str:
+              any_order: bool = False, last_only: bool = False) -> str:
     """``<kernel>_cursor`` (its type and ``_init``), ``<kernel>_append``, ``<kernel>_finish``
     and, for a workspace, ``<kernel>_flush``: the output's storage, from its levels.
 
@@ -131,8 +131,12 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
     reaches ``end_k``, the first key past the previous entry's coordinates of levels 0..k
     (with ``any_order``, a flushed group keeps the order its slots were touched in: they
     differ only in coordinates of the last level, which opens a position for every entry).
+    ``last_only``: a workspace slot is the last level's one coordinate itself, so after its
+    first entry a group only extends the last level (one capacity check, one pointer write).
     Only then are the level's coordinates decoded, dividing the key's remainder below its
-    parent by the strides; the last coordinate is that remainder itself.  The last level
+    parent by the strides (a level's single increasing coordinate first tries the value after
+    the previous one, which dense rows take every time); the last coordinate is that
+    remainder itself.  The last level
     opens a position at every entry (keys are distinct).
     """
     levels = storage.levels
@@ -141,8 +145,13 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
     first = [sum(len(lv.coords) for lv in levels[:k]) for k in range(n_levels)]
     last = [first[k] + len(lv.coords) - 1 for k, lv in enumerate(levels)]
     compressed = [k for k, lv in enumerate(levels) if lv.kind == "compressed"]
+    # coordinates that usually step by one from entry to entry (a level's single, increasing
+    # coordinate above the last level): the next value is tried before dividing
+    stepping = [first[k] for k, lv in enumerate(levels[:-1])
+                if len(lv.coords) == 1 and not storage.descending[first[k]]]
     cur = f"{kernel}_cursor"
     members = [f"ext{m}" for m in range(n_dims)] + [f"st{m}" for m in range(n_dims)]
+    members += [f"crd{m}" for m in stepping]
     members += [f"end{k}, base{k}" for k in range(n_levels - 1)]
     members += [f"pos{k}" for k in range(n_levels)]
     members += [f"next{k}, cap{k}" for k in compressed]
@@ -165,6 +174,7 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
     lines += [f"    c->st{m} = c->st{m + 1} * ext[{m + 1}];" for m in range(n_dims - 2, -1, -1)]
     lines += [f"    c->end{k} = c->base{k} = 0;" for k in range(n_levels - 1)]
     lines += [f"    c->pos{k} = 0;" for k in range(n_levels)]
+    lines += [f"    c->crd{m} = -1;" for m in stepping]
     lines += [f"    c->next{k} = 0;\n    c->cap{k} = cap[{k}];" for k in compressed]
     lines += ["}", ""]
 
@@ -182,6 +192,16 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
         lines.append(f"        int64_t r = {below};")
         coords = []
         for m in range(first[k], last[k] + 1):
+            if m in stepping:
+                lines += [f"        const int64_t next{m} = (c->crd{m} + 1) * c->st{m};",
+                          f"        const int64_t c{m} = r >= next{m} && r - next{m} < c->st{m}"
+                          f" ? c->crd{m} + 1 : r / c->st{m};",
+                          f"        c->crd{m} = c{m};"]
+                lines += [f"        c->crd{q} = -1;   /* a new parent: its children restart */"
+                          for q in stepping if q > m]
+                lines.append(f"        r -= c{m} * c->st{m};")
+                coords.append(m)
+                continue
             digit = "r" if m == n_dims - 1 else f"r / c->st{m}"
             if storage.descending[m]:
                 digit = f"c->ext{m} - 1 - {digit}" if digit == "r" \
@@ -230,6 +250,7 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
     if workspace:
         take = "spf_ws_release(ws);   /* the layout keeps them unordered */" if any_order \
             else "spf_ws_order(ws);"
+        last = levels[-1]
         lines += ["", "/* append the workspace's group"
                   + (" in the order first touched" if any_order else " in key order")
                   + ", start group next */",
@@ -240,9 +261,36 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
                   "    const int64_t *restrict list = ws->list;",
                   "    const double *restrict val = ws->val;",
                   f"    {cur} local = *c;   /* in registers while the group is appended */",
-                  "    int status = 0;",
-                  "    for (int64_t t = 0; t < n && !status; ++t)",
-                  f"        status = {kernel}_append(&local, out, base + list[t], val[list[t]]);",
-                  "    *c = local;", "    ws->n = 0;", "    ws->prefix = next;",
+                  "    int status = 0;"]
+        if last_only:
+            k, m = n_levels - 1, n_dims - 1
+            crd = f"ws->size - 1 - list[t]" if storage.descending[m] else "list[t]"
+            lines += [
+                "    /* the first entry opens the group's positions above the last level; the",
+                f"     * others only extend level {last.index}: a slot is its coordinate */",
+                "    if (n > 0)",
+                f"        status = {kernel}_append(&local, out, base + list[0], val[list[0]]);",
+                "    if (n > 1 && !status) {",
+                f"        if (local.next{k} + n - 1 > local.cap{k}) {{",
+                f"            status = {CAPACITY};",
+                "        } else {",
+                f"            int32_t *restrict crd = out->{last.coords[0][1]} + local.next{k} - 1;",
+                f"            double *restrict dst = out->{storage.value_array} + local.next{k} - 1;",
+                "            for (int64_t t = 1; t < n; ++t) {",
+                f"                crd[t] = (int32_t)({crd});",
+                "                dst[t] = val[list[t]];",
+                "            }",
+                f"            local.next{k} += n - 1;",
+                f"            local.pos{k} = local.next{k} - 1;"]
+            if last.pointer:
+                parent = f"local.pos{k - 1}" if k else "0"
+                lines.append(f"            out->{last.pointer}[{parent} + 1] = "
+                             f"(int32_t)local.next{k};")
+            lines += ["        }", "    }"]
+        else:
+            lines += ["    for (int64_t t = 0; t < n && !status; ++t)",
+                      f"        status = {kernel}_append(&local, out, base + list[t], "
+                      "val[list[t]]);"]
+        lines += ["    *c = local;", "    ws->n = 0;", "    ws->prefix = next;",
                   "    return status;", "}"]
     return "\n".join(lines)

@@ -724,7 +724,8 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     if building and target == "output":
         storage = emit_assembly.functions(assembly.storage, name,
                                           struct_name(assembly.output.layout),
-                                          assembly.mode == "workspace", assembly.any_order)
+                                          assembly.mode == "workspace", assembly.any_order,
+                                          assembly.last_only)
     return KernelCode(signature, w.lines, helpers, layouts, hashmap, building, storage)
 
 
