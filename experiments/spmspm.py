@@ -499,6 +499,11 @@ def _why(c: dict[str, dict], spf: str, loser_to: list[str]) -> str:
     if spf == "spf_csr":
         parts.append("spf emits every row of C in column order (a bitmap walk over the "
                      "row's workspace words, or a sort of a short row)")
+    rows = int(float(c[spf]["rows"]))
+    if nnz_c < 20 * rows:
+        parts.append(f"short rows ({nnz_c / max(rows, 1):.1f} entries of C per row): spf's "
+                     "work per row (a call flushing the row's workspace group, clearing its "
+                     "bits, opening the row) weighs more than in the library")
     if spf_s < 3e-3:
         parts.append("at this size the fixed cost of a call (argument checks, the bound pass, "
                      "output allocation, a workspace of numCols entries) weighs in")
@@ -564,6 +569,13 @@ def describe(rows: list[dict]) -> str:
             vals.append(f"{_geomean(ratios):.2f}x ({len(ratios)})" if ratios else "-")
         label = [scale or "**all**", str(len(group))]
         lines.append("| " + " | ".join(label + vals) + " |")
+
+    cross = [float(c["scipy"]["median_s"]) / float(c["spf_csr"]["median_s"])
+             for c in cells.values() if _num(c.get("scipy", {}).get("median_s"))]
+    if cross:
+        lines += ["", f"scipy's unsorted `A @ B` against spf_csr's sorted output (not the same "
+                  f"output; for reference): geomean {_geomean(cross):.2f}x over {len(cross)} "
+                  f"inputs, {min(cross):.2f}x-{max(cross):.2f}x."]
 
     # where spf loses against a library producing the same kind of output
     losses = []
