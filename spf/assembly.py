@@ -32,10 +32,11 @@ class AssemblyPlan:
     descending: tuple[bool, ...]
     extents: tuple[Aff, ...]      # per key index, over input fields
     ordered: int                  # length of the prefix the loops produce in order
-    mode: str                     # "workspace" | "sort"
+    mode: str                     # "workspace" | "bucket" | "sort"
     why: str                      # the proof or the reason, for reports
     group_level: int | None = None  # nest level where the group is checked (None: per instance)
     group_var: str = ""             # that level's variable
+    bucket_sorted: bool = False     # bucket: each bucket's entries arrive in order (Z3)
 
     @property
     def any_order(self) -> bool:
@@ -56,6 +57,16 @@ class AssemblyPlan:
         lay = self.storage.layout
         if self.mode == "sort":
             how = "all entries are collected, sorted and combined (no ordered prefix)"
+        elif self.mode == "bucket":
+            inner = self.key[1]
+            how = (f"no ordered prefix: a first pass counts the entries of each {self.key[0]} "
+                   f"(the pointer array), a second scatters them to their {self.key[0]}'s "
+                   "segment, then each segment is "
+                   + ("combined (Z3 proved " + inner + " non-decreasing within a segment)"
+                      if self.bucket_sorted else
+                      "combined (" + self.storage.layout.name + " keeps " + inner
+                      + " unordered)" if self.storage.free_tail else
+                      "sorted by " + inner + " and combined"))
         elif self.ordered == len(self.key):
             how = "entries arrive in storage order; equal neighbours are added"
         else:
@@ -82,12 +93,28 @@ def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) 
     extents = tuple(nest.space.extent[i] for i in key)
     ordered, why = _ordered_prefix(nest, key, storage.descending, decisions)
     mode = "sort" if ordered == 0 and len(key) > 1 else "workspace"
+    bucket_sorted = False
+    if mode == "sort" and _bucketable(storage):
+        mode = "bucket"
+        bucket_sorted = _non_decreasing(nest, len(nest.levels), key[1:], storage.descending[1:],
+                                        _unordered_loops(decisions), statements_only=True,
+                                        equal=key[:1])[0]
     group_level = None
     if mode == "workspace" and ordered:
         group_level = _group_level(nest, key[:ordered], storage.descending, decisions)
     return AssemblyPlan(output, storage, key, storage.descending, extents, ordered, mode, why,
                         group_level,
-                        nest.levels[group_level].var if group_level is not None else "")
+                        nest.levels[group_level].var if group_level is not None else "",
+                        bucket_sorted)
+
+
+def _bucketable(storage: Storage) -> bool:
+    """A dense level over one coordinate above a compressed level with a pointer array and
+    one coordinate (the shape of CSR and CSC): entries can be counted per dense position and
+    scattered to its segment."""
+    levels = storage.levels
+    return len(levels) == 2 and levels[0].kind == "dense" and len(levels[0].coords) == 1 \
+        and levels[1].pointer is not None and len(levels[1].coords) == 1
 
 
 def _unordered_loops(decisions: list[Decision]) -> set[str]:
@@ -136,9 +163,11 @@ def _group_level(nest: LoopNest, group: tuple[str, ...], descending: tuple[bool,
 
 def _non_decreasing(nest: LoopNest, depth: int, key: tuple[str, ...],
                     descending: tuple[bool, ...], unordered: set[str],
-                    statements_only: bool) -> tuple[bool, list[str]]:
+                    statements_only: bool, equal: tuple[str, ...] = ()
+                    ) -> tuple[bool, list[str]]:
     """Z3: ``key`` never decreases (lexicographically) from one iteration of the first
-    ``depth`` levels to a later one (only statement instances: ``statements_only``)."""
+    ``depth`` levels to a later one (only statement instances: ``statements_only``; only
+    between iterations with the same values of ``equal``)."""
     loops = [lv.var for lv in nest.levels[:depth] if lv.kind == "loop"]
     enc = InstanceEncoder(nest, depth)
     enc.terms = []
@@ -153,6 +182,7 @@ def _non_decreasing(nest: LoopNest, depth: int, key: tuple[str, ...],
             else enc.var(v, 1) < enc.var(v, 2)
         cases.append(z3.And(*same, step))
     parts.append(z3.Or(*cases))
+    parts += [enc.var(v, 1) == enc.var(v, 2) for v in equal]
     # the later instance (2) has a smaller key than the earlier one (1)
     smaller = []
     for n in range(len(key)):

@@ -11,6 +11,10 @@ The statement hands each entry to one of two targets:
   caller from ``<name>_bound`` (the number of statement instances, an upper bound on the
   number of entries) and are trimmed afterwards; ``<name>_finish`` fills the pointers of
   parents without entries and reports how many positions each level used.
+  Bucket mode (a dense level over a compressed one, no order from the loops): a first
+  pass (``<name>_histogram``) counts each dense position's entries, the kernel scatters
+  every entry to its position's segment, and ``spf_bucket_finish`` sorts and combines the
+  segments in place and writes the pointers.
 - ``"stream"`` (a term of a sum): entries are appended to a sorted (key, value) run, which
   the sum merges with the other terms' runs before appending the union to the output.
 
@@ -50,6 +54,13 @@ def declare(w, plan: AssemblyPlan, names, kernel: str, target: str) -> None:
         exts = ", ".join(names.aff(e) for e in plan.extents)
         w.line(f"const int64_t spf_ext[{len(plan.extents)}] = {{{exts}}};   /* extents of "
                f"{', '.join(plan.key)} */")
+    if plan.mode == "bucket":
+        w.line("int spf_status = 0;")
+        w.line("int64_t *spf_next = calloc((size_t)spf_ext[0] + 1, sizeof(int64_t));   "
+               "/* per bucket: next free position */")
+        w.line("if (!spf_next)")
+        w.line("    goto spf_out_of_memory;")
+        return
     if target == "output":
         out = plan.output.name
         w.line(f"{kernel}_cursor spf_cur;")
@@ -68,9 +79,30 @@ def declare(w, plan: AssemblyPlan, names, kernel: str, target: str) -> None:
         w.line(f"{plan.output.name}->n = 0;")
 
 
+def bucket_start(plan: AssemblyPlan, kernel: str, inputs: list[str]) -> list[str]:
+    """Bucket mode, before the scatter: count each bucket's entries (``<kernel>_histogram``)
+    and turn the counts into the first position of each bucket."""
+    out = plan.output.name
+    return [f"if ({kernel}_histogram(spf_next + 1{''.join(', ' + a for a in inputs)}))",
+            "    goto spf_out_of_memory;",
+            "for (int64_t spf_b = 0; spf_b < spf_ext[0]; ++spf_b)",
+            "    spf_next[spf_b + 1] += spf_next[spf_b];",
+            f"if (spf_next[spf_ext[0]] > {out}_size[1]) {{",
+            f"    spf_status = {CAPACITY};", "    goto spf_fail;", "}"]
+
+
+def histogram_statement(plan: AssemblyPlan) -> list[str]:
+    return [f"++spf_hist[{plan.key[0]}];"]
+
+
 def statement(plan: AssemblyPlan, rhs: str, kernel: str, target: str) -> list[str]:
     out = plan.output.name
     n = len(plan.key)
+    if plan.mode == "bucket":
+        level = plan.storage.levels[1]
+        return [f"const int64_t spf_q = spf_next[{plan.key[0]}]++;",
+                f"{out}->{level.coords[0][1]}[spf_q] = (int32_t){plan.key[1]};",
+                f"{out}->{plan.storage.value_array}[spf_q] = {rhs};"]
     if plan.mode == "sort":
         stream = "&spf_entries" if target == "output" else out
         return [f"if (spf_stream_push({stream}, {_linear(plan, range(n))}, {rhs}))",
@@ -102,6 +134,14 @@ def finish(w, plan: AssemblyPlan, kernel: str, target: str) -> None:
             w.line(f"if (spf_ws.prefix >= 0 && spf_ws_flush(&spf_ws, {out}, -1))")
             w.line("    goto spf_out_of_memory;")
         return
+    if plan.mode == "bucket":
+        level = plan.storage.levels[1]
+        sort = "0" if plan.bucket_sorted else "1"
+        w.line(f"{out}_size[0] = spf_ext[0];")
+        w.line(f"{out}_size[1] = spf_bucket_finish(spf_ext[0], spf_next, {out}->{level.pointer}, "
+               f"{out}->{level.coords[0][1]}, {out}->{plan.storage.value_array}, {sort}, "
+               f"{int(plan.descending[1])});")
+        return
     if plan.mode == "sort":
         w.line("spf_stream_sort_combine(&spf_entries);")
         w.line("for (int64_t spf_e = 0; spf_e < spf_entries.n; ++spf_e)")
@@ -116,7 +156,9 @@ def finish(w, plan: AssemblyPlan, kernel: str, target: str) -> None:
 
 
 def release(w, plan: AssemblyPlan, target: str) -> None:
-    if plan.mode == "workspace":
+    if plan.mode == "bucket":
+        w.line("free(spf_next);")
+    elif plan.mode == "workspace":
         w.line("spf_ws_free(&spf_ws);")
     elif target == "output":
         w.line("spf_stream_free(&spf_entries);")

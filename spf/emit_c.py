@@ -406,6 +406,12 @@ def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
         bound = kernel_code(nest, f"{name}_bound", decisions, level_notes, None, assembly,
                             count=True)
         before += "\n\n" + _bound_comment() + _function(bound)
+        if assembly.mode == "bucket":
+            hist = kernel_code(nest, f"{name}_histogram", decisions, level_notes, None,
+                               assembly, count=True, histogram=True)
+            before += ("\n\n/* Bucket mode, first pass: the entries of each "
+                       f"{assembly.key[0]} (an upper bound: equal coordinates are added "
+                       "later). */\n" + _function(hist, static=True))
     return render_file(header_lines, code.helpers, list(code.layouts.values()), code.signature,
                        code.body, code.hashmap, assembly=code.assembly, before=before)
 
@@ -519,11 +525,12 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
 def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
                 level_notes: dict[str, str] | None = None, parallel_loop: str | None = None,
                 assembly: AssemblyPlan | None = None, target: str = "output",
-                count: bool = False) -> KernelCode:
+                count: bool = False, histogram: bool = False) -> KernelCode:
     """The signature and body of one kernel function (see :func:`emit_kernel`).  An
     assembled output goes to its layout's arrays (``target="output"``) or to a sorted run
     (``"stream"``, a term of a sum); ``count=True`` gives the function that counts the
-    statement instances instead (``<name>_bound``)."""
+    statement instances instead (``<name>_bound``), and ``histogram=True`` with it the
+    function counting the entries of each bucket (``<name>_histogram``, bucket mode)."""
     space = nest.space
     expr = space.expr
     helpers: set[str] = set()
@@ -541,7 +548,9 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
             continue
         if assembly is not None and acc is expr.output:
             layouts.setdefault(assembly.output.layout.key, assembly.output.layout)
-            if count:
+            if histogram:
+                params.append("int64_t *restrict spf_hist")
+            elif count:
                 params.append("int64_t *restrict spf_bound")
             elif target == "stream":
                 params.append(f"spf_stream *restrict {acc.tensor}")
@@ -571,7 +580,7 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     out_use = None if not expr.output.indices or assembly else space.use(out_name)
     if assembly is not None and count:
         out_vars = set()
-        stmt_names = set()
+        stmt_names = {assembly.key[0]} if histogram else set()
     elif assembly is not None:
         out_vars = set(assembly.key)
         stmt_names |= out_vars
@@ -603,11 +612,17 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     for f in stateful:
         f.declare(w, space)
     if assembly is not None and count:
-        w.line("int64_t spf_n = 0;")
+        if not histogram:
+            w.line("int64_t spf_n = 0;")
     elif assembly is not None:    # before anything that can fail: the exits release it
         emit_assembly.declare(w, assembly, names, name, target)
     for f in stateful:
         f.allocate(w, space)
+    if assembly is not None and not count and assembly.mode == "bucket":
+        inputs = [acc.tensor if not acc.indices else space.use(acc.tensor).name
+                  for acc in expr.factors]
+        for text in emit_assembly.bucket_start(assembly, name, inputs):
+            w.line(text)
     if assembly is None and not expr.accumulate:
         if out_use is None:
             w.line(f"*{out_name} = 0.0;")
@@ -634,7 +649,7 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
         statement = [f"{'spf_acc' if use_acc else target} += {rhs};"]
     elif count:   # a find's matched position is not needed to count the match
         statement = [f"(void){d.find.var};" for d in decisions if d.chosen is not None]
-        statement.append("++spf_n;")
+        statement += emit_assembly.histogram_statement(assembly) if histogram else ["++spf_n;"]
     else:
         statement = emit_assembly.statement(assembly, rhs, name, target)
 
@@ -692,7 +707,7 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     else:
         write_nest(finds)
     building = assembly is not None and not count
-    if count:
+    if count and not histogram:
         w.line("*spf_bound = spf_n;")
     elif building:
         emit_assembly.finish(w, assembly, name, target)
@@ -721,7 +736,7 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
 
     hashmap = any(f.choice.algorithm == "hashmap" for f in finds + alt_finds)
     storage = ""
-    if building and target == "output":
+    if building and target == "output" and assembly.mode != "bucket":
         storage = emit_assembly.functions(assembly.storage, name,
                                           struct_name(assembly.output.layout),
                                           assembly.mode == "workspace", assembly.any_order,

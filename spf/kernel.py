@@ -149,6 +149,9 @@ class Kernel:
             if unknown:
                 raise SpecError(f"order names {unknown}, which no term of the sum has as a loop "
                                 "variable", self.expr.source)
+        for t in self.terms:    # a term feeds a sorted run to the union: no bucket scatter
+            if t.assembly is not None and t.assembly.mode == "bucket":
+                t.assembly = replace(t.assembly, mode="sort", bucket_sorted=False)
         first = self.terms[0]
         self.space, self.nest, self.order = first.space, first.nest, first.order
         self.decisions = [d for t in self.terms for d in t.decisions]
@@ -564,7 +567,7 @@ class CompiledKernel:
         bound = ctypes.c_int64(0)
         if self._bound(ctypes.byref(bound), *inputs) != 0:
             raise MemoryError(f"kernel {k.name}: out of memory while sizing {self.output!r}")
-        caps = _level_capacities(storage, ext, bound.value)
+        caps = _level_capacities(storage, ext, bound.value, k.assembly.mode == "bucket")
         fields = _storage_fields(storage, shape, caps)
         size = np.array(caps, dtype=np.int64)
         status = self._fn(ctypes.byref(runtime.make_struct(storage.layout, fields)),
@@ -661,9 +664,10 @@ class CompiledKernel:
 _INT32_MAX = 2 ** 31 - 1
 
 
-def _level_capacities(storage, ext: list[int], bound: int) -> list[int]:
+def _level_capacities(storage, ext: list[int], bound: int, scatter: bool = False) -> list[int]:
     """Positions to allocate per level: exact for dense levels; for a compressed level at
-    most one per entry (``bound``) and per distinct coordinate prefix; positions are int32."""
+    most one per entry (``bound``) and per distinct coordinate prefix (``scatter``: one per
+    statement instance, combined only afterwards); positions are int32."""
     caps: list[int] = []
     coords = 0
     for k, lv in enumerate(storage.levels):
@@ -671,7 +675,7 @@ def _level_capacities(storage, ext: list[int], bound: int) -> list[int]:
         if lv.kind == "dense":
             cap = (caps[-1] if k else 1) * ext[coords - 1]
         else:
-            cap = min(bound, math.prod(ext[:coords]))
+            cap = bound if scatter else min(bound, math.prod(ext[:coords]))
         caps.append(min(cap, _INT32_MAX))
     return caps
 

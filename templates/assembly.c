@@ -273,3 +273,81 @@ static inline int spf_ws_flush(spf_workspace *restrict ws, spf_stream *restrict 
     ws->prefix = next;
     return 0;
 }
+
+/* Sort a segment's (coordinate, value) pairs by coordinate (decreasing when descending):
+ * insertion sort below 24 pairs, quicksort above. */
+static inline void spf_sort_pairs(int32_t *restrict crd, double *restrict val, int64_t n, int descending)
+{
+    while (n > 24) {
+        const int32_t a = crd[0], b = crd[n / 2], c = crd[n - 1];
+        int32_t pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        int64_t i = 0, j = n - 1;
+        while (i <= j) {
+            while (descending ? crd[i] > pivot : crd[i] < pivot)
+                ++i;
+            while (descending ? crd[j] < pivot : crd[j] > pivot)
+                --j;
+            if (i <= j) {
+                const int32_t t = crd[i];
+                crd[i] = crd[j];
+                crd[j] = t;
+                const double u = val[i];
+                val[i] = val[j];
+                val[j] = u;
+                ++i;
+                --j;
+            }
+        }
+        if (j + 1 < n - i) {            /* recurse on the smaller side */
+            spf_sort_pairs(crd, val, j + 1, descending);
+            crd += i;
+            val += i;
+            n -= i;
+        } else {
+            spf_sort_pairs(crd + i, val + i, n - i, descending);
+            n = j + 1;
+        }
+    }
+    for (int64_t i = 1; i < n; ++i) {
+        const int32_t k = crd[i];
+        const double v = val[i];
+        int64_t j = i - 1;
+        while (j >= 0 && (descending ? crd[j] < k : crd[j] > k)) {
+            crd[j + 1] = crd[j];
+            val[j + 1] = val[j];
+            --j;
+        }
+        crd[j + 1] = k;
+        val[j + 1] = v;
+    }
+}
+
+/* Bucket assembly, after the scatter: end[b] is one past bucket b's last entry (bucket b
+ * starts where b - 1 ends).  Each bucket is sorted by coordinate (when sort) and entries with
+ * equal coordinates are added; the buckets are compacted to the front and ptr[b + 1] set to
+ * the end of bucket b.  Returns the number of entries kept. */
+static inline int64_t spf_bucket_finish(int64_t buckets, const int64_t *restrict end, int32_t *restrict ptr,
+                                        int32_t *restrict crd, double *restrict val, int sort,
+                                        int descending)
+{
+    int64_t start = 0, kept = 0;
+    ptr[0] = 0;
+    for (int64_t b = 0; b < buckets; ++b) {
+        const int64_t stop = end[b];
+        if (sort && stop - start > 1)
+            spf_sort_pairs(crd + start, val + start, stop - start, descending);
+        const int64_t first = kept;
+        for (int64_t e = start; e < stop; ++e) {
+            if (kept > first && crd[kept - 1] == crd[e]) {
+                val[kept - 1] += val[e];
+            } else {
+                crd[kept] = crd[e];
+                val[kept] = val[e];
+                ++kept;
+            }
+        }
+        ptr[b + 1] = (int32_t)kept;
+        start = stop;
+    }
+    return kept;
+}

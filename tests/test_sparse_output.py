@@ -339,7 +339,8 @@ def test_assembly_plans_with_known_answers():
     csr = kernel(SPMSPM, (("A", "CSR"), ("B", "CSR"), ("C", "CSR")))[0].assembly
     assert (csr.mode, csr.ordered) == ("workspace", 1)
     coo = kernel(SPMSPM, (("A", "COO"), ("B", "CSR"), ("C", "CSR")))[0].assembly
-    assert coo.mode == "sort" and coo.ordered == 0
+    assert coo.mode == "bucket" and coo.ordered == 0 and not coo.bucket_sorted
+    assert kernel(SPMSPM, (("A", "COO"), ("B", "CSR"), ("C", "DCSR")))[0].assembly.mode == "sort"
     elt = kernel(ELTWISE, (("A", "CSR"), ("B", "CSR"), ("C", "CSR")))[0].assembly
     assert elt.ordered == 2 and elt.key == ("i", "j")
     spmv = kernel(SPMSPV, (("A", "CSR"), ("x", "SV"), ("y", "SV")))[0].assembly
@@ -351,7 +352,8 @@ def test_assembly_plans_with_known_answers():
     for expr, ordered in [(SPMSPM, 1), (ELTWISE, 2)]:
         plan = spf.Kernel(expr, {"A": "SortedCOO", "B": "CSR", "C": "CSR"}).assembly
         assert (plan.mode, plan.ordered) == ("workspace", ordered)
-    assert spf.Kernel(ELTWISE, {"A": "COO", "B": "CSR", "C": "CSR"}).assembly.mode == "sort"
+    assert spf.Kernel(ELTWISE, {"A": "COO", "B": "CSR", "C": "CSR"}).assembly.mode == "bucket"
+    assert spf.Kernel(ELTWISE, {"A": "COO", "B": "CSR", "C": "COO"}).assembly.mode == "sort"
     k = kernel(SPMSPM, (("A", "CSR"), ("B", "CSR"), ("C", "CSR")))[0]
     assert "assembly:" in k.report() and "workspace" in k.assembly.describe()
     # the group (row i) is known once per iteration of the row loop: checked there
