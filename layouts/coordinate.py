@@ -1,4 +1,4 @@
-"""Reference packers for coordinate (COO) layouts of order 2."""
+"""Reference packers for coordinate (COO) layouts of order 2 and 3."""
 import numpy as np
 
 
@@ -14,3 +14,8 @@ def pack_as_given(shape, coords, values, params):
 def pack_sorted(shape, coords, values, params):
     order = np.lexsort((coords[1], coords[0]))
     return _coo(shape, coords[0][order], coords[1][order], values[order])
+
+
+def pack3_as_given(shape, coords, values, params):
+    return {"dim0": shape[0], "dim1": shape[1], "dim2": shape[2], "nnz": len(values),
+            "idx0": coords[0], "idx1": coords[1], "idx2": coords[2], "data": values}

@@ -7,9 +7,10 @@ __version__ = "0.1.0"
 
 from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisError  # noqa: E402
 from .kernel import CompiledKernel, Kernel  # noqa: E402
+from .conversion import Conversion  # noqa: E402
 from .layout import Layout, layout_names, load_layout  # noqa: E402
 from .relation import Relation  # noqa: E402
 from .tensor import Tensor  # noqa: E402
 
-__all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Kernel", "Layout", "Relation",
+__all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "Kernel", "Layout", "Relation",
            "SpecError", "SpfError", "SynthesisError", "Tensor", "layout_names", "load_layout"]

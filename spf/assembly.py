@@ -37,6 +37,7 @@ class AssemblyPlan:
     group_level: int | None = None  # nest level where the group is checked (None: per instance)
     group_var: str = ""             # that level's variable
     bucket_sorted: bool = False     # bucket: each bucket's entries arrive in order (Z3)
+    drop_zeros: bool = False        # entries whose value is 0.0 are not stored
 
     @property
     def any_order(self) -> bool:
@@ -82,9 +83,10 @@ class AssemblyPlan:
                      self.group_level is None else
                      f"; the group is checked once where {self.group_var} is defined, not per "
                      "instance (Z3 proved it non-decreasing over those iterations)")
+        zeros = "; entries equal to 0.0 are not stored" if self.drop_zeros else ""
         return (f"output {self.output.name} ({lay.name}) assembled in storage order "
                 f"({', '.join(self.key)}); ordered by the loops: ({pre}); {how}; {self.why}"
-                f"{where}")
+                f"{where}{zeros}")
 
 
 def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) -> AssemblyPlan:

@@ -24,6 +24,7 @@ examples:
   spf generate "y(i) = A(i,j) * x(j)" -l A=CSR --parallel --tile A.pi=256
   spf analyze "y(i) = A(i,j) * x(j)" -l A=DCSR --parallel
   spf analyze "v = A(i) * B(i)" -l A=SV -l B=SV --find loop --tile B.p=8 --json
+  spf convert COO CSR -o coo_to_csr.c
   spf demo
 """
 
@@ -57,6 +58,24 @@ def _parser() -> argparse.ArgumentParser:
     _kernel_arguments(ana)
     ana.add_argument("--json", action="store_true",
                      help="print the analysis as JSON (format documented in README.md)")
+
+    conv = sub.add_parser("convert", help="generate C converting one layout into another",
+                          description="Generate the C of a conversion from layout SRC to layout "
+                          "DST, derived from their relations (B(i,j) = A(i,j) with A in SRC and "
+                          "B assembled in DST).")
+    conv.add_argument("src", metavar="SRC", help="source layout: a name or a .toml path")
+    conv.add_argument("dst", metavar="DST", help="destination layout: a name or a .toml path")
+    conv.add_argument("-o", "--output", metavar="FILE",
+                      help="write the C to FILE instead of stdout")
+    conv.add_argument("--param", action="append", default=[], metavar="PARAM=INT",
+                      help="layout parameter, e.g. B=4 (repeatable; goes to the layouts that "
+                      "declare it)")
+    conv.add_argument("--keep-zeros", action="store_true",
+                      help="store entries whose value is 0.0 too (explicit zeros, padding)")
+    conv.add_argument("--name", metavar="NAME", default="spf_convert",
+                      help="name of the generated C function (default spf_convert)")
+    conv.add_argument("--report", action="store_true",
+                      help="also print how the destination is assembled and why")
 
     demo = sub.add_parser("demo", help="generate, compile and run SpMSpV and SpMV, check "
                           "against scipy")
@@ -107,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_generate(args, parser)
         if args.command == "analyze":
             return cmd_analyze(args, parser)
+        if args.command == "convert":
+            return cmd_convert(args, parser)
         return cmd_demo(args)
     except SpfError as exc:
         print(f"spf: error: {exc}", file=sys.stderr)
@@ -231,7 +252,22 @@ def _build_kernel(args: argparse.Namespace, parser: argparse.ArgumentParser):
 
 def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     kernel = _build_kernel(args, parser)
-    source = kernel.c_source()
+    return _write_source(args, kernel.c_source(), kernel.report)
+
+
+def cmd_convert(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .conversion import Conversion
+    params = {}
+    for text in args.param:
+        key, eq, value = text.partition("=")
+        if not eq or not key.strip() or not value.strip().lstrip("-").isdigit():
+            parser.error(f"--param expects PARAM=INT, got {text!r}")
+        params[key.strip()] = int(value)
+    conv = Conversion(args.src, args.dst, name=args.name, keep_zeros=args.keep_zeros, **params)
+    return _write_source(args, conv.c_source(), conv.report)
+
+
+def _write_source(args: argparse.Namespace, source: str, report) -> int:
     if args.output:
         try:
             Path(args.output).write_text(source)
@@ -242,7 +278,7 @@ def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     else:
         sys.stdout.write(source)
     if args.report:
-        print(kernel.report())
+        print(report())
     return 0
 
 

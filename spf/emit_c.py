@@ -580,7 +580,9 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     out_use = None if not expr.output.indices or assembly else space.use(out_name)
     if assembly is not None and count:
         out_vars = set()
-        stmt_names = {assembly.key[0]} if histogram else set()
+        stmt_names = stmt_names if assembly.drop_zeros else set()
+        if histogram:
+            stmt_names |= {assembly.key[0]}
     elif assembly is not None:
         out_vars = set(assembly.key)
         stmt_names |= out_vars
@@ -651,7 +653,11 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
         statement = [f"(void){d.find.var};" for d in decisions if d.chosen is not None]
         statement += emit_assembly.histogram_statement(assembly) if histogram else ["++spf_n;"]
     else:
-        statement = emit_assembly.statement(assembly, rhs, name, target)
+        statement = emit_assembly.statement(
+            assembly, "spf_v" if assembly.drop_zeros else rhs, name, target)
+    if assembly is not None and assembly.drop_zeros:
+        statement = [f"const double spf_v = {rhs};", "if (spf_v != 0.0) {   /* zeros are not stored */",
+                     *("    " + t for t in statement), "}"]
 
     if assembly is not None and not count and assembly.group_level is not None:
         level, previous = assembly.group_level, hooks.get(assembly.group_level)

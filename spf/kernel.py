@@ -41,6 +41,7 @@ class Kernel:
     names to layout parameters.  ``parallel=True`` runs the outermost loop that carries no
     dependence with OpenMP.  ``tile={"A.pi": 256}`` strip-mines loops (a tile loop
     ``A.pi_tile`` is placed right before each, or where ``order`` names it).
+    ``drop_zeros=True``: an output the kernel assembles stores no entry whose value is 0.0.
     ``expr`` may also be the path of a kernel spec file (``.toml``).
 
     A sum (``C(i,j) = A(i,j) + B(i,j)``, ``y(i) = A(i,j) * x(j) - b(i)``) is split into one
@@ -54,7 +55,7 @@ class Kernel:
                  parallel: bool = False, bounds: str | None = None,
                  params: Mapping[str, Mapping[str, int]] | None = None,
                  name: str | None = None, tile: Mapping[str, int] | None = None,
-                 share: Mapping[str, str] | None = None):
+                 share: Mapping[str, str] | None = None, drop_zeros: bool = False):
         layouts = dict(layouts or {})
         params = dict(params or {})
         if str(expr).endswith(".toml"):
@@ -91,6 +92,8 @@ class Kernel:
         self._analysis: Analysis | None = None
         self._source: str | None = None
         if self.expr.is_sum:
+            if drop_zeros:
+                raise SpecError("drop_zeros is not supported for sums yet", self.expr.source)
             self._split_terms(order, tile)
             return
         self.space: IterationSpace = build(self.expr, self.layouts, self.bounds, self.share,
@@ -105,6 +108,12 @@ class Kernel:
         self.assembly: AssemblyPlan | None = None
         if self.assembled:
             self.assembly = plan_assembly(self.nest, self.space.assembled, self.decisions)
+            if drop_zeros:
+                self.assembly = replace(self.assembly, drop_zeros=True)
+        elif drop_zeros:
+            raise SpecError("drop_zeros applies to an output assembled by the kernel (a sparse "
+                            "layout without share=); this output is dense or shared",
+                            self.expr.source)
         self.parallel_loop: str | None = None
         if parallel and not self.assembled:
             self.parallel_loop = self.analysis().parallel_loop

@@ -114,6 +114,14 @@ class Tensor:
         nz = np.nonzero(array)
         return cls.from_coords(lay, array.shape, nz, array[nz], **params)
 
+    # conversion ----------------------------------------------------------------------
+    def convert(self, dst: "str | Layout", **params: Any) -> "Tensor":
+        """This tensor in layout ``dst``, by generated code (:class:`spf.Conversion`;
+        ``keep_zeros=True`` keeps entries equal to 0.0; other keywords are layout
+        parameters)."""
+        from .conversion import convert
+        return convert(self, dst, **params)
+
     # access --------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
         return self.fields[name]
