@@ -37,6 +37,7 @@ class AssemblyPlan:
     group_level: int | None = None  # nest level where the group is checked (None: per instance)
     group_var: str = ""             # that level's variable
     bucket_sorted: bool = False     # bucket: each bucket's entries arrive in order (Z3)
+    unique: bool = False            # Z3: no two statement instances have the same key
     drop_zeros: bool = False        # entries whose value is 0.0 are not stored
 
     @property
@@ -60,14 +61,17 @@ class AssemblyPlan:
             how = "all entries are collected, sorted and combined (no ordered prefix)"
         elif self.mode == "bucket":
             inner = self.key[1]
+            done = "complete" if self.bucket_sorted and self.unique else (
+                "combined where coordinates repeat" if self.bucket_sorted else
+                f"sorted by {inner}" + ("" if self.unique else " and combined"))
+            proofs = [p for p, ok in ((f"{inner} non-decreasing within a segment",
+                                       self.bucket_sorted),
+                                      ("no two entries with the same coordinates", self.unique))
+                      if ok]
             how = (f"no ordered prefix: a first pass counts the entries of each {self.key[0]} "
                    f"(the pointer array), a second scatters them to their {self.key[0]}'s "
-                   "segment, then each segment is "
-                   + ("combined (Z3 proved " + inner + " non-decreasing within a segment)"
-                      if self.bucket_sorted else
-                      "combined (" + self.storage.layout.name + " keeps " + inner
-                      + " unordered)" if self.storage.free_tail else
-                      "sorted by " + inner + " and combined"))
+                   f"segment, which is then {done}"
+                   + (f" (Z3 proved {'; '.join(proofs)})" if proofs else ""))
         elif self.ordered == len(self.key):
             how = "entries arrive in storage order; equal neighbours are added"
         else:
@@ -95,19 +99,21 @@ def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) 
     extents = tuple(nest.space.extent[i] for i in key)
     ordered, why = _ordered_prefix(nest, key, storage.descending, decisions)
     mode = "sort" if ordered == 0 and len(key) > 1 else "workspace"
-    bucket_sorted = False
+    bucket_sorted = unique = False
     if mode == "sort" and _bucketable(storage):
         mode = "bucket"
         bucket_sorted = _non_decreasing(nest, len(nest.levels), key[1:], storage.descending[1:],
                                         _unordered_loops(decisions), statements_only=True,
                                         equal=key[:1])[0]
+        unique = _non_decreasing(nest, len(nest.levels), (), (), _unordered_loops(decisions),
+                                 statements_only=True, equal=key)[0]
     group_level = None
     if mode == "workspace" and ordered:
         group_level = _group_level(nest, key[:ordered], storage.descending, decisions)
     return AssemblyPlan(output, storage, key, storage.descending, extents, ordered, mode, why,
                         group_level,
                         nest.levels[group_level].var if group_level is not None else "",
-                        bucket_sorted)
+                        bucket_sorted, unique)
 
 
 def _bucketable(storage: Storage) -> bool:
@@ -156,8 +162,9 @@ def _group_level(nest: LoopNest, group: tuple[str, ...], descending: tuple[bool,
     if not all(g in order for g in group):
         return None
     level = max(order.index(g) for g in group)
-    if not any(lv.kind == "loop" for lv in nest.levels[:level + 1]):
-        return None
+    if not any(lv.kind == "loop" for lv in nest.levels[:level + 1]) or \
+            not any(lv.kind == "loop" for lv in nest.levels[level + 1:]):
+        return None     # no loop to hoist it out of
     proved, _ = _non_decreasing(nest, level + 1, group, descending,
                                 _unordered_loops(decisions), statements_only=False)
     return level if proved else None
@@ -191,6 +198,7 @@ def _non_decreasing(nest: LoopNest, depth: int, key: tuple[str, ...],
         same = [enc.var(key[m], 1) == enc.var(key[m], 2) for m in range(n)]
         a, b = enc.var(key[n], 2), enc.var(key[n], 1)
         smaller.append(z3.And(*same, b < a if descending[n] else a < b))
-    parts.append(z3.Or(*smaller))
+    if smaller:     # without a key: can two iterations agree on ``equal`` at all?
+        parts.append(z3.Or(*smaller))
     result, used = enc.prove_empty(parts)
     return result == "unsat", used

@@ -136,11 +136,17 @@ def finish(w, plan: AssemblyPlan, kernel: str, target: str) -> None:
         return
     if plan.mode == "bucket":
         level = plan.storage.levels[1]
-        sort = "0" if plan.bucket_sorted else "1"
         w.line(f"{out}_size[0] = spf_ext[0];")
+        if plan.bucket_sorted and plan.unique:   # segments are final: only the pointers
+            w.line(f"{out}->{level.pointer}[0] = 0;")
+            w.line("for (int64_t spf_b = 0; spf_b < spf_ext[0]; ++spf_b)")
+            w.line(f"    {out}->{level.pointer}[spf_b + 1] = (int32_t)spf_next[spf_b];")
+            w.line(f"{out}_size[1] = spf_next[spf_ext[0]];")
+            return
+        sort = "0" if plan.bucket_sorted else "1"
         w.line(f"{out}_size[1] = spf_bucket_finish(spf_ext[0], spf_next, {out}->{level.pointer}, "
                f"{out}->{level.coords[0][1]}, {out}->{plan.storage.value_array}, {sort}, "
-               f"{int(plan.descending[1])});")
+               f"{int(not plan.unique)}, {int(plan.descending[1])});")
         return
     if plan.mode == "sort":
         w.line("spf_stream_sort_combine(&spf_entries);")

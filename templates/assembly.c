@@ -323,12 +323,12 @@ static inline void spf_sort_pairs(int32_t *restrict crd, double *restrict val, i
 }
 
 /* Bucket assembly, after the scatter: end[b] is one past bucket b's last entry (bucket b
- * starts where b - 1 ends).  Each bucket is sorted by coordinate (when sort) and entries with
- * equal coordinates are added; the buckets are compacted to the front and ptr[b + 1] set to
- * the end of bucket b.  Returns the number of entries kept. */
+ * starts where b - 1 ends).  Each bucket is sorted by coordinate (when sort) and, when
+ * combine, entries with equal coordinates are added and the buckets compacted to the front;
+ * ptr[b + 1] is set to the end of bucket b.  Returns the number of entries kept. */
 static inline int64_t spf_bucket_finish(int64_t buckets, const int64_t *restrict end, int32_t *restrict ptr,
                                         int32_t *restrict crd, double *restrict val, int sort,
-                                        int descending)
+                                        int combine, int descending)
 {
     int64_t start = 0, kept = 0;
     ptr[0] = 0;
@@ -336,6 +336,11 @@ static inline int64_t spf_bucket_finish(int64_t buckets, const int64_t *restrict
         const int64_t stop = end[b];
         if (sort && stop - start > 1)
             spf_sort_pairs(crd + start, val + start, stop - start, descending);
+        if (!combine) {
+            ptr[b + 1] = (int32_t)stop;
+            kept = start = stop;
+            continue;
+        }
         const int64_t first = kept;
         for (int64_t e = start; e < stop; ++e) {
             if (kept > first && crd[kept - 1] == crd[e]) {

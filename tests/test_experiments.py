@@ -3,7 +3,7 @@ import importlib
 
 import pytest
 
-EXPERIMENTS = ["codegen_time", "spmspv", "spmspm", "parallel"]
+EXPERIMENTS = ["codegen_time", "spmspv", "spmspm", "parallel", "conversion"]
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
