@@ -47,8 +47,9 @@ def _shuffled_coo(a: sp.csr_matrix, seed: int) -> sp.coo_matrix:
 
 
 def _scipy_input(src: str, a: sp.csr_matrix, coo: sp.coo_matrix) -> Any:
-    return {"COO": coo, "CSR": a, "CSC": a.tocsc(), "DIA": a.todia(),
-            "DenseMatrix": a.toarray() if src == "DenseMatrix" else None}[src]
+    build = {"COO": lambda: coo, "CSR": lambda: a, "CSC": a.tocsc, "DIA": a.todia,
+             "DenseMatrix": a.toarray}
+    return build[src]()
 
 
 def _scipy_convert(src: str, dst: str) -> Callable[[Any], Any]:

@@ -70,8 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--param", action="append", default=[], metavar="PARAM=INT",
                       help="layout parameter, e.g. B=4 (repeatable; goes to the layouts that "
                       "declare it)")
-    conv.add_argument("--keep-zeros", action="store_true",
-                      help="store entries whose value is 0.0 too (explicit zeros, padding)")
+    zeros = conv.add_mutually_exclusive_group()
+    zeros.add_argument("--keep-zeros", action="store_true",
+                       help="store entries whose value is 0.0, padding of a dense source too")
+    zeros.add_argument("--drop-zeros", action="store_true",
+                       help="store no entry whose value is 0.0, explicit zeros included "
+                       "(default: only a dense source's padding is dropped)")
     conv.add_argument("--name", metavar="NAME", default="spf_convert",
                       help="name of the generated C function (default spf_convert)")
     conv.add_argument("--report", action="store_true",
@@ -263,7 +267,8 @@ def cmd_convert(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         if not eq or not key.strip() or not value.strip().lstrip("-").isdigit():
             parser.error(f"--param expects PARAM=INT, got {text!r}")
         params[key.strip()] = int(value)
-    conv = Conversion(args.src, args.dst, name=args.name, keep_zeros=args.keep_zeros, **params)
+    keep = True if args.keep_zeros else False if args.drop_zeros else None
+    conv = Conversion(args.src, args.dst, name=args.name, keep_zeros=keep, **params)
     return _write_source(args, conv.c_source(), conv.report)
 
 

@@ -5,8 +5,11 @@ A conversion from layout ``src`` to layout ``dst`` is the identity kernel
 the access gives the loops over A's stored entries, and B is assembled from its own relation
 by :mod:`spf.assembly` (storage levels, the order Z3 proves, then a workspace, a bucket
 scatter or a sort).  Nothing is specific to a pair of formats; no intermediate format is
-built.  Entries whose value is 0.0 (explicit zeros, the padding of DIA, ELL or BCSR blocks,
-the zeros of a dense source) are not stored in a sparse destination unless ``keep_zeros``.
+built.  A source whose innermost layout index is itself a logical coordinate (a dense
+level: DenseMatrix, DIA's rows, BCSR's block columns, LowerTri) stores values for coordinates
+that hold no entry; its zeros are padding and are not stored in a sparse destination (unless
+``keep_zeros=True``).  Other sources' stored entries are all kept, explicit zeros included,
+as scipy does (``keep_zeros=False`` drops those too).
 """
 from __future__ import annotations
 
@@ -26,11 +29,12 @@ class Conversion:
     """The generated conversion from ``src`` to ``dst`` (layout names, paths or Layouts).
 
     ``params`` bind layout parameters (``B=4`` for BCSR); each goes to the layouts that
-    declare it.  ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
+    declare it.  ``keep_zeros``: store entries equal to 0.0 (default: unless the source pads,
+    see :func:`pads_with_zeros`).  ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
     """
 
     def __init__(self, src: "str | Layout", dst: "str | Layout", *, name: str = "spf_convert",
-                 keep_zeros: bool = False, **params: int):
+                 keep_zeros: "bool | None" = None, **params: int):
         self.src, self.dst = _bind(src, dst, params)
         if self.src.order != self.dst.order:
             raise SpecError(f"cannot convert {self.src.name} (order {self.src.order}) to "
@@ -39,10 +43,10 @@ class Conversion:
         if self.src.order > len(_INDICES):
             raise SpecError(f"conversions support order up to {len(_INDICES)}", self.src.source)
         idx = ",".join(_INDICES[:self.src.order])
-        self.keep_zeros = keep_zeros
+        self.keep_zeros = not pads_with_zeros(self.src) if keep_zeros is None else keep_zeros
         dense_dst = self.dst.dense_array is not None
         self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": self.dst}, name=name,
-                             drop_zeros=not keep_zeros and not dense_dst)
+                             drop_zeros=not self.keep_zeros and not dense_dst)
 
     def c_source(self) -> str:
         """The generated C (struct typedefs, the conversion function and its helpers)."""
@@ -55,6 +59,18 @@ class Conversion:
     def compile(self) -> Callable[[Tensor], Tensor]:
         """A callable converting a Tensor in ``src`` to a new Tensor in ``dst``."""
         return _Compiled(self, self.kernel.compile())
+
+
+def pads_with_zeros(layout: Layout) -> bool:
+    """Whether ``layout``'s innermost index is a logical coordinate up to a constant shift or
+    scale (an equality with a logical variable names it outside any index array): a dense
+    level, whose positions exist whether or not they hold an entry."""
+    rel = layout.relation
+    inner = layout.indices[-1] if layout.indices else None
+    outs = set(rel.out_vars or ())
+    return inner is not None and any(
+        c.is_eq and c.aff.coeff(inner) and any(c.aff.coeff(g) for g in outs)
+        for conj in rel.disjuncts for c in conj)
 
 
 class _Compiled:
@@ -89,7 +105,7 @@ def _bind(src: "str | Layout", dst: "str | Layout",
 
 def convert(tensor: Tensor, dst: "str | Layout", **params: Any) -> Tensor:
     """``tensor`` in layout ``dst`` (see :class:`Conversion`; compiled kernels are cached)."""
-    keep = bool(params.pop("keep_zeros", False))
+    keep = params.pop("keep_zeros", None)
     return _cached(tensor.layout, dst, keep, tuple(sorted(params.items())))(tensor)
 
 

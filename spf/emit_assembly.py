@@ -55,11 +55,10 @@ def declare(w, plan: AssemblyPlan, names, kernel: str, target: str) -> None:
         w.line(f"const int64_t spf_ext[{len(plan.extents)}] = {{{exts}}};   /* extents of "
                f"{', '.join(plan.key)} */")
     if plan.mode == "bucket":
+        level = plan.storage.levels[1]
         w.line("int spf_status = 0;")
-        w.line("int64_t *spf_next = calloc((size_t)spf_ext[0] + 1, sizeof(int64_t));   "
-               "/* per bucket: next free position */")
-        w.line("if (!spf_next)")
-        w.line("    goto spf_out_of_memory;")
+        w.line(f"int32_t *restrict spf_next = {plan.output.name}->{level.pointer};   "
+               "/* (zeroed) counts, then per bucket the next free position */")
         return
     if target == "output":
         out = plan.output.name
@@ -138,13 +137,13 @@ def finish(w, plan: AssemblyPlan, kernel: str, target: str) -> None:
         level = plan.storage.levels[1]
         w.line(f"{out}_size[0] = spf_ext[0];")
         if plan.bucket_sorted and plan.unique:   # segments are final: only the pointers
-            w.line(f"{out}->{level.pointer}[0] = 0;")
-            w.line("for (int64_t spf_b = 0; spf_b < spf_ext[0]; ++spf_b)")
-            w.line(f"    {out}->{level.pointer}[spf_b + 1] = (int32_t)spf_next[spf_b];")
             w.line(f"{out}_size[1] = spf_next[spf_ext[0]];")
+            w.line("/* spf_next[b] is now where bucket b ends: shift to pointers */")
+            w.line("memmove(spf_next + 1, spf_next, sizeof(int32_t) * (size_t)spf_ext[0]);")
+            w.line("spf_next[0] = 0;")
             return
         sort = "0" if plan.bucket_sorted else "1"
-        w.line(f"{out}_size[1] = spf_bucket_finish(spf_ext[0], spf_next, {out}->{level.pointer}, "
+        w.line(f"{out}_size[1] = spf_bucket_finish(spf_ext[0], spf_next, "
                f"{out}->{level.coords[0][1]}, {out}->{plan.storage.value_array}, {sort}, "
                f"{int(not plan.unique)}, {int(plan.descending[1])});")
         return
@@ -162,9 +161,9 @@ def finish(w, plan: AssemblyPlan, kernel: str, target: str) -> None:
 
 
 def release(w, plan: AssemblyPlan, target: str) -> None:
-    if plan.mode == "bucket":
-        w.line("free(spf_next);")
-    elif plan.mode == "workspace":
+    if plan.mode == "bucket":       # works in the output's own pointer array
+        return
+    if plan.mode == "workspace":
         w.line("spf_ws_free(&spf_ws);")
     elif target == "output":
         w.line("spf_stream_free(&spf_entries);")

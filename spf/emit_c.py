@@ -549,7 +549,7 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
         if assembly is not None and acc is expr.output:
             layouts.setdefault(assembly.output.layout.key, assembly.output.layout)
             if histogram:
-                params.append("int64_t *restrict spf_hist")
+                params.append("int32_t *restrict spf_hist")
             elif count:
                 params.append("int64_t *restrict spf_bound")
             elif target == "stream":

@@ -366,9 +366,13 @@ class Kernel:
         if self.parallel_loop:
             header.append(f"Parallel (OpenMP): loop {self.parallel_loop}")
         if self.assembly:
+            how = {"bucket": f"entries counted per {self.assembly.key[0]} by "
+                             f"{self.name}_histogram, then scattered",
+                   "workspace": f"entries appended in storage order by {self.name}_append",
+                   "sort": f"entries sorted, then appended by {self.name}_append"}
             header.append(f"Output {self.expr.output.tensor}: assembled in "
-                          f"{self.assembly.storage.layout.name} (entries appended in storage "
-                          f"order by {self.name}_append; arrays sized by {self.name}_bound)")
+                          f"{self.assembly.storage.layout.name} ({how[self.assembly.mode]}; "
+                          f"arrays sized by {self.name}_bound)")
         return header
 
     def _guard_notes(self) -> dict[str, str]:
@@ -576,6 +580,9 @@ class CompiledKernel:
         bound = ctypes.c_int64(0)
         if self._bound(ctypes.byref(bound), *inputs) != 0:
             raise MemoryError(f"kernel {k.name}: out of memory while sizing {self.output!r}")
+        if k.assembly.mode == "bucket" and bound.value > _INT32_MAX:
+            raise ArgumentError(f"output {self.output!r} would be scattered from "
+                                f"{bound.value} entries, more than 32-bit indices can address")
         caps = _level_capacities(storage, ext, bound.value, k.assembly.mode == "bucket")
         fields = _storage_fields(storage, shape, caps)
         size = np.array(caps, dtype=np.int64)

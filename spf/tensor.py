@@ -142,15 +142,17 @@ class Tensor:
         format, the matrix is built from copies of the tensor's arrays, stored entries
         included: a dense level over one dimension with a compressed level (pointer and one
         coordinate array) over the other gives CSR (rows outer) or CSC (columns outer); one
-        compressed root level with both coordinate arrays gives COO.  Any other layout gives
-        the COO matrix of :meth:`to_dense`.
+        compressed root level with both coordinate arrays gives COO.  Any other layout is
+        converted to COO by generated code first (its nonzeros: padding and explicit zeros
+        are not kept).
         """
-        import scipy.sparse as sp
         if self.layout.order != 2:
             raise ArgumentError(f"to_scipy needs an order-2 tensor; layout {self.layout.name} "
                                 f"stores order-{self.layout.order} tensors")
         direct = _scipy_from_storage(self)
-        return direct if direct is not None else sp.coo_matrix(self.to_dense())
+        if direct is not None:
+            return direct
+        return _scipy_from_storage(self.convert("COO"))
 
     def __repr__(self) -> str:
         return f"Tensor({self.layout.name}, shape={self.shape})"

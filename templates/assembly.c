@@ -322,37 +322,37 @@ static inline void spf_sort_pairs(int32_t *restrict crd, double *restrict val, i
     }
 }
 
-/* Bucket assembly, after the scatter: end[b] is one past bucket b's last entry (bucket b
+/* Bucket assembly, after the scatter: ptr[b] is one past bucket b's last entry (bucket b
  * starts where b - 1 ends).  Each bucket is sorted by coordinate (when sort) and, when
  * combine, entries with equal coordinates are added and the buckets compacted to the front;
- * ptr[b + 1] is set to the end of bucket b.  Returns the number of entries kept. */
-static inline int64_t spf_bucket_finish(int64_t buckets, const int64_t *restrict end, int32_t *restrict ptr,
+ * ptr becomes the pointer array (ptr[b + 1]: end of bucket b).  Returns the entries kept. */
+static inline int64_t spf_bucket_finish(int64_t buckets, int32_t *restrict ptr,
                                         int32_t *restrict crd, double *restrict val, int sort,
                                         int combine, int descending)
 {
-    int64_t start = 0, kept = 0;
-    ptr[0] = 0;
+    int64_t start = 0, kept = 0, stop = buckets > 0 ? ptr[0] : 0;
     for (int64_t b = 0; b < buckets; ++b) {
-        const int64_t stop = end[b];
+        const int64_t next = b + 1 < buckets ? ptr[b + 1] : 0;   /* read before it is set */
         if (sort && stop - start > 1)
             spf_sort_pairs(crd + start, val + start, stop - start, descending);
         if (!combine) {
-            ptr[b + 1] = (int32_t)stop;
-            kept = start = stop;
-            continue;
-        }
-        const int64_t first = kept;
-        for (int64_t e = start; e < stop; ++e) {
-            if (kept > first && crd[kept - 1] == crd[e]) {
-                val[kept - 1] += val[e];
-            } else {
-                crd[kept] = crd[e];
-                val[kept] = val[e];
-                ++kept;
+            kept = stop;
+        } else {
+            const int64_t first = kept;
+            for (int64_t e = start; e < stop; ++e) {
+                if (kept > first && crd[kept - 1] == crd[e]) {
+                    val[kept - 1] += val[e];
+                } else {
+                    crd[kept] = crd[e];
+                    val[kept] = val[e];
+                    ++kept;
+                }
             }
         }
         ptr[b + 1] = (int32_t)kept;
         start = stop;
+        stop = next;
     }
+    ptr[0] = 0;
     return kept;
 }

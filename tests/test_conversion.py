@@ -73,13 +73,25 @@ def test_unsorted_coo_input_with_explicit_zeros():
     want = np.zeros((5, 6))
     want[rows, cols] = vals
     for dst in ("CSR", "CSC", "DCSR", "SortedCOO"):
-        check(coo.convert(dst), dst, want)
-        kept = coo.convert(dst, keep_zeros=True)
+        kept = coo.convert(dst)                   # COO does not pad: its entries are kept
         check(kept, dst, want, keep_zeros=True)
         assert kept.values.size == 7
-    csr = coo.convert("CSR")
+        check(coo.convert(dst, keep_zeros=False), dst, want)
+    csr = coo.convert("CSR", keep_zeros=False)
     assert csr["rowPtr"].tolist() == [0, 2, 2, 2, 3, 5]
     assert csr["colIdx"].tolist() == [1, 5, 3, 0, 1]
+
+
+def test_padding_of_dense_levels_is_dropped_unless_kept():
+    a = np.array([[1.0, 0, 0], [0, 0, 2.0], [0, 3.0, 0]])
+    dia = spf.Tensor.from_dense("DIA", a)                   # diagonals -1, 0, 1: 7 slots
+    assert dia.values.size > 3
+    assert dia.convert("CSR").values.size == 3
+    padded = dia.convert("COO", keep_zeros=True)
+    assert padded.values.size == 7 and np.count_nonzero(padded.values) == 3
+    np.testing.assert_array_equal(padded.to_dense(), a)
+    assert spf.Conversion("DIA", "CSC").keep_zeros is False
+    assert spf.Conversion("COO", "CSC").keep_zeros is True
 
 
 def test_coo_to_csf_order_3():
@@ -108,7 +120,8 @@ def test_plans_follow_the_relations():
     assert plans["CSR", "DCSR"].mode == "workspace" and plans["CSR", "DCSR"].ordered == 2
     assert plans["SortedCOO", "CSR"].ordered == 2
     src = spf.Conversion("COO", "CSR").c_source()
-    assert "spf_convert_histogram" in src and "zeros are not stored" in src
+    assert "spf_convert_histogram" in src and "zeros are not stored" not in src
+    assert "zeros are not stored" in spf.Conversion("DIA", "CSR").c_source()
     assert "rowPtr" in src and "spf_CSC" not in src        # straight into CSR
 
 
