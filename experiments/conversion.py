@@ -171,6 +171,12 @@ def describe(rows: list[dict]) -> str:
         slower = ", ".join(f"{m} {v:.2f}x" for m, v in ratios.items() if v < 0.95) or "-"
         lines.append(f"| {pair} | {mode} | {len(ratios)} | {_geomean(list(ratios.values())):.2f}x "
                      f"| {min(ratios.values()):.2f}x | {max(ratios.values()):.2f}x | {slower} |")
+    lines += ["", "Where spf loses: CSR->DCSR appends entry by entry through the workspace path "
+              "(a flush call per entry, since every entry is its own group; a direct append "
+              "for fully ordered outputs is missing); DIA->CSR visits every slot of every "
+              "stored diagonal, padding included, and tests it for zero, where scipy masks "
+              "the array in numpy; CSR<->CSC: the same counting scatter as scipy plus a "
+              "separate bound pass and the Python call (about 0.1-0.3 ms per call)."]
     return "\n".join(lines)
 
 
