@@ -137,3 +137,13 @@ def time_interleaved(fns: Mapping[str, Callable[[], object]], target_s: float, m
                 fn()
                 times[c].append(time.perf_counter() - t0)
     return {c: (statistics.median(times[c]), runs[c]) for c in fns}
+
+
+def experiment_parser(doc: str) -> "argparse.ArgumentParser":
+    """The options every experiment takes: ``--quick`` and ``--matrix PATH.mtx`` (repeatable)."""
+    import argparse
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small matrices (seconds)")
+    parser.add_argument("--matrix", action="append", default=[], metavar="PATH.mtx",
+                        help="run on Matrix Market files instead of the suite (repeatable)")
+    return parser

@@ -19,7 +19,6 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse
 import math
 import time
 from typing import Any, Callable
@@ -29,7 +28,7 @@ import scipy.sparse as sp
 
 import spf
 
-from .common import print_table, time_interleaved, write_csv
+from .common import experiment_parser, print_table, time_interleaved, write_csv
 from .matrices import matrices
 
 PAIRS = [("COO", "CSR"), ("CSR", "CSC"), ("CSC", "CSR"), ("CSR", "DCSR"), ("DIA", "CSR"),
@@ -113,10 +112,7 @@ def run_pair(name: str, a: sp.csr_matrix, src: str, dst: str,
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small matrices (seconds)")
-    parser.add_argument("--matrix", action="append", default=[], metavar="PATH.mtx",
-                        help="run on Matrix Market files instead of the suite (repeatable)")
+    parser = experiment_parser(__doc__)
     args = parser.parse_args(argv)
     scale = "quick" if args.quick else "full"
     target_s = 0.005 if args.quick else 0.3

@@ -62,7 +62,6 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse
 import math
 import sys
 import time
@@ -74,7 +73,7 @@ import scipy.sparse as sp
 
 import spf
 
-from .common import prepared_call, print_table, time_interleaved, write_csv
+from .common import experiment_parser, prepared_call, print_table, time_interleaved, write_csv
 from .matrices import _canonical, matrices, suite
 
 EXPR = "C(i,j) = A(i,k) * B(k,j)"
@@ -425,10 +424,7 @@ def run_pairs(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Co
 
 # --- driver ----------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small matrices (seconds)")
-    parser.add_argument("--matrix", action="append", default=[], metavar="PATH.mtx",
-                        help="run on Matrix Market files instead of the suite (repeatable)")
+    parser = experiment_parser(__doc__)
     parser.add_argument("--max-products", type=float, default=None,
                         help="skip inputs whose product takes more multiplications")
     args = parser.parse_args(argv)

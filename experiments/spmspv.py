@@ -37,7 +37,6 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse
 import ctypes
 import math
 import statistics
@@ -52,7 +51,7 @@ import scipy.sparse as sp
 import spf
 from spf.runtime import BASE_FLAGS, build_library, load_library
 
-from .common import prepared_call, print_table, time_interleaved, write_csv
+from .common import experiment_parser, prepared_call, print_table, time_interleaved, write_csv
 from .matrices import matrices
 
 EXPR = "y(i) = A(i,j) * x(j)"
@@ -221,10 +220,7 @@ def run_matrix(scale: str, name: str, A_sp: sp.csr_matrix, densities, con: Conte
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small matrices (seconds)")
-    parser.add_argument("--matrix", action="append", default=[], metavar="PATH.mtx",
-                        help="run on Matrix Market files instead of the suite (repeatable)")
+    parser = experiment_parser(__doc__)
     parser.add_argument("--densities", default=",".join(str(d) for d in DENSITIES),
                         help="comma-separated densities of x")
     args = parser.parse_args(argv)
