@@ -5,8 +5,10 @@ of it the loop nest already produces in order: the longest prefix of the storage
 coordinates that never decreases from one statement instance to the next (with the input
 layouts' properties; a find that may enumerate matches out of position order counts as
 unordered).  Entries are then appended group by group (one group per prefix value), the
-rest of the coordinates gathered in a dense workspace; with no ordered prefix, a vector
-output uses one workspace over the whole vector and other outputs sort all entries.
+rest of the coordinates gathered in a dense workspace (or, when the whole key arrives in
+order, appended directly); with no ordered prefix, a vector output uses one workspace over
+the whole vector, a dense level over a compressed one is filled by a counting scatter
+(bucket) and other outputs sort all entries.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ class AssemblyPlan:
     descending: tuple[bool, ...]
     extents: tuple[Aff, ...]      # per key index, over input fields
     ordered: int                  # length of the prefix the loops produce in order
-    mode: str                     # "workspace" | "bucket" | "sort"
+    mode: str                     # "append" | "workspace" | "bucket" | "sort"
     why: str                      # the proof or the reason, for reports
     group_level: int | None = None  # nest level where the group is checked (None: per instance)
     group_var: str = ""             # that level's variable
@@ -72,7 +74,7 @@ class AssemblyPlan:
                    f"(the pointer array), a second scatters them to their {self.key[0]}'s "
                    f"segment, which is then {done}"
                    + (f" (Z3 proved {'; '.join(proofs)})" if proofs else ""))
-        elif self.ordered == len(self.key):
+        elif self.mode == "append":
             how = "entries arrive in storage order; equal neighbours are added"
         else:
             rest = ", ".join(self.key[self.ordered:])
@@ -98,7 +100,8 @@ def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) 
     key = tuple(output.indices[d] for d in storage.order)
     extents = tuple(nest.space.extent[i] for i in key)
     ordered, why = _ordered_prefix(nest, key, storage.descending, decisions)
-    mode = "sort" if ordered == 0 and len(key) > 1 else "workspace"
+    mode = "sort" if ordered == 0 and len(key) > 1 else \
+        "append" if ordered == len(key) else "workspace"
     bucket_sorted = unique = False
     if mode == "sort" and _bucketable(storage):
         mode = "bucket"

@@ -65,7 +65,9 @@ def declare(w, plan: AssemblyPlan, names, kernel: str, target: str) -> None:
         w.line(f"{kernel}_cursor spf_cur;")
         w.line(f"{kernel}_cursor_init(&spf_cur, spf_ext, {out}_size);")
         w.line("int spf_status = 0;")
-    if plan.mode == "workspace":
+    if plan.mode == "append":
+        w.line("int64_t spf_last = -1;   /* key of the entry appended last */")
+    elif plan.mode == "workspace":
         w.line("spf_workspace spf_ws;")
         w.line(f"if (spf_ws_init(&spf_ws, {_workspace_size(plan)}, "
                f"{'-1' if plan.ordered else '0'}))")
@@ -97,6 +99,16 @@ def histogram_statement(plan: AssemblyPlan) -> list[str]:
 def statement(plan: AssemblyPlan, rhs: str, kernel: str, target: str) -> list[str]:
     out = plan.output.name
     n = len(plan.key)
+    if plan.mode == "append":
+        last = len(plan.storage.levels) - 1
+        return [f"const int64_t spf_key = {_linear(plan, range(n))};",
+                "if (spf_key != spf_last) {",
+                f"    if ((spf_status = {kernel}_append(&spf_cur, {out}, spf_key, {rhs})))",
+                "        goto spf_fail;",
+                "    spf_last = spf_key;",
+                "} else {   /* the same coordinates again */",
+                f"    {out}->{plan.storage.value_array}[spf_cur.pos{last}] += {rhs};",
+                "}"]
     if plan.mode == "bucket":
         level = plan.storage.levels[1]
         return [f"const int64_t spf_q = spf_next[{plan.key[0]}]++;",
@@ -153,7 +165,7 @@ def finish(w, plan: AssemblyPlan, kernel: str, target: str) -> None:
         w.line(f"    if ((spf_status = {kernel}_append(&spf_cur, {out}, spf_entries.key[spf_e], "
                "spf_entries.val[spf_e])))")
         w.line("        goto spf_fail;")
-    else:
+    elif plan.mode == "workspace":
         w.line(f"if (spf_ws.prefix >= 0 && (spf_status = {kernel}_flush(&spf_ws, &spf_cur, "
                f"{out}, -1)))")
         w.line("    goto spf_fail;")
@@ -161,7 +173,7 @@ def finish(w, plan: AssemblyPlan, kernel: str, target: str) -> None:
 
 
 def release(w, plan: AssemblyPlan, target: str) -> None:
-    if plan.mode == "bucket":       # works in the output's own pointer array
+    if plan.mode in ("bucket", "append"):   # they work in the output's own arrays
         return
     if plan.mode == "workspace":
         w.line("spf_ws_free(&spf_ws);")

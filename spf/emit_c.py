@@ -728,9 +728,11 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     if releases or building:
         release_all()
         w.line("return 0;")
-        w.lines.append("spf_out_of_memory:")
+        if any("goto spf_out_of_memory" in line for line in w.lines):
+            w.lines.append("spf_out_of_memory:")
+            if building and target == "output":
+                w.line("spf_status = 1;")
         if building and target == "output":
-            w.line("spf_status = 1;")
             w.lines.append("spf_fail:")
             release_all()
             w.line("return spf_status;")

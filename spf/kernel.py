@@ -158,9 +158,10 @@ class Kernel:
             if unknown:
                 raise SpecError(f"order names {unknown}, which no term of the sum has as a loop "
                                 "variable", self.expr.source)
-        for t in self.terms:    # a term feeds a sorted run to the union: no bucket scatter
-            if t.assembly is not None and t.assembly.mode == "bucket":
-                t.assembly = replace(t.assembly, mode="sort", bucket_sorted=False)
+        for t in self.terms:    # a term feeds a sorted, combined run to the union
+            if t.assembly is not None and t.assembly.mode in ("bucket", "append"):
+                t.assembly = replace(t.assembly, bucket_sorted=False, unique=False,
+                                     mode="sort" if t.assembly.mode == "bucket" else "workspace")
         first = self.terms[0]
         self.space, self.nest, self.order = first.space, first.nest, first.order
         self.decisions = [d for t in self.terms for d in t.decisions]
@@ -368,7 +369,9 @@ class Kernel:
         if self.assembly:
             how = {"bucket": f"entries counted per {self.assembly.key[0]} by "
                              f"{self.name}_histogram, then scattered",
-                   "workspace": f"entries appended in storage order by {self.name}_append",
+                   "workspace": f"entries gathered per group, appended in storage order "
+                                f"by {self.name}_append",
+                   "append": f"entries appended in storage order by {self.name}_append",
                    "sort": f"entries sorted, then appended by {self.name}_append"}
             header.append(f"Output {self.expr.output.tensor}: assembled in "
                           f"{self.assembly.storage.layout.name} ({how[self.assembly.mode]}; "

@@ -117,7 +117,7 @@ def test_plans_follow_the_relations():
              for s, d in [("CSR", "CSC"), ("COO", "CSR"), ("CSR", "DCSR"), ("SortedCOO", "CSR")]}
     assert plans["CSR", "CSC"].mode == "bucket" and plans["CSR", "CSC"].bucket_sorted
     assert plans["COO", "CSR"].mode == "bucket" and not plans["COO", "CSR"].bucket_sorted
-    assert plans["CSR", "DCSR"].mode == "workspace" and plans["CSR", "DCSR"].ordered == 2
+    assert plans["CSR", "DCSR"].mode == "append" and plans["CSR", "DCSR"].ordered == 2
     assert plans["SortedCOO", "CSR"].ordered == 2
     src = spf.Conversion("COO", "CSR").c_source()
     assert "spf_convert_histogram" in src and "zeros are not stored" not in src
