@@ -17,9 +17,12 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from functools import lru_cache
+
 from .errors import ArgumentError, SpecError
 from .kernel import CompiledKernel, Kernel
-from .layout import Layout, load_layout
+from .layout import Layout, layout_names, load_layout
+from .storage import Storage, storage_of
 from .tensor import Tensor
 
 _INDICES = "ijklmnop"
@@ -117,3 +120,40 @@ def _cached(src: Layout, dst: "str | Layout", keep: bool, params: tuple) -> _Com
     if key not in _COMPILED:
         _COMPILED[key] = Conversion(src, dst, keep_zeros=keep, **dict(params)).compile()
     return _COMPILED[key]
+
+
+def storage_or_none(layout: Layout) -> "Storage | None":
+    """The layout's storage levels, or None when spf cannot assemble it."""
+    try:
+        return storage_of(layout)
+    except SpecError:
+        return None
+
+
+@lru_cache(maxsize=None)
+def compressed_rows_layout() -> "Layout | None":
+    """A layout on the search path that holds scipy's CSR arrays as they are: a dense level of
+    rows over a compressed level of columns (a pointer array, one index array) with no
+    ordering or injectivity property, so unsorted rows and duplicates are allowed."""
+    for name in layout_names():
+        lay = load_layout(name)
+        st = storage_or_none(lay) if lay.order == 2 and not lay.params else None
+        if st is not None and st.order == (0, 1) and len(st.levels) == 2 \
+                and st.levels[0].kind == "dense" and st.levels[1].pointer \
+                and len(st.levels[1].coords) == 1 and st.free_tail == 1 \
+                and not any(p.kind == "injective" for p in lay.properties):
+            return lay
+    return None
+
+
+@lru_cache(maxsize=None)
+def dense_layout(order: int) -> "Layout | None":
+    """A layout on the search path storing an order-``order`` array row-major, all levels
+    dense."""
+    for name in layout_names():
+        lay = load_layout(name)
+        st = storage_or_none(lay) if lay.order == order and not lay.params else None
+        if st is not None and lay.dense_array is not None and st.order == tuple(range(order)) \
+                and all(lv.kind == "dense" for lv in st.levels):
+            return lay
+    return None

@@ -90,20 +90,44 @@ class Tensor:
 
     @classmethod
     def from_scipy(cls, layout: "str | Layout", matrix: Any, **params: int) -> "Tensor":
-        """Pack a scipy.sparse matrix (its stored entries, in its order)."""
+        """A scipy.sparse matrix's stored entries (duplicates added, explicit zeros kept).
+
+        Where spf can assemble ``layout``, the matrix's CSR arrays are wrapped as they are in
+        a layout found by its shape (:func:`spf.conversion.compressed_rows_layout`), checked,
+        and converted by generated code; otherwise the layout's reference packer stores them
+        (in the matrix's order)."""
         import scipy.sparse as sp
+
+        from . import conversion
         if not sp.issparse(matrix):
             raise ArgumentError(f"from_scipy expects a scipy.sparse matrix, got {type(matrix).__name__}")
+        lay = _as_layout(layout, params)
+        src = conversion.compressed_rows_layout()
+        if lay.order == 2 and src is not None and conversion.storage_or_none(lay) is not None:
+            csr = sp.csr_matrix(matrix)
+            st = conversion.storage_or_none(src)
+            level = st.levels[1]
+            fields = {**dict(zip(st.shape_fields, csr.shape)), level.pointer: csr.indptr,
+                      level.coords[0][1]: csr.indices, st.value_array: csr.data}
+            given = cls(src, csr.shape, fields)
+            return given if lay == src else given.convert(lay)
         coo = matrix.tocoo()
-        return cls.from_coords(layout, coo.shape, (coo.row, coo.col), coo.data, **params)
+        return cls.from_coords(lay, coo.shape, (coo.row, coo.col), coo.data)
 
     @classmethod
     def from_dense(cls, layout: "str | Layout", array: Any, **params: int) -> "Tensor":
-        """Pack the nonzeros of a dense array (all of it for a dense layout)."""
+        """The nonzeros of a dense array (all of it for a dense layout): converted by generated
+        code from a dense layout found by its shape where spf can assemble ``layout``,
+        otherwise stored by the layout's reference packer."""
+        from . import conversion
         lay = _as_layout(layout, params)
         array = np.asarray(array)
         if array.dtype.kind not in "biuf":
             raise ArgumentError(f"expected a real numeric array, got dtype {array.dtype}")
+        src = conversion.dense_layout(array.ndim) if array.ndim else None
+        if lay.dense_array is None and src is not None and array.ndim == lay.order \
+                and conversion.storage_or_none(lay) is not None:
+            return cls.from_dense(src, array).convert(lay)
         if lay.packer:
             module, _ = _packer(lay.packer)
             if hasattr(module, "pack_dense"):

@@ -164,3 +164,26 @@ def test_conversion_property(m, n, density, seed, src, dst):
     out = spf.Tensor.from_dense(src, want).convert(dst)
     check(out, dst, want)
     np.testing.assert_array_equal(out.to_scipy().toarray(), sp.csr_matrix(want).toarray())
+
+
+def test_from_scipy_and_from_dense_go_through_generated_conversions():
+    """Unsorted indices and duplicates of a scipy matrix are sorted and added by the
+    generated code; out-of-range indices are rejected before any C runs."""
+    m = sp.csr_matrix((np.array([1.0, 2.0, 3.0, 4.0]), np.array([2, 0, 2, 1]),
+                       np.array([0, 3, 3, 4])), shape=(3, 3))    # row 0: 2, 0, 2 (dup)
+    want = np.array([[2.0, 0, 4.0], [0, 0, 0], [0, 4.0, 0]])
+    csr = spf.Tensor.from_scipy("CSR", m)
+    assert csr["colIdx"].tolist() == [0, 2, 1] and csr["rowPtr"].tolist() == [0, 2, 2, 3]
+    np.testing.assert_array_equal(csr.to_dense(), want)
+    for dst in ("CSC", "DCSR", "SortedCOO", "COO"):
+        check(spf.Tensor.from_scipy(dst, m), dst, want)
+    assert spf.Tensor.from_scipy("CSR_unsorted", m).values.size == 4   # kept as given
+    bad = sp.csr_matrix((np.ones(2), np.array([0, 1]), np.array([0, 1, 2])), shape=(2, 2))
+    bad.indices[1] = 7
+    with pytest.raises(spf.ArgumentError, match="colIdx"):
+        spf.Tensor.from_scipy("CSC", bad)
+    d = np.array([[0.0, 1.5], [2.5, 0.0], [0.0, 0.0]])
+    for dst in ("CSR", "CSC", "COO", "DCSR"):
+        check(spf.Tensor.from_dense(dst, d), dst, d)
+    sv = spf.Tensor.from_dense("SV", np.array([0.0, 3.0, 0.0, 1.0]))
+    assert sv["idx"].tolist() == [1, 3] and sv["val"].tolist() == [3.0, 1.0]
