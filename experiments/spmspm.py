@@ -34,7 +34,8 @@ Layouts stored in spf's order: COO as given (row-major here, but the layout prom
 order), BCSR by its reference packer (greedy unaligned blocks; the blocks' explicit zeros are
 multiplied like any stored entry, so those outputs hold more stored entries than scipy's).
 A pair is skipped when its number of products (over stored entries) exceeds the mode's budget:
-pairs whose output is assembled by sorting every product are limited more tightly.
+pairs whose output is assembled from every product (sorted or scattered) are limited more
+tightly.
 
 Inputs: ``C = A A`` for the square matrices of ``experiments/matrices.py`` (quick: its quick
 scale; full: medium and full scales, a matrix being skipped when A A takes more products than
@@ -394,7 +395,8 @@ def run_pairs(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Co
                 continue
             f = con.pairs[la, lb]
             row["assembly"] = f.kernel.assembly.mode
-            budget = mode.sort_products if row["assembly"] == "sort" else mode.ws_products
+            budget = mode.sort_products if row["assembly"] in ("sort", "bucket") \
+                else mode.ws_products
             if row["products"] > budget:
                 row["status"] = (f"skipped: {row['products']:.3g} products > budget "
                                  f"{budget:.3g} ({row['assembly']} assembly)")
@@ -665,10 +667,12 @@ def _pairs(rows: list[dict], cells: dict[tuple[str, str], dict[str, dict]]) -> s
         return ""
     lines = ["### Layout pairs (paper Table 5)", "",
              "spf with A and B in COO, CSR, DCSR and BCSR (4 x 4 blocks) and C in CSR; cells: "
-             "median ms and, in parentheses, time / time of CSR x CSR. `*`: the output is "
-             "assembled by sorting all products (the loops do not produce the rows of C in "
-             "order: COO promises no order, and BCSR's default loop order visits the 4 rows "
-             "of a block inside each block); the other pairs gather rows in a workspace. "
+             "median ms and, in parentheses, time / time of CSR x CSR. `*`: the loops do not "
+             "produce the rows of C in order (COO promises no order, and BCSR's default loop "
+             "order visits the 4 rows of a block inside each block), so every product is "
+             "scattered to its row's segment (bucket assembly: a first pass counts each row's "
+             "products) and each segment is sorted and combined; the other pairs gather rows "
+             "in a workspace. "
              f"`{ROWS_FIRST}`: A in BCSR generated with `order=[\"A_pi\", \"A_pk\", \"A_pj\", "
              "\"A_pl\"]`, which puts the rows of a block row outside its blocks, so Z3 proves "
              "the rows of C ordered and the workspace is used. BCSR multiplies the explicit "
@@ -691,7 +695,7 @@ def _pairs(rows: list[dict], cells: dict[tuple[str, str], dict[str, dict]]) -> s
             vals = []
             for lb in b_labels:
                 r = group[la, lb]
-                star = "*" if r["assembly"] == "sort" else ""
+                star = "*" if r["assembly"] in ("sort", "bucket") else ""
                 t, ratio = _num(r["median_s"]), _num(r["ratio_vs_spf"])
                 if t is None:
                     status = str(r["status"])
