@@ -3,10 +3,12 @@
     python -m experiments.conversion [--quick] [--matrix path.mtx ...]
 
 Pairs: COO -> CSR (the COO input's entries in random order, as the paper does not assume
-sorted inputs), CSR -> CSC, CSC -> CSR, CSR -> DCSR, DIA -> CSR (on the banded matrices) and
-dense -> CSR (where the dense matrix fits in 256 MB).  spf is timed as the public call
+sorted inputs), CSR -> CSC, CSC -> CSR, CSR -> DCSR, DIA -> CSR, CSR/COO/CSC -> DIA (DIA on the
+banded matrices only), CSR/CSC -> ELL (skipped with the reason where the padding policy refuses)
+and dense -> CSR (where the dense matrix fits in 256 MB).  spf is timed as the public call
 ``conversion(tensor)`` returning an spf Tensor; scipy as ``coo.tocsr()``, ``csr.tocsc()``,
-``csc.tocsr()``, ``dia.tocsr()`` and ``csr_matrix(dense)`` (scipy has no DCSR: no contender),
+``csc.tocsr()``, ``dia.tocsr()``, ``x.todia()`` and ``csr_matrix(dense)`` (scipy has no DCSR or
+ELL: no contender),
 on inputs prebuilt in each library's format.  Every output is checked against scipy's
 (structure and values; both sorted).  Median of >= 5 runs after a warm-up, contenders
 interleaved per round, each freeing its previous output first.  MKL's conversion routines
@@ -32,7 +34,8 @@ from .common import experiment_parser, print_table, time_interleaved, write_csv
 from .matrices import matrices
 
 PAIRS = [("COO", "CSR"), ("CSR", "CSC"), ("CSC", "CSR"), ("CSR", "DCSR"), ("DIA", "CSR"),
-         ("DenseMatrix", "CSR")]
+         ("DenseMatrix", "CSR"), ("CSR", "DIA"), ("COO", "DIA"), ("CSC", "DIA"),
+         ("CSR", "ELL"), ("CSC", "ELL")]
 DIA_MATRICES = ("laplace2d", "laplace3d", "banded")
 DENSE_MAX_BYTES = 256 * 2 ** 20
 FIELDS = ("matrix", "rows", "cols", "nnz", "pair", "contender", "median_s", "runs",
@@ -54,7 +57,8 @@ def _scipy_input(src: str, a: sp.csr_matrix, coo: sp.coo_matrix) -> Any:
 def _scipy_convert(src: str, dst: str) -> Callable[[Any], Any]:
     if src == "DenseMatrix":
         return sp.csr_matrix
-    return {"CSR": lambda m: m.tocsr(), "CSC": lambda m: m.tocsc()}[dst]
+    return {"CSR": lambda m: m.tocsr(), "CSC": lambda m: m.tocsc(),
+            "DIA": lambda m: m.todia()}[dst]
 
 
 def _spf_input(src: str, a: sp.csr_matrix, coo: sp.coo_matrix) -> spf.Tensor:
@@ -78,14 +82,20 @@ def run_pair(name: str, a: sp.csr_matrix, src: str, dst: str,
             "pair": f"{src}->{dst}", "assembly": "", "status": "ok", "ratio_vs_spf": ""}
     coo = _shuffled_coo(a, 7)
     t = _spf_input(src, a, coo)
-    f = conv[src, dst]
+    c, f = conv[src, dst]
+    mode = "placement" if c.placement is not None else c.kernel.assembly.mode \
+        if c.kernel.assembly else "dense"
     results: dict[str, dict] = {"spf": {}, "scipy": {}}
 
     def spf_run() -> None:
         results["spf"].pop("C", None)
         results["spf"]["C"] = f(t)
     fns = {"spf": spf_run}
-    if dst != "DCSR":
+    try:
+        spf_run()
+    except spf.ArgumentError as exc:      # e.g. the padding policy of DIA / ELL
+        return [{**base, "contender": "spf", "status": f"skipped: {exc}"}]
+    if dst not in ("DCSR", "ELL"):          # scipy has no DCSR or ELL
         m = _scipy_input(src, a, coo)
         g = _scipy_convert(src, dst)
 
@@ -106,10 +116,10 @@ def run_pair(name: str, a: sp.csr_matrix, src: str, dst: str,
         ref.sort_indices()
         assert (abs(ref - want)).nnz == 0, f"scipy {src}->{dst} on {name}"
     rows = []
-    for c, (median, runs) in timed.items():
-        rows.append({**base, "contender": c, "median_s": median, "runs": runs,
+    for who, (median, runs) in timed.items():
+        rows.append({**base, "contender": who, "median_s": median, "runs": runs,
                      "ratio_vs_spf": median / timed["spf"][0],
-                     "assembly": f.fn.kernel.assembly.mode if c == "spf" else ""})
+                     "assembly": mode if who == "spf" else ""})
     return rows
 
 
@@ -119,7 +129,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     scale = "quick" if args.quick else "full"
     target_s = 0.005 if args.quick else 0.3
     t0 = time.perf_counter()
-    conv = {(s, d): spf.Conversion(s, d).compile() for s, d in PAIRS}
+    conv = {}
+    for s, d in PAIRS:
+        c = spf.Conversion(s, d)
+        conv[s, d] = (c, c.compile())
     print(f"generated and compiled {len(conv)} conversions in {time.perf_counter() - t0:.1f} s")
     rows: list[dict] = []
     for name, a in matrices(scale, args.matrix):
@@ -127,7 +140,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         a.sort_indices()
         a.eliminate_zeros()
         for src, dst in PAIRS:
-            if src == "DIA" and name not in DIA_MATRICES and not args.matrix:
+            if "DIA" in (src, dst) and name not in DIA_MATRICES and not args.matrix:
                 continue
             if src == "DenseMatrix" and 8 * a.shape[0] * a.shape[1] > DENSE_MAX_BYTES:
                 continue
@@ -155,8 +168,12 @@ def describe(rows: list[dict]) -> str:
              "yet).", "",
              "| pair | spf assembly | inputs | scipy / spf (geomean) | min | max | slower on |",
              "|---|---|---|---|---|---|---|"]
+    skipped = [r for r in rows if str(r["status"]).startswith("skipped")]
+    rows = [r for r in rows if not str(r["status"]).startswith("skipped")]
     for pair in pairs:
         spf_rows = {r["matrix"]: r for r in rows if r["pair"] == pair and r["contender"] == "spf"}
+        if not spf_rows:
+            continue
         ratios = {r["matrix"]: float(r["ratio_vs_spf"]) for r in rows
                   if r["pair"] == pair and r["contender"] == "scipy"}
         mode = next(iter(spf_rows.values()))["assembly"] if spf_rows else ""
@@ -169,6 +186,10 @@ def describe(rows: list[dict]) -> str:
         slower = ", ".join(f"{m} {v:.2f}x" for m, v in ratios.items() if v < 0.95) or "-"
         lines.append(f"| {pair} | {mode} | {len(ratios)} | {_geomean(list(ratios.values())):.2f}x "
                      f"| {min(ratios.values()):.2f}x | {max(ratios.values()):.2f}x | {slower} |")
+    if skipped:
+        lines += ["", "Skipped: " + "; ".join(
+            f"{r['pair']} on {r['matrix']} ({str(r['status']).removeprefix('skipped: ')})"
+            for r in skipped) + "."]
     lines += ["", "Where spf loses: DIA->CSR visits every slot of every "
               "stored diagonal, padding included, and tests it for zero, where scipy masks "
               "the array in numpy; CSR<->CSC: the same counting scatter as scipy plus a "

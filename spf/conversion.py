@@ -13,6 +13,9 @@ as scipy does (``keep_zeros=False`` drops those too).
 """
 from __future__ import annotations
 
+import ctypes
+import math
+import re
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -22,10 +25,14 @@ from functools import lru_cache
 from .errors import ArgumentError, SpecError
 from .kernel import CompiledKernel, Kernel
 from .layout import Layout, layout_names, load_layout
+from . import emit_c, runtime
+from .placement import ANALYSIS_PARAMS, FILL_PARAMS, Placement, placement_of, statements
 from .storage import Storage, storage_of
 from .tensor import Tensor
+from .terms import Aff
 
 _INDICES = "ijklmnop"
+_INT32_MAX = 2 ** 31 - 1
 
 
 class Conversion:
@@ -33,11 +40,13 @@ class Conversion:
 
     ``params`` bind layout parameters (``B=4`` for BCSR); each goes to the layouts that
     declare it.  ``keep_zeros``: store entries equal to 0.0 (default: unless the source pads,
-    see :func:`pads_with_zeros`).  ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
+    see :func:`pads_with_zeros`).  Destinations placed by position (DIA, ELL: see
+    :mod:`spf.placement`) refuse to store more than 3 padding slots per entry (75%) unless
+    ``allow_padding``.  ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
     """
 
     def __init__(self, src: "str | Layout", dst: "str | Layout", *, name: str = "spf_convert",
-                 keep_zeros: "bool | None" = None, **params: int):
+                 keep_zeros: "bool | None" = None, allow_padding: bool = False, **params: int):
         self.src, self.dst = _bind(src, dst, params)
         if self.src.order != self.dst.order:
             raise SpecError(f"cannot convert {self.src.name} (order {self.src.order}) to "
@@ -47,20 +56,53 @@ class Conversion:
             raise SpecError(f"conversions support order up to {len(_INDICES)}", self.src.source)
         idx = ",".join(_INDICES[:self.src.order])
         self.keep_zeros = not pads_with_zeros(self.src) if keep_zeros is None else keep_zeros
+        self.allow_padding = allow_padding
+        self.name = name
         dense_dst = self.dst.dense_array is not None
-        self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": self.dst}, name=name,
-                             drop_zeros=not self.keep_zeros and not dense_dst)
+        self.placement: Placement | None = None
+        dst = self.dst
+        if not dense_dst and storage_or_none(self.dst) is None:
+            self.placement = placement_of(self.dst)     # SpecError when it cannot be placed
+            dst = dense_layout(self.dst.order)          # the loops only: a stand-in output
+        self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": dst}, name=name,
+                             drop_zeros=not self.keep_zeros and not dense_dst
+                             and self.placement is None)
+        self._source: str | None = None
 
     def c_source(self) -> str:
         """The generated C (struct typedefs, the conversion function and its helpers)."""
-        return self.kernel.c_source()
+        if self.placement is None:
+            return self.kernel.c_source()
+        if self._source is None:
+            self._source = _placement_source(self)
+        return self._source
 
     def report(self) -> str:
         """How the destination is assembled and why (the kernel's report)."""
-        return self.kernel.report()
+        text = self.kernel.report()
+        if self.placement is not None:
+            pl = self.placement
+            parts = [f"{p} = coordinate {_INDICES[d]}" for p, d in pl.coordinates.items()]
+            if pl.ranked:
+                key = pl.ranked.key.substitute({f"d{d}": Aff.var(_INDICES[d])
+                                                for d in range(self.dst.order)})
+                parts.append(f"{pl.ranked.index} = rank of {key} among the keys "
+                             f"present, {pl.ranked.uf} = the keys "
+                             f"({'de' if pl.ranked.descending else 'in'}creasing), "
+                             f"{pl.bounds[pl.ranked.index]} = their number")
+            if pl.slot:
+                parts.append(f"{pl.slot.index} = next slot of its "
+                             f"({', '.join(pl.group())}), {pl.bounds[pl.slot.index]} = the "
+                             f"largest group, unused {pl.slot.uf} = {pl.slot.fill}")
+            text = text.split("\nassembly:")[0] + (
+                f"\nplacement into {pl.layout.name} (analysis pass, then fill pass): "
+                + "; ".join(parts))
+        return text
 
     def compile(self) -> Callable[[Tensor], Tensor]:
         """A callable converting a Tensor in ``src`` to a new Tensor in ``dst``."""
+        if self.placement is not None:
+            return _Placed(self)
         return _Compiled(self, self.kernel.compile())
 
 
@@ -90,6 +132,108 @@ class _Compiled:
         if isinstance(out, Tensor):
             return out
         return Tensor.from_dense(conv.dst, np.asarray(out).reshape(tensor.shape))
+
+
+def _placement_source(conv: "Conversion") -> str:
+    """C of a placed conversion: ``<name>_analysis`` and ``<name>`` (the fill pass), both
+    over the source's loops."""
+    k = conv.kernel
+    names = list(_INDICES[:conv.src.order])
+    analysis, fill = statements(conv.placement, names, not conv.keep_zeros)
+    pieces = [emit_c.kernel_code(k.nest, f"{conv.name}{suffix}", k.decisions, k._guard_notes(),
+                                 custom=emit_c.CustomStatement(params, lines, {
+                                     n for n in names
+                                     if re.search(rf"\b{n}\b", " ".join(lines))}))
+              for suffix, params, lines in (("_analysis", ANALYSIS_PARAMS, analysis),
+                                            ("", FILL_PARAMS, fill))]
+    header = [f"Generated by spf: conversion {conv.src.name} -> {conv.dst.name}",
+              *k.report().split("\nassembly:")[0].splitlines()[1:2]]
+    first, code = pieces
+    before = ("/* Analysis pass: which keys occur and how many entries each group holds. */\n"
+              + emit_c._function(first))
+    return emit_c.render_file(header, code.helpers | first.helpers,
+                              list(code.layouts.values()), code.signature, code.body,
+                              code.hashmap, before=before)
+
+
+class _Placed:
+    """Runs a placed conversion: analysis, sizes and index arrays, fill, checked result."""
+
+    def __init__(self, conv: "Conversion"):
+        self.conversion = conv
+        lib = runtime.load_library(str(runtime.build_library(conv.c_source())))
+        self.analysis = getattr(lib, f"{conv.name}_analysis")
+        self.fill = getattr(lib, conv.name)
+
+    def __call__(self, tensor: Tensor) -> Tensor:
+        conv, pl = self.conversion, self.conversion.placement
+        if not isinstance(tensor, Tensor) or tensor.layout != conv.src:
+            raise ArgumentError(f"a conversion from {conv.src.name} takes an spf.Tensor in "
+                                f"{conv.src.name}, got "
+                                + (tensor.layout.name if isinstance(tensor, Tensor)
+                                   else type(tensor).__name__))
+        shape = tensor.shape
+        order = list(pl.layout.indices)
+        bound = {p: shape[d] for p, d in pl.coordinates.items()}
+        kmin = span = 0
+        if pl.ranked:
+            lo = hi = pl.ranked.key.const
+            for atom, k in pl.ranked.key.terms:
+                ext = shape[int(atom[1:])] - 1
+                lo, hi = (lo + k * ext, hi) if k < 0 else (lo, hi + k * ext)
+            kmin, span = lo, max(hi - lo + 1, 0)
+        present = np.zeros(max(span, 1), np.int32)
+        groups = math.prod(bound[p] for p in pl.group()) if pl.slot else 0
+        count = np.zeros(max(groups, 1), np.int32)
+        entries = np.zeros(1, np.int64)
+        src = runtime.make_struct(tensor.layout, tensor.fields)
+        ptr = ctypes.c_void_p
+        if self.analysis(ptr(present.ctypes.data), ptr(count.ctypes.data),
+                         ptr(entries.ctypes.data), ctypes.c_int64(kmin), ctypes.byref(src)):
+            raise MemoryError(f"{conv.name}: out of memory in the analysis pass")
+        fields: dict[str, Any] = {}
+        rank = np.full(max(span, 1), -1, np.int32)
+        if pl.ranked:
+            keys = np.flatnonzero(present[:span]) + kmin
+            keys = keys[::-1] if pl.ranked.descending else keys
+            rank[keys - kmin] = np.arange(len(keys), dtype=np.int32)
+            bound[pl.ranked.index] = len(keys)
+            fields[pl.ranked.uf] = keys.astype(np.int32)
+        if pl.slot:
+            bound[pl.slot.index] = int(count.max()) if groups else 0
+        slots = math.prod(bound[p] for p in pl.value)
+        n = int(entries[0])
+        if slots > _INT32_MAX:
+            raise ArgumentError(f"{pl.layout.name} would need {slots} slots, more than 32-bit "
+                                "indices can address")
+        if slots > 4 * n and not conv.allow_padding:
+            raise ArgumentError(
+                f"{pl.layout.name} would store {n} entries in {slots} slots "
+                f"({100 * (1 - n / slots):.0f}% padding, over 75%); pass allow_padding=True "
+                "to convert anyway")
+        lay = pl.layout
+        for f, e in zip(lay.shape, shape):
+            fields[e_name(f)] = e
+        for p in order:
+            fields[pl.bounds[p]] = bound[p]
+        slot_arr = np.zeros(1, np.int32)
+        if pl.slot:
+            slot_arr = np.full(max(math.prod(bound[a] for a in pl.slot.args), 1),
+                               pl.slot.fill, np.int32)
+            fields[pl.slot.uf] = slot_arr[:math.prod(bound[a] for a in pl.slot.args)]
+        data = np.zeros(max(slots, 1))
+        fields[lay.value.array] = data[:slots]
+        bounds = np.array([bound[p] for p in order], np.int64)
+        nxt = np.zeros_like(count)
+        self.fill(ptr(data.ctypes.data), ptr(slot_arr.ctypes.data), ptr(nxt.ctypes.data),
+                  ptr(rank.ctypes.data), ctypes.c_int64(kmin), ptr(bounds.ctypes.data),
+                  ctypes.byref(src))
+        return Tensor(lay, shape, fields)
+
+
+def e_name(extent: Any) -> str:
+    """The scalar field an extent of a layout's shape names."""
+    return extent.terms[0][0]
 
 
 def _bind(src: "str | Layout", dst: "str | Layout",

@@ -380,6 +380,15 @@ def _params_only(a: Aff) -> bool:
     return all("." in n for n in a.names())
 
 
+class CustomStatement:
+    """A statement of its own in place of the output's (a generated conversion pass):
+    ``params`` replace the output's parameters, ``lines`` are the statement (``$value``: the
+    product of the factors), ``names`` the logical indices it reads."""
+
+    def __init__(self, params: list[str], lines: list[str], names: set[str]):
+        self.params, self.lines, self.names = params, lines, names
+
+
 @dataclass
 class KernelCode:
     """The pieces of one generated function, before they are put into a file."""
@@ -525,7 +534,8 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
 def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
                 level_notes: dict[str, str] | None = None, parallel_loop: str | None = None,
                 assembly: AssemblyPlan | None = None, target: str = "output",
-                count: bool = False, histogram: bool = False) -> KernelCode:
+                count: bool = False, histogram: bool = False,
+                custom: "CustomStatement | None" = None) -> KernelCode:
     """The signature and body of one kernel function (see :func:`emit_kernel`).  An
     assembled output goes to its layout's arrays (``target="output"``) or to a sorted run
     (``"stream"``, a term of a sum); ``count=True`` gives the function that counts the
@@ -542,6 +552,9 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     params = []
     out_name = expr.output.tensor
     for acc in (expr.output, *expr.factors):
+        if custom is not None and acc is expr.output:
+            params += custom.params
+            continue
         if not acc.indices:
             ctype = "double *restrict" if acc is expr.output else "double"
             params.append(f"{ctype} {acc.tensor}")
@@ -577,8 +590,11 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     rhs = " * ".join(factors)
     if expr.sign < 0:
         rhs = f"-({rhs})"
-    out_use = None if not expr.output.indices or assembly else space.use(out_name)
-    if assembly is not None and count:
+    out_use = None if not expr.output.indices or assembly or custom else space.use(out_name)
+    if custom is not None:
+        out_vars = set(custom.names)
+        stmt_names |= out_vars
+    elif assembly is not None and count:
         out_vars = set()
         stmt_names = stmt_names if assembly.drop_zeros else set()
         if histogram:
@@ -625,7 +641,7 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
                   for acc in expr.factors]
         for text in emit_assembly.bucket_start(assembly, name, inputs):
             w.line(text)
-    if assembly is None and not expr.accumulate:
+    if assembly is None and custom is None and not expr.accumulate:
         if out_use is None:
             w.line(f"*{out_name} = 0.0;")
         else:
@@ -640,14 +656,17 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
 
     positions = [k for k, lv in enumerate(nest.levels) if lv.var in out_vars]
     acc_level = max(positions) if positions else -1
-    use_acc = assembly is None and any(lv.kind == "loop" for lv in nest.levels[acc_level + 1:])
+    use_acc = assembly is None and custom is None and \
+        any(lv.kind == "loop" for lv in nest.levels[acc_level + 1:])
     hooks: dict[int, Callable[[_Writer], None]] = {}
     if use_acc:
         def open_acc(w: _Writer) -> None:
             w.line("double spf_acc = 0.0;")
             w.mark(f"{target} += spf_acc;")
         hooks[acc_level] = open_acc
-    if assembly is None:
+    if custom is not None:
+        statement = [line.replace("$value", rhs) for line in custom.lines]
+    elif assembly is None:
         statement = [f"{'spf_acc' if use_acc else target} += {rhs};"]
     elif count:   # a find's matched position is not needed to count the match
         statement = [f"(void){d.find.var};" for d in decisions if d.chosen is not None]

@@ -130,8 +130,8 @@ def test_conversion_errors():
         spf.Conversion("CSR", "CSF")
     with pytest.raises(spf.SpecError, match="unknown layout parameter"):
         spf.Conversion("CSR", "BCSR", X=3)
-    with pytest.raises(spf.SpecError, match="cannot be assembled"):
-        spf.Conversion("CSR", "ELL")
+    with pytest.raises(spf.SpecError, match="BCSR cannot be placed"):
+        spf.Conversion("CSR", "BCSR")
     f = spf.Conversion("CSR", "CSC").compile()
     with pytest.raises(spf.ArgumentError, match="takes an spf.Tensor"):
         f(np.eye(3))
@@ -151,7 +151,8 @@ def test_cli_convert(tmp_path):
 
 
 def test_generated_conversions_compile_clean(compiles_clean):
-    for s, d in [("COO", "CSR"), ("CSR", "CSC"), ("DenseMatrix", "DCSR"), ("DIA", "COO")]:
+    for s, d in [("COO", "CSR"), ("CSR", "CSC"), ("DenseMatrix", "DCSR"), ("DIA", "COO"),
+                 ("CSR", "DIA"), ("COO", "ELL"), ("DenseMatrix", "DIA")]:
         compiles_clean(spf.Conversion(s, d).c_source())
 
 
@@ -187,3 +188,40 @@ def test_from_scipy_and_from_dense_go_through_generated_conversions():
         check(spf.Tensor.from_dense(dst, d), dst, d)
     sv = spf.Tensor.from_dense("SV", np.array([0.0, 3.0, 0.0, 1.0]))
     assert sv["idx"].tolist() == [1, 3] and sv["val"].tolist() == [3.0, 1.0]
+
+
+PLACED = ["DIA", "ELL"]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("dst", PLACED)
+@pytest.mark.parametrize("src", SOURCES)
+def test_placed_conversion(src, dst, case):
+    """Destinations placed by position: the analysis pass finds the diagonals (DIA: offsets
+    -(M-1)..N-1 on rectangular shapes) or the widest row (ELL), the fill pass the slots."""
+    t = pack(src, CASES[case])
+    want = t.to_dense()
+    out = spf.Conversion(src, dst, allow_padding=True, **PARAMS.get(src, {})).compile()(t)
+    assert out.layout.name == dst and out.shape == want.shape
+    np.testing.assert_array_equal(out.to_dense(), want)
+    spf.Tensor(out.layout, out.shape, out.fields, check=True)
+    if dst == "DIA":
+        rows, cols = np.nonzero(want)
+        assert out["offset"].tolist() == sorted(set((cols - rows).tolist()))
+    else:
+        assert out["width"] == (np.count_nonzero(want, axis=1).max() if want.size else 0)
+        used = out["colIdx"].reshape(want.shape[0], -1) >= 0
+        assert used.sum() == np.count_nonzero(want)
+
+
+def test_placement_padding_policy_and_report():
+    a = np.zeros((50, 50))
+    a[0, 49] = a[49, 0] = a[10, 10] = 1.0          # 3 entries on 3 diagonals: 150 slots
+    t = spf.Tensor.from_dense("CSR", a)
+    with pytest.raises(spf.ArgumentError, match="padding"):
+        t.convert("DIA")
+    np.testing.assert_array_equal(t.convert("DIA", allow_padding=True).to_dense(), a)
+    lines = spf.Conversion("CSR", "DIA").report()
+    assert "offset = the keys (increasing)" in lines and "rank of -i + j" in lines
+    src = spf.Conversion("COO", "ELL").c_source()
+    assert "spf_convert_analysis" in src and "the group's next slot" in src
