@@ -213,7 +213,7 @@ class _Placed:
                 "to convert anyway")
         lay = pl.layout
         for f, e in zip(lay.shape, shape):
-            fields[e_name(f)] = e
+            fields[_extent_field(f)] = e
         for p in order:
             fields[pl.bounds[p]] = bound[p]
         slot_arr = np.zeros(1, np.int32)
@@ -231,7 +231,7 @@ class _Placed:
         return Tensor(lay, shape, fields)
 
 
-def e_name(extent: Any) -> str:
+def _extent_field(extent: Any) -> str:
     """The scalar field an extent of a layout's shape names."""
     return extent.terms[0][0]
 
@@ -266,6 +266,7 @@ def _cached(src: Layout, dst: "str | Layout", keep: bool, params: tuple) -> _Com
     return _COMPILED[key]
 
 
+@lru_cache(maxsize=None)
 def storage_or_none(layout: Layout) -> "Storage | None":
     """The layout's storage levels, or None when spf cannot assemble it."""
     try:
