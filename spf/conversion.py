@@ -27,7 +27,7 @@ from .kernel import CompiledKernel, Kernel
 from .layout import Layout, layout_names, load_layout
 from . import emit_c, runtime
 from .placement import ANALYSIS_PARAMS, FILL_PARAMS, Placement, placement_of, statements
-from .storage import Storage, storage_of
+from .storage import Storage, storage_or_none
 from .tensor import Tensor
 from .terms import Aff
 
@@ -266,13 +266,14 @@ def _cached(src: Layout, dst: "str | Layout", keep: bool, params: tuple) -> _Com
     return _COMPILED[key]
 
 
-@lru_cache(maxsize=None)
-def storage_or_none(layout: Layout) -> "Storage | None":
-    """The layout's storage levels, or None when spf cannot assemble it."""
-    try:
-        return storage_of(layout)
-    except SpecError:
-        return None
+def _first_layout(fits: Callable[[Layout, Storage], bool]) -> "Layout | None":
+    """The first layout on the search path (without parameters) whose storage ``fits``."""
+    for name in layout_names():
+        lay = load_layout(name)
+        st = storage_or_none(lay) if not lay.params else None
+        if st is not None and fits(lay, st):
+            return lay
+    return None
 
 
 @lru_cache(maxsize=None)
@@ -280,25 +281,17 @@ def compressed_rows_layout() -> "Layout | None":
     """A layout on the search path that holds scipy's CSR arrays as they are: a dense level of
     rows over a compressed level of columns (a pointer array, one index array) with no
     ordering or injectivity property, so unsorted rows and duplicates are allowed."""
-    for name in layout_names():
-        lay = load_layout(name)
-        st = storage_or_none(lay) if lay.order == 2 and not lay.params else None
-        if st is not None and st.order == (0, 1) and len(st.levels) == 2 \
-                and st.levels[0].kind == "dense" and st.levels[1].pointer \
-                and len(st.levels[1].coords) == 1 and st.free_tail == 1 \
-                and not any(p.kind == "injective" for p in lay.properties):
-            return lay
-    return None
+    return _first_layout(lambda lay, st: (
+        lay.order == 2 and st.order == (0, 1) and len(st.levels) == 2
+        and st.levels[0].kind == "dense" and st.levels[1].pointer is not None
+        and len(st.levels[1].coords) == 1 and st.free_tail == 1
+        and not any(p.kind == "injective" for p in lay.properties)))
 
 
 @lru_cache(maxsize=None)
 def dense_layout(order: int) -> "Layout | None":
     """A layout on the search path storing an order-``order`` array row-major, all levels
     dense."""
-    for name in layout_names():
-        lay = load_layout(name)
-        st = storage_or_none(lay) if lay.order == order and not lay.params else None
-        if st is not None and lay.dense_array is not None and st.order == tuple(range(order)) \
-                and all(lv.kind == "dense" for lv in st.levels):
-            return lay
-    return None
+    return _first_layout(lambda lay, st: (
+        lay.order == order and lay.dense_array is not None
+        and st.order == tuple(range(order)) and all(lv.kind == "dense" for lv in st.levels)))

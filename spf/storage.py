@@ -19,6 +19,7 @@ this shape (blocked, diagonal, padded) are rejected with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from . import index_expr as ie
 from .errors import SpecError
@@ -61,6 +62,15 @@ class Storage:
 def storage_of(layout: Layout) -> Storage:
     """The storage levels of ``layout``; SpecError naming what does not fit."""
     return _Deriver(layout).run()
+
+
+@lru_cache(maxsize=None)
+def storage_or_none(layout: Layout) -> Storage | None:
+    """The storage levels of ``layout``, or None when spf cannot assemble it (cached)."""
+    try:
+        return storage_of(layout)
+    except SpecError:
+        return None
 
 
 class _Deriver:

@@ -12,9 +12,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import index_expr as ie
-from .errors import ArgumentError, SpecError
+from .errors import ArgumentError
 from .layout import INDEX_TYPE, Layout, load_layout
-from .storage import storage_of
+from .storage import storage_or_none
 from .validate import check_structure
 
 INDEX_DTYPE = np.int32
@@ -103,9 +103,9 @@ class Tensor:
             raise ArgumentError(f"from_scipy expects a scipy.sparse matrix, got {type(matrix).__name__}")
         lay = _as_layout(layout, params)
         src = conversion.compressed_rows_layout()
-        if lay.order == 2 and src is not None and conversion.storage_or_none(lay) is not None:
+        if lay.order == 2 and src is not None and storage_or_none(lay) is not None:
             csr = sp.csr_matrix(matrix)
-            st = conversion.storage_or_none(src)
+            st = storage_or_none(src)
             level = st.levels[1]
             fields = {**dict(zip(st.shape_fields, csr.shape)), level.pointer: csr.indptr,
                       level.coords[0][1]: csr.indices, st.value_array: csr.data}
@@ -126,7 +126,7 @@ class Tensor:
             raise ArgumentError(f"expected a real numeric array, got dtype {array.dtype}")
         src = conversion.dense_layout(array.ndim) if array.ndim else None
         if lay.dense_array is None and src is not None and array.ndim == lay.order \
-                and conversion.storage_or_none(lay) is not None:
+                and storage_or_none(lay) is not None:
             return cls.from_dense(src, array).convert(lay)
         if lay.packer:
             module, _ = _packer(lay.packer)
@@ -186,9 +186,8 @@ def _scipy_from_storage(t: Tensor) -> Any:
     """The CSR, CSC or COO matrix read directly from ``t``'s arrays, or None when its
     storage levels are not of one of those shapes."""
     import scipy.sparse as sp
-    try:
-        storage = storage_of(t.layout)
-    except SpecError:
+    storage = storage_or_none(t.layout)
+    if storage is None:
         return None
     levels, shape = storage.levels, t.shape
     values = t.values
