@@ -1,6 +1,7 @@
 """Shared helpers for experiments: timing, machine description, CSV output."""
 from __future__ import annotations
 
+import argparse
 import csv
 import ctypes
 import math
@@ -49,8 +50,13 @@ def machine() -> dict[str, str]:
         pass
     return {"cpu": cpu, "cores": str(os.cpu_count()), "python": platform.python_version(),
             "numpy": numpy.__version__, "scipy": scipy.__version__, "islpy": islpy.__version__,
-            "z3": z3.get_version_string(), "cc": cc_version,
+            "z3": z3.get_version_string(), "mkl": _mkl_version(), "cc": cc_version,
             "date": _dt.date.today().isoformat()}
+
+
+def _mkl_version() -> str:
+    from . import mkl
+    return mkl.version()
 
 
 def write_csv(name: str, rows: Iterable[Mapping[str, object]], quick: bool) -> Path:
@@ -139,9 +145,8 @@ def time_interleaved(fns: Mapping[str, Callable[[], object]], target_s: float, m
     return {c: (statistics.median(times[c]), runs[c]) for c in fns}
 
 
-def experiment_parser(doc: str) -> "argparse.ArgumentParser":
+def experiment_parser(doc: str) -> argparse.ArgumentParser:
     """The options every experiment takes: ``--quick`` and ``--matrix PATH.mtx`` (repeatable)."""
-    import argparse
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small matrices (seconds)")
     parser.add_argument("--matrix", action="append", default=[], metavar="PATH.mtx",

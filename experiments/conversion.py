@@ -1,18 +1,28 @@
-"""Format conversions (paper 000, Table 3): spf's generated conversions vs scipy, serial.
+"""Format conversions (paper 000, Table 3): spf's generated conversions vs scipy, MKL and a C
+baseline, serial.
 
     python -m experiments.conversion [--quick] [--matrix path.mtx ...]
 
 Pairs: COO -> CSR (the COO input's entries in random order, as the paper does not assume
-sorted inputs), CSR -> CSC, CSC -> CSR, CSR -> DCSR, DIA -> CSR, CSR/COO/CSC -> DIA (DIA on the
-banded matrices only), CSR/CSC -> ELL (skipped with the reason where the padding policy refuses)
-and dense -> CSR (where the dense matrix fits in 256 MB).  spf is timed as the public call
-``conversion(tensor)`` returning an spf Tensor; scipy as ``coo.tocsr()``, ``csr.tocsc()``,
-``csc.tocsr()``, ``dia.tocsr()``, ``x.todia()`` and ``csr_matrix(dense)`` (scipy has no DCSR or
-ELL: no contender),
-on inputs prebuilt in each library's format.  Every output is checked against scipy's
-(structure and values; both sorted).  Median of >= 5 runs after a warm-up, contenders
-interleaved per round, each freeing its previous output first.  MKL's conversion routines
-are not compared: the ``mkl`` wheel is not among this project's dependencies yet.
+sorted inputs), CSR -> CSC, CSC -> CSR, CSR -> DCSR, DIA -> CSR, dense -> CSR (where the dense
+matrix fits in 256 MB), CSR/COO/CSC -> DIA (banded matrices), CSR/CSC -> ELL and CSR/COO ->
+BCSR with 8 x 8 blocks (the block-structured matrix); DIA, ELL and BCSR are skipped with the
+reason where spf's padding policy refuses them.  spf is timed as the public call
+``conversion(tensor)`` returning an spf Tensor.  Library routes, on inputs prebuilt in each
+library's format:
+
+- scipy: ``coo.tocsr()``, ``csr.tocsc()``, ``csc.tocsr()``, ``dia.tocsr()``,
+  ``csr_matrix(dense)``, ``x.todia()``, ``x.tobsr((8, 8))``, and for COO/CSC -> DIA also the
+  route through CSR ``x.tocsr().todia()``;
+- MKL (inspector-executor, when the ``mkl`` wheel is installed): ``mkl_sparse_convert_csr``
+  (COO -> CSR; CSR <-> CSC as the transpose), ``mkl_sparse_convert_bsr`` (CSR -> BCSR; COO ->
+  BCSR through CSR); MKL has no DIA or ELL conversion;
+- C baseline (experiments/baselines/conversion_ell.c, spf's flags): the textbook CSR -> ELL
+  (SPARSKIT's csrell); CSC -> ELL goes through scipy's ``tocsr()`` first.
+
+scipy has no DCSR: no contender.  Every output is checked against the input (structure and
+values).  Median of >= 5 runs after a warm-up, contenders interleaved per round, each
+freeing its previous output first.
 """
 from __future__ import annotations
 
@@ -21,23 +31,33 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+import ctypes
 import math
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
 
 import spf
+from spf.runtime import build_library, load_library
 
+from . import mkl
 from .common import experiment_parser, print_table, time_interleaved, write_csv
 from .matrices import matrices
 
+BLOCK = 8
 PAIRS = [("COO", "CSR"), ("CSR", "CSC"), ("CSC", "CSR"), ("CSR", "DCSR"), ("DIA", "CSR"),
          ("DenseMatrix", "CSR"), ("CSR", "DIA"), ("COO", "DIA"), ("CSC", "DIA"),
-         ("CSR", "ELL"), ("CSC", "ELL")]
-DIA_MATRICES = ("laplace2d", "laplace3d", "banded")
+         ("CSR", "ELL"), ("CSC", "ELL"), ("CSR", "BCSR"), ("COO", "BCSR")]
+ONLY_ON = {"DIA": ("laplace2d", "laplace3d", "banded"), "BCSR": ("block8",)}
 DENSE_MAX_BYTES = 256 * 2 ** 20
+# the issue's targets: contender (or "best": the fastest library route) -> library / spf
+TARGETS = {("COO", "CSR"): {"scipy": 1.0, "mkl": 1.29}, ("CSR", "CSC"): {"scipy": 1.0},
+           ("CSR", "DIA"): {"best": 1.8}, ("CSR", "ELL"): {"best": 1.36},
+           ("COO", "DIA"): {"scipy via CSR": 2.5}, ("CSC", "DIA"): {"scipy via CSR": 2.5}}
+BASELINE = Path(__file__).resolve().parent / "baselines" / "conversion_ell.c"
 FIELDS = ("matrix", "rows", "cols", "nnz", "pair", "contender", "median_s", "runs",
           "ratio_vs_spf", "assembly", "status")
 
@@ -48,17 +68,129 @@ def _shuffled_coo(a: sp.csr_matrix, seed: int) -> sp.coo_matrix:
     return sp.coo_matrix((coo.data[perm], (coo.row[perm], coo.col[perm])), shape=a.shape)
 
 
-def _scipy_input(src: str, a: sp.csr_matrix, coo: sp.coo_matrix) -> Any:
-    build = {"COO": lambda: coo, "CSR": lambda: a, "CSC": a.tocsc, "DIA": a.todia,
-             "DenseMatrix": a.toarray}
-    return build[src]()
+def _ell_baseline() -> tuple[Any, Any]:
+    lib = load_library(str(build_library(BASELINE.read_text())))
+    width, fill = lib.csr_ell_width, lib.csr_to_ell
+    width.restype, fill.restype = ctypes.c_int32, None
+    return width, fill
 
 
-def _scipy_convert(src: str, dst: str) -> Callable[[Any], Any]:
-    if src == "DenseMatrix":
-        return sp.csr_matrix
-    return {"CSR": lambda m: m.tocsr(), "CSC": lambda m: m.tocsc(),
-            "DIA": lambda m: m.todia()}[dst]
+def _ell_route(csr: "Callable[[], sp.csr_matrix]", baseline) -> Callable[[], Any]:
+    """CSR (from ``csr()``) -> ELL by the C baseline; numpy allocates the arrays."""
+    width_fn, fill_fn = baseline
+
+    def run() -> Any:
+        m = csr()
+        n = m.shape[0]
+        ptr = ctypes.c_void_p
+        w = width_fn(ctypes.c_int32(n), ptr(m.indptr.ctypes.data))
+        col = np.full(n * w, -1, np.int32)
+        data = np.zeros(n * w)
+        fill_fn(ctypes.c_int32(n), ptr(m.indptr.ctypes.data), ptr(m.indices.ctypes.data),
+                ptr(m.data.ctypes.data), ctypes.c_int32(w), ptr(col.ctypes.data),
+                ptr(data.ctypes.data))
+        return ("ell", m.shape, w, col, data)
+    return run
+
+
+def _ell_to_csr(shape, w: int, col: np.ndarray, data: np.ndarray) -> sp.csr_matrix:
+    rows = np.repeat(np.arange(shape[0]), w)
+    used = col >= 0
+    return sp.csr_matrix((data[used], (rows[used], col[used])), shape=shape)
+
+
+def library_routes(src: str, dst: str, a: sp.csr_matrix, coo: sp.coo_matrix,
+                   baseline) -> dict[str, Callable[[], Any]]:
+    """Each library's way from ``src`` to ``dst``, on its input prebuilt in its format."""
+    csc = a.tocsc()
+    routes: dict[str, Callable[[], Any]] = {}
+    scipy_in = {"COO": coo, "CSR": a, "CSC": csc}
+    if dst in ("CSR", "CSC"):
+        m = {"DIA": a.todia(), "DenseMatrix": a.toarray()}.get(src, scipy_in.get(src))
+        routes["scipy"] = (lambda: sp.csr_matrix(m)) if src == "DenseMatrix" else \
+            (m.tocsr if dst == "CSR" else m.tocsc)
+    elif dst == "DIA":
+        routes["scipy"] = scipy_in[src].todia
+        if src != "CSR":
+            routes["scipy via CSR"] = lambda m=scipy_in[src]: m.tocsr().todia()
+    elif dst == "BCSR" and all(e % BLOCK == 0 for e in a.shape):
+        routes["scipy"] = lambda m=scipy_in[src]: m.tobsr(blocksize=(BLOCK, BLOCK))
+    elif dst == "ELL":
+        name = "C baseline" if src == "CSR" else "scipy tocsr + C baseline"
+        routes[name] = _ell_route((lambda: a) if src == "CSR" else csc.tocsr, baseline)
+    if mkl.load() is not None:
+        if (src, dst) == ("COO", "CSR"):
+            h = mkl.coo(coo)
+            routes["mkl"] = lambda: mkl.to_csr(h)
+        elif (src, dst) == ("CSR", "CSC"):      # CSC of A = CSR of A^T
+            h = mkl.csr(a)
+            routes["mkl"] = lambda: ("transposed", mkl.to_csr(h, transpose=True))
+        elif (src, dst) == ("CSC", "CSR"):      # the CSC arrays are CSR of A^T
+            h = mkl.csr(sp.csr_matrix((csc.data, csc.indices, csc.indptr), shape=a.shape[::-1]))
+            routes["mkl"] = lambda: mkl.to_csr(h, transpose=True)
+        elif (src, dst) == ("CSR", "BCSR"):
+            h = mkl.csr(a)
+            routes["mkl"] = lambda: ("bsr", mkl.to_bsr(h, BLOCK))
+        elif (src, dst) == ("COO", "BCSR"):
+            h = mkl.coo(coo)
+            routes["mkl via CSR"] = lambda: ("bsr", mkl.to_bsr(mkl.to_csr(h), BLOCK))
+    return routes
+
+
+def _as_csr(out: Any, shape: tuple[int, int]) -> sp.csr_matrix:
+    """A library's or spf's output as a scipy CSR matrix with sorted indices."""
+    if isinstance(out, spf.Tensor):
+        m = out.to_scipy().tocsr()
+    elif isinstance(out, mkl.Handle):
+        m = mkl.export_csr(out)
+    elif isinstance(out, tuple) and out[0] == "transposed":
+        m = mkl.export_csr(out[1]).T.tocsr()
+    elif isinstance(out, tuple) and out[0] == "bsr":
+        m = mkl.export_bsr(out[1], shape)
+    elif isinstance(out, tuple) and out[0] == "ell":
+        m = _ell_to_csr(*out[1:])
+    else:
+        m = sp.csr_matrix(out)
+    m = m.tocsr()
+    m.sort_indices()
+    return m
+
+
+def run_pair(name: str, a: sp.csr_matrix, src: str, dst: str,
+             conv: dict, target_s: float, baseline) -> list[dict]:
+    base = {"matrix": name, "rows": a.shape[0], "cols": a.shape[1], "nnz": a.nnz,
+            "pair": f"{src}->{dst}", "assembly": "", "status": "ok", "ratio_vs_spf": ""}
+    coo = _shuffled_coo(a, 7)
+    t = _spf_input(src, a, coo)
+    c, f = conv[src, dst]
+    mode = "placement" if c.placement is not None else c.kernel.assembly.mode \
+        if c.kernel.assembly else "dense"
+    results: dict[str, Any] = {}
+
+    def timed_call(who: str, fn: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            results.pop(who, None)          # free the previous output first
+            results[who] = fn()
+        return run
+    fns = {"spf": timed_call("spf", lambda: f(t))}
+    try:
+        fns["spf"]()
+    except spf.ArgumentError as exc:      # e.g. the padding policy of DIA / ELL / BCSR
+        return [{**base, "contender": "spf", "status": f"skipped: {exc}"}]
+    for who, route in library_routes(src, dst, a, coo, baseline).items():
+        fns[who] = timed_call(who, route)
+    timed = time_interleaved(fns, target_s, 5, 200)
+    want = a.copy()
+    want.sort_indices()
+    for who, out in results.items():
+        got = _as_csr(out, a.shape)
+        if not (np.array_equal(got.indptr, want.indptr)
+                and np.array_equal(got.indices, want.indices)
+                and np.array_equal(got.data, want.data)):
+            raise AssertionError(f"{who} {src}->{dst} on {name} differs from the input")
+    return [{**base, "contender": who, "median_s": median, "runs": runs,
+             "ratio_vs_spf": median / timed["spf"][0], "assembly": mode if who == "spf" else ""}
+            for who, (median, runs) in timed.items()]
 
 
 def _spf_input(src: str, a: sp.csr_matrix, coo: sp.coo_matrix) -> spf.Tensor:
@@ -71,68 +203,19 @@ def _spf_input(src: str, a: sp.csr_matrix, coo: sp.coo_matrix) -> spf.Tensor:
     return spf.Tensor.from_scipy(src, a)
 
 
-def _as_csr(t: spf.Tensor) -> sp.csr_matrix:
-    m = t.to_scipy().tocsr()
-    return m
-
-
-def run_pair(name: str, a: sp.csr_matrix, src: str, dst: str,
-             conv: dict, target_s: float) -> list[dict]:
-    base = {"matrix": name, "rows": a.shape[0], "cols": a.shape[1], "nnz": a.nnz,
-            "pair": f"{src}->{dst}", "assembly": "", "status": "ok", "ratio_vs_spf": ""}
-    coo = _shuffled_coo(a, 7)
-    t = _spf_input(src, a, coo)
-    c, f = conv[src, dst]
-    mode = "placement" if c.placement is not None else c.kernel.assembly.mode \
-        if c.kernel.assembly else "dense"
-    results: dict[str, dict] = {"spf": {}, "scipy": {}}
-
-    def spf_run() -> None:
-        results["spf"].pop("C", None)
-        results["spf"]["C"] = f(t)
-    fns = {"spf": spf_run}
-    try:
-        spf_run()
-    except spf.ArgumentError as exc:      # e.g. the padding policy of DIA / ELL
-        return [{**base, "contender": "spf", "status": f"skipped: {exc}"}]
-    if dst not in ("DCSR", "ELL"):          # scipy has no DCSR or ELL
-        m = _scipy_input(src, a, coo)
-        g = _scipy_convert(src, dst)
-
-        def scipy_run() -> None:
-            results["scipy"].pop("C", None)
-            results["scipy"]["C"] = g(m)
-        fns["scipy"] = scipy_run
-    timed = time_interleaved(fns, target_s, 5, 200)
-    want = a.copy()
-    want.sort_indices()
-    got = _as_csr(results["spf"]["C"])
-    got.sort_indices()
-    if not (np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
-            and np.allclose(got.data, want.data, rtol=0, atol=0)):
-        raise AssertionError(f"spf {src}->{dst} on {name} differs from the input")
-    if "scipy" in results and results["scipy"]:
-        ref = sp.csr_matrix(results["scipy"]["C"])
-        ref.sort_indices()
-        assert (abs(ref - want)).nnz == 0, f"scipy {src}->{dst} on {name}"
-    rows = []
-    for who, (median, runs) in timed.items():
-        rows.append({**base, "contender": who, "median_s": median, "runs": runs,
-                     "ratio_vs_spf": median / timed["spf"][0],
-                     "assembly": mode if who == "spf" else ""})
-    return rows
-
-
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = experiment_parser(__doc__)
     args = parser.parse_args(argv)
     scale = "quick" if args.quick else "full"
     target_s = 0.005 if args.quick else 0.3
+    mkl.set_threads(1)
+    print("MKL:", mkl.version() or "not installed (no MKL contender)")
     t0 = time.perf_counter()
     conv = {}
     for s, d in PAIRS:
-        c = spf.Conversion(s, d)
+        c = spf.Conversion(s, d, B=BLOCK) if "BCSR" in (s, d) else spf.Conversion(s, d)
         conv[s, d] = (c, c.compile())
+    baseline = _ell_baseline()
     print(f"generated and compiled {len(conv)} conversions in {time.perf_counter() - t0:.1f} s")
     rows: list[dict] = []
     for name, a in matrices(scale, args.matrix):
@@ -140,11 +223,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         a.sort_indices()
         a.eliminate_zeros()
         for src, dst in PAIRS:
-            if "DIA" in (src, dst) and name not in DIA_MATRICES and not args.matrix:
+            only = ONLY_ON.get(dst, ONLY_ON.get(src))
+            if only and name not in only and not args.matrix:
                 continue
             if src == "DenseMatrix" and 8 * a.shape[0] * a.shape[1] > DENSE_MAX_BYTES:
                 continue
-            rows += run_pair(name, a, src, dst, conv, target_s)
+            rows += run_pair(name, a, src, dst, conv, target_s, baseline)
         print(f"  {name} [{time.perf_counter() - t0:.0f} s]", flush=True)
     rows = [{k: r.get(k, "") for k in FIELDS} for r in rows]
     print_table(rows, ["matrix", "pair", "contender", "median_s", "ratio_vs_spf"])
@@ -159,33 +243,49 @@ def _geomean(values: list[float]) -> float:
 
 
 def describe(rows: list[dict]) -> str:
-    """Markdown for RESULTS.md: per pair, scipy time / spf time and the geomean."""
+    """Markdown for RESULTS.md: per pair, each library route's time / spf's time (geomean),
+    the best route's per matrix, and the issue's targets."""
     pairs = list(dict.fromkeys(r["pair"] for r in rows))
+    versions = next((f"MKL: {r['mkl']}" for r in rows if r.get("mkl")), "MKL: not installed")
     lines = ["Conversions generated by spf (`spf.Conversion(src, dst)`, timed as the public call "
-             "returning a Tensor) vs scipy's, single thread, inputs prebuilt in each library's "
-             "format, COO inputs in random order; outputs checked. Ratio = scipy time / spf "
-             "time (> 1: spf faster). MKL is not compared (the `mkl` wheel is not a dependency "
-             "yet).", "",
-             "| pair | spf assembly | inputs | scipy / spf (geomean) | min | max | slower on |",
-             "|---|---|---|---|---|---|---|"]
+             "returning a Tensor) vs scipy, MKL's inspector-executor conversions and a C "
+             "baseline (routes in `experiments/conversion.py`), single thread, inputs prebuilt "
+             "in each library's format, COO inputs in random order; every output checked. "
+             f"Ratio = library time / spf time (> 1: spf faster). {versions}.", "",
+             "| pair | spf assembly | inputs | library routes: time / spf (geomean) | best "
+             "route / spf (geomean) | min | max | target | best route slower than spf on |",
+             "|---|---|---|---|---|---|---|---|---|"]
     skipped = [r for r in rows if str(r["status"]).startswith("skipped")]
     rows = [r for r in rows if not str(r["status"]).startswith("skipped")]
     for pair in pairs:
-        spf_rows = {r["matrix"]: r for r in rows if r["pair"] == pair and r["contender"] == "spf"}
+        mine = [r for r in rows if r["pair"] == pair]
+        spf_rows = {r["matrix"]: r for r in mine if r["contender"] == "spf"}
         if not spf_rows:
             continue
-        ratios = {r["matrix"]: float(r["ratio_vs_spf"]) for r in rows
-                  if r["pair"] == pair and r["contender"] == "scipy"}
-        mode = next(iter(spf_rows.values()))["assembly"] if spf_rows else ""
-        if not ratios:
+        mode = next(iter(spf_rows.values()))["assembly"]
+        libs = list(dict.fromkeys(r["contender"] for r in mine if r["contender"] != "spf"))
+        if not libs:
             times = ", ".join(f"{m} {float(r['median_s']) * 1e3:.3g} ms"
                               for m, r in spf_rows.items())
-            lines.append(f"| {pair} | {mode} | {len(spf_rows)} | no scipy contender ({times}) "
-                         "| - | - | - |")
+            lines.append(f"| {pair} | {mode} | {len(spf_rows)} | no library contender "
+                         f"({times}) | - | - | - | - | - |")
             continue
-        slower = ", ".join(f"{m} {v:.2f}x" for m, v in ratios.items() if v < 0.95) or "-"
-        lines.append(f"| {pair} | {mode} | {len(ratios)} | {_geomean(list(ratios.values())):.2f}x "
-                     f"| {min(ratios.values()):.2f}x | {max(ratios.values()):.2f}x | {slower} |")
+        per = {lib: {r["matrix"]: float(r["ratio_vs_spf"]) for r in mine
+                     if r["contender"] == lib} for lib in libs}
+        best = {m: min(per[lib][m] for lib in libs if m in per[lib]) for m in spf_rows}
+        geo = {lib: _geomean(list(v.values())) for lib, v in per.items()}
+        geo["best"] = _geomean(list(best.values()))
+        routes = ", ".join(f"{lib} {geo[lib]:.2f}x" for lib in libs)
+        src, dst = pair.split("->")
+        targets = TARGETS.get((src, dst), {})
+        target = "; ".join(
+            f"{who} >= {goal}x: {'met' if geo.get(who, 0) >= goal else 'NOT met'}"
+            if who in geo else f"{who} >= {goal}x: not measured (no {who})"
+            for who, goal in targets.items()) or "-"
+        slower = ", ".join(f"{m} {v:.2f}x" for m, v in best.items() if v < 0.95) or "-"
+        lines.append(f"| {pair} | {mode} | {len(best)} | {routes} | {geo['best']:.2f}x "
+                     f"| {min(best.values()):.2f}x | {max(best.values()):.2f}x | {target} "
+                     f"| {slower} |")
     if skipped:
         lines += ["", "Skipped: " + "; ".join(
             f"{r['pair']} on {r['matrix']} ({str(r['status']).removeprefix('skipped: ')})"

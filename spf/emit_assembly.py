@@ -323,7 +323,7 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
                   "    int status = 0;"]
         if last_only:
             k, m = n_levels - 1, n_dims - 1
-            crd = f"ws->size - 1 - list[t]" if storage.descending[m] else "list[t]"
+            crd = "ws->size - 1 - list[t]" if storage.descending[m] else "list[t]"
             lines += [
                 "    /* the first entry opens the group's positions above the last level; the",
                 f"     * others only extend level {last.index}: a slot is its coordinate */",

@@ -383,10 +383,13 @@ def _params_only(a: Aff) -> bool:
 class CustomStatement:
     """A statement of its own in place of the output's (a generated conversion pass):
     ``params`` replace the output's parameters, ``lines`` are the statement (``$value``: the
-    product of the factors), ``names`` the logical indices it reads."""
+    product of the factors), ``names`` the logical indices it reads; ``prologue`` and
+    ``epilogue`` go before and after the loops."""
 
-    def __init__(self, params: list[str], lines: list[str], names: set[str]):
+    def __init__(self, params: list[str], lines: list[str], names: set[str],
+                 prologue: list[str] = (), epilogue: list[str] = ()):
         self.params, self.lines, self.names = params, lines, names
+        self.prologue, self.epilogue = list(prologue), list(epilogue)
 
 
 @dataclass
@@ -641,6 +644,8 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
                   for acc in expr.factors]
         for text in emit_assembly.bucket_start(assembly, name, inputs):
             w.line(text)
+    for text in custom.prologue if custom is not None else ():
+        w.line(text)
     if assembly is None and custom is None and not expr.accumulate:
         if out_use is None:
             w.line(f"*{out_name} = 0.0;")
@@ -732,6 +737,8 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
     else:
         write_nest(finds)
     building = assembly is not None and not count
+    for text in custom.epilogue if custom is not None else ():
+        w.line(text)
     if count and not histogram:
         w.line("*spf_bound = spf_n;")
     elif building:

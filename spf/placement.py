@@ -1,13 +1,18 @@
 """Placement: destinations whose positions are computed from coordinates (paper 000, Sec. 4-5).
 
-Some layouts are not stored level by level (:mod:`spf.storage` rejects them): DIA, ELL.  Their
-relation still says where each entry goes.  Every layout index is one of:
+Some layouts are not stored level by level (:mod:`spf.storage` rejects them): DIA, ELL, BCSR.
+Their relation still says where each entry goes.  Every layout index is one of:
 
-- a **coordinate**: an equality ``g = p`` (DIA's and ELL's rows);
+- a **coordinate**: it equals a logical coordinate ``g = p``, or a tile of one or the offset
+  in that tile: ``g = c*p + q`` with constant bounds ``0 <= q < c`` gives ``p = g / c`` and
+  ``q = g % c`` (BCSR's block rows);
 - a **ranked** index: the argument of an index array whose value the relation gives through
-  logical coordinates, ``g = ... + f(p)``, so ``f(p)`` is an affine key of the coordinates (DIA:
-  ``offset(pd) = gj - gi``).  The array holds the distinct keys in the order its monotonic
-  property states, its length field is their number, and ``p`` is a key's rank;
+  logical coordinates, ``g = f(p) + ...``, so ``f(p)`` is a key of the coordinates (DIA:
+  ``offset(pd) = gj - gi``; BCSR: ``gj = colIdx(pj) + pl`` with ``0 <= pl < B``, so ``pl`` is
+  gj's offset in its tile and the key is the tile's start ``B * (gj / B)``).  The array holds
+  the distinct keys in the order its ordering property states, ``p`` is a key's rank; when
+  ``p`` runs over ``ptr(q) <= p < ptr(q + 1)`` the keys are ranked within each group of equal
+  coordinates ``q`` and ``ptr`` is where each group starts (BCSR's block rows);
 - a **slot**: an index appearing only inside an index array whose value is a coordinate,
   ``g = f(q, p)`` (ELL: ``colIdx(pi, pk) = gj``): entries sharing the other arguments take
   consecutive slots, the bound field is the largest such group, and unused slots get a value
@@ -16,22 +21,37 @@ relation still says where each entry goes.  Every layout index is one of:
 A generated **analysis pass** over the source collects what the destination needs (which
 keys occur, how many entries each group has); Python turns those into the index arrays and
 sizes; a generated **fill pass** puts every value (and slot coordinate) at its position.
+Keys ranked globally are marked in a dense array over their range (it is as long as the
+shape's extents); keys ranked within groups are recorded per entry, ranked by numpy, and the
+fill pass reads each entry's position back in the same loop order.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .errors import SpecError
 from .layout import Layout
-from .terms import Aff, UFCall
+from .terms import Aff, FloorDiv, UFCall
+
+
+def _dim(d: int) -> Aff:
+    return Aff.var(f"d{d}")
+
+
+def _tile(d: int, size: int) -> Aff:
+    return Aff.var(FloorDiv(_dim(d), size))
 
 
 @dataclass(frozen=True)
 class Ranked:
     index: str
     uf: str
-    key: Aff            # over logical dimension names d0, d1, ...
+    key: Aff                    # over logical atoms, in units of ``unit``
+    unit: int                   # the array holds unit * key
     descending: bool
+    group: tuple[str, ...] = ()     # coordinates the keys are ranked within (via ``pointer``)
+    pointer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,15 +66,20 @@ class Slot:
 @dataclass(frozen=True)
 class Placement:
     layout: Layout
-    coordinates: dict          # layout index -> logical dimension
+    coordinates: dict          # layout index -> Aff over logical atoms (d0, floor(d0/c), ...)
     ranked: Ranked | None
     slot: Slot | None
-    bounds: dict               # layout index -> scalar field bounding it
+    bounds: dict               # layout index -> scalar field, constant, or None (pointer)
     value: tuple[str, ...]     # layout indices subscripting the value array
 
     def group(self) -> tuple[str, ...]:
         """The layout indices (coordinates) whose values share a slot counter."""
         return tuple(a for a in self.slot.args if a != self.slot.index) if self.slot else ()
+
+    @property
+    def grouped(self) -> bool:
+        """Whether keys are ranked within groups (recorded per entry)."""
+        return self.ranked is not None and self.ranked.pointer is not None
 
 
 def placement_of(layout: Layout) -> Placement:
@@ -68,8 +93,9 @@ def placement_of(layout: Layout) -> Placement:
     conj = rel.disjuncts[0]
     outs = list(rel.out_vars or ())
     indices = list(layout.indices)
-    coordinates: dict[str, int] = {}
-    defs: list[tuple[int, Aff]] = []           # g = value
+    sizes = {p: c for p in indices if (c := _constant_extent(conj, p)) is not None}
+    coordinates: dict[str, Aff] = {}
+    defs: list[tuple[int, Aff, int]] = []           # g = value (+ an offset of tile size)
     for c in conj:
         gs = [g for g in outs if c.aff.coeff(g)]
         if not c.is_eq or not gs:
@@ -78,14 +104,26 @@ def placement_of(layout: Layout) -> Placement:
             fail(f"constraint {c} does not define one logical coordinate")
         k = c.aff.coeff(gs[0])
         value = (c.aff - Aff.var(gs[0], k)) * -k
-        if value.const == 0 and len(value.terms) == 1 and value.terms[0] == (value.terms[0][0], 1) \
-                and value.terms[0][0] in indices:
-            coordinates[value.terms[0][0]] = outs.index(gs[0])
+        dim = outs.index(gs[0])
+        offset = next((a for a, n in value.terms if n == 1 and a in sizes), None) \
+            if len(value.terms) > 1 else None
+        if offset is not None:
+            size = sizes[offset]
+            coordinates[offset] = _dim(dim) - _tile(dim, size) * size
+            value = value - Aff.var(offset)
+            single = _single_index(value, indices)
+            if single is not None and value == Aff.var(single, size):
+                coordinates[single] = _tile(dim, size)
+            else:
+                defs.append((dim, value, size))
+            continue
+        single = _single_index(value, indices)
+        if single is not None and value == Aff.var(single):
+            coordinates[single] = _dim(dim)
         else:
-            defs.append((outs.index(gs[0]), value))
-    logical = {p: Aff.var(f"d{d}") for p, d in coordinates.items()}
+            defs.append((dim, value, 1))
     ranked = slot = None
-    for dim, value in defs:
+    for dim, value, size in defs:
         calls = [(a, k) for a, k in value.terms if isinstance(a, UFCall)]
         plain = [a for a, k in value.terms if isinstance(a, str)]
         if len(calls) != 1 or calls[0][1] != 1 or any(a not in coordinates for a in plain):
@@ -93,37 +131,99 @@ def placement_of(layout: Layout) -> Placement:
         call = calls[0][0]
         args = []
         for a in call.args:
-            if not (a.const == 0 and len(a.terms) == 1 and a.terms[0][1] == 1
-                    and a.terms[0][0] in indices):
+            if _single_index(a, indices) is None or a != Aff.var(a.terms[0][0]):
                 fail(f"{call} is not read at layout indices")
             args.append(a.terms[0][0])
         free = [a for a in args if a not in coordinates]
         if len(free) != 1:
             fail(f"{call} has {len(free)} arguments that are not coordinates (one is needed)")
         rest = value - Aff.var(call)
+        target = _dim(dim) if size == 1 else _tile(dim, size) * size
         if len(args) == 1 and ranked is None:
-            key = Aff.var(f"d{dim}") - rest.substitute(logical)
-            order = next((p.order for p in layout.properties
-                          if p.kind == "monotonic" and p.uf == call.name), "<")
-            if order not in ("<", ">"):
-                fail(f"{call.name} must be strictly monotonic to rank its keys")
-            ranked = Ranked(free[0], call.name, key, order == ">")
-        elif rest == Aff.num(0) and slot is None:
+            key = target - rest.substitute(coordinates)
+            unit = math.gcd(key.const, *(k for _, k in key.terms)) or 1
+            pointer = _pointer(conj, free[0])
+            group = (pointer[1],) if pointer else ()
+            if pointer and pointer[1] not in coordinates:
+                fail(f"{free[0]} runs over {pointer[0]}({pointer[1]}) but {pointer[1]} is "
+                     "not a coordinate")
+            ranked = Ranked(free[0], call.name,
+                            Aff(((a, k // unit) for a, k in key.terms), key.const // unit),
+                            unit, _descending(layout, call.name, group, unit, fail), group,
+                            pointer[0] if pointer else None)
+        elif rest == Aff.num(0) and size == 1 and slot is None:
             slot = Slot(free[0], call.name, tuple(args), dim, _fill(layout, conj, call, fail))
         else:
             fail(f"coordinate {outs[dim]} = {value}: only one ranked and one slot array are "
                  "supported")
-    bounds = {}
+    bounds: dict[str, str | int | None] = {}
     for p in indices:
         if p not in coordinates and not (ranked and ranked.index == p) \
                 and not (slot and slot.index == p):
             fail(f"layout index {p} is neither a coordinate, a ranked nor a slot index")
-        bounds[p] = _upper_field(layout, conj, p, fail)
-    sub = layout.value.subscripts
-    names = tuple(getattr(s, "name", "?") for s in sub)
-    if sorted(names) != sorted(indices):
-        fail(f"value {layout.value} is not subscripted by every layout index")
+        if ranked and ranked.index == p and ranked.pointer:
+            bounds[p] = None
+        else:
+            bounds[p] = sizes[p] if p in sizes else _upper_field(layout, conj, p, fail)
+    names = tuple(getattr(s, "name", "?") for s in layout.value.subscripts)
+    implied = set(ranked.group) if ranked and ranked.pointer else set()
+    if len(set(names)) != len(names) or not set(names) <= set(indices) \
+            or set(indices) - set(names) != implied:
+        fail(f"value {layout.value} is not subscripted by every layout index"
+             + (f" but {', '.join(sorted(implied))}" if implied else ""))
     return Placement(layout, coordinates, ranked, slot, bounds, names)
+
+
+def _single_index(a: Aff, indices: list[str]) -> str | None:
+    """The layout index ``a`` is a multiple of, if it is one."""
+    if a.const == 0 and len(a.terms) == 1 and a.terms[0][0] in indices:
+        return a.terms[0][0]
+    return None
+
+
+def _constant_extent(conj, p: str) -> int | None:
+    """``c`` when the relation bounds ``p`` by the constants ``0 <= p < c``."""
+    lower = upper = None
+    for c in conj:
+        if c.is_eq or len(c.aff.terms) != 1 or c.aff.terms[0][0] != p:
+            continue
+        if c.aff.terms[0][1] == 1 and c.aff.const == 0:
+            lower = 0
+        elif c.aff.terms[0][1] == -1:
+            upper = c.aff.const + 1
+    return upper if lower == 0 and upper is not None and upper > 0 else None
+
+
+def _pointer(conj, p: str) -> tuple[str, str] | None:
+    """``(ptr, q)`` when the relation bounds ``p`` by ``ptr(q) <= p < ptr(q + 1)``."""
+    for c in conj:
+        if c.is_eq or c.aff.coeff(p) != 1 or len(c.aff.terms) != 2 or c.aff.const:
+            continue
+        call = next((a for a, k in c.aff.terms if isinstance(a, UFCall) and k == -1), None)
+        if call is None or len(call.args) != 1 or len(call.args[0].terms) != 1:
+            continue
+        q = call.args[0].terms[0][0]
+        upper = Aff.var(UFCall(call.name, (Aff.var(q) + 1,))) - Aff.var(p) - 1
+        if call.args[0] == Aff.var(q) and any(not d.is_eq and d.aff == upper for d in conj):
+            return call.name, q
+    return None
+
+
+def _descending(layout: Layout, uf: str, group: tuple[str, ...], unit: int, fail) -> bool:
+    """Whether ``uf``'s ordering property asks for decreasing keys; SpecError when distinct
+    keys ranked ``group``-wise (multiples of ``unit``) cannot satisfy it."""
+    for p in layout.properties:
+        if p.uf != uf or p.kind not in ("monotonic", "periodic_monotonic", "covary_monotonic"):
+            continue
+        scope = p.kind == "monotonic" and not group or \
+            p.kind == "periodic_monotonic" and tuple(p.period) == group
+        spacing = p.gap + (1 if p.order in ("<", ">") else 0)
+        if not scope or spacing > unit:
+            fail(f"property {p.kind} {p.formula()} does not hold for distinct keys ranked "
+                 + (f"within each ({', '.join(group)})" if group else "over the whole tensor")
+                 + (f" in steps of {unit}" if unit > 1 else ""))
+        return p.order in (">", ">=")
+    return False
 
 
 def _upper_field(layout: Layout, conj, p: str, fail) -> str:
@@ -134,7 +234,7 @@ def _upper_field(layout: Layout, conj, p: str, fail) -> str:
         if rest.const == 0 and len(rest.terms) == 1 and rest.terms[0][1] == 1 \
                 and rest.terms[0][0] in layout.scalar_fields:
             return rest.terms[0][0]
-    fail(f"layout index {p} is not bounded by a scalar field (p < field)")
+    fail(f"layout index {p} is not bounded by a scalar field (p < field) or a constant")
 
 
 def _fill(layout: Layout, conj, call: UFCall, fail) -> int:
@@ -146,20 +246,68 @@ def _fill(layout: Layout, conj, call: UFCall, fail) -> int:
          "marked")
 
 
-# --- generated passes ----------------------------------------------------------------------------
-ANALYSIS_PARAMS = ["int32_t *restrict spf_present", "int32_t *restrict spf_count",
-                   "int64_t *restrict spf_entries", "int64_t spf_kmin"]
-FILL_PARAMS = ["double *restrict spf_data", "int32_t *restrict spf_slot",
-               "int32_t *restrict spf_next", "const int32_t *restrict spf_rank",
-               "int64_t spf_kmin", "const int64_t *restrict spf_bound"]
+def atom_range(atom, shape: tuple[int, ...]) -> tuple[int, int]:
+    """Smallest and largest value of a logical atom (``d1``, ``floor(d1/4)``) over ``shape``
+    (an empty range, hi < lo, when the dimension is empty)."""
+    if isinstance(atom, FloorDiv):
+        (name, _), = atom.num.terms
+        return 0, (shape[int(name[1:])] - 1) // atom.den
+    return 0, shape[int(atom[1:])] - 1
 
 
-def _aff_c(a: Aff, names: list[str]) -> str:
-    parts = [f"{k} * (int64_t){names[int(atom[1:])]}" if k != 1
-             else f"(int64_t){names[int(atom[1:])]}" for atom, k in a.terms]
+def aff_range(a: Aff, shape: tuple[int, ...]) -> tuple[int, int]:
+    """Interval of ``a`` (an Aff over logical atoms) over ``shape``."""
+    lo = hi = a.const
+    for atom, k in a.terms:
+        alo, ahi = atom_range(atom, shape)
+        lo, hi = (lo + k * ahi, hi + k * alo) if k < 0 else (lo + k * alo, hi + k * ahi)
+    return lo, hi
+
+
+def aff_text(a: Aff, names: list[str], cast: bool = False) -> str:
+    """``a`` over logical atoms as C (``cast``: each coordinate as int64_t), or as text."""
+    def atom(x) -> str:
+        if isinstance(x, FloorDiv):
+            return f"({atom(x.num.terms[0][0])} / {x.den})"
+        return f"(int64_t){names[int(x[1:])]}" if cast else names[int(x[1:])]
+    parts = [atom(x) if k == 1 else f"-{atom(x)}" if k == -1 else f"{k} * {atom(x)}"
+             for x, k in a.terms]
     if a.const or not parts:
         parts.append(str(a.const))
-    return " + ".join(parts)
+    text = " + ".join(parts).replace("+ -", "- ")
+    m = _offset_of(a)
+    if m:    # d - c * floor(d / c): the offset in the tile
+        text = f"({atom(m[0])} % {m[1]})"
+    return text
+
+
+def _offset_of(a: Aff):
+    """``(d, c)`` when ``a`` is ``d - c * floor(d / c)``."""
+    if len(a.terms) == 2 and a.const == 0:
+        (x, k), (y, n) = a.terms
+        if isinstance(y, FloorDiv) and k == 1 and n == -y.den and y.num == Aff.var(x):
+            return x, y.den
+    return None
+
+
+# --- generated passes ----------------------------------------------------------------------------
+ANALYSIS_PARAMS = ["int32_t *restrict spf_present", "int32_t *restrict spf_count",
+                   "int64_t *restrict spf_entries", "int64_t *restrict spf_keys",
+                   "int64_t spf_capacity", "int64_t spf_kmin", "int64_t spf_span",
+                   "const int64_t *restrict spf_bound"]
+FILL_PARAMS = ["double *restrict spf_data", "int32_t *restrict spf_slot",
+               "int32_t *restrict spf_next", "const int32_t *restrict spf_rank",
+               "const int64_t *restrict spf_pos", "int64_t spf_kmin",
+               "const int64_t *restrict spf_bound"]
+
+
+@dataclass(frozen=True)
+class PassCode:
+    """A generated pass: lines before the loops, the statement, lines after the loops."""
+
+    prologue: list[str]
+    lines: list[str]
+    epilogue: list[str]
 
 
 def _linear(pl: Placement, indices: tuple[str, ...], value_of: dict[str, str]) -> str:
@@ -172,22 +320,32 @@ def _linear(pl: Placement, indices: tuple[str, ...], value_of: dict[str, str]) -
     return text or "0"
 
 
-def statements(pl: Placement, names: list[str], drop_zeros: bool) -> tuple[list[str], list[str]]:
-    """The analysis and the fill statement for a source whose logical indices are ``names``."""
-    coord = {p: f"(int64_t){names[d]}" for p, d in pl.coordinates.items()}
-    key = f"({_aff_c(pl.ranked.key, names)}) - spf_kmin" if pl.ranked else ""
-    analysis = ["++*spf_entries;"]
-    if pl.ranked:
-        analysis.append(f"spf_present[{key}] = 1;   /* {pl.ranked.uf} holds this key */")
+def statements(pl: Placement, names: list[str], drop_zeros: bool) -> tuple[PassCode, PassCode]:
+    """The analysis and the fill pass for a source whose logical indices are ``names``."""
+    coord = {p: aff_text(a, names, cast=True) for p, a in pl.coordinates.items()}
+    rk = pl.ranked
+    key = f"{aff_text(rk.key, names, cast=True)} - spf_kmin" if rk else ""
+    analysis = []
+    if rk and rk.pointer:
+        analysis.append(f"if (spf_e < spf_capacity)   /* its (({', '.join(rk.group)}), key) */")
+        analysis.append(f"    spf_keys[spf_e] = ({_linear(pl, rk.group, coord)}) * spf_span + "
+                        f"{key};")
+    elif rk:
+        analysis.append(f"spf_present[{key}] = 1;   /* {rk.uf} holds this key */")
     if pl.slot:
         analysis.append(f"++spf_count[{_linear(pl, pl.group(), coord)}];   "
                         f"/* entries per {', '.join(pl.group()) or 'tensor'} */")
+    analysis.append("++spf_e;")
     fill = []
     value_of = dict(coord)
     for p in pl.layout.indices:
-        if pl.ranked and p == pl.ranked.index:
+        if rk and p == rk.index and rk.pointer:
+            fill.append(f"const int64_t spf_{p} = spf_pos[spf_e++];   /* where its "
+                        f"(({', '.join(rk.group)}), key) is among those present */")
+            value_of[p] = f"spf_{p}"
+        elif rk and p == rk.index:
             fill.append(f"const int64_t spf_{p} = spf_rank[{key}];   /* rank of the key in "
-                        f"{pl.ranked.uf} */")
+                        f"{rk.uf} */")
             value_of[p] = f"spf_{p}"
         elif pl.slot and p == pl.slot.index:
             fill.append(f"const int64_t spf_{p} = spf_next[{_linear(pl, pl.group(), coord)}]++;"
@@ -202,4 +360,6 @@ def statements(pl: Placement, names: list[str], drop_zeros: bool) -> tuple[list[
                              "not stored */"], *("    " + t.replace("$value", "spf_v")
                                                    for t in body), "}"]
                           for body in (analysis, fill))
-    return analysis, fill
+    counter = ["int64_t spf_e = 0;   /* entries visited */"]
+    return (PassCode(counter, analysis, ["*spf_entries = spf_e;"]),
+            PassCode(counter if rk and rk.pointer else [], fill, []))

@@ -130,8 +130,8 @@ def test_conversion_errors():
         spf.Conversion("CSR", "CSF")
     with pytest.raises(spf.SpecError, match="unknown layout parameter"):
         spf.Conversion("CSR", "BCSR", X=3)
-    with pytest.raises(spf.SpecError, match="BCSR cannot be placed"):
-        spf.Conversion("CSR", "BCSR")
+    with pytest.raises(spf.SpecError, match="CUDAmma16x16 cannot be placed: coordinate gj"):
+        spf.Conversion("CSR", "CUDAmma16x16")
     f = spf.Conversion("CSR", "CSC").compile()
     with pytest.raises(spf.ArgumentError, match="takes an spf.Tensor"):
         f(np.eye(3))
@@ -152,7 +152,8 @@ def test_cli_convert(tmp_path):
 
 def test_generated_conversions_compile_clean(compiles_clean):
     for s, d in [("COO", "CSR"), ("CSR", "CSC"), ("DenseMatrix", "DCSR"), ("DIA", "COO"),
-                 ("CSR", "DIA"), ("COO", "ELL"), ("DenseMatrix", "DIA")]:
+                 ("CSR", "DIA"), ("COO", "ELL"), ("DenseMatrix", "DIA"), ("COO", "BCSR"),
+                 ("CSR", "BCSR")]:
         compiles_clean(spf.Conversion(s, d).c_source())
 
 
@@ -190,7 +191,7 @@ def test_from_scipy_and_from_dense_go_through_generated_conversions():
     assert sv["idx"].tolist() == [1, 3] and sv["val"].tolist() == [3.0, 1.0]
 
 
-PLACED = ["DIA", "ELL"]
+PLACED = ["DIA", "ELL", "BCSR"]
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -198,16 +199,25 @@ PLACED = ["DIA", "ELL"]
 @pytest.mark.parametrize("src", SOURCES)
 def test_placed_conversion(src, dst, case):
     """Destinations placed by position: the analysis pass finds the diagonals (DIA: offsets
-    -(M-1)..N-1 on rectangular shapes) or the widest row (ELL), the fill pass the slots."""
+    -(M-1)..N-1 on rectangular shapes), the widest row (ELL) or the occupied blocks of each
+    block row (BCSR), the fill pass the slots."""
     t = pack(src, CASES[case])
     want = t.to_dense()
-    out = spf.Conversion(src, dst, allow_padding=True, **PARAMS.get(src, {})).compile()(t)
+    params = {**PARAMS.get(src, {}), **PARAMS.get(dst, {})}
+    out = spf.Conversion(src, dst, allow_padding=True, **params).compile()(t)
     assert out.layout.name == dst and out.shape == want.shape
     np.testing.assert_array_equal(out.to_dense(), want)
     spf.Tensor(out.layout, out.shape, out.fields, check=True)
     if dst == "DIA":
         rows, cols = np.nonzero(want)
         assert out["offset"].tolist() == sorted(set((cols - rows).tolist()))
+    elif dst == "BCSR":           # B = 3: blocks aligned to multiples of 3, sorted per block row
+        rows, cols = np.nonzero(want)
+        blocks = sorted(set(zip((rows // 3).tolist(), (cols // 3 * 3).tolist())))
+        assert out["numBlockRows"] == -(-want.shape[0] // 3)
+        assert out["colIdx"].tolist() == [c for _, c in blocks]
+        assert np.diff(out["rowPtr"]).tolist() == np.bincount(
+            [r for r, _ in blocks], minlength=out["numBlockRows"]).tolist()
     else:
         assert out["width"] == (np.count_nonzero(want, axis=1).max() if want.size else 0)
         used = out["colIdx"].reshape(want.shape[0], -1) >= 0
@@ -225,3 +235,57 @@ def test_placement_padding_policy_and_report():
     assert "offset = the keys (increasing)" in lines and "rank of -i + j" in lines
     src = spf.Conversion("COO", "ELL").c_source()
     assert "spf_convert_analysis" in src and "the group's next slot" in src
+
+
+TILED = '''
+name = "Tiled2"
+description = "Dense 2 x 2 tiles, row-major tiles of row-major entries (no index arrays)."
+relation = "{[pi, pj, pk, pl] -> [gi, gj] : 0 <= pi < tileRows and 0 <= pj < tileCols and 0 <= pk < 2 and 0 <= pl < 2 and gi = 2*pi + pk and gj = 2*pj + pl and gi < numRows and gj < numCols}"
+value = "data[pi][pj][pk][pl]"
+shape = ["numRows", "numCols"]
+[fields]
+numRows = "int"
+numCols = "int"
+tileRows = "int"
+tileCols = "int"
+data = "double[tileRows][tileCols][2][2]"
+'''
+
+
+def test_placement_splits_coordinates_into_tiles_and_ranks_keys_per_group(tmp_path):
+    """Layouts spf has never seen: dense tiles (every index a tile or an offset of a
+    coordinate) and BCSR whose block columns decrease within a block row."""
+    want = matrix((7, 5), 0.4, 9)
+    tiled = tmp_path / "Tiled2.toml"
+    tiled.write_text(TILED)
+    out = spf.Tensor.from_dense("COO", want).convert(str(tiled), allow_padding=True)
+    assert out["tileRows"] == 4 and out["tileCols"] == 3 and out.values.size == 48
+    np.testing.assert_array_equal(out.to_dense(), want)
+    text = (open(spf.layout.load_layout("BCSR").source).read()
+            .replace('name = "BCSR"', 'name = "BCSR_desc"')
+            .replace('packer = "BCSR.py"\n', "")
+            .replace('period = "pi"\norder = "<="', 'period = "pi"\norder = ">="'))
+    desc = tmp_path / "BCSR_desc.toml"
+    desc.write_text(text)
+    out = spf.Conversion("CSR", str(desc), B=2, allow_padding=True).compile()(
+        spf.Tensor.from_dense("CSR", want))
+    np.testing.assert_array_equal(out.to_dense(), want)
+    for b in range(out["numBlockRows"]):
+        cols = out["colIdx"][out["rowPtr"][b]:out["rowPtr"][b + 1]].tolist()
+        assert cols == sorted(cols, reverse=True) and all(c % 2 == 0 for c in cols)
+
+
+def test_bcsr_placement_report_padding_and_c():
+    conv = spf.Conversion("COO", "BCSR", B=4)
+    report = conv.report()
+    assert "pi = (i / 4)" in report and "pk = (i % 4)" in report
+    assert "pj = position of the key 4 * (j / 4) among the keys present in its (pi)" in report
+    assert "spf_pos[spf_e++]" in conv.c_source()
+    a = np.zeros((8, 8))
+    a[0, 0] = a[5, 7] = 1.0                       # 2 entries in 2 blocks of 16 slots
+    with pytest.raises(spf.ArgumentError, match="94% padding"):
+        spf.Tensor.from_dense("CSR", a).convert("BCSR", B=4)
+    blocky = np.kron(np.eye(3), np.ones((4, 4)))  # full blocks: no padding
+    out = spf.Tensor.from_dense("COO", blocky).convert("BCSR", B=4)
+    assert out["colIdx"].tolist() == [0, 4, 8]
+    np.testing.assert_array_equal(out.to_dense(), blocky)

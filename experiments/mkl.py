@@ -1,0 +1,205 @@
+"""Intel MKL's inspector-executor sparse BLAS through ctypes (the ``mkl`` wheel's libmkl_rt).
+
+MKL is a contender only where it is installed (``pip install -e ".[experiments]"`` brings the
+``mkl`` wheel); :func:`load` returns None otherwise and experiments skip it, saying so.  MKL runs
+with the GNU OpenMP threading layer (the one spf's kernels use) and 32-bit indices (LP64).
+Handles are released when their Python object is collected, so a timed call that builds a new
+matrix frees the previous one first, as the other contenders' outputs are.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+os.environ.setdefault("MKL_THREADING_LAYER", "GNU")
+os.environ.setdefault("MKL_INTERFACE_LAYER", "LP64")
+
+INDEX_BASE_ZERO = 0
+OPERATION_NON_TRANSPOSE = 10
+OPERATION_TRANSPOSE = 11
+MATRIX_TYPE_GENERAL = 20
+DIAG_NON_UNIT = 50
+LAYOUT_ROW_MAJOR = 101
+_PTR = ctypes.c_void_p
+_INT = ctypes.c_int32
+
+
+class MatrixDescr(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("mode", ctypes.c_int), ("diag", ctypes.c_int)]
+
+
+GENERAL = MatrixDescr(MATRIX_TYPE_GENERAL, 0, DIAG_NON_UNIT)
+
+
+class MklError(RuntimeError):
+    pass
+
+
+def _library_path() -> str | None:
+    for root in {sys.prefix, sys.base_prefix}:
+        found = sorted(glob.glob(str(Path(root) / "lib" / "libmkl_rt.so*")))
+        if found:
+            return found[-1]
+    return None
+
+
+_LIB: "ctypes.CDLL | None | bool" = False
+
+
+def load() -> "ctypes.CDLL | None":
+    """libmkl_rt, or None when the ``mkl`` wheel is not installed (cached)."""
+    global _LIB
+    if _LIB is False:
+        path = _library_path()
+        _LIB = None
+        if path is not None:
+            try:
+                _LIB = ctypes.CDLL(path)
+            except OSError:
+                _LIB = None
+    return _LIB
+
+
+def version() -> str:
+    """MKL's version string ("" when it is not installed)."""
+    lib = load()
+    if lib is None:
+        return ""
+    buf = ctypes.create_string_buffer(256)
+    lib.MKL_Get_Version_String(buf, 256)
+    return buf.value.decode().strip()
+
+
+def set_threads(n: int) -> None:
+    lib = load()
+    if lib is not None:
+        lib.MKL_Set_Num_Threads(ctypes.c_int(n))
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise MklError(f"MKL {what} failed with sparse_status_t {status}")
+
+
+class Handle:
+    """An MKL ``sparse_matrix_t``; ``keep`` holds the arrays MKL borrows."""
+
+    def __init__(self, keep: tuple = ()):
+        self.ptr = _PTR()
+        self.keep = keep
+
+    def __del__(self):
+        if self.ptr and load() is not None:
+            load().mkl_sparse_destroy(self.ptr)
+            self.ptr = _PTR()
+
+
+def _i32(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, np.int32)
+
+
+def coo(m: sp.coo_matrix) -> Handle:
+    """An MKL COO handle borrowing ``m``'s arrays (entries in ``m``'s order)."""
+    row, col, val = _i32(m.row), _i32(m.col), np.ascontiguousarray(m.data, np.float64)
+    h = Handle((row, col, val))
+    _check(load().mkl_sparse_d_create_coo(
+        ctypes.byref(h.ptr), INDEX_BASE_ZERO, _INT(m.shape[0]), _INT(m.shape[1]), _INT(m.nnz),
+        _PTR(row.ctypes.data), _PTR(col.ctypes.data), _PTR(val.ctypes.data)), "create_coo")
+    return h
+
+
+def csr(m: sp.csr_matrix) -> Handle:
+    """An MKL CSR handle borrowing ``m``'s arrays."""
+    ptr, ind, val = _i32(m.indptr), _i32(m.indices), np.ascontiguousarray(m.data, np.float64)
+    h = Handle((ptr, ind, val))
+    _check(load().mkl_sparse_d_create_csr(
+        ctypes.byref(h.ptr), INDEX_BASE_ZERO, _INT(m.shape[0]), _INT(m.shape[1]),
+        _PTR(ptr.ctypes.data), _PTR(ptr.ctypes.data + 4), _PTR(ind.ctypes.data),
+        _PTR(val.ctypes.data)), "create_csr")
+    return h
+
+
+def to_csr(src: Handle, transpose: bool = False) -> Handle:
+    """``mkl_sparse_convert_csr``: a new CSR handle (of the transpose: CSC of ``src``)."""
+    h = Handle(src.keep)
+    _check(load().mkl_sparse_convert_csr(
+        src.ptr, OPERATION_TRANSPOSE if transpose else OPERATION_NON_TRANSPOSE,
+        ctypes.byref(h.ptr)), "convert_csr")
+    return h
+
+
+def to_bsr(src: Handle, block: int) -> Handle:
+    """``mkl_sparse_convert_bsr``: a new BSR handle, ``block`` x ``block`` row-major blocks."""
+    h = Handle(src.keep)
+    _check(load().mkl_sparse_convert_bsr(
+        src.ptr, _INT(block), LAYOUT_ROW_MAJOR, OPERATION_NON_TRANSPOSE, ctypes.byref(h.ptr)),
+        "convert_bsr")
+    return h
+
+
+def export_csr(h: Handle) -> sp.csr_matrix:
+    """A scipy copy of a CSR handle (for checking results)."""
+    base, rows, cols = _INT(), _INT(), _INT()
+    start, end, ind, val = _PTR(), _PTR(), _PTR(), _PTR()
+    _check(load().mkl_sparse_d_export_csr(
+        h.ptr, ctypes.byref(base), ctypes.byref(rows), ctypes.byref(cols), ctypes.byref(start),
+        ctypes.byref(end), ctypes.byref(ind), ctypes.byref(val)), "export_csr")
+    n, m = rows.value, cols.value
+    s = np.ctypeslib.as_array(ctypes.cast(start, ctypes.POINTER(_INT)), (n,)) if n else \
+        np.zeros(0, np.int32)
+    e = np.ctypeslib.as_array(ctypes.cast(end, ctypes.POINTER(_INT)), (n,)) if n else \
+        np.zeros(0, np.int32)
+    nnz = int(e[-1]) if n else 0
+    first = int(s[0]) if n else 0
+    idx = np.ctypeslib.as_array(ctypes.cast(ind, ctypes.POINTER(_INT)), (nnz,)).copy() \
+        if nnz else np.zeros(0, np.int32)
+    data = np.ctypeslib.as_array(ctypes.cast(val, ctypes.POINTER(ctypes.c_double)),
+                                 (nnz,)).copy() if nnz else np.zeros(0)
+    parts = [(idx[a - first:b - first], data[a - first:b - first]) for a, b in zip(s, e)]
+    indptr = np.concatenate([[0], np.cumsum([len(p[0]) for p in parts])]) if n else np.zeros(1)
+    out = sp.csr_matrix((np.concatenate([p[1] for p in parts]) if parts else data,
+                         np.concatenate([p[0] for p in parts]) if parts else idx,
+                         indptr.astype(np.int64)), shape=(n, m))
+    return out
+
+
+def export_bsr(h: Handle, shape: tuple[int, int]) -> sp.bsr_matrix:
+    """A scipy copy of a BSR handle with row-major blocks (for checking results)."""
+    base, layout, rows, cols, block = _INT(), _INT(), _INT(), _INT(), _INT()
+    start, end, ind, val = _PTR(), _PTR(), _PTR(), _PTR()
+    _check(load().mkl_sparse_d_export_bsr(
+        h.ptr, ctypes.byref(base), ctypes.byref(layout), ctypes.byref(rows), ctypes.byref(cols),
+        ctypes.byref(block), ctypes.byref(start), ctypes.byref(end), ctypes.byref(ind),
+        ctypes.byref(val)), "export_bsr")
+    n, b = rows.value, block.value
+    s = np.ctypeslib.as_array(ctypes.cast(start, ctypes.POINTER(_INT)), (n,)).copy()
+    e = np.ctypeslib.as_array(ctypes.cast(end, ctypes.POINTER(_INT)), (n,)).copy()
+    nb = int(e[-1] - s[0]) if n else 0
+    idx = np.ctypeslib.as_array(ctypes.cast(ind, ctypes.POINTER(_INT)), (nb,)).copy() \
+        if nb else np.zeros(0, np.int32)
+    data = np.ctypeslib.as_array(ctypes.cast(val, ctypes.POINTER(ctypes.c_double)),
+                                 (nb * b * b,)).copy() if nb else np.zeros(0)
+    indptr = np.concatenate([[0], np.cumsum(e - s)]) if n else np.zeros(1, np.int64)
+    return sp.bsr_matrix((data.reshape(nb, b, b), idx, indptr),
+                         shape=(n * b, cols.value * b)).tocsr()[:shape[0], :shape[1]]
+
+
+def mv(h: Handle, x: np.ndarray, y: np.ndarray) -> None:
+    """y = A x (``mkl_sparse_d_mv``, general matrix)."""
+    _check(load().mkl_sparse_d_mv(OPERATION_NON_TRANSPOSE, ctypes.c_double(1.0), h.ptr, GENERAL,
+                                  _PTR(x.ctypes.data), ctypes.c_double(0.0),
+                                  _PTR(y.ctypes.data)), "d_mv")
+
+
+def optimize_mv(h: Handle, calls: int = 1000) -> None:
+    """The inspector step for repeated SpMV (``mkl_sparse_set_mv_hint`` + ``optimize``)."""
+    lib = load()
+    _check(lib.mkl_sparse_set_mv_hint(h.ptr, OPERATION_NON_TRANSPOSE, GENERAL, _INT(calls)),
+           "set_mv_hint")
+    _check(lib.mkl_sparse_optimize(h.ptr), "optimize")
