@@ -6,12 +6,12 @@ baseline, serial.
 Pairs: COO -> CSR (the COO input's entries in random order, as the paper does not assume
 sorted inputs), CSR -> CSC, CSC -> CSR, CSR -> DCSR, DIA -> CSR, dense -> CSR (where the dense
 matrix fits in 256 MB), CSR/COO/CSC -> DIA (banded matrices), CSR/CSC -> ELL and CSR/COO ->
-BCSR with 8 x 8 blocks (the block-structured matrix); DIA, ELL and BCSR are skipped with the
+BCSR and BCSR -> CSR with 8 x 8 blocks (the block-structured matrix); DIA, ELL and BCSR are skipped with the
 reason where spf's padding policy refuses them.  spf is timed as the public call
 ``conversion(tensor)`` returning an spf Tensor.  Library routes, on inputs prebuilt in each
 library's format:
 
-- scipy: ``coo.tocsr()``, ``csr.tocsc()``, ``csc.tocsr()``, ``dia.tocsr()``,
+- scipy: ``coo.tocsr()``, ``csr.tocsc()``, ``csc.tocsr()``, ``dia.tocsr()``, ``bsr.tocsr()``,
   ``csr_matrix(dense)``, ``x.todia()``, ``x.tobsr((8, 8))``, and for COO/CSC -> DIA also the
   route through CSR ``x.tocsr().todia()``;
 - MKL (inspector-executor, when the ``mkl`` wheel is installed): ``mkl_sparse_convert_csr``
@@ -50,7 +50,7 @@ from .matrices import matrices
 BLOCK = 8
 PAIRS = [("COO", "CSR"), ("CSR", "CSC"), ("CSC", "CSR"), ("CSR", "DCSR"), ("DIA", "CSR"),
          ("DenseMatrix", "CSR"), ("CSR", "DIA"), ("COO", "DIA"), ("CSC", "DIA"),
-         ("CSR", "ELL"), ("CSC", "ELL"), ("CSR", "BCSR"), ("COO", "BCSR")]
+         ("CSR", "ELL"), ("CSC", "ELL"), ("CSR", "BCSR"), ("COO", "BCSR"), ("BCSR", "CSR")]
 ONLY_ON = {"DIA": ("laplace2d", "laplace3d", "banded"), "BCSR": ("block8",)}
 DENSE_MAX_BYTES = 256 * 2 ** 20
 # the targets: contender (or "best": the fastest library route) -> library / spf
@@ -106,7 +106,8 @@ def library_routes(src: str, dst: str, a: sp.csr_matrix, coo: sp.coo_matrix,
     routes: dict[str, Callable[[], Any]] = {}
     scipy_in = {"COO": coo, "CSR": a, "CSC": csc}
     if dst in ("CSR", "CSC"):
-        m = {"DIA": a.todia(), "DenseMatrix": a.toarray()}.get(src, scipy_in.get(src))
+        m = a.todia() if src == "DIA" else a.toarray() if src == "DenseMatrix" else \
+            a.tobsr(blocksize=(BLOCK, BLOCK)) if src == "BCSR" else scipy_in[src]
         routes["scipy"] = (lambda: sp.csr_matrix(m)) if src == "DenseMatrix" else \
             (m.tocsr if dst == "CSR" else m.tocsc)
     elif dst == "DIA":
@@ -200,7 +201,7 @@ def _spf_input(src: str, a: sp.csr_matrix, coo: sp.coo_matrix) -> spf.Tensor:
             "rowIdx": coo.row, "colIdx": coo.col, "data": coo.data})
     if src == "DenseMatrix":
         return spf.Tensor.from_dense("DenseMatrix", a.toarray())
-    return spf.Tensor.from_scipy(src, a)
+    return spf.Tensor.from_scipy(src, a, **({"B": BLOCK} if src == "BCSR" else {}))
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

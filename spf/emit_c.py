@@ -384,12 +384,15 @@ class CustomStatement:
     """A statement of its own in place of the output's (a generated conversion pass):
     ``params`` replace the output's parameters, ``lines`` are the statement (``$value``: the
     product of the factors), ``names`` the logical indices it reads; ``prologue`` and
-    ``epilogue`` go before and after the loops."""
+    ``epilogue`` go before and after the loops, ``at = (level, lines)`` right after that nest
+    level opens."""
 
     def __init__(self, params: list[str], lines: list[str], names: set[str],
-                 prologue: list[str] = (), epilogue: list[str] = ()):
+                 prologue: list[str] = (), epilogue: list[str] = (),
+                 at: "tuple[int, list[str]] | None" = None):
         self.params, self.lines, self.names = params, lines, names
         self.prologue, self.epilogue = list(prologue), list(epilogue)
+        self.at = at
 
 
 @dataclass
@@ -692,6 +695,16 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
             for text in emit_assembly.group_check(assembly, name, target):
                 w.line(text)
         hooks[level] = check_group
+
+    if custom is not None and custom.at is not None:
+        level, previous = custom.at[0], hooks.get(custom.at[0])
+
+        def at_level(w: _Writer, previous=previous) -> None:
+            if previous:
+                previous(w)
+            for text in custom.at[1]:
+                w.line(text)
+        hooks[level] = at_level
 
     for t in nest.space.tiles:
         conds = tile_guards(nest, decisions, t, names)

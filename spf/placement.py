@@ -76,6 +76,19 @@ class Placement:
         """The layout indices (coordinates) whose values share a slot counter."""
         return tuple(a for a in self.slot.args if a != self.slot.index) if self.slot else ()
 
+    def monotone_group_dims(self) -> tuple[int, ...] | None:
+        """The logical dimensions the slot group is computed from, when it grows with them
+        (every group index a coordinate or its tile, not an offset): None otherwise."""
+        dims: list[int] = []
+        for p in self.group():
+            a = self.coordinates[p]
+            if len(a.terms) != 1 or a.const or a.terms[0][1] != 1:
+                return None
+            atom = a.terms[0][0]
+            name = atom.num.terms[0][0] if isinstance(atom, FloorDiv) else atom
+            dims.append(int(name[1:]))
+        return tuple(dims)
+
     @property
     def grouped(self) -> bool:
         """Whether keys are ranked within groups (recorded per entry)."""
@@ -291,9 +304,9 @@ def _offset_of(a: Aff):
 
 
 # --- generated passes ----------------------------------------------------------------------------
-ANALYSIS_PARAMS = ["int32_t *restrict spf_present", "int32_t *restrict spf_count",
+ANALYSIS_PARAMS = ["uint8_t *restrict spf_present", "int32_t *restrict spf_count",
                    "int64_t *restrict spf_entries", "int64_t *restrict spf_keys",
-                   "int64_t spf_capacity", "int64_t spf_kmin", "int64_t spf_span",
+                   "int64_t spf_capacity", "int64_t spf_kmin", "int64_t spf_stride",
                    "const int64_t *restrict spf_bound"]
 FILL_PARAMS = ["double *restrict spf_data", "int32_t *restrict spf_slot",
                "int32_t *restrict spf_next", "const int32_t *restrict spf_rank",
@@ -303,11 +316,13 @@ FILL_PARAMS = ["double *restrict spf_data", "int32_t *restrict spf_slot",
 
 @dataclass(frozen=True)
 class PassCode:
-    """A generated pass: lines before the loops, the statement, lines after the loops."""
+    """A generated pass: lines before the loops, the statement, lines after the loops and
+    ``at = (level, lines)`` right after a nest level opens."""
 
     prologue: list[str]
     lines: list[str]
     epilogue: list[str]
+    at: "tuple[int, list[str]] | None" = None
 
 
 def _linear(pl: Placement, indices: tuple[str, ...], value_of: dict[str, str]) -> str:
@@ -320,15 +335,19 @@ def _linear(pl: Placement, indices: tuple[str, ...], value_of: dict[str, str]) -
     return text or "0"
 
 
-def statements(pl: Placement, names: list[str], drop_zeros: bool) -> tuple[PassCode, PassCode]:
-    """The analysis and the fill pass for a source whose logical indices are ``names``."""
+def statements(pl: Placement, names: list[str], drop_zeros: bool,
+               group_level: int | None = None) -> tuple[PassCode, PassCode]:
+    """The analysis and the fill pass for a source whose logical indices are ``names``;
+    ``group_level``: the nest level where the slot group is known and after which its
+    entries arrive one group after the other (the slot counter is then a local, reset there
+    when the group changes)."""
     coord = {p: aff_text(a, names, cast=True) for p, a in pl.coordinates.items()}
     rk = pl.ranked
     key = f"{aff_text(rk.key, names, cast=True)} - spf_kmin" if rk else ""
     analysis = []
     if rk and rk.pointer:
         analysis.append(f"if (spf_e < spf_capacity)   /* its (({', '.join(rk.group)}), key) */")
-        analysis.append(f"    spf_keys[spf_e] = ({_linear(pl, rk.group, coord)}) * spf_span + "
+        analysis.append(f"    spf_keys[spf_e] = ({_linear(pl, rk.group, coord)}) * spf_stride + "
                         f"{key};")
     elif rk:
         analysis.append(f"spf_present[{key}] = 1;   /* {rk.uf} holds this key */")
@@ -347,6 +366,9 @@ def statements(pl: Placement, names: list[str], drop_zeros: bool) -> tuple[PassC
             fill.append(f"const int64_t spf_{p} = spf_rank[{key}];   /* rank of the key in "
                         f"{rk.uf} */")
             value_of[p] = f"spf_{p}"
+        elif pl.slot and p == pl.slot.index and group_level is not None:
+            fill.append(f"const int64_t spf_{p} = spf_k++;   /* the group's next slot */")
+            value_of[p] = f"spf_{p}"
         elif pl.slot and p == pl.slot.index:
             fill.append(f"const int64_t spf_{p} = spf_next[{_linear(pl, pl.group(), coord)}]++;"
                         "   /* the group's next slot */")
@@ -354,12 +376,21 @@ def statements(pl: Placement, names: list[str], drop_zeros: bool) -> tuple[PassC
     if pl.slot:
         fill.append(f"spf_slot[{_linear(pl, pl.slot.args, value_of)}] = "
                     f"(int32_t){names[pl.slot.dim]};   /* {pl.slot.uf} */")
-    fill.append(f"spf_data[{_linear(pl, pl.value, value_of)}] += $value;")
+    # a slot is one entry's own; other positions add up duplicate coordinates
+    fill.append(f"spf_data[{_linear(pl, pl.value, value_of)}] {'=' if pl.slot else '+='} "
+                "$value;")
     if drop_zeros:
         analysis, fill = ([*["const double spf_v = $value;", "if (spf_v != 0.0) {   /* zeros are "
                              "not stored */"], *("    " + t.replace("$value", "spf_v")
                                                    for t in body), "}"]
                           for body in (analysis, fill))
     counter = ["int64_t spf_e = 0;   /* entries visited */"]
+    fill_start, at = (counter if rk and rk.pointer else []), None
+    if pl.slot and group_level is not None:
+        fill_start = fill_start + ["int64_t spf_group = -1, spf_k = 0;   /* the group's slot "
+                                   "counter (its entries arrive together) */"]
+        at = (group_level, [f"if ({_linear(pl, pl.group(), coord)} != spf_group) {{",
+                            f"    spf_group = {_linear(pl, pl.group(), coord)};",
+                            "    spf_k = 0;", "}"])
     return (PassCode(counter, analysis, ["*spf_entries = spf_e;"]),
-            PassCode(counter if rk and rk.pointer else [], fill, []))
+            PassCode(fill_start, fill, [], at))

@@ -289,3 +289,30 @@ def test_bcsr_placement_report_padding_and_c():
     out = spf.Tensor.from_dense("COO", blocky).convert("BCSR", B=4)
     assert out["colIdx"].tolist() == [0, 4, 8]
     np.testing.assert_array_equal(out.to_dense(), blocky)
+
+
+@pytest.mark.parametrize("dst", ["BCSR", "ELL", "DIA"])
+def test_placement_of_unordered_entries_and_duplicates(dst):
+    """COO entries in no order: groups are bucketed before their keys are ranked (BCSR), slots
+    counted per row (ELL); CSR_unsorted rows holding a column three times: duplicates added
+    (DIA, BCSR) or given a slot each (ELL)."""
+    rng = np.random.default_rng(5)
+    flat = rng.choice(29 * 31, 200, replace=False)
+    rows, cols = flat // 31, flat % 31
+    vals = rng.uniform(0.5, 2.0, 200)
+    want = np.zeros((29, 31))
+    want[rows, cols] = vals
+    coo = spf.Tensor.from_arrays("COO", (29, 31), {
+        "numRows": 29, "numCols": 31, "numNNZ": 200, "rowIdx": rows, "colIdx": cols,
+        "data": vals})
+    out = coo.convert(dst, allow_padding=True, **PARAMS.get(dst, {}))
+    np.testing.assert_array_equal(out.to_dense(), want)
+    spf.Tensor(out.layout, out.shape, out.fields, check=True)
+    dup = sp.csr_matrix((np.array([1.0, 2.0, 4.0, 8.0]), np.array([5, 2, 5, 5]),
+                         np.array([0, 0, 4, 4])), shape=(3, 7))     # row 1: 5, 2, 5, 5
+    t = spf.Tensor.from_arrays("CSR_unsorted", dup.shape, {
+        "numRows": 3, "numCols": 7, "rowPtr": dup.indptr, "colIdx": dup.indices,
+        "data": dup.data})
+    out = t.convert(dst, allow_padding=True, **PARAMS.get(dst, {}))
+    np.testing.assert_array_equal(out.to_dense(), dup.toarray())
+    spf.Tensor(out.layout, out.shape, out.fields, check=True)
