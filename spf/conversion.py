@@ -225,8 +225,7 @@ class _Placed:
             pos = np.empty(max(n, 1), np.int64)
             if self.rank(ctypes.c_int64(n), _ptr(keys), ctypes.c_int64(n_groups),
                          ctypes.c_int(stride.bit_length() - 1), ctypes.c_int(rk.descending),
-                         _ptr(ptr),
-                         _ptr(values), _ptr(pos)):
+                         _ptr(ptr), _ptr(values), _ptr(pos)):
                 raise MemoryError(f"{conv.name}: out of memory ranking {rk.uf}'s keys")
             values = values[:ptr[-1]]
             fields[rk.pointer] = ptr
