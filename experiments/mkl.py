@@ -143,6 +143,26 @@ def to_bsr(src: Handle, block: int) -> Handle:
     return h
 
 
+def _rows(start: _PTR, end: _PTR, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """MKL's per-row [start, end) positions (4-array CSR/BSR): the pointer array of the rows
+    packed one after the other, and the position (from the first) each packed item is read
+    from."""
+    s = np.ctypeslib.as_array(ctypes.cast(start, ctypes.POINTER(_INT)), (n,)).astype(np.int64) \
+        if n else np.zeros(0, np.int64)
+    e = np.ctypeslib.as_array(ctypes.cast(end, ctypes.POINTER(_INT)), (n,)).astype(np.int64) \
+        if n else np.zeros(0, np.int64)
+    lengths = e - s
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    first = int(s.min()) if n else 0
+    source = np.arange(indptr[-1]) + np.repeat(s - first - indptr[:-1], lengths)
+    return indptr, source
+
+
+def _read(p: _PTR, ctype, count: int) -> np.ndarray:
+    return np.ctypeslib.as_array(ctypes.cast(p, ctypes.POINTER(ctype)), (count,)).copy() \
+        if count else np.zeros(0, np.int32 if ctype is _INT else np.float64)
+
+
 def export_csr(h: Handle) -> sp.csr_matrix:
     """A scipy copy of a CSR handle (for checking results)."""
     base, rows, cols = _INT(), _INT(), _INT()
@@ -150,44 +170,28 @@ def export_csr(h: Handle) -> sp.csr_matrix:
     _check(load().mkl_sparse_d_export_csr(
         h.ptr, ctypes.byref(base), ctypes.byref(rows), ctypes.byref(cols), ctypes.byref(start),
         ctypes.byref(end), ctypes.byref(ind), ctypes.byref(val)), "export_csr")
-    n, m = rows.value, cols.value
-    s = np.ctypeslib.as_array(ctypes.cast(start, ctypes.POINTER(_INT)), (n,)) if n else \
-        np.zeros(0, np.int32)
-    e = np.ctypeslib.as_array(ctypes.cast(end, ctypes.POINTER(_INT)), (n,)) if n else \
-        np.zeros(0, np.int32)
-    nnz = int(e[-1]) if n else 0
-    first = int(s[0]) if n else 0
-    idx = np.ctypeslib.as_array(ctypes.cast(ind, ctypes.POINTER(_INT)), (nnz,)).copy() \
-        if nnz else np.zeros(0, np.int32)
-    data = np.ctypeslib.as_array(ctypes.cast(val, ctypes.POINTER(ctypes.c_double)),
-                                 (nnz,)).copy() if nnz else np.zeros(0)
-    parts = [(idx[a - first:b - first], data[a - first:b - first]) for a, b in zip(s, e)]
-    indptr = np.concatenate([[0], np.cumsum([len(p[0]) for p in parts])]) if n else np.zeros(1)
-    out = sp.csr_matrix((np.concatenate([p[1] for p in parts]) if parts else data,
-                         np.concatenate([p[0] for p in parts]) if parts else idx,
-                         indptr.astype(np.int64)), shape=(n, m))
-    return out
+    indptr, source = _rows(start, end, rows.value)
+    size = int(source.max()) + 1 if source.size else 0
+    return sp.csr_matrix((_read(val, ctypes.c_double, size)[source],
+                          _read(ind, _INT, size)[source], indptr),
+                         shape=(rows.value, cols.value))
 
 
-def export_bsr(h: Handle, shape: tuple[int, int]) -> sp.bsr_matrix:
-    """A scipy copy of a BSR handle with row-major blocks (for checking results)."""
+def export_bsr(h: Handle, shape: tuple[int, int]) -> sp.csr_matrix:
+    """A scipy CSR copy of a BSR handle with row-major blocks, cut to ``shape`` (for checking
+    results)."""
     base, layout, rows, cols, block = _INT(), _INT(), _INT(), _INT(), _INT()
     start, end, ind, val = _PTR(), _PTR(), _PTR(), _PTR()
     _check(load().mkl_sparse_d_export_bsr(
         h.ptr, ctypes.byref(base), ctypes.byref(layout), ctypes.byref(rows), ctypes.byref(cols),
         ctypes.byref(block), ctypes.byref(start), ctypes.byref(end), ctypes.byref(ind),
         ctypes.byref(val)), "export_bsr")
-    n, b = rows.value, block.value
-    s = np.ctypeslib.as_array(ctypes.cast(start, ctypes.POINTER(_INT)), (n,)).copy()
-    e = np.ctypeslib.as_array(ctypes.cast(end, ctypes.POINTER(_INT)), (n,)).copy()
-    nb = int(e[-1] - s[0]) if n else 0
-    idx = np.ctypeslib.as_array(ctypes.cast(ind, ctypes.POINTER(_INT)), (nb,)).copy() \
-        if nb else np.zeros(0, np.int32)
-    data = np.ctypeslib.as_array(ctypes.cast(val, ctypes.POINTER(ctypes.c_double)),
-                                 (nb * b * b,)).copy() if nb else np.zeros(0)
-    indptr = np.concatenate([[0], np.cumsum(e - s)]) if n else np.zeros(1, np.int64)
-    return sp.bsr_matrix((data.reshape(nb, b, b), idx, indptr),
-                         shape=(n * b, cols.value * b)).tocsr()[:shape[0], :shape[1]]
+    b = block.value
+    indptr, source = _rows(start, end, rows.value)
+    size = int(source.max()) + 1 if source.size else 0
+    blocks = _read(val, ctypes.c_double, size * b * b).reshape(size, b, b)[source]
+    return sp.bsr_matrix((blocks, _read(ind, _INT, size)[source], indptr),
+                         shape=(rows.value * b, cols.value * b)).tocsr()[:shape[0], :shape[1]]
 
 
 def mv(h: Handle, x: np.ndarray, y: np.ndarray) -> None:

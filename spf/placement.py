@@ -259,7 +259,7 @@ def _fill(layout: Layout, conj, call: UFCall, fail) -> int:
          "marked")
 
 
-def atom_range(atom, shape: tuple[int, ...]) -> tuple[int, int]:
+def _atom_range(atom, shape: tuple[int, ...]) -> tuple[int, int]:
     """Smallest and largest value of a logical atom (``d1``, ``floor(d1/4)``) over ``shape``
     (an empty range, hi < lo, when the dimension is empty)."""
     if isinstance(atom, FloorDiv):
@@ -272,7 +272,7 @@ def aff_range(a: Aff, shape: tuple[int, ...]) -> tuple[int, int]:
     """Interval of ``a`` (an Aff over logical atoms) over ``shape``."""
     lo = hi = a.const
     for atom, k in a.terms:
-        alo, ahi = atom_range(atom, shape)
+        alo, ahi = _atom_range(atom, shape)
         lo, hi = (lo + k * ahi, hi + k * alo) if k < 0 else (lo + k * alo, hi + k * ahi)
     return lo, hi
 
