@@ -162,6 +162,15 @@ _SIZES: dict[str, dict[str, tuple]] = {
 }
 
 
+def dense_lower(n: int) -> sp.csr_matrix:
+    """An n x n lower-triangular matrix with every entry on and below the diagonal stored (what
+    the packed LowerTri layout is for; not in the suite: its nonzeros grow as n^2 / 2)."""
+    rng = _rng("dense_lower", str(n))
+    rows, cols = np.tril_indices(n)
+    a = sp.csr_matrix((_values(rng, len(rows)), (rows, cols)), shape=(n, n))
+    return _canonical(a)
+
+
 def _build(name: str, scale: str) -> sp.csr_matrix:
     p = _SIZES[name][scale]
     rng = _rng(name, scale)

@@ -26,6 +26,9 @@ OPERATION_TRANSPOSE = 11
 MATRIX_TYPE_GENERAL = 20
 DIAG_NON_UNIT = 50
 LAYOUT_ROW_MAJOR = 101
+CBLAS_LOWER = 122
+CBLAS_NO_TRANS = 111
+CBLAS_NON_UNIT = 131
 _PTR = ctypes.c_void_p
 _INT = ctypes.c_int32
 
@@ -123,6 +126,29 @@ def csr(m: sp.csr_matrix) -> Handle:
         _PTR(ptr.ctypes.data), _PTR(ptr.ctypes.data + 4), _PTR(ind.ctypes.data),
         _PTR(val.ctypes.data)), "create_csr")
     return h
+
+
+def bsr(m: sp.bsr_matrix) -> Handle:
+    """An MKL BSR handle (row-major square blocks) borrowing ``m``'s arrays."""
+    b = m.blocksize[0]
+    if m.blocksize != (b, b) or m.shape[0] % b or m.shape[1] % b:
+        raise ValueError(f"MKL BSR needs square blocks dividing the shape, got {m.blocksize} "
+                         f"for {m.shape}")
+    ptr, ind = _i32(m.indptr), _i32(m.indices)
+    val = np.ascontiguousarray(m.data, np.float64)
+    h = Handle((ptr, ind, val))
+    _check(load().mkl_sparse_d_create_bsr(
+        ctypes.byref(h.ptr), INDEX_BASE_ZERO, LAYOUT_ROW_MAJOR, _INT(m.shape[0] // b),
+        _INT(m.shape[1] // b), _INT(b), _PTR(ptr.ctypes.data), _PTR(ptr.ctypes.data + 4),
+        _PTR(ind.ctypes.data), _PTR(val.ctypes.data)), "create_bsr")
+    return h
+
+
+def tpmv_lower(n: int, packed: np.ndarray, x: np.ndarray) -> None:
+    """x = L x for a lower-triangular L packed by rows (``cblas_dtpmv``, row-major, the
+    layout of spf's LowerTri), in place."""
+    load().cblas_dtpmv(LAYOUT_ROW_MAJOR, CBLAS_LOWER, CBLAS_NO_TRANS, CBLAS_NON_UNIT,
+                       _INT(n), _PTR(packed.ctypes.data), _PTR(x.ctypes.data), _INT(1))
 
 
 def to_csr(src: Handle, transpose: bool = False) -> Handle:

@@ -16,7 +16,7 @@ from .common import RESULTS_DIR
 MACHINE_COLUMNS = {"cpu", "cores", "python", "numpy", "scipy", "islpy", "z3", "cc", "date"}
 OUT = Path(__file__).resolve().parent / "RESULTS.md"
 # sections in this order; CSVs of other experiments follow by name
-ORDER = ("codegen_time", "spmspv", "spmspm", "parallel", "conversion")
+ORDER = ("codegen_time", "spmv", "spmspv", "spmspm", "ttm", "conversion")
 
 
 def _section_key(path: Path) -> tuple[int, str]:

@@ -75,14 +75,14 @@ import scipy.sparse as sp
 import spf
 
 from .common import experiment_parser, prepared_call, print_table, time_interleaved, write_csv
-from .matrices import _canonical, matrices, suite
+from .matrices import _canonical, dense_lower, matrices, suite
 
 EXPR = "C(i,j) = A(i,k) * B(k,j)"
 MAIN = ("spf_csr", "spf_unsorted", "spf_dense", "scipy", "scipy_sorted", "graphblas")
 # each contender is compared with the spf kernel producing the same kind of output
 PEER = {"spf_unsorted": "spf_csr", "spf_dense": "spf_csr", "scipy": "spf_unsorted",
         "scipy_sorted": "spf_csr", "graphblas": "spf_csr"}
-PAIR_LAYOUTS = ("COO", "CSR", "DCSR", "BCSR")
+PAIR_LAYOUTS = ("COO", "CSR", "DCSR", "BCSR", "LowerTri")
 BLOCK = 4                                   # BCSR block size of the pair table
 # A in BCSR once more with the rows of a block row outside its blocks: i then never decreases
 ROWS_FIRST = "BCSR_rows"
@@ -100,6 +100,7 @@ class Mode:
     scales: tuple[str, ...]     # suite scales of the main table
     taco_n: int                 # size of the TACO random matrices
     pair_block: str             # scale of the block-structured matrix of the pair table
+    lower_n: int                # size of the dense lower-triangular matrix of the pair table
     max_products: float         # main table: skip an input whose A B takes more products
     sort_products: float        # pair table: budget of pairs assembled by sorting
     ws_products: float          # pair table: budget of the other pairs
@@ -109,8 +110,8 @@ class Mode:
 
 
 MODES = {
-    "quick": Mode(("quick",), 1000, "quick", 3e6, 2e6, 1e7, 0.005, 5, 20),
-    "full": Mode(("medium", "full"), 5000, "medium", 6e7, 1.5e7, 2e8, 0.3, 5, 200),
+    "quick": Mode(("quick",), 1000, "quick", 96, 3e6, 2e6, 1e7, 0.005, 5, 20),
+    "full": Mode(("medium", "full"), 5000, "medium", 512, 6e7, 1.5e7, 2e8, 0.3, 5, 200),
 }
 
 
@@ -361,7 +362,11 @@ def run_main(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Con
 
 
 # --- the pair table --------------------------------------------------------------------------
-def pack(layout: str, m: sp.csr_matrix) -> spf.Tensor:
+def pack(layout: str, m: sp.csr_matrix) -> "spf.Tensor | None":
+    """m in ``layout`` (None: LowerTri and a matrix that is not square lower-triangular)."""
+    if layout == "LowerTri":
+        lower = m.shape[0] == m.shape[1] and sp.triu(m, 1).nnz == 0
+        return spf.Tensor.from_scipy("LowerTri", m) if lower else None
     if layout == "BCSR":
         return spf.Tensor.from_scipy("BCSR", m, B=BLOCK)
     if layout == "CSR":
@@ -377,7 +382,7 @@ def run_pairs(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Co
     reference.sort_indices()
     packed = {lay: (pack(lay, A), pack(lay, B)) for lay in PAIR_LAYOUTS}
     packed[ROWS_FIRST] = packed["BCSR"]
-    kept = {lay: (stored(a), stored(b)) for lay, (a, b) in packed.items()}
+    kept = {lay: (a and stored(a), b and stored(b)) for lay, (a, b) in packed.items()}
     base = {"table": "pairs", "scale": scale, "matrix": name, "rows": A.shape[0],
             "cols": B.shape[1], "nnz_A": A.nnz, "nnz_B": B.nnz, "C_layout": "CSR",
             "loadavg": round(os.getloadavg()[0], 2)}
@@ -385,6 +390,12 @@ def run_pairs(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Co
     for la in PAIR_A:
         for lb in PAIR_LAYOUTS:
             sa, sb = kept[la][0], kept[lb][1]
+            if sa is None or sb is None:
+                rows[la, lb] = {**base, "contender": f"spf {la} x {lb}", "A_layout": la,
+                                "B_layout": lb, "median_s": "", "runs": 0,
+                                "status": "skipped: LowerTri stores square lower-triangular "
+                                          "matrices only"}
+                continue
             row = {**base, "contender": f"spf {la} x {lb}", "A_layout": la, "B_layout": lb,
                    "nnz_A": sa.nnz, "nnz_B": sb.nnz, "products": products(sa, sb),
                    "nnz_C": "", "median_s": "", "runs": 0, "sorted_output": "", "assembly": "",
@@ -447,7 +458,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if not args.matrix:     # the pair table: the paper's random matrices and block8
         taco = cells[0]
         block8 = next(a for n, a in suite(mode.pair_block, ["block8"]))
-        for scale, name, A, B in (taco, (mode.pair_block, "block8", block8, block8)):
+        lower = dense_lower(mode.lower_n)
+        for scale, name, A, B in (taco, (mode.pair_block, "block8", block8, block8),
+                                  (mode.pair_block, f"dense_lower{mode.lower_n}", lower, lower)):
             print(f"pairs {scale} {name} [{time.perf_counter() - t_start:.0f} s]", flush=True)
             rows += run_pairs(scale, name, A, B, con, mode)
     rows = [{k: r.get(k, "") for k in FIELDS} for r in rows]
@@ -666,7 +679,9 @@ def _pairs(rows: list[dict], cells: dict[tuple[str, str], dict[str, dict]]) -> s
     if not pairs:
         return ""
     lines = ["### Layout pairs (paper Table 5)", "",
-             "spf with A and B in COO, CSR, DCSR and BCSR (4 x 4 blocks) and C in CSR; cells: "
+             "spf with A and B in COO, CSR, DCSR, BCSR (4 x 4 blocks) and LowerTri (packed "
+             "lower triangle by rows; only on the dense lower-triangular matrix, the one it "
+             "stores) and C in CSR; cells: "
              "median ms and, in parentheses, time / time of CSR x CSR. `*`: the loops do not "
              "produce the rows of C in order (COO promises no order, and BCSR's default loop "
              "order visits the 4 rows of a block inside each block), so every product is "
@@ -679,7 +694,8 @@ def _pairs(rows: list[dict], cells: dict[tuple[str, str], dict[str, dict]]) -> s
              "zeros of its blocks too (products are counted over stored entries).", ""]
     for (scale, matrix) in dict.fromkeys((r["scale"], r["matrix"]) for r in pairs):
         group = {(r["A_layout"], r["B_layout"]): r for r in pairs
-                 if r["scale"] == scale and r["matrix"] == matrix}
+                 if r["scale"] == scale and r["matrix"] == matrix
+                 and not str(r["status"]).startswith("skipped: LowerTri")}
         logical = cells.get((scale, matrix), {}).get("spf_csr", {}).get("products")
         ref = cells.get((scale, matrix), {})
         ref_text = ", ".join(f"{o} {_ms(float(ref[o]['median_s']))} ms" for o in

@@ -1,5 +1,5 @@
 """SpMSpV y = A x, A in CSR and x a sparse vector (paper Table 4, Fig. 13-14): spf's generated
-find algorithms vs the two-pointer merge of Fig. 10(b) written in C, and scipy.
+find algorithms vs the two-pointer merge of Fig. 10(b) written in C, scipy and GraphBLAS.
 
     python -m experiments.spmspv [--quick] [--matrix path.mtx ...] [--densities 0.01,0.1]
 
@@ -15,6 +15,9 @@ Contenders (all single-threaded, inputs prebuilt in each contender's native form
   ctypes with prebuilt arguments on the very arrays of the spf tensors.  ``merge_branchy``:
   the same merge with if/else cursor updates (a second reference, not the paper's).
 - ``scipy``: ``A @ x`` with x an n x 1 CSR matrix (scipy's SpGEMM; it returns a sparse y).
+- ``graphblas``: SuiteSparse:GraphBLAS through python-graphblas on one thread,
+  ``A.mxv(x, plus_times).new()`` with x a sparse ``Vector`` (GraphBLAS picks its own
+  algorithm: a saxpy over x's entries or dot products per row); it returns a sparse y.
 
 Each contender is warmed up once per (matrix, density) cell, then timed as the median of at
 least 5 runs (more for short kernels: as many as fit in ~0.2 s, at most 500); the
@@ -57,7 +60,7 @@ from .matrices import matrices
 EXPR = "y(i) = A(i,j) * x(j)"
 LAYOUTS = {"A": "CSR", "x": "SV"}
 FINDS = ("seqiter", "hashmap", "binsearch", "auto")
-CONTENDERS = ("merge", "merge_branchy") + FINDS + ("scipy",)
+CONTENDERS = ("merge", "merge_branchy") + FINDS + ("scipy", "graphblas")
 DENSITIES = (0.001, 0.01, 0.1, 0.5)
 QUADRATIC = ("merge", "merge_branchy", "seqiter")   # O(rows * x.nnz): skipped above the budget
 BASELINE = Path(__file__).resolve().parent / "baselines" / "spmspv_merge.c"
@@ -148,11 +151,17 @@ class Contenders:
     missing: dict       # find -> why it could not be generated
     build_s: dict       # find -> seconds to generate and compile
     baselines: dict     # "merge" / "merge_branchy" -> ctypes function
+    gb: object = None   # the graphblas module on one thread (None: not installed)
 
     @classmethod
     def build(cls) -> "Contenders":
         kernels, missing, build_s = build_kernels()
-        return cls(kernels, missing, build_s, merge_functions())
+        try:
+            import graphblas as gb
+            gb.ss.config["nthreads"] = 1
+        except ImportError:
+            gb = None
+        return cls(kernels, missing, build_s, merge_functions(), gb)
 
 
 def run_matrix(scale: str, name: str, A_sp: sp.csr_matrix, densities, con: Contenders,
@@ -162,6 +171,7 @@ def run_matrix(scale: str, name: str, A_sp: sp.csr_matrix, densities, con: Conte
     A = spf.Tensor.from_arrays("CSR", A_sp.shape, {
         "numRows": n_rows, "numCols": n_cols, "rowPtr": A_sp.indptr,
         "colIdx": A_sp.indices, "data": A_sp.data})
+    GA = con.gb.io.from_scipy_sparse(A_sp) if con.gb is not None else None
     rows = []
     for di, density in enumerate(densities):
         x_idx, x_val = sparse_vector(n_cols, density, seed=1000 * di + len(name) + n_cols)
@@ -190,6 +200,9 @@ def run_matrix(scale: str, name: str, A_sp: sp.csr_matrix, densities, con: Conte
             if contender in con.missing:
                 row["status"] = "invalid: " + con.missing[contender]
                 continue
+            if contender == "graphblas" and GA is None:
+                row["status"] = "skipped: python-graphblas is not installed"
+                continue
             y = np.full(n_rows, np.nan)
             if contender == "scipy":
                 result = {}
@@ -197,6 +210,13 @@ def run_matrix(scale: str, name: str, A_sp: sp.csr_matrix, densities, con: Conte
                 def fn(result=result):
                     result["y"] = A_sp @ x_scipy
                 outputs[contender] = lambda result=result: result["y"].toarray().ravel()
+            elif contender == "graphblas":
+                gb, result = con.gb, {}
+                gx = gb.Vector.from_coo(x_idx, x_val, size=n_cols)
+
+                def fn(result=result, gx=gx, gb=gb):
+                    result["y"] = GA.mxv(gx, gb.semiring.plus_times).new()
+                outputs[contender] = lambda result=result: result["y"].to_dense(fill_value=0.0)
             else:
                 fn = (merge_call(con.baselines[contender], A, x, y)
                       if contender in con.baselines else prepared_call(con.kernels[contender], y, A=A, x=x))
@@ -305,7 +325,8 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
     styles = {"merge_branchy": ("gray", "d"), "seqiter": ("tab:blue", "o"),
               "hashmap": ("tab:orange", "s"), "binsearch": ("tab:green", "^"),
-              "auto": ("tab:red", "*"), "scipy": ("tab:purple", "x")}
+              "auto": ("tab:red", "*"), "scipy": ("tab:purple", "x"),
+              "graphblas": ("tab:brown", "+")}
     for si, scale in enumerate(_scales(rows)):
         n_matrices = len({r["matrix"] for r in rows if r["scale"] == scale})
         for c, (color, m) in styles.items():
@@ -357,7 +378,8 @@ def describe(rows: list[dict]) -> str:
         "below). Timed: the kernel call only, median of >= 5 runs after a warm-up, output "
         "checked against scipy in every cell (generated C and the baselines through ctypes with "
         "arguments built once; scipy's `A @ x` with x an n x 1 CSR matrix, a sparse-sparse "
-        "product returning a sparse y). Paper (Table 4, vs TACO's merge, multi-threaded, "
+        "product returning a sparse y; GraphBLAS's `A.mxv(x, plus_times).new()` on one "
+        "thread, x a sparse Vector). Paper (Table 4, vs TACO's merge, multi-threaded, "
         "SuiteSparse): SeqIter 1.63x, HashMap 1.63x, Auto 2.72x; issue 7 targets: SeqIter "
         ">= 1.3x, Auto >= 2x.",
         "",
@@ -384,7 +406,7 @@ def describe(rows: list[dict]) -> str:
 
     # the same against the other references
     refs = [("seqiter", "merge_branchy"), ("auto", "merge_branchy"), ("auto", "scipy"),
-            ("best", "scipy")]
+            ("best", "scipy"), ("auto", "graphblas"), ("best", "graphblas")]
     lines += ["", "Against the other references (time of the reference / time of spf, "
               "geometric means over the cells where both ran; `best` = the fastest of spf's "
               "four finds in each cell, an oracle Auto):", "",

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import z3
 
 from .relation import Relation
-from .scan import LoopNest
+from .scan import Level, LoopNest
 from .smt import InstanceEncoder
 from .terms import Aff, Constraint
 
@@ -139,7 +139,9 @@ class _Dependences:
 
 
 def analyze(nest: LoopNest, parallel: bool = False) -> Analysis:
-    """Dependences carried by each loop and the parallel loop (outermost free one)."""
+    """Dependences carried by each loop and the parallel loop: the outermost one carrying no
+    dependence (an inner one is shared out among threads that all run the loops outside it,
+    unless it is a pointer-array segment, too short per instance)."""
     expr = nest.space.expr
     deps = _Dependences(nest)
     output = str(expr.output) + (" (accumulated with +=)" if expr.accumulate else
@@ -180,10 +182,45 @@ def _choose_parallel(nest: LoopNest, loops: list[LoopReport], wanted: bool) -> t
         return (outer.var if wanted else None), (
             f"loop {outer.var} carries only the reduction into the scalar "
             f"{nest.space.expr.output.tensor}" + ("" if wanted else "; parallel=False"))
+    inner = next((lp for lp in loops[1:] if not lp.carried), None)
+    short = _short(nest.level(inner.var)) if inner is not None else ""
+    if short:
+        outer.why = ("not parallelized: iterations scatter into the shared output "
+                     f"{nest.space.expr.output.tensor}; loop {inner.var} carries no "
+                     f"dependence but {short}, too short to share out among threads")
+        return None, f"the outermost loop {outer.var} carries a dependence on " \
+                     f"{nest.space.expr.output.tensor}"
+    if inner is not None:
+        # the loops outside it carry the dependence: every thread runs them, and the
+        # iterations of this loop are shared out (a barrier ends each of its instances)
+        inner.parallel = wanted
+        outer.why = (f"runs in every thread of the parallel region; loop {inner.var} "
+                     "inside it is shared out") if wanted else ""
+        proof = "; ".join(inner.disproved_by)
+        return (inner.var if wanted else None), (
+            f"the outer loop {outer.var} carries a dependence on "
+            f"{nest.space.expr.output.tensor}; loop {inner.var} carries none ({proof}), so "
+            "its iterations are shared out among the threads, which all run the loops "
+            "outside it" + ("" if wanted else "; parallel=False"))
     outer.why = ("not parallelized: iterations scatter into the shared output "
                  f"{nest.space.expr.output.tensor} (privatization and atomics are not used)")
     return None, f"the outermost loop {outer.var} carries a dependence on " \
                  f"{nest.space.expr.output.tensor}"
+
+
+def _short(level: Level) -> str:
+    """Why the instances of a loop are short ("" if they are not): a segment
+    ``f(a) <= v < f(b)`` of one index array (the entries of one row or fibre), or bounds a
+    constant apart (a block's offsets, the tiles a coordinate falls in)."""
+    lower = {c.name: c.args for aff, _ in level.lower for c in aff.calls()}
+    upper = {c.name: c.args for aff, _ in level.upper for c in aff.calls()}
+    if any(name in upper and upper[name] != args for name, args in lower.items()):
+        return "runs over one segment of a pointer array, a few entries per instance"
+    for lo, dl in level.lower:
+        for hi, du in level.upper:
+            if (hi * dl - lo * du).is_const:
+                return "has a constant trip count"
+    return ""
 
 
 def tiling_legal(nest: LoopNest, original: list[str]) -> tuple[bool, str]:

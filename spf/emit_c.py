@@ -721,18 +721,23 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
 
     def write_nest(codes: list[_FindCode]) -> None:
         depth = len(w.closers)
-        pragma = None
+        pragmas: dict[str, str] = {}
         if parallel_loop:
+            loops = [lv.var for lv in nest.levels if lv.kind == "loop"]
             par = [lv.var for lv in nest.levels].index(parallel_loop)
             private = [c.state for c in codes if c.choice.algorithm == "seqiter"
                        and not c.choice.array_key and c.choice.init_level > par]
-            pragma = "#pragma omp parallel for schedule(dynamic,32)"
+            if parallel_loop == loops[0]:
+                pragma = "#pragma omp parallel for schedule(dynamic,32)"
+            else:     # every thread runs the outer loops; this one's iterations are shared
+                pragmas[loops[0]] = "#pragma omp parallel"
+                pragma = "#pragma omp for schedule(static)"
             if private:
                 pragma += f" private({', '.join(private)})"
             if use_acc and acc_level == -1:
                 pragma += " reduction(+:spf_acc)"
-        write_levels(w, nest, names, used, codes, statement, hooks, level_notes,
-                     (parallel_loop, pragma) if pragma else None)
+            pragmas[parallel_loop] = pragma
+        write_levels(w, nest, names, used, codes, statement, hooks, level_notes, pragmas)
         w.close_to(depth)
 
     if costs:
@@ -819,10 +824,11 @@ def write_levels(w: _Writer, nest: LoopNest, names: CNames, used: set[str],
                  codes: list["_FindCode"], statement: list[str],
                  hooks: dict[int, Callable[[_Writer], None]],
                  level_notes: dict[str, str] | None = None,
-                 pragma: tuple[str, str] | None = None) -> None:
+                 pragmas: dict[str, str] | None = None) -> None:
     """Loops, assignments, guards and finds of ``nest`` around ``statement``; ``hooks[k]``
-    runs right after level k opens (``hooks[-1]`` before the first level); ``pragma`` is
-    (loop variable, OpenMP line) put right before that loop."""
+    runs right after level k opens (``hooks[-1]`` before the first level); ``pragmas`` maps a
+    loop variable to the OpenMP line put right before that loop."""
+    pragmas = pragmas or {}
     level_notes = level_notes or {}
     by_level = {c.decision.find.level: c for c in codes}
     key_guards: dict[int, list] = {k: [] for k in range(len(nest.levels))}
@@ -847,8 +853,8 @@ def write_levels(w: _Writer, nest: LoopNest, names: CNames, used: set[str],
             else:
                 lo = _bound(names, lv.lower, upper=False)
                 hi = _bound(names, lv.upper, upper=True)
-                if pragma and pragma[0] == lv.var:
-                    w.line(pragma[1])
+                if lv.var in pragmas:
+                    w.line(pragmas[lv.var])
                 w.open(f"for (int {lv.var} = {lo}; {lv.var} < {hi}; ++{lv.var}) {{")
         elif lv.kind == "assign" and lv.var in used:
             w.line(f"const int {lv.var} = {names.aff(lv.expr)};")

@@ -39,7 +39,7 @@ class Kernel:
     indices (``"i"``) or layout indices (``"A.pi"``), as a list or a comma-separated string.
     ``bounds`` restricts the dense iteration space (``"j <= i"``).  ``params`` maps tensor
     names to layout parameters.  ``parallel=True`` runs the outermost loop that carries no
-    dependence with OpenMP.  ``tile={"A.pi": 256}`` strip-mines loops (a tile loop
+    dependence with OpenMP (an inner one: a worksharing loop in a parallel region).  ``tile={"A.pi": 256}`` strip-mines loops (a tile loop
     ``A.pi_tile`` is placed right before each, or where ``order`` names it).
     ``drop_zeros=True``: an output the kernel assembles stores no entry whose value is 0.0.
     ``expr`` may also be the path of a kernel spec file (``.toml``).
@@ -117,6 +117,23 @@ class Kernel:
         self.parallel_loop: str | None = None
         if parallel and not self.assembled:
             self.parallel_loop = self.analysis().parallel_loop
+            loops = [lv.var for lv in self.nest.levels if lv.kind == "loop"]
+            if self.parallel_loop not in (None, loops[0]) and self.decisions:
+                # an inner parallel loop: the finds' states outside it would be shared
+                ana = self.analysis()
+                for lp in ana.loops:
+                    lp.parallel = False
+                out = self.expr.output.tensor
+                ana.loops[0].why = ("not parallelized: iterations scatter into the shared "
+                                    f"output {out} (privatization and atomics are not used)")
+                ana.notes.append(
+                    f"not parallelized: loop {self.parallel_loop} carries no dependence, but "
+                    "it is an inner loop and the nest has finds, whose state the threads "
+                    "running the outer loops would share")
+                ana.parallel_reason = (f"the outermost loop {loops[0]} carries a dependence "
+                                       f"on {out}; the inner free loop {self.parallel_loop} "
+                                       "is not shared out because the nest has finds")
+                ana.parallel_loop = self.parallel_loop = None
             if self.parallel_loop is not None:
                 serial = self.decisions
                 self.decisions = for_parallel(self.nest, serial, self.parallel_loop)

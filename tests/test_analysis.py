@@ -148,7 +148,7 @@ def test_csr_spmv_parallel_on_rows_by_isl():
 
 
 @pytest.mark.parametrize("layout,outer", [("CSC", "A_pj"), ("COO", "A_p"),
-                                          ("SortedCOO", "A_p"), ("DIA", "A_pd")])
+                                          ("SortedCOO", "A_p")])
 def test_scatter_spmv_carries_a_dependence_on_y(layout, outer):
     k = spf.Kernel(SPMV, {"A": layout}, parallel=True)
     a = k.analysis()
@@ -167,11 +167,35 @@ def test_scatter_spmv_carries_a_dependence_on_y(layout, outer):
 
 def test_csc_inner_loop_is_free_but_not_chosen():
     """CSC: rows within a column are distinct (periodic monotonic rowIdx), so A_pi carries
-    no dependence; only the outermost loop is ever parallelized."""
+    no dependence, but it runs over one column's segment of colPtr: too short to share out."""
     a = spf.Kernel(SPMV, {"A": "CSC"}, parallel=True).analysis()
     pi = loop(a, "A_pi")
     assert not pi.carried and not pi.parallel
     assert pi.disproved_by == ["A: periodic_monotonic pj = pj' and a < a' -> rowIdx(a) < rowIdx(a')"]
+    assert "segment of a pointer array" in a.loops[0].why
+
+
+def test_dia_shares_out_the_rows_of_each_diagonal():
+    """DIA: the diagonal loop carries the dependence on y (every diagonal adds into y(i)),
+    the row loop inside it does not (y(A_pi), isl): every thread runs the diagonals, the rows
+    of each are shared out, a barrier between diagonals keeps the order of the adds."""
+    k = spf.Kernel(SPMV, {"A": "DIA"}, parallel=True)
+    a = k.analysis()
+    pd, pi = loop(a, "A_pd"), loop(a, "A_pi")
+    assert pd.carried and not pd.parallel and "every thread" in pd.why
+    assert not pi.carried and pi.parallel and pi.disproved_by == ["isl (affine constraints)"]
+    assert a.parallel_loop == k.parallel_loop == "A_pi"
+    src = k.c_source()
+    assert "#pragma omp parallel\n    for (int A_pd = 0;" in src
+    assert "#pragma omp for schedule(static)\n        for (int A_pi" in src
+
+
+def test_inner_parallel_loop_with_a_find_is_refused():
+    """An inner free loop under a carried one, with a find outside it: the find state would be
+    shared by the threads running the outer loop, so nothing is parallelized."""
+    k = spf.Kernel(SPMV, {"A": "DIA", "x": "SV"}, parallel=True)
+    assert k.parallel_loop is None and "#pragma omp" not in k.c_source()
+    assert any("inner loop and the nest has finds" in n for n in k.analysis().notes)
 
 
 @pytest.mark.parametrize("lx,proof", [

@@ -3,7 +3,7 @@ import importlib
 
 import pytest
 
-EXPERIMENTS = ["codegen_time", "spmspv", "spmspm", "parallel", "conversion"]
+EXPERIMENTS = ["codegen_time", "spmv", "spmspv", "spmspm", "ttm", "conversion"]
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

@@ -10,7 +10,8 @@ and 4 OpenMP threads, equals the serial kernel and numpy.
 - The generated C: the expected loop carries ``#pragma omp parallel for schedule(dynamic,32)``,
   scalar outputs add ``reduction(+:spf_acc)``, every SeqIter state used inside a parallel loop
   and declared outside it is ``private(...)``, hash maps are built before the parallel region
-  (never inside it), and scatter kernels (CSC, COO, DIA SpMV ...) get no pragma.
+  (never inside it), and scatter kernels (CSC, COO SpMV ...) get no pragma; DIA SpMV shares out the rows of
+  each diagonal (`omp for` inside a `parallel` region over the diagonals).
 - Row-parallel kernels are bit-for-bit equal to the serial kernel (each output element is
   still accumulated by one thread in the serial order); reductions agree to rounding.
 
@@ -75,14 +76,21 @@ def expected_parallel(expr: str, lay: dict) -> str | None:
     if expr == SPMV:
         a = lay["A"]
         if "x" in lay:
+            if a in ("LowerTri", "DenseMatrix"):   # x's loop outermost: the rows inside it
+                return "A_pi" if a == "LowerTri" else "A_p0"      # are shared out
             return "A_pi" if a in ROW_PARALLEL else None
         if a == "DenseMatrix":
             return "A_p0"
+        if a == "DIA":
+            return "A_pi"       # inner: every thread runs the diagonals, rows shared out
         return "A_pi" if a in ROW_PARALLEL | {"LowerTri"} else None
     if expr == SPMSPM:
         if lay["A"] in ("CSR", "DCSR", "BCSR") or (lay["A"], lay["B"]) == ("LowerTri", "LowerTri"):
             return "A_pi"
-        return None
+        # COO's entries outermost scatter into C; LowerTri's long row / column loop inside
+        # each entry is shared out
+        return {("COO", "LowerTri"): "B_pj", ("LowerTri", "COO"): "A_pi"}.get(
+            (lay["A"], lay["B"]))
     return "A_p0"           # TTV, TTM
 
 
@@ -116,6 +124,12 @@ def check_c(kernel: spf.Kernel, expr: str, lay: dict) -> None:
         out = kernel.expr.output.tensor
         assert f"carries a dependence on {out}" in analysis.parallel_reason
         assert any(f"scatter into the shared output {out}" in lp.why for lp in analysis.loops)
+        return
+    loops = [lv.var for lv in kernel.nest.levels if lv.kind == "loop"]
+    if want != loops[0]:    # an inner loop: a worksharing loop inside a parallel region
+        assert not kernel.decisions
+        assert f"#pragma omp parallel\n    for (int {loops[0]} = " in src, src
+        assert re.search(rf"#pragma omp for schedule\(static\)\n\s*for \(int {want} = ", src)
         return
     regions = parallel_regions(src)
     assert regions, src

@@ -1,0 +1,419 @@
+"""SpMV (paper Fig. 12): spf's generated kernels for CSR, COO, DCSR, BCSR, DIA, ELL and LowerTri
+vs scipy, MKL and SuiteSparse:GraphBLAS on 1 and 2 threads, and the memory bandwidth CSR SpMV
+reaches as a fraction of the machine's STREAM triad (``baselines/stream_triad.c``).
+
+    python -m experiments.spmv [--quick] [--matrix path.mtx ...]
+
+Contenders, each with its input built beforehand in its own format and y preallocated where the
+API allows it:
+
+- ``spf_FORMAT``: ``y(i) = A(i,j) * x(j)`` with A in FORMAT, called on prebuilt argument structs.
+  1 thread: the serial kernel; 2 threads: the kernel built with ``parallel=True`` (OpenMP on
+  the loop the dependence analysis picks; a kernel without one, COO's, runs serially and is
+  marked ``parallel = no``).  A format is skipped on a matrix it cannot store without more
+  than 75% padding (DIA, ELL, BCSR with 8 x 8 blocks, LowerTri: the conversion's policy).
+- ``scipy_csr`` / ``scipy_coo`` / ``scipy_bsr`` / ``scipy_dia``: ``A @ x`` in scipy's format of
+  the same name (scipy is single-threaded: it runs in the 1-thread rows only).
+- ``mkl_csr`` / ``mkl_coo`` / ``mkl_bsr``: ``mkl_sparse_d_mv`` on an inspector-executor handle
+  optimized with an mv hint; ``mkl_tpmv``: ``cblas_dtpmv`` on the lower triangle packed by rows
+  (LowerTri's own layout).
+- ``graphblas``: ``A.mxv(x, plus_times)`` into a preallocated vector (python-graphblas).
+
+Every contender's y is checked against scipy's in every run.  The dense lower-triangular
+matrix ``dense_lower`` (n = 4096: 8.4M entries, 67 MB packed) joins the suite for LowerTri.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+import spf
+from spf.runtime import compiler
+
+from . import mkl
+from .common import experiment_parser, prepared_call, print_table, time_interleaved, write_csv
+from .matrices import dense_lower, matrices
+
+SPMV = "y(i) = A(i,j) * x(j)"
+FORMATS = ("CSR", "COO", "DCSR", "BCSR", "DIA", "ELL", "LowerTri")
+THREADS = (1, 2)
+BLOCK = 8                       # BCSR's default block size (layouts/BCSR.toml)
+STREAM = Path(__file__).resolve().parent / "baselines" / "stream_triad.c"
+
+
+@dataclass(frozen=True)
+class Mode:
+    scale: str
+    target_s: float             # timed seconds per contender and cell
+    min_runs: int
+    max_runs: int
+    stream_elements: int
+    stream_reps: int
+    lower_n: int                # size of the dense lower-triangular matrix (LowerTri)
+
+
+MODES = {"quick": Mode("quick", 0.005, 5, 50, 1_000_000, 3, 256),
+         "full": Mode("full", 0.4, 9, 500, 20_000_000, 20, 4096)}
+
+
+# --- the memory bandwidth reference ------------------------------------------------------------
+def stream_triad(threads: int, elements: int, reps: int) -> float:
+    """Best STREAM triad bandwidth (GB/s) on ``threads`` threads, same compiler flags as spf."""
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "stream_triad"
+        subprocess.run([compiler(), "-O3", "-march=native", "-fopenmp", "-Wall", str(STREAM),
+                        "-o", str(exe)], check=True, capture_output=True, text=True)
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        out = subprocess.run([str(exe), str(elements), str(reps)], check=True,
+                             capture_output=True, text=True, env=env)
+    return float(out.stdout.strip())
+
+
+# --- inputs -------------------------------------------------------------------------------------
+def _nbytes(*arrays: Any) -> int:
+    return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+
+
+def spf_tensors(A: sp.csr_matrix) -> tuple[dict[str, spf.Tensor], dict[str, str]]:
+    """A in every format spf can store it in (converted from CSR by spf's generated
+    conversions, which refuse more than 75% padding; LowerTri, which spf does not place, by its
+    packer under the same policy), and why the others were skipped."""
+    csr = spf.Tensor.from_scipy("CSR", A)
+    tensors, skipped = {"CSR": csr}, {}
+    n, m = A.shape
+    lower = n == m and sp.triu(A, 1).nnz == 0
+    for fmt in FORMATS[1:]:
+        if fmt == "LowerTri" and not lower:
+            skipped[fmt] = "not a square lower-triangular matrix"
+            continue
+        if fmt == "LowerTri" and n * (n + 1) // 2 > 4 * max(A.nnz, 1):
+            skipped[fmt] = (f"LowerTri would store {A.nnz} entries in {n * (n + 1) // 2} slots "
+                            "(over 75% padding)")
+            continue
+        try:
+            tensors[fmt] = spf.Tensor.from_scipy(fmt, A) if fmt == "LowerTri" \
+                else csr.convert(fmt)
+        except spf.ArgumentError as exc:
+            skipped[fmt] = str(exc).replace("; pass allow_padding=True to convert anyway", "")
+    return tensors, skipped
+
+
+@dataclass
+class Kernels:
+    serial: dict[str, Any]
+    parallel: dict[str, Any]     # format -> compiled parallel kernel (the serial one if none)
+    has_parallel: dict[str, bool]
+    parallel_loop: dict[str, str]
+
+    @classmethod
+    def build(cls) -> "Kernels":
+        serial, parallel, has, loop = {}, {}, {}, {}
+        for fmt in FORMATS:
+            serial[fmt] = spf.Kernel(SPMV, {"A": fmt}, name=f"spmv_{fmt}").compile()
+            k = spf.Kernel(SPMV, {"A": fmt}, parallel=True, name=f"spmv_{fmt}_omp")
+            has[fmt] = k.parallel_loop is not None
+            loop[fmt] = k.parallel_loop or ""
+            parallel[fmt] = k.compile() if has[fmt] else serial[fmt]
+        return cls(serial, parallel, has, loop)
+
+
+def graphblas():
+    """The ``graphblas`` module, or None when it is not installed."""
+    try:
+        import graphblas as gb
+    except ImportError:
+        return None
+    return gb
+
+
+@dataclass
+class Contender:
+    fn: Callable[[], None]
+    result: Callable[[], np.ndarray]       # y after a call
+    fmt: str
+    nbytes: int                            # the matrix's arrays + x + y
+    parallel: str = ""                     # "yes" / "no" for spf kernels
+
+
+def contenders(A: sp.csr_matrix, x: np.ndarray, tensors: dict[str, spf.Tensor],
+               kernels: Kernels, threads: int, gb: Any) -> dict[str, Contender]:
+    """Every contender on A at ``threads`` threads (scipy only at 1)."""
+    n, m = A.shape
+    vec = _nbytes(x) + n * 8
+    out: dict[str, Contender] = {}
+    for fmt, t in tensors.items():
+        compiled = kernels.serial[fmt] if threads == 1 else kernels.parallel[fmt]
+        if threads > 1 and kernels.has_parallel[fmt]:
+            compiled.set_num_threads(threads)
+        y = np.empty(n)
+        out[f"spf_{fmt}"] = Contender(prepared_call(compiled, y, A=t, x=x), lambda y=y: y, fmt,
+                                      _nbytes(*t.fields.values()) + vec,
+                                      "yes" if threads == 1 or kernels.has_parallel[fmt]
+                                      else "no")
+    if threads == 1:
+        native = {"csr": A, "coo": A.tocoo()}
+        if "BCSR" in tensors and n % BLOCK == 0 and m % BLOCK == 0:
+            native["bsr"] = A.tobsr((BLOCK, BLOCK))
+        if "DIA" in tensors:
+            native["dia"] = A.todia()
+        for name, M in native.items():
+            box: dict[str, np.ndarray] = {}
+
+            def run(M=M, box=box) -> None:
+                box["y"] = M @ x
+            arrays = [getattr(M, a) for a in ("indptr", "indices", "data", "row", "col",
+                                              "offsets") if hasattr(M, a)]
+            out[f"scipy_{name}"] = Contender(run, lambda box=box: box["y"], name.upper(),
+                                             _nbytes(*arrays) + vec)
+    if mkl.load() is not None and A.nnz:
+        mkl.set_threads(threads)
+        handles = {"csr": (mkl.csr(A), A.indptr, A.indices, A.data)}
+        coo = A.tocoo()
+        handles["coo"] = (mkl.coo(coo), coo.row, coo.col, coo.data)
+        if "BCSR" in tensors and n % BLOCK == 0 and m % BLOCK == 0:
+            b = A.tobsr((BLOCK, BLOCK))
+            handles["bsr"] = (mkl.bsr(b), b.indptr, b.indices, b.data)
+        for name, (h, *arrays) in handles.items():
+            mkl.optimize_mv(h)
+            y = np.empty(n)
+
+            def run(h=h, y=y) -> None:
+                mkl.mv(h, x, y)
+            run.keep = h
+            out[f"mkl_{name}"] = Contender(run, lambda y=y: y, name.upper(),
+                                           _nbytes(*arrays) + vec)
+        if "LowerTri" in tensors:
+            packed = tensors["LowerTri"]["data"].copy()
+            y = np.empty(n)
+
+            def tpmv(packed=packed, y=y) -> None:
+                y[:] = x
+                mkl.tpmv_lower(n, packed, y)
+            out["mkl_tpmv"] = Contender(tpmv, lambda y=y: y, "LowerTri", _nbytes(packed) + vec)
+    if gb is not None:
+        gb.ss.config["nthreads"] = threads
+        GA = gb.io.from_scipy_sparse(A)
+        gx = gb.Vector.from_dense(x)
+        gy = gb.Vector(float, n)
+
+        def grb(GA=GA, gx=gx, gy=gy) -> None:
+            gy << GA.mxv(gx, gb.semiring.plus_times)
+        out["graphblas"] = Contender(grb, lambda gy=gy: gy.to_dense(fill_value=0.0), "CSR",
+                                     _nbytes(A.indptr, A.indices, A.data) + vec)
+    return out
+
+
+def run_matrix(name: str, A: sp.csr_matrix, kernels: Kernels, mode: Mode, gb: Any,
+               stream: dict[int, float]) -> list[dict]:
+    x = np.random.default_rng(7).uniform(-1.0, 1.0, A.shape[1])
+    reference = A @ x
+    tensors, skipped = spf_tensors(A)
+    base = {"scale": mode.scale, "matrix": name, "rows": A.shape[0], "cols": A.shape[1],
+            "nnz": A.nnz}
+    rows = [{**base, "threads": "", "contender": f"spf_{fmt}", "format": fmt, "parallel": "",
+             "time_s": "", "runs": "", "bytes": "", "GBps": "", "stream_fraction": "",
+             "status": f"skipped: {why}"} for fmt, why in skipped.items()]
+    for threads in THREADS:
+        cons = contenders(A, x, tensors, kernels, threads, gb)
+        times = time_interleaved({c: v.fn for c, v in cons.items()}, mode.target_s,
+                                 mode.min_runs, mode.max_runs)
+        for c, con in cons.items():
+            np.testing.assert_allclose(con.result(), reference, rtol=1e-9,
+                                       atol=1e-12 * (np.abs(reference).max(initial=0) + 1),
+                                       err_msg=f"{c} on {name}, {threads} threads")
+            t, runs = times[c]
+            gbps = con.nbytes / t / 1e9
+            rows.append({**base, "threads": threads, "contender": c, "format": con.fmt,
+                         "parallel": con.parallel, "time_s": t, "runs": runs,
+                         "bytes": con.nbytes, "GBps": gbps,
+                         "stream_fraction": gbps / stream[threads], "status": "ok"})
+        spf_csr = times.get("spf_CSR", (float("nan"),))[0]
+        line = "  ".join(f"{c} {times[c][0] * 1e3:.3g}" for c in cons)
+        print(f"  {name:18s} {threads} thread{'s' if threads > 1 else ' '} (ms): {line}"
+              f"   [spf_CSR {spf_csr * 1e3:.3g} ms]", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = experiment_parser(__doc__)
+    args = parser.parse_args(argv)
+    mode = MODES["quick" if args.quick else "full"]
+    print(f"SpMV, {mode.scale} suite; STREAM triad ...", flush=True)
+    stream = {t: stream_triad(t, mode.stream_elements, mode.stream_reps) for t in THREADS}
+    print("  STREAM triad: " + ", ".join(f"{t} thread{'s' if t > 1 else ''} {bw:.1f} GB/s"
+                                         for t, bw in stream.items()), flush=True)
+    rows = [{"scale": mode.scale, "matrix": "", "rows": "", "cols": "", "nnz": "",
+             "threads": t, "contender": "stream_triad", "format": "", "parallel": "",
+             "time_s": "", "runs": mode.stream_reps, "bytes": 24 * mode.stream_elements,
+             "GBps": bw, "stream_fraction": 1.0, "status": "ok"} for t, bw in stream.items()]
+    kernels = Kernels.build()
+    gb = graphblas()
+    if gb is None:
+        print("  python-graphblas is not installed: GraphBLAS skipped", flush=True)
+    if mkl.load() is None:
+        print("  the mkl wheel is not installed: MKL skipped", flush=True)
+    inputs = list(matrices(mode.scale, args.matrix))
+    if not args.matrix:
+        inputs.append(("dense_lower", dense_lower(mode.lower_n)))
+    for k, (name, A) in enumerate(inputs, 1):
+        print(f"[{k}/{len(inputs)}] {name}: {A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros",
+              flush=True)
+        rows += run_matrix(name, A, kernels, mode, gb, stream)
+    done = [r for r in rows if r["status"] == "ok" and r["contender"] != "stream_triad"]
+    print_table(done, ["matrix", "threads", "contender", "time_s", "GBps"])
+    print("wrote", write_csv("spmv", rows, args.quick))
+    return rows
+
+
+# --- RESULTS.md ---------------------------------------------------------------------------------
+SAME_FORMAT = {"CSR": ("scipy_csr", "mkl_csr", "graphblas"), "COO": ("scipy_coo", "mkl_coo"),
+               "BCSR": ("scipy_bsr", "mkl_bsr"), "DIA": ("scipy_dia",), "LowerTri": ("mkl_tpmv",),
+               "DCSR": (), "ELL": ()}
+LIBRARIES = ("scipy_csr", "scipy_coo", "scipy_bsr", "scipy_dia", "mkl_csr", "mkl_coo",
+             "mkl_bsr", "mkl_tpmv", "graphblas")
+
+
+def _geomean(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
+
+
+def _cells(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
+    """(scale, matrix, threads) -> contender -> row (timed rows only)."""
+    cells: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        if r["status"] == "ok" and r["contender"] != "stream_triad":
+            cells.setdefault((r["scale"], r["matrix"], int(r["threads"])), {})[r["contender"]] = r
+    return cells
+
+
+def _t(row: dict) -> float:
+    return float(row["time_s"])
+
+
+def _ratio_text(values: list[float]) -> str:
+    return f"{_geomean(values):.2f}x ({len(values)})" if values else "-"
+
+
+def describe(rows: list[dict]) -> str:
+    """Markdown for RESULTS.md: CSR against the libraries and STREAM, every format against
+    spf's CSR and the libraries, where spf loses."""
+    cells = _cells(rows)
+    stream = {int(r["threads"]): float(r["GBps"]) for r in rows
+              if r["contender"] == "stream_triad"}
+    out = ["SpMV `y(i) = A(i,j) * x(j)` with A in each of spf's matrix layouts against scipy, "
+           "MKL (inspector-executor `mkl_sparse_d_mv` after `mkl_sparse_optimize` with an mv "
+           "hint; `cblas_dtpmv` for the packed triangle) and SuiteSparse:GraphBLAS "
+           "(python-graphblas `mxv`), each with its input prebuilt in its own format, the "
+           "same thread count for every contender (scipy is single-threaded: 1-thread rows "
+           "only), median of >= 9 timed calls after a warm-up (calls interleaved), every y "
+           "checked against scipy's. spf on 1 thread: the serial kernel; on 2 threads: the "
+           "kernel built with `parallel=True`. Ratio = contender time / spf time (> 1: spf "
+           "faster). GB/s counts the bytes of the contender's matrix arrays plus x and y once "
+           "(a lower bound of its traffic). STREAM triad (`baselines/stream_triad.c`, same "
+           "flags): " + ", ".join(f"{t} thread{'s' if t > 1 else ''} {bw:.1f} GB/s"
+                                 for t, bw in sorted(stream.items())) + ".", ""]
+    # CSR against the libraries
+    out += ["### CSR", "",
+            "| matrix | nnz | threads | spf_CSR (ms) | GB/s | of STREAM | scipy_csr | mkl_csr "
+            "| graphblas |", "|---|---|---|---|---|---|---|---|---|"]
+    ratios: dict[tuple[int, str], list[float]] = {}
+    fractions: dict[int, list[float]] = {}
+    for (scale, matrix, threads), con in cells.items():
+        if "spf_CSR" not in con:
+            continue
+        s = con["spf_CSR"]
+        fractions.setdefault(threads, []).append(float(s["stream_fraction"]))
+        line = [matrix, s["nnz"], threads, f"{_t(s) * 1e3:.3g}", f"{float(s['GBps']):.1f}",
+                f"{float(s['stream_fraction']) * 100:.0f}%"]
+        for lib in ("scipy_csr", "mkl_csr", "graphblas"):
+            if lib in con:
+                r = _t(con[lib]) / _t(s)
+                ratios.setdefault((threads, lib), []).append(r)
+                line.append(f"{_t(con[lib]) * 1e3:.3g} ({r:.2f}x)")
+            else:
+                line.append("-")
+        out.append("| " + " | ".join(map(str, line)) + " |")
+    out += ["", "| threads | vs scipy_csr | vs mkl_csr | vs graphblas | spf_CSR bandwidth "
+            "of STREAM (median) |", "|---|---|---|---|---|"]
+    for threads in THREADS:
+        fr = fractions.get(threads, [])
+        out.append(f"| {threads} | " + " | ".join(
+            _ratio_text(ratios.get((threads, lib), []))
+            for lib in ("scipy_csr", "mkl_csr", "graphblas"))
+            + f" | {np.median(fr) * 100:.0f}% |" if fr else " | - |")
+    mkl1 = _geomean(ratios.get((1, "mkl_csr"), []))
+    mkl2 = _geomean(ratios.get((2, "mkl_csr"), []))
+    sci = _geomean(ratios.get((1, "scipy_csr"), []))
+    out += ["", f"**Against the targets:** CSR vs MKL {mkl1:.2f}x on 1 thread and {mkl2:.2f}x "
+            f"on 2 (target >= 0.95x: {'met' if min(mkl1, mkl2) >= 0.95 else 'NOT met'}); vs "
+            f"scipy {sci:.2f}x (target >= 1.0x: {'met' if sci >= 1.0 else 'NOT met'}).", ""]
+    # every format
+    out += ["### Every layout", "",
+            "Per layout and thread count, geometric means over the matrices it stores: spf's "
+            "kernel against spf's CSR kernel on the same matrix, against the fastest library "
+            "contender in any format, and against the libraries in the same format.", "",
+            "| layout | threads | matrices | parallel | vs spf_CSR | vs fastest library | "
+            "vs same-format libraries | fastest library faster on |",
+            "|---|---|---|---|---|---|---|---|"]
+    losses = []
+    for fmt in FORMATS:
+        for threads in THREADS:
+            mine = [(k, con) for k, con in cells.items() if k[2] == threads
+                    and f"spf_{fmt}" in con]
+            if not mine:
+                continue
+            vs_csr, vs_best, same, slower = [], [], {}, []
+            for (scale, matrix, _), con in mine:
+                s = _t(con[f"spf_{fmt}"])
+                if "spf_CSR" in con:
+                    vs_csr.append(_t(con["spf_CSR"]) / s)
+                libs = {c: _t(r) for c, r in con.items() if c in LIBRARIES}
+                if libs:
+                    best = min(libs, key=libs.get)
+                    vs_best.append(libs[best] / s)
+                    if libs[best] / s < 0.95:
+                        slower.append(f"{matrix} ({best} {libs[best] / s:.2f}x)")
+                for lib in SAME_FORMAT[fmt]:
+                    if lib in con:
+                        same.setdefault(lib, []).append(_t(con[lib]) / s)
+                        if _t(con[lib]) / s < 0.95:
+                            losses.append((fmt, matrix, threads, lib, _t(con[lib]) / s))
+            par = mine[0][1][f"spf_{fmt}"]["parallel"] if threads > 1 else "-"
+            same_text = ", ".join(f"{lib} {_ratio_text(v)}" for lib, v in same.items()) or "-"
+            out.append(f"| {fmt} | {threads} | {len(mine)} | {par} | {_ratio_text(vs_csr)} | "
+                       f"{_ratio_text(vs_best)} | {same_text} | {', '.join(slower) or '-'} |")
+    skipped = [r for r in rows if str(r["status"]).startswith("skipped")]
+    if skipped:
+        out += ["", "Layouts not run on a matrix (the conversion's padding policy: more than "
+                "75% of the slots would be padding; ELL's slots past 32-bit indices): "
+                + "; ".join(f"{r['contender'][4:]} on {r['matrix']}" for r in skipped) + "."]
+    # all times
+    names = [c for c in [f"spf_{f}" for f in FORMATS] + list(LIBRARIES)
+             if any(c in con for con in cells.values())]
+    out += ["", "### All times (ms)", "", "| matrix | threads | " + " | ".join(names) + " |",
+            "|---|---|" + "---|" * len(names)]
+    for (scale, matrix, threads), con in cells.items():
+        out.append(f"| {matrix} | {threads} | " + " | ".join(
+            f"{_t(con[c]) * 1e3:.3g}" if c in con else "-" for c in names) + " |")
+    if losses:
+        out += ["", "### Where spf is slower than a library in the same layout (ratio < 0.95)",
+                "", "| layout | matrix | threads | library | ratio |", "|---|---|---|---|---|"]
+        out += [f"| {f} | {m} | {t} | {lib} | {r:.2f}x |" for f, m, t, lib, r in losses]
+    out += ["", WHY]
+    return "\n".join(out)
+
+
+# what the measurements above showed and why (kept with the code that produces them)
+WHY = ""
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_PROC_BIND", "false")
+    main()
