@@ -50,8 +50,20 @@ def machine() -> dict[str, str]:
         pass
     return {"cpu": cpu, "cores": str(os.cpu_count()), "python": platform.python_version(),
             "numpy": numpy.__version__, "scipy": scipy.__version__, "islpy": islpy.__version__,
-            "z3": z3.get_version_string(), "mkl": _mkl_version(), "cc": cc_version,
+            "z3": z3.get_version_string(), "mkl": _mkl_version(),
+            "graphblas": _graphblas_version(), "cc": cc_version,
             "date": _dt.date.today().isoformat()}
+
+
+def _graphblas_version() -> str:
+    """python-graphblas and SuiteSparse:GraphBLAS versions ("" when not installed)."""
+    try:
+        import graphblas
+        import suitesparse_graphblas
+    except ImportError:
+        return ""
+    return f"python-graphblas {graphblas.__version__}, SuiteSparse:GraphBLAS " \
+           f"{suitesparse_graphblas.__version__}"
 
 
 def _mkl_version() -> str:

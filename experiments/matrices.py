@@ -4,13 +4,14 @@
     for name, A in suite("quick"): ...        # scipy CSR, float64 values, int32 indices
 
 Structures (issue 7): 2D Laplacian (5-point), 3D Laplacian (7-point), banded with a few dense
-diagonals, random uniform at densities 1e-4 and 1e-3, R-MAT power-law graphs with Graph500
+diagonals, random uniform at densities 1e-5, 1e-4, 1e-3 and 1e-2 (1e-5: mostly empty rows,
+hypersparse), R-MAT power-law graphs with Graph500
 parameters (a=0.57, b=0.19, c=0.19, d=0.05), block-structured (dense 8x8 blocks) and lower
 triangular.  Sizes:
 
 - ``quick``: about 2k rows (a few thousand nonzeros per matrix; the test suite uses these),
 - ``medium``: about 16k-32k rows (nonzeros and vectors mostly inside the last-level cache),
-- ``full``: 250k-300k rows and 1.2M-6.4M nonzeros (15-77 MB per matrix; outside a 32 MB L3).
+- ``full``: 25k-500k rows and 1.3M-6.4M nonzeros (15-77 MB per matrix; outside a 32 MB L3).
 
 Every matrix is canonical CSR (sorted column indices, no duplicates, no explicit zeros) with
 values drawn uniformly from [0.5, 1.5) unless the structure prescribes them (Laplacians).
@@ -154,8 +155,10 @@ _SIZES: dict[str, dict[str, tuple]] = {
     "laplace2d":      {"quick": (45,), "medium": (160,), "full": (512,)},
     "laplace3d":      {"quick": (13,), "medium": (30,), "full": (64,)},
     "banded":         {"quick": (2048,), "medium": (25_000,), "full": (262_144,)},
+    "random_1e-5":    {"quick": (8192,), "medium": (60_000,), "full": (500_000,)},
     "random_1e-4":    {"quick": (2048,), "medium": (25_000,), "full": (250_000,)},
     "random_1e-3":    {"quick": (2048,), "medium": (16_000,), "full": (70_000,)},
+    "random_1e-2":    {"quick": (512,), "medium": (5_000,), "full": (25_000,)},
     "rmat":           {"quick": (11,), "medium": (14,), "full": (18,)},
     "block8":         {"quick": (256,), "medium": (3_000,), "full": (32_768,)},
     "lower_triangular": {"quick": (2048,), "medium": (25_000,), "full": (262_144,)},

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from .common import RESULTS_DIR
 
-MACHINE_COLUMNS = {"cpu", "cores", "python", "numpy", "scipy", "islpy", "z3", "cc", "date"}
+MACHINE_COLUMNS = {"cpu", "cores", "python", "numpy", "scipy", "islpy", "z3", "mkl", "graphblas",
+                   "cc", "date"}
 OUT = Path(__file__).resolve().parent / "RESULTS.md"
 # sections in this order; CSVs of other experiments follow by name
 ORDER = ("codegen_time", "spmv", "spmspv", "spmspm", "ttm", "conversion")
@@ -57,7 +58,9 @@ def main() -> None:
         m = rows[0]
         parts.append(f"Machine: {m.get('cpu')} ({m.get('cores')} cores), {m.get('cc')}, "
                      f"Python {m.get('python')}, numpy {m.get('numpy')}, scipy {m.get('scipy')}, "
-                     f"islpy {m.get('islpy')}, measured {m.get('date')}.")
+                     f"islpy {m.get('islpy')}"
+                     + "".join(f", {m[k]}" for k in ("mkl", "graphblas") if m.get(k))
+                     + f", measured {m.get('date')}.")
         parts.append("")
         try:
             module = importlib.import_module(f"experiments.{name}")

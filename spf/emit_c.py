@@ -649,7 +649,14 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
             w.line(text)
     for text in custom.prologue if custom is not None else ():
         w.line(text)
-    if assembly is None and custom is None and not expr.accumulate:
+    positions = [k for k, lv in enumerate(nest.levels) if lv.var in out_vars]
+    acc_level = max(positions) if positions else -1
+    use_acc = assembly is None and custom is None and \
+        any(lv.kind == "loop" for lv in nest.levels[acc_level + 1:])
+    # each element written once, by a store of its whole sum: no zeroing pass, no re-read
+    store = use_acc and out_use is not None and not expr.accumulate and \
+        _stores_every_element(nest, decisions, acc_level)
+    if assembly is None and custom is None and not expr.accumulate and not store:
         if out_use is None:
             w.line(f"*{out_name} = 0.0;")
         else:
@@ -662,15 +669,11 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
             else:
                 w.line(f"memset({out_name}->{arr}, 0, sizeof(double) * {size});")
 
-    positions = [k for k, lv in enumerate(nest.levels) if lv.var in out_vars]
-    acc_level = max(positions) if positions else -1
-    use_acc = assembly is None and custom is None and \
-        any(lv.kind == "loop" for lv in nest.levels[acc_level + 1:])
     hooks: dict[int, Callable[[_Writer], None]] = {}
     if use_acc:
         def open_acc(w: _Writer) -> None:
             w.line("double spf_acc = 0.0;")
-            w.mark(f"{target} += spf_acc;")
+            w.mark(f"{target} {'=' if store else '+='} spf_acc;")
         hooks[acc_level] = open_acc
     if custom is not None:
         statement = [line.replace("$value", rhs) for line in custom.lines]
@@ -728,7 +731,7 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
             private = [c.state for c in codes if c.choice.algorithm == "seqiter"
                        and not c.choice.array_key and c.choice.init_level > par]
             if parallel_loop == loops[0]:
-                pragma = "#pragma omp parallel for schedule(dynamic,32)"
+                pragma = "#pragma omp parallel for schedule(guided,32)"
             else:     # every thread runs the outer loops; this one's iterations are shared
                 pragmas[loops[0]] = "#pragma omp parallel"
                 pragma = "#pragma omp for schedule(static)"
@@ -818,6 +821,31 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
         signature=signature,
         body="\n".join(body))
     return text
+
+
+def _stores_every_element(nest: LoopNest, decisions: list[Decision], acc_level: int) -> bool:
+    """Whether the loops down to the accumulator's level run every output coordinate exactly
+    once (each output index is one of those loops, over its whole extent, with no guard or
+    find on the way): then the accumulated sum is stored, and the output needs no zeroing."""
+    space = nest.space
+    head = nest.levels[:acc_level + 1]
+    loops = {lv.var: lv for lv in head if lv.kind == "loop"}
+    indices = space.expr.output.indices
+    if len(loops) != len(indices) or any(lv.guards for lv in head) \
+            or any(d.find.level <= acc_level for d in decisions):
+        return False
+    assigned = {lv.var: lv.expr for lv in head if lv.kind == "assign"}
+    covered = set()
+    for idx in indices:
+        expr = Aff.var(idx) if idx in loops else assigned.get(idx)
+        var = next(iter(expr.names()), None) if expr is not None else None
+        if var not in loops or expr != Aff.var(var) or var in covered:
+            return False
+        lv = loops[var]
+        if lv.lower != [(Aff.num(0), 1)] or lv.upper != [(space.extent[idx] - 1, 1)]:
+            return False
+        covered.add(var)
+    return True
 
 
 def write_levels(w: _Writer, nest: LoopNest, names: CNames, used: set[str],

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SPMV = "y(i) = A(i,j) * x(j)"
 TTM = "C(i,j,l) = A(i,j,k) * B(k,l)"
 DOT = "v = A(i) * B(i)"
-PRAGMA = "#pragma omp parallel for schedule(dynamic,32)"
+PRAGMA = "#pragma omp parallel for schedule(guided,32)"
 
 # The documented JSON format (README.md, "Analysis JSON").
 TOP_KEYS = ["version", "kernel", "output", "loops", "parallel_loop", "parallel_reason",

@@ -4,10 +4,10 @@ and 4 OpenMP threads, equals the serial kernel and numpy.
 - Families: sparse dot and three-way dot (SV variants and DenseVector), SpMV over every matrix
   layout, SpMSpV with every SV variant, SpMSpM over every pair of {COO, CSR, DCSR, BCSR,
   LowerTri}, TTV/TTM on CSF and DenseTensor3 (three-way dots are sampled).
-- Inputs are large enough for several ``schedule(dynamic,32)`` chunks (300 rows, vectors of
+- Inputs are large enough for several ``schedule(guided,32)`` chunks (300 rows, vectors of
   3000) plus empty / one-nonzero / zero-size edge cases; SpMSpV gets a vector with a handful of
   nonzeros and a dense-ish one, so both branches of the run-time SeqIter / HashMap choice run.
-- The generated C: the expected loop carries ``#pragma omp parallel for schedule(dynamic,32)``,
+- The generated C: the expected loop carries ``#pragma omp parallel for schedule(guided,32)``,
   scalar outputs add ``reduction(+:spf_acc)``, every SeqIter state used inside a parallel loop
   and declared outside it is ``private(...)``, hash maps are built before the parallel region
   (never inside it), and scatter kernels (CSC, COO SpMV ...) get no pragma; DIA SpMV shares out the rows of
@@ -42,7 +42,7 @@ TTV = "y(i,j) = A(i,j,k) * x(k)"
 TTM = "C(i,j,l) = A(i,j,k) * B(k,l)"
 
 THREADS = (1, 2, 4)
-PRAGMA = "#pragma omp parallel for schedule(dynamic,32)"
+PRAGMA = "#pragma omp parallel for schedule(guided,32)"
 VECTORS = ["SV", "SV_unsorted", "SV_decreasing", "DenseVector"]
 SPARSE_VECTORS = ["SV", "SV_unsorted", "SV_decreasing"]
 MATRICES = ["CSR", "CSC", "COO", "SortedCOO", "DCSR", "BCSR", "ELL", "DIA", "LowerTri",
@@ -458,16 +458,20 @@ def test_omp_num_threads_environment(tmp_path):
     assert proc.stdout.strip() == "3"
 
 
-def test_parallel_kernel_zeroes_a_passed_output():
-    """'=' overwrites: a parallel kernel zeroes the whole output (with all threads), also the
-    rows no thread writes."""
+@pytest.mark.parametrize("layout", ["CSR", "DCSR"])
+def test_parallel_kernel_zeroes_a_passed_output(layout):
+    """'=' overwrites: a parallel kernel zeroes the whole output (with all threads) where some
+    rows are not written (DCSR stores only nonempty rows); CSR's row loop runs every row once
+    and stores each row's whole sum, so it needs no zeroing pass."""
     m = sp.random(500, 300, density=0.01, format="csr", random_state=3)
     m = sp.csr_matrix(m.toarray() * (np.arange(500) % 3 != 0)[:, None])   # empty rows
     x = np.random.default_rng(4).random(300)
-    f = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, parallel=True).compile()
-    assert "#pragma omp parallel for schedule(static)" in f.source
+    f = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": layout}, parallel=True).compile()
+    zeroes = "#pragma omp parallel for schedule(static)" in f.source
+    assert zeroes == (layout == "DCSR")
+    assert ("y->data[y_p0] = spf_acc;" in f.source) == (layout == "CSR")
     for threads in (1, 2, 4):
         f.set_num_threads(threads)
         y = np.full(500, np.nan)
-        f(A=spf.Tensor.from_scipy("CSR", m), x=x, y=y)
+        f(A=spf.Tensor.from_scipy(layout, m), x=x, y=y)
         np.testing.assert_allclose(y, m @ x, rtol=1e-12, atol=0)

@@ -28,7 +28,7 @@ DOT = "v = A(i) * B(i)"
 SPMV = "y(i) = A(i,j) * x(j)"
 SPMSPM = "C(i,j) = A(i,k) * B(k,j)"
 TTM = "C(i,j,l) = A(i,j,k) * B(k,l)"
-PRAGMA = "#pragma omp parallel for schedule(dynamic,32)"
+PRAGMA = "#pragma omp parallel for schedule(guided,32)"
 THREADS = (1, 2, 4)
 
 

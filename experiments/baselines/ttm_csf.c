@@ -22,7 +22,7 @@ void ttm_dense(int32_t n0, const int32_t *restrict idx0, const int32_t *restrict
     #pragma omp parallel for schedule(static)
     for (int64_t z = 0; z < c_size; ++z)
         C[z] = 0.0;
-    #pragma omp parallel for schedule(dynamic,32)
+    #pragma omp parallel for schedule(guided,32)
     for (int p0 = 0; p0 < n0; ++p0) {
         const int64_t i = idx0[p0];
         for (int p1 = ptr1[p0]; p1 < ptr1[p0 + 1]; ++p1) {
@@ -41,7 +41,7 @@ void ttm_fibres(int32_t n0, const int32_t *restrict ptr1, const int32_t *restric
                 const int32_t *restrict idx2, const double *restrict val, int32_t R,
                 const double *restrict B, double *restrict C)
 {
-    #pragma omp parallel for schedule(dynamic,32)
+    #pragma omp parallel for schedule(guided,32)
     for (int p0 = 0; p0 < n0; ++p0) {
         for (int p1 = ptr1[p0]; p1 < ptr1[p0 + 1]; ++p1) {
             double *restrict c = C + (int64_t)p1 * R;
