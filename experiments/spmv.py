@@ -425,7 +425,7 @@ WHY = """**Why spf wins and loses where it does.**
   2-2.5x faster there. spf keeps the order: its results are bit-for-bit those of the serial
   summation, also on 2 threads (each row stays with one thread).
 - *Short rows, 1 thread (Laplacians, banded: 5-9 entries per row).* MKL's CSR after
-  `mkl_sparse_optimize` is about 1.5x faster than spf's and scipy's textbook loop; what the
+  `mkl_sparse_optimize` is 1.2-1.6x faster than spf's and scipy's textbook loop; what the
   inspector does to the matrix is not visible, so the reason is not established here.  spf's
   DIA kernel (no index arrays, contiguous diagonals) is faster than both on these matrices.
 - *2 threads.* The row-parallel kernels use `schedule(guided,32)` (large contiguous runs first,
