@@ -141,7 +141,7 @@ class _Dependences:
 def analyze(nest: LoopNest, parallel: bool = False) -> Analysis:
     """Dependences carried by each loop and the parallel loop: the outermost one carrying no
     dependence (an inner one is shared out among threads that all run the loops outside it,
-    unless it is a pointer-array segment, too short per instance)."""
+    unless its instances are short: a pointer-array segment or a constant trip count)."""
     expr = nest.space.expr
     deps = _Dependences(nest)
     output = str(expr.output) + (" (accumulated with +=)" if expr.accumulate else
