@@ -17,6 +17,22 @@ from typing import Callable, Iterable, Mapping
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
+def geomean(values: "Iterable[float]") -> float:
+    """Geometric mean (NaN for no values)."""
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def graphblas(threads: int = 1):
+    """The ``graphblas`` module set to ``threads`` threads, or None when it is not installed."""
+    try:
+        import graphblas as gb
+    except ImportError:
+        return None
+    gb.ss.config["nthreads"] = threads
+    return gb
+
+
 def median_time(fn: Callable[[], object], runs: int, warmup: int = 1) -> float:
     """Median wall time of ``fn()`` in seconds over ``runs`` runs after ``warmup`` calls."""
     for _ in range(warmup):

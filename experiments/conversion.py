@@ -32,7 +32,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import ctypes
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -44,7 +43,7 @@ import spf
 from spf.runtime import build_library, load_library
 
 from . import mkl
-from .common import experiment_parser, print_table, time_interleaved, write_csv
+from .common import experiment_parser, geomean, print_table, time_interleaved, write_csv
 from .matrices import matrices
 
 BLOCK = 8
@@ -239,10 +238,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     return rows
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
 def describe(rows: list[dict]) -> str:
     """Markdown for RESULTS.md: per pair, each library route's time / spf's time (geomean),
     the best route's per matrix, and the issue's targets."""
@@ -274,8 +269,8 @@ def describe(rows: list[dict]) -> str:
         per = {lib: {r["matrix"]: float(r["ratio_vs_spf"]) for r in mine
                      if r["contender"] == lib} for lib in libs}
         best = {m: min(per[lib][m] for lib in libs if m in per[lib]) for m in spf_rows}
-        geo = {lib: _geomean(list(v.values())) for lib, v in per.items()}
-        geo["best"] = _geomean(list(best.values()))
+        geo = {lib: geomean(list(v.values())) for lib, v in per.items()}
+        geo["best"] = geomean(list(best.values()))
         routes = ", ".join(f"{lib} {geo[lib]:.2f}x" for lib in libs)
         src, dst = pair.split("->")
         targets = TARGETS.get((src, dst), {})

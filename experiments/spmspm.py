@@ -74,7 +74,8 @@ import scipy.sparse as sp
 
 import spf
 
-from .common import experiment_parser, prepared_call, print_table, time_interleaved, write_csv
+from .common import (experiment_parser, geomean, graphblas, prepared_call, print_table,
+                     time_interleaved, write_csv)
 from .matrices import _canonical, dense_lower, matrices, suite
 
 EXPR = "C(i,j) = A(i,k) * B(k,j)"
@@ -200,16 +201,6 @@ def check(label: str, got: sp.csr_matrix, reference: sp.csr_matrix,
 
 
 # --- contenders ------------------------------------------------------------------------------
-def graphblas():
-    """The ``graphblas`` module set to one thread, or None when it is not installed."""
-    try:
-        import graphblas as gb
-    except ImportError:
-        return None
-    gb.ss.config["nthreads"] = 1
-    return gb
-
-
 @dataclass
 class Contenders:
     csr: Any                                            # CompiledKernel, C in CSR
@@ -483,10 +474,6 @@ def _num(v: object) -> float | None:
         return None
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g}"
 
@@ -577,7 +564,7 @@ def describe(rows: list[dict]) -> str:
             ratios = [float(c[o]["median_s"]) / float(c[PEER[o]]["median_s"])
                       for c in group if _num(c.get(o, {}).get("median_s"))
                       and _num(c.get(PEER[o], {}).get("median_s"))]
-            vals.append(f"{_geomean(ratios):.2f}x ({len(ratios)})" if ratios else "-")
+            vals.append(f"{geomean(ratios):.2f}x ({len(ratios)})" if ratios else "-")
         label = [scale or "**all**", str(len(group))]
         lines.append("| " + " | ".join(label + vals) + " |")
 
@@ -585,7 +572,7 @@ def describe(rows: list[dict]) -> str:
              for c in cells.values() if _num(c.get("scipy", {}).get("median_s"))]
     if cross:
         lines += ["", f"scipy's unsorted `A @ B` against spf_csr's sorted output (not the same "
-                  f"output; for reference): geomean {_geomean(cross):.2f}x over {len(cross)} "
+                  f"output; for reference): geomean {geomean(cross):.2f}x over {len(cross)} "
                   f"inputs, {min(cross):.2f}x-{max(cross):.2f}x."]
 
     # where spf loses against a library producing the same kind of output

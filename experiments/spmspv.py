@@ -54,7 +54,8 @@ import scipy.sparse as sp
 import spf
 from spf.runtime import BASE_FLAGS, build_library, load_library
 
-from .common import experiment_parser, prepared_call, print_table, time_interleaved, write_csv
+from .common import (experiment_parser, geomean, graphblas, prepared_call, print_table,
+                     time_interleaved, write_csv)
 from .matrices import matrices
 
 EXPR = "y(i) = A(i,j) * x(j)"
@@ -156,12 +157,7 @@ class Contenders:
     @classmethod
     def build(cls) -> "Contenders":
         kernels, missing, build_s = build_kernels()
-        try:
-            import graphblas as gb
-            gb.ss.config["nthreads"] = 1
-        except ImportError:
-            gb = None
-        return cls(kernels, missing, build_s, merge_functions(), gb)
+        return cls(kernels, missing, build_s, merge_functions(), graphblas())
 
 
 def run_matrix(scale: str, name: str, A_sp: sp.csr_matrix, densities, con: Contenders,
@@ -270,10 +266,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 # --- reporting -------------------------------------------------------------------------------
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
 def _speedups(rows: list[dict], contender: str, density: float | None = None,
               scale: str | None = None, column: str = "speedup_vs_merge") -> list[float]:
     return [float(r[column]) for r in rows
@@ -330,7 +322,7 @@ def plot(rows: list[dict], path: Path) -> None:
     for si, scale in enumerate(_scales(rows)):
         n_matrices = len({r["matrix"] for r in rows if r["scale"] == scale})
         for c, (color, m) in styles.items():
-            pts = [(d, _geomean(s)) for d in densities
+            pts = [(d, geomean(s)) for d in densities
                    if len(s := _speedups(rows, c, d, scale)) >= min(3, n_matrices)]
             if pts:
                 left.plot(*zip(*pts), marker=m, color=color, ls=("-", "--", ":")[si % 3],
@@ -391,14 +383,14 @@ def describe(rows: list[dict]) -> str:
             if not n_cells:
                 continue
             cells = [scale or "both", "all" if d is None else f"{d:g}", str(n_cells)]
-            cells += [f"{_geomean(s):.2f}x" if (s := _speedups(rows, c, d, scale)) else "-"
+            cells += [f"{geomean(s):.2f}x" if (s := _speedups(rows, c, d, scale)) else "-"
                       for c in cols]
             if d is None:   # summary rows in bold
                 cells = [f"**{v}**" for v in cells]
             lines.append("| " + " | ".join(cells) + " |")
     seq_all, auto_all = _speedups(rows, "seqiter"), _speedups(rows, "auto")
     if seq_all and auto_all:
-        gs, ga = _geomean(seq_all), _geomean(auto_all)
+        gs, ga = geomean(seq_all), geomean(auto_all)
         lines += ["", f"**Against the targets:** SeqIter {gs:.2f}x "
                       f"({'meets' if gs >= 1.3 else 'misses'} >= 1.3x), Auto {ga:.2f}x "
                       f"({'meets' if ga >= 2 else 'misses'} >= 2x) over the Fig. 10(b) merge."]
@@ -414,7 +406,7 @@ def describe(rows: list[dict]) -> str:
               "|---|" + "---|" * len(refs)]
     for d in densities + [None]:
         label = "**all**" if d is None else f"{d:g}"
-        vals = [f"{_geomean(s):.2f}x ({len(s)})" if (s := _ratios(rows, a, b, d)) else "-"
+        vals = [f"{geomean(s):.2f}x ({len(s)})" if (s := _ratios(rows, a, b, d)) else "-"
                 for a, b in refs]
         lines.append(f"| {label} | " + " | ".join(vals) + " |")
     lines += ["", _analysis(rows)]

@@ -39,7 +39,8 @@ import spf
 from spf.runtime import compiler
 
 from . import mkl
-from .common import experiment_parser, prepared_call, print_table, time_interleaved, write_csv
+from .common import (experiment_parser, geomean, graphblas, prepared_call, print_table,
+                     time_interleaved, write_csv)
 from .matrices import dense_lower, matrices
 
 SPMV = "y(i) = A(i,j) * x(j)"
@@ -123,15 +124,6 @@ class Kernels:
             loop[fmt] = k.parallel_loop or ""
             parallel[fmt] = k.compile() if has[fmt] else serial[fmt]
         return cls(serial, parallel, has, loop)
-
-
-def graphblas():
-    """The ``graphblas`` module, or None when it is not installed."""
-    try:
-        import graphblas as gb
-    except ImportError:
-        return None
-    return gb
 
 
 @dataclass
@@ -283,10 +275,6 @@ LIBRARIES = ("scipy_csr", "scipy_coo", "scipy_bsr", "scipy_dia", "mkl_csr", "mkl
              "mkl_bsr", "mkl_tpmv", "graphblas")
 
 
-def _geomean(values: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
-
-
 def _cells(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
     """(scale, matrix, threads) -> contender -> row (timed rows only)."""
     cells: dict[tuple, dict[str, dict]] = {}
@@ -301,7 +289,7 @@ def _t(row: dict) -> float:
 
 
 def _ratio_text(values: list[float]) -> str:
-    return f"{_geomean(values):.2f}x ({len(values)})" if values else "-"
+    return f"{geomean(values):.2f}x ({len(values)})" if values else "-"
 
 
 def describe(rows: list[dict]) -> str:
@@ -351,9 +339,9 @@ def describe(rows: list[dict]) -> str:
             _ratio_text(ratios.get((threads, lib), []))
             for lib in ("scipy_csr", "mkl_csr", "graphblas"))
             + f" | {np.median(fr) * 100:.0f}% |" if fr else " | - |")
-    mkl1 = _geomean(ratios.get((1, "mkl_csr"), []))
-    mkl2 = _geomean(ratios.get((2, "mkl_csr"), []))
-    sci = _geomean(ratios.get((1, "scipy_csr"), []))
+    mkl1 = geomean(ratios.get((1, "mkl_csr"), []))
+    mkl2 = geomean(ratios.get((2, "mkl_csr"), []))
+    sci = geomean(ratios.get((1, "scipy_csr"), []))
     out += ["", f"**Against the targets:** CSR vs MKL {mkl1:.2f}x on 1 thread and {mkl2:.2f}x "
             f"on 2 (target >= 0.95x: {'met' if min(mkl1, mkl2) >= 0.95 else 'NOT met'}); vs "
             f"scipy {sci:.2f}x (target >= 1.0x: {'met' if sci >= 1.0 else 'NOT met'}).", ""]

@@ -27,7 +27,7 @@ import numpy as np
 import spf
 from spf.runtime import build_library, load_library
 
-from .common import prepared_call, print_table, time_interleaved, write_csv
+from .common import geomean, prepared_call, print_table, time_interleaved, write_csv
 from .tensors import load_frostt, suite
 
 TTM = "C(i,j,l) = A(i,j,k) * B(k,l)"
@@ -147,10 +147,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     return rows
 
 
-def _geomean(values: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
-
-
 def describe(rows: list[dict]) -> str:
     """Markdown for RESULTS.md."""
     cells: dict[tuple, dict[str, float]] = {}
@@ -191,9 +187,9 @@ def describe(rows: list[dict]) -> str:
               "(spf_parallel) | 2-thread speedup |", "|---|---|---|---|"]
     for output in ("dense", "fibres"):
         if output in speedups:
-            lines.append(f"| {output} | {_geomean(ratios[output, 1]):.2f}x | "
-                         f"{_geomean(ratios[output, 2]):.2f}x | "
-                         f"{_geomean(speedups[output]):.2f}x |")
+            lines.append(f"| {output} | {geomean(ratios[output, 1]):.2f}x | "
+                         f"{geomean(ratios[output, 2]):.2f}x | "
+                         f"{geomean(speedups[output]):.2f}x |")
     lines += ["", WHY]
     return "\n".join(lines)
 
