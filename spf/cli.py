@@ -80,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="name of the generated C function (default spf_convert)")
     conv.add_argument("--report", action="store_true",
                       help="also print how the destination is assembled and why")
+    _index_type_argument(conv)
 
     demo = sub.add_parser("demo", help="generate, compile and run SpMSpV and SpMV, check "
                           "against scipy")
@@ -112,6 +113,13 @@ def _kernel_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--tile", action="append", default=[], metavar="VAR=SIZE",
                      help="strip-mine loop VAR (e.g. A.pi=256) into tiles of SIZE; the tile "
                      "loop is VAR_tile, e.g. A.pi_tile in --order (repeatable)")
+    _index_type_argument(cmd)
+
+
+def _index_type_argument(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--index-type", choices=("int32", "int64"),
+                     help="width of index arrays, sizes and loop indices (default int32; "
+                     "int64 for tensors with more than 2**31 - 1 entries or positions)")
 
 
 def _version() -> str:
@@ -250,6 +258,8 @@ def _build_kernel(args: argparse.Namespace, parser: argparse.ArgumentParser):
         options["find"] = args.find
     if tile:
         options["tile"] = tile
+    if args.index_type:
+        options["index_type"] = args.index_type
     return Kernel(expr, layouts, order=args.order, bounds=args.bounds, params=params,
                   parallel=args.parallel, **options)
 
@@ -268,7 +278,8 @@ def cmd_convert(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             parser.error(f"--param expects PARAM=INT, got {text!r}")
         params[key.strip()] = int(value)
     keep = True if args.keep_zeros else False if args.drop_zeros else None
-    conv = Conversion(args.src, args.dst, name=args.name, keep_zeros=keep, **params)
+    conv = Conversion(args.src, args.dst, name=args.name, keep_zeros=keep,
+                      index_type=args.index_type, **params)
     return _write_source(args, conv.c_source(), conv.report)
 
 

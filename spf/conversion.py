@@ -30,10 +30,9 @@ from . import emit_c, runtime
 from .placement import (ANALYSIS_PARAMS, FILL_PARAMS, Placement, aff_range, aff_text,
                         placement_of, statements)
 from .storage import Storage, storage_or_none
-from .tensor import Tensor
+from .tensor import Tensor, index_max
 
 _INDICES = "ijklmnop"
-_INT32_MAX = 2 ** 31 - 1
 
 
 class Conversion:
@@ -47,8 +46,12 @@ class Conversion:
     """
 
     def __init__(self, src: "str | Layout", dst: "str | Layout", *, name: str = "spf_convert",
-                 keep_zeros: "bool | None" = None, allow_padding: bool = False, **params: int):
-        self.src, self.dst = _bind(src, dst, params)
+                 keep_zeros: "bool | None" = None, allow_padding: bool = False,
+                 index_type: str | None = None, **params: int):
+        src_lay, dst_lay = _bind(src, dst, params)
+        width = index_type or src_lay.index_type       # a Layout object brings its own
+        self.src, self.dst = src_lay.with_index_type(width), dst_lay.with_index_type(width)
+        self.index_type = width
         if self.src.order != self.dst.order:
             raise SpecError(f"cannot convert {self.src.name} (order {self.src.order}) to "
                             f"{self.dst.name} (order {self.dst.order}): the orders differ",
@@ -67,7 +70,7 @@ class Conversion:
             dst = dense_layout(self.dst.order)          # the loops only: a stand-in output
         self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": dst}, name=name,
                              drop_zeros=not self.keep_zeros and not dense_dst
-                             and self.placement is None)
+                             and self.placement is None, index_type=width)
         self._source: str | None = None
 
     def c_source(self) -> str:
@@ -184,6 +187,7 @@ class _Placed:
 
     def __call__(self, tensor: Tensor) -> Tensor:
         conv, pl = self.conversion, self.conversion.placement
+        width = conv.index_type
         if not isinstance(tensor, Tensor) or tensor.layout != conv.src:
             raise ArgumentError(f"a conversion from {conv.src.name} takes an spf.Tensor in "
                                 f"{conv.src.name}, got "
@@ -204,7 +208,7 @@ class _Placed:
         stride = 1 << max(span - 1, 0).bit_length()      # group * stride + key: shifts, no division
         while True:
             present = np.zeros(max(span, 1) if rk and not pl.grouped else 1, np.uint8)
-            count = np.zeros(max(groups, 1), np.int32)
+            count = np.zeros(max(groups, 1), width)
             entries = np.zeros(1, np.int64)
             keys = np.empty(max(capacity, 1), np.int64)
             if self.analysis(_ptr(present), _ptr(count), _ptr(entries), _ptr(keys),
@@ -216,12 +220,12 @@ class _Placed:
                 break
             capacity = n
         fields: dict[str, Any] = {}
-        rank = np.empty(max(span, 1), np.int32)      # read only at the keys present
+        rank = np.empty(max(span, 1), width)      # read only at the keys present
         pos = np.zeros(1, np.int64)
         if rk and rk.pointer:
             n_groups = math.prod(bound[p] for p in rk.group)
-            ptr = np.zeros(n_groups + 1, np.int32)
-            values = np.empty(max(n, 1), np.int32)
+            ptr = np.zeros(n_groups + 1, width)
+            values = np.empty(max(n, 1), width)
             pos = np.empty(max(n, 1), np.int64)
             if self.rank(ctypes.c_int64(n), _ptr(keys), ctypes.c_int64(n_groups),
                          ctypes.c_int(stride.bit_length() - 1), ctypes.c_int(rk.descending),
@@ -229,20 +233,21 @@ class _Placed:
                 raise MemoryError(f"{conv.name}: out of memory ranking {rk.uf}'s keys")
             values = values[:ptr[-1]]
             fields[rk.pointer] = ptr
-            fields[rk.uf] = ((values + kmin) * rk.unit).astype(np.int32)
+            fields[rk.uf] = ((values + kmin) * rk.unit).astype(width)
             bound[rk.index] = int(ptr[-1])
         elif rk:
             found = np.flatnonzero(present[:span])
             found = found[::-1] if rk.descending else found
-            rank[found] = np.arange(len(found), dtype=np.int32)
+            rank[found] = np.arange(len(found), dtype=width)
             bound[rk.index] = int(len(found))
-            fields[rk.uf] = ((found + kmin) * rk.unit).astype(np.int32)
+            fields[rk.uf] = ((found + kmin) * rk.unit).astype(width)
         if pl.slot:
             bound[pl.slot.index] = int(count.max()) if groups else 0
         slots = math.prod(bound[p] for p in pl.value)
-        if slots > _INT32_MAX:
-            raise ArgumentError(f"{pl.layout.name} would need {slots} slots, more than 32-bit "
-                                "indices can address")
+        if slots > index_max(pl.layout):
+            raise ArgumentError(f"{pl.layout.name} would need {slots} slots, more than "
+                                f"index_type={width!r} can address"
+                                + ("; use index_type='int64'" if width == "int32" else ""))
         if slots > 4 * n and not conv.allow_padding:
             raise ArgumentError(
                 f"{pl.layout.name} would store {n} entries in {slots} slots "
@@ -254,10 +259,10 @@ class _Placed:
         for p in order:
             if isinstance(pl.bounds[p], str):
                 fields[pl.bounds[p]] = bound[p]
-        slot_arr = np.zeros(1, np.int32)
+        slot_arr = np.zeros(1, width)
         if pl.slot:
             slot_arr = np.full(max(math.prod(bound[a] for a in pl.slot.args), 1),
-                               pl.slot.fill, np.int32)
+                               pl.slot.fill, width)
             fields[pl.slot.uf] = slot_arr[:math.prod(bound[a] for a in pl.slot.args)]
         data = np.zeros(max(slots, 1))
         fields[lay.value.array] = data[:slots]

@@ -57,7 +57,7 @@ def declare(w, plan: AssemblyPlan, names, kernel: str, target: str) -> None:
     if plan.mode == "bucket":
         level = plan.storage.levels[1]
         w.line("int spf_status = 0;")
-        w.line(f"int32_t *restrict spf_next = {plan.output.name}->{level.pointer};   "
+        w.line(f"spf_index_t *restrict spf_next = {plan.output.name}->{level.pointer};   "
                "/* (zeroed) counts, then per bucket the next free position */")
         return
     if target == "output":
@@ -112,7 +112,7 @@ def statement(plan: AssemblyPlan, rhs: str, kernel: str, target: str) -> list[st
     if plan.mode == "bucket":
         level = plan.storage.levels[1]
         return [f"const int64_t spf_q = spf_next[{plan.key[0]}]++;",
-                f"{out}->{level.coords[0][1]}[spf_q] = (int32_t){plan.key[1]};",
+                f"{out}->{level.coords[0][1]}[spf_q] = (spf_index_t){plan.key[1]};",
                 f"{out}->{plan.storage.value_array}[spf_q] = {rhs};"]
     if plan.mode == "sort":
         stream = "&spf_entries" if target == "output" else out
@@ -151,7 +151,7 @@ def finish(w, plan: AssemblyPlan, kernel: str, target: str) -> None:
         if plan.bucket_sorted and plan.unique:   # segments are final: only the pointers
             w.line(f"{out}_size[1] = spf_next[spf_ext[0]];")
             w.line("/* spf_next[b] is now where bucket b ends: shift to pointers */")
-            w.line("memmove(spf_next + 1, spf_next, sizeof(int32_t) * (size_t)spf_ext[0]);")
+            w.line("memmove(spf_next + 1, spf_next, sizeof(spf_index_t) * (size_t)spf_ext[0]);")
             w.line("spf_next[0] = 0;")
             return
         sort = "0" if plan.bucket_sorted else "1"
@@ -281,9 +281,9 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
             lines += [f"        if (c->next{k} >= c->cap{k})", f"            return {CAPACITY};",
                       f"        c->pos{k} = c->next{k}++;"]
             for m, (_, arr) in zip(coords, lv.coords):
-                lines.append(f"        out->{arr}[c->pos{k}] = (int32_t)c{m};")
+                lines.append(f"        out->{arr}[c->pos{k}] = (spf_index_t)c{m};")
             if lv.pointer:
-                lines.append(f"        out->{lv.pointer}[{parent} + 1] = (int32_t)c->next{k};")
+                lines.append(f"        out->{lv.pointer}[{parent} + 1] = (spf_index_t)c->next{k};")
         lines.append("    }")
     lines += [f"    out->{storage.value_array}[c->pos{n_levels - 1}] = val;", "    return 0;",
               "}", ""]
@@ -333,10 +333,10 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
                 f"        if (local.next{k} + n - 1 > local.cap{k}) {{",
                 f"            status = {CAPACITY};",
                 "        } else {",
-                f"            int32_t *restrict crd = out->{last.coords[0][1]} + local.next{k} - 1;",
+                f"            spf_index_t *restrict crd = out->{last.coords[0][1]} + local.next{k} - 1;",
                 f"            double *restrict dst = out->{storage.value_array} + local.next{k} - 1;",
                 "            for (int64_t t = 1; t < n; ++t) {",
-                f"                crd[t] = (int32_t)({crd});",
+                f"                crd[t] = (spf_index_t)({crd});",
                 "                dst[t] = val[list[t]];",
                 "            }",
                 f"            local.next{k} += n - 1;",
@@ -344,7 +344,7 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
             if last.pointer:
                 parent = f"local.pos{k - 1}" if k else "0"
                 lines.append(f"            out->{last.pointer}[{parent} + 1] = "
-                             f"(int32_t)local.next{k};")
+                             f"(spf_index_t)local.next{k};")
             lines += ["        }", "    }"]
         else:
             lines += ["    for (int64_t t = 0; t < n && !status; ++t)",

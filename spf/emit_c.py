@@ -14,6 +14,7 @@ from typing import Callable
 from . import emit_assembly
 from . import index_expr as ie
 from .assembly import AssemblyPlan
+from .errors import SpecError
 from .iteration_space import IterationSpace, TensorUse
 from .layout import Layout
 from .scan import LoopNest
@@ -21,7 +22,8 @@ from .synthesis import Choice, Decision, cost_model
 from .terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, format_sum
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
-C_TYPES = {"int": "int32_t", "double": "double"}
+C_TYPES = {"int": "spf_index_t", "double": "double"}
+INDEX_C = "spf_index_t"      # typedef'd per file to int32_t or int64_t (the layouts' index_type)
 
 _HELPERS = {
     "spf_min": "static inline int64_t spf_min(int64_t a, int64_t b) { return a < b ? a : b; }",
@@ -274,9 +276,9 @@ class _FindCode:
         c = self.choice
         if c.algorithm == "seqiter":
             if c.array_key:
-                w.line(f"int32_t *{self.state} = NULL;")
+                w.line(f"spf_index_t *{self.state} = NULL;")
             else:
-                w.line(f"int {self.state} = 0;")
+                w.line(f"spf_index_t {self.state} = 0;")
         elif c.algorithm == "hashmap":
             w.line(f"spf_hash {self.table} = {{0}};")
 
@@ -284,7 +286,7 @@ class _FindCode:
         if self.choice.algorithm == "seqiter" and self.choice.array_key:
             extent = self.names.aff(self.choice.key_extent)
             self.names.helpers.add("spf_max")
-            w.line(f"{self.state} = malloc(sizeof(int32_t) * (size_t)spf_max(1, {extent}));")
+            w.line(f"{self.state} = malloc(sizeof(spf_index_t) * (size_t)spf_max(1, {extent}));")
             w.line(f"if (!{self.state})")
             w.line("    goto spf_out_of_memory;")
 
@@ -302,7 +304,7 @@ class _FindCode:
                 extent = self.names.aff(c.key_extent)
                 bound = self.decision.find.lo if c.direction > 0 else self.decision.find.hi
                 first = self.names.aff(bound.substitute({c.array_key: Aff.var("spf_t")}))
-                w.line(f"for (int spf_t = 0; spf_t < {extent}; ++spf_t)")
+                w.line(f"for (spf_index_t spf_t = 0; spf_t < {extent}; ++spf_t)")
                 w.line(f"    {self.state}[spf_t] = {first};")
             else:
                 w.line(f"{self.state} = {start};")
@@ -325,7 +327,7 @@ class _FindCode:
                 # a value that no match can have (e.g. ELL padding) must not index the array
                 w.open(f"if ({c.array_key} >= 0 && {c.array_key} < "
                        f"{self.names.aff(c.key_extent)}) {{")
-                w.line(f"int {cur} = {self.state}[{c.array_key}];")
+                w.line(f"spf_index_t {cur} = {self.state}[{c.array_key}];")
             w.block(_render("find_seqiter.c", comment=comment, in_range=self.in_range(cur),
                             advance=self.advance(cur), step=f"{step}{cur}"))
             if c.array_key:
@@ -568,7 +570,7 @@ def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
         if assembly is not None and acc is expr.output:
             layouts.setdefault(assembly.output.layout.key, assembly.output.layout)
             if histogram:
-                params.append("int32_t *restrict spf_hist")
+                params.append("spf_index_t *restrict spf_hist")
             elif count:
                 params.append("int64_t *restrict spf_bound")
             elif target == "stream":
@@ -816,11 +818,21 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
                 (TEMPLATE_DIR / file).read_text().rstrip()
     text = template("kernel.c").substitute(
         header="\n".join(f" * {h}" if h else " *" for h in header_lines),
+        index_type=index_type_of(layouts),
         helpers=("\n" + helper_text + "\n") if helper_text else "",
         structs=structs + ("\n" if structs else ""),
         signature=signature,
         body="\n".join(body))
     return text
+
+
+def index_type_of(layouts: list[Layout]) -> str:
+    """The one index width of ``layouts`` (``"int32"`` when there are none)."""
+    widths = {lay.index_type for lay in layouts} or {"int32"}
+    if len(widths) > 1:
+        raise SpecError("layouts of one kernel must share an index_type, got "
+                        + ", ".join(f"{lay.name}: {lay.index_type}" for lay in layouts))
+    return widths.pop()
 
 
 def _stores_every_element(nest: LoopNest, decisions: list[Decision], acc_level: int) -> bool:
@@ -883,9 +895,9 @@ def write_levels(w: _Writer, nest: LoopNest, names: CNames, used: set[str],
                 hi = _bound(names, lv.upper, upper=True)
                 if lv.var in pragmas:
                     w.line(pragmas[lv.var])
-                w.open(f"for (int {lv.var} = {lo}; {lv.var} < {hi}; ++{lv.var}) {{")
+                w.open(f"for (spf_index_t {lv.var} = {lo}; {lv.var} < {hi}; ++{lv.var}) {{")
         elif lv.kind == "assign" and lv.var in used:
-            w.line(f"const int {lv.var} = {names.aff(lv.expr)};")
+            w.line(f"const spf_index_t {lv.var} = {names.aff(lv.expr)};")
         guards = [g for g in lv.guards
                   if not any(_is_key_guard(g, call, e) for call, e in key_guards[k])]
         if guards:

@@ -22,7 +22,7 @@ from .synthesis import ALGORITHMS, Decision, for_parallel, synthesize
 from .analysis import Analysis, TileReport, analyze, tiling_legal
 from .assembly import AssemblyPlan, plan_assembly
 from .storage import storage_of
-from .tensor import Tensor
+from .tensor import Tensor, index_max
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
 _C_RESERVED = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double",
@@ -42,6 +42,8 @@ class Kernel:
     dependence with OpenMP (an inner one: a worksharing loop in a parallel region).  ``tile={"A.pi": 256}`` strip-mines loops (a tile loop
     ``A.pi_tile`` is placed right before each, or where ``order`` names it).
     ``drop_zeros=True``: an output the kernel assembles stores no entry whose value is 0.0.
+    ``index_type``: ``"int32"`` (default) or ``"int64"``, the width of every tensor's index
+    arrays and sizes and of the loop indices (tensors must be built with the same width).
     ``expr`` may also be the path of a kernel spec file (``.toml``).
 
     A sum (``C(i,j) = A(i,j) + B(i,j)``, ``y(i) = A(i,j) * x(j) - b(i)``) is split into one
@@ -55,7 +57,8 @@ class Kernel:
                  parallel: bool = False, bounds: str | None = None,
                  params: Mapping[str, Mapping[str, int]] | None = None,
                  name: str | None = None, tile: Mapping[str, int] | None = None,
-                 share: Mapping[str, str] | None = None, drop_zeros: bool = False):
+                 share: Mapping[str, str] | None = None, drop_zeros: bool = False,
+                 index_type: str | None = None):
         layouts = dict(layouts or {})
         params = dict(params or {})
         if str(expr).endswith(".toml"):
@@ -71,6 +74,7 @@ class Kernel:
             parallel = parallel or spec.options.get("parallel", False)
             tile = tile or spec.options.get("tile")
             share = share or spec.options.get("share")
+            index_type = index_type or spec.options.get("index_type")
         elif isinstance(expr, Expr):
             self.expr = expr
         else:
@@ -85,6 +89,7 @@ class Kernel:
             raise SpecError(f"parallel must be True or False, got {parallel!r}", self.expr.source)
         self.parallel = parallel
         self.share = self._check_share(share)
+        self.index_type = index_type or _width_of_given(layouts)
         self.layouts = self._resolve_layouts(layouts, params)
         self.assembled = self._needs_assembly()
         self.bounds = parse_bounds(bounds) if bounds else []
@@ -168,7 +173,7 @@ class Kernel:
                                      order=mine or None, find=self._term_find(tensors),
                                      parallel=self.parallel,
                                      bounds=self.bounds if self._bounds_fit(product) else None,
-                                     name=f"{self.name}_term{k}"))
+                                     name=f"{self.name}_term{k}", index_type=self.index_type))
         if order:
             used = {v for t in self.terms for v in t.order}
             unknown = [v for v in order if v.replace(".", "_", 1) not in used]
@@ -275,7 +280,8 @@ class Kernel:
                 continue
             lay = layouts.get(tname)
             lay = default_layout(len(acc.indices)) if lay is None else lay
-            resolved[tname] = load_layout(lay, **dict(params.get(tname, {})))
+            resolved[tname] = load_layout(lay, **dict(params.get(tname, {}))) \
+                .with_index_type(self.index_type)
         return resolved
 
     def _needs_assembly(self) -> bool:
@@ -600,10 +606,12 @@ class CompiledKernel:
         bound = ctypes.c_int64(0)
         if self._bound(ctypes.byref(bound), *inputs) != 0:
             raise MemoryError(f"kernel {k.name}: out of memory while sizing {self.output!r}")
-        if k.assembly.mode == "bucket" and bound.value > _INT32_MAX:
+        top = index_max(storage.layout)
+        if k.assembly.mode == "bucket" and bound.value > top:
             raise ArgumentError(f"output {self.output!r} would be scattered from "
-                                f"{bound.value} entries, more than 32-bit indices can address")
-        caps = _level_capacities(storage, ext, bound.value, k.assembly.mode == "bucket")
+                                f"{bound.value} entries, more than index_type="
+                                f"{k.index_type!r} can address" + _wider_hint(k.index_type))
+        caps = _level_capacities(storage, ext, bound.value, top, k.assembly.mode == "bucket")
         fields = _storage_fields(storage, shape, caps)
         size = np.array(caps, dtype=np.int64)
         status = self._fn(ctypes.byref(runtime.make_struct(storage.layout, fields)),
@@ -611,9 +619,10 @@ class CompiledKernel:
         if status == 1:
             raise MemoryError(f"kernel {k.name}: out of memory while assembling {self.output!r}")
         if status != 0:
-            if max(caps) == _INT32_MAX:
+            if max(caps) == top:
                 raise ArgumentError(f"output {self.output!r} has more stored positions than "
-                                    "32-bit indices can address")
+                                    f"index_type={k.index_type!r} can address"
+                                    + _wider_hint(k.index_type))
             raise RuntimeError(f"kernel {k.name}: {self.output!r} outgrew the arrays sized by "
                                f"{k.name}_bound (a bug in spf; please report it)")
         _trim(storage, fields, size)
@@ -697,13 +706,28 @@ class CompiledKernel:
         return Tensor(layout, shape, fields, check=False)
 
 
-_INT32_MAX = 2 ** 31 - 1
+def _width_of_given(layouts: Mapping[str, Any]) -> str:
+    """The index width of the Layout objects among ``layouts`` ("int32" when none is one);
+    SpecError when they disagree."""
+    given = {lay.index_type for lay in layouts.values() if isinstance(lay, Layout)}
+    if len(given) > 1:
+        raise SpecError("the layouts given to one kernel must share an index_type, got "
+                        + ", ".join(f"{t}: {lay.index_type}" for t, lay in layouts.items()
+                                    if isinstance(lay, Layout)))
+    return given.pop() if given else "int32"
 
 
-def _level_capacities(storage, ext: list[int], bound: int, scatter: bool = False) -> list[int]:
+def _wider_hint(index_type: str) -> str:
+    return "; build the kernel and tensors with index_type='int64'" \
+        if index_type == "int32" else ""
+
+
+def _level_capacities(storage, ext: list[int], bound: int, top: int,
+                      scatter: bool = False) -> list[int]:
     """Positions to allocate per level: exact for dense levels; for a compressed level at
     most one per entry (``bound``) and per distinct coordinate prefix (``scatter``: one per
-    statement instance, combined only afterwards); positions are int32."""
+    statement instance, combined only afterwards); at most ``top`` (the index type's
+    largest value)."""
     caps: list[int] = []
     coords = 0
     for k, lv in enumerate(storage.levels):
@@ -712,7 +736,7 @@ def _level_capacities(storage, ext: list[int], bound: int, scatter: bool = False
             cap = (caps[-1] if k else 1) * ext[coords - 1]
         else:
             cap = bound if scatter else min(bound, math.prod(ext[:coords]))
-        caps.append(min(cap, _INT32_MAX))
+        caps.append(min(cap, top))
     return caps
 
 
@@ -725,10 +749,10 @@ def _storage_fields(storage, shape: tuple[int, ...], caps: list[int]) -> dict[st
         if lv.count:
             fields[lv.count] = 0
         if lv.pointer:
-            fields[lv.pointer] = np.zeros(caps[k - 1] + 1, dtype=np.int32)
+            fields[lv.pointer] = np.zeros(caps[k - 1] + 1, dtype=storage.layout.index_type)
         for _, arr in lv.coords:
             if arr:
-                fields[arr] = np.empty(caps[k], dtype=np.int32)
+                fields[arr] = np.empty(caps[k], dtype=storage.layout.index_type)
     alloc = np.zeros if storage.levels[-1].kind == "dense" else np.empty
     fields[storage.value_array] = alloc(caps[-1], dtype=np.float64)
     return fields
@@ -750,8 +774,11 @@ def _trim(storage, fields: dict[str, Any], size: np.ndarray) -> None:
 def _as_tensor(name: str, value: Any, layout: Layout) -> Tensor:
     if isinstance(value, Tensor):
         if value.layout != layout:
+            widths = layout.index_type != value.layout.index_type
+
             def describe(lay: Layout) -> str:
-                return f"{lay.name} {dict(lay.params)}" if lay.params else lay.name
+                return (f"{lay.name} {dict(lay.params)}" if lay.params else lay.name) \
+                    + (f" (index_type={lay.index_type!r})" if widths else "")
             raise ArgumentError(f"{name!r}: the kernel was generated for layout "
                                 f"{describe(layout)} but got a tensor in layout "
                                 f"{describe(value.layout)}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -22,6 +22,7 @@ from .terms import Aff, Constraint, UFCall
 LAYOUT_DIR = Path(__file__).resolve().parent.parent / "layouts"
 INDEX_TYPE = "int"
 VALUE_TYPE = "double"
+INDEX_WIDTHS = ("int32", "int64")   # what ``int`` fields are in C and numpy
 ORDERS = ("<", "<=", ">", ">=")
 PROPERTY_KINDS = ("range", "injective", "monotonic", "periodic_monotonic", "covary_monotonic")
 
@@ -102,6 +103,7 @@ class Layout:
     packer: str | None = None
     dense_array: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    index_type: str = "int32"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Layout) and self.key == other.key
@@ -131,13 +133,25 @@ class Layout:
     def key(self) -> str:
         """Identity for caching: name, file and bound parameters."""
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
-        return f"{self.name}[{params}]@{self.source}"
+        width = "" if self.index_type == "int32" else f":{self.index_type}"
+        return f"{self.name}[{params}]{width}@{self.source}"
 
     def with_params(self, **params: int) -> "Layout":
         """The same layout file loaded with other parameter values."""
         if not params:
             return self
-        return _load_file(self.source, tuple(sorted({**self.params, **params}.items())))
+        loaded = _load_file(self.source, tuple(sorted({**self.params, **params}.items())))
+        return loaded.with_index_type(self.index_type)
+
+    def with_index_type(self, index_type: str) -> "Layout":
+        """The same layout with its ``int`` fields (index arrays, sizes) of width
+        ``index_type``: ``"int32"`` (the default) or ``"int64"``."""
+        if index_type not in INDEX_WIDTHS:
+            raise SpecError(f"index_type must be one of {', '.join(map(repr, INDEX_WIDTHS))}, "
+                            f"got {index_type!r}")
+        if index_type == self.index_type:
+            return self
+        return replace(self, index_type=index_type)
 
     def range_constraints(self, call: UFCall) -> list[Constraint]:
         """Range facts that hold for ``call`` (a call of one of this layout's UFs)."""
@@ -184,10 +198,14 @@ def resolve_layout_path(name_or_path: str | os.PathLike) -> Path:
     raise SpecError(f"unknown layout {text!r}; known layouts: {', '.join(layout_names())}", text)
 
 
-def load_layout(name_or_path: "str | os.PathLike | Layout", **params: int) -> Layout:
-    """Load a layout by name (from the search path) or by path, binding ``params``."""
+def load_layout(name_or_path: "str | os.PathLike | Layout", index_type: str | None = None,
+                **params: int) -> Layout:
+    """Load a layout by name (from the search path) or by path, binding ``params``;
+    ``index_type`` ("int32" or "int64") sets the width of its index fields (a Layout
+    object keeps its own when None; files load as int32)."""
     if isinstance(name_or_path, Layout):
-        return name_or_path.with_params(**params)
+        lay = name_or_path.with_params(**params)
+        return lay if index_type is None else lay.with_index_type(index_type)
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise SpecError(f"a layout is given by name, path or Layout object, not "
                         f"{type(name_or_path).__name__} {name_or_path!r}")
@@ -199,7 +217,7 @@ def load_layout(name_or_path: "str | os.PathLike | Layout", **params: int) -> La
             raise SpecError(f"layout {layout.name} has no parameter(s) {sorted(unknown)}; "
                             f"its parameters: {sorted(layout.params) or 'none'}", str(path))
         layout = layout.with_params(**params)
-    return layout
+    return layout if index_type is None else layout.with_index_type(index_type)
 
 
 def default_layout(order: int) -> Layout:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import SpecError
 from .layout import Layout
@@ -93,6 +94,15 @@ class Placement:
     def grouped(self) -> bool:
         """Whether keys are ranked within groups (recorded per entry)."""
         return self.ranked is not None and self.ranked.pointer is not None
+
+
+@lru_cache(maxsize=None)
+def placement_or_none(layout: Layout) -> "Placement | None":
+    """How entries are placed in ``layout``, or None when spf cannot place them (cached)."""
+    try:
+        return placement_of(layout)
+    except SpecError:
+        return None
 
 
 def placement_of(layout: Layout) -> Placement:
@@ -304,12 +314,12 @@ def _offset_of(a: Aff):
 
 
 # --- generated passes ----------------------------------------------------------------------------
-ANALYSIS_PARAMS = ["uint8_t *restrict spf_present", "int32_t *restrict spf_count",
+ANALYSIS_PARAMS = ["uint8_t *restrict spf_present", "spf_index_t *restrict spf_count",
                    "int64_t *restrict spf_entries", "int64_t *restrict spf_keys",
                    "int64_t spf_capacity", "int64_t spf_kmin", "int64_t spf_stride",
                    "const int64_t *restrict spf_bound"]
-FILL_PARAMS = ["double *restrict spf_data", "int32_t *restrict spf_slot",
-               "int32_t *restrict spf_next", "const int32_t *restrict spf_rank",
+FILL_PARAMS = ["double *restrict spf_data", "spf_index_t *restrict spf_slot",
+               "spf_index_t *restrict spf_next", "const spf_index_t *restrict spf_rank",
                "const int64_t *restrict spf_pos", "int64_t spf_kmin",
                "const int64_t *restrict spf_bound"]
 
@@ -375,7 +385,7 @@ def statements(pl: Placement, names: list[str], drop_zeros: bool,
             value_of[p] = f"spf_{p}"
     if pl.slot:
         fill.append(f"spf_slot[{_linear(pl, pl.slot.args, value_of)}] = "
-                    f"(int32_t){names[pl.slot.dim]};   /* {pl.slot.uf} */")
+                    f"(spf_index_t){names[pl.slot.dim]};   /* {pl.slot.uf} */")
     # a slot is one entry's own; other positions add up duplicate coordinates
     fill.append(f"spf_data[{_linear(pl, pl.value, value_of)}] {'=' if pl.slot else '+='} "
                 "$value;")

@@ -62,15 +62,16 @@ def load_library(path: str) -> ctypes.CDLL:
     return ctypes.CDLL(path)
 
 
-_CTYPES = {"int": ctypes.c_int32, "double": ctypes.c_double}
+_INDEX_CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64}
 
 
 @lru_cache(maxsize=None)
 def struct_type(layout: Layout) -> type[ctypes.Structure]:
     """The ctypes mirror of a layout's C struct (arrays as raw pointers)."""
+    scalar = {"int": _INDEX_CTYPES[layout.index_type], "double": ctypes.c_double}
     fields = []
     for f in layout.fields.values():
-        fields.append((f.name, ctypes.c_void_p if f.is_array else _CTYPES[f.ctype]))
+        fields.append((f.name, ctypes.c_void_p if f.is_array else scalar[f.ctype]))
     return type(f"spf_{layout.name}", (ctypes.Structure,), {"_fields_": fields})
 
 

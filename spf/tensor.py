@@ -17,9 +17,17 @@ from .layout import INDEX_TYPE, Layout, load_layout
 from .storage import storage_or_none
 from .validate import check_structure
 
-INDEX_DTYPE = np.int32
 VALUE_DTYPE = np.float64
-_INT_MAX = np.iinfo(INDEX_DTYPE).max
+
+
+def index_max(layout: Layout) -> int:
+    """The largest value of ``layout``'s index type (``int32`` or ``int64``)."""
+    return int(np.iinfo(layout.index_type).max)
+
+
+def _too_wide(layout: Layout) -> str:
+    """The end of an overflow message: what to do about it."""
+    return "; use index_type='int64'" if layout.index_type == "int32" else ""
 
 
 @lru_cache(maxsize=None)
@@ -31,8 +39,9 @@ def _packer(spec: str):
     return module, func or "pack"
 
 
-def _as_layout(layout: "str | Layout", params: Mapping[str, int]) -> Layout:
-    return load_layout(layout, **params)
+def _as_layout(layout: "str | Layout", params: Mapping[str, int],
+               index_type: str | None = None) -> Layout:
+    return load_layout(layout, index_type, **params)
 
 
 class Tensor:
@@ -55,22 +64,28 @@ class Tensor:
     @classmethod
     def from_arrays(cls, layout: "str | Layout", shape: Sequence[int],
                     arrays: Mapping[str, Any], params: Mapping[str, int] | None = None,
-                    check: bool = True) -> "Tensor":
-        """Wrap existing arrays (converted to int32/float64 when needed) after checking them."""
-        return cls(_as_layout(layout, params or {}), shape, arrays, check)
+                    check: bool = True, index_type: str | None = None) -> "Tensor":
+        """Wrap existing arrays (converted to the index type, int32 unless ``index_type=
+        "int64"``, and float64 when needed) after checking their sizes and, with ``check``,
+        every property the layout declares."""
+        return cls(_as_layout(layout, params or {}, index_type), shape, arrays, check)
 
     @classmethod
     def from_coords(cls, layout: "str | Layout", shape: Sequence[int],
                     coords: Sequence[Sequence[int]], values: Sequence[float],
-                    **params: int) -> "Tensor":
-        """Pack nonzeros given as coordinate arrays (any order; duplicates are summed)."""
-        lay = _as_layout(layout, params)
+                    index_type: str | None = None, **params: int) -> "Tensor":
+        """Pack nonzeros given as coordinate arrays (any order; duplicates are summed) with
+        the layout's reference packer."""
+        lay = _as_layout(layout, params, index_type)
         shape = tuple(int(n) for n in shape)
         if len(shape) != lay.order:
             raise ArgumentError(f"layout {lay.name} stores order-{lay.order} tensors, "
                                 f"got shape {shape}")
-        if any(n < 0 or n > _INT_MAX for n in shape):
-            raise ArgumentError(f"shape {shape} must be non-negative and fit in int32")
+        if any(n < 0 for n in shape):
+            raise ArgumentError(f"shape {shape} has a negative extent")
+        if any(n > index_max(lay) for n in shape):
+            raise ArgumentError(f"shape {shape} does not fit index_type={lay.index_type!r} "
+                                f"(at most {index_max(lay)}){_too_wide(lay)}")
         coords = [np.asarray(c, dtype=np.int64).reshape(-1) for c in coords]
         values = np.asarray(values, dtype=VALUE_DTYPE).reshape(-1)
         if len(coords) != len(shape) or any(len(c) != len(values) for c in coords):
@@ -89,45 +104,50 @@ class Tensor:
         return cls(lay, shape, fields)
 
     @classmethod
-    def from_scipy(cls, layout: "str | Layout", matrix: Any, **params: int) -> "Tensor":
+    def from_scipy(cls, layout: "str | Layout", matrix: Any, index_type: str | None = None,
+                   **params: int) -> "Tensor":
         """A scipy.sparse matrix's stored entries (duplicates added, explicit zeros kept).
 
-        Where spf can assemble ``layout``, the matrix's CSR arrays are wrapped as they are in
-        a layout found by its shape (:func:`spf.conversion.compressed_rows_layout`), checked,
-        and converted by generated code; otherwise the layout's reference packer stores them
-        (in the matrix's order)."""
+        Where spf can assemble or place ``layout``, the matrix's CSR arrays are wrapped as they
+        are in a layout found by its shape (:func:`spf.conversion.compressed_rows_layout`),
+        checked, and converted by generated code; otherwise the layout's reference packer
+        stores them (in the matrix's order).  Padding is stored as the layout needs it (the
+        conversions' padding policy does not apply: the layout was asked for)."""
         import scipy.sparse as sp
 
         from . import conversion
         if not sp.issparse(matrix):
             raise ArgumentError(f"from_scipy expects a scipy.sparse matrix, got {type(matrix).__name__}")
-        lay = _as_layout(layout, params)
+        lay = _as_layout(layout, params, index_type)
         src = conversion.compressed_rows_layout()
-        if lay.order == 2 and src is not None and storage_or_none(lay) is not None:
+        if lay.order == 2 and src is not None and _generated(lay):
+            src = src.with_index_type(lay.index_type)
             csr = sp.csr_matrix(matrix)
             st = storage_or_none(src)
             level = st.levels[1]
             fields = {**dict(zip(st.shape_fields, csr.shape)), level.pointer: csr.indptr,
                       level.coords[0][1]: csr.indices, st.value_array: csr.data}
             given = cls(src, csr.shape, fields)
-            return given if lay == src else given.convert(lay)
+            return given if lay == src else given.convert(lay, allow_padding=True)
         coo = matrix.tocoo()
         return cls.from_coords(lay, coo.shape, (coo.row, coo.col), coo.data)
 
     @classmethod
-    def from_dense(cls, layout: "str | Layout", array: Any, **params: int) -> "Tensor":
+    def from_dense(cls, layout: "str | Layout", array: Any, index_type: str | None = None,
+                   **params: int) -> "Tensor":
         """The nonzeros of a dense array (all of it for a dense layout): converted by generated
-        code from a dense layout found by its shape where spf can assemble ``layout``,
-        otherwise stored by the layout's reference packer."""
+        code from a dense layout found by its shape where spf can assemble or place
+        ``layout``, otherwise stored by the layout's reference packer."""
         from . import conversion
-        lay = _as_layout(layout, params)
+        lay = _as_layout(layout, params, index_type)
         array = np.asarray(array)
         if array.dtype.kind not in "biuf":
             raise ArgumentError(f"expected a real numeric array, got dtype {array.dtype}")
         src = conversion.dense_layout(array.ndim) if array.ndim else None
         if lay.dense_array is None and src is not None and array.ndim == lay.order \
-                and storage_or_none(lay) is not None:
-            return cls.from_dense(src, array).convert(lay)
+                and _generated(lay):
+            return cls.from_dense(src.with_index_type(lay.index_type), array).convert(
+                lay, allow_padding=True)
         if lay.packer:
             module, _ = _packer(lay.packer)
             if hasattr(module, "pack_dense"):
@@ -136,7 +156,7 @@ class Tensor:
                                         f"got an array of shape {array.shape}")
                 return cls(lay, array.shape, module.pack_dense(array, dict(lay.params)))
         nz = np.nonzero(array)
-        return cls.from_coords(lay, array.shape, nz, array[nz], **params)
+        return cls.from_coords(lay, array.shape, nz, array[nz])
 
     # conversion ----------------------------------------------------------------------
     def convert(self, dst: "str | Layout", **params: Any) -> "Tensor":
@@ -180,6 +200,12 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"Tensor({self.layout.name}, shape={self.shape})"
+
+
+def _generated(layout: Layout) -> bool:
+    """Whether spf converts into ``layout`` by generated code (assembled or placed)."""
+    from .placement import placement_or_none
+    return storage_or_none(layout) is not None or placement_or_none(layout) is not None
 
 
 def _scipy_from_storage(t: Tensor) -> Any:
@@ -230,6 +256,7 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
              check_properties: bool = True) -> dict[str, Any]:
     """Convert and check fields against the layout: types, extents, shape, properties."""
     name = layout.name
+    top = index_max(layout)
     missing = [f for f in layout.fields if f not in fields]
     if missing:
         raise ArgumentError(f"{name} tensor: missing field(s) {missing}")
@@ -244,8 +271,9 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
                 raise ArgumentError(f"{name} tensor: scalar field {spec.name!r} must be an "
                                     f"integer, got {value!r}")
-            if not 0 <= int(value) <= _INT_MAX:
-                raise ArgumentError(f"{name} tensor: {spec.name} = {value} is outside 0..{_INT_MAX}")
+            if not 0 <= int(value) <= top:
+                raise ArgumentError(f"{name} tensor: {spec.name} = {value} is outside 0..{top} "
+                                    f"(index_type={layout.index_type!r}){_too_wide(layout)}")
             out[spec.name] = int(value)
             continue
         arr = np.asarray(value)
@@ -253,10 +281,12 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
             if arr.size and arr.dtype.kind not in "iu":
                 raise ArgumentError(f"{name} tensor: index array {spec.name!r} must hold "
                                     f"integers, got dtype {arr.dtype}")
-            if arr.size and (arr.min() < np.iinfo(INDEX_DTYPE).min or arr.max() > _INT_MAX):
-                raise ArgumentError(f"{name} tensor: index array {spec.name!r} has values that "
-                                    "do not fit in int32")
-            arr = np.ascontiguousarray(arr, dtype=INDEX_DTYPE).reshape(-1)
+            if arr.size and (int(arr.min()) < -top - 1 or int(arr.max()) > top):
+                bad = int(np.flatnonzero((arr < -top - 1) | (arr > top))[0])
+                raise ArgumentError(f"{name} tensor: index array {spec.name!r} at position "
+                                    f"{bad} holds {int(arr[bad])}, which does not fit "
+                                    f"index_type={layout.index_type!r}{_too_wide(layout)}")
+            arr = np.ascontiguousarray(arr, dtype=layout.index_type).reshape(-1)
         else:
             if arr.size and arr.dtype.kind not in "biuf":
                 raise ArgumentError(f"{name} tensor: value array {spec.name!r} must be real "

@@ -276,11 +276,11 @@ static inline int spf_ws_flush(spf_workspace *restrict ws, spf_stream *restrict 
 
 /* Sort a segment's (coordinate, value) pairs by coordinate (decreasing when descending):
  * insertion sort below 24 pairs, quicksort above. */
-static inline void spf_sort_pairs(int32_t *restrict crd, double *restrict val, int64_t n, int descending)
+static inline void spf_sort_pairs(spf_index_t *restrict crd, double *restrict val, int64_t n, int descending)
 {
     while (n > 24) {
-        const int32_t a = crd[0], b = crd[n / 2], c = crd[n - 1];
-        int32_t pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        const spf_index_t a = crd[0], b = crd[n / 2], c = crd[n - 1];
+        spf_index_t pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
         int64_t i = 0, j = n - 1;
         while (i <= j) {
             while (descending ? crd[i] > pivot : crd[i] < pivot)
@@ -288,7 +288,7 @@ static inline void spf_sort_pairs(int32_t *restrict crd, double *restrict val, i
             while (descending ? crd[j] < pivot : crd[j] > pivot)
                 --j;
             if (i <= j) {
-                const int32_t t = crd[i];
+                const spf_index_t t = crd[i];
                 crd[i] = crd[j];
                 crd[j] = t;
                 const double u = val[i];
@@ -309,7 +309,7 @@ static inline void spf_sort_pairs(int32_t *restrict crd, double *restrict val, i
         }
     }
     for (int64_t i = 1; i < n; ++i) {
-        const int32_t k = crd[i];
+        const spf_index_t k = crd[i];
         const double v = val[i];
         int64_t j = i - 1;
         while (j >= 0 && (descending ? crd[j] < k : crd[j] > k)) {
@@ -326,8 +326,8 @@ static inline void spf_sort_pairs(int32_t *restrict crd, double *restrict val, i
  * starts where b - 1 ends).  Each bucket is sorted by coordinate (when sort) and, when
  * combine, entries with equal coordinates are added and the buckets compacted to the front;
  * ptr becomes the pointer array (ptr[b + 1]: end of bucket b).  Returns the entries kept. */
-static inline int64_t spf_bucket_finish(int64_t buckets, int32_t *restrict ptr,
-                                        int32_t *restrict crd, double *restrict val, int sort,
+static inline int64_t spf_bucket_finish(int64_t buckets, spf_index_t *restrict ptr,
+                                        spf_index_t *restrict crd, double *restrict val, int sort,
                                         int combine, int descending)
 {
     int64_t start = 0, kept = 0, stop = buckets > 0 ? ptr[0] : 0;
@@ -349,7 +349,7 @@ static inline int64_t spf_bucket_finish(int64_t buckets, int32_t *restrict ptr,
                 }
             }
         }
-        ptr[b + 1] = (int32_t)kept;
+        ptr[b + 1] = (spf_index_t)kept;
         start = stop;
         stop = next;
     }

@@ -1,7 +1,7 @@
 /* ${comment} */
-int ${low} = ${lo}, ${high} = ${end};
+spf_index_t ${low} = ${lo}, ${high} = ${end};
 while (${low} < ${high}) {
-    const int ${mid} = ${low} + (${high} - ${low}) / 2;
+    const spf_index_t ${mid} = ${low} + (${high} - ${low}) / 2;
     if (${advance_mid})
         ${low} = ${mid} + 1;
     else

@@ -2,11 +2,11 @@
  * Positions with equal keys are chained through next[] in increasing order. */
 typedef struct spf_hash {
     int64_t *keys;      /* slot -> key */
-    int32_t *heads;     /* slot -> first position with that key, -1 when the slot is empty */
-    int32_t *next;      /* position - base -> next position with the same key, or -1 */
+    spf_index_t *heads;     /* slot -> first position with that key, -1 when the slot is empty */
+    spf_index_t *next;      /* position - base -> next position with the same key, or -1 */
     int64_t capacity;   /* number of slots, a power of two */
     int64_t room;       /* length of next[] */
-    int32_t base;       /* first position of the range */
+    spf_index_t base;       /* first position of the range */
 } spf_hash;
 
 static inline uint64_t spf_hash_slot(int64_t key, int64_t capacity)
@@ -16,7 +16,7 @@ static inline uint64_t spf_hash_slot(int64_t key, int64_t capacity)
 }
 
 /* Empty the map for positions [base, end); returns non-zero when out of memory. */
-static int spf_hash_reset(spf_hash *h, int32_t base, int32_t end)
+static int spf_hash_reset(spf_hash *h, spf_index_t base, spf_index_t end)
 {
     int64_t len = end > base ? (int64_t)end - base : 0;
     int64_t want = 16;
@@ -26,25 +26,25 @@ static int spf_hash_reset(spf_hash *h, int32_t base, int32_t end)
         free(h->keys);
         free(h->heads);
         h->keys = malloc(sizeof(int64_t) * (size_t)want);
-        h->heads = malloc(sizeof(int32_t) * (size_t)want);
+        h->heads = malloc(sizeof(spf_index_t) * (size_t)want);
         h->capacity = want;
         if (!h->keys || !h->heads)
             return 1;
     }
     if (len > h->room) {
         free(h->next);
-        h->next = malloc(sizeof(int32_t) * (size_t)len);
+        h->next = malloc(sizeof(spf_index_t) * (size_t)len);
         h->room = len;
         if (!h->next)
             return 1;
     }
-    memset(h->heads, 0xff, sizeof(int32_t) * (size_t)h->capacity);
+    memset(h->heads, 0xff, sizeof(spf_index_t) * (size_t)h->capacity);
     h->base = base;
     return 0;
 }
 
 /* Insert positions in decreasing order so that chains come out increasing. */
-static inline void spf_hash_insert(spf_hash *h, int64_t key, int32_t pos)
+static inline void spf_hash_insert(spf_hash *h, int64_t key, spf_index_t pos)
 {
     uint64_t s = spf_hash_slot(key, h->capacity);
     while (h->heads[s] >= 0 && h->keys[s] != key)
@@ -54,7 +54,7 @@ static inline void spf_hash_insert(spf_hash *h, int64_t key, int32_t pos)
     h->heads[s] = pos;
 }
 
-static inline int32_t spf_hash_find(const spf_hash *h, int64_t key)
+static inline spf_index_t spf_hash_find(const spf_hash *h, int64_t key)
 {
     uint64_t s = spf_hash_slot(key, h->capacity);
     while (h->heads[s] >= 0) {
@@ -65,7 +65,7 @@ static inline int32_t spf_hash_find(const spf_hash *h, int64_t key)
     return -1;
 }
 
-static inline int32_t spf_hash_next(const spf_hash *h, int32_t pos)
+static inline spf_index_t spf_hash_next(const spf_hash *h, spf_index_t pos)
 {
     return h->next[pos - h->base];
 }

@@ -1,3 +1,3 @@
-const int ${pos} = spf_hash_find(&${table}, ${target});
+const spf_index_t ${pos} = spf_hash_find(&${table}, ${target});
 if (${pos} >= 0) {
-    const int ${var} = ${pos};
+    const spf_index_t ${var} = ${pos};

@@ -1,2 +1,2 @@
 if (${in_range} && ${is_match}) {
-    const int ${var} = ${pos};
+    const spf_index_t ${var} = ${pos};

@@ -9,7 +9,7 @@
  * distinct keys per group, memory one marker per key value.  Returns 1 when out of memory. */
 static int spf_key_cmp_up(const void *a, const void *b)
 {
-    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    const spf_index_t x = *(const spf_index_t *)a, y = *(const spf_index_t *)b;
     return (x > y) - (x < y);
 }
 
@@ -18,14 +18,14 @@ static int spf_key_cmp_down(const void *a, const void *b)
     return spf_key_cmp_up(b, a);
 }
 
-static void spf_sort_keys(int32_t *restrict k, int64_t n, int descending)
+static void spf_sort_keys(spf_index_t *restrict k, int64_t n, int descending)
 {
     if (n > 16) {
         qsort(k, (size_t)n, sizeof *k, descending ? spf_key_cmp_down : spf_key_cmp_up);
         return;
     }
     for (int64_t a = 1; a < n; ++a) {      /* insertion sort: groups hold few keys */
-        const int32_t v = k[a];
+        const spf_index_t v = k[a];
         int64_t b = a;
         while (b > 0 && (descending ? k[b - 1] < v : k[b - 1] > v)) {
             k[b] = k[b - 1];
@@ -38,9 +38,9 @@ static void spf_sort_keys(int32_t *restrict k, int64_t n, int descending)
 /* Rank the m keys of one group, k64[c] & low or k32[c] (exactly one is given), entries
  * base + c or order[c]: its distinct keys go to values[count..], sorted; returns the new count. */
 static inline int64_t spf_rank_group(int64_t m, const int64_t *restrict k64,
-                                     const int32_t *restrict k32, int64_t low,
+                                     const spf_index_t *restrict k32, int64_t low,
                                      const int64_t *restrict order, int64_t base,
-                                     int32_t *restrict mark, int32_t *restrict values,
+                                     spf_index_t *restrict mark, spf_index_t *restrict values,
                                      int64_t count, int descending, int64_t *restrict pos)
 {
     const int64_t first = count;
@@ -48,12 +48,12 @@ static inline int64_t spf_rank_group(int64_t m, const int64_t *restrict k64,
         const int64_t k = k32 ? k32[c] : (k64[c] & low);
         if (mark[k] < 0) {
             mark[k] = 0;
-            values[count++] = (int32_t)k;
+            values[count++] = (spf_index_t)k;
         }
     }
     spf_sort_keys(values + first, count - first, descending);
     for (int64_t r = first; r < count; ++r)
-        mark[values[r]] = (int32_t)r;
+        mark[values[r]] = (spf_index_t)r;
     for (int64_t c = 0; c < m; ++c)
         pos[order ? order[c] : base + c] = mark[k32 ? k32[c] : (k64[c] & low)];
     for (int64_t r = first; r < count; ++r)
@@ -62,13 +62,13 @@ static inline int64_t spf_rank_group(int64_t m, const int64_t *restrict k64,
 }
 
 int spf_rank_in_groups(int64_t n, const int64_t *restrict keys, int64_t groups, int shift,
-                       int descending, int32_t *restrict ptr, int32_t *restrict values,
+                       int descending, spf_index_t *restrict ptr, spf_index_t *restrict values,
                        int64_t *restrict pos)
 {
     const int64_t span = (int64_t)1 << shift, low = span - 1;
-    int32_t *mark = malloc(sizeof *mark * (size_t)span);
+    spf_index_t *mark = malloc(sizeof *mark * (size_t)span);
     int64_t *start = NULL, *order = NULL;
-    int32_t *key = NULL;
+    spf_index_t *key = NULL;
     if (!mark)
         return 1;
     memset(mark, 0xff, sizeof *mark * (size_t)span);    /* -1: not seen */
@@ -85,7 +85,7 @@ int spf_rank_in_groups(int64_t n, const int64_t *restrict keys, int64_t groups, 
             const int64_t before = count;
             count = spf_rank_group(b - a, keys + a, NULL, low, NULL, a, mark, values, count,
                                    descending, pos);
-            ptr[g + 1] = (int32_t)(count - before);
+            ptr[g + 1] = (spf_index_t)(count - before);
         }
     } else {                      /* bucket the entries by group first (a counting sort) */
         start = calloc((size_t)groups + 2, sizeof *start);
@@ -105,13 +105,13 @@ int spf_rank_in_groups(int64_t n, const int64_t *restrict keys, int64_t groups, 
         for (int64_t e = 0; e < n; ++e) {     /* start[g + 1]: group g's cursor */
             const int64_t at = start[(keys[e] >> shift) + 1]++;
             order[at] = e;
-            key[at] = (int32_t)(keys[e] & low);
+            key[at] = (spf_index_t)(keys[e] & low);
         }
         for (int64_t g = 0; g < groups; ++g) {   /* group g: start[g] .. start[g + 1] */
             const int64_t before = count;
             count = spf_rank_group(start[g + 1] - start[g], NULL, key + start[g], low,
                                    order + start[g], 0, mark, values, count, descending, pos);
-            ptr[g + 1] = (int32_t)(count - before);
+            ptr[g + 1] = (spf_index_t)(count - before);
         }
     }
     for (int64_t g = 0; g < groups; ++g)

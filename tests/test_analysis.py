@@ -81,7 +81,7 @@ def test_fig7_dcsr_parallel():
     assert a.parallel_reason == f"loop A_pi carries no dependence ({ROWIDX_MONOTONIC})"
     assert "loop A_pi: carries no dependence (parallel)" in str(a)
     src = k.c_source()
-    assert f"{PRAGMA}\n    for (int A_pi = 0; A_pi < A->numNZRows; ++A_pi)" in src
+    assert f"{PRAGMA}\n    for (spf_index_t A_pi = 0; A_pi < A->numNZRows; ++A_pi)" in src
     assert "y->data[y_p0] += spf_acc;" in src
 
 
@@ -144,7 +144,7 @@ def test_csr_spmv_parallel_on_rows_by_isl():
     assert pi.disproved_by == ["isl (affine constraints)"]   # y(A_pi): no property needed
     assert loop(a, "A_pj").carried
     assert a.parallel_loop == "A_pi"
-    assert f"{PRAGMA}\n    for (int A_pi = 0;" in k.c_source()
+    assert f"{PRAGMA}\n    for (spf_index_t A_pi = 0;" in k.c_source()
 
 
 @pytest.mark.parametrize("layout,outer", [("CSC", "A_pj"), ("COO", "A_p"),
@@ -186,8 +186,8 @@ def test_dia_shares_out_the_rows_of_each_diagonal():
     assert not pi.carried and pi.parallel and pi.disproved_by == ["isl (affine constraints)"]
     assert a.parallel_loop == k.parallel_loop == "A_pi"
     src = k.c_source()
-    assert "#pragma omp parallel\n    for (int A_pd = 0;" in src
-    assert "#pragma omp for schedule(static)\n        for (int A_pi" in src
+    assert "#pragma omp parallel\n    for (spf_index_t A_pd = 0;" in src
+    assert "#pragma omp for schedule(static)\n        for (spf_index_t A_pi" in src
 
 
 def test_inner_parallel_loop_with_a_find_is_refused():
@@ -224,7 +224,7 @@ def test_ttm_csf_parallel_on_root_fibres():
     assert p2.carried                                      # the contraction index k
     assert not l.carried and l.disproved_by == ["isl (affine constraints)"]
     assert a.parallel_loop == "A_p0"
-    assert f"{PRAGMA}\n    for (int A_p0 = 0; A_p0 < A->n0; ++A_p0)" in k.c_source()
+    assert f"{PRAGMA}\n    for (spf_index_t A_p0 = 0; A_p0 < A->n0; ++A_p0)" in k.c_source()
 
 
 def test_dot_product_is_a_scalar_reduction():
@@ -238,7 +238,7 @@ def test_dot_product_is_a_scalar_reduction():
     assert a.parallel_loop == "A_p"
     assert a.parallel_reason == "loop A_p carries only the reduction into the scalar v"
     src = k.c_source()
-    assert f"{PRAGMA} reduction(+:spf_acc)\n    for (int A_p = 0;" in src
+    assert f"{PRAGMA} reduction(+:spf_acc)\n    for (spf_index_t A_p = 0;" in src
     assert src.index("double spf_acc = 0.0;") < src.index(PRAGMA) < src.index("*v += spf_acc;")
     a_serial = spf.Kernel(DOT, {"A": "SV", "B": "SV_unsorted"}).analysis()
     assert a_serial.parallel_loop is None and not a_serial.loops[0].parallel

@@ -211,8 +211,8 @@ def test_generate_parallel_and_tile(capsys):
     assert cli.main(["generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "--parallel",
                      "--tile", "A.pi=256"]) == 0
     src = capsys.readouterr().out
-    assert "#pragma omp parallel for schedule(guided,32)\n    for (int A_pi_tile = 0;" in src
-    assert "for (int A_pi = 256*A_pi_tile;" in src
+    assert "#pragma omp parallel for schedule(guided,32)\n    for (spf_index_t A_pi_tile = 0;" in src
+    assert "for (spf_index_t A_pi = 256*A_pi_tile;" in src
     assert " * Parallel (OpenMP): loop A_pi_tile" in src
     assert_compiles_clean(src, ("-fopenmp",))
     assert cli.main(["generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR"]) == 0

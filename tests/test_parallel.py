@@ -128,14 +128,14 @@ def check_c(kernel: spf.Kernel, expr: str, lay: dict) -> None:
     loops = [lv.var for lv in kernel.nest.levels if lv.kind == "loop"]
     if want != loops[0]:    # an inner loop: a worksharing loop inside a parallel region
         assert not kernel.decisions
-        assert f"#pragma omp parallel\n    for (int {loops[0]} = " in src, src
-        assert re.search(rf"#pragma omp for schedule\(static\)\n\s*for \(int {want} = ", src)
+        assert f"#pragma omp parallel\n    for (spf_index_t {loops[0]} = " in src, src
+        assert re.search(rf"#pragma omp for schedule\(static\)\n\s*for \(spf_index_t {want} = ", src)
         return
     regions = parallel_regions(src)
     assert regions, src
     for pragma, body, before in regions:
         assert pragma.startswith(PRAGMA), pragma
-        assert body.lstrip().startswith(f"for (int {want} = "), (pragma, body)
+        assert body.lstrip().startswith(f"for (spf_index_t {want} = "), (pragma, body)
         # scalar outputs: the accumulator is a reduction variable
         assert ("reduction(+:spf_acc)" in pragma) == (not kernel.expr.output.indices), pragma
         # SeqIter states used inside the region and declared outside it are private

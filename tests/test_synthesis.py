@@ -239,7 +239,7 @@ def test_fig2d_structure():
     assert d.chosen.state == [] and d.runtime_alternative is None
     src = body(k.c_source())
     assert src.count("for (") == 1, src
-    loop = src.index("for (int A_p = 0; A_p < A->len; ++A_p)")
+    loop = src.index("for (spf_index_t A_p = 0; A_p < A->len; ++A_p)")
     assert src.count("while (") == 1
     scan = src.index("while (spf_pos_B_p < B->len && B->idx[spf_pos_B_p] < i)")
     assert scan > loop
@@ -476,9 +476,9 @@ def test_state_csr_reset_per_row():
     assert c.state == ["A_pi"] and c.array_key is None
     src = body(k.c_source())
     # reset inside the row loop, before the loop over the row's nonzeros
-    row = src.index("for (int A_pi = 0;")
+    row = src.index("for (spf_index_t A_pi = 0;")
     reset = src.index("spf_pos_x_p = 0;", row)
-    assert row < reset < src.index("for (int A_pj = ")
+    assert row < reset < src.index("for (spf_index_t A_pj = ")
 
 
 def test_state_sorted_coo_per_row():
@@ -625,9 +625,9 @@ def seqiter_edit(src: str) -> str:
 
 
 def guard_edit(src: str) -> str:
-    head = "for (int B_p = 0; B_p < B->len; ++B_p) {"
+    head = "for (spf_index_t B_p = 0; B_p < B->len; ++B_p) {"
     assert src.count(head) == 1
-    return src.replace(head, "for (int B_p = 0; B_p < B->len; ++B_p, ++spf_steps) {")
+    return src.replace(head, "for (spf_index_t B_p = 0; B_p < B->len; ++B_p, ++spf_steps) {")
 
 
 def hashmap_edit(src: str) -> str:

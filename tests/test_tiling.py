@@ -88,11 +88,11 @@ def test_fig8_code():
     k, _ = build(DOT, (("A", "SV"), ("B", "SV")), (("B.p", 8),), find="loop")
     assert k.nest.schedule == ["A_p", "i", "B_p_tile", "B_p"]
     src = k.c_source()
-    assert "for (int B_p_tile = 0; B_p_tile < spf_floord(B->len - 1, 8) + 1; ++B_p_tile)" in src
+    assert "for (spf_index_t B_p_tile = 0; B_p_tile < spf_floord(B->len - 1, 8) + 1; ++B_p_tile)" in src
     assert FIG8_GUARD in src
-    assert "for (int B_p = 8*B_p_tile; B_p < spf_min(8*B_p_tile + 8, B->len); ++B_p)" in src
+    assert "for (spf_index_t B_p = 8*B_p_tile; B_p < spf_min(8*B_p_tile + 8, B->len); ++B_p)" in src
     # Fig. 8(c) line order: tile loop, guard, point loop, the original test f[i] == k
-    order = [src.index(s) for s in ("for (int B_p_tile", FIG8_GUARD, "for (int B_p =",
+    order = [src.index(s) for s in ("for (spf_index_t B_p_tile", FIG8_GUARD, "for (spf_index_t B_p =",
                                     "if (i == B->idx[B_p])")]
     assert order == sorted(order)
     (tile,) = k.analysis().tiles
@@ -147,8 +147,8 @@ def test_guard_in_spmspv_find_loop():
 def test_fig1_dense_dot_tiled_by_8():
     k, f = build(DOT, (), (("A.p0", 8),))
     src = k.c_source()
-    assert "for (int A_p0_tile = 0; A_p0_tile < spf_floord(A->n0 - 1, 8) + 1; ++A_p0_tile)" in src
-    assert "for (int A_p0 = 8*A_p0_tile; A_p0 < spf_min(A->n0, 8*A_p0_tile + 8); ++A_p0)" in src
+    assert "for (spf_index_t A_p0_tile = 0; A_p0_tile < spf_floord(A->n0 - 1, 8) + 1; ++A_p0_tile)" in src
+    assert "for (spf_index_t A_p0 = 8*A_p0_tile; A_p0 < spf_min(A->n0, 8*A_p0_tile + 8); ++A_p0)" in src
     assert "8*A_p0_tile <= A_p0 <= 8*A_p0_tile + 7" in str(k.space)     # Fig. 1(e)
     for n in (0, 1, 7, 8, 9, 100):
         a, b = vector(n, 1.0, n), vector(n, 1.0, n + 1)
@@ -160,7 +160,7 @@ def test_dense_spmv_2d_tiles_parallel():
                  ("A.p0_tile", "A.p1_tile", "A.p0", "A.p1"), parallel=True)
     assert k.nest.schedule[:3] == ["A_p0_tile", "A_p1_tile", "A_p0"]
     assert k.parallel_loop == "A_p0_tile"
-    assert f"{PRAGMA}\n    for (int A_p0_tile = 0;" in k.c_source()
+    assert f"{PRAGMA}\n    for (spf_index_t A_p0_tile = 0;" in k.c_source()
     for shape in ((0, 0), (1, 1), (13, 17), (300, 21)):
         a, x = matrix(shape, 0.7, 5), vector(shape[1], 1.0, 6)
         for n in THREADS:
@@ -179,10 +179,10 @@ def test_csr_rows_tiled(size):
     assert k.nest.schedule[0] == "A_pi_tile"
     src = k.c_source()
     if size == 1:     # tiles of one row: the tile loop runs the rows, A_pi = A_pi_tile
-        assert "for (int A_pi_tile = 0; A_pi_tile < A->numRows; ++A_pi_tile)" in src
-        assert "const int A_pi = A_pi_tile;" in src
+        assert "for (spf_index_t A_pi_tile = 0; A_pi_tile < A->numRows; ++A_pi_tile)" in src
+        assert "const spf_index_t A_pi = A_pi_tile;" in src
     else:
-        assert f"for (int A_pi = {size}*A_pi_tile; A_pi < spf_min({size}*A_pi_tile + {size}, " \
+        assert f"for (spf_index_t A_pi = {size}*A_pi_tile; A_pi < spf_min({size}*A_pi_tile + {size}, " \
                "A->numRows); ++A_pi)" in src
     for m, n, density, seed in SPMV_MATRICES:
         a, x = matrix((m, n), density, seed), vector(n, 1.0, seed)
@@ -197,7 +197,7 @@ def test_csr_rows_tiled_parallel(size):
     assert k.parallel_loop == a.parallel_loop == "A_pi_tile"
     assert [lp.var for lp in a.loops if lp.parallel] == ["A_pi_tile"]
     src = k.c_source()
-    assert f"{PRAGMA}\n    for (int A_pi_tile = 0;" in src and src.count(PRAGMA) == 1
+    assert f"{PRAGMA}\n    for (spf_index_t A_pi_tile = 0;" in src and src.count(PRAGMA) == 1
     for m, n, density, seed in SPMV_MATRICES:
         dense, x = matrix((m, n), density, seed), vector(n, 1.0, seed)
         A = pack("CSR", dense, seed)

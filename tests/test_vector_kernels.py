@@ -293,7 +293,7 @@ def test_generated_c_compiles_clean(expr, layouts):
 def test_sorted_sv_dot_is_fig2c():
     """Sorted SV . sorted SV with the guard-loop find: one loop over A, a guard loop over B."""
     src = spf.Kernel(DOT, {"A": "SV", "B": "SV"}, find="loop").c_source()
-    assert "for (int A_p" in src
+    assert "for (spf_index_t A_p" in src
     assert "if (i == B->idx[B_p])" in src
     assert src.count("for (") == 2
-    assert src.index("for (int A_p") < src.index("for (int B_p") < src.index("if (i == B->idx[B_p])")
+    assert src.index("for (spf_index_t A_p") < src.index("for (spf_index_t B_p") < src.index("if (i == B->idx[B_p])")
