@@ -1,0 +1,219 @@
+"""Property-based tests: random sparse operands for every kernel x layout pair, against numpy.
+
+Hypothesis draws the shapes (empty, one row or column, long thin, square), the stored
+coordinates (none, one, many, the whole matrix), the values (explicit zeros included) and, for
+layouts that allow it, the storage order (shuffled COO, SV_unsorted, CSR_unsorted rows) and
+duplicate coordinates (CSR_unsorted may repeat a column within a row: the kernel must add
+them).  Each kernel is generated and compiled once per layout combination; every example runs
+the compiled C and compares with a dense numpy product of the same operands.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import spf
+from conftest import assert_compiles_clean
+
+SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+SPMV = "y(i) = A(i,j) * x(j)"
+SPMSPM = "C(i,j) = A(i,k) * B(k,j)"
+DOT = "v = a(i) * b(i)"
+TTM = "C(i,j,l) = A(i,j,k) * B(k,l)"
+PARAMS = {"BCSR": {"B": 3}}
+MATRIX_LAYOUTS = ["CSR", "CSR_unsorted", "CSC", "COO", "SortedCOO", "DCSR", "BCSR", "DIA",
+                  "ELL", "LowerTri", "DenseMatrix"]
+VECTOR_LAYOUTS = ["SV", "SV_unsorted", "SV_decreasing"]
+UNORDERED = {"COO", "SV_unsorted", "CSR_unsorted"}      # any storage order is valid
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(expr: str, layouts: tuple, find: str = "auto") -> spf.kernel.CompiledKernel:
+    lay = dict(layouts)
+    params = {t: PARAMS[name] for t, name in lay.items() if name in PARAMS}
+    k = spf.Kernel(expr, lay, params=params, find=find)
+    assert_compiles_clean(k.c_source())
+    return k.compile()
+
+
+# --- strategies -----------------------------------------------------------------------------
+EXTENTS = st.sampled_from([0, 1, 2, 3, 5, 8, 13, 40])
+VALUES = st.one_of(st.just(0.0), st.integers(-8, 8).map(float),
+                   st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False))
+
+
+@st.composite
+def coords_in(draw, shape: tuple[int, ...], lower: bool = False) -> list[tuple[int, ...]]:
+    """Unique coordinates inside ``shape``: none, one, some, or every position."""
+    if 0 in shape:
+        return []
+    cells = [tuple(int(v) for v in c) for c in np.ndindex(*shape)
+             if not lower or c[0] >= c[1]]
+    kind = draw(st.sampled_from(["some", "some", "some", "none", "one", "all"]))
+    if kind == "none":
+        return []
+    if kind == "all":
+        return cells
+    if kind == "one":
+        return [draw(st.sampled_from(cells))]
+    return draw(st.lists(st.sampled_from(cells), unique=True, max_size=min(len(cells), 60)))
+
+
+class Operand(np.ndarray):
+    """A dense array that remembers its stored entries (``coords``, ``values``): explicit
+    zeros included, in the drawn order."""
+    coords: tuple[np.ndarray, ...]
+    values: np.ndarray
+
+
+@st.composite
+def dense_operand(draw, shape: tuple[int, ...], lower: bool = False) -> Operand:
+    """A dense array with entries (some of them explicit zeros) at drawn coordinates."""
+    cells = draw(coords_in(shape, lower))
+    values = np.array([draw(VALUES) for _ in cells], dtype=np.float64)
+    a = np.zeros(shape).view(Operand)
+    coords = tuple(np.array([c[d] for c in cells], dtype=np.int64) for d in range(len(shape)))
+    a[coords] = values
+    a.coords, a.values = coords, values
+    return a
+
+
+@st.composite
+def stored(draw, layout: str, a: Operand) -> spf.Tensor:
+    """``a``'s entries in ``layout``, given in a drawn order; unordered layouts keep that
+    order and CSR_unsorted may split an entry into two with the same column (duplicates are
+    added by kernels)."""
+    if layout.startswith("Dense"):
+        return spf.Tensor.from_dense(layout, np.asarray(a))
+    coords, values = a.coords, a.values
+    perm = np.array(draw(st.permutations(range(len(values)))), dtype=np.int64)
+    coords, values = tuple(c[perm] for c in coords), values[perm]
+    if layout in ("COO", "SV_unsorted"):
+        fields = {"COO": lambda: {"numRows": a.shape[0], "numCols": a.shape[1],
+                                  "numNNZ": len(values), "rowIdx": coords[0],
+                                  "colIdx": coords[1], "data": values},
+                  "SV_unsorted": lambda: {"size": a.shape[0], "len": len(values),
+                                          "idx": coords[0], "val": values}}[layout]()
+        return spf.Tensor.from_arrays(layout, a.shape, fields)
+    if layout == "CSR_unsorted":
+        rows, cols = coords
+        split = draw(st.booleans()) and len(values) > 0
+        if split:      # one entry stored twice with halves of its value
+            rows, cols = np.append(rows, rows[0]), np.append(cols, cols[0])
+            values = np.append(values, values[0] / 2)
+            values[0] /= 2
+        order = np.argsort(rows, kind="stable")          # rows grouped, columns as drawn
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=a.shape[0]))])
+        return spf.Tensor.from_arrays(layout, a.shape, {
+            "numRows": a.shape[0], "numCols": a.shape[1], "rowPtr": ptr,
+            "colIdx": cols[order], "data": values[order]})
+    return spf.Tensor.from_coords(layout, a.shape, coords, values, **PARAMS.get(layout, {}))
+
+
+def matrix_shape(layout: str):
+    if layout == "LowerTri":
+        return EXTENTS.map(lambda n: (n, n))
+    return st.tuples(EXTENTS, EXTENTS)
+
+
+def close(got, want) -> None:
+    want = np.asarray(want)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * (1 + np.abs(want).max(initial=0)))
+
+
+# --- SpMV and SpMSpV ------------------------------------------------------------------------
+@pytest.mark.parametrize("x_layout", ["DenseVector"] + VECTOR_LAYOUTS)
+@pytest.mark.parametrize("a_layout", MATRIX_LAYOUTS)
+@SETTINGS
+@given(data=st.data())
+def test_matrix_vector(a_layout, x_layout, data):
+    shape = data.draw(matrix_shape(a_layout))
+    a = data.draw(dense_operand(shape, lower=a_layout == "LowerTri"))
+    x = data.draw(dense_operand((shape[1],)))
+    f = compiled(SPMV, (("A", a_layout), ("x", x_layout)))
+    xt = x if x_layout == "DenseVector" else data.draw(stored(x_layout, x))
+    close(f(A=data.draw(stored(a_layout, a)), x=xt), a @ x)
+
+
+# --- sparse dot product under every find choice ---------------------------------------------
+@pytest.mark.parametrize("find", ["auto", "seqiter", "hashmap", "binsearch", "loop"])
+@pytest.mark.parametrize("b_layout", VECTOR_LAYOUTS)
+@pytest.mark.parametrize("a_layout", VECTOR_LAYOUTS)
+@SETTINGS
+@given(data=st.data())
+def test_dot_product(a_layout, b_layout, find, data):
+    try:
+        f = compiled(DOT, (("a", a_layout), ("b", b_layout)), find)
+    except spf.SynthesisError:      # only a lookup into an unordered vector may be refused
+        assert find in ("seqiter", "binsearch") and "SV_unsorted" in (a_layout, b_layout)
+        return
+    n = data.draw(EXTENTS)
+    a, b = data.draw(dense_operand((n,))), data.draw(dense_operand((n,)))
+    got = f(a=data.draw(stored(a_layout, a)), b=data.draw(stored(b_layout, b)))
+    close(got, a @ b)
+
+
+# --- SpMSpM: dense and assembled outputs ----------------------------------------------------
+PAIRS = [(x, y) for x in ("CSR", "DCSR", "COO", "BCSR", "CSR_unsorted")
+         for y in ("CSR", "CSC", "SortedCOO", "CSR_unsorted", "DIA")]
+
+
+@pytest.mark.parametrize("a_layout,b_layout", PAIRS)
+@SETTINGS
+@given(data=st.data())
+def test_spmspm_dense_output(a_layout, b_layout, data):
+    m, k, n = data.draw(EXTENTS), data.draw(EXTENTS), data.draw(EXTENTS)
+    a, b = data.draw(dense_operand((m, k))), data.draw(dense_operand((k, n)))
+    f = compiled(SPMSPM, (("A", a_layout), ("B", b_layout)))
+    got = f(A=data.draw(stored(a_layout, a)), B=data.draw(stored(b_layout, b)))
+    close(got, a @ b)
+
+
+@pytest.mark.parametrize("c_layout", ["CSR", "CSR_unsorted", "CSC", "DCSR", "COO", "SortedCOO"])
+@pytest.mark.parametrize("a_layout,b_layout", [("CSR", "CSR"), ("CSR_unsorted", "CSC"),
+                                               ("COO", "CSR")])
+@SETTINGS
+@given(data=st.data())
+def test_spmspm_sparse_output(a_layout, b_layout, c_layout, data):
+    m, k, n = data.draw(EXTENTS), data.draw(EXTENTS), data.draw(EXTENTS)
+    a, b = data.draw(dense_operand((m, k))), data.draw(dense_operand((k, n)))
+    f = compiled(SPMSPM, (("A", a_layout), ("B", b_layout), ("C", c_layout)))
+    c = f(A=data.draw(stored(a_layout, a)), B=data.draw(stored(b_layout, b)))
+    assert c.layout.name == c_layout
+    close(c.to_dense(), a @ b)
+
+
+# --- element-wise products and sums into sparse outputs -------------------------------------
+@pytest.mark.parametrize("expr,op", [("C(i,j) = A(i,j) * B(i,j)", np.multiply),
+                                     ("C(i,j) = A(i,j) + B(i,j)", np.add),
+                                     ("C(i,j) = A(i,j) - B(i,j)", np.subtract)])
+@pytest.mark.parametrize("a_layout,b_layout,c_layout", [("CSR", "CSR", "CSR"),
+                                                        ("COO", "CSR_unsorted", "CSR"),
+                                                        ("DCSR", "CSC", "COO")])
+@SETTINGS
+@given(data=st.data())
+def test_elementwise(expr, op, a_layout, b_layout, c_layout, data):
+    shape = data.draw(st.tuples(EXTENTS, EXTENTS))
+    a, b = data.draw(dense_operand(shape)), data.draw(dense_operand(shape))
+    f = compiled(expr, (("A", a_layout), ("B", b_layout), ("C", c_layout)))
+    c = f(A=data.draw(stored(a_layout, a)), B=data.draw(stored(b_layout, b)))
+    close(c.to_dense(), op(a, b))
+
+
+# --- order 3: TTM on CSF ---------------------------------------------------------------------
+@pytest.mark.parametrize("a_layout", ["CSF", "DenseTensor3"])
+@settings(SETTINGS, max_examples=20)
+@given(data=st.data())
+def test_ttm(a_layout, data):
+    shape = data.draw(st.tuples(*[st.sampled_from([0, 1, 2, 4, 7])] * 3))
+    r = data.draw(st.sampled_from([0, 1, 3]))
+    a = data.draw(dense_operand(shape))
+    b = np.random.default_rng(data.draw(st.integers(0, 9))).uniform(-1, 1, (shape[2], r))
+    f = compiled(TTM, (("A", a_layout),))
+    close(f(A=data.draw(stored(a_layout, a)), B=b), np.einsum("ijk,kl->ijl", a, b))
