@@ -1,4 +1,5 @@
-"""The ``spf`` command line: ``spf layouts``, ``spf generate``, ``spf analyze``, ``spf demo``.
+"""The ``spf`` command line: ``spf layouts``, ``generate``, ``analyze``, ``convert``, ``check``,
+``cache`` and ``demo``.
 
 User mistakes (any :class:`spf.SpfError`) print ``spf: error: <message>`` on stderr and
 exit with status 2; ``spf demo`` exits with status 1 when a result does not match scipy.
@@ -25,6 +26,9 @@ examples:
   spf analyze "y(i) = A(i,j) * x(j)" -l A=DCSR --parallel
   spf analyze "v = A(i) * B(i)" -l A=SV -l B=SV --find loop --tile B.p=8 --json
   spf convert COO CSR -o coo_to_csr.c
+  spf check CSR matrix.npz
+  spf check BCSR matrix.mtx --param B=4
+  spf cache info
   spf demo
 """
 
@@ -67,9 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("dst", metavar="DST", help="destination layout: a name or a .toml path")
     conv.add_argument("-o", "--output", metavar="FILE",
                       help="write the C to FILE instead of stdout")
-    conv.add_argument("--param", action="append", default=[], metavar="PARAM=INT",
-                      help="layout parameter, e.g. B=4 (repeatable; goes to the layouts that "
-                      "declare it)")
+    _layout_param_argument(conv, " (repeatable; goes to the layouts that declare it)")
     zeros = conv.add_mutually_exclusive_group()
     zeros.add_argument("--keep-zeros", action="store_true",
                        help="store entries whose value is 0.0, padding of a dense source too")
@@ -81,6 +83,31 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--report", action="store_true",
                       help="also print how the destination is assembled and why")
     _index_type_argument(conv)
+
+    check = sub.add_parser("check", help="check tensor data in a file against a layout",
+                           description="Check that FILE holds a tensor LAYOUT can store, with "
+                           "the checks of spf.Tensor.from_arrays: extents, shape and every "
+                           "property LAYOUT declares. An .npz (np.savez) holds one array per "
+                           "field of LAYOUT, named by the field (scalar fields as 0-d arrays); "
+                           "an array that is no field is an error. A Matrix Market file (.mtx, "
+                           ".mtx.gz, .mtx.bz2) holds a matrix, which is stored in LAYOUT "
+                           "(spf.Tensor.from_scipy): the check says whether LAYOUT can hold it.")
+    check.add_argument("layout", metavar="LAYOUT", help="a layout name or a .toml path")
+    check.add_argument("file", metavar="FILE", help="an .npz of the layout's fields or a "
+                       "Matrix Market file (.mtx)")
+    _layout_param_argument(check)
+    _index_type_argument(check)
+
+    cache = sub.add_parser("cache", help="show or clear the compiled-kernel cache",
+                           description="The cache of compiled kernels (spf_*.so, their spf_*.c "
+                           "and build directories) in $SPF_CACHE_DIR, else "
+                           "$XDG_CACHE_HOME/spf, else ~/.cache/spf. Nothing else there is "
+                           "touched.")
+    actions = cache.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    actions.add_parser("info", help="print the directory, the number of kernels and their size")
+    actions.add_parser("clear", help="remove the compiled kernels (they are compiled again "
+                       "when needed)")
 
     demo = sub.add_parser("demo", help="generate, compile and run SpMSpV and SpMV, check "
                           "against scipy")
@@ -116,6 +143,11 @@ def _kernel_arguments(cmd: argparse.ArgumentParser) -> None:
     _index_type_argument(cmd)
 
 
+def _layout_param_argument(cmd: argparse.ArgumentParser, where: str = " (repeatable)") -> None:
+    cmd.add_argument("--param", action="append", default=[], metavar="PARAM=INT",
+                     help=f"layout parameter, e.g. B=4{where}")
+
+
 def _index_type_argument(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--index-type", choices=("int32", "int64"),
                      help="width of index arrays, sizes and loop indices (default int32; "
@@ -140,6 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_analyze(args, parser)
         if args.command == "convert":
             return cmd_convert(args, parser)
+        if args.command == "check":
+            return cmd_check(args, parser)
+        if args.command == "cache":
+            return cmd_cache(args)
         return cmd_demo(args)
     except SpfError as exc:
         print(f"spf: error: {exc}", file=sys.stderr)
@@ -269,17 +305,22 @@ def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     return _write_source(args, kernel.c_source(), kernel.report)
 
 
-def cmd_convert(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .conversion import Conversion
+def _layout_params(items: list[str], parser: argparse.ArgumentParser) -> dict[str, int]:
+    """``--param PARAM=INT`` options as a dict."""
     params = {}
-    for text in args.param:
+    for text in items:
         key, eq, value = text.partition("=")
         if not eq or not key.strip() or not value.strip().lstrip("-").isdigit():
             parser.error(f"--param expects PARAM=INT, got {text!r}")
         params[key.strip()] = int(value)
+    return params
+
+
+def cmd_convert(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .conversion import Conversion
     keep = True if args.keep_zeros else False if args.drop_zeros else None
     conv = Conversion(args.src, args.dst, name=args.name, keep_zeros=keep,
-                      index_type=args.index_type, **params)
+                      index_type=args.index_type, **_layout_params(args.param, parser))
     return _write_source(args, conv.c_source(), conv.report)
 
 
@@ -307,6 +348,56 @@ def cmd_analyze(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     else:
         print("\n\n".join(f"term {k}:\n{a}" if len(analyses) > 1 else str(a)
                           for k, a in enumerate(analyses)))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .tensor_file import is_matrix_market, load_tensor_file
+    tensor = load_tensor_file(args.layout, args.file, _layout_params(args.param, parser),
+                              args.index_type)
+    lay = tensor.layout
+    details = [f"{k}={v}" for k, v in lay.params.items()]
+    details += [f"{lay.index_type} indices"] if lay.index_type != "int32" else []
+    what = f"{lay.name} tensor" + (f" ({', '.join(details)})" if details else "")
+    verdict = (f"can be stored as a {what}" if is_matrix_market(args.file)
+               else f"is a valid {what}")
+    print(f"ok: {args.file} {verdict} of shape {tensor.shape} with {tensor.values.size} "
+          "stored entries")
+    return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _bytes_text(size: int) -> str:
+    """``size`` bytes for people: 512 B, 12.3 KiB, 4.5 MiB."""
+    if size < 1024:
+        return f"{size} B"
+    scaled = size / 1024
+    for unit in ("KiB", "MiB"):
+        if scaled < 1024:
+            return f"{scaled:.1f} {unit}"
+        scaled /= 1024
+    return f"{scaled:.1f} GiB"
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from . import runtime
+    directory = runtime.cache_dir()
+    try:
+        if args.action == "info":
+            usage = runtime.cache_usage(directory)
+            missing = "" if directory.is_dir() else " (does not exist)"
+            print(f"directory: {directory}{missing}\nkernels:   {usage.kernels}\n"
+                  f"files:     {usage.files} ({_bytes_text(usage.size)})")
+        else:
+            removed = runtime.clear_cache(directory)
+            print(f"removed {_count(removed.kernels, 'kernel')}, {_count(removed.files, 'file')} "
+                  f"({_bytes_text(removed.size)}) from {directory}")
+    except OSError as exc:
+        print(f"spf: error: cache {args.action}: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -36,4 +36,5 @@ class ArgumentError(SpfError, ValueError):
 
 
 class CompileError(SpfError):
-    """The C compiler rejected generated code (this is a bug in spf: please report it)."""
+    """The C compiler rejected generated code (a bug in spf: please report it) or could not
+    be run (``$CC``)."""

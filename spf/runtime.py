@@ -4,8 +4,12 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
+import shutil
 import subprocess
 import tempfile
+import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -15,6 +19,9 @@ from .errors import CompileError
 from .layout import Layout
 
 BASE_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-Wall")
+KERNEL_FILE = re.compile(r"spf_[0-9a-f]{32}\.(so|c)")   # what build_library keeps
+BUILD_PREFIX = "spf_build_"                           # its temporary build directories
+BUILD_GRACE = 600.0   # seconds: a younger build directory may belong to a running compile
 
 
 def compiler() -> str:
@@ -44,17 +51,92 @@ def build_library(source: str, flags: tuple[str, ...] = ()) -> Path:
     lib = directory / f"spf_{key}.so"
     if lib.exists():
         return lib
-    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+    with tempfile.TemporaryDirectory(dir=directory, prefix=BUILD_PREFIX) as tmp:
         c_file = Path(tmp) / "kernel.c"
         c_file.write_text(source)
         out = Path(tmp) / "kernel.so"
-        proc = subprocess.run([compiler(), *all_flags, str(c_file), "-o", str(out)],
-                              capture_output=True, text=True)
+        try:
+            proc = subprocess.run([compiler(), *all_flags, str(c_file), "-o", str(out)],
+                                  capture_output=True, text=True)
+        except OSError as exc:
+            raise CompileError(f"cannot run the C compiler {compiler()!r} ($CC): {exc}") from None
         if proc.returncode != 0:
             raise CompileError(f"{compiler()} failed:\n{proc.stderr}\n--- source ---\n{source}")
-        (directory / f"spf_{key}.c").write_text(source)
-        os.replace(out, lib)  # atomic: concurrent builders agree on the result
+        os.replace(c_file, directory / f"spf_{key}.c")  # atomic: concurrent builders agree
+        os.replace(out, lib)
     return lib
+
+
+@dataclass(frozen=True)
+class CacheUsage:
+    """Files spf keeps (or removed) in a cache directory."""
+
+    directory: Path
+    kernels: int   # compiled kernels (spf_*.so)
+    files: int     # every file, those in build directories included
+    size: int      # bytes
+
+
+def cache_entries(directory: Path | None = None) -> list[Path]:
+    """What spf made in the cache directory (default :func:`cache_dir`): kernels
+    (``spf_<hash>.so``), their sources (``spf_<hash>.c``) and build directories
+    (``spf_build_*``, left behind by interrupted compiles); nothing else."""
+    directory = cache_dir() if directory is None else directory
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if not p.is_symlink() and (
+        (KERNEL_FILE.fullmatch(p.name) and p.is_file())
+        or (p.name.startswith(BUILD_PREFIX) and p.is_dir())))
+
+
+def _files(entry: Path) -> list[Path]:
+    return [entry] if entry.is_file() else [p for p in entry.rglob("*") if p.is_file()]
+
+
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except FileNotFoundError:   # removed meanwhile by another process
+        return 0
+
+
+def _stale(build: Path, now: float) -> bool:
+    """Whether a build directory is old enough that no compile uses it any more."""
+    try:
+        return now - build.stat().st_mtime >= BUILD_GRACE
+    except FileNotFoundError:   # its compile just finished
+        return False
+
+
+def _usage(directory: Path, entries: list[Path]) -> CacheUsage:
+    files = [f for entry in entries for f in _files(entry)]
+    kernels = sum(e.suffix == ".so" for e in entries)   # build directories have no suffix
+    return CacheUsage(directory, kernels, len(files), sum(map(_size, files)))
+
+
+def cache_usage(directory: Path | None = None) -> CacheUsage:
+    """The kernels, files and bytes spf keeps in the cache directory."""
+    directory = cache_dir() if directory is None else directory
+    return _usage(directory, cache_entries(directory))
+
+
+def clear_cache(directory: Path | None = None) -> CacheUsage:
+    """Remove :func:`cache_entries` (a build directory younger than ``BUILD_GRACE`` seconds
+    is kept: a compile may be using it) and return what was removed.  Processes that
+    already loaded a kernel keep it; others compile it again."""
+    directory = cache_dir() if directory is None else directory
+    now = time.time()
+    entries = [e for e in cache_entries(directory) if e.is_file() or _stale(e, now)]
+    removed = _usage(directory, entries)
+    for entry in entries:
+        try:
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except FileNotFoundError:   # removed meanwhile by another process
+            pass
+    return removed
 
 
 @lru_cache(maxsize=None)
