@@ -92,7 +92,9 @@ class Tensor:
             raise ArgumentError("need one coordinate array per dimension, each as long as values")
         for d, (c, n) in enumerate(zip(coords, shape)):
             if len(c) and (c.min() < 0 or c.max() >= n):
-                raise ArgumentError(f"coordinate in dimension {d} outside 0..{n - 1}")
+                bad = int(np.flatnonzero((c < 0) | (c >= n))[0])
+                raise ArgumentError(f"coordinate {int(c[bad])} of entry {bad} in dimension {d} "
+                                    f"is outside 0..{n - 1}")
         coords, values = _sum_duplicates(coords, values, shape)
         module, func = _packer(lay.packer) if lay.packer else (None, None)
         if module is None:
