@@ -92,4 +92,24 @@ assert np.allclose(C.to_dense(), (M1 + M3 - SQ).toarray())
 k = spf.Kernel("y(i) = A(i,j) * x(j) + b(i)", {"A": "CSR"}, parallel=True)
 bb = vector(37, 1.0, 14)
 assert np.allclose(k.compile()(A=spf.Tensor.from_scipy("CSR", A), x=x, b=bb), A @ x + bb)
+# conversions (assembled, bucket, placed) and the generated property check, both widths
+for width in ("int32", "int64"):
+    coo = spf.Tensor.from_scipy("COO", M1.tocoo(), index_type=width)
+    for dst, params in [("CSR", {}), ("CSC", {}), ("DCSR", {}), ("DIA", {}), ("ELL", {}),
+                        ("BCSR", {"B": 4}), ("SortedCOO", {})]:
+        out = coo.convert(dst, allow_padding=True, **params)
+        assert np.array_equal(out.to_dense(), M1.toarray()), (dst, width)
+    k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
+                   index_type=width)
+    C = k.compile()(A=spf.Tensor.from_scipy("CSR", M1, index_type=width),
+                    B=spf.Tensor.from_scipy("CSR", M2, index_type=width))
+    assert np.allclose(C.to_dense(), (M1 @ M2).toarray()), width
+    bad = spf.Tensor.from_scipy("CSR", M1, index_type=width).fields
+    cols = bad["colIdx"].copy()
+    cols[[1, 2]] = cols[[2, 1]]                   # unsorted within row 0 (periodic check)
+    try:
+        spf.Tensor.from_arrays("CSR", M1.shape, {**bad, "colIdx": cols}, index_type=width)
+        raise AssertionError("an unsorted row passed the generated check")
+    except spf.ArgumentError:
+        pass
 print("SANITIZED RUN OK")
