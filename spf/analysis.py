@@ -8,6 +8,8 @@ Loop ``v`` carries a dependence when two such instances agree on the loops outsi
 differ in ``v``.  isl decides the affine part (UF reads as free variables); when isl cannot
 rule a dependence out, Z3 decides it with the layouts' properties instantiated, and its
 unsat core names the properties that disproved it (DCSR: ``rowIdx`` strictly increasing).
+A query Z3 leaves undecided (its time limit) disproves nothing: the loop carries the
+dependence and a tiling is not legal.
 """
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ from dataclasses import asdict, dataclass, field
 
 import z3
 
+from .isl_bridge import isl_limit
 from .relation import Relation
 from .scan import Level, LoopNest
-from .smt import InstanceEncoder
+from .smt import InstanceEncoder, Verdict
 from .terms import Aff, Constraint
 
 
@@ -97,14 +100,16 @@ class _Dependences:
         e = self.enc
         return [e.var(i, 1) == e.var(i, 2) for i in self.out_indices]
 
-    def carried_at(self, k: int) -> tuple[str, list[str]]:
-        """("unsat", properties) when loop ``loops[k]`` carries no dependence."""
+    def carried_at(self, k: int) -> Verdict:
+        """Unsat (with the properties used) when loop ``loops[k]`` carries no dependence."""
         e = self.enc
         e.terms = []
         parts = e.context(1) + e.context(2) + self.same_element()
         parts += [e.var(v, 1) == e.var(v, 2) for v in self.loops[:k]]
         parts.append(e.var(self.loops[k], 1) < e.var(self.loops[k], 2))
-        return e.prove_empty(parts)
+        var = self.loops[k]
+        return e.prove_empty(parts, f"whether loop {var} carries a dependence",
+                             f"assumed carried: loop {var} is not parallel")
 
     def relation(self, k: int) -> Relation:
         """The dependence carried by loop k as an SPF relation over the loop indices."""
@@ -152,15 +157,20 @@ def analyze(nest: LoopNest, parallel: bool = False) -> Analysis:
             loops.append(LoopReport(var, True, "every instance updates the scalar "
                                     f"{expr.output.tensor}", [], reduction=True))
             continue
-        rel = deps.relation(k)
-        if rel.is_empty():
+        with isl_limit(f"deciding whether loop {var} of {expr} carries a dependence",
+                       expr.source):
+            rel = deps.relation(k)
+            empty = rel.is_empty()
+        if empty:
             loops.append(LoopReport(var, False, "", ["isl (affine constraints)"]))
             continue
-        result, used = deps.carried_at(k)
-        if result == "unsat":
-            loops.append(LoopReport(var, False, "", used or ["Z3 (affine and UF terms)"]))
+        verdict = deps.carried_at(k)
+        if verdict.result == "unsat":
+            loops.append(LoopReport(var, False, "",
+                                    verdict.used or ["Z3 (affine and UF terms)"]))
         else:
-            why = "" if result == "sat" else "Z3 could not decide within the time limit"
+            why = "" if verdict.result == "sat" else \
+                f"{verdict.why}: assumed to carry it (the safe choice)"
             loops.append(LoopReport(var, True, str(rel), [], why=why))
     chosen, reason = _choose_parallel(nest, loops, parallel)
     return Analysis(str(expr), output, loops, chosen, reason)
@@ -185,27 +195,33 @@ def _choose_parallel(nest: LoopNest, loops: list[LoopReport], wanted: bool) -> t
     inner = next((lp for lp in loops[1:] if not lp.carried), None)
     short = _short(nest.level(inner.var)) if inner is not None else ""
     if short:
-        outer.why = ("not parallelized: iterations scatter into the shared output "
-                     f"{nest.space.expr.output.tensor}; loop {inner.var} carries no "
-                     f"dependence but {short}, too short to share out among threads")
+        _explain(outer, "not parallelized: iterations scatter into the shared output "
+                        f"{nest.space.expr.output.tensor}; loop {inner.var} carries no "
+                        f"dependence but {short}, too short to share out among threads")
         return None, f"the outermost loop {outer.var} carries a dependence on " \
                      f"{nest.space.expr.output.tensor}"
     if inner is not None:
         # the loops outside it carry the dependence: every thread runs them, and the
         # iterations of this loop are shared out (a barrier ends each of its instances)
         inner.parallel = wanted
-        outer.why = (f"runs in every thread of the parallel region; loop {inner.var} "
-                     "inside it is shared out") if wanted else ""
+        if wanted:
+            _explain(outer, f"runs in every thread of the parallel region; loop {inner.var} "
+                            "inside it is shared out")
         proof = "; ".join(inner.disproved_by)
         return (inner.var if wanted else None), (
             f"the outer loop {outer.var} carries a dependence on "
             f"{nest.space.expr.output.tensor}; loop {inner.var} carries none ({proof}), so "
             "its iterations are shared out among the threads, which all run the loops "
             "outside it" + ("" if wanted else "; parallel=False"))
-    outer.why = ("not parallelized: iterations scatter into the shared output "
-                 f"{nest.space.expr.output.tensor} (privatization and atomics are not used)")
+    _explain(outer, "not parallelized: iterations scatter into the shared output "
+                    f"{nest.space.expr.output.tensor} (privatization and atomics are not used)")
     return None, f"the outermost loop {outer.var} carries a dependence on " \
                  f"{nest.space.expr.output.tensor}"
+
+
+def _explain(loop: LoopReport, text: str) -> None:
+    """Add ``text`` to what the analysis says about ``loop`` (after a Z3 time-out, say)."""
+    loop.why = f"{loop.why}; {text}" if loop.why else text
 
 
 def _short(level: Level) -> str:
@@ -240,9 +256,10 @@ def tiling_legal(nest: LoopNest, original: list[str]) -> tuple[bool, str]:
 
     parts = e.context(1) + e.context(2) + deps.same_element()
     parts += [before(original, 1, 2), before(new, 2, 1)]
-    result, _ = e.prove_empty(parts)
-    if result == "unsat":
+    verdict = e.prove_empty(parts, f"the legality of the loop order {', '.join(new)}",
+                            "assumed illegal: the tiling is refused")
+    if verdict.result == "unsat":
         return True, ""
     return False, ("the new loop order runs two instances that update the same element of "
                    f"{nest.space.expr.output} in the opposite order"
-                   + ("" if result == "sat" else " (Z3 could not decide)"))
+                   + ("" if verdict.result == "sat" else f" (assumed: {verdict.why})"))

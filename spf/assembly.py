@@ -4,7 +4,7 @@ The output's storage order comes from its layout (:mod:`spf.storage`).  Z3 decid
 of it the loop nest already produces in order: the longest prefix of the storage-order
 coordinates that never decreases from one statement instance to the next (with the input
 layouts' properties; a find that may enumerate matches out of position order counts as
-unordered).  Entries are then appended group by group (one group per prefix value), the
+unordered, and so does a prefix Z3 leaves undecided within its time limit).  Entries are then appended group by group (one group per prefix value), the
 rest of the coordinates gathered in a dense workspace (or, when the whole key arrives in
 order, appended directly); with no ordered prefix, a vector output uses one workspace over
 the whole vector, a dense level over a compressed one is filled by a counting scatter
@@ -18,7 +18,7 @@ import z3
 
 from .iteration_space import TensorUse
 from .scan import LoopNest
-from .smt import InstanceEncoder
+from .smt import InstanceEncoder, Verdict
 from .storage import Storage, storage_of
 from .synthesis import Decision
 from .terms import Aff
@@ -107,9 +107,13 @@ def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) 
         mode = "bucket"
         bucket_sorted = _non_decreasing(nest, len(nest.levels), key[1:], storage.descending[1:],
                                         _unordered_loops(decisions), statements_only=True,
-                                        equal=key[:1])[0]
+                                        equal=key[:1],
+                                        fallback="assumed not: each bucket is sorted"
+                                        ).result == "unsat"
         unique = _non_decreasing(nest, len(nest.levels), (), (), _unordered_loops(decisions),
-                                 statements_only=True, equal=key)[0]
+                                 statements_only=True, equal=key,
+                                 fallback="assumed not: entries with equal coordinates are "
+                                          "combined").result == "unsat"
     group_level = None
     if mode == "workspace" and ordered:
         group_level = _group_level(nest, key[:ordered], storage.descending, decisions)
@@ -147,12 +151,19 @@ def _ordered_prefix(nest: LoopNest, key: tuple[str, ...], descending: tuple[bool
     if not any(lv.kind == "loop" for lv in nest.levels):
         return len(key), "the nest has no loop"
     unordered = _unordered_loops(decisions)
+    undecided = ""
     for s in range(len(key), 0, -1):
-        proved, used = _non_decreasing(nest, len(nest.levels), key[:s], descending, unordered,
-                                       statements_only=True)
-        if proved:
-            proof = "; ".join(used) if used else "affine constraints"
+        verdict = _non_decreasing(nest, len(nest.levels), key[:s], descending, unordered,
+                                  statements_only=True,
+                                  fallback="assumed not: " + ("a shorter prefix is tried" if s > 1
+                                                              else "no prefix is ordered"))
+        if verdict.result == "unsat":
+            proof = "; ".join(verdict.used) if verdict.used else "affine constraints"
             return s, f"Z3 proved ({', '.join(key[:s])}) non-decreasing ({proof})"
+        undecided = undecided or verdict.why
+    if undecided:
+        return 0, (f"no prefix of the storage order is proven non-decreasing ({undecided} on "
+                   "some: assumed unordered, the safe choice)")
     return 0, "Z3 found executions where every prefix of the storage order decreases"
 
 
@@ -176,18 +187,21 @@ def _group_level(nest: LoopNest, group: tuple[str, ...], descending: tuple[bool,
     if not any(lv.kind == "loop" for lv in nest.levels[:level + 1]) or \
             not any(lv.kind == "loop" for lv in nest.levels[level + 1:]):
         return None     # no loop to hoist it out of
-    proved, _ = _non_decreasing(nest, level + 1, group, descending,
-                                _unordered_loops(decisions), statements_only=False)
-    return level if proved else None
+    verdict = _non_decreasing(nest, level + 1, group, descending,
+                              _unordered_loops(decisions), statements_only=False,
+                              fallback="assumed not: the group is checked per statement "
+                                       "instance")
+    return level if verdict.result == "unsat" else None
 
 
 def _non_decreasing(nest: LoopNest, depth: int, key: tuple[str, ...],
                     descending: tuple[bool, ...], unordered: set[str],
-                    statements_only: bool, equal: tuple[str, ...] = ()
-                    ) -> tuple[bool, list[str]]:
-    """Z3: ``key`` never decreases (lexicographically) from one iteration of the first
-    ``depth`` levels to a later one (only statement instances: ``statements_only``; only
-    between iterations with the same values of ``equal``)."""
+                    statements_only: bool, fallback: str, equal: tuple[str, ...] = ()
+                    ) -> Verdict:
+    """Z3 decides whether ``key`` never decreases (lexicographically) from one iteration of
+    the first ``depth`` levels to a later one (only statement instances: ``statements_only``;
+    only between iterations with the same values of ``equal``): unsat if it never does.  An
+    unknown is no proof; ``fallback`` says what the caller does then."""
     loops = [lv.var for lv in nest.levels[:depth] if lv.kind == "loop"]
     enc = InstanceEncoder(nest, depth)
     enc.terms = []
@@ -211,5 +225,9 @@ def _non_decreasing(nest: LoopNest, depth: int, key: tuple[str, ...],
         smaller.append(z3.And(*same, b < a if descending[n] else a < b))
     if smaller:     # without a key: can two iterations agree on ``equal`` at all?
         parts.append(z3.Or(*smaller))
-    result, used = enc.prove_empty(parts)
-    return result == "unsat", used
+    if key:
+        query = f"whether ({', '.join(key)}) never decreases in execution order" \
+            + (f" for equal ({', '.join(equal)})" if equal else "")
+    else:
+        query = f"whether no two statement instances have the same ({', '.join(equal)})"
+    return enc.prove_empty(parts, query, fallback)

@@ -7,18 +7,74 @@ calls.  Projecting out a dimension therefore projects out every call that depend
 """
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import islpy as isl
 
+from .errors import SpecError
 from .terms import Aff, Constraint, FloorDiv, UFCall
 
 _CTX = isl.DEFAULT_CONTEXT
+ISL_MAX_OPERATIONS = 20_000_000     # per top-level operation
+ISL_MAX_OPERATIONS_ENV = "SPF_ISL_MAX_OPERATIONS"
+_active = False                     # inside a top-level operation
+
+
+def isl_max_operations() -> int:
+    """The isl operations one top-level operation may take: ``$SPF_ISL_MAX_OPERATIONS``
+    (0: no limit), else :data:`ISL_MAX_OPERATIONS`."""
+    text = os.environ.get(ISL_MAX_OPERATIONS_ENV, "").strip()
+    if not text:
+        return ISL_MAX_OPERATIONS
+    if not text.isdigit():
+        raise SpecError(f"{ISL_MAX_OPERATIONS_ENV} must be a non-negative integer (0: no "
+                        f"limit), got {text!r}")
+    return int(text)
+
+
+@contextmanager
+def isl_limit(what: str, source: str = "<string>") -> Iterator[None]:
+    """Bound the isl work of one top-level operation (``what`` names it in the error, which
+    ``source`` locates): the outermost ``isl_limit`` resets isl's operation counter and turns
+    an exceeded limit into a SpecError; nested ones run within its budget.  Outside, isl is
+    not limited."""
+    global _active
+    if _active:
+        yield
+        return
+    limit = isl_max_operations()
+    _CTX.set_max_operations(limit)
+    _CTX.reset_operations()
+    _active = True
+    try:
+        yield
+    except isl.Error:
+        if not _exhausted():
+            raise
+        raise SpecError(f"isl exceeded {limit} operations while {what}; simplify the relation "
+                        f"or raise {ISL_MAX_OPERATIONS_ENV}", source) from None
+    finally:
+        _active = False
+        _CTX.set_max_operations(0)
+
+
+def _exhausted() -> bool:
+    """Whether isl has spent its operations (the error it raised may name another cause: its
+    parser reports one as a syntax error)."""
+    try:
+        isl.Set("{ [i] : 0 <= i <= 1 }", context=_CTX)
+    except isl.Error:
+        return True
+    return False
 
 
 def _safe(name: str) -> str:
-    return name.replace(".", "__").replace("'", "__prime")
+    """An isl identifier for ``name``, one to one: never an isl keyword (``nan``, ``min``,
+    ``exists``: names start with ``_``), ``.`` and ``'`` spelled out."""
+    return "_" + name.replace("_", "__").replace(".", "_d").replace("'", "_p")
 
 
 @dataclass

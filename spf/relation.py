@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Iterable, Mapping, Sequence
 
-from .isl_bridge import encode
+from .isl_bridge import encode, isl_limit
 from .syntax import parse_relation_text
 from .terms import Aff, Constraint, UFCall, format_constraint
 
@@ -187,6 +187,7 @@ class Relation:
         enc = self._encoding()
         return enc.isl_set([list(c) for c in self.disjuncts], self.exists), enc
 
+    @isl_limit("simplifying a relation")
     def simplify(self) -> "Relation":
         """Let isl remove redundant constraints, eliminate plain existentials and merge disjuncts."""
         s, enc = self.to_isl()
@@ -194,9 +195,11 @@ class Relation:
         kept_exists = tuple(d for d in enc.dims if d in self.exists)
         return Relation(self.in_vars, self.out_vars, enc.decode_set(s), kept_exists)
 
+    @isl_limit("testing a relation for emptiness")
     def is_empty(self) -> bool:
         return self.to_isl()[0].is_empty()
 
+    @isl_limit("testing a relation for inclusion")
     def is_subset(self, other: "Relation") -> bool:
         other = other._align(self)
         both = Relation(self.vars, None, self.disjuncts + other.disjuncts, self.exists + other.exists)

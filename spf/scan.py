@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from .errors import SpecError
-from .isl_bridge import Encoding, encode
+from .isl_bridge import Encoding, encode, isl_limit
 from .iteration_space import IterationSpace
+from .smt import Z3Limit
 from .terms import Aff, Constraint, FloorDiv, UFCall
 
 
@@ -51,6 +52,7 @@ class LoopNest:
     levels: list[Level]
     statement_guards: list[Constraint]
     schedule: list[str]
+    z3: Z3Limit = field(default_factory=Z3Limit)    # time limit of queries about this nest
 
     def level(self, var: str) -> Level:
         for lv in self.levels:
@@ -243,4 +245,5 @@ def _prefer_named(nest: LoopNest) -> None:
 
 def scan(space: IterationSpace, order: list[str]) -> LoopNest:
     """Scan ``space`` with loops in ``order`` (remaining variables follow)."""
-    return Scanner(space).scan(order)
+    with isl_limit(f"scanning the iteration space of {space.expr}", space.expr.source):
+        return Scanner(space).scan(order)

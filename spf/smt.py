@@ -8,15 +8,67 @@ reads that occur in a query, so no quantifiers reach the solver.
 from __future__ import annotations
 
 import itertools
-from typing import Mapping
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping, NamedTuple
 
 import z3
 
+from .errors import SpecError
 from .iteration_space import TensorUse
-from .scan import LoopNest
 from .terms import Aff, Constraint, FloorDiv, UFCall
 
-Z3_TIMEOUT_MS = 2000
+if TYPE_CHECKING:
+    from .scan import LoopNest
+
+Z3_TIMEOUT_MS = 2000                # the default time limit of one query
+Z3_TIMEOUT_MAX_MS = 3_600_000       # one hour: beyond that a kernel would seem to hang
+Z3_TIMEOUT_ENV = "SPF_Z3_TIMEOUT_MS"
+
+
+def z3_timeout(value: object = None, source: str = "<string>") -> int:
+    """The time limit of each Z3 query in milliseconds: ``value`` if given, else
+    ``$SPF_Z3_TIMEOUT_MS``, else :data:`Z3_TIMEOUT_MS`; SpecError unless an integer from 1 to
+    :data:`Z3_TIMEOUT_MAX_MS`."""
+    origin = "z3_timeout_ms"
+    if value is None:
+        text = os.environ.get(Z3_TIMEOUT_ENV, "").strip()
+        if not text:
+            return Z3_TIMEOUT_MS
+        origin, value = Z3_TIMEOUT_ENV, int(text) if text.lstrip("-").isdigit() else text
+    if isinstance(value, bool) or not isinstance(value, int) \
+            or not 1 <= value <= Z3_TIMEOUT_MAX_MS:
+        raise SpecError(f"{origin} must be an integer number of milliseconds from 1 to "
+                        f"{Z3_TIMEOUT_MAX_MS} (one hour), got {value!r}", source)
+    return value
+
+
+@dataclass
+class Z3Limit:
+    """The time limit of each Z3 query about one loop nest, and the queries Z3 left
+    undecided.  An undecided query is never taken as a proof: the caller keeps the choice
+    that needs none (the guard loop, a carried dependence, an unordered prefix)."""
+
+    timeout_ms: int = Z3_TIMEOUT_MS
+    undecided: list[str] = field(default_factory=list)   # "Z3 timed out ... on Q; fallback"
+
+    def gave_up(self, solver: z3.Solver, query: str, fallback: str) -> str:
+        """Record that ``solver`` answered unknown on ``query``; the short reason."""
+        reason = solver.reason_unknown()
+        short = f"Z3 timed out after {self.timeout_ms} ms" \
+            if reason in ("timeout", "canceled") else f"Z3 gave no answer ({reason})"
+        entry = f"{short} on {query}; {fallback}"
+        if entry not in self.undecided:
+            self.undecided.append(entry)
+        return short
+
+
+class Verdict(NamedTuple):
+    """The answer to :meth:`InstanceEncoder.prove_empty`."""
+
+    result: str                 # "unsat", "sat" or "unknown"
+    used: list[str]             # unsat: the properties in the unsat core
+    why: str = ""               # unknown: why Z3 gave no answer
 
 
 def symbols_of(a: Aff) -> set[str]:
@@ -31,6 +83,7 @@ class InstanceEncoder:
 
     def __init__(self, nest: LoopNest, depth: int):
         self.nest = nest
+        self.limit = nest.z3
         self.space = nest.space
         self.outer = nest.levels[:depth]
         self.outer_vars = [lv.var for lv in self.outer if lv.kind != "read"]
@@ -188,7 +241,7 @@ class InstanceEncoder:
         if instances not in self._solvers:
             self.terms = []
             solver = z3.Solver()
-            solver.set("timeout", Z3_TIMEOUT_MS)
+            solver.set("timeout", self.limit.timeout_ms)
             parts = list(self.context(1))
             if instances == 2:
                 parts += self.context(2) + [self.before()]
@@ -199,8 +252,10 @@ class InstanceEncoder:
         self._current = instances
         self.terms = []
 
-    def unsat(self, *parts: z3.BoolRef) -> tuple[bool, str]:
-        """(True, "") when context ∧ parts ∧ properties is UNSAT; else (False, reason)."""
+    def unsat(self, *parts: z3.BoolRef, query: str, fallback: str) -> tuple[bool, str]:
+        """(True, "") when context ∧ parts ∧ properties is UNSAT; else (False, reason): a
+        counterexample, or why Z3 gave no answer (then ``query`` and the ``fallback`` the
+        caller takes are recorded in the nest's :class:`Z3Limit`)."""
         solver, base_terms = self._solvers[self._current]
         solver.push()
         try:
@@ -210,7 +265,7 @@ class InstanceEncoder:
             if result == z3.unsat:
                 return True, ""
             if result == z3.unknown:
-                return False, f"Z3 gave no answer within {Z3_TIMEOUT_MS} ms"
+                return False, self.limit.gave_up(solver, query, fallback)
             model = solver.model()
             shown = sorted((str(d), model[d]) for d in model.decls() if d.arity() == 0)
             return False, "counterexample: " + ", ".join(f"{n} = {v}" for n, v in shown[:12])
@@ -218,11 +273,12 @@ class InstanceEncoder:
             solver.pop()
             self.terms = []
 
-    def prove_empty(self, parts: list[z3.BoolRef]) -> tuple[str, list[str]]:
+    def prove_empty(self, parts: list[z3.BoolRef], query: str, fallback: str) -> Verdict:
         """Decide ``parts`` (built since the last reset of ``terms``) with every property
-        instance tracked: ("unsat", properties used), ("sat", []) or ("unknown", [])."""
+        instance tracked: unsat with the properties used, sat, or unknown (recorded as in
+        :meth:`unsat`)."""
         solver = z3.Solver()
-        solver.set("timeout", Z3_TIMEOUT_MS)
+        solver.set("timeout", self.limit.timeout_ms)
         solver.set("unsat_core", True)
         solver.add(*parts)
         labels = {}
@@ -233,8 +289,10 @@ class InstanceEncoder:
         self.terms = []
         result = solver.check()
         if result == z3.unsat:
-            return "unsat", sorted(labels[str(c)] for c in solver.unsat_core())
-        return ("sat" if result == z3.sat else "unknown"), []
+            return Verdict("unsat", sorted(labels[str(c)] for c in solver.unsat_core()))
+        if result == z3.sat:
+            return Verdict("sat", [])
+        return Verdict("unknown", [], self.limit.gave_up(solver, query, fallback))
 
 
 def _compare(order: str, a, b):

@@ -22,7 +22,9 @@ SeqIter applies iff both are UNSAT:
 
 and the instances sharing a state search the same range.  State indices are found by
 Algorithm 3: start from all enclosing loop indices and reduced indices, drop them innermost
-first (loop indices before reduced indices) while the assumptions still hold.
+first (loop indices before reduced indices) while the assumptions still hold.  A query Z3
+leaves undecided (its time limit) proves nothing: the assumption counts as failed, so at
+worst the guard loop stays.
 """
 from __future__ import annotations
 
@@ -197,6 +199,7 @@ class _Checker:
         self.enc = _Encoder(nest, find)
         self.find = find
         self._memo: dict[tuple, tuple[bool, str]] = {}
+        self.lookup = f"the lookup of {find.use.name} ({find.var})"
 
     def _cached(self, key: tuple, run) -> tuple[bool, str]:
         if key not in self._memo:
@@ -216,14 +219,20 @@ class _Checker:
         e.begin(2)
         differ = z3.Or(e.aff(self.find.lo, 1) != e.aff(self.find.lo, 2),
                        e.aff(self.find.hi, 1) != e.aff(self.find.hi, 2))
-        return e.unsat(*e.same_state(state), differ)
+        return e.unsat(*e.same_state(state), differ,
+                       query=f"the searched range of {self.lookup} with state "
+                             f"{{{', '.join(state)}}}",
+                       fallback="assumed to differ: the state keeps more indices or the "
+                                "template is not used")
 
     def determines(self, var: str, loops: list[str]) -> tuple[bool, str]:
         """Two instances with equal ``var`` have equal ``loops``."""
         e = self.enc
         e.begin(2)
         return e.unsat(e.var(var, 1) == e.var(var, 2),
-                       z3.Or(*[e.var(v, 1) != e.var(v, 2) for v in loops]))
+                       z3.Or(*[e.var(v, 1) != e.var(v, 2) for v in loops]),
+                       query=f"whether {var} determines {', '.join(loops)} in {self.lookup}",
+                       fallback=f"assumed not: the state keeps {var}")
 
     def eq3(self, state: list[str], compare: str) -> tuple[bool, str]:
         return self._cached(("eq3", tuple(sorted(state)), compare),
@@ -235,25 +244,34 @@ class _Checker:
         q = e.position(1)
         return e.unsat(*e.same_state(state), e.in_range(q, 1), e.in_range(q, 2),
                        self._advance(e.key(q, 1), e.target(1), compare),
-                       _tuple_eq(e.key(q, 2), e.target(2)))
+                       _tuple_eq(e.key(q, 2), e.target(2)),
+                       query=f"Eq. 3 of SeqIter (while key {compare} target) for "
+                             f"{self.lookup} with state {{{', '.join(state)}}}",
+                       fallback="assumed satisfiable: the state keeps more indices or SeqIter "
+                                "is not used")
 
     def eq4(self, direction: int, compare: str) -> tuple[bool, str]:
         e = self.enc
         e.begin(1)
         q, r = e.position(1), e.position(1)
         key_q, target = e.key(q, 1), e.target(1)
+        label = f"{'forward' if direction > 0 else 'backward'} while key {compare} target"
         return e.unsat(e.in_range(q, 1), e.in_range(r, 1),
                        (q < r) if direction > 0 else (q > r),
                        z3.Not(self._advance(key_q, target, compare)),
                        z3.Not(_tuple_eq(key_q, target)),
-                       _tuple_eq(e.key(r, 1), target))
+                       _tuple_eq(e.key(r, 1), target),
+                       query=f"Eq. 4 of SeqIter ({label}) for {self.lookup}",
+                       fallback=f"assumed satisfiable: SeqIter {label} is not used")
 
     def unique(self) -> bool:
         e = self.enc
         e.begin(1)
         q, r = e.position(1), e.position(1)
         ok, _ = e.unsat(e.in_range(q, 1), e.in_range(r, 1), q != r,
-                        _tuple_eq(e.key(q, 1), e.target(1)), _tuple_eq(e.key(r, 1), e.target(1)))
+                        _tuple_eq(e.key(q, 1), e.target(1)), _tuple_eq(e.key(r, 1), e.target(1)),
+                        query=f"the uniqueness of the match in {self.lookup}",
+                        fallback="assumed several matches")
         return ok
 
     def contiguous(self) -> tuple[bool, str]:
@@ -263,7 +281,9 @@ class _Checker:
         t = e.target(1)
         return e.unsat(e.in_range(q, 1), e.in_range(s, 1), q < r, r < s,
                        _tuple_eq(e.key(q, 1), t), _tuple_eq(e.key(s, 1), t),
-                       z3.Not(_tuple_eq(e.key(r, 1), t)))
+                       z3.Not(_tuple_eq(e.key(r, 1), t)),
+                       query=f"the contiguity of the matches in {self.lookup}",
+                       fallback="assumed not contiguous: SeqIter is not used")
 
     def sorted(self, compare: str) -> tuple[bool, str]:
         e = self.enc
@@ -271,7 +291,11 @@ class _Checker:
         q, r = e.position(1), e.position(1)
         kq, kr = e.key(q, 1), e.key(r, 1)
         bad = _lex_less(kr, kq) if compare == "<" else _lex_less(kq, kr)
-        return e.unsat(e.in_range(q, 1), e.in_range(r, 1), q < r, bad)
+        order = "increasing" if compare == "<" else "decreasing"
+        return e.unsat(e.in_range(q, 1), e.in_range(r, 1), q < r, bad,
+                       query=f"whether the keys are {order} in {self.lookup}",
+                       fallback=f"assumed not: no binary search or tile-skipping guard over "
+                                f"{order} keys")
 
 
 # ---------------------------------------------------------------------------------------
@@ -405,22 +429,23 @@ def decide(nest: LoopNest, find: Find, requested: str) -> Decision:
         label = f"{'forward' if direction > 0 else 'backward'} while key {compare} target"
         ok4, why4 = chk.eq4(direction, compare)
         if not ok4:
-            reasons.append(f"{label}: Eq. 4 (no match after the stop point) is satisfiable, "
-                           f"{why4}")
+            reasons.append(f"{label}: " + _failed("Eq. 4 (no match after the stop point) is "
+                                                  "satisfiable", why4))
             continue
         if not unique:
             okc, whyc = chk.contiguous()
             if not okc:
-                reasons.append(f"{label}: matches are not contiguous, {whyc}")
+                reasons.append(f"{label}: " + _failed("matches are not contiguous", whyc))
                 continue
 
         def test(state, c=compare):
             ok, why = chk.same_range(state)
             if not ok:
-                return False, f"instances sharing the state search different ranges, {why}"
+                return False, _failed("instances sharing the state search different ranges",
+                                      why)
             ok, why = chk.eq3(state, c)
-            return ok, ("" if ok else f"Eq. 3 (a later search finds a position an earlier one "
-                                      f"skipped) is satisfiable, {why}")
+            return ok, ("" if ok else _failed("Eq. 3 (a later search finds a position an "
+                                              "earlier one skipped) is satisfiable", why))
 
         cands = _state_candidates(nest, find, with_reduced=True)
         state, why = _algorithm3(cands, test)
@@ -443,7 +468,8 @@ def decide(nest: LoopNest, find: Find, requested: str) -> Decision:
         cands = _state_candidates(nest, find, with_reduced=False)
         state, why = _algorithm3(cands, chk.same_range)
         if state is None:
-            rejected["hashmap"] = f"the searched range is not fixed between builds, {why}"
+            rejected["hashmap"] = _failed("the searched range is not fixed between builds",
+                                          why)
         else:
             state, init, _, _ = _place_state(nest, find, state, allow_array=False)
             valid["hashmap"] = Choice("hashmap", 1, "<", state, unique, init)
@@ -455,8 +481,8 @@ def decide(nest: LoopNest, find: Find, requested: str) -> Decision:
         if ok:
             valid["binsearch"] = Choice("binsearch", 1, compare, [], unique)
             break
-        reasons.append(f"{'increasing' if compare == '<' else 'decreasing'} keys: the range "
-                       f"is not sorted, {why}")
+        reasons.append(f"{'increasing' if compare == '<' else 'decreasing'} keys: "
+                       + _failed("the range is not sorted", why))
     if "binsearch" not in valid:
         rejected["binsearch"] = "; ".join(reasons) + _missing_order_hint(find)
     valid["loop"] = Choice("loop")
@@ -473,6 +499,13 @@ def decide(nest: LoopNest, find: Find, requested: str) -> Decision:
     if decision.chosen.algorithm == "loop":
         decision.chosen = None
     return decision
+
+
+def _failed(claim: str, why: str) -> str:
+    """Why an assumption does not hold: ``claim`` with Z3's counterexample, or, when Z3 gave
+    no answer, ``claim`` assumed (the safe choice) and why."""
+    return f"{claim}, {why}" if why.startswith("counterexample") else \
+        f"{claim} (assumed: {why})"
 
 
 def _auto(nest: LoopNest, find: Find, valid: dict[str, Choice]) -> tuple[Choice, Choice | None]:
