@@ -47,41 +47,55 @@ class ArrayRef:
     subscripts: tuple[IExpr, ...]
 
 
-def _parse_expr(p: Parser) -> IExpr:
+MAX_OPERATORS = 256   # per expression: trees are walked recursively, so their depth is bounded
+
+
+class _Parser(Parser):
+    operators = 0
+
+    def operator(self) -> str:
+        """Consume a binary operator, at most :data:`MAX_OPERATORS` in one expression."""
+        if self.operators == MAX_OPERATORS:
+            raise self.error(f"more than {MAX_OPERATORS} operators in one index expression")
+        self.operators += 1
+        self.i += 1
+        return self.tokens[self.i - 1].text
+
+
+def _parse_expr(p: _Parser) -> IExpr:
     lhs = _parse_term(p)
     while p.peek("+") or p.peek("-"):
-        op = p.tok.text
-        p.i += 1
-        lhs = BinOp(op, lhs, _parse_term(p))
+        lhs = BinOp(p.operator(), lhs, _parse_term(p))
     return lhs
 
 
-def _parse_term(p: Parser) -> IExpr:
+def _parse_term(p: _Parser) -> IExpr:
     lhs = _parse_factor(p)
     while p.peek("*") or p.peek("/"):
-        op = p.tok.text
-        p.i += 1
-        lhs = BinOp(op, lhs, _parse_factor(p))
+        lhs = BinOp(p.operator(), lhs, _parse_factor(p))
     return lhs
 
 
-def _parse_factor(p: Parser) -> IExpr:
+def _parse_factor(p: _Parser) -> IExpr:
     tok = p.tok
     if tok.kind == "num":
         p.i += 1
         return Num(int(tok.text))
     if p.accept("-"):
-        return BinOp("-", Num(0), _parse_factor(p))
+        with p.nested():
+            return BinOp("-", Num(0), _parse_factor(p))
     if p.accept("("):
-        inner = _parse_expr(p)
+        with p.nested():
+            inner = _parse_expr(p)
         p.expect(")")
         return inner
     if tok.kind == "name":
         p.i += 1
         if p.accept("("):
-            args = [_parse_expr(p)]
-            while p.accept(","):
-                args.append(_parse_expr(p))
+            with p.nested():
+                args = [_parse_expr(p)]
+                while p.accept(","):
+                    args.append(_parse_expr(p))
             p.expect(")", "')' closing the call")
             return Call(tok.text, tuple(args))
         return Name(tok.text)
@@ -90,7 +104,7 @@ def _parse_factor(p: Parser) -> IExpr:
 
 
 def parse_index_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 1) -> IExpr:
-    p = Parser(text, source, line0, col0)
+    p = _Parser(text, source, line0, col0)
     e = _parse_expr(p)
     p.expect_end()
     return e
@@ -99,7 +113,7 @@ def parse_index_expr(text: str, source: str = "<string>", line0: int = 1, col0: 
 def parse_array_ref(text: str, source: str = "<string>", line0: int = 1,
                     col0: int = 1) -> ArrayRef:
     """Parse ``data[pj]`` / ``data[pj][pk][pl]``."""
-    p = Parser(text, source, line0, col0)
+    p = _Parser(text, source, line0, col0)
     name = p.name("the name of the value array").text
     subs = []
     while p.accept("["):

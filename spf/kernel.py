@@ -14,7 +14,8 @@ import numpy as np
 from . import emit_c, index_expr, runtime
 from .errors import ArgumentError, SpecError, SynthesisError
 from .iteration_space import IterationSpace, build, shared_fields
-from .kernel_spec import Expr, load_kernel_file, parse_bounds, parse_expr
+from .kernel_spec import (Expr, layout_params, load_kernel_file, parse_bounds, parse_expr,
+                          parse_order, tensor_layouts)
 from .layout import Layout, default_layout, load_layout
 from .scan import LoopNest, scan
 from .terms import Aff
@@ -22,13 +23,11 @@ from .synthesis import ALGORITHMS, Decision, for_parallel, synthesize
 from .analysis import Analysis, TileReport, analyze, tiling_legal
 from .assembly import AssemblyPlan, plan_assembly
 from .storage import storage_of
+from .syntax import C_KEYWORDS
 from .tensor import Tensor, index_max
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
-_C_RESERVED = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double",
-               "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
-               "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
-               "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "memset"}
+_C_RESERVED = C_KEYWORDS | {"memset"}
 
 
 class Kernel:
@@ -59,8 +58,8 @@ class Kernel:
                  name: str | None = None, tile: Mapping[str, int] | None = None,
                  share: Mapping[str, str] | None = None, drop_zeros: bool = False,
                  index_type: str | None = None):
-        layouts = dict(layouts or {})
-        params = dict(params or {})
+        layouts = tensor_layouts(layouts)
+        params = layout_params(params)
         if str(expr).endswith(".toml"):
             spec = load_kernel_file(expr)
             self.expr: Expr = spec.expr
@@ -80,10 +79,12 @@ class Kernel:
         else:
             self.expr = parse_expr(expr)
         name = "spf_kernel" if name is None else name
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or name in _C_RESERVED:
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) \
+                or name in _C_RESERVED:
             raise SpecError(f"kernel name {name!r} is not a valid C identifier", self.expr.source)
         self.name = name
         self._check_names()
+        order = parse_order(order, self.expr.source)
         self.find = _check_find(find, self.expr)
         if not isinstance(parallel, bool):
             raise SpecError(f"parallel must be True or False, got {parallel!r}", self.expr.source)
@@ -150,14 +151,12 @@ class Kernel:
                             f"find of {after.find.use.name} ({after.find.var}): {old} became "
                             f"{new} so that no find state is shared by parallel iterations")
 
-    def _split_terms(self, order: "list[str] | str | None", tile) -> None:
+    def _split_terms(self, order: list[str] | None, tile) -> None:
         """Statement splitting: one product kernel per term, adding into the output."""
         if tile:
             raise SpecError("tile is not supported for sums yet", self.expr.source)
         if self.share is not None:
             raise SpecError("share is not supported for sums yet", self.expr.source)
-        if isinstance(order, str):
-            order = [v.strip() for v in order.split(",") if v.strip()]
         layouts = {t: lay for t, lay in self.layouts.items()}
         for k, product in enumerate(self.expr.products()):
             if not self.assembled:
@@ -209,7 +208,7 @@ class Kernel:
         out = {}
         variables = self.space.variables
         for name, size in tile.items():
-            var = name.replace(".", "_", 1)
+            var = name.replace(".", "_", 1) if isinstance(name, str) else None
             if var not in variables:
                 raise SpecError(f"tile names {name!r}, which is not a variable of the "
                                 f"iteration space", self.expr.source)
@@ -328,8 +327,6 @@ class Kernel:
             inputs = [u for u in self.space.uses if not u.is_output]
             sparse = [u for u in inputs if u.is_sparse] or inputs
             return self._with_tiles([v for u in sparse for v in u.vars])
-        if isinstance(order, str):
-            order = [v.strip() for v in order.split(",") if v.strip()]
         result = []
         for item in order:
             var = item.replace(".", "_", 1) if "." in item else item

@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .errors import SpecError
-from .syntax import Parser, parse_constraints, parse_toml
+from .syntax import Parser, is_file, parse_constraints, parse_toml, read_spec
 from .terms import Constraint
 
 
@@ -107,6 +107,9 @@ def _access(p: Parser) -> Access:
 
 def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 1) -> Expr:
     """Parse tensor index notation; checks index counts and name clashes."""
+    if not isinstance(text, str):
+        raise SpecError(f"a kernel is a string in tensor index notation such as "
+                        f"'y(i) = A(i,j) * x(j)', got {text!r}", source)
     p = Parser(text, source, line0, col0)
     out = _access(p)
     if p.accept("+="):
@@ -208,10 +211,7 @@ def _locate(text: str, needle: str) -> tuple[int, int]:
 def load_kernel_file(path: str | Path) -> KernelFile:
     """Read a kernel spec file (TOML)."""
     source = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise SpecError(f"cannot read kernel file: {exc}", source) from exc
+    text = read_spec(path, "kernel file")
     table = parse_toml(text, source)
 
     def key_error(message: str, key: str) -> SpecError:
@@ -250,7 +250,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
     resolved = {}
     for name, lay in layouts.items():
         rel = Path(path).parent / lay
-        resolved[name] = str(rel) if (lay.endswith(".toml") and rel.is_file()) else lay
+        resolved[name] = str(rel) if (lay.endswith(".toml") and is_file(rel)) else lay
     params = table.get("params", {})
     if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
         raise key_error("[params.T] tables must map parameter names to integers", "params")
@@ -265,6 +265,43 @@ def load_kernel_file(path: str | Path) -> KernelFile:
 def parse_bounds(text: str | list[Constraint], source: str = "<string>", line0: int = 1,
                  col0: int = 1) -> list[Constraint]:
     """Dense iteration-space bounds such as ``"j <= i"`` (affine in indices)."""
-    if isinstance(text, list):
+    if isinstance(text, list) and all(isinstance(c, Constraint) for c in text):
         return text
+    if not isinstance(text, str):
+        raise SpecError(f"bounds must be a string such as 'j <= i', got {text!r}", source)
     return parse_constraints(text, source, line0, col0)
+
+
+def parse_order(order: Any, source: str = "<string>") -> list[str] | None:
+    """A loop order: a list of loop variables or one comma-separated string (None: default)."""
+    if order is None:
+        return None
+    if isinstance(order, str):
+        return [v.strip() for v in order.split(",") if v.strip()]
+    if isinstance(order, (list, tuple)) and all(isinstance(v, str) for v in order):
+        return list(order)
+    raise SpecError(f"order must be a list of loop variables such as ['A.pi', 'A.pj'] or a "
+                    f"comma-separated string, got {order!r}", source)
+
+
+def tensor_layouts(layouts: Any) -> dict[str, Any]:
+    """The ``layouts`` argument: tensor names to layouts (checked when they load)."""
+    if layouts is None:
+        return {}
+    if not isinstance(layouts, Mapping) or not all(isinstance(t, str) for t in layouts):
+        raise SpecError(f"layouts must map tensor names to layout names, paths or Layout "
+                        f"objects, got {layouts!r}")
+    return dict(layouts)
+
+
+def layout_params(params: Any) -> dict[str, dict[str, Any]]:
+    """The ``params`` argument: tensor names to ``{parameter: value}`` (values are checked
+    when the layout loads)."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping) or not all(
+            isinstance(t, str) and isinstance(p, Mapping) and all(isinstance(k, str) for k in p)
+            for t, p in params.items()):
+        raise SpecError(f"params must map tensor names to tables of layout parameters such as "
+                        f"{{'A': {{'B': 4}}}}, got {params!r}")
+    return {t: dict(p) for t, p in params.items()}

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from . import index_expr as ie
 from .errors import SpecError
 from .relation import Relation
-from .syntax import parse_aff, parse_toml
+from .syntax import C_KEYWORDS, is_file, parse_aff, parse_toml, read_spec
 from .terms import Aff, Constraint, UFCall
 
 LAYOUT_DIR = Path(__file__).resolve().parent.parent / "layouts"
@@ -140,6 +140,8 @@ class Layout:
         """The same layout file loaded with other parameter values."""
         if not params:
             return self
+        for k, v in params.items():
+            _check_param(self.name, k, v, self.source)
         loaded = _load_file(self.source, tuple(sorted({**self.params, **params}.items())))
         return loaded.with_index_type(self.index_type)
 
@@ -188,12 +190,12 @@ def resolve_layout_path(name_or_path: str | os.PathLike) -> Path:
     text = os.fspath(name_or_path)
     path = Path(text)
     if path.suffix == ".toml" or os.sep in text or "/" in text:
-        if not path.is_file():
+        if not is_file(path):
             raise SpecError(f"layout file not found: {text}", text)
         return path.resolve()
     for d in layout_dirs():
         cand = d / f"{text}.toml"
-        if cand.is_file():
+        if is_file(cand):
             return cand.resolve()
     raise SpecError(f"unknown layout {text!r}; known layouts: {', '.join(layout_names())}", text)
 
@@ -236,11 +238,7 @@ def default_layout(order: int) -> Layout:
 # ---------------------------------------------------------------------------------------
 @lru_cache(maxsize=256)
 def _load_file(path: str, param_items: tuple[tuple[str, int], ...]) -> Layout:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise SpecError(f"cannot read layout file: {exc}", path) from exc
-    return parse_layout(text, path, dict(param_items))
+    return parse_layout(read_spec(path, "layout file"), path, dict(param_items))
 
 
 def _locate(text: str, needle: str, start: int = 0) -> tuple[int, int]:
@@ -332,16 +330,18 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     if not isinstance(raw_params, dict):
         raise rd.err("'params' must be a table of integer defaults", "params")
     bound: dict[str, int] = {}
+    pstart = _table_start(text, "params")
     for k, v in raw_params.items():
+        if not _is_c_name(k):
+            raise rd.err(f"parameter name {k!r} must be an identifier and not a C keyword", k,
+                         pstart)
         if not isinstance(v, int) or isinstance(v, bool):
             raise rd.err(f"parameter {k!r} must have an integer default", k)
         bound[k] = v
     for k, v in (params or {}).items():
         if k not in bound:
             raise SpecError(f"layout {name} has no parameter {k!r}", source)
-        if not isinstance(v, int) or v <= 0:
-            raise SpecError(f"parameter {k} of layout {name} must be a positive integer, got {v!r}",
-                            source)
+        _check_param(name, k, v, source)
         bound[k] = v
     pnum = {k: ie.Num(v) for k, v in bound.items()}
 
@@ -352,6 +352,9 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     fields: dict[str, FieldSpec] = {}
     fstart = _table_start(text, "fields")
     for fname, ftype in raw_fields.items():
+        if not _is_c_name(fname):
+            raise rd.err(f"field name {fname!r} must be an identifier and not a C keyword "
+                         "(it names a member of the C struct)", fname, fstart)
         if not isinstance(ftype, str):
             raise rd.err(f"type of field {fname!r} must be a string such as \"int[numRows + 1]\"",
                          fname, fstart)
@@ -390,6 +393,11 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     if relation.is_set:
         raise SpecError("the relation must map layout indices to logical indices: "
                         "{[p...] -> [g...] : ...}", source, line, col)
+    for var in relation.vars:
+        if var in fields or var in bound:
+            raise SpecError(f"relation variable {var!r} has the name of a "
+                            f"{'field' if var in fields else 'parameter'}; rename one of them",
+                            source, *_name_pos(rel_text, line, col, var, False))
     for sym in relation.symbols():
         if sym not in scalars:
             raise SpecError(f"relation uses {sym!r}, which is not a variable, a scalar field "
@@ -441,17 +449,44 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
                        for k, p in enumerate(_list(table, "properties", rd)))
 
     packer = rd.string(table, "packer", required=False)
-    if packer is not None and not (Path(source).parent / packer.split(":")[0]).is_file():
+    if packer is not None and not is_file(Path(source).parent / packer.split(":")[0]):
         raise rd.err(f"packer file {packer.split(':')[0]!r} not found next to the layout file",
                      "packer")
     dense_array = rd.string(table, "dense_array", required=False)
     if dense_array is not None and (dense_array not in fields or fields[dense_array].ctype != VALUE_TYPE):
         raise rd.err(f"dense_array {dense_array!r} is not a double array field", "dense_array")
-    return Layout(name=name, source=source, description=str(table.get("description", "")),
-                  relation=relation, value=value, shape=tuple(shape), fields=fields,
-                  params=bound, properties=properties,
-                  packer=str(Path(source).parent / packer) if packer else None,
-                  dense_array=dense_array, raw=table)
+    layout = Layout(name=name, source=source, description=str(table.get("description", "")),
+                    relation=relation, value=value, shape=tuple(shape), fields=fields,
+                    params=bound, properties=properties,
+                    packer=str(Path(source).parent / packer) if packer else None,
+                    dense_array=dense_array, raw=table)
+    _check_has_entries(layout, line, col)
+    return layout
+
+
+def _check_has_entries(layout: Layout, line: int, col: int) -> None:
+    """A relation that holds for no entry whatever the fields' values (with the range
+    properties) is a contradiction, not a layout."""
+    rel = layout.relation
+    facts = tuple(c for call in rel.calls() for c in layout.range_constraints(call))
+    with_facts = Relation(rel.in_vars, rel.out_vars, [conj + facts for conj in rel.disjuncts])
+    if not with_facts.is_empty():
+        return
+    why = ("its constraints contradict each other" if rel.is_empty()
+           else "the range properties contradict it")
+    raise SpecError(f"the relation holds for no entry whatever the values of the fields and "
+                    f"parameters: {why}", layout.source, line, col)
+
+
+def _is_c_name(name: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name)) and name not in C_KEYWORDS
+
+
+def _check_param(layout: str, name: str, value: Any, source: str) -> None:
+    """A parameter value given when loading: a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SpecError(f"parameter {name} of layout {layout} must be a positive integer, got "
+                        f"{value!r}", source)
 
 
 def relation_order(relation: Relation) -> int:
@@ -506,16 +541,28 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Map
         if len(ufs) != 1 or len(index_arrays[ufs[0]].dims) != 1:
             raise err(f"{where} ({kind}): monotonicity is defined for one one-dimensional "
                       "index array")
+    if kind == "injective" and (len({index_arrays[u].dims for u in ufs}) != 1
+                                or len(index_arrays[ufs[0]].dims) != 1):
+        raise err(f"{where} (injective): the index arrays must be one-dimensional, of one "
+                  "extent", "ufs" if "ufs" in p else "uf")
+
+    def affine(key: str) -> Aff:
+        """The value of ``key``: an integer, or a string affine in scalars and parameters."""
+        value = p[key]
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise err(f"{where} ({kind}): {key} must be an integer or a string (an affine "
+                      f"expression), got {value!r}", key)
+        line, col = rd.pos(value, key, start) if isinstance(value, str) else (None, None)
+        return parse_aff(str(value), rd.source, line or 1, col or 1, bound)
+
     lower = upper = None
     if kind == "range":
         for key in ("min", "max"):
             if key in p:
-                text = str(p[key])
-                line, col = rd.pos(text, key, start) if isinstance(p[key], str) else (None, None)
-                a = parse_aff(text, rd.source, line or 1, col or 1, bound)
-                if a.names() - scalars:
-                    raise err(f"{where} (range): {key} uses {sorted(a.names() - scalars)}, "
-                              "not scalar fields or parameters", key)
+                a = affine(key)
+                if a.names() - scalars or a.calls():
+                    raise err(f"{where} (range): {key} must be affine in scalar fields and "
+                              f"parameters, got {p[key]!r}", key)
                 if key == "min":
                     lower = a
                 else:
@@ -526,25 +573,26 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Map
     if kind == "periodic_monotonic":
         raw = p.get("period")
         raw = [raw] if isinstance(raw, str) else raw
-        if not raw or any(v not in relation.in_vars for v in raw):
+        if not isinstance(raw, list) or not raw or any(v not in relation.in_vars for v in raw):
             raise err(f"{where} (periodic_monotonic): period must name layout indices "
                       f"of {list(relation.in_vars)}", "period")
         period = tuple(raw)
     with_ = None
     if kind == "covary_monotonic":
         with_ = p.get("with")
-        if with_ not in index_arrays:
+        if not isinstance(with_, str) or with_ not in index_arrays:
             raise err(f"{where} (covary_monotonic): 'with' must name an index array", "with")
+        if index_arrays[with_].dims != index_arrays[ufs[0]].dims:
+            raise err(f"{where} (covary_monotonic): 'with' must name an index array of the "
+                      f"extent of {ufs[0]!r}", "with")
     gap = 0
     if "gap" in p:
         if kind not in ("monotonic", "periodic_monotonic", "covary_monotonic"):
             raise err(f"{where} ({kind}): 'gap' applies to the monotonic kinds only", "gap")
-        text = str(p["gap"])
-        line, col = rd.pos(text, "gap", start) if isinstance(p["gap"], str) else (None, None)
-        value = parse_aff(text, rd.source, line or 1, col or 1, bound)
+        value = affine("gap")
         if not value.is_const or value.const < 0:
             raise err(f"{where} ({kind}): gap must be a non-negative integer or parameter, "
-                      f"got {text!r}", "gap")
+                      f"got {p['gap']!r}", "gap")
         gap = value.const
     unknown = set(p) - {"kind", "uf", "ufs", "order", "min", "max", "period", "with", "gap"}
     if unknown:

@@ -62,19 +62,10 @@ class LoopNest:
 
 
 def _transitive_deps(enc: Encoding, base: set[str]) -> dict[str, set[str]]:
-    deps: dict[str, set[str]] = {}
-
-    def of_call(call: UFCall) -> set[str]:
-        out: set[str] = set()
-        for a in call.args:
-            out |= a.names() & base
-            for inner in a.calls():
-                out |= of_call(inner)
-        return out
-
-    for var, call in enc.call_of.items():
-        deps[var] = of_call(call)
-    return deps
+    """The base variables each call depends on, through nested calls too (``names()``
+    looks inside them)."""
+    return {var: set().union(*(a.names() for a in call.args)) & base
+            for var, call in enc.call_of.items()}
 
 
 class Scanner:

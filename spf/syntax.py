@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import re
 import tomllib
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Mapping
+from pathlib import Path
+from typing import Iterator, Mapping
 
 from .errors import SpecError
 from .terms import Aff, Constraint, UFCall
@@ -31,6 +33,13 @@ _TOKEN_RE = re.compile(r"""
 """, re.VERBOSE)
 
 _KEYWORDS = {"and": "and", "or": "or"}
+MAX_NESTING = 32   # parentheses, call arguments and unary minus inside one another
+C_KEYWORDS = frozenset({
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "_Alignas", "_Alignof", "_Atomic", "_Bool",
+    "_Complex", "_Generic", "_Imaginary", "_Noreturn", "_Static_assert", "_Thread_local"})
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,7 @@ class Parser:
         self.constants = dict(constants or {})
         self.tokens = tokenize(text, source, line0, col0)
         self.i = 0
+        self.depth = 0
 
     @property
     def tok(self) -> Token:
@@ -117,6 +127,18 @@ class Parser:
         tok = self.tok
         self.i += 1
         return tok
+
+    @contextmanager
+    def nested(self) -> Iterator[None]:
+        """One level deeper (a parenthesis, call or unary minus); refused past
+        :data:`MAX_NESTING`, long before Python's recursion limit."""
+        if self.depth == MAX_NESTING:
+            raise self.error(f"expression nested more than {MAX_NESTING} levels deep")
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def expect_end(self) -> None:
         if self.tok.kind != "end":
@@ -157,17 +179,20 @@ class Parser:
             self.i += 1
             return Aff.num(int(tok.text))
         if self.accept("-"):
-            return -self.factor()
+            with self.nested():
+                return -self.factor()
         if self.accept("("):
-            inner = self.aff()
+            with self.nested():
+                inner = self.aff()
             self.expect(")")
             return inner
         if tok.kind == "name":
             self.i += 1
             if self.accept("("):
-                args = [self.aff()]
-                while self.accept(","):
-                    args.append(self.aff())
+                with self.nested():
+                    args = [self.aff()]
+                    while self.accept(","):
+                        args.append(self.aff())
                 self.expect(")", "')' closing the call")
                 return Aff.var(UFCall(tok.text, tuple(args)))
             if tok.text in self.constants:
@@ -277,6 +302,30 @@ def parse_constraints(text: str, source: str = "<string>", line0: int = 1,
     return out
 
 
+def is_file(path: Path) -> bool:
+    """Whether ``path`` names a file (False for names the system refuses: too long, ...)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def read_spec(path: str | Path, what: str) -> str:
+    """The text of a spec file (``what`` names it in errors): UTF-8, universal newlines."""
+    try:
+        data = Path(path).read_bytes()
+    except (OSError, ValueError) as exc:    # ValueError: a NUL in the path
+        raise SpecError(f"cannot read {what}: {exc}", str(path)) from exc
+    try:
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, start) + 1
+        col = len(data[start:exc.start].decode("utf-8", "replace")) + 1
+        raise SpecError(f"{what} is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be "
+                        "decoded", str(path), line, col) from None
+
+
 def parse_toml(text: str, source: str) -> dict:
     """A TOML document; syntax errors become :class:`SpecError` with line and column."""
     try:
@@ -285,3 +334,6 @@ def parse_toml(text: str, source: str) -> dict:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
         raise SpecError(f"invalid TOML: {exc}", source, line, col) from exc
+    except RecursionError:    # tomllib recurses once per nested array or inline table
+        raise SpecError("invalid TOML: arrays or inline tables nested too deeply",
+                        source) from None
