@@ -72,15 +72,17 @@ def _parse_expr(p: _Parser) -> IExpr:
 def _parse_term(p: _Parser) -> IExpr:
     lhs = _parse_factor(p)
     while p.peek("*") or p.peek("/"):
+        tok = p.tok
         lhs = BinOp(p.operator(), lhs, _parse_factor(p))
+        if lhs.op == "/" and lhs.rhs == Num(0):
+            raise p.error("division by zero", tok)
     return lhs
 
 
 def _parse_factor(p: _Parser) -> IExpr:
     tok = p.tok
     if tok.kind == "num":
-        p.i += 1
-        return Num(int(tok.text))
+        return Num(p.number())
     if p.accept("-"):
         with p.nested():
             return BinOp("-", Num(0), _parse_factor(p))
@@ -197,4 +199,6 @@ def evaluate(e: IExpr, env: Mapping[str, int], arrays: Mapping[str, object] | No
         return lhs - rhs
     if e.op == "*":
         return lhs * rhs
+    if rhs == 0:
+        raise ValueError(f"division by zero in {to_c(e, str, lambda n, a: f'{n}({a[0]})')}")
     return lhs // rhs

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from . import index_expr as ie
 from .errors import SpecError
 from .relation import Relation
-from .syntax import C_KEYWORDS, is_file, parse_aff, parse_toml, read_spec
+from .syntax import C_KEYWORDS, MAX_INT, is_file, parse_aff, parse_toml, read_spec
 from .terms import Aff, Constraint, UFCall
 
 LAYOUT_DIR = Path(__file__).resolve().parent.parent / "layouts"
@@ -335,8 +335,8 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
         if not _is_c_name(k):
             raise rd.err(f"parameter name {k!r} must be an identifier and not a C keyword", k,
                          pstart)
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise rd.err(f"parameter {k!r} must have an integer default", k)
+        if not isinstance(v, int) or isinstance(v, bool) or abs(v) > MAX_INT:
+            raise rd.err(f"parameter {k!r} must have an integer default that fits in 64 bits", k)
         bound[k] = v
     for k, v in (params or {}).items():
         if k not in bound:
@@ -484,9 +484,9 @@ def _is_c_name(name: str) -> bool:
 
 def _check_param(layout: str, name: str, value: Any, source: str) -> None:
     """A parameter value given when loading: a positive integer."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise SpecError(f"parameter {name} of layout {layout} must be a positive integer, got "
-                        f"{value!r}", source)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_INT:
+        raise SpecError(f"parameter {name} of layout {layout} must be a positive integer of "
+                        f"at most 64 bits, got {value!r}", source)
 
 
 def relation_order(relation: Relation) -> int:

@@ -34,6 +34,7 @@ _TOKEN_RE = re.compile(r"""
 
 _KEYWORDS = {"and": "and", "or": "or"}
 MAX_NESTING = 32   # parentheses, call arguments and unary minus inside one another
+MAX_INT = 2**63 - 1   # integer constants must fit the widest index type (int64)
 C_KEYWORDS = frozenset({
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
     "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
@@ -128,6 +129,14 @@ class Parser:
         self.i += 1
         return tok
 
+    def number(self) -> int:
+        """Consume an integer literal of at most :data:`MAX_INT`."""
+        tok = self.tok
+        if int(tok.text) > MAX_INT:
+            raise self.error(f"integer {tok.text} does not fit in 64 bits")
+        self.i += 1
+        return int(tok.text)
+
     @contextmanager
     def nested(self) -> Iterator[None]:
         """One level deeper (a parenthesis, call or unary minus); refused past
@@ -176,8 +185,7 @@ class Parser:
     def factor(self) -> Aff:
         tok = self.tok
         if tok.kind == "num":
-            self.i += 1
-            return Aff.num(int(tok.text))
+            return Aff.num(self.number())
         if self.accept("-"):
             with self.nested():
                 return -self.factor()

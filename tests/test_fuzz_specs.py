@@ -719,21 +719,22 @@ def test_parameter_name_must_be_an_identifier(tmp_path):
         "identifier and not a C keyword")
 
 
-@pytest.mark.parametrize("value", [[1], True, 1.5, "4", 0])
+@pytest.mark.parametrize("value", [[1], True, 1.5, "4", 0, 2**70])
 def test_layout_parameter_of_wrong_type(value):
     """A list was hashed for the layout cache (TypeError); True passed as 1."""
     assert spec_error(lambda: spf.load_layout("BCSR", B=value)).endswith(
-        f"BCSR.toml: parameter B of layout BCSR must be a positive integer, got {value!r}")
+        f"BCSR.toml: parameter B of layout BCSR must be a positive integer of at most 64 bits, "
+        f"got {value!r}")
     message = spec_error(lambda: spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "BCSR"},
                                             params={"A": {"B": value}}))
-    assert message.endswith(f"must be a positive integer, got {value!r}")
+    assert message.endswith(f"must be a positive integer of at most 64 bits, got {value!r}")
 
 
 def test_kernel_file_parameter_of_wrong_type(tmp_path):
     path = tmp_path / "k.toml"
     path.write_text('expr = "y(i) = A(i,j) * x(j)"\n[layouts]\nA = "BCSR"\n[params.A]\nB = [4]\n')
     assert spec_error(lambda: spf.Kernel(str(path))).endswith(
-        "parameter B of layout BCSR must be a positive integer, got [4]")
+        "parameter B of layout BCSR must be a positive integer of at most 64 bits, got [4]")
 
 
 KERNEL = "y(i) = A(i,j) * x(j)"
@@ -900,3 +901,52 @@ def test_name_too_long_for_the_file_system(tmp_path):
     assert "unknown layout 'xxxx" in spec_error(lambda: spf.load_layout(long))
     assert spec_error(lambda: spf.load_layout(f"{long}.toml")) == (
         f"{long}.toml: layout file not found: {long}.toml")
+
+
+DENSE_TEXT = LAYOUTS["DenseVector"].replace("packer = ", "# packer = ")
+
+
+@pytest.mark.parametrize("old, new", [("double[n0]", "double[n0 / 0]"),
+                                      ("data[p0]", "data[p0 / 0]")])
+def test_division_by_zero_in_an_index_expression(tmp_path, old, new):
+    """An extent n0 / 0 loaded, and building a tensor raised ZeroDivisionError."""
+    text = DENSE_TEXT.replace(old, new)
+    path = tmp_path / "Div.toml"
+    path.write_text(text)
+    line, = (n for n, ln in enumerate(text.splitlines(), 1) if new in ln)
+    column = text.splitlines()[line - 1].index("/ 0") + 1
+    assert spec_error(lambda: spf.load_layout(str(path))) == (
+        f"{path}:{line}:{column}: division by zero")
+
+
+def test_division_by_a_zero_field(tmp_path):
+    """A divisor that is zero for the data is the data's fault: ArgumentError."""
+    path = tmp_path / "Div.toml"
+    path.write_text(DENSE_TEXT.replace("double[n0]", "double[n0 / n0 * n0]"))
+    with pytest.raises(spf.ArgumentError, match=r"cannot size 'data': division by zero in "
+                                                r"\(n0 / n0\)"):
+        spf.Tensor.from_arrays(spf.load_layout(str(path)), (0,), {"n0": 0, "data": []})
+
+
+@pytest.mark.parametrize("old, new", [("0 <= p < len", "0 <= p < 99999999999999999999"),
+                                      ('max = "size - 1"', 'max = "size - 99999999999999999999"'),
+                                      ("double[len]", "double[len + 99999999999999999999]")])
+def test_integer_beyond_64_bits(tmp_path, old, new):
+    """It reached the C code as a literal no C integer type holds (a warning, and truncated
+    bounds)."""
+    text = SV_TEXT.replace(old, new)
+    path = tmp_path / "Big.toml"
+    path.write_text(text)
+    line, = (n for n, ln in enumerate(text.splitlines(), 1) if "99999" in ln)
+    column = text.splitlines()[line - 1].index("99999") + 1
+    assert spec_error(lambda: spf.load_layout(str(path))) == (
+        f"{path}:{line}:{column}: integer 99999999999999999999 does not fit in 64 bits")
+
+
+def test_parameter_default_beyond_64_bits(tmp_path):
+    text = LAYOUTS["BCSR"].replace("packer = ", "# packer = ").replace("B = 8", f"B = {2**64}")
+    path = tmp_path / "Big.toml"
+    path.write_text(text)
+    line = text.splitlines().index(f"B = {2**64}") + 1
+    assert spec_error(lambda: spf.load_layout(str(path))) == (
+        f"{path}:{line}:1: parameter 'B' must have an integer default that fits in 64 bits")
