@@ -140,6 +140,9 @@ def _kernel_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--tile", action="append", default=[], metavar="VAR=SIZE",
                      help="strip-mine loop VAR (e.g. A.pi=256) into tiles of SIZE; the tile "
                      "loop is VAR_tile, e.g. A.pi_tile in --order (repeatable)")
+    cmd.add_argument("--z3-timeout-ms", type=int, metavar="MS",
+                     help="time limit of each Z3 query (default $SPF_Z3_TIMEOUT_MS, else 2000); "
+                     "an undecided query keeps the safe choice, named in the report")
     _index_type_argument(cmd)
 
 
@@ -297,7 +300,7 @@ def _build_kernel(args: argparse.Namespace, parser: argparse.ArgumentParser):
     if args.index_type:
         options["index_type"] = args.index_type
     return Kernel(expr, layouts, order=args.order, bounds=args.bounds, params=params,
-                  parallel=args.parallel, **options)
+                  parallel=args.parallel, z3_timeout_ms=args.z3_timeout_ms, **options)
 
 
 def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

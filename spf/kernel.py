@@ -18,6 +18,7 @@ from .kernel_spec import (Expr, layout_params, load_kernel_file, parse_bounds, p
                           parse_order, tensor_layouts)
 from .layout import Layout, default_layout, load_layout
 from .scan import LoopNest, scan
+from .smt import Z3Limit, z3_timeout
 from .terms import Aff
 from .synthesis import ALGORITHMS, Decision, for_parallel, synthesize
 from .analysis import Analysis, TileReport, analyze, tiling_legal
@@ -43,6 +44,8 @@ class Kernel:
     ``drop_zeros=True``: an output the kernel assembles stores no entry whose value is 0.0.
     ``index_type``: ``"int32"`` (default) or ``"int64"``, the width of every tensor's index
     arrays and sizes and of the loop indices (tensors must be built with the same width).
+    ``z3_timeout_ms``: the time limit of each Z3 query (default ``$SPF_Z3_TIMEOUT_MS``, else
+    2000); a query that reaches it proves nothing, the safe choice is kept and reported.
     ``expr`` may also be the path of a kernel spec file (``.toml``).
 
     A sum (``C(i,j) = A(i,j) + B(i,j)``, ``y(i) = A(i,j) * x(j) - b(i)``) is split into one
@@ -57,7 +60,7 @@ class Kernel:
                  params: Mapping[str, Mapping[str, int]] | None = None,
                  name: str | None = None, tile: Mapping[str, int] | None = None,
                  share: Mapping[str, str] | None = None, drop_zeros: bool = False,
-                 index_type: str | None = None):
+                 index_type: str | None = None, z3_timeout_ms: int | None = None):
         layouts = tensor_layouts(layouts)
         params = layout_params(params)
         if str(expr).endswith(".toml"):
@@ -74,6 +77,8 @@ class Kernel:
             tile = tile or spec.options.get("tile")
             share = share or spec.options.get("share")
             index_type = index_type or spec.options.get("index_type")
+            if z3_timeout_ms is None:
+                z3_timeout_ms = spec.options.get("z3_timeout_ms")
         elif isinstance(expr, Expr):
             self.expr = expr
         else:
@@ -89,6 +94,7 @@ class Kernel:
         if not isinstance(parallel, bool):
             raise SpecError(f"parallel must be True or False, got {parallel!r}", self.expr.source)
         self.parallel = parallel
+        self.z3_timeout_ms = z3_timeout(z3_timeout_ms, self.expr.source)
         self.share = self._check_share(share)
         self.index_type = index_type or _width_of_given(layouts)
         self.layouts = self._resolve_layouts(layouts, params)
@@ -109,6 +115,7 @@ class Kernel:
             self.space = self.space.tiled(self.tile)
         self.order = self._loop_order(order)
         self.nest: LoopNest = scan(self.space, self.order)
+        self.nest.z3 = Z3Limit(self.z3_timeout_ms)
         self._check_tiled_loops()
         self.decisions: list[Decision] = synthesize(self.nest, self.find)
         self.assembly: AssemblyPlan | None = None
@@ -172,7 +179,8 @@ class Kernel:
                                      order=mine or None, find=self._term_find(tensors),
                                      parallel=self.parallel,
                                      bounds=self.bounds if self._bounds_fit(product) else None,
-                                     name=f"{self.name}_term{k}", index_type=self.index_type))
+                                     name=f"{self.name}_term{k}", index_type=self.index_type,
+                                     z3_timeout_ms=self.z3_timeout_ms))
         if order:
             used = {v for t in self.terms for v in t.order}
             unknown = [v for v in order if v.replace(".", "_", 1) not in used]
@@ -255,6 +263,7 @@ class Kernel:
             for t, (var, size) in self.space.tiles.items():
                 guards = emit_c.tile_guards(self.nest, self.decisions, t)
                 self._analysis.tiles.append(TileReport(var, size, t, guards))
+            self._analysis.notes.extend(self.nest.z3.undecided)
         return self._analysis
 
 
@@ -461,6 +470,10 @@ class Kernel:
                     lines.append(f"  also valid: {choice.describe()}")
             for name, why in d.rejected.items():
                 lines.append(f"  rejected {name}: {why}")
+        if self.nest.z3.undecided:
+            lines.append(f"Z3 queries left undecided (limit {self.z3_timeout_ms} ms per query; "
+                         "z3_timeout_ms raises it), the safe choice kept:")
+            lines.extend(f"  {entry}" for entry in self.nest.z3.undecided)
         return "\n".join(lines)
 
 
@@ -784,9 +797,15 @@ def _as_tensor(name: str, value: Any, layout: Layout) -> Tensor:
         if layout.dense_array is None:
             raise ArgumentError(f"{name!r} is in layout {layout.name}; pack it first with "
                                 f"spf.Tensor.from_dense/from_scipy('{layout.name}', ...)")
-        return Tensor.from_dense(layout, np.asarray(value))
+        try:
+            return Tensor.from_dense(layout, np.asarray(value))
+        except ArgumentError as exc:
+            raise ArgumentError(f"{name!r}: {exc}") from None
+    hint = ""
+    if type(value).__module__.startswith("scipy.sparse"):
+        hint = f"; wrap it with spf.Tensor.from_scipy('{layout.name}', ...)"
     raise ArgumentError(f"{name!r}: expected an spf.Tensor or a numpy array, "
-                        f"got {type(value).__name__}")
+                        f"got {type(value).__name__}{hint}")
 
 
 @lru_cache(maxsize=None)

@@ -198,7 +198,7 @@ class KernelFile:
 
 
 _KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "parallel", "name",
-                "tile", "share", "index_type"}
+                "tile", "share", "index_type", "z3_timeout_ms"}
 
 
 def _locate(text: str, needle: str) -> tuple[int, int]:
@@ -234,7 +234,9 @@ def load_kernel_file(path: str | Path) -> KernelFile:
                                                                for x in v.values()),
                         "a table naming the input whose structure the output shares, "
                         "such as {C = \"A\"}"),
-              "index_type": (lambda v: v in ("int32", "int64"), "\"int32\" or \"int64\"")}
+              "index_type": (lambda v: v in ("int32", "int64"), "\"int32\" or \"int64\""),
+              "z3_timeout_ms": (lambda v: isinstance(v, int) and not isinstance(v, bool),
+                                "an integer number of milliseconds")}
     for key, (ok, what) in checks.items():
         if key in table and not ok(table[key]):
             raise key_error(f"{key!r} must be {what}, got {table[key]!r}", key)
@@ -255,7 +257,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
     if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
         raise key_error("[params.T] tables must map parameter names to integers", "params")
     options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name", "tile",
-                                     "share", "index_type") if k in table}
+                                     "share", "index_type", "z3_timeout_ms") if k in table}
     if "bounds" in options:
         bl, bc = _locate(text, options["bounds"])
         options["bounds"] = parse_bounds(options["bounds"], source, bl, bc)

@@ -618,7 +618,8 @@ def test_from_arrays_bad_scalar_field():
 
 
 def test_from_coords_errors():
-    with pytest.raises(spf.ArgumentError, match=r"coordinate in dimension 0 outside 0\.\.1"):
+    with pytest.raises(spf.ArgumentError, match=r"coordinate 2 of entry 1 in dimension 0 is "
+                                                r"outside 0\.\.1"):
         spf.Tensor.from_coords("CSR", (2, 3), ([0, 2], [0, 1]), [1.0, 2.0])
     with pytest.raises(spf.ArgumentError, match="one coordinate array per dimension"):
         spf.Tensor.from_coords("CSR", (2, 3), ([0, 1], [0]), [1.0, 2.0])
