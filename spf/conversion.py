@@ -30,7 +30,7 @@ from . import emit_c, runtime
 from .placement import (ANALYSIS_PARAMS, FILL_PARAMS, Placement, aff_range, aff_text,
                         placement_of, statements)
 from .storage import Storage, storage_or_none
-from .tensor import Tensor, index_max
+from .tensor import Tensor, index_max, wider_hint
 
 _INDICES = "ijklmnop"
 
@@ -247,7 +247,7 @@ class _Placed:
         if slots > index_max(pl.layout):
             raise ArgumentError(f"{pl.layout.name} would need {slots} slots, more than "
                                 f"index_type={width!r} can address"
-                                + ("; use index_type='int64'" if width == "int32" else ""))
+                                + wider_hint(width))
         if slots > 4 * n and not conv.allow_padding:
             raise ArgumentError(
                 f"{pl.layout.name} would store {n} entries in {slots} slots "

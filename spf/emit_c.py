@@ -23,7 +23,6 @@ from .terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, format_
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 C_TYPES = {"int": "spf_index_t", "double": "double"}
-INDEX_C = "spf_index_t"      # typedef'd per file to int32_t or int64_t (the layouts' index_type)
 
 _HELPERS = {
     "spf_min": "static inline int64_t spf_min(int64_t a, int64_t b) { return a < b ? a : b; }",

@@ -25,7 +25,7 @@ from .analysis import Analysis, TileReport, analyze, tiling_legal
 from .assembly import AssemblyPlan, plan_assembly
 from .storage import storage_of
 from .syntax import C_KEYWORDS
-from .tensor import Tensor, index_max
+from .tensor import Tensor, index_max, wider_hint
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
 _C_RESERVED = C_KEYWORDS | {"memset"}
@@ -620,7 +620,7 @@ class CompiledKernel:
         if k.assembly.mode == "bucket" and bound.value > top:
             raise ArgumentError(f"output {self.output!r} would be scattered from "
                                 f"{bound.value} entries, more than index_type="
-                                f"{k.index_type!r} can address" + _wider_hint(k.index_type))
+                                f"{k.index_type!r} can address" + wider_hint(k.index_type))
         caps = _level_capacities(storage, ext, bound.value, top, k.assembly.mode == "bucket")
         fields = _storage_fields(storage, shape, caps)
         size = np.array(caps, dtype=np.int64)
@@ -632,7 +632,7 @@ class CompiledKernel:
             if max(caps) == top:
                 raise ArgumentError(f"output {self.output!r} has more stored positions than "
                                     f"index_type={k.index_type!r} can address"
-                                    + _wider_hint(k.index_type))
+                                    + wider_hint(k.index_type))
             raise RuntimeError(f"kernel {k.name}: {self.output!r} outgrew the arrays sized by "
                                f"{k.name}_bound (a bug in spf; please report it)")
         _trim(storage, fields, size)
@@ -725,11 +725,6 @@ def _width_of_given(layouts: Mapping[str, Any]) -> str:
                         + ", ".join(f"{t}: {lay.index_type}" for t, lay in layouts.items()
                                     if isinstance(lay, Layout)))
     return given.pop() if given else "int32"
-
-
-def _wider_hint(index_type: str) -> str:
-    return "; build the kernel and tensors with index_type='int64'" \
-        if index_type == "int32" else ""
 
 
 def _level_capacities(storage, ext: list[int], bound: int, top: int,

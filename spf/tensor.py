@@ -25,9 +25,9 @@ def index_max(layout: Layout) -> int:
     return int(np.iinfo(layout.index_type).max)
 
 
-def _too_wide(layout: Layout) -> str:
+def wider_hint(index_type: str) -> str:
     """The end of an overflow message: what to do about it."""
-    return "; use index_type='int64'" if layout.index_type == "int32" else ""
+    return "; use index_type='int64'" if index_type == "int32" else ""
 
 
 @lru_cache(maxsize=None)
@@ -85,7 +85,7 @@ class Tensor:
             raise ArgumentError(f"shape {shape} has a negative extent")
         if any(n > index_max(lay) for n in shape):
             raise ArgumentError(f"shape {shape} does not fit index_type={lay.index_type!r} "
-                                f"(at most {index_max(lay)}){_too_wide(lay)}")
+                                f"(at most {index_max(lay)}){wider_hint(lay.index_type)}")
         coords = [np.asarray(c, dtype=np.int64).reshape(-1) for c in coords]
         values = np.asarray(values, dtype=VALUE_DTYPE).reshape(-1)
         if len(coords) != len(shape) or any(len(c) != len(values) for c in coords):
@@ -275,7 +275,7 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
                                     f"integer, got {value!r}")
             if not 0 <= int(value) <= top:
                 raise ArgumentError(f"{name} tensor: {spec.name} = {value} is outside 0..{top} "
-                                    f"(index_type={layout.index_type!r}){_too_wide(layout)}")
+                                    f"(index_type={layout.index_type!r}){wider_hint(layout.index_type)}")
             out[spec.name] = int(value)
             continue
         arr = np.asarray(value)
@@ -287,7 +287,7 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
                 bad = int(np.flatnonzero((arr < -top - 1) | (arr > top))[0])
                 raise ArgumentError(f"{name} tensor: index array {spec.name!r} at position "
                                     f"{bad} holds {int(arr[bad])}, which does not fit "
-                                    f"index_type={layout.index_type!r}{_too_wide(layout)}")
+                                    f"index_type={layout.index_type!r}{wider_hint(layout.index_type)}")
             arr = np.ascontiguousarray(arr, dtype=layout.index_type).reshape(-1)
         else:
             if arr.size and arr.dtype.kind not in "biuf":

@@ -170,8 +170,7 @@ def test_assembled_output_beyond_the_width_is_an_error(monkeypatch):
     A = spf.Tensor.from_scipy("CSR", a)
     monkeypatch.setattr(kernel_module, "index_max", lambda layout: 5)
     with pytest.raises(spf.ArgumentError, match="more stored positions than index_type='int32' "
-                                                "can address; build the kernel and tensors with "
-                                                "index_type='int64'"):
+                                                "can address; use index_type='int64'"):
         f(A=A, B=A)
 
 
