@@ -6,7 +6,8 @@ kernels are tensor index notation.  See README.md for the file formats and API.
 __version__ = "0.1.0"
 
 from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisError  # noqa: E402
-from .kernel import CompiledKernel, Kernel  # noqa: E402
+from .compiled import CompiledKernel  # noqa: E402
+from .kernel import Kernel  # noqa: E402
 from .conversion import Conversion  # noqa: E402
 from .layout import Layout, layout_names, load_layout  # noqa: E402
 from .relation import Relation  # noqa: E402

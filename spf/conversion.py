@@ -24,7 +24,8 @@ from functools import lru_cache
 
 from .assembly import contiguous_group_level
 from .errors import ArgumentError, SpecError
-from .kernel import CompiledKernel, Kernel
+from .compiled import CompiledKernel
+from .kernel import Kernel
 from .layout import Layout, layout_names, load_layout
 from . import emit_c, runtime
 from .placement import (ANALYSIS_PARAMS, FILL_PARAMS, Placement, aff_range, aff_text,

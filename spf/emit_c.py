@@ -7,6 +7,7 @@ accumulated in a local scalar.  The file skeleton is ``templates/kernel.c``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from string import Template
 from typing import Callable
@@ -21,7 +22,7 @@ from .scan import LoopNest
 from .synthesis import Choice, Decision, cost_model
 from .terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, format_sum
 
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATE_DIR = Path(str(resources.files("spf.templates")))   # installed inside the spf namespace
 C_TYPES = {"int": "spf_index_t", "double": "double"}
 
 _HELPERS = {

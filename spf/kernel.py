@@ -1,18 +1,15 @@
 """The public Kernel API: spec -> iteration space -> loop nest -> C -> compiled callable."""
 from __future__ import annotations
 
-import ctypes
 import keyword
-import math
 import re
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Mapping
 
-import numpy as np
 
-from . import emit_c, index_expr, runtime
-from .errors import ArgumentError, SpecError, SynthesisError
+from . import emit_c
+from .errors import SpecError, SynthesisError
 from .iteration_space import IterationSpace, build, shared_fields
 from .kernel_spec import (Expr, layout_params, load_kernel_file, parse_bounds, parse_expr,
                           parse_order, tensor_layouts)
@@ -25,7 +22,7 @@ from .analysis import Analysis, TileReport, analyze, tiling_legal
 from .assembly import AssemblyPlan, plan_assembly
 from .storage import storage_of
 from .syntax import C_KEYWORDS
-from .tensor import Tensor, index_max, wider_hint
+from .compiled import CompiledKernel
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
 _C_RESERVED = C_KEYWORDS | {"memset"}
@@ -492,230 +489,6 @@ def _check_find(find: "str | Mapping[str, str]", expr: Expr) -> "str | dict[str,
     return find
 
 
-class CompiledKernel:
-    """Callable ``f(A=..., x=...)``: checks every argument, runs the C, returns the output."""
-
-    def __init__(self, kernel: Kernel):
-        self.kernel = kernel
-        self.source = kernel.c_source()
-        flags = ("-fopenmp",) if kernel.parallel_loop else ()
-        lib = runtime.load_library(str(runtime.build_library(self.source, flags)))
-        self._lib = lib
-        self._fn = getattr(lib, kernel.name)
-        self._fn.restype = ctypes.c_int
-        self.inputs = [a.tensor for a in kernel.expr.factors]
-        self.output = kernel.expr.output.tensor
-        if kernel.assembly is not None:
-            self._bound = getattr(lib, f"{kernel.name}_bound")
-            self._bound.restype = ctypes.c_int
-
-    def allocate_output(self, **inputs: Any) -> Tensor:
-        """A zeroed output tensor for these inputs (dense, or sharing an input's structure),
-        e.g. to call the kernel repeatedly without allocating."""
-        tensors = {a.tensor: _as_tensor(a.tensor, inputs[a.tensor], self.kernel.layouts[a.tensor])
-                   for a in self.kernel.expr.factors if a.indices and a.tensor in inputs}
-        extents = self._extents(tensors)
-        out = self.kernel.expr.output
-        if not out.indices:
-            raise ArgumentError("allocate_output: the kernel's output is a scalar")
-        if self.kernel.assembly is not None:
-            raise ArgumentError(f"allocate_output: the output {self.output!r} is assembled by "
-                                "the kernel (its structure depends on the inputs)")
-        missing = [i for i in out.indices if i not in extents]
-        if missing:
-            raise ArgumentError(f"allocate_output: pass the inputs that fix index(es) {missing}")
-        return self._output(None, tuple(extents[i] for i in out.indices), tensors)
-
-    def set_num_threads(self, n: int) -> None:
-        """OpenMP threads for later calls of a parallel kernel (default: ``OMP_NUM_THREADS``)."""
-        if not self.kernel.parallel_loop:
-            raise ArgumentError("set_num_threads: this kernel has no parallel loop")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ArgumentError(f"set_num_threads: need a positive integer, got {n!r}")
-        self._lib.omp_set_num_threads(ctypes.c_int(n))
-
-    def __call__(self, **args: Any) -> Any:
-        k = self.kernel
-        expr = k.expr
-        unknown = set(args) - set(self.inputs) - {self.output}
-        if unknown:
-            raise ArgumentError(f"unknown argument(s) {sorted(unknown)}; the kernel takes "
-                                f"{self.inputs} (and optionally the output {self.output!r})")
-        tensors: dict[str, Tensor] = {}
-        scalars: dict[str, float] = {}
-        for acc in expr.factors:
-            if acc.tensor not in args:
-                raise ArgumentError(f"missing argument {acc.tensor!r}")
-            value = args[acc.tensor]
-            if not acc.indices:
-                if not isinstance(value, (int, float, np.integer, np.floating)):
-                    raise ArgumentError(f"{acc.tensor!r} is a scalar; got {type(value).__name__}")
-                scalars[acc.tensor] = float(value)
-            else:
-                tensors[acc.tensor] = _as_tensor(acc.tensor, value, k.layouts[acc.tensor])
-        extents = self._extents(tensors)
-        out_acc = expr.output
-        result: Any = None
-        structs: list[Any] = []   # alive until the call returns
-        if self.kernel.assembly is not None:
-            if self.output in args:
-                raise ArgumentError(f"do not pass the output {self.output!r}: it is assembled "
-                                    "by the kernel")
-            return self._assemble(tensors, scalars, tuple(extents[i] for i in out_acc.indices))
-        if out_acc.indices:
-            shape = tuple(extents[i] for i in out_acc.indices)
-            out_tensor = self._output(args.get(self.output), shape, tensors)
-            tensors[self.output] = out_tensor
-            result = out_tensor
-        else:
-            out_scalar = ctypes.c_double(float(args.get(self.output, 0.0)))
-            if self.output in args and not expr.accumulate:
-                raise ArgumentError(f"{self.output!r} is assigned with '='; do not pass it")
-        call_args = []
-        for acc in (out_acc, *expr.factors):
-            if not acc.indices:
-                call_args.append(ctypes.byref(out_scalar) if acc is out_acc
-                                 else ctypes.c_double(scalars[acc.tensor]))
-                continue
-            t = tensors[acc.tensor]
-            structs.append(runtime.make_struct(t.layout, t.fields))
-            call_args.append(ctypes.byref(structs[-1]))
-        if self._fn(*call_args) != 0:
-            raise MemoryError(f"kernel {k.name}: out of memory for its find state")
-        if not out_acc.indices:
-            return out_scalar.value
-        lay = result.layout
-        if lay.dense_array is None:
-            return result
-        return result.fields[lay.dense_array].reshape(result.shape)
-
-    def _input_args(self, tensors: Mapping[str, Tensor], scalars: Mapping[str, float],
-                    keep: list) -> list:
-        out = []
-        for acc in self.kernel.expr.factors:
-            if not acc.indices:
-                out.append(ctypes.c_double(scalars[acc.tensor]))
-                continue
-            t = tensors[acc.tensor]
-            keep.append(runtime.make_struct(t.layout, t.fields))
-            out.append(ctypes.byref(keep[-1]))
-        return out
-
-    def _assemble(self, tensors: Mapping[str, Tensor], scalars: Mapping[str, float],
-                  shape: tuple[int, ...]) -> Tensor:
-        """Count the statement instances (a bound on the entries), allocate the output
-        layout's arrays for that many, run the kernel into them and trim them."""
-        k = self.kernel
-        storage = k.assembly.storage
-        ext = [shape[d] for d in storage.order]
-        if math.prod(max(n, 1) for n in ext) >= 2 ** 63:
-            raise ArgumentError(f"output {self.output!r} of shape {shape} has more than 2^63 "
-                                "coordinates; its keys would overflow int64")
-        keep: list = []
-        inputs = self._input_args(tensors, scalars, keep)
-        bound = ctypes.c_int64(0)
-        if self._bound(ctypes.byref(bound), *inputs) != 0:
-            raise MemoryError(f"kernel {k.name}: out of memory while sizing {self.output!r}")
-        top = index_max(storage.layout)
-        if k.assembly.mode == "bucket" and bound.value > top:
-            raise ArgumentError(f"output {self.output!r} would be scattered from "
-                                f"{bound.value} entries, more than index_type="
-                                f"{k.index_type!r} can address" + wider_hint(k.index_type))
-        caps = _level_capacities(storage, ext, bound.value, top, k.assembly.mode == "bucket")
-        fields = _storage_fields(storage, shape, caps)
-        size = np.array(caps, dtype=np.int64)
-        status = self._fn(ctypes.byref(runtime.make_struct(storage.layout, fields)),
-                          ctypes.c_void_p(size.ctypes.data), *inputs)
-        if status == 1:
-            raise MemoryError(f"kernel {k.name}: out of memory while assembling {self.output!r}")
-        if status != 0:
-            if max(caps) == top:
-                raise ArgumentError(f"output {self.output!r} has more stored positions than "
-                                    f"index_type={k.index_type!r} can address"
-                                    + wider_hint(k.index_type))
-            raise RuntimeError(f"kernel {k.name}: {self.output!r} outgrew the arrays sized by "
-                               f"{k.name}_bound (a bug in spf; please report it)")
-        _trim(storage, fields, size)
-        return Tensor._built(storage.layout, tuple(shape), fields)
-
-    def _extents(self, tensors: Mapping[str, Tensor]) -> dict[str, int]:
-        """Extent of each index from the input shapes; they must agree within a term, and
-        the output's indices across the terms of a sum."""
-        expr = self.kernel.expr
-        extents: dict[str, int] = {}
-        owner: dict[str, str] = {}
-        for product in expr.products():
-            local: dict[str, int] = {}
-            local_owner: dict[str, str] = {}
-            for acc in product.factors:
-                if acc.tensor not in tensors:
-                    continue
-                t = tensors[acc.tensor]
-                for dim, (idx, n) in enumerate(zip(acc.indices, t.shape)):
-                    known, who = (extents, owner) if idx in expr.output.indices \
-                        else (local, local_owner)
-                    if idx in known and known[idx] != n:
-                        raise ArgumentError(
-                            f"index {idx!r} has extent {known[idx]} in {who[idx]} but {n} in "
-                            f"{acc.tensor} (dimension {dim}); shapes must agree")
-                    known.setdefault(idx, n)
-                    who.setdefault(idx, f"{acc.tensor} (shape {t.shape})")
-            for idx, n in local.items():
-                extents.setdefault(idx, n)
-        return extents
-
-    def _output(self, given: Any, shape: tuple[int, ...],
-                tensors: Mapping[str, Tensor]) -> Tensor:
-        layout = self.kernel.layouts[self.output]
-        if layout.dense_array is None:
-            return self._shared_output(layout, given, shape, tensors)
-        if given is None:
-            if self.kernel.expr.accumulate:
-                raise ArgumentError(f"'+=' accumulates into {self.output!r}: pass it as "
-                                    f"{self.output}=array")
-            return Tensor.from_dense(layout, np.zeros(shape))
-        arr = given.to_dense() if isinstance(given, Tensor) else given
-        if not isinstance(arr, np.ndarray) or arr.dtype != np.float64 \
-                or not arr.flags.c_contiguous or arr.shape != shape:
-            raise ArgumentError(f"output {self.output!r} must be a C-contiguous float64 array "
-                                f"of shape {shape}")
-        return Tensor.from_dense(layout, arr)
-
-
-    def _shared_output(self, layout: Layout, given: Any, shape: tuple[int, ...],
-                       tensors: Mapping[str, Tensor]) -> Tensor:
-        """The output of known sparsity: the source's index arrays and scalars, the extents
-        for the remaining shape scalars, and a zeroed value array."""
-        _, source_name = self.kernel.share
-        source = tensors[source_name]
-        shared = shared_fields(layout, source.layout)
-        if given is not None:
-            if not isinstance(given, Tensor) or given.layout != layout:
-                raise ArgumentError(f"output {self.output!r} must be a Tensor in layout "
-                                    f"{layout.name}")
-            for f in shared:
-                if not np.array_equal(given.fields[f], source.fields[f]):
-                    raise ArgumentError(f"output {self.output!r}: field {f!r} differs from "
-                                        f"{source_name}'s; it must share its structure")
-            return given
-        fields: dict[str, Any] = {f: source.fields[f] for f in shared}
-        for dim, expr in enumerate(layout.shape):
-            if len(expr.terms) == 1 and expr.terms[0][1] == 1 and expr.const == 0:
-                fields.setdefault(expr.terms[0][0], shape[dim])
-        value = layout.value.array
-        scalars = {k: v for k, v in fields.items() if isinstance(v, int)}
-        arrays = {k: v for k, v in fields.items() if not isinstance(v, int)}
-        missing = [f for f in layout.fields if f not in fields and f != value]
-        if missing:
-            raise ArgumentError(f"output {self.output!r}: cannot derive field(s) {missing} of "
-                                f"layout {layout.name} from {source_name}")
-        size = 1
-        for d in layout.fields[value].dims:
-            size *= index_expr.evaluate(d, scalars, arrays)
-        fields[value] = np.zeros(size)
-        return Tensor(layout, shape, fields, check=False)
-
-
 def _width_of_given(layouts: Mapping[str, Any]) -> str:
     """The index width of the Layout objects among ``layouts`` ("int32" when none is one);
     SpecError when they disagree."""
@@ -725,82 +498,6 @@ def _width_of_given(layouts: Mapping[str, Any]) -> str:
                         + ", ".join(f"{t}: {lay.index_type}" for t, lay in layouts.items()
                                     if isinstance(lay, Layout)))
     return given.pop() if given else "int32"
-
-
-def _level_capacities(storage, ext: list[int], bound: int, top: int,
-                      scatter: bool = False) -> list[int]:
-    """Positions to allocate per level: exact for dense levels; for a compressed level at
-    most one per entry (``bound``) and per distinct coordinate prefix (``scatter``: one per
-    statement instance, combined only afterwards); at most ``top`` (the index type's
-    largest value)."""
-    caps: list[int] = []
-    coords = 0
-    for k, lv in enumerate(storage.levels):
-        coords += len(lv.coords)
-        if lv.kind == "dense":
-            cap = (caps[-1] if k else 1) * ext[coords - 1]
-        else:
-            cap = bound if scatter else min(bound, math.prod(ext[:coords]))
-        caps.append(min(cap, top))
-    return caps
-
-
-def _storage_fields(storage, shape: tuple[int, ...], caps: list[int]) -> dict[str, Any]:
-    """The output layout's fields with room for ``caps`` positions per level (pointer
-    arrays zeroed; values zeroed when the last level is dense, as it has no entry for
-    every position)."""
-    fields: dict[str, Any] = {f: int(n) for f, n in zip(storage.shape_fields, shape)}
-    for k, lv in enumerate(storage.levels):
-        if lv.count:
-            fields[lv.count] = 0
-        if lv.pointer:
-            fields[lv.pointer] = np.zeros(caps[k - 1] + 1, dtype=storage.layout.index_type)
-        for _, arr in lv.coords:
-            if arr:
-                fields[arr] = np.empty(caps[k], dtype=storage.layout.index_type)
-    alloc = np.zeros if storage.levels[-1].kind == "dense" else np.empty
-    fields[storage.value_array] = alloc(caps[-1], dtype=np.float64)
-    return fields
-
-
-def _trim(storage, fields: dict[str, Any], size: np.ndarray) -> None:
-    """Shrink the arrays (in place: realloc) to the positions each level used."""
-    for k, lv in enumerate(storage.levels):
-        if lv.count:
-            fields[lv.count] = int(size[k])
-        if lv.pointer:
-            fields[lv.pointer].resize(int(size[k - 1]) + 1, refcheck=False)
-        for _, arr in lv.coords:
-            if arr:
-                fields[arr].resize(int(size[k]), refcheck=False)
-    fields[storage.value_array].resize(int(size[-1]), refcheck=False)
-
-
-def _as_tensor(name: str, value: Any, layout: Layout) -> Tensor:
-    if isinstance(value, Tensor):
-        if value.layout != layout:
-            widths = layout.index_type != value.layout.index_type
-
-            def describe(lay: Layout) -> str:
-                return (f"{lay.name} {dict(lay.params)}" if lay.params else lay.name) \
-                    + (f" (index_type={lay.index_type!r})" if widths else "")
-            raise ArgumentError(f"{name!r}: the kernel was generated for layout "
-                                f"{describe(layout)} but got a tensor in layout "
-                                f"{describe(value.layout)}")
-        return value
-    if isinstance(value, np.ndarray) or isinstance(value, (list, tuple)):
-        if layout.dense_array is None:
-            raise ArgumentError(f"{name!r} is in layout {layout.name}; pack it first with "
-                                f"spf.Tensor.from_dense/from_scipy('{layout.name}', ...)")
-        try:
-            return Tensor.from_dense(layout, np.asarray(value))
-        except ArgumentError as exc:
-            raise ArgumentError(f"{name!r}: {exc}") from None
-    hint = ""
-    if type(value).__module__.startswith("scipy.sparse"):
-        hint = f"; wrap it with spf.Tensor.from_scipy('{layout.name}', ...)"
-    raise ArgumentError(f"{name!r}: expected an spf.Tensor or a numpy array, "
-                        f"got {type(value).__name__}{hint}")
 
 
 @lru_cache(maxsize=None)

@@ -9,7 +9,8 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,7 +20,7 @@ from .relation import Relation
 from .syntax import C_KEYWORDS, MAX_INT, is_file, parse_aff, parse_toml, read_spec
 from .terms import Aff, Constraint, UFCall
 
-LAYOUT_DIR = Path(__file__).resolve().parent.parent / "layouts"
+LAYOUT_DIR = Path(str(resources.files("spf.layouts")))   # installed inside the spf namespace
 INDEX_TYPE = "int"
 VALUE_TYPE = "double"
 INDEX_WIDTHS = ("int32", "int64")   # what ``int`` fields are in C and numpy
@@ -129,7 +130,7 @@ class Layout:
     def index_arrays(self) -> list[str]:
         return [f.name for f in self.fields.values() if f.is_array and f.ctype == INDEX_TYPE]
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Identity for caching: name, file and bound parameters."""
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))

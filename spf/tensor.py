@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import importlib.util
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from . import index_expr as ie
+from . import runtime
 from .errors import ArgumentError
-from .layout import INDEX_TYPE, Layout, load_layout
+from .layout import INDEX_TYPE, Layout, Property, load_layout
+from .scalar_fields import derive_scalar_fields
 from .storage import storage_or_none
 from .validate import check_structure
 
@@ -45,20 +48,34 @@ def _as_layout(layout: "str | Layout", params: Mapping[str, int],
 
 
 class Tensor:
-    """A tensor stored in a layout; fields are reachable as ``t["rowPtr"]`` or ``t.fields``."""
+    """A tensor stored in a layout; fields are reachable as ``t["rowPtr"]`` or ``t.fields``.
+
+    What was checked stays true: ``fields`` is a read-only mapping and its arrays are
+    read-only views (of the arrays given, when their dtype already matched) or copies.
+    Writing to an array you passed in, through your own reference, bypasses this."""
 
     def __init__(self, layout: Layout, shape: Sequence[int], fields: Mapping[str, Any],
-                 check: bool = True):
+                 check: bool = True, proven: "frozenset[Property]" = frozenset()):
+        """``proven``: properties that hold by construction of ``fields`` (not checked)."""
         self.layout = layout
         self.shape = tuple(int(n) for n in shape)
-        self.fields = validate(layout, self.shape, fields, check_properties=check)
+        self.fields = _frozen(validate(layout, self.shape, fields, check_properties=check,
+                                       proven=proven))
+        self._struct: Any = None
 
     @classmethod
     def _built(cls, layout: Layout, shape: tuple[int, ...], fields: dict[str, Any]) -> "Tensor":
         """A tensor whose fields spf itself just built (exact dtypes and sizes): not rechecked."""
         t = cls.__new__(cls)
-        t.layout, t.shape, t.fields = layout, shape, fields
+        t.layout, t.shape, t.fields, t._struct = layout, shape, _frozen(fields), None
         return t
+
+    @property
+    def struct(self) -> Any:
+        """The C struct of this tensor (ctypes), built once: what kernels are called with."""
+        if self._struct is None:
+            self._struct = runtime.make_struct(self.layout, self.fields)
+        return self._struct
 
     # constructors -------------------------------------------------------------------
     @classmethod
@@ -67,8 +84,11 @@ class Tensor:
                     check: bool = True, index_type: str | None = None) -> "Tensor":
         """Wrap existing arrays (converted to the index type, int32 unless ``index_type=
         "int64"``, and float64 when needed) after checking their sizes and, with ``check``,
-        every property the layout declares."""
-        return cls(_as_layout(layout, params or {}, index_type), shape, arrays, check)
+        every property the layout declares.  Scalar fields that the shape or an array's
+        length determines (``numRows``, ``len``, ``nnz``) may be left out; given ones must
+        agree with them."""
+        lay = _as_layout(layout, params or {}, index_type)
+        return cls(lay, shape, derive_scalar_fields(lay, shape, arrays), check)
 
     @classmethod
     def from_coords(cls, layout: "str | Layout", shape: Sequence[int],
@@ -239,6 +259,17 @@ def _scipy_from_storage(t: Tensor) -> Any:
     return None
 
 
+def _frozen(fields: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A read-only mapping of read-only arrays (views: the memory is shared)."""
+    out = {}
+    for name, value in fields.items():
+        if isinstance(value, np.ndarray) and value.flags.writeable:
+            value = value.view()
+            value.flags.writeable = False
+        out[name] = value
+    return MappingProxyType(out)
+
+
 def _sum_duplicates(coords: list[np.ndarray], values: np.ndarray,
                     shape: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarray]:
     """Sum entries with equal coordinates, keeping first-occurrence order."""
@@ -255,10 +286,14 @@ def _sum_duplicates(coords: list[np.ndarray], values: np.ndarray,
 
 
 def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
-             check_properties: bool = True) -> dict[str, Any]:
-    """Convert and check fields against the layout: types, extents, shape, properties."""
+             check_properties: bool = True,
+             proven: "frozenset[Property]" = frozenset()) -> dict[str, Any]:
+    """Convert and check fields against the layout: types, extents, shape, properties (but
+    those in ``proven``)."""
     name = layout.name
     top = index_max(layout)
+    if any(f not in fields for f in layout.scalar_fields):
+        fields = derive_scalar_fields(layout, shape, fields)
     missing = [f for f in layout.fields if f not in fields]
     if missing:
         raise ArgumentError(f"{name} tensor: missing field(s) {missing}")
@@ -283,7 +318,8 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
             if arr.size and arr.dtype.kind not in "iu":
                 raise ArgumentError(f"{name} tensor: index array {spec.name!r} must hold "
                                     f"integers, got dtype {arr.dtype}")
-            if arr.size and (int(arr.min()) < -top - 1 or int(arr.max()) > top):
+            if arr.size and not np.can_cast(arr.dtype, layout.index_type, "safe") \
+                    and (int(arr.min()) < -top - 1 or int(arr.max()) > top):
                 bad = int(np.flatnonzero((arr < -top - 1) | (arr > top))[0])
                 raise ArgumentError(f"{name} tensor: index array {spec.name!r} at position "
                                     f"{bad} holds {int(arr[bad])}, which does not fit "
@@ -315,8 +351,9 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
     if logical != tuple(shape):
         raise ArgumentError(f"{name} tensor: fields describe shape {logical}, expected {shape}")
     if check_properties:
-        _check_properties(layout, scalars, arrays)
-        check_structure(layout, out)
+        _check_properties(layout, scalars, arrays, proven)
+        if any(p.kind == "periodic_monotonic" and p not in proven for p in layout.properties):
+            check_structure(layout, out)
     return out
 
 
@@ -324,7 +361,7 @@ _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equ
 
 
 def _check_properties(layout: Layout, scalars: Mapping[str, int],
-                      arrays: Mapping[str, np.ndarray]) -> None:
+                      arrays: Mapping[str, np.ndarray], proven: "frozenset[Property]") -> None:
     """Check the properties that can be checked array by array (range, monotonic,
     co-vary monotonic, injective); periodic monotonicity is checked by generated code
     (:mod:`spf.validate`)."""
@@ -335,6 +372,8 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
         return int(arr[args[0]])
 
     for prop in layout.properties:
+        if prop in proven:
+            continue
         arr = arrays[prop.uf]
         where = f"{layout.name} tensor: {prop.uf!r} violates {prop.kind} ({prop.formula()})"
         if prop.kind == "range" and arr.size:

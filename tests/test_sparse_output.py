@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import spf
+from spf.layout import LAYOUT_DIR
 from spf.storage import storage_of
 
 SPMSPM = "C(i,j) = A(i,k) * B(k,j)"
@@ -608,7 +609,7 @@ order = "<"
 def own_layouts(tmp_path_factory) -> dict[str, str]:
     """Paths of CSR_desc (CSR with columns strictly decreasing per row) and DCSC."""
     root = tmp_path_factory.mktemp("layouts")
-    csr = (Path(spf.__file__).parent.parent / "layouts" / "CSR.toml").read_text()
+    csr = (LAYOUT_DIR / "CSR.toml").read_text()
     head, _, tail = csr.rpartition('order = "<"')
     desc = (head + 'order = ">"' + tail).replace('name = "CSR"', 'name = "CSR_desc"')
     paths = {}
@@ -687,7 +688,7 @@ def test_to_scipy_of_layouts_defined_here(own_layouts):
 
 def test_to_scipy_follows_the_storage_levels_not_the_name(tmp_path: Path):
     """A CSR-shaped layout under another name and other field names still gives CSR."""
-    text = (Path(spf.__file__).parent.parent / "layouts" / "CSR.toml").read_text()
+    text = (LAYOUT_DIR / "CSR.toml").read_text()
     for old, new in [('name = "CSR"', 'name = "RowLists"'), ("rowPtr", "starts"),
                      ("colIdx", "cols"), ("data", "vals"), ('packer = "CSR.py"\n', "")]:
         text = text.replace(old, new)

@@ -1,0 +1,1 @@
+"""The layouts shipped with spf (TOML files and their packers), installed as ``spf.layouts``."""

@@ -1,0 +1,331 @@
+"""Compiled kernels: a shared library and the calls into it.
+
+Arguments become C struct pointers: a :class:`~spf.tensor.Tensor` carries its struct (built
+once, its arrays read-only), a dense numpy array gets one on the spot, and data as users hold
+it (scipy.sparse, pydata sparse) goes through :mod:`spf.operands`.  ``argtypes`` are set once
+per kernel, so a call costs a few microseconds beyond the C.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import index_expr, runtime
+from .errors import ArgumentError
+from .iteration_space import shared_fields
+from .layout import Layout
+from .operands import DenseStruct, Operand
+from .tensor import Tensor, index_max, wider_hint
+
+
+class CompiledKernel:
+    """Callable ``f(A=..., x=...)``: checks every argument, runs the C, returns the output.
+
+    A tensor argument is an :class:`~spf.tensor.Tensor` in the kernel's layout (checked when
+    it was built; its struct is reused), a numpy array for a dense layout, or data as users
+    hold it: a scipy.sparse matrix or array, a pydata ``sparse`` array (:mod:`spf.operands`:
+    wrapped without a copy where the layout's storage matches, checked on every call)."""
+
+    def __init__(self, kernel: Any):
+        self.kernel = kernel
+        self.source = kernel.c_source()
+        flags = ("-fopenmp",) if kernel.parallel_loop else ()
+        lib = runtime.load_library(str(runtime.build_library(self.source, flags)))
+        self._lib = lib
+        expr = kernel.expr
+        self.inputs = [a.tensor for a in expr.factors]
+        self.output = expr.output.tensor
+        self._names = frozenset(self.inputs) | {self.output}
+        self._operands = [None if not a.indices else Operand(a.tensor, kernel.layouts[a.tensor])
+                          for a in expr.factors]
+        self._out_dense = DenseStruct.of(kernel.layouts[self.output]) if expr.output.indices \
+            else None
+        self._agree, self._out_source = _shape_plan(expr)
+        inputs = [ctypes.c_void_p if op else ctypes.c_double for op in self._operands]
+        self._fn = _function(lib, kernel.name,
+                             [ctypes.c_void_p] * (2 if kernel.assembly else 1) + inputs)
+        if kernel.assembly is not None:
+            self._bound = _function(lib, f"{kernel.name}_bound", [ctypes.c_void_p] + inputs)
+
+    def allocate_output(self, **inputs: Any) -> Tensor:
+        """A zeroed output tensor for these inputs (dense, or sharing an input's structure),
+        e.g. to call the kernel repeatedly without allocating."""
+        bound = {a.tensor: op.tensor(inputs[a.tensor])
+                 for a, op in zip(self.kernel.expr.factors, self._operands)
+                 if op and a.tensor in inputs}
+        extents = self._extents({name: t.shape for name, t in bound.items()})
+        out = self.kernel.expr.output
+        if not out.indices:
+            raise ArgumentError("allocate_output: the kernel's output is a scalar")
+        if self.kernel.assembly is not None:
+            raise ArgumentError(f"allocate_output: the output {self.output!r} is assembled by "
+                                "the kernel (its structure depends on the inputs)")
+        missing = [i for i in out.indices if i not in extents]
+        if missing:
+            raise ArgumentError(f"allocate_output: pass the inputs that fix index(es) {missing}")
+        shape = tuple(extents[i] for i in out.indices)
+        layout = self.kernel.layouts[self.output]
+        if layout.dense_array is None:
+            return self._shared_output(layout, None, shape, bound)
+        return Tensor.from_dense(layout, np.zeros(shape))
+
+    def set_num_threads(self, n: int) -> None:
+        """OpenMP threads for later calls of a parallel kernel (default: ``OMP_NUM_THREADS``)."""
+        if not self.kernel.parallel_loop:
+            raise ArgumentError("set_num_threads: this kernel has no parallel loop")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ArgumentError(f"set_num_threads: need a positive integer, got {n!r}")
+        self._lib.omp_set_num_threads(ctypes.c_int(n))
+
+    def __call__(self, **args: Any) -> Any:
+        if not args.keys() <= self._names:
+            raise ArgumentError(f"unknown argument(s) {sorted(args.keys() - self._names)}; the "
+                                f"kernel takes {self.inputs} (and optionally the output "
+                                f"{self.output!r})")
+        values: list[Any] = []     # per input: struct address or scalar
+        shapes: dict[str, tuple[int, ...]] = {}
+        keep: dict[str, Any] = {}  # what the addresses point into, alive until the call returns
+        for name, op in zip(self.inputs, self._operands):
+            if name not in args:
+                raise ArgumentError(f"missing argument {name!r}")
+            if op is None:
+                values.append(_scalar(name, args[name]))
+                continue
+            address, shapes[name], keep[name] = op.bind(args[name])
+            values.append(address)
+        out_shape = self._output_shape(shapes)
+        if self.kernel.assembly is not None:
+            if self.output in args:
+                raise ArgumentError(f"do not pass the output {self.output!r}: it is assembled "
+                                    "by the kernel")
+            return self._assemble(values, out_shape)
+        if not self.kernel.expr.output.indices:
+            return self._run_scalar(args, values)
+        alive, address, result = self._dense_or_shared_output(args.get(self.output), out_shape,
+                                                              keep)
+        if self._fn(address, *values) != 0:
+            raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
+        return result
+
+    def _output_shape(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
+        """The output's extents from the inputs' shapes (which must agree: checked by the
+        pairs :func:`_shape_plan` listed, the message from :meth:`_extents`)."""
+        for (a, da), (b, db) in self._agree:
+            if shapes[a][da] != shapes[b][db]:
+                self._extents(shapes)
+        return tuple(shapes[a][d] for a, d in self._out_source)
+
+    def _run_scalar(self, args: Mapping[str, Any], values: list[Any]) -> float:
+        if self.output in args and not self.kernel.expr.accumulate:
+            raise ArgumentError(f"{self.output!r} is assigned with '='; do not pass it")
+        out = ctypes.c_double(_scalar(self.output, args.get(self.output, 0.0)))
+        if self._fn(ctypes.addressof(out), *values) != 0:
+            raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
+        return out.value
+
+    def _dense_or_shared_output(self, given: Any, shape: tuple[int, ...],
+                                inputs: Mapping[str, Any]) -> tuple[Any, int, Any]:
+        """(what to keep alive, struct address, what the call returns) for the output."""
+        layout = self.kernel.layouts[self.output]
+        if layout.dense_array is None:
+            tensors = {n: t for n, t in inputs.items() if isinstance(t, Tensor)}
+            t = self._shared_output(layout, given, shape, tensors)
+            return t, ctypes.addressof(t.struct), t
+        if given is None:
+            if self.kernel.expr.accumulate:
+                raise ArgumentError(f"'+=' accumulates into {self.output!r}: pass it as "
+                                    f"{self.output}=array")
+            array = np.zeros(shape)
+        else:
+            array = given.to_dense() if isinstance(given, Tensor) else given
+            if not isinstance(array, np.ndarray) or array.dtype != np.float64 \
+                    or not array.flags.c_contiguous or array.shape != shape \
+                    or not array.flags.writeable:
+                raise ArgumentError(f"output {self.output!r} must be a writeable C-contiguous "
+                                    f"float64 array of shape {shape}")
+        struct = self._out_dense.struct(array) if self._out_dense else None
+        if struct is None:   # a dense layout with more fields than extents and data
+            struct = Tensor.from_dense(layout, array).struct
+        return struct, ctypes.addressof(struct), array
+
+    def _assemble(self, inputs: list[Any], shape: tuple[int, ...]) -> Tensor:
+        """Count the statement instances (a bound on the entries), allocate the output
+        layout's arrays for that many, run the kernel into them and trim them."""
+        k = self.kernel
+        storage = k.assembly.storage
+        ext = [shape[d] for d in storage.order]
+        if math.prod(max(n, 1) for n in ext) >= 2 ** 63:
+            raise ArgumentError(f"output {self.output!r} of shape {shape} has more than 2^63 "
+                                "coordinates; its keys would overflow int64")
+        bound = ctypes.c_int64(0)
+        if self._bound(ctypes.addressof(bound), *inputs) != 0:
+            raise MemoryError(f"kernel {k.name}: out of memory while sizing {self.output!r}")
+        top = index_max(storage.layout)
+        if k.assembly.mode == "bucket" and bound.value > top:
+            raise ArgumentError(f"output {self.output!r} would be scattered from "
+                                f"{bound.value} entries, more than index_type="
+                                f"{k.index_type!r} can address" + wider_hint(k.index_type))
+        caps = _level_capacities(storage, ext, bound.value, top, k.assembly.mode == "bucket")
+        fields = _storage_fields(storage, shape, caps)
+        size = np.array(caps, dtype=np.int64)
+        struct = runtime.make_struct(storage.layout, fields)
+        status = self._fn(ctypes.addressof(struct), runtime.address(size), *inputs)
+        if status == 1:
+            raise MemoryError(f"kernel {k.name}: out of memory while assembling {self.output!r}")
+        if status != 0:
+            if max(caps) == top:
+                raise ArgumentError(f"output {self.output!r} has more stored positions than "
+                                    f"index_type={k.index_type!r} can address"
+                                    + wider_hint(k.index_type))
+            raise RuntimeError(f"kernel {k.name}: {self.output!r} outgrew the arrays sized by "
+                               f"{k.name}_bound (a bug in spf; please report it)")
+        _trim(storage, fields, size)
+        return Tensor._built(storage.layout, tuple(shape), fields)
+
+    def _extents(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
+        """Extent of each index from the input shapes; they must agree within a term, and
+        the output's indices across the terms of a sum."""
+        expr = self.kernel.expr
+        extents: dict[str, int] = {}
+        owner: dict[str, str] = {}
+        for product in expr.products():
+            local: dict[str, int] = {}
+            local_owner: dict[str, str] = {}
+            for acc in product.factors:
+                if acc.tensor not in shapes:
+                    continue
+                shape = shapes[acc.tensor]
+                for dim, (idx, n) in enumerate(zip(acc.indices, shape)):
+                    known, who = (extents, owner) if idx in expr.output.indices \
+                        else (local, local_owner)
+                    if idx in known and known[idx] != n:
+                        raise ArgumentError(
+                            f"index {idx!r} has extent {known[idx]} in {who[idx]} but {n} in "
+                            f"{acc.tensor} (dimension {dim}); shapes must agree")
+                    known.setdefault(idx, n)
+                    who.setdefault(idx, f"{acc.tensor} (shape {shape})")
+            for idx, n in local.items():
+                extents.setdefault(idx, n)
+        return extents
+
+    def _shared_output(self, layout: Layout, given: Any, shape: tuple[int, ...],
+                       tensors: Mapping[str, Tensor]) -> Tensor:
+        """The output of known sparsity: the source's index arrays and scalars, the extents
+        for the remaining shape scalars, and a zeroed value array."""
+        _, source_name = self.kernel.share
+        source = tensors[source_name]
+        shared = shared_fields(layout, source.layout)
+        if given is not None:
+            if not isinstance(given, Tensor) or given.layout != layout:
+                raise ArgumentError(f"output {self.output!r} must be a Tensor in layout "
+                                    f"{layout.name}")
+            for f in shared:
+                if not np.array_equal(given.fields[f], source.fields[f]):
+                    raise ArgumentError(f"output {self.output!r}: field {f!r} differs from "
+                                        f"{source_name}'s; it must share its structure")
+            return given
+        fields: dict[str, Any] = {f: source.fields[f] for f in shared}
+        for dim, expr in enumerate(layout.shape):
+            if len(expr.terms) == 1 and expr.terms[0][1] == 1 and expr.const == 0:
+                fields.setdefault(expr.terms[0][0], shape[dim])
+        value = layout.value.array
+        scalars = {k: v for k, v in fields.items() if isinstance(v, int)}
+        arrays = {k: v for k, v in fields.items() if not isinstance(v, int)}
+        missing = [f for f in layout.fields if f not in fields and f != value]
+        if missing:
+            raise ArgumentError(f"output {self.output!r}: cannot derive field(s) {missing} of "
+                                f"layout {layout.name} from {source_name}")
+        size = 1
+        for d in layout.fields[value].dims:
+            size *= index_expr.evaluate(d, scalars, arrays)
+        fields[value] = np.zeros(size)
+        return Tensor(layout, shape, fields, check=False)
+
+
+
+def _level_capacities(storage, ext: list[int], bound: int, top: int,
+                      scatter: bool = False) -> list[int]:
+    """Positions to allocate per level: exact for dense levels; for a compressed level at
+    most one per entry (``bound``) and per distinct coordinate prefix (``scatter``: one per
+    statement instance, combined only afterwards); at most ``top`` (the index type's
+    largest value)."""
+    caps: list[int] = []
+    coords = 0
+    for k, lv in enumerate(storage.levels):
+        coords += len(lv.coords)
+        if lv.kind == "dense":
+            cap = (caps[-1] if k else 1) * ext[coords - 1]
+        else:
+            cap = bound if scatter else min(bound, math.prod(ext[:coords]))
+        caps.append(min(cap, top))
+    return caps
+
+
+def _storage_fields(storage, shape: tuple[int, ...], caps: list[int]) -> dict[str, Any]:
+    """The output layout's fields with room for ``caps`` positions per level (pointer
+    arrays zeroed; values zeroed when the last level is dense, as it has no entry for
+    every position)."""
+    fields: dict[str, Any] = {f: int(n) for f, n in zip(storage.shape_fields, shape)}
+    for k, lv in enumerate(storage.levels):
+        if lv.count:
+            fields[lv.count] = 0
+        if lv.pointer:
+            fields[lv.pointer] = np.zeros(caps[k - 1] + 1, dtype=storage.layout.index_type)
+        for _, arr in lv.coords:
+            if arr:
+                fields[arr] = np.empty(caps[k], dtype=storage.layout.index_type)
+    alloc = np.zeros if storage.levels[-1].kind == "dense" else np.empty
+    fields[storage.value_array] = alloc(caps[-1], dtype=np.float64)
+    return fields
+
+
+def _trim(storage, fields: dict[str, Any], size: np.ndarray) -> None:
+    """Shrink the arrays (in place: realloc) to the positions each level used."""
+    for k, lv in enumerate(storage.levels):
+        if lv.count:
+            fields[lv.count] = int(size[k])
+        if lv.pointer:
+            fields[lv.pointer].resize(int(size[k - 1]) + 1, refcheck=False)
+        for _, arr in lv.coords:
+            if arr:
+                fields[arr].resize(int(size[k]), refcheck=False)
+    fields[storage.value_array].resize(int(size[-1]), refcheck=False)
+
+
+def _function(lib: ctypes.CDLL, name: str, argtypes: list[Any]) -> Any:
+    """``lib.name`` returning int, its argument types set once (struct pointers as addresses)."""
+    fn = getattr(lib, name)
+    fn.restype = ctypes.c_int
+    fn.argtypes = argtypes
+    return fn
+
+
+def _scalar(name: str, value: Any) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                     np.floating)):
+        raise ArgumentError(f"{name!r} is a scalar; got {type(value).__name__}")
+    return float(value)
+
+
+Slot = tuple[str, int]   # (tensor, dimension)
+
+
+def _shape_plan(expr: Any) -> tuple[list[tuple[Slot, Slot]], list[Slot]]:
+    """Which input dimensions must have equal extents (an output index across the whole
+    kernel, another index within one term of a sum) and where each output extent comes
+    from, worked out once per kernel."""
+    out_idx = expr.output.indices
+    groups: dict[Any, list[Slot]] = {}
+    for k, product in enumerate(expr.products()):
+        for acc in product.factors:
+            for dim, idx in enumerate(acc.indices):
+                key = idx if idx in out_idx else (k, idx)
+                groups.setdefault(key, []).append((acc.tensor, dim))
+    agree = [(slots[0], other) for slots in groups.values() for other in slots[1:]]
+    missing = [i for i in out_idx if i not in groups]
+    if missing:
+        raise ArgumentError(f"output index(es) {missing} appear in no input")
+    return agree, [groups[i][0] for i in out_idx]

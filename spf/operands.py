@@ -1,0 +1,236 @@
+"""Kernel operands as users hold them: spf Tensors, numpy arrays, scipy.sparse, pydata sparse.
+
+A foreign sparse object is wrapped without a copy where the layout's storage levels
+(:mod:`spf.storage`, derived from its relation) have the object's shape: a dense level with
+a compressed level under it (scipy CSR when rows are outer, CSC when columns are), or one
+compressed level holding every coordinate (scipy COO, pydata COO).  scipy's canonical-format
+flag proves the ordering and uniqueness properties that storage order gives; everything
+else the layout declares is checked, on every call (the object's arrays stay the caller's).
+Any other object goes through the layout's packer or a generated conversion (a copy).
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from . import runtime
+from .errors import ArgumentError
+from .layout import Layout, Property
+from .storage import Storage, storage_or_none
+from .tensor import Tensor, index_max
+
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+class DenseStruct:
+    """The struct of a dense layout filled straight from a C-contiguous float64 array: its
+    scalar fields are the extents of the dimensions, its array field the data pointer."""
+
+    def __init__(self, layout: Layout, plan: list[int | None]):
+        self.layout = layout
+        self.plan = plan                  # per struct field: dimension, or None for the data
+        self.cls = runtime.struct_type(layout)
+        self.order = layout.order
+        self.top = index_max(layout)
+
+    @staticmethod
+    def of(layout: Layout) -> "DenseStruct | None":
+        """None unless ``layout`` is dense and its fields are exactly its extents and data."""
+        if layout.dense_array is None:
+            return None
+        extent = {}
+        for d, aff in enumerate(layout.shape):
+            if len(aff.terms) == 1 and aff.const == 0 and aff.terms[0][1] == 1:
+                extent[aff.terms[0][0]] = d
+        dims = layout.fields[layout.dense_array].dims
+        if [getattr(e, "name", None) for e in dims] != [
+                next((n for n, d in extent.items() if d == k), None) for k in range(layout.order)]:
+            return None
+        plan: list[int | None] = []
+        for f in layout.fields.values():
+            if f.name == layout.dense_array:
+                plan.append(None)
+            elif not f.is_array and f.name in extent:
+                plan.append(extent[f.name])
+            else:
+                return None
+        return DenseStruct(layout, plan)
+
+    def struct(self, array: np.ndarray) -> ctypes.Structure | None:
+        """The struct over ``array``, or None when it is not a C-contiguous float64 array of
+        the layout's order whose extents fit the index type (the general path explains)."""
+        if array.dtype is not _FLOAT64 or array.ndim != self.order \
+                or not array.flags.c_contiguous \
+                or (array.size > self.top and max(array.shape) > self.top):
+            return None
+        shape = array.shape
+        return self.cls(*[runtime.address(array) if d is None else shape[d] for d in self.plan])
+
+
+class Operand:
+    """One tensor argument of a compiled kernel: how a value becomes a struct address."""
+
+    def __init__(self, name: str, layout: Layout):
+        self.name = name
+        self.layout = layout
+        self.dense = DenseStruct.of(layout)
+
+    def bind(self, value: Any) -> tuple[int, tuple[int, ...], Any]:
+        """(struct address, logical shape, what must stay alive during the call)."""
+        if type(value) is np.ndarray and self.dense is not None:
+            struct = self.dense.struct(value)
+            if struct is not None:
+                return ctypes.addressof(struct), value.shape, struct
+        t = self.tensor(value)
+        return ctypes.addressof(t.struct), t.shape, t
+
+    def tensor(self, value: Any) -> Tensor:
+        """``value`` as a checked Tensor in this operand's layout."""
+        if isinstance(value, Tensor):
+            if value.layout is not self.layout and value.layout != self.layout:
+                raise ArgumentError(_layout_mismatch(self.name, self.layout, value.layout))
+            return value
+        return as_tensor(self.name, value, self.layout)
+
+
+def as_tensor(name: str, value: Any, layout: Layout) -> Tensor:
+    """A numpy array (dense layouts), scipy.sparse matrix or array, or pydata sparse array
+    as a checked Tensor in ``layout``; ArgumentError naming ``name`` when it cannot be."""
+    if isinstance(value, Tensor):
+        return Operand(name, layout).tensor(value)
+    if isinstance(value, (np.ndarray, list, tuple)) and layout.dense_array is None:
+        raise ArgumentError(f"{name!r} is in layout {layout.name}; pack it first with "
+                            f"spf.Tensor.from_dense/from_scipy('{layout.name}', ...)")
+    try:
+        if isinstance(value, (np.ndarray, list, tuple)):
+            return Tensor.from_dense(layout, np.asarray(value))
+        if _is_scipy(value):
+            return _from_scipy(value, layout)
+        if _is_pydata(value):
+            return _from_pydata(value, layout)
+    except ArgumentError as exc:
+        raise ArgumentError(f"{name!r}: {exc}") from None
+    raise ArgumentError(f"{name!r}: expected an spf.Tensor, a numpy array, a scipy.sparse "
+                        f"matrix or array or a pydata sparse array, got {type(value).__name__}")
+
+
+def _layout_mismatch(name: str, want: Layout, got: Layout) -> str:
+    def describe(lay: Layout, other: Layout) -> str:
+        text = f"{lay.name} {dict(lay.params)}" if lay.params else lay.name
+        if lay.name == other.name and lay.source != other.source:
+            text += f" (from {lay.source})"
+        if lay.index_type != other.index_type:
+            text += f" (index_type={lay.index_type!r})"
+        return text
+    return (f"{name!r}: the kernel was generated for layout {describe(want, got)} but got a "
+            f"tensor in layout {describe(got, want)}")
+
+
+def _is_scipy(value: Any) -> bool:
+    return type(value).__module__.startswith("scipy.sparse") and hasattr(value, "format")
+
+
+def _is_pydata(value: Any) -> bool:
+    module = type(value).__module__
+    return (module == "sparse" or module.startswith("sparse.")) and hasattr(value, "fill_value")
+
+
+def _check_values(kind: str, dtype: np.dtype, layout: Layout) -> None:
+    if dtype.kind not in "biuf":
+        raise ArgumentError(f"a {kind} of dtype {dtype} cannot be used: spf kernels compute "
+                            f"with real float64 values (layout {layout.name})")
+
+
+def _from_scipy(m: Any, layout: Layout) -> Tensor:
+    kind = f"scipy.sparse {type(m).__name__} ({m.format})"
+    _check_values(kind, m.dtype, layout)
+    if len(m.shape) != layout.order:
+        raise ArgumentError(f"a {kind} of shape {m.shape} has order {len(m.shape)}, but layout "
+                            f"{layout.name} stores order-{layout.order} tensors")
+    storage = storage_or_none(layout)
+    fields = _scipy_fields(m, storage) if storage is not None else None
+    if fields is None:
+        return _packed(kind, layout, lambda: Tensor.from_scipy(layout, m))
+    canonical = bool(getattr(m, "has_canonical_format", False))
+    proven = _proven_by_order(storage) if canonical and _scipy_order(m) == storage.order \
+        else frozenset()
+    return Tensor(layout, m.shape, fields, proven=proven)
+
+
+def _scipy_order(m: Any) -> tuple[int, ...]:
+    """The order scipy's canonical format sorts entries in: columns outer for CSC."""
+    return (1, 0) if m.format == "csc" else tuple(range(len(m.shape)))
+
+
+def _scipy_fields(m: Any, storage: Storage) -> dict[str, Any] | None:
+    """The layout's fields over ``m``'s own arrays, or None when its storage differs."""
+    levels = storage.levels
+    fields: dict[str, Any] = dict(zip(storage.shape_fields, m.shape))
+    if m.format in ("csr", "csc"):
+        if len(levels) != 2 or levels[0].kind != "dense" or not levels[1].pointer \
+                or len(levels[1].coords) != 1 or not levels[1].coords[0][1] \
+                or storage.order != _scipy_order(m):
+            return None
+        nnz = int(m.indptr[-1]) if len(m.indptr) else 0
+        fields[levels[1].pointer] = m.indptr
+        fields[levels[1].coords[0][1]] = m.indices[:nnz]
+        fields[storage.value_array] = m.data[:nnz]
+        return fields
+    if m.format == "coo":
+        return _coordinate_fields(storage, m.coords, m.data, fields)
+    return None
+
+
+def _coordinate_fields(storage: Storage, coords: Any, data: np.ndarray,
+                       fields: dict[str, Any]) -> dict[str, Any] | None:
+    """Fields of a layout whose one level holds every coordinate (and its count)."""
+    levels = storage.levels
+    if len(levels) != 1 or not levels[0].count or not all(a for _, a in levels[0].coords):
+        return None
+    fields[levels[0].count] = len(data)
+    for dim, array in levels[0].coords:
+        fields[array] = coords[dim]
+    fields[storage.value_array] = data
+    return fields
+
+
+def _proven_by_order(storage: Storage) -> frozenset[Property]:
+    """Properties that entries sorted in storage order without duplicates satisfy (which
+    :func:`spf.storage.storage_of` checked of every ordering property): the ordering and
+    uniqueness properties of the coordinate arrays, unless one is declared decreasing."""
+    if any(storage.descending):
+        return frozenset()
+    coordinates = {a for lv in storage.levels for _, a in lv.coords if a}
+    return frozenset(p for p in storage.layout.properties
+                     if p.kind != "range" and {*p.ufs, *filter(None, [p.with_])} <= coordinates)
+
+
+def _from_pydata(a: Any, layout: Layout) -> Tensor:
+    kind = f"pydata sparse {type(a).__name__}"
+    _check_values(kind, a.dtype, layout)
+    if a.fill_value != 0:
+        raise ArgumentError(f"a {kind} with fill_value {a.fill_value} cannot be used: absent "
+                            "entries of spf tensors are 0")
+    if a.ndim != layout.order:
+        raise ArgumentError(f"a {kind} of shape {a.shape} has order {a.ndim}, but layout "
+                            f"{layout.name} stores order-{layout.order} tensors")
+    coo = a if type(a).__name__ == "COO" else a.tocoo()
+    storage = storage_or_none(layout)
+    fields = _coordinate_fields(storage, coo.coords, coo.data, dict(zip(
+        storage.shape_fields, coo.shape))) if storage is not None else None
+    if fields is None:
+        return _packed(kind, layout, lambda: Tensor.from_coords(layout, coo.shape,
+                                                                tuple(coo.coords), coo.data))
+    return Tensor(layout, coo.shape, fields)
+
+
+def _packed(kind: str, layout: Layout, build: Any) -> Tensor:
+    """A copy in ``layout`` by its packer or a generated conversion."""
+    try:
+        return build()
+    except ArgumentError as exc:
+        raise ArgumentError(f"layout {layout.name} cannot take a {kind}: its storage is not "
+                            f"that of the object and converting failed: {exc}") from None

@@ -1,0 +1,1 @@
+"""The C templates of generated code, installed as ``spf.templates``."""
