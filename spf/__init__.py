@@ -9,9 +9,11 @@ from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisE
 from .compiled import CompiledKernel  # noqa: E402
 from .kernel import Kernel  # noqa: E402
 from .conversion import Conversion  # noqa: E402
+from .evaluation import evaluate  # noqa: E402
 from .layout import Layout, layout_names, load_layout  # noqa: E402
 from .relation import Relation  # noqa: E402
 from .tensor import Tensor  # noqa: E402
 
 __all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "Kernel", "Layout", "Relation",
-           "SpecError", "SpfError", "SynthesisError", "Tensor", "layout_names", "load_layout"]
+           "SpecError", "SpfError", "SynthesisError", "Tensor", "evaluate", "layout_names",
+           "load_layout"]

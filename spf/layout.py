@@ -225,15 +225,35 @@ def load_layout(name_or_path: "str | os.PathLike | Layout", index_type: str | No
 
 def default_layout(order: int) -> Layout:
     """The layout used for a tensor of ``order`` dimensions that was given no layout."""
+    return load_layout(_default_names("dense", str(order)))
+
+
+def default_layouts(table: str, key: str) -> list[str]:
+    """Layout names listed in ``layouts/defaults.toml`` under ``[table] key`` (a name or a
+    list of names; empty when not listed): e.g. the layouts to try for a scipy matrix."""
+    try:
+        names = _default_names(table, key)
+    except SpecError:
+        return []
+    return [names] if isinstance(names, str) else list(names)
+
+
+def _default_names(table: str, key: str) -> Any:
     path = LAYOUT_DIR / "defaults.toml"
     try:
-        table = tomllib.loads(path.read_text())
+        data = _defaults(path)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise SpecError(f"cannot read default layouts: {exc}", str(path)) from exc
-    name = table.get("dense", {}).get(str(order))
-    if name is None:
-        raise SpecError(f"no default layout for order {order}", str(path))
-    return load_layout(name)
+    names = data.get(table, {}).get(key)
+    if names is None:
+        what = f"order {key}" if table == "dense" else f"[{table}] {key}"
+        raise SpecError(f"no default layout for {what}", str(path))
+    return names
+
+
+@lru_cache(maxsize=None)
+def _defaults(path: Path) -> dict[str, Any]:
+    return tomllib.loads(path.read_text())
 
 
 # ---------------------------------------------------------------------------------------

@@ -107,9 +107,9 @@ def as_tensor(name: str, value: Any, layout: Layout) -> Tensor:
     try:
         if isinstance(value, (np.ndarray, list, tuple)):
             return Tensor.from_dense(layout, np.asarray(value))
-        if _is_scipy(value):
+        if is_scipy(value):
             return _from_scipy(value, layout)
-        if _is_pydata(value):
+        if is_pydata(value):
             return _from_pydata(value, layout)
     except ArgumentError as exc:
         raise ArgumentError(f"{name!r}: {exc}") from None
@@ -129,11 +129,13 @@ def _layout_mismatch(name: str, want: Layout, got: Layout) -> str:
             f"tensor in layout {describe(got, want)}")
 
 
-def _is_scipy(value: Any) -> bool:
+def is_scipy(value: Any) -> bool:
+    """Whether ``value`` is a scipy.sparse matrix or array."""
     return type(value).__module__.startswith("scipy.sparse") and hasattr(value, "format")
 
 
-def _is_pydata(value: Any) -> bool:
+def is_pydata(value: Any) -> bool:
+    """Whether ``value`` is a pydata ``sparse`` array (COO, GCXS, ...)."""
     module = type(value).__module__
     return (module == "sparse" or module.startswith("sparse.")) and hasattr(value, "fill_value")
 
@@ -157,7 +159,13 @@ def _from_scipy(m: Any, layout: Layout) -> Tensor:
     canonical = bool(getattr(m, "has_canonical_format", False))
     proven = _proven_by_order(storage) if canonical and _scipy_order(m) == storage.order \
         else frozenset()
-    return Tensor(layout, m.shape, fields, proven=proven)
+    try:
+        return Tensor(layout, m.shape, fields, proven=proven)
+    except ArgumentError as exc:
+        if canonical:
+            raise
+        raise ArgumentError(f"{exc} (the {kind} is not in scipy's canonical format: "
+                            ".sum_duplicates() sorts its indices and adds up duplicates)") from None
 
 
 def _scipy_order(m: Any) -> tuple[int, ...]:

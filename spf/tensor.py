@@ -375,23 +375,26 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
         if prop in proven:
             continue
         arr = arrays[prop.uf]
-        where = f"{layout.name} tensor: {prop.uf!r} violates {prop.kind} ({prop.formula()})"
+        where = (lambda p: lambda: f"{layout.name} tensor: {p.uf!r} violates {p.kind} "
+                                   f"({p.formula()})")(prop)
         if prop.kind == "range" and arr.size:
             if prop.lower is not None:
                 lo = prop.lower.evaluate(scalars, call)
-                bad = np.flatnonzero(arr < lo)
-                if bad.size:
-                    raise ArgumentError(f"{where} at position {bad[0]}: {arr[bad[0]]} < {lo}")
+                if arr.min() < lo:
+                    bad = int(np.flatnonzero(arr < lo)[0])
+                    raise ArgumentError(f"{where()} at position {bad}: {arr[bad]} < {lo}")
             if prop.upper is not None:
                 hi = prop.upper.evaluate(scalars, call)
-                bad = np.flatnonzero(arr > hi)
-                if bad.size:
-                    raise ArgumentError(f"{where} at position {bad[0]}: {arr[bad[0]]} > {hi}")
+                if arr.max() > hi:
+                    bad = int(np.flatnonzero(arr > hi)[0])
+                    raise ArgumentError(f"{where()} at position {bad}: {arr[bad]} > {hi}")
         elif prop.kind == "monotonic" and arr.size > 1:
-            ok = _CMP[prop.order](arr[:-1].astype(np.int64) + prop.gap, arr[1:])
+            before = arr[:-1].astype(np.int64) + prop.gap if prop.gap else arr[:-1]
+            ok = _CMP[prop.order](before, arr[1:])
             if not ok.all():
                 k = int(np.flatnonzero(~ok)[0])
-                raise ArgumentError(f"{where} at positions {k}, {k + 1}: {arr[k]}, {arr[k + 1]}")
+                raise ArgumentError(f"{where()} at positions {k}, {k + 1}: {arr[k]}, "
+                                    f"{arr[k + 1]}")
         elif prop.kind == "covary_monotonic" and arr.size > 1:
             g = arrays[prop.with_]
             perm = np.argsort(g, kind="stable")
@@ -400,10 +403,10 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
                                   arr[perm][1:]) | ~same
             if not ok.all():
                 k = int(np.flatnonzero(~ok)[0])
-                raise ArgumentError(f"{where} at positions {perm[k]}, {perm[k + 1]}")
+                raise ArgumentError(f"{where()} at positions {perm[k]}, {perm[k + 1]}")
         elif prop.kind == "injective" and arr.size > 1:
             cols = np.stack([arrays[u] for u in prop.ufs], axis=1)
             uniq, first = np.unique(cols, axis=0, return_index=True)
             if len(uniq) != len(cols):
                 dup = sorted(set(range(len(cols))) - set(first.tolist()))[0]
-                raise ArgumentError(f"{where}: position {dup} repeats an earlier entry")
+                raise ArgumentError(f"{where()}: position {dup} repeats an earlier entry")

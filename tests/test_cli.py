@@ -251,11 +251,14 @@ def test_readme_starts_with_the_two_commands():
     text = README.read_text()
     first_block = re.search(r"^```\n(.*?)^```", text, re.MULTILINE | re.DOTALL).group(1)
     assert first_block.splitlines() == [
-        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && spf demo",
+        "python3 -m venv .venv && . .venv/bin/activate && pip install . && spf demo",
         'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && '
-        "python -m pytest -q",
+        "python -m pytest -q -n auto",
     ]
     assert text.index(first_block) < text.index("## ")
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()   # CI runs what the README says
+    assert 'python -m pip install --quiet -e ".[test]"' in ci
+    assert "python -m pytest -q -n auto" in ci
 
 
 @pytest.mark.parametrize("index", range(len(readme_blocks("python"))))

@@ -1,0 +1,161 @@
+"""``spf.evaluate``: one call from tensor index notation and data as users hold it to a result.
+
+Layouts come from the operands (a Tensor's own, the first of the layouts that
+``layouts/defaults.toml`` lists for a scipy or pydata object that can store it, the dense
+layout of a numpy array's order) unless ``layouts`` names them.  Kernels are built once per
+expression, layouts and options and kept in this process (and compiled C in the disk cache).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from .compiled import CompiledKernel
+from .errors import ArgumentError, SpfError
+from .kernel import Kernel
+from .kernel_spec import Expr, parse_expr
+from .layout import Layout, default_layout, default_layouts, load_layout
+from .operands import as_tensor, is_pydata, is_scipy
+from .tensor import Tensor
+
+OPTIONS = ("order", "find", "parallel", "bounds", "params", "name", "tile", "share",
+           "drop_zeros", "index_type", "z3_timeout_ms")
+
+_kernels: dict[tuple, CompiledKernel] = {}
+_exprs: dict[str, Expr] = {}
+
+
+def evaluate(expr: str, out: Any = None, layouts: Mapping[str, "str | Layout"] | None = None,
+             **operands_and_options: Any) -> Any:
+    """Evaluate ``expr`` (``"y(i) = A(i,j) * x(j)"``) on the operands given by name.
+
+    Operands are spf Tensors, numpy arrays, scipy.sparse matrices or arrays, pydata sparse
+    arrays, or numbers for scalars.  ``layouts`` overrides the inferred layout of any tensor,
+    the output's included; the other keywords are :class:`spf.Kernel` options (``order``,
+    ``find``, ``parallel``, ``index_type``, ...).  ``out``: an array to write (``=``) or add
+    (``+=``) the result into.  Returns a float for a scalar output, numpy for a dense one, a
+    ``scipy.sparse.csr_array`` for an order-2 output whose operands are all sparse, and a
+    Tensor when ``layouts`` names a sparse layout for the output.
+    """
+    parsed = _parse(expr)
+    names = set(parsed.tensors)
+    options = {k: v for k, v in operands_and_options.items() if k not in names}
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ArgumentError(f"evaluate: {unknown} are neither tensors of {parsed.text!r} "
+                            f"({sorted(names)}) nor kernel options ({', '.join(OPTIONS)})")
+    operands = {k: v for k, v in operands_and_options.items() if k in names}
+    asked = dict(layouts or {})
+    width = options.get("index_type") or next(
+        (v.layout.index_type for v in operands.values() if isinstance(v, Tensor)
+         and v.layout.index_type != "int32"), None)
+    bound, chosen = _bind_operands(parsed, operands, asked, width)
+    output = parsed.output
+    if output.indices and output.tensor not in asked:
+        sparse_out = _sparse_output_layout(parsed, chosen)
+        if sparse_out is not None:
+            chosen[output.tensor] = sparse_out
+    elif output.tensor in asked:
+        chosen[output.tensor] = asked[output.tensor]
+    kernel = _kernel(parsed, chosen, options)
+    if out is not None:
+        bound[output.tensor] = out
+    result = kernel(**bound)
+    if isinstance(result, Tensor) and output.tensor not in asked:
+        import scipy.sparse as sp
+        return sp.csr_array(result.to_scipy())
+    return result
+
+
+def clear_cache() -> None:
+    """Forget the kernels :func:`evaluate` built in this process."""
+    _kernels.clear()
+    _exprs.clear()
+
+
+def _parse(expr: str) -> Expr:
+    if not isinstance(expr, str):
+        raise ArgumentError(f"evaluate: the expression must be a string such as "
+                            f"'y(i) = A(i,j) * x(j)', got {type(expr).__name__}")
+    if expr not in _exprs:
+        _exprs[expr] = parse_expr(expr)
+    return _exprs[expr]
+
+
+def _bind_operands(parsed: Expr, operands: Mapping[str, Any], asked: Mapping[str, Any],
+                   width: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the values to call the kernel with, the layout of each tensor input)."""
+    bound: dict[str, Any] = {}
+    chosen: dict[str, Any] = {}
+    for acc in parsed.factors:
+        name = acc.tensor
+        if name in bound:
+            continue
+        if name not in operands:
+            raise ArgumentError(f"evaluate: missing operand {name!r}")
+        value = operands[name]
+        if not acc.indices:
+            bound[name] = value
+            continue
+        if name in asked:
+            chosen[name] = asked[name]
+            bound[name] = value
+            continue
+        bound[name], chosen[name] = _infer(name, value, width)
+    return bound, chosen
+
+
+def _infer(name: str, value: Any, width: str | None) -> tuple[Any, Any]:
+    """The value to pass and the layout inferred for it."""
+    if isinstance(value, Tensor):
+        return value, value.layout
+    if isinstance(value, (np.ndarray, list, tuple)):
+        return value, default_layout(np.ndim(value))
+    if is_scipy(value):
+        candidates = default_layouts("scipy", value.format) or default_layouts("scipy", "other")
+        what = f"scipy.sparse {type(value).__name__} ({value.format})"
+    elif is_pydata(value):
+        candidates = default_layouts("pydata", str(value.ndim))
+        what = f"pydata sparse {type(value).__name__} of order {value.ndim}"
+    else:
+        raise ArgumentError(f"evaluate: {name!r}: expected an spf.Tensor, a numpy array, a "
+                            f"scipy.sparse matrix or array, a pydata sparse array or a number, "
+                            f"got {type(value).__name__}")
+    if not candidates:
+        raise ArgumentError(f"evaluate: {name!r}: no layout is listed for a {what} in "
+                            f"layouts/defaults.toml; pass layouts={{{name!r}: ...}}")
+    reasons = []
+    for candidate in candidates:
+        try:
+            t = as_tensor(name, value, load_layout(candidate, width))
+        except SpfError as exc:
+            reasons.append(f"{candidate}: {exc}")
+            continue
+        return t, t.layout
+    raise ArgumentError(f"evaluate: {name!r}: no layout listed for a {what} can store it ("
+                        + "; ".join(reasons) + f"); pass layouts={{{name!r}: ...}}")
+
+
+def _sparse_output_layout(parsed: Expr, chosen: Mapping[str, Any]) -> Any:
+    """The layout of an order-2 output whose operands are all sparse, else None (dense)."""
+    if len(parsed.output.indices) != 2 or not chosen:
+        return None
+    layouts = [lay if isinstance(lay, Layout) else load_layout(lay) for lay in chosen.values()]
+    if any(lay.dense_array is not None for lay in layouts):
+        return None
+    names = default_layouts("sparse_output", "2")
+    return names[0] if names else None
+
+
+def _kernel(parsed: Expr, layouts: Mapping[str, Any], options: Mapping[str, Any]
+            ) -> CompiledKernel:
+    key = (parsed.text, tuple(sorted((n, _layout_key(lay)) for n, lay in layouts.items())),
+           repr(sorted(options.items())))
+    if key not in _kernels:
+        _kernels[key] = Kernel(parsed, dict(layouts), **options).compile()
+    return _kernels[key]
+
+
+def _layout_key(layout: Any) -> str:
+    return layout.key if isinstance(layout, Layout) else str(layout)

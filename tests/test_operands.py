@@ -1,0 +1,187 @@
+"""Operands as users hold them: scipy.sparse and pydata sparse objects passed straight to
+compiled kernels, checked, wrapped without a copy where the layout's storage matches; every
+result compared with numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import spf
+from spf import validate
+from spf.operands import as_tensor
+
+sparse = pytest.importorskip("sparse")
+
+SPMV = "y(i) = A(i,j) * x(j)"
+
+
+@pytest.fixture(scope="module")
+def spmv():
+    layouts = ["CSR", "CSR_unsorted", "CSC", "COO", "SortedCOO", "DCSR", "ELL", "DIA", "BCSR"]
+    return {lay: spf.Kernel(SPMV, {"A": lay}).compile() for lay in layouts}
+
+
+def matrices() -> dict[str, sp.csr_matrix]:
+    rng = np.random.default_rng(3)
+    one = sp.csr_matrix(([2.5], ([3], [1])), shape=(5, 4))
+    empty_rows = sp.random(9, 7, density=0.3, format="lil", random_state=4)
+    empty_rows[[0, 4, 8], :] = 0
+    empty_rows = empty_rows.tocsr()
+    return {"random": sp.random(30, 20, density=0.2, format="csr", random_state=1),
+            "empty": sp.csr_matrix((6, 3)),
+            "one": one,
+            "empty_rows": empty_rows,
+            "thin": sp.random(1, 50, density=0.5, format="csr", random_state=2),
+            "tall": sp.csr_matrix(rng.random((40, 1)) * (rng.random((40, 1)) < 0.5))}
+
+
+def unsorted_rows(m: sp.csr_matrix) -> sp.csr_matrix:
+    """The same matrix with the entries of every row reversed (not canonical)."""
+    out = m.copy()
+    for i in range(m.shape[0]):
+        s, e = m.indptr[i], m.indptr[i + 1]
+        out.indices[s:e] = m.indices[s:e][::-1]
+        out.data[s:e] = m.data[s:e][::-1]
+    out.has_sorted_indices = False
+    return out
+
+
+@pytest.mark.parametrize("name", list(matrices()))
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dia", "bsr", "lil", "dok"])
+@pytest.mark.parametrize("layout", ["CSR", "CSC", "COO", "SortedCOO", "DCSR"])
+def test_scipy_operand_spmv(spmv, name, fmt, layout):
+    m = matrices()[name]
+    x = np.arange(1.0, m.shape[1] + 1)
+    for kind in (sp.csr_matrix, sp.csr_array):
+        a = kind(m).asformat(fmt)
+        np.testing.assert_allclose(spmv[layout](A=a, x=x), m.toarray() @ x, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["ELL", "DIA", "BCSR"])
+def test_scipy_operand_into_placed_layouts(spmv, layout):
+    m = matrices()["random"]
+    x = np.linspace(-1, 1, m.shape[1])
+    for fmt in ("csr", "coo", "csc"):
+        np.testing.assert_allclose(spmv[layout](A=m.asformat(fmt), x=x), m @ x, atol=1e-12)
+
+
+def test_zero_copy_where_dtypes_match():
+    m = matrices()["random"]
+    t = as_tensor("A", m, spf.load_layout("CSR"))
+    assert np.shares_memory(t["colIdx"], m.indices) and np.shares_memory(t["data"], m.data)
+    assert np.shares_memory(t["rowPtr"], m.indptr)
+    coo = m.tocoo()
+    t = as_tensor("A", coo, spf.load_layout("COO"))
+    assert np.shares_memory(t["rowIdx"], coo.row) and np.shares_memory(t["data"], coo.data)
+    csc = m.tocsc()
+    t = as_tensor("A", csc, spf.load_layout("CSC"))
+    assert np.shares_memory(t["rowIdx"], csc.indices)
+    wide = m.copy()
+    wide.indices, wide.indptr = m.indices.astype(np.int64), m.indptr.astype(np.int64)
+    t = as_tensor("A", wide, spf.load_layout("CSR"))           # int64 -> int32: a copy
+    assert t["colIdx"].dtype == np.int32 and not np.shares_memory(t["colIdx"], wide.indices)
+    t = as_tensor("A", wide, spf.load_layout("CSR", "int64"))  # int64 layout: no copy
+    assert np.shares_memory(t["colIdx"], wide.indices)
+    assert not t["colIdx"].flags.writeable and wide.indices.flags.writeable
+
+
+def test_canonical_flag_proves_storage_order(monkeypatch):
+    calls = []
+    monkeypatch.setattr(validate, "_checker", lambda lay: calls.append(lay) or None)
+    m = matrices()["random"]
+    assert m.has_canonical_format
+    as_tensor("A", m, spf.load_layout("CSR"))
+    assert calls == []                       # colIdx sorted per row: proven by the flag
+    as_tensor("A", unsorted_rows(m).tocsr(), spf.load_layout("CSR_unsorted"))
+    m2 = m.copy()
+    m2.has_canonical_format = False          # not proven: the generated check runs
+    as_tensor("A", m2, spf.load_layout("CSR"))
+    assert len(calls) == 1
+
+
+def test_unsorted_scipy_refused_by_sorted_layout(spmv):
+    m = matrices()["random"]
+    u = unsorted_rows(m)
+    x = np.ones(m.shape[1])
+    np.testing.assert_allclose(spmv["CSR_unsorted"](A=u, x=x), m @ x)
+    with pytest.raises(spf.ArgumentError, match=r"'A': CSR tensor: 'colIdx' violates "
+                                                r"periodic_monotonic .* not in scipy's canonical "
+                                                r"format: .sum_duplicates\(\)"):
+        spmv["CSR"](A=u, x=x)
+
+
+def test_duplicates(spmv):
+    coo = sp.coo_matrix(([1.0, 2.0, 4.0], ([0, 0, 2], [1, 1, 0])), shape=(3, 2))
+    x = np.array([1.0, 10.0])
+    # CSR_unsorted stores duplicates as they are; SpMV adds them up as scipy does
+    np.testing.assert_allclose(spmv["CSR_unsorted"](A=coo.tocsr(copy=False), x=x), coo @ x)
+    with pytest.raises(spf.ArgumentError, match="'A': COO tensor: 'rowIdx' violates injective"):
+        spmv["COO"](A=coo, x=x)
+
+
+def test_bad_scipy_operands(spmv):
+    m = matrices()["random"]
+    x = np.ones(m.shape[1])
+    with pytest.raises(spf.ArgumentError, match=r"'A': a scipy.sparse csr_matrix \(csr\) of "
+                                                "dtype complex128 cannot be used: spf kernels "
+                                                r"compute with real float64 values \(layout CSR\)"):
+        spmv["CSR"](A=m.astype(complex), x=x)
+    np.testing.assert_allclose(spmv["CSR"](A=(m * 10).astype(np.int64), x=x),
+                               (m * 10).astype(np.int64) @ x)
+    huge = sp.csr_matrix((np.ones(1), np.array([3_000_000_000]), np.array([0, 1])),
+                         shape=(1, 3_000_000_001))
+    with pytest.raises(spf.ArgumentError, match=r"'A': CSR tensor: numCols = 3000000001 is "
+                                                r"outside 0..2147483647 \(index_type='int32'\); "
+                                                r"use index_type='int64'"):
+        spmv["CSR"](A=huge, x=np.ones(4))
+    sv = spf.Kernel("s = a(i) * b(i)", {"a": "SV"}).compile()
+    with pytest.raises(spf.ArgumentError, match=r"'a': a scipy.sparse csr_matrix \(csr\) of "
+                                                r"shape \(30, 20\) has order 2, but layout SV "
+                                                "stores order-1 tensors"):
+        sv(a=m, b=np.ones(20))
+    mma = spf.Kernel(SPMV, {"A": "CUDAmma16x16"}).compile()
+    with pytest.raises(spf.ArgumentError, match=r"'A': layout CUDAmma16x16 cannot take a "
+                                                r"scipy.sparse csr_matrix \(csr\)"):
+        mma(A=m, x=x)
+
+
+def test_scipy_operand_in_assembled_and_sum_kernels():
+    a = matrices()["random"]
+    b = sp.random(20, 15, density=0.3, format="csc", random_state=7)
+    spgemm = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "CSR"}).compile()
+    c = spgemm(A=a, B=b)
+    np.testing.assert_allclose(c.to_dense(), (a @ b).toarray(), atol=1e-12)
+    add = spf.Kernel("C(i,j) = A(i,j) + B(i,j)", {"A": "CSR", "B": "COO", "C": "CSR"}).compile()
+    b2 = sp.random(30, 20, density=0.1, format="coo", random_state=8)
+    np.testing.assert_allclose(add(A=a, B=b2).to_dense(), (a + b2).toarray(), atol=1e-12)
+
+
+def test_pydata_order3_operands():
+    t = sparse.random((6, 5, 7), density=0.25, random_state=0)
+    m = np.random.default_rng(0).random((7, 3))
+    want = np.einsum("ijk,kr->ijr", t.todense(), m)
+    for layout in ("COO3", "CSF"):
+        ttm = spf.Kernel("Y(i,j,r) = T(i,j,k) * M(k,r)", {"T": layout}).compile()
+        for value in (t, sparse.GCXS(t), sparse.GCXS(t, compressed_axes=(2,))):
+            np.testing.assert_allclose(ttm(T=value, M=m), want, atol=1e-12)
+    coo3 = as_tensor("T", t, spf.load_layout("COO3", "int64"))
+    assert np.shares_memory(coo3["idx1"], t.coords) and np.shares_memory(coo3["data"], t.data)
+    empty = sparse.COO(np.zeros((3, 0), dtype=np.int64), np.zeros(0), shape=(2, 3, 7))
+    ttm = spf.Kernel("Y(i,j,r) = T(i,j,k) * M(k,r)", {"T": "COO3"}).compile()
+    np.testing.assert_array_equal(ttm(T=empty, M=m), np.zeros((2, 3, 3)))
+
+
+def test_bad_pydata_operands():
+    ttm = spf.Kernel("Y(i,j,r) = T(i,j,k) * M(k,r)", {"T": "COO3"}).compile()
+    t = sparse.random((4, 4, 4), density=0.3, random_state=1, fill_value=1.0)
+    with pytest.raises(spf.ArgumentError, match="'T': a pydata sparse COO with fill_value 1.0 "
+                                                "cannot be used: absent entries of spf tensors "
+                                                "are 0"):
+        ttm(T=t, M=np.ones((4, 2)))
+    with pytest.raises(spf.ArgumentError, match=r"'T': a pydata sparse COO of shape \(4, 4\) has "
+                                                "order 2, but layout COO3 stores order-3"):
+        ttm(T=sparse.random((4, 4), density=0.3, random_state=1), M=np.ones((4, 2)))
+    with pytest.raises(spf.ArgumentError, match="'T': a pydata sparse COO of dtype complex128"):
+        ttm(T=sparse.random((4, 4, 4), density=0.3, random_state=1).astype(complex),
+            M=np.ones((4, 2)))
