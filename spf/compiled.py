@@ -43,6 +43,9 @@ class CompiledKernel:
                           for a in expr.factors]
         self._out_dense = DenseStruct.of(kernel.layouts[self.output]) if expr.output.indices \
             else None
+        # a dense output the kernel allocates, with nothing to accumulate into
+        self._dense_output = self._out_dense is not None and not expr.accumulate
+        self._inputs = list(zip(self.inputs, self._operands))
         self._agree, self._out_source = _shape_plan(expr)
         inputs = [ctypes.c_void_p if op else ctypes.c_double for op in self._operands]
         self._fn = _function(lib, kernel.name,
@@ -88,7 +91,7 @@ class CompiledKernel:
         values: list[Any] = []     # per input: struct address or scalar
         shapes: dict[str, tuple[int, ...]] = {}
         keep: dict[str, Any] = {}  # what the addresses point into, alive until the call returns
-        for name, op in zip(self.inputs, self._operands):
+        for name, op in self._inputs:
             if name not in args:
                 raise ArgumentError(f"missing argument {name!r}")
             if op is None:
@@ -97,6 +100,14 @@ class CompiledKernel:
             address, shapes[name], keep[name] = op.bind(args[name])
             values.append(address)
         out_shape = self._output_shape(shapes)
+        if self._dense_output and self.output not in args:    # the common case, fast
+            array = np.zeros(out_shape)
+            struct = self._out_dense.struct(array)
+            if struct is not None:
+                if self._fn(ctypes.addressof(struct), *values) != 0:
+                    raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find "
+                                      "state")
+                return array
         if self.kernel.assembly is not None:
             if self.output in args:
                 raise ArgumentError(f"do not pass the output {self.output!r}: it is assembled "
@@ -113,10 +124,10 @@ class CompiledKernel:
     def _output_shape(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
         """The output's extents from the inputs' shapes (which must agree: checked by the
         pairs :func:`_shape_plan` listed, the message from :meth:`_extents`)."""
-        for (a, da), (b, db) in self._agree:
+        for a, da, b, db in self._agree:
             if shapes[a][da] != shapes[b][db]:
                 self._extents(shapes)
-        return tuple(shapes[a][d] for a, d in self._out_source)
+        return tuple([shapes[a][d] for a, d in self._out_source])
 
     def _run_scalar(self, args: Mapping[str, Any], values: list[Any]) -> float:
         if self.output in args and not self.kernel.expr.accumulate:
@@ -313,7 +324,7 @@ def _scalar(name: str, value: Any) -> float:
 Slot = tuple[str, int]   # (tensor, dimension)
 
 
-def _shape_plan(expr: Any) -> tuple[list[tuple[Slot, Slot]], list[Slot]]:
+def _shape_plan(expr: Any) -> tuple[list[tuple[str, int, str, int]], list[Slot]]:
     """Which input dimensions must have equal extents (an output index across the whole
     kernel, another index within one term of a sum) and where each output extent comes
     from, worked out once per kernel."""
@@ -324,7 +335,7 @@ def _shape_plan(expr: Any) -> tuple[list[tuple[Slot, Slot]], list[Slot]]:
             for dim, idx in enumerate(acc.indices):
                 key = idx if idx in out_idx else (k, idx)
                 groups.setdefault(key, []).append((acc.tensor, dim))
-    agree = [(slots[0], other) for slots in groups.values() for other in slots[1:]]
+    agree = [(*slots[0], *other) for slots in groups.values() for other in slots[1:]]
     missing = [i for i in out_idx if i not in groups]
     if missing:
         raise ArgumentError(f"output index(es) {missing} appear in no input")

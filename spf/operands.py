@@ -32,6 +32,7 @@ class DenseStruct:
     def __init__(self, layout: Layout, plan: list[int | None]):
         self.layout = layout
         self.plan = plan                  # per struct field: dimension, or None for the data
+        self.in_order = plan == [*range(layout.order), None]
         self.cls = runtime.struct_type(layout)
         self.order = layout.order
         self.top = index_max(layout)
@@ -66,6 +67,8 @@ class DenseStruct:
                 or not array.flags.c_contiguous \
                 or (array.size > self.top and max(array.shape) > self.top):
             return None
+        if self.in_order:       # the extents in order, then the data: the usual dense struct
+            return self.cls(*array.shape, runtime.address(array))
         shape = array.shape
         return self.cls(*[runtime.address(array) if d is None else shape[d] for d in self.plan])
 
@@ -80,6 +83,8 @@ class Operand:
 
     def bind(self, value: Any) -> tuple[int, tuple[int, ...], Any]:
         """(struct address, logical shape, what must stay alive during the call)."""
+        if type(value) is Tensor and value.layout is self.layout:     # the common case, fast
+            return ctypes.addressof(value.struct), value.shape, value
         if type(value) is np.ndarray and self.dense is not None:
             struct = self.dense.struct(value)
             if struct is not None:

@@ -188,4 +188,7 @@ def address(array: np.ndarray) -> int:
     ``array.ctypes``, which costs a microsecond or two per call)."""
     if _DATA_OFFSET is None:
         return array.ctypes.data
-    return ctypes.c_void_p.from_address(id(array) + _DATA_OFFSET).value or 0
+    return _read_pointer(id(array) + _DATA_OFFSET).value or 0
+
+
+_read_pointer = ctypes.c_void_p.from_address

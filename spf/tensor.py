@@ -21,11 +21,15 @@ from .storage import storage_or_none
 from .validate import check_structure
 
 VALUE_DTYPE = np.float64
+_VALUE = np.dtype(VALUE_DTYPE)
 
 
 def index_max(layout: Layout) -> int:
     """The largest value of ``layout``'s index type (``int32`` or ``int64``)."""
-    return int(np.iinfo(layout.index_type).max)
+    return _INDEX_MAX[layout.index_type]
+
+
+_INDEX_MAX = {width: int(np.iinfo(width).max) for width in ("int32", "int64")}
 
 
 def wider_hint(index_type: str) -> str:
@@ -324,12 +328,14 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
                 raise ArgumentError(f"{name} tensor: index array {spec.name!r} at position "
                                     f"{bad} holds {int(arr[bad])}, which does not fit "
                                     f"index_type={layout.index_type!r}{wider_hint(layout.index_type)}")
-            arr = np.ascontiguousarray(arr, dtype=layout.index_type).reshape(-1)
+            dtype = np.dtype(layout.index_type)
         else:
             if arr.size and arr.dtype.kind not in "biuf":
                 raise ArgumentError(f"{name} tensor: value array {spec.name!r} must be real "
                                     f"numbers, got dtype {arr.dtype}")
-            arr = np.ascontiguousarray(arr, dtype=VALUE_DTYPE).reshape(-1)
+            dtype = _VALUE
+        if arr.dtype != dtype or arr.ndim != 1 or not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr, dtype=dtype).reshape(-1)
         out[spec.name] = arr
     scalars = {k: v for k, v in out.items() if isinstance(v, int)}
     arrays = {k: v for k, v in out.items() if not isinstance(v, int)}
@@ -352,7 +358,8 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
         raise ArgumentError(f"{name} tensor: fields describe shape {logical}, expected {shape}")
     if check_properties:
         _check_properties(layout, scalars, arrays, proven)
-        if any(p.kind == "periodic_monotonic" and p not in proven for p in layout.properties):
+        if any(p.kind == "periodic_monotonic" and not (proven and p in proven)
+               for p in layout.properties):
             check_structure(layout, out)
     return out
 
@@ -372,7 +379,7 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
         return int(arr[args[0]])
 
     for prop in layout.properties:
-        if prop in proven:
+        if proven and prop in proven:
             continue
         arr = arrays[prop.uf]
         where = (lambda p: lambda: f"{layout.name} tensor: {p.uf!r} violates {p.kind} "

@@ -1,0 +1,31 @@
+"""The installed package carries its data: layouts and templates inside the spf namespace."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from importlib import resources
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_data_read_through_importlib_resources():
+    from spf.emit_c import TEMPLATE_DIR
+    from spf.layout import LAYOUT_DIR
+    assert resources.files("spf.layouts").joinpath("defaults.toml").is_file()
+    assert resources.files("spf.templates").joinpath("kernel.c").is_file()
+    assert (LAYOUT_DIR / "CSR.toml").is_file() and (TEMPLATE_DIR / "kernel.c").is_file()
+
+
+def test_wheel_holds_layouts_and_templates_inside_spf(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
+                           "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = tmp_path.glob("spf-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"spf", next(t for t in tops if t.endswith(".dist-info"))}, tops
+    for folder in ("layouts", "templates"):
+        shipped = {p.name for p in (ROOT / folder).iterdir() if p.suffix in (".toml", ".py", ".c")}
+        assert shipped and {f"spf/{folder}/{n}" for n in shipped} <= names
