@@ -7,6 +7,8 @@ expression, layouts and options and kept in this process (and compiled C in the 
 """
 from __future__ import annotations
 
+import os
+from functools import lru_cache
 from typing import Any, Mapping
 
 import numpy as np
@@ -111,7 +113,7 @@ def _infer(name: str, value: Any, width: str | None) -> tuple[Any, Any]:
     if isinstance(value, Tensor):
         return value, value.layout
     if isinstance(value, (np.ndarray, list, tuple)):
-        return value, default_layout(np.ndim(value))
+        return value, _layout(None, np.ndim(value), width, _search_path())
     if is_scipy(value):
         candidates = default_layouts("scipy", value.format) or default_layouts("scipy", "other")
         what = f"scipy.sparse {type(value).__name__} ({value.format})"
@@ -128,13 +130,25 @@ def _infer(name: str, value: Any, width: str | None) -> tuple[Any, Any]:
     reasons = []
     for candidate in candidates:
         try:
-            t = as_tensor(name, value, load_layout(candidate, width))
+            t = as_tensor(name, value, _layout(candidate, 0, width, _search_path()))
         except SpfError as exc:
             reasons.append(f"{candidate}: {exc}")
             continue
         return t, t.layout
     raise ArgumentError(f"evaluate: {name!r}: no layout listed for a {what} can store it ("
                         + "; ".join(reasons) + f"); pass layouts={{{name!r}: ...}}")
+
+
+def _search_path() -> str:
+    return os.environ.get("SPF_LAYOUT_PATH", "")
+
+
+@lru_cache(maxsize=256)
+def _layout(name: str | None, order: int, width: str | None, search_path: str) -> Layout:
+    """Layout ``name`` (the dense one of ``order`` when None) of index width ``width``, looked up
+    once per layout search path (name lookups touch the file system)."""
+    lay = default_layout(order) if name is None else load_layout(name)
+    return lay if width is None else lay.with_index_type(width)
 
 
 def _sparse_output_layout(parsed: Expr, chosen: Mapping[str, Any]) -> Any:

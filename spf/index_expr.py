@@ -202,3 +202,36 @@ def evaluate(e: IExpr, env: Mapping[str, int], arrays: Mapping[str, object] | No
     if rhs == 0:
         raise ValueError(f"division by zero in {to_c(e, str, lambda n, a: f'{n}({a[0]})')}")
     return lhs // rhs
+
+
+Evaluator = Callable[[Mapping[str, int], Mapping[str, object]], int]
+
+
+def compiled(e: IExpr) -> Evaluator:
+    """``lambda env, arrays: evaluate(e, env, arrays)`` without walking the tree on each call
+    (same errors), for expressions evaluated once per tensor built."""
+    if isinstance(e, Num):
+        value = e.value
+        return lambda env, arrays: value
+    if isinstance(e, Name):
+        name = e.name
+        return lambda env, arrays: int(env[name])
+    if isinstance(e, Call):
+        if len(e.args) != 1:
+            return lambda env, arrays: evaluate(e, env, arrays)
+        arg, name = compiled(e.args[0]), e.name
+
+        def read(env: Mapping[str, int], arrays: Mapping[str, object]) -> int:
+            arr, k = arrays[name], arg(env, arrays)
+            if not 0 <= k < len(arr):
+                raise IndexError(f"{name}({k}) is out of bounds (length {len(arr)})")
+            return int(arr[k])
+        return read
+    lhs, rhs = compiled(e.lhs), compiled(e.rhs)
+    if e.op == "+":
+        return lambda env, arrays: lhs(env, arrays) + rhs(env, arrays)
+    if e.op == "-":
+        return lambda env, arrays: lhs(env, arrays) - rhs(env, arrays)
+    if e.op == "*":
+        return lambda env, arrays: lhs(env, arrays) * rhs(env, arrays)
+    return lambda env, arrays: evaluate(e, env, arrays)     # division: its zero check

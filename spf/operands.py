@@ -11,6 +11,7 @@ Any other object goes through the layout's packer or a generated conversion (a c
 from __future__ import annotations
 
 import ctypes
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -162,7 +163,7 @@ def _from_scipy(m: Any, layout: Layout) -> Tensor:
     if fields is None:
         return _packed(kind, layout, lambda: Tensor.from_scipy(layout, m))
     canonical = bool(getattr(m, "has_canonical_format", False))
-    proven = _proven_by_order(storage) if canonical and _scipy_order(m) == storage.order \
+    proven = _proven_by_order(layout) if canonical and _scipy_order(m) == storage.order \
         else frozenset()
     try:
         return Tensor(layout, m.shape, fields, proven=proven)
@@ -210,10 +211,12 @@ def _coordinate_fields(storage: Storage, coords: Any, data: np.ndarray,
     return fields
 
 
-def _proven_by_order(storage: Storage) -> frozenset[Property]:
+@lru_cache(maxsize=None)
+def _proven_by_order(layout: Layout) -> frozenset[Property]:
     """Properties that entries sorted in storage order without duplicates satisfy (which
     :func:`spf.storage.storage_of` checked of every ordering property): the ordering and
     uniqueness properties of the coordinate arrays, unless one is declared decreasing."""
+    storage = storage_or_none(layout)
     if any(storage.descending):
         return frozenset()
     coordinates = {a for lv in storage.levels for _, a in lv.coords if a}

@@ -6,6 +6,7 @@ layout spec); checking uses only the layout's declared extents and properties.
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
@@ -289,79 +290,110 @@ def _sum_duplicates(coords: list[np.ndarray], values: np.ndarray,
     return [c[first[order]] for c in coords], sums[order]
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What checking a layout's fields needs, worked out once per layout."""
+
+    scalars: tuple[str, ...]
+    arrays: tuple[tuple[str, bool, tuple[ie.IExpr, ...], Any], ...]  # name, index?, dims, extent
+    periodic: tuple[Property, ...]
+
+
+@lru_cache(maxsize=None)
+def _plan(layout: Layout) -> _Plan:
+    arrays = []
+    for spec in layout.fields.values():
+        if spec.is_array:
+            parts = [ie.compiled(d) for d in spec.dims]
+
+            def extent(env, arrays_, parts=parts) -> int:
+                n = 1
+                for part in parts:
+                    n *= part(env, arrays_)
+                return n
+            arrays.append((spec.name, spec.ctype == INDEX_TYPE, spec.dims, extent))
+    return _Plan(tuple(layout.scalar_fields), tuple(arrays),
+                 tuple(p for p in layout.properties if p.kind == "periodic_monotonic"))
+
+
 def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
              check_properties: bool = True,
              proven: "frozenset[Property]" = frozenset()) -> dict[str, Any]:
     """Convert and check fields against the layout: types, extents, shape, properties (but
     those in ``proven``)."""
-    name = layout.name
-    top = index_max(layout)
-    if any(f not in fields for f in layout.scalar_fields):
+    plan = _plan(layout)
+    if any(f not in fields for f in plan.scalars):
         fields = derive_scalar_fields(layout, shape, fields)
-    missing = [f for f in layout.fields if f not in fields]
-    if missing:
-        raise ArgumentError(f"{name} tensor: missing field(s) {missing}")
-    extra = [f for f in fields if f not in layout.fields]
-    if extra:
-        raise ArgumentError(f"{name} tensor: unknown field(s) {extra}; fields are "
-                            f"{list(layout.fields)}")
-    out: dict[str, Any] = {}
-    for spec in layout.fields.values():
-        value = fields[spec.name]
-        if not spec.is_array:
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise ArgumentError(f"{name} tensor: scalar field {spec.name!r} must be an "
-                                    f"integer, got {value!r}")
-            if not 0 <= int(value) <= top:
-                raise ArgumentError(f"{name} tensor: {spec.name} = {value} is outside 0..{top} "
-                                    f"(index_type={layout.index_type!r}){wider_hint(layout.index_type)}")
-            out[spec.name] = int(value)
-            continue
-        arr = np.asarray(value)
-        if spec.ctype == INDEX_TYPE:
-            if arr.size and arr.dtype.kind not in "iu":
-                raise ArgumentError(f"{name} tensor: index array {spec.name!r} must hold "
-                                    f"integers, got dtype {arr.dtype}")
-            if arr.size and not np.can_cast(arr.dtype, layout.index_type, "safe") \
-                    and (int(arr.min()) < -top - 1 or int(arr.max()) > top):
-                bad = int(np.flatnonzero((arr < -top - 1) | (arr > top))[0])
-                raise ArgumentError(f"{name} tensor: index array {spec.name!r} at position "
-                                    f"{bad} holds {int(arr[bad])}, which does not fit "
-                                    f"index_type={layout.index_type!r}{wider_hint(layout.index_type)}")
-            dtype = np.dtype(layout.index_type)
-        else:
-            if arr.size and arr.dtype.kind not in "biuf":
-                raise ArgumentError(f"{name} tensor: value array {spec.name!r} must be real "
-                                    f"numbers, got dtype {arr.dtype}")
-            dtype = _VALUE
-        if arr.dtype != dtype or arr.ndim != 1 or not arr.flags.c_contiguous:
-            arr = np.ascontiguousarray(arr, dtype=dtype).reshape(-1)
-        out[spec.name] = arr
-    scalars = {k: v for k, v in out.items() if isinstance(v, int)}
-    arrays = {k: v for k, v in out.items() if not isinstance(v, int)}
-    for spec in layout.fields.values():
-        if not spec.is_array:
-            continue
+    if len(fields) != len(layout.fields) or any(f not in fields for f in layout.fields):
+        _missing_or_extra(layout, fields)
+    scalars = {f: _scalar(layout, f, fields[f]) for f in plan.scalars}
+    arrays = {f: _array(layout, f, is_index, fields[f]) for f, is_index, _, _ in plan.arrays}
+    for f, _, dims, extent in plan.arrays:
         try:
-            expected = 1
-            for d in spec.dims:
-                expected *= ie.evaluate(d, scalars, arrays)
+            expected = extent(scalars, arrays)
         except (IndexError, ValueError) as exc:
-            raise ArgumentError(f"{name} tensor: cannot size {spec.name!r}: {exc}") from None
-        if len(out[spec.name]) != expected:
+            raise ArgumentError(f"{layout.name} tensor: cannot size {f!r}: {exc}") from None
+        if len(arrays[f]) != expected:
             extents = "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})")
-                                for d in spec.dims)
-            raise ArgumentError(f"{name} tensor: {spec.name!r} has {len(out[spec.name])} "
-                                f"elements but its extent [{extents}] is {expected}")
+                                for d in dims)
+            raise ArgumentError(f"{layout.name} tensor: {f!r} has {len(arrays[f])} elements "
+                                f"but its extent [{extents}] is {expected}")
     logical = tuple(s.evaluate(scalars) for s in layout.shape)
     if logical != tuple(shape):
-        raise ArgumentError(f"{name} tensor: fields describe shape {logical}, expected {shape}")
+        raise ArgumentError(f"{layout.name} tensor: fields describe shape {logical}, expected "
+                            f"{shape}")
+    out = {f: scalars[f] if f in scalars else arrays[f] for f in layout.fields}
     if check_properties:
         _check_properties(layout, scalars, arrays, proven)
-        if any(p.kind == "periodic_monotonic" and not (proven and p in proven)
-               for p in layout.properties):
+        if any(not (proven and p in proven) for p in plan.periodic):
             check_structure(layout, out)
     return out
+
+
+def _missing_or_extra(layout: Layout, fields: Mapping[str, Any]) -> None:
+    missing = [f for f in layout.fields if f not in fields]
+    if missing:
+        raise ArgumentError(f"{layout.name} tensor: missing field(s) {missing}")
+    extra = [f for f in fields if f not in layout.fields]
+    raise ArgumentError(f"{layout.name} tensor: unknown field(s) {extra}; fields are "
+                        f"{list(layout.fields)}")
+
+
+def _scalar(layout: Layout, field: str, value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ArgumentError(f"{layout.name} tensor: scalar field {field!r} must be an integer, "
+                            f"got {value!r}")
+    top = index_max(layout)
+    if not 0 <= int(value) <= top:
+        raise ArgumentError(f"{layout.name} tensor: {field} = {value} is outside 0..{top} "
+                            f"(index_type={layout.index_type!r}){wider_hint(layout.index_type)}")
+    return int(value)
+
+
+def _array(layout: Layout, field: str, is_index: bool, value: Any) -> np.ndarray:
+    """``value`` as a flat C-contiguous array of the field's type (a copy only if needed)."""
+    arr = np.asarray(value)
+    if is_index:
+        dtype = np.dtype(layout.index_type)
+        if arr.size and arr.dtype.kind not in "iu":
+            raise ArgumentError(f"{layout.name} tensor: index array {field!r} must hold "
+                                f"integers, got dtype {arr.dtype}")
+        top = index_max(layout)
+        if arr.size and not np.can_cast(arr.dtype, dtype, "safe") \
+                and (int(arr.min()) < -top - 1 or int(arr.max()) > top):
+            bad = int(np.flatnonzero((arr < -top - 1) | (arr > top))[0])
+            raise ArgumentError(f"{layout.name} tensor: index array {field!r} at position "
+                                f"{bad} holds {int(arr[bad])}, which does not fit "
+                                f"index_type={layout.index_type!r}"
+                                f"{wider_hint(layout.index_type)}")
+    else:
+        dtype = _VALUE
+        if arr.size and arr.dtype.kind not in "biuf":
+            raise ArgumentError(f"{layout.name} tensor: value array {field!r} must be real "
+                                f"numbers, got dtype {arr.dtype}")
+    if arr.dtype != dtype or arr.ndim != 1 or not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr, dtype=dtype).reshape(-1)
+    return arr
 
 
 _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
