@@ -15,7 +15,7 @@ import spf
 from spf.runtime import BASE_FLAGS, compiler
 from spf.synthesis import synthesize
 
-from .common import median_time, print_table, write_csv
+from .common import bar_chart, machine_note, median_time, plot_path, print_table, progress, write_csv
 
 # (label, expression, layouts, paper's time in seconds from Table 7, our target)
 CASES = [
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     runs = 3 if args.quick else 21
     available = set(spf.layout_names())
     rows = []
-    for label, expr, layouts, paper, target in CASES:
+    for label, expr, layouts, paper, target in progress(CASES, "codegen", args.quick):
         if not set(layouts.values()) <= available:
             continue
         gen = median_time(lambda: spf.Kernel(expr, layouts).c_source(), runs, warmup=2)
@@ -107,7 +107,22 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print_table(rows, ["kernel", "codegen_s", "paper_codegen_s", "target_s", "cc_compile_s",
                        "finds", "codegen_loop_s", "synthesis_s", "synthesize_call_s"])
     print("wrote", write_csv("codegen_time", rows, args.quick))
+    plot(rows, args.quick)
     return rows
+
+
+def plot(rows: list[dict], quick: bool = False) -> list:
+    """Code generation time per kernel, beside the paper's tool and the C compiler."""
+    groups = {}
+    for r in rows:
+        bars = {"spf codegen": float(r["codegen_s"])}
+        if r["paper_codegen_s"] not in ("", None):
+            bars["paper's tool"] = float(r["paper_codegen_s"])
+        bars["cc -O3 compile of the C"] = float(r["cc_compile_s"])
+        groups[r["kernel"]] = bars
+    return bar_chart(groups, plot_path("codegen_time", "seconds", quick),
+                     f"Code generation per kernel, warm process ({machine_note(rows)})",
+                     "seconds")
 
 
 if __name__ == "__main__":

@@ -180,3 +180,116 @@ def experiment_parser(doc: str) -> argparse.ArgumentParser:
     parser.add_argument("--matrix", action="append", default=[], metavar="PATH.mtx",
                         help="run on Matrix Market files instead of the suite (repeatable)")
     return parser
+
+
+# --- progress and plots ------------------------------------------------------------------------
+def progress(items: Iterable, desc: str, quick: bool) -> Iterable:
+    """``items`` with a tqdm progress bar on full runs (as they are in quick runs, or when tqdm
+    is not installed)."""
+    if quick:
+        return items
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return items
+    return tqdm(list(items), desc=desc, unit="case")
+
+
+def plot_path(name: str, what: str, quick: bool) -> Path:
+    """``results/NAME_WHAT.png`` (``NAME_WHAT.quick.png`` in quick mode, not committed)."""
+    return RESULTS_DIR / f"{name}_{what}{'.quick' if quick else ''}.png"
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend, or None (with a notice) when not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plots (pip install matplotlib)")
+        return None
+    return plt
+
+
+def machine_note(rows: list[Mapping[str, object]]) -> str:
+    """``cpu, N cores, date`` of the rows' machine columns, for plot titles."""
+    if not rows or "cpu" not in rows[0]:
+        return ""
+    r = rows[0]
+    return f"{r['cpu']}, {r['cores']} cores, {r['date']}"
+
+
+def bar_chart(groups: Mapping[str, Mapping[str, float]], path: Path, title: str, ylabel: str,
+              *, log: bool = False, reference: float | None = None) -> list[Path]:
+    """Grouped bars: one group per key of ``groups`` (a matrix, a kernel), one bar per series
+    in it; a horizontal line at ``reference`` (1.0 for ratios)."""
+    plt = pyplot()
+    groups = {g: {s: v for s, v in bars.items() if v == v} for g, bars in groups.items() if bars}
+    if plt is None or not groups:
+        return []
+    series = list(dict.fromkeys(s for bars in groups.values() for s in bars))
+    colors = {s: f"C{k % 10}" for k, s in enumerate(series)}
+    most = max(len(bars) for bars in groups.values())
+    width = 0.8 / most
+    fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.4 * len(groups) * most + 2.5)), 4.8))
+    labelled: set[str] = set()
+    for i, bars in enumerate(groups.values()):    # the bars a group has, side by side
+        for k, (s, value) in enumerate(bars.items()):
+            ax.bar(i + (k - (len(bars) - 1) / 2) * width, value, width, color=colors[s],
+                   label=None if s in labelled else s)
+            labelled.add(s)
+    ax.set_xticks(range(len(groups)), list(groups), rotation=35, ha="right", fontsize=8)
+    if reference is not None:
+        ax.axhline(reference, color="gray", lw=0.9)
+    if log:
+        _log_axis(ax, "y")
+    return _finish(plt, fig, ax, path, title, ylabel)
+
+
+def line_chart(series: Mapping[str, list[tuple[float, float]]], path: Path, title: str,
+               xlabel: str, ylabel: str, *, logx: bool = False, logy: bool = False,
+               reference: float | None = None) -> list[Path]:
+    """One line per series of (x, y) points."""
+    plt = pyplot()
+    series = {s: sorted(p) for s, p in series.items() if p}
+    if plt is None or not series:
+        return []
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for s, pts in series.items():
+        ax.plot(*zip(*pts), marker="o", label=s)
+    if reference is not None:
+        ax.axhline(reference, color="gray", lw=0.9)
+    if logx:
+        _log_axis(ax, "x")
+    if logy:
+        _log_axis(ax, "y")
+    ax.set_xlabel(xlabel)
+    return _finish(plt, fig, ax, path, title, ylabel)
+
+
+def _log_axis(ax, which: str) -> None:
+    """A log scale on axis ``which`` ("x" or "y") labelled in plain numbers (1, 2, 3, 5 of
+    each decade on y, the decades on x)."""
+    from matplotlib.ticker import FuncFormatter
+    getattr(ax, f"set_{which}scale")("log")
+    axis = getattr(ax, f"{which}axis")
+
+    def label(value: float, _: int) -> str:
+        mantissa = value / 10 ** math.floor(math.log10(value)) if value > 0 else 0
+        return f"{value:g}" if round(mantissa, 6) in (1, 2, 3, 5) else ""
+    axis.set_major_formatter(FuncFormatter(label))
+    if which == "y":    # x labels of every 2, 3, 5 would run into each other
+        axis.set_minor_formatter(FuncFormatter(label))
+
+
+def _finish(plt, fig, ax, path: Path, title: str, ylabel: str) -> list[Path]:
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]

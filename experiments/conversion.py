@@ -43,7 +43,8 @@ import spf
 from spf.runtime import build_library, load_library
 
 from . import mkl
-from .common import experiment_parser, geomean, print_table, time_interleaved, write_csv
+from .common import (bar_chart, experiment_parser, geomean, machine_note, plot_path,
+                     print_table, progress, time_interleaved, write_csv)
 from .matrices import matrices
 
 BLOCK = 8
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     baseline = _ell_baseline()
     print(f"generated and compiled {len(conv)} conversions in {time.perf_counter() - t0:.1f} s")
     rows: list[dict] = []
-    for name, a in matrices(scale, args.matrix):
+    for name, a in progress(list(matrices(scale, args.matrix)), "conversion", args.quick):
         a = sp.csr_matrix(a)
         a.sort_indices()
         a.eliminate_zeros()
@@ -235,7 +236,24 @@ def main(argv: list[str] | None = None) -> list[dict]:
     path = write_csv("conversion_user" if args.matrix else "conversion", rows,
                      args.quick or bool(args.matrix))
     print("wrote", path)
+    if not args.matrix:
+        plot(rows, args.quick)
     return rows
+
+
+def plot(rows: list[dict], quick: bool = False) -> list:
+    """Per conversion pair: each library route's time / spf's time, geomean over matrices."""
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        if r["contender"] != "spf" and r["ratio_vs_spf"] not in ("", None) \
+                and r["status"] == "ok":
+            ratios.setdefault(r["pair"], {}).setdefault(r["contender"], []).append(
+                float(r["ratio_vs_spf"]))
+    groups = {pair: {c: geomean(v) for c, v in per.items()} for pair, per in ratios.items()}
+    return bar_chart(groups, plot_path("conversion", "speedup", quick),
+                     f"Format conversion: route time / spf time, geomean over the suite "
+                     f"(> 1: spf faster; {machine_note(rows)})", "speedup of spf",
+                     log=True, reference=1.0)
 
 
 def describe(rows: list[dict]) -> str:

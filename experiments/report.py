@@ -3,7 +3,8 @@
     python -m experiments.report
 
 Each experiment module may define ``describe(rows) -> str`` (markdown: ratios, geomeans,
-where spf loses and why); otherwise its table is printed as is.
+where spf loses and why; otherwise its table is printed as is) and ``plot(rows) -> [paths]``
+(PNG files next to the CSV, redrawn here from the CSV and embedded above the description).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ MACHINE_COLUMNS = {"cpu", "cores", "python", "numpy", "scipy", "islpy", "z3", "m
                    "cc", "date"}
 OUT = Path(__file__).resolve().parent / "RESULTS.md"
 # sections in this order; CSVs of other experiments follow by name
-ORDER = ("codegen_time", "spmv", "spmspv", "spmspm", "ttm", "conversion")
+ORDER = ("codegen_time", "call_overhead", "spmv", "spmspv", "spmspm", "ttm", "conversion")
 
 
 def _section_key(path: Path) -> tuple[int, str]:
@@ -66,6 +67,9 @@ def main() -> None:
             module = importlib.import_module(f"experiments.{name}")
         except ImportError:
             module = None
+        for png in (module.plot(rows) if hasattr(module, "plot") else []):
+            parts += [f"![{name}: {png.stem.removeprefix(name + '_')}]"
+                      f"({png.relative_to(OUT.parent).as_posix()})", ""]
         describe = getattr(module, "describe", None)
         parts.append(describe(rows) if describe else _table(rows))
         parts.append("")

@@ -74,8 +74,9 @@ import scipy.sparse as sp
 
 import spf
 
-from .common import (experiment_parser, geomean, graphblas, prepared_call, print_table,
-                     time_interleaved, write_csv)
+from .common import (bar_chart, experiment_parser, geomean, graphblas, machine_note,
+                     plot_path, prepared_call, print_table, progress, time_interleaved,
+                     write_csv)
 from .matrices import _canonical, dense_lower, matrices, suite
 
 EXPR = "C(i,j) = A(i,k) * B(k,j)"
@@ -442,7 +443,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
               "(pip install python-graphblas)", flush=True)
     rows: list[dict] = []
     cells = inputs(mode, args.matrix)
-    for scale, name, A, B in cells:
+    for scale, name, A, B in progress(cells, "spmspm", args.quick):
         print(f"{scale} {name}: {A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros "
               f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
         rows += run_main(scale, name, A, B, con, mode, max_products)
@@ -462,8 +463,23 @@ def main(argv: list[str] | None = None) -> list[dict]:
     path = write_csv("spmspm_user" if args.matrix else "spmspm", rows,
                      args.quick or bool(args.matrix))
     print("wrote", path)
+    if not args.matrix:
+        plot(rows, args.quick)
     print(f"total {time.perf_counter() - t_start:.1f} s")
     return rows
+
+
+def plot(rows: list[dict], quick: bool = False) -> list:
+    """Speedup of spf (C in CSR) over each peer per matrix of the main table."""
+    groups: dict[str, dict[str, float]] = {}
+    for r in rows:
+        ratio = _num(r["ratio_vs_spf"])
+        if r["table"] == "main" and ratio and r["contender"] != "spf_csr":
+            groups.setdefault(r["matrix"], {})[r["contender"]] = ratio
+    return bar_chart(groups, plot_path("spmspm", "speedup", quick),
+                     f"SpMSpM C = A B, A and B in CSR: contender time / spf_csr time "
+                     f"(> 1: spf faster; {machine_note(rows)})", "speedup of spf_csr",
+                     log=True, reference=1.0)
 
 
 # --- reporting -------------------------------------------------------------------------------

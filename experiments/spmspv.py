@@ -54,8 +54,8 @@ import scipy.sparse as sp
 import spf
 from spf.runtime import BASE_FLAGS, build_library, load_library
 
-from .common import (experiment_parser, geomean, graphblas, prepared_call, print_table,
-                     time_interleaved, write_csv)
+from .common import (experiment_parser, geomean, graphblas, machine_note, plot_path,
+                     prepared_call, print_table, progress, pyplot, time_interleaved, write_csv)
 from .matrices import matrices
 
 EXPR = "y(i) = A(i,j) * x(j)"
@@ -65,7 +65,6 @@ CONTENDERS = ("merge", "merge_branchy") + FINDS + ("scipy", "graphblas")
 DENSITIES = (0.001, 0.01, 0.1, 0.5)
 QUADRATIC = ("merge", "merge_branchy", "seqiter")   # O(rows * x.nnz): skipped above the budget
 BASELINE = Path(__file__).resolve().parent / "baselines" / "spmspv_merge.c"
-PLOT = "spmspv_speedup.png"
 SLOW_CODEGEN_S = 2.0
 
 # mode -> (matrix scales, predicted merge steps allowed per cell, seconds of timed runs
@@ -249,7 +248,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows: list[dict] = []
     scales = ("user",) if args.matrix else mode[0]
     for scale in scales:
-        for name, A in matrices(scale, args.matrix or None):
+        for name, A in progress(list(matrices(scale, args.matrix or None)), f"spmspv {scale}",
+                                args.quick):
             print(f"{scale} {name}: {A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros "
                   f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
             rows.extend(run_matrix(scale, name, A, densities, con, mode))
@@ -260,7 +260,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     path = write_csv("spmspv_user" if args.matrix else "spmspv", rows,
                      args.quick or bool(args.matrix))
     print("wrote", path)
-    plot(rows, path.with_name(path.name.replace(".csv", ".png").replace("spmspv", "spmspv_speedup")))
+    if not args.matrix:
+        plot(rows, args.quick)
     print(f"total {time.perf_counter() - t_start:.1f} s")
     return rows
 
@@ -303,16 +304,13 @@ def _ratios(rows: list[dict], fast: str, slow: str, density: float | None = None
     return out
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def plot(rows: list[dict], quick: bool = False) -> list[Path]:
     """Speedup over the merge baseline vs x density (paper Fig. 14): geomean per spf variant
     (left) and every matrix for Auto and SeqIter (right)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install matplotlib)")
-        return
+    plt = pyplot()
+    if plt is None:
+        return []
+    path = plot_path("spmspv", "speedup", quick)
     densities = sorted({float(r["x_density"]) for r in rows})
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
     styles = {"merge_branchy": ("gray", "d"), "seqiter": ("tab:blue", "o"),
@@ -347,11 +345,11 @@ def plot(rows: list[dict], path: Path) -> None:
             ax.legend(fontsize=7, ncol=2)
         ax.grid(True, which="both", alpha=0.3)
     left.set_ylabel("speedup over the Fig. 10(b) merge in C")
-    fig.suptitle("SpMSpV y = A x (A CSR, x SV), single thread")
+    fig.suptitle(f"SpMSpV y = A x (A CSR, x SV), single thread ({machine_note(rows)})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    print("wrote", path)
+    return [path]
 
 
 def describe(rows: list[dict]) -> str:
@@ -394,7 +392,6 @@ def describe(rows: list[dict]) -> str:
         lines += ["", f"**Against the targets:** SeqIter {gs:.2f}x "
                       f"({'meets' if gs >= 1.3 else 'misses'} >= 1.3x), Auto {ga:.2f}x "
                       f"({'meets' if ga >= 2 else 'misses'} >= 2x) over the Fig. 10(b) merge."]
-    lines += ["", f"![SpMSpV speedup over the merge baseline vs density of x](results/{PLOT})"]
 
     # the same against the other references
     refs = [("seqiter", "merge_branchy"), ("auto", "merge_branchy"), ("auto", "scipy"),

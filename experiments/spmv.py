@@ -39,8 +39,9 @@ import spf
 from spf.runtime import compiler
 
 from . import mkl
-from .common import (experiment_parser, geomean, graphblas, prepared_call, print_table,
-                     time_interleaved, write_csv)
+from .common import (bar_chart, experiment_parser, geomean, graphblas, machine_note,
+                     plot_path, prepared_call, print_table, progress, time_interleaved,
+                     write_csv)
 from .matrices import dense_lower, matrices
 
 SPMV = "y(i) = A(i,j) * x(j)"
@@ -257,14 +258,45 @@ def main(argv: list[str] | None = None) -> list[dict]:
     inputs = list(matrices(mode.scale, args.matrix))
     if not args.matrix:
         inputs.append(("dense_lower", dense_lower(mode.lower_n)))
-    for k, (name, A) in enumerate(inputs, 1):
+    for k, (name, A) in enumerate(progress(inputs, "spmv", args.quick), 1):
         print(f"[{k}/{len(inputs)}] {name}: {A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros",
               flush=True)
         rows += run_matrix(name, A, kernels, mode, gb, stream)
     done = [r for r in rows if r["status"] == "ok" and r["contender"] != "stream_triad"]
     print_table(done, ["matrix", "threads", "contender", "time_s", "GBps"])
     print("wrote", write_csv("spmv", rows, args.quick))
+    plot(rows, args.quick)
     return rows
+
+
+def _times(rows: list[dict]) -> dict[tuple[str, int, str], float]:
+    """(matrix, threads, contender) -> seconds, for the runs that happened."""
+    return {(r["matrix"], int(r["threads"]), r["contender"]): float(r["time_s"]) for r in rows
+            if r["status"] == "ok" and r["time_s"] not in ("", None)}
+
+
+def plot(rows: list[dict], quick: bool = False) -> list:
+    """Speedup of spf's CSR kernel over each peer per matrix (1 and 2 threads), and the
+    2-thread scaling of each."""
+    t = _times(rows)
+    matrices = list(dict.fromkeys(m for m, _, _ in t))
+    peers = ("scipy_csr", "mkl_csr", "graphblas")
+    out = []
+    for threads in THREADS:
+        groups = {m: {p: t[m, threads, p] / t[m, threads, "spf_CSR"] for p in peers
+                      if (m, threads, p) in t and (m, threads, "spf_CSR") in t}
+                  for m in matrices}
+        out += bar_chart(groups, plot_path("spmv", f"speedup_{threads}t", quick),
+                         f"SpMV, A in CSR, {threads} thread{'s' if threads > 1 else ''}: "
+                         f"peer time / spf time (> 1: spf faster; {machine_note(rows)})",
+                         "speedup of spf_CSR", reference=1.0)
+    contenders = ("spf_CSR", "spf_COO", "spf_ELL", "mkl_csr", "graphblas")
+    groups = {m: {c: t[m, 1, c] / t[m, 2, c] for c in contenders
+                  if (m, 1, c) in t and (m, 2, c) in t} for m in matrices}
+    out += bar_chart(groups, plot_path("spmv", "scaling", quick),
+                     f"SpMV: 1-thread time / 2-thread time ({machine_note(rows)})",
+                     "2-thread speedup", reference=1.0)
+    return out
 
 
 # --- RESULTS.md ---------------------------------------------------------------------------------

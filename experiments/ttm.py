@@ -27,7 +27,8 @@ import numpy as np
 import spf
 from spf.runtime import build_library, load_library
 
-from .common import geomean, prepared_call, print_table, time_interleaved, write_csv
+from .common import (bar_chart, geomean, machine_note, plot_path, prepared_call, print_table,
+                     progress, time_interleaved, write_csv)
 from .tensors import load_frostt, suite
 
 TTM = "C(i,j,l) = A(i,j,k) * B(k,l)"
@@ -139,12 +140,34 @@ def main(argv: list[str] | None = None) -> list[dict]:
     lib = baseline()
     tensors = [load_frostt(p) for p in args.tensor] or list(suite(mode.scale))
     rows: list[dict] = []
-    for k, (name, shape, coords, vals) in enumerate(tensors, 1):
+    for k, (name, shape, coords, vals) in enumerate(progress(tensors, "ttm", args.quick), 1):
         print(f"[{k}/{len(tensors)}] {name}: {shape}, {len(vals)} nonzeros", flush=True)
         rows += run_tensor(name, shape, coords, vals, ks, lib, mode)
     print_table(rows, ["tensor", "output", "threads", "contender", "time_s"])
     print("wrote", write_csv("ttm", rows, args.quick))
+    plot(rows, args.quick)
     return rows
+
+
+def plot(rows: list[dict], quick: bool = False) -> list:
+    """Per tensor and output: baseline time / spf time on 1 and 2 threads, and the 2-thread
+    speedup of spf's parallel kernel."""
+    t = {(r["tensor"], r["output"], int(r["threads"]), r["contender"]): float(r["time_s"])
+         for r in rows}
+    groups = {}
+    for tensor, output in dict.fromkeys((k[0], k[1]) for k in t):
+        cell = {}
+        for threads, spf_kernel in ((1, "spf_serial"), (2, "spf_parallel")):
+            if (tensor, output, threads, spf_kernel) in t:
+                cell[f"baseline / spf, {threads} thread{'s' if threads > 1 else ''}"] = \
+                    t[tensor, output, threads, "baseline"] / t[tensor, output, threads, spf_kernel]
+        if (tensor, output, 2, "spf_parallel") in t:
+            cell["spf 2-thread speedup"] = (t[tensor, output, 1, "spf_parallel"]
+                                            / t[tensor, output, 2, "spf_parallel"])
+        groups[f"{tensor} ({output})"] = cell
+    return bar_chart(groups, plot_path("ttm", "speedup", quick),
+                     f"TTM mode-1, R = 16, A in CSF ({machine_note(rows)})",
+                     "ratio (> 1: spf faster, or faster on 2 threads)", reference=1.0)
 
 
 def describe(rows: list[dict]) -> str:
