@@ -228,14 +228,15 @@ def default_layout(order: int) -> Layout:
     return load_layout(_default_names("dense", str(order)))
 
 
-def default_layouts(table: str, key: str) -> list[str]:
+@lru_cache(maxsize=None)
+def default_layouts(table: str, key: str) -> tuple[str, ...]:
     """Layout names listed in ``layouts/defaults.toml`` under ``[table] key`` (a name or a
     list of names; empty when not listed): e.g. the layouts to try for a scipy matrix."""
     try:
         names = _default_names(table, key)
     except SpecError:
-        return []
-    return [names] if isinstance(names, str) else list(names)
+        return ()
+    return (names,) if isinstance(names, str) else tuple(names)
 
 
 def _default_names(table: str, key: str) -> Any:

@@ -185,3 +185,23 @@ def test_bad_pydata_operands():
     with pytest.raises(spf.ArgumentError, match="'T': a pydata sparse COO of dtype complex128"):
         ttm(T=sparse.random((4, 4, 4), density=0.3, random_state=1).astype(complex),
             M=np.ones((4, 2)))
+
+
+def test_scipy_operand_checked_on_every_call(spmv):
+    """The matrix's arrays stay the caller's: a change between calls is caught, not read."""
+    m = matrices()["random"].copy()
+    x = np.ones(m.shape[1])
+    np.testing.assert_allclose(spmv["CSR"](A=m, x=x), m.toarray() @ x)
+    m.indices[3] = 10_000                      # past the last column
+    with pytest.raises(spf.ArgumentError, match=r"'A': CSR tensor: 'colIdx' violates range .* "
+                                                r"at position 3: 10000 > 19"):
+        spmv["CSR"](A=m, x=x)
+    m = matrices()["random"].copy()
+    m.indptr[5] = m.indptr[6] + 1              # a row that ends before it starts
+    with pytest.raises(spf.ArgumentError, match="'A': CSR tensor: 'rowPtr' violates monotonic"):
+        spmv["CSR"](A=m, x=x)
+    m = matrices()["random"].copy()
+    m.indptr[-1] += 5                          # more entries claimed than stored
+    with pytest.raises(spf.ArgumentError, match="'A': CSR tensor: 'colIdx' has 120 elements "
+                                                r"but its extent \[rowPtr\(numRows\)\] is 125"):
+        spmv["CSR"](A=m, x=x)
