@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .errors import SpfError
+from .kernel import FIND_CHOICES
 
 EXAMPLES = """\
 examples:
@@ -132,7 +133,9 @@ def _kernel_arguments(cmd: argparse.ArgumentParser) -> None:
                      help='dense iteration-space bounds, e.g. "j <= i"')
     cmd.add_argument("--param", action="append", default=[], metavar="TENSOR.PARAM=INT",
                      help="layout parameter of a tensor, e.g. A.B=4 (repeatable)")
-    cmd.add_argument("--find", metavar="CHOICE", help="find strategy (auto, loop)")
+    cmd.add_argument("--find", metavar="CHOICE",
+                     help=f"find algorithm for every guard loop: {', '.join(FIND_CHOICES)} "
+                     "(default auto: the cheapest one Z3 proves valid; loop keeps guard loops)")
     cmd.add_argument("--name", metavar="NAME", help="name of the generated C function")
     cmd.add_argument("--parallel", action="store_true",
                      help="OpenMP: run the outermost loop that carries no dependence in "

@@ -144,6 +144,8 @@ class CompiledKernel:
         if layout.dense_array is None:
             tensors = {n: t for n, t in inputs.items() if isinstance(t, Tensor)}
             t = self._shared_output(layout, given, shape, tensors)
+            if given is not None:
+                self._refuse_aliasing(t.values, inputs)
             return t, ctypes.addressof(t.struct), t
         if given is None:
             if self.kernel.expr.accumulate:
@@ -157,10 +159,27 @@ class CompiledKernel:
                     or not array.flags.writeable:
                 raise ArgumentError(f"output {self.output!r} must be a writeable C-contiguous "
                                     f"float64 array of shape {shape}")
+            self._refuse_aliasing(array, inputs)
         struct = self._out_dense.struct(array) if self._out_dense else None
         if struct is None:   # a dense layout with more fields than extents and data
             struct = Tensor.from_dense(layout, array).struct
         return struct, ctypes.addressof(struct), array
+
+    def _refuse_aliasing(self, written: np.ndarray, inputs: Mapping[str, Any]) -> None:
+        """ArgumentError when the output array the kernel writes shares memory with an input:
+        the kernel would read entries it has already overwritten (no kernel is proven safe
+        for that yet)."""
+        for name, kept in inputs.items():
+            if isinstance(kept, Tensor):
+                arrays = [(f" (its field {f!r})", a) for f, a in kept.fields.items()
+                          if isinstance(a, np.ndarray)]
+            else:
+                arrays = [("", kept[1])]
+            for what, array in arrays:
+                if np.may_share_memory(written, array) and np.shares_memory(written, array):
+                    raise ArgumentError(f"output {self.output!r} shares memory with input "
+                                        f"{name!r}{what}: the kernel would read values it has "
+                                        "already overwritten; pass a copy of one of them")
 
     def _assemble(self, inputs: list[Any], shape: tuple[int, ...]) -> Tensor:
         """Count the statement instances (a bound on the entries), allocate the output

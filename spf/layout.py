@@ -144,7 +144,7 @@ class Layout:
         for k, v in params.items():
             _check_param(self.name, k, v, self.source)
         loaded = _load_file(self.source, tuple(sorted({**self.params, **params}.items())))
-        return loaded.with_index_type(self.index_type)
+        return _params_fit(loaded.with_index_type(self.index_type))
 
     def with_index_type(self, index_type: str) -> "Layout":
         """The same layout with its ``int`` fields (index arrays, sizes) of width
@@ -154,7 +154,7 @@ class Layout:
                             f"got {index_type!r}")
         if index_type == self.index_type:
             return self
-        return replace(self, index_type=index_type)
+        return _params_fit(replace(self, index_type=index_type))
 
     def range_constraints(self, call: UFCall) -> list[Constraint]:
         """Range facts that hold for ``call`` (a call of one of this layout's UFs)."""
@@ -198,7 +198,20 @@ def resolve_layout_path(name_or_path: str | os.PathLike) -> Path:
         cand = d / f"{text}.toml"
         if is_file(cand):
             return cand.resolve()
+    for d in layout_dirs():      # a file named otherwise whose ``name`` key is ``text``
+        for cand in sorted(d.glob("*.toml")) if d.is_dir() else []:
+            if _name_key(cand) == text:
+                return cand.resolve()
     raise SpecError(f"unknown layout {text!r}; known layouts: {', '.join(layout_names())}", text)
+
+
+def _name_key(path: Path) -> str | None:
+    """The ``name`` a layout file declares (None when it cannot be read)."""
+    try:
+        name = tomllib.loads(path.read_text()).get("name")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def load_layout(name_or_path: "str | os.PathLike | Layout", index_type: str | None = None,
@@ -427,6 +440,11 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     for call in relation.calls():
         _check_call(call.name, len(call.args), index_arrays, source,
                     *_name_pos(rel_text, line, col, call.name, True))
+    for g in _undetermined(relation, scalars):
+        raise SpecError(f"logical index {g!r} is not determined by the layout indices and index "
+                        f"arrays: give it an equality such as {g} = p or {g} = idx(p) (a "
+                        "relation must say which coordinate each entry has)",
+                        source, *_name_pos(rel_text, line, col, g, False))
 
     # shape
     raw_shape = table.get("shape")
@@ -509,6 +527,40 @@ def _check_param(layout: str, name: str, value: Any, source: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_INT:
         raise SpecError(f"parameter {name} of layout {layout} must be a positive integer of "
                         f"at most 64 bits, got {value!r}", source)
+
+
+def _undetermined(relation: Relation, scalars: set[str]) -> list[str]:
+    """Logical indices that some disjunct of ``relation`` does not fix as a function of the
+    layout indices (through equalities whose other names are fixed: layout indices, scalar
+    fields, parameters, already fixed logical or existential variables, reads of those)."""
+    unknown = [*(relation.out_vars or ()), *relation.exists]
+    for conj in relation.disjuncts:
+        fixed = set(relation.in_vars) | scalars
+        progress = True
+        while progress:
+            progress = False
+            for c in conj:
+                free = [v for v in unknown if v not in fixed and c.aff.coeff(v)]
+                if c.is_eq and len(free) == 1 and c.names() - {free[0]} <= fixed:
+                    fixed.add(free[0])
+                    progress = True
+        missing = [g for g in relation.out_vars or () if g not in fixed]
+        if missing:
+            return missing
+    return []
+
+
+def _params_fit(layout: Layout) -> Layout:
+    """``layout``, or SpecError when a parameter does not fit its index type (parameters are
+    constants of the index arithmetic in generated C and in the packers' arrays)."""
+    top = 2 ** (31 if layout.index_type == "int32" else 63) - 1
+    for name, value in layout.params.items():
+        if value > top:
+            hint = "; use index_type='int64'" if layout.index_type == "int32" else ""
+            raise SpecError(f"parameter {name} = {value} of layout {layout.name} does not fit "
+                            f"index_type={layout.index_type!r} (at most {top}){hint}",
+                            layout.source)
+    return layout
 
 
 def relation_order(relation: Relation) -> int:

@@ -89,7 +89,7 @@ class Operand:
         if type(value) is np.ndarray and self.dense is not None:
             struct = self.dense.struct(value)
             if struct is not None:
-                return ctypes.addressof(struct), value.shape, struct
+                return ctypes.addressof(struct), value.shape, (struct, value)
         t = self.tensor(value)
         return ctypes.addressof(t.struct), t.shape, t
 

@@ -173,14 +173,13 @@ class Scanner:
                 levels.append(Level(var, "assign", expr=expr,
                                     guards=[c for c in mine if c != defining]))
             else:
-                levels.append(self._loop_level(var, mine))
+                levels.append(self._loop_level(var, mine, enc.dims[k + 1:]))
         nest = LoopNest(self.space, levels, [], schedule)
         self._prune(nest, enc, full, facts)
         _prefer_named(nest)
         return nest
 
-    @staticmethod
-    def _loop_level(var: str, cons: list[Constraint]) -> Level:
+    def _loop_level(self, var: str, cons: list[Constraint], inner: list[str]) -> Level:
         lv = Level(var, "loop")
         for c in cons:
             k = c.aff.coeff(var)
@@ -192,9 +191,23 @@ class Scanner:
             else:            # var <= floor(rest / -k)
                 lv.upper.append((rest, -k))
         if not lv.lower or not lv.upper:
-            raise SpecError(f"loop over {var} is unbounded: the layouts and bounds give no "
-                            f"{'lower' if not lv.lower else 'upper'} bound")
+            self._unbounded(var, "lower" if not lv.lower else "upper", inner)
         return lv
+
+    def _unbounded(self, var: str, side: str, inner: list[str]) -> None:
+        """SpecError for a loop without a ``side`` bound: the variables its bounds need when
+        the loop order puts them inside it, else that nothing bounds it."""
+        sign = 1 if side == "lower" else -1
+        needs = {n for c in self.space.all_constraints
+                 if not c.is_eq and c.aff.coeff(var) * sign > 0 for n in c.names()}
+        culprits = [v for v in inner if v in needs]
+        shown = (lambda v: v if v in self.space.indices else v.replace("_", ".", 1))
+        if not culprits:
+            raise SpecError(f"loop over {shown(var)} is unbounded: the layouts and bounds give "
+                            f"no {side} bound")
+        names = ", ".join(shown(v) for v in culprits)
+        raise SpecError(f"loop order: {shown(var)} cannot run outside {names}: its {side} bound "
+                        f"depends on {names}; place {names} before {shown(var)}")
 
     def _prune(self, nest: LoopNest, enc: Encoding, full: isl.Set, facts: isl.Set) -> None:
         """Drop guards implied by the rest of the nest plus the facts; add what is missing."""

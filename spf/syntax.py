@@ -5,7 +5,8 @@ Grammar (``{`` ... ``}`` is an SPF set or relation)::
     relation   := '{' tuple ['->' tuple] [':' formula] '}'
     tuple      := '[' [name {',' name}] ']'
     formula    := conj {'or' conj}
-    conj       := chain {('and' | '&&' | '∧') chain}
+    conj       := item {('and' | '&&' | '∧') item}     (distributed into disjuncts)
+    item       := chain | '(' formula ')'
     chain      := expr (cmp expr)+           cmp: < <= > >= = ==
     expr       := ['-'] term {('+'|'-') term}
     term       := factor {'*' factor}        (one side constant: affine)
@@ -34,6 +35,7 @@ _TOKEN_RE = re.compile(r"""
 
 _KEYWORDS = {"and": "and", "or": "or"}
 MAX_NESTING = 32   # parentheses, call arguments and unary minus inside one another
+MAX_DISJUNCTS = 64  # disjuncts of a formula once 'and' is distributed over 'or'
 MAX_INT = 2**63 - 1   # integer constants must fit the widest index type (int64)
 C_KEYWORDS = frozenset({
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -237,18 +239,51 @@ class Parser:
         return out
 
     def conjunction(self) -> list[Constraint]:
+        """Comparison chains joined by ``and`` (no ``or``)."""
         out = self.chain()
         while self.accept("and"):
             out.extend(self.chain())
         return out
 
     def formula(self) -> list[list[Constraint]]:
+        """The disjuncts of a formula (disjunctive normal form of ``and``/``or`` with
+        parentheses)."""
         if self.peek("}") or self.tok.kind == "end":
             return [[]]
-        disjuncts = [self.conjunction()]
+        return self.disjunction()
+
+    def disjunction(self) -> list[list[Constraint]]:
+        disjuncts = self.conjunct_dnf()
         while self.accept("or"):
-            disjuncts.append(self.conjunction())
+            disjuncts += self.conjunct_dnf()
         return disjuncts
+
+    def conjunct_dnf(self) -> list[list[Constraint]]:
+        """Items joined by ``and``, distributed over the ``or`` of parenthesized items."""
+        start = self.tok
+        disjuncts = self.formula_item()
+        while self.accept("and"):
+            right = self.formula_item()
+            disjuncts = [a + b for a in disjuncts for b in right]
+            if len(disjuncts) > MAX_DISJUNCTS:
+                raise self.error(f"the formula has more than {MAX_DISJUNCTS} disjuncts once "
+                                 "'and' is distributed over 'or'", start)
+        return disjuncts
+
+    def formula_item(self) -> list[list[Constraint]]:
+        """A comparison chain, or a parenthesized formula (``(a = p or a = p + 1)``)."""
+        if not self.peek("("):
+            return [self.chain()]
+        start = self.i
+        try:
+            return [self.chain()]        # ``(p + 1) <= n``: parentheses of an expression
+        except SpecError:
+            self.i = start
+        self.expect("(")
+        with self.nested():
+            inner = self.disjunction()
+        self.expect(")", "')' closing the parenthesized formula")
+        return inner
 
     def tuple_vars(self) -> list[str]:
         self.expect("[", "'[' opening a tuple")

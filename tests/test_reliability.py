@@ -1,0 +1,121 @@
+"""Reliability: outputs that alias inputs are refused, relations must fix every logical
+coordinate, parenthesized 'or' parses, and the messages users met are exact."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import spf
+from spf.layout import LAYOUT_DIR
+
+M = sp.random(6, 6, density=0.4, format="csr", random_state=2)
+
+
+@pytest.fixture(scope="module")
+def acc():
+    return spf.Kernel("y(i) += A(i,j) * x(j)", {"A": "CSR"}).compile()
+
+
+def test_output_aliasing_an_input_is_refused(acc):
+    x = np.ones(6)
+    with pytest.raises(spf.ArgumentError, match=r"^output 'y' shares memory with input 'x': the "
+                                                "kernel would read values it has already "
+                                                "overwritten; pass a copy of one of them$"):
+        acc(A=M, x=x, y=x)
+    both = np.ones(12)
+    with pytest.raises(spf.ArgumentError, match="output 'y' shares memory with input 'x'"):
+        acc(A=M, x=both[:6], y=both[5:11])             # overlapping views
+    with pytest.raises(spf.ArgumentError, match=r"output 'y' shares memory with input 'x' \(its "
+                                                r"field 'data'\)"):
+        acc(A=M, x=spf.Tensor.from_dense("DenseVector", x), y=x)
+    y = both[6:].copy()
+    np.testing.assert_allclose(acc(A=M, x=both[:6], y=y), 1 + M @ np.ones(6))   # disjoint
+
+
+def test_shared_structure_output_aliasing_refused():
+    sddmm = spf.Kernel("C(i,j) = A(i,j) * D(i,k) * E(k,j)", {"A": "CSR", "C": "CSR"},
+                       share={"C": "A"}).compile()
+    a = spf.Tensor.from_scipy("CSR", M)
+    d, e = np.ones((6, 2)), np.ones((2, 6))
+    c = sddmm.allocate_output(A=a, D=d, E=e)
+    out = sddmm(A=a, D=d, E=e, C=c)
+    np.testing.assert_allclose(out.to_dense(), M.toarray() * 2)
+    with pytest.raises(spf.ArgumentError, match=r"output 'C' shares memory with input 'A' \(its "
+                                                r"field 'data'\)"):
+        sddmm(A=a, D=d, E=e, C=a)
+
+
+def test_underdetermined_relation_is_a_spec_error(tmp_path):
+    path = tmp_path / "Loose.toml"
+    path.write_text('name = "Loose"\n'
+                    'relation = "{[p] -> [g] : 0 <= p < nnz and 0 <= g < n}"\n'
+                    'value = "data[p]"\nshape = ["n"]\n'
+                    '[fields]\nn = "int"\nnnz = "int"\ndata = "double[nnz]"\n')
+    with pytest.raises(spf.SpecError, match=r"Loose.toml:2:22: logical index 'g' is not "
+                                            "determined by the layout indices and index arrays: "
+                                            r"give it an equality such as g = p or g = idx\(p\)"):
+        spf.load_layout(str(path))
+
+
+def test_parenthesized_or():
+    rel = spf.Relation.parse("{[p] -> [g] : 0 <= p < n and (g = p or g = p + 1)}")
+    assert str(rel) == "{[p] -> [g] : (0 <= p < n and g = p) or (0 <= p < n and g = p + 1)}"
+    assert str(spf.Relation.parse("{[p] -> [g] : (p + 1) <= n and g = p}")) == \
+        "{[p] -> [g] : p < n and g = p}"
+    with pytest.raises(spf.SpecError, match=r"1:49: expected '\)' closing the parenthesized "
+                                            "formula, found '}'"):
+        spf.Relation.parse("{[p] -> [g] : 0 <= p < n and (g = p or g = p + 1}")
+    many = " and ".join(f"(p = {k} or p = {k + 1})" for k in range(7))
+    with pytest.raises(spf.SpecError, match="more than 64 disjuncts"):
+        spf.Relation.parse(f"{{[p] : {many}}}")
+
+
+def test_loop_order_message():
+    with pytest.raises(spf.SpecError, match=r"loop order: A.pj cannot run outside A.pi: its "
+                                            r"upper bound depends on A.pi; place A.pi before "
+                                            r"A.pj$"):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, order=["A.pj", "A.pi"])
+
+
+def test_layout_shadowing_a_shipped_one(tmp_path):
+    mine = tmp_path / "CSR.toml"
+    shutil.copy(LAYOUT_DIR / "CSR.toml", mine)
+    shutil.copy(LAYOUT_DIR / "CSR.py", tmp_path / "CSR.py")
+    f = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": str(mine)}).compile()
+    shipped = spf.Tensor.from_scipy("CSR", M)
+    with pytest.raises(spf.ArgumentError) as info:
+        f(A=shipped, x=np.ones(6))
+    assert str(info.value) == (f"'A': the kernel was generated for layout CSR (from "
+                               f"{mine.resolve()}) but got a tensor in layout CSR (from "
+                               f"{(LAYOUT_DIR / 'CSR.toml').resolve()})")
+
+
+def test_huge_parameter():
+    with pytest.raises(spf.SpecError, match=r"parameter B = 1099511627776 of layout BCSR does "
+                                            r"not fit index_type='int32' \(at most 2147483647\); "
+                                            "use index_type='int64'"):
+        spf.Tensor.from_scipy("BCSR", M, B=2 ** 40)
+
+
+def test_layout_found_by_its_name_key(tmp_path, monkeypatch):
+    text = (LAYOUT_DIR / "SV.toml").read_text().replace('name = "SV"', 'name = "MyVector"')
+    (tmp_path / "my_vector_file.toml").write_text(text)
+    shutil.copy(LAYOUT_DIR / "sparse_vector.py", tmp_path)
+    monkeypatch.setenv("SPF_LAYOUT_PATH", str(tmp_path))
+    lay = spf.load_layout("MyVector")
+    assert lay.name == "MyVector"
+    v = spf.Tensor.from_coords(lay, (5,), ([3, 1],), [1.0, 2.0])
+    dot = spf.Kernel("s = a(i) * b(i)", {"a": "MyVector"}).compile()
+    assert dot(a=v, b=np.arange(5.0)) == pytest.approx(3 * 1 + 1 * 2)
+
+
+def test_generate_help_lists_every_find():
+    out = subprocess.run([sys.executable, "-m", "spf", "generate", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    flat = " ".join(out.split())
+    assert "auto, seqiter, hashmap, binsearch, loop" in flat
