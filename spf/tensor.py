@@ -296,7 +296,6 @@ class _Plan:
 
     scalars: tuple[str, ...]
     arrays: tuple[tuple[str, bool, tuple[ie.IExpr, ...], Any], ...]  # name, index?, dims, extent
-    periodic: tuple[Property, ...]
 
 
 @lru_cache(maxsize=None)
@@ -312,15 +311,15 @@ def _plan(layout: Layout) -> _Plan:
                     n *= part(env, arrays_)
                 return n
             arrays.append((spec.name, spec.ctype == INDEX_TYPE, spec.dims, extent))
-    return _Plan(tuple(layout.scalar_fields), tuple(arrays),
-                 tuple(p for p in layout.properties if p.kind == "periodic_monotonic"))
+    return _Plan(tuple(layout.scalar_fields), tuple(arrays))
 
 
 def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
              check_properties: bool = True,
              proven: "frozenset[Property]" = frozenset()) -> dict[str, Any]:
     """Convert and check fields against the layout: types, extents, shape, properties (but
-    those in ``proven``)."""
+    those in ``proven``; none without ``check_properties``) and the bounds of every read that
+    generated code makes (:mod:`spf.validate`, always)."""
     plan = _plan(layout)
     if any(f not in fields for f in plan.scalars):
         fields = derive_scalar_fields(layout, shape, fields)
@@ -345,8 +344,7 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
     out = {f: scalars[f] if f in scalars else arrays[f] for f in layout.fields}
     if check_properties:
         _check_properties(layout, scalars, arrays, proven)
-        if any(not (proven and p in proven) for p in plan.periodic):
-            check_structure(layout, out)
+    check_structure(layout, out, check_properties)   # every read in bounds; periodic order
     return out
 
 

@@ -1,51 +1,112 @@
-"""Checks of index-array properties that depend on the layout's structure, by generated code.
+"""Checks of a tensor that depend on its layout's structure, by generated code.
 
-Periodic monotonicity (``colIdx`` sorted within each row ``pi``) cannot be checked array by
-array: which positions share a period is defined by the relation.  spf scans the layout's
-own relation (``v = T(i, j)``, loops over T's layout indices) and, in place of a statement,
-compares each index-array read with the previous read of the same period, resetting at the
-loop of the period's innermost index.  The property formula is the only input.
+spf scans the layout's own relation (``v = T(i, j)``: loops over T's layout indices) into C in
+which **every array read is checked** against the extent the layout declares for that array
+(``colIdx[pj]`` needs ``0 <= pj < rowPtr(numRows)``; the extents were compared with the
+arrays' lengths before), every logical coordinate against the shape, and the value
+expression's subscripts against the value array's extents.  This is exactly the set of reads
+that generated kernels and conversions make, so a tensor that passes never makes them read out
+of bounds, whatever properties its layout declares (none included).  In the same pass,
+periodic monotonicity (``colIdx`` sorted within each row ``pi``), which cannot be checked array
+by array, compares each index-array read with the previous one of its period.
 """
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
+from . import index_expr as ie
 from . import runtime
 from .emit_c import CNames, _used_names, _Writer, render_file, struct_name, write_levels
 from .errors import ArgumentError
-from .iteration_space import build
+from .iteration_space import IterationSpace, TensorUse, build
 from .kernel_spec import parse_expr
 from .layout import Layout, Property
-from .scan import scan
+from .scan import LoopNest, scan
+from .terms import format_sum
 
 _OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+@dataclass
+class _CheckedNames(CNames):
+    """C names whose array reads first test their index against the array's extent; a read
+    out of bounds stores its number (1-based, into ``reads``) and leaves the function."""
+
+    reads: list[str] = field(default_factory=list)
+
+    def array_read(self, use: TensorUse, fld: str, args: list[str]) -> str:
+        return f"({{ {self.guard(use, fld, args)} {super().array_read(use, fld, args)}; }})"
+
+    def guard(self, use: TensorUse, fld: str, args: list[str]) -> str:
+        """``if (an index is outside its extent) leave;`` for a read of ``fld`` at ``args``."""
+        dims = use.layout.fields[fld].dims
+        tests = []
+        for arg, dim in zip(args, dims):
+            extent = ie.to_c(dim, lambda n: f"{use.name}->{n}",
+                             lambda n, a: self.array_read(use, n, a))
+            tests.append(f"(int64_t)({arg}) < 0 || (int64_t)({arg}) >= (int64_t)({extent})")
+        return self.leave(" || ".join(tests), f"{fld}[{']['.join(args)}]")
+
+    def leave(self, condition: str, what: str) -> str:
+        self.reads.append(what.replace(f"{self.space.uses[0].name}->", "")
+                          .replace(f"{self.space.uses[0].name}_", ""))
+        return (f"if ({condition}) {{ *spf_bad = {len(self.reads)}; "
+                "goto spf_out_of_bounds; }")
 
 
 @dataclass
 class _Checker:
     function: object
     properties: list[Property]
+    reads: list[str]
     source: str
 
 
 @lru_cache(maxsize=None)
-def _checker(layout: Layout) -> _Checker | None:
-    props = [p for p in layout.properties if p.kind == "periodic_monotonic"]
-    if not props:
-        return None
+def _checker(layout: Layout) -> _Checker:
     idx = ",".join(f"i{k}" for k in range(layout.order))
     space = build(parse_expr(f"v = T({idx})"), {"T": layout})
     use = space.use("T")
     nest = scan(space, list(use.vars))
-    names = CNames(space, set())
-    level_of = {lv.var: k for k, lv in enumerate(nest.levels)}
+    names = _CheckedNames(space, set())
     hooks: dict[int, list[str]] = {}
+    statement, checked, used = _periodic(layout, use, nest, names, hooks)
+    statement += _coordinates(layout, use, space, names, idx.split(","))
+    statement.append(_value_check(use, names))
+    used |= set(idx.split(",")) | set(use.vars)
+    w = _Writer()
+    for n in range(len(checked)):
+        w.line(f"int64_t spf_prev{n} = -1;")
+    depth = len(w.closers)
+    write_levels(w, nest, names, _used_names(nest, used), [], statement,
+                 {k: (lambda lines: lambda wr: [wr.line(t) for t in lines])(v)
+                  for k, v in hooks.items()})
+    w.close_to(depth)
+    w.line("return 0;")
+    w.line("spf_out_of_bounds:")
+    w.line("return -1;")
+    signature = (f"int spf_check(const {struct_name(layout)} *restrict T, "
+                 "int64_t *restrict spf_bad)")
+    source = render_file([f"Generated by spf: read bounds and periodic-monotonicity check of "
+                          f"layout {layout.name}"], names.helpers, [layout], signature, w.lines)
+    lib = runtime.load_library(str(runtime.build_library(source)))
+    fn = lib.spf_check
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    return _Checker(fn, checked, names.reads, source)
+
+
+def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNames,
+              hooks: dict[int, list[str]]) -> tuple[list[str], list[Property], set[str]]:
+    """Statement lines comparing each periodic-monotonic read with the previous one of its
+    period (reset where the period's innermost index advances)."""
+    level_of = {lv.var: k for k, lv in enumerate(nest.levels)}
     statement: list[str] = []
     checked: list[Property] = []
     used: set[str] = set()
-    for prop in props:
+    for prop in (p for p in layout.properties if p.kind == "periodic_monotonic"):
         calls = [c for c in use.relation().calls() if c.name == use.symbol(prop.uf)
                  and len(c.args) == 1]
         periods = [use.var(p) for p in prop.period]
@@ -67,39 +128,45 @@ def _checker(layout: Layout) -> _Checker | None:
             "    }",
             f"    {prev} = {position};",
             "}"]
-    if not checked:
-        return None
-    w = _Writer()
-    for n in range(len(checked)):
-        w.line(f"int64_t spf_prev{n} = -1;")
-    depth = len(w.closers)
-    write_levels(w, nest, names, _used_names(nest, used), [], statement,
-                 {k: (lambda lines: lambda wr: [wr.line(t) for t in lines])(v)
-                  for k, v in hooks.items()})
-    w.close_to(depth)
-    w.line("return 0;")
-    signature = (f"int spf_check(const {struct_name(layout)} *restrict T, "
-                 "int64_t *restrict spf_bad)")
-    source = render_file([f"Generated by spf: periodic-monotonicity check of layout "
-                          f"{layout.name}"], names.helpers, [layout], signature, w.lines)
-    lib = runtime.load_library(str(runtime.build_library(source)))
-    fn = lib.spf_check
-    fn.restype = ctypes.c_int
-    return _Checker(fn, checked, source)
+    return statement, checked, used
 
 
-def check_structure(layout: Layout, fields: dict) -> None:
-    """Raise :class:`ArgumentError` if ``fields`` violate a periodic-monotonicity property."""
+def _coordinates(layout: Layout, use: TensorUse, space: IterationSpace, names: _CheckedNames,
+                 indices: list[str]) -> list[str]:
+    """A test per logical coordinate: within the tensor's shape."""
+    lines = []
+    for d, (i, extent) in enumerate(zip(indices, layout.shape)):
+        shape = format_sum(extent.terms, extent.const, lambda a: f"{use.name}->{a}")
+        lines.append(names.leave(f"{i} < 0 || {i} >= {shape}",
+                                 f"of logical coordinate {d} (outside 0..{extent} - 1)"))
+    return lines
+
+
+def _value_check(use: TensorUse, names: _CheckedNames) -> str:
+    """The test of the value expression's subscripts (no value is loaded)."""
+    ref = use.layout.value
+    local = set(use.layout.indices)
+    subs = [ie.to_c(s, lambda n: use.var(n) if n in local else f"{use.name}->{n}",
+                    lambda n, a: names.array_read(use, n, a), wide=True)
+            for s in ref.subscripts]
+    return names.guard(use, ref.array, subs)
+
+
+def check_structure(layout: Layout, fields: dict, properties: bool = True) -> None:
+    """Raise :class:`ArgumentError` if generated code would read one of ``fields``' arrays
+    out of bounds (or make a logical coordinate outside the shape), or (with ``properties``)
+    if they violate a periodic-monotonicity property the layout declares."""
     checker = _checker(layout)
-    if checker is None:
-        return
     struct = runtime.make_struct(layout, fields)
     bad = ctypes.c_int64(-1)
-    result = checker.function(ctypes.byref(struct), ctypes.byref(bad))
-    if result:
+    result = checker.function(ctypes.addressof(struct), ctypes.addressof(bad))
+    if result < 0:
+        raise ArgumentError(f"{layout.name} tensor: the read {checker.reads[bad.value - 1]} "
+                            "falls outside its array for these index arrays: generated code "
+                            "would read out of bounds")
+    if result and properties:
         prop = checker.properties[result - 1]
         raise ArgumentError(f"{layout.name} tensor: {prop.uf!r} violates periodic_monotonic "
                             f"({prop.formula()}, period {', '.join(prop.period)}) at position "
                             f"{bad.value}: {prop.uf}[{bad.value}] = "
                             f"{int(fields[prop.uf][bad.value])} is out of order")
-

@@ -8,7 +8,6 @@ import pytest
 import scipy.sparse as sp
 
 import spf
-from spf import validate
 from spf.operands import as_tensor
 
 sparse = pytest.importorskip("sparse")
@@ -87,17 +86,22 @@ def test_zero_copy_where_dtypes_match():
 
 
 def test_canonical_flag_proves_storage_order(monkeypatch):
-    calls = []
-    monkeypatch.setattr(validate, "_checker", lambda lay: calls.append(lay) or None)
+    from spf import tensor as tensor_module
+    skipped = []
+    real = tensor_module._check_properties
+    monkeypatch.setattr(tensor_module, "_check_properties",
+                        lambda lay, s, a, proven: skipped.append(
+                            sorted(p.kind for p in proven)) or real(lay, s, a, proven))
     m = matrices()["random"]
     assert m.has_canonical_format
+    as_tensor("A", m.tocoo(), spf.load_layout("SortedCOO"))   # sorted, unique: proven
+    assert skipped[-1] == ["covary_monotonic", "injective", "monotonic"]
     as_tensor("A", m, spf.load_layout("CSR"))
-    assert calls == []                       # colIdx sorted per row: proven by the flag
-    as_tensor("A", unsorted_rows(m).tocsr(), spf.load_layout("CSR_unsorted"))
-    m2 = m.copy()
-    m2.has_canonical_format = False          # not proven: the generated check runs
-    as_tensor("A", m2, spf.load_layout("CSR"))
-    assert len(calls) == 1
+    assert skipped[-1] == ["periodic_monotonic"]    # (still checked by the generated pass)
+    m2 = m.tocoo()
+    m2.has_canonical_format = False                 # not proven: every property is checked
+    as_tensor("A", m2, spf.load_layout("SortedCOO"))
+    assert skipped[-1] == []
 
 
 def test_unsorted_scipy_refused_by_sorted_layout(spmv):

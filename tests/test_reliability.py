@@ -119,3 +119,88 @@ def test_generate_help_lists_every_find():
                          capture_output=True, text=True, check=True).stdout
     flat = " ".join(out.split())
     assert "auto, seqiter, hashmap, binsearch, loop" in flat
+
+
+# --- every read in bounds, for layouts that declare no property ---------------------------
+BARE = {
+    "BareCSR": ('{[pi, pj] -> [gi, gj] : 0 <= pi < numRows and rowPtr(pi) <= pj < rowPtr(pi + 1) '
+                'and gi = pi and gj = colIdx(pj)}', "data[pj]", ["numRows", "numCols"],
+                {"numRows": "int", "numCols": "int", "rowPtr": "int[numRows + 1]",
+                 "colIdx": "int[rowPtr(numRows)]", "data": "double[rowPtr(numRows)]"}),
+    "PermCOO": ('{[p] -> [gi, gj] : 0 <= p < nnz and gi = rowIdx(p) and gj = colIdx(p)}',
+                "data[perm(p)]", ["numRows", "numCols"],
+                {"numRows": "int", "numCols": "int", "nnz": "int", "rowIdx": "int[nnz]",
+                 "colIdx": "int[nnz]", "perm": "int[nnz]", "data": "double[nnz]"}),
+    "JDS": ('{[pd, pp] -> [gi, gj] : 0 <= pd < numDiags and jdPtr(pd) <= pp < jdPtr(pd + 1) '
+            'and gi = perm(pp - jdPtr(pd)) and gj = colIdx(pp)}', "data[pp]",
+            ["numRows", "numCols"],
+            {"numRows": "int", "numCols": "int", "numDiags": "int", "jdPtr": "int[numDiags + 1]",
+             "perm": "int[numRows]", "colIdx": "int[jdPtr(numDiags)]",
+             "data": "double[jdPtr(numDiags)]"}),
+}
+
+
+def bare_layout(tmp_path, name: str) -> str:
+    relation, value, shape, fields = BARE[name]
+    lines = [f'name = "{name}"', f'relation = "{relation}"', f'value = "{value}"',
+             f"shape = {shape!r}".replace("'", '"'), "[fields]"]
+    lines += [f'{k} = "{v}"' for k, v in fields.items()]
+    path = tmp_path / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def jds_arrays(dense: np.ndarray) -> dict:
+    """Jagged diagonal storage: rows by decreasing length, diagonal d = the d-th entry of
+    every row that has one."""
+    rows = [np.flatnonzero(r) for r in dense]
+    perm = np.argsort([-len(r) for r in rows], kind="stable")
+    jd_ptr, cols, vals = [0], [], []
+    for d in range(max((len(r) for r in rows), default=0)):
+        for i in perm:
+            if len(rows[i]) > d:
+                cols.append(rows[i][d])
+                vals.append(dense[i, rows[i][d]])
+        jd_ptr.append(len(cols))
+    return {"jdPtr": jd_ptr, "perm": perm, "colIdx": cols, "data": vals}
+
+
+def test_bare_layouts_compute_right(tmp_path):
+    dense = sp.random(7, 5, density=0.4, random_state=3).toarray()
+    x = np.arange(1.0, 6.0)
+    coo = sp.coo_matrix(dense)
+    csr = sp.csr_matrix(dense)
+    cases = {
+        "BareCSR": {"rowPtr": csr.indptr, "colIdx": csr.indices, "data": csr.data},
+        "PermCOO": {"rowIdx": coo.row, "colIdx": coo.col, "perm": np.arange(coo.nnz)[::-1],
+                    "data": coo.data[::-1]},
+        "JDS": jds_arrays(dense),
+    }
+    for name, arrays in cases.items():
+        path = bare_layout(tmp_path, name)
+        t = spf.Tensor.from_arrays(path, dense.shape, arrays)
+        f = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": path}).compile()
+        np.testing.assert_allclose(f(A=t, x=x), dense @ x, err_msg=name)
+        np.testing.assert_allclose(t.to_dense(), dense, err_msg=name)
+
+
+@pytest.mark.parametrize("name,arrays,read", [
+    ("BareCSR", {"rowPtr": [0, 5, 2], "colIdx": [0, 1], "data": [1.0, 2.0]}, r"colIdx\[pj\]"),
+    ("BareCSR", {"rowPtr": [0, 1, 2], "colIdx": [0, 7], "data": [1.0, 2.0]},
+     "of logical coordinate 1"),
+    ("PermCOO", {"rowIdx": [0, 1], "colIdx": [0, 1], "perm": [0, 2], "data": [1.0, 2.0]},
+     r"data\[perm\(p\)\]|perm"),
+    ("PermCOO", {"rowIdx": [0, -1], "colIdx": [0, 1], "perm": [0, 1], "data": [1.0, 2.0]},
+     "of logical coordinate 0"),
+    ("JDS", {"jdPtr": [0, 3, 2], "perm": [0, 1], "colIdx": [0, 1], "data": [1.0] * 2},
+     r"colIdx\[pp\]|perm"),
+    ("JDS", {"jdPtr": [0, 2, 3], "perm": [0, 5], "colIdx": [0, 1, 2], "data": [1.0] * 3},
+     "of logical coordinate 0"),
+])
+def test_bare_layouts_refuse_reads_out_of_bounds(tmp_path, name, arrays, read):
+    """Data that once passed every check and crashed the kernels is refused when built."""
+    path = bare_layout(tmp_path, name)
+    with pytest.raises(spf.ArgumentError, match=rf"^{name} tensor: the read .*({read}).* falls "
+                                                "outside its array for these index arrays: "
+                                                "generated code would read out of bounds$"):
+        spf.Tensor.from_arrays(path, (2, 3), arrays)
