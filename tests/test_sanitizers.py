@@ -26,8 +26,7 @@ def _runtime(name: str) -> str | None:
 ASAN, UBSAN = _runtime("libasan.so"), _runtime("libubsan.so")
 
 
-@pytest.mark.skipif(not (ASAN and UBSAN), reason="the C compiler has no sanitizer runtimes")
-def test_representative_kernels_under_asan_and_ubsan(tmp_path):
+def sanitized_env(tmp_path: Path) -> dict:
     env = dict(os.environ)
     env.update({
         "SPF_CACHE_DIR": str(tmp_path / "cache"),
@@ -37,9 +36,30 @@ def test_representative_kernels_under_asan_and_ubsan(tmp_path):
         "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
         "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
     })
+    return env
+
+
+@pytest.mark.skipif(not (ASAN and UBSAN), reason="the C compiler has no sanitizer runtimes")
+def test_representative_kernels_under_asan_and_ubsan(tmp_path):
     proc = subprocess.run([sys.executable, str(HERE / "sanitize" / "representative.py")],
-                          env=env, capture_output=True, text=True, timeout=1500)
+                          env=sanitized_env(tmp_path), capture_output=True, text=True,
+                          timeout=1500)
     report = proc.stdout[-3000:] + proc.stderr[-6000:]
     assert proc.returncode == 0, report
     assert "SANITIZED RUN OK" in proc.stdout, report
+    assert "AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr, report
+
+
+@pytest.mark.skipif(not (ASAN and UBSAN), reason="the C compiler has no sanitizer runtimes")
+def test_custom_layout_fuzzer_under_asan_and_ubsan(tmp_path):
+    """A short profile of the crash fuzzer (tests/sanitize/fuzz_layouts.py; run it longer by
+    hand with an example count): custom layouts with any subset of their properties and
+    corrupted arrays; what passes validation runs clean and matches the dense reference."""
+    env = sanitized_env(tmp_path)
+    env.setdefault("SPF_FUZZ_EXAMPLES", "60")
+    proc = subprocess.run([sys.executable, str(HERE / "sanitize" / "fuzz_layouts.py")],
+                          env=env, capture_output=True, text=True, timeout=1500)
+    report = proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert proc.returncode == 0, report
+    assert "FUZZ OK" in proc.stdout, report
     assert "AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr, report
