@@ -30,7 +30,7 @@ from .layout import Layout, layout_names, load_layout
 from . import emit_c, runtime
 from .placement import (ANALYSIS_PARAMS, FILL_PARAMS, Placement, aff_range, aff_text,
                         placement_of, statements)
-from .storage import Storage, storage_or_none
+from .storage import Storage, storage_of, storage_or_none
 from .tensor import Tensor, index_max, wider_hint
 
 _INDICES = "ijklmnop"
@@ -67,7 +67,7 @@ class Conversion:
         self.placement: Placement | None = None
         dst = self.dst
         if not dense_dst and storage_or_none(self.dst) is None:
-            self.placement = placement_of(self.dst)     # SpecError when it cannot be placed
+            self.placement = _placement_or_both_reasons(self.dst)
             dst = dense_layout(self.dst.order)          # the loops only: a stand-in output
         self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": dst}, name=name,
                              drop_zeros=not self.keep_zeros and not dense_dst
@@ -129,6 +129,20 @@ def pads_with_zeros(layout: Layout) -> bool:
     return inner is not None and any(
         c.is_eq and c.aff.coeff(inner) and any(c.aff.coeff(g) for g in outs)
         for conj in rel.disjuncts for c in conj)
+
+
+def _placement_or_both_reasons(layout: Layout) -> Placement:
+    """How entries are placed into ``layout``; SpecError naming why it can be neither
+    assembled in storage order nor placed by position."""
+    try:
+        return placement_of(layout)
+    except SpecError as placed:
+        try:
+            storage_of(layout)
+        except SpecError as assembled:
+            raise SpecError(f"cannot convert into layout {layout.name}: {assembled.detail}; "
+                            f"and {placed.detail}", layout.source) from None
+        raise
 
 
 class _Compiled:

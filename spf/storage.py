@@ -240,8 +240,13 @@ class _Deriver:
                 lv.kind == "dense" and dims[m] == ie.Name(lv.extent)
                 for m, lv in enumerate(chain) if m > 0):
             return
-        self.fail(f"value {ref.array}{''.join(f'[{s}]' for s in subs)} is not stored at the "
-                  f"positions of the last level {levels[-1].index}")
+        shown = "".join(f"[{ie.to_c(s, str, _call_text)}]" for s in ref.subscripts)
+        self.fail(f"value {ref.array}{shown} is not stored at the positions of the last level "
+                  f"{levels[-1].index} (spf fills a value array in the order of the levels)")
+
+
+def _call_text(name: str, args: list[str]) -> str:
+    return f"{name}({', '.join(args)})"
 
 
 def _single_name(a: Aff) -> str | None:

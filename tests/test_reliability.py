@@ -204,3 +204,18 @@ def test_bare_layouts_refuse_reads_out_of_bounds(tmp_path, name, arrays, read):
                                                 "outside its array for these index arrays: "
                                                 "generated code would read out of bounds$"):
         spf.Tensor.from_arrays(path, (2, 3), arrays)
+
+
+def test_refusals_name_the_real_reason(tmp_path):
+    perm = bare_layout(tmp_path, "PermCOO")
+    with pytest.raises(spf.SpecError, match=r"output 'C': layout PermCOO cannot be assembled: "
+                                            r"value data\[perm\(p\)\] is not stored at the "
+                                            "positions of the last level p"):
+        spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": perm})
+    jds = bare_layout(tmp_path, "JDS")
+    with pytest.raises(spf.SpecError, match=r"cannot convert into layout JDS: layout JDS cannot "
+                                            r"be assembled: coordinate gi = perm\(pp - "
+                                            r"jdPtr\(pd\)\) is neither .*; and layout JDS cannot "
+                                            r"be placed: perm\(pp - jdPtr\(pd\)\) is not read at "
+                                            "layout indices"):
+        spf.Conversion("CSR", jds)
