@@ -134,6 +134,9 @@ def pads_with_zeros(layout: Layout) -> bool:
 def _placement_or_both_reasons(layout: Layout) -> Placement:
     """How entries are placed into ``layout``; SpecError naming why it can be neither
     assembled in storage order nor placed by position."""
+    why = layout.written_as_one_conjunction()
+    if why:
+        raise SpecError(f"cannot convert into layout {layout.name}: {why}", layout.source)
     try:
         return placement_of(layout)
     except SpecError as placed:

@@ -455,7 +455,8 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
     layouts: dict[str, Layout] = {}
     for t in terms:
         helpers |= t.helpers
-        layouts.update(t.layouts)
+        for lay in t.layouts.values():      # the parts of a union layout share one struct
+            layouts.setdefault(struct_name(lay), lay)
     out = expr.output.tensor
     assembled = assembly is not None
     names = CNames(out_space, helpers)
@@ -465,12 +466,12 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
             params.append(f"{'double *restrict' if acc is expr.output else 'double'} {acc.tensor}")
         elif acc is expr.output and assembled:
             lay = assembly.output.layout
-            layouts.setdefault(lay.key, lay)
+            layouts.setdefault(struct_name(lay), lay)
             params.append(f"{struct_name(lay)} *restrict {out}, int64_t *restrict {out}_size")
         else:
             const = "" if acc is expr.output else "const "
             lay = tensor_layouts[acc.tensor]
-            layouts.setdefault(lay.key, lay)
+            layouts.setdefault(struct_name(lay), lay)
             params.append(f"{const}{struct_name(lay)} *restrict {acc.tensor}")
     signature = f"int {name}({', '.join(params)})"
     w = _Writer()

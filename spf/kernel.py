@@ -1,6 +1,7 @@
 """The public Kernel API: spec -> iteration space -> loop nest -> C -> compiled callable."""
 from __future__ import annotations
 
+import itertools
 import keyword
 import re
 from dataclasses import replace
@@ -100,9 +101,12 @@ class Kernel:
         self.terms: list[Kernel] = []
         self._analysis: Analysis | None = None
         self._source: str | None = None
-        if self.expr.is_sum:
+        out = self.expr.output.tensor
+        if self.expr.is_sum or any(len(lay.parts()) > 1 for t, lay in self.layouts.items()
+                                   if t != out):
             if drop_zeros:
-                raise SpecError("drop_zeros is not supported for sums yet", self.expr.source)
+                raise SpecError("drop_zeros is not supported for sums and union layouts yet",
+                                self.expr.source)
             self._split_terms(order, tile)
             return
         self.space: IterationSpace = build(self.expr, self.layouts, self.bounds, self.share,
@@ -161,18 +165,15 @@ class Kernel:
             raise SpecError("tile is not supported for sums yet", self.expr.source)
         if self.share is not None:
             raise SpecError("share is not supported for sums yet", self.expr.source)
-        layouts = {t: lay for t, lay in self.layouts.items()}
-        for k, product in enumerate(self.expr.products()):
+        for k, (product, layouts) in enumerate(self._term_specs()):
             if not self.assembled:
                 product = replace(product, accumulate=True)    # the kernel zeroes once
-            tensors = {a.tensor for a in (product.output, *product.factors)}
-            variables = build(product, {t: lay for t, lay in layouts.items() if t in tensors},
-                              self.bounds if self._bounds_fit(product) else [],
+            tensors = set(layouts)
+            variables = build(product, layouts, self.bounds if self._bounds_fit(product) else [],
                               assemble=self.assembled).variables
             mine = None if order is None else [
                 v for v in order if v.replace(".", "_", 1) in variables]
-            self.terms.append(Kernel(product, {t: lay for t, lay in layouts.items()
-                                               if t in tensors},
+            self.terms.append(Kernel(product, layouts,
                                      order=mine or None, find=self._term_find(tensors),
                                      parallel=self.parallel,
                                      bounds=self.bounds if self._bounds_fit(product) else None,
@@ -194,6 +195,19 @@ class Kernel:
         self.assembly = first.assembly
         self.tile = {}
         self.parallel_loop = next((t.parallel_loop for t in self.terms if t.parallel_loop), None)
+
+    def _term_specs(self) -> list[tuple[Expr, dict[str, Layout]]]:
+        """(product, layouts) per statement: one per term of a sum, times one per part of
+        each input whose layout is a union (:meth:`Layout.parts`)."""
+        specs = []
+        for product in self.expr.products():
+            out = product.output.tensor
+            choices = [[(t, part) for part in (self.layouts[t].parts() if t != out
+                                               else [self.layouts[t]])]
+                       for t in dict.fromkeys(a.tensor for a in (product.output, *product.factors)
+                                              if a.indices)]
+            specs += [(product, dict(combo)) for combo in itertools.product(*choices)]
+        return specs
 
     def _bounds_fit(self, product: Expr) -> bool:
         return all(c.names() <= set(product.indices) for c in self.bounds)

@@ -105,6 +105,7 @@ class Layout:
     dense_array: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     index_type: str = "int32"
+    part: int | None = None     # which disjunct of a union layout's relation (see parts())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Layout) and self.key == other.key
@@ -135,7 +136,29 @@ class Layout:
         """Identity for caching: name, file and bound parameters."""
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
         width = "" if self.index_type == "int32" else f":{self.index_type}"
-        return f"{self.name}[{params}]{width}@{self.source}"
+        part = "" if self.part is None else f"#{self.part}"
+        return f"{self.name}[{params}]{width}{part}@{self.source}"
+
+    def written_as_one_conjunction(self) -> str | None:
+        """Why spf cannot write entries into this layout's relation (an output or a
+        conversion destination must be one conjunction without existentials), or None."""
+        rel = self.relation
+        if len(rel.disjuncts) > 1:
+            return (f"its relation is a union of {len(rel.disjuncts)} parts: spf reads, "
+                    "checks and converts from a union layout but does not write into one")
+        if rel.exists:
+            return "its relation has existential variables"
+        return None
+
+    def parts(self) -> list["Layout"]:
+        """One layout per disjunct of the relation (``[self]`` for one): the parts of a union
+        layout (an ELL part and a COO part, say) share its fields and struct; a kernel runs
+        one statement per part, and a tensor is checked part by part."""
+        rel = self.relation
+        if len(rel.disjuncts) < 2:
+            return [self]
+        return [replace(self, relation=Relation(rel.in_vars, rel.out_vars, [conj], rel.exists),
+                        part=k) for k, conj in enumerate(rel.disjuncts)]
 
     def with_params(self, **params: int) -> "Layout":
         """The same layout file loaded with other parameter values."""

@@ -111,8 +111,9 @@ def placement_of(layout: Layout) -> Placement:
         raise SpecError(f"layout {layout.name} cannot be placed: {why}", layout.source)
 
     rel = layout.relation
-    if len(rel.disjuncts) != 1 or rel.exists:
-        fail("its relation is not a single conjunction without existentials")
+    why = layout.written_as_one_conjunction()
+    if why:
+        fail(why)
     conj = rel.disjuncts[0]
     outs = list(rel.out_vars or ())
     indices = list(layout.indices)

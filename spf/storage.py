@@ -77,8 +77,9 @@ class _Deriver:
     def __init__(self, layout: Layout):
         self.layout = layout
         rel = layout.relation
-        if len(rel.disjuncts) != 1 or rel.exists:
-            self.fail("its relation is not a single conjunction without existentials")
+        why = layout.written_as_one_conjunction()
+        if why:
+            self.fail(why)
         self.conj = rel.disjuncts[0]
         self.indices = list(layout.indices)
         self.out = list(rel.out_vars or ())

@@ -166,8 +166,13 @@ def check_structure(layout: Layout, fields: dict, properties: bool = True) -> No
     """Raise :class:`ArgumentError` if generated code would read one of ``fields``' arrays
     out of bounds (or make a logical coordinate outside the shape), or (with ``properties``)
     if they violate a periodic-monotonicity property the layout declares."""
-    checker = _checker(layout)
     struct = runtime.make_struct(layout, fields)
+    for part in layout.parts():      # a union layout part by part: each scans as one nest
+        _check_part(_checker(part), layout, struct, fields, properties)
+
+
+def _check_part(checker: _Checker, layout: Layout, struct: ctypes.Structure, fields: dict,
+                properties: bool) -> None:
     bad = ctypes.c_int64(-1)
     result = checker.function(ctypes.addressof(struct), ctypes.addressof(bad))
     if result < 0:

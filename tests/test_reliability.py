@@ -219,3 +219,47 @@ def test_refusals_name_the_real_reason(tmp_path):
                                             r"be placed: perm\(pp - jdPtr\(pd\)\) is not read at "
                                             "layout indices"):
         spf.Conversion("CSR", jds)
+
+
+# --- union layouts: HYB (ELL part + COO part) -------------------------------------------
+@pytest.mark.parametrize("name", ["random", "long_row", "empty", "one"])
+def test_hyb_as_input_and_conversion_source(name):
+    m = {"random": sp.random(30, 20, density=0.15, format="csr", random_state=4),
+         "long_row": sp.csr_matrix(np.vstack([np.ones((1, 20)),
+                                              sp.random(9, 20, density=0.1,
+                                                        random_state=5).toarray()])),
+         "empty": sp.csr_matrix((5, 4)),
+         "one": sp.csr_matrix(([3.0], ([2], [1])), shape=(4, 3))}[name]
+    dense = m.toarray()
+    t = spf.Tensor.from_scipy("HYB", m)
+    assert t["nnz"] + np.count_nonzero(t["colIdx"] >= 0) == m.nnz
+    np.testing.assert_allclose(t.to_dense(), dense)
+    x = np.linspace(1.0, 2.0, m.shape[1])
+    spmv = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "HYB"}).compile()
+    np.testing.assert_allclose(spmv(A=t, x=x), dense @ x)
+    xs = np.where(np.arange(m.shape[1]) % 3 == 0, x, 0.0)
+    spmspv = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "HYB", "x": "SV"}).compile()
+    np.testing.assert_allclose(spmspv(A=t, x=spf.Tensor.from_dense("SV", xs)), dense @ xs)
+    b = np.random.default_rng(1).random((m.shape[1], 3))
+    spmm = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "HYB"}).compile()
+    np.testing.assert_allclose(spmm(A=t, B=b), dense @ b)
+    for dst in ("CSR", "COO", "CSC", "DCSR", "DenseMatrix"):
+        np.testing.assert_allclose(t.convert(dst).to_dense(), dense, err_msg=dst)
+
+
+def test_hyb_refusals_and_checks():
+    with pytest.raises(spf.SpecError, match="output 'C': layout HYB cannot be assembled: its "
+                                            "relation is a union of 2 parts: spf reads, checks "
+                                            "and converts from a union layout but does not "
+                                            "write into one"):
+        spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "HYB"})
+    with pytest.raises(spf.SpecError, match="cannot convert into layout HYB: its relation is "
+                                            "a union of 2 parts"):
+        spf.Conversion("CSR", "HYB")
+    good = {"colIdx": [[0], [1], [-1]], "rowIdx": [0], "cooCol": [2], "data": [1.0, 2.0, 0.0, 3.0]}
+    t = spf.Tensor.from_arrays("HYB", (3, 3), good)
+    np.testing.assert_allclose(t.to_dense(), [[1, 0, 3], [0, 2, 0], [0, 0, 0]])
+    with pytest.raises(spf.ArgumentError, match="HYB tensor: 'rowIdx' violates range"):
+        spf.Tensor.from_arrays("HYB", (3, 3), {**good, "rowIdx": [3]})
+    with pytest.raises(spf.ArgumentError, match="of logical coordinate 0"):   # no property
+        spf.Tensor.from_arrays("HYB", (3, 3), {**good, "rowIdx": [3]}, check=False)
