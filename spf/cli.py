@@ -98,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
                        "Matrix Market file (.mtx)")
     _layout_param_argument(check)
     _index_type_argument(check)
+    check.add_argument("--reads", action="store_true",
+                       help="also list the array reads of generated code that were checked "
+                       "to stay inside their arrays for this tensor")
 
     cache = sub.add_parser("cache", help="show or clear the compiled-kernel cache",
                            description="The cache of compiled kernels (spf_*.so, their spf_*.c "
@@ -369,6 +372,11 @@ def cmd_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                else f"is a valid {what}")
     print(f"ok: {args.file} {verdict} of shape {tensor.shape} with {tensor.values.size} "
           "stored entries")
+    if args.reads:
+        from .validate import checked_reads
+        for part, reads in checked_reads(lay):
+            where = f" (part {part} of the union)" if part is not None else ""
+            print(f"reads checked in bounds{where}: {', '.join(reads)}")
     return 0
 
 

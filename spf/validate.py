@@ -34,7 +34,7 @@ class _CheckedNames(CNames):
     """C names whose array reads first test their index against the array's extent; a read
     out of bounds stores its number (1-based, into ``reads``) and leaves the function."""
 
-    reads: list[str] = field(default_factory=list)
+    reads: list[tuple[str, str]] = field(default_factory=list)   # (what, why it failed)
     extents: dict[str, str] = field(default_factory=dict)   # C variable -> its value
 
     def array_read(self, use: TensorUse, fld: str, args: list[str]) -> str:
@@ -47,7 +47,9 @@ class _CheckedNames(CNames):
         for k, (arg, dim) in enumerate(zip(args, dims)):
             tests.append(f"(int64_t)({arg}) < 0 || (int64_t)({arg}) >= "
                          f"{self.extent(use, fld, k, dim)}")
-        return self.leave(" || ".join(tests), f"{fld}[{']['.join(args)}]")
+        what = self.readable(f"{fld}[{']['.join(args)}]")
+        return self.leave(" || ".join(tests), what,
+                          f"the read {what} falls outside its array for these index arrays")
 
     def extent(self, use: TensorUse, fld: str, k: int, dim: ie.IExpr) -> str:
         """A variable holding extent ``k`` of ``fld``, computed once before the loops."""
@@ -57,9 +59,14 @@ class _CheckedNames(CNames):
                                         lambda n, a: self.array_read(use, n, a))
         return var
 
-    def leave(self, condition: str, what: str) -> str:
-        self.reads.append(what.replace(f"{self.space.uses[0].name}->", "")
-                          .replace(f"{self.space.uses[0].name}_", ""))
+    def readable(self, c_text: str) -> str:
+        """``T->colIdx[(int64_t)T_pj]`` as the layout writes it: ``colIdx[pj]``."""
+        t = self.space.uses[0].name
+        return c_text.replace(f"{t}->", "").replace(f"{t}_", "").replace("(int64_t)", "")
+
+    def leave(self, condition: str, what: str, why: str) -> str:
+        """Leave with the number of check ``what`` when ``condition`` holds."""
+        self.reads.append((what, why))
         return (f"if ({condition}) {{ *spf_bad = {len(self.reads)}; "
                 "goto spf_out_of_bounds; }")
 
@@ -147,8 +154,10 @@ def _coordinates(layout: Layout, use: TensorUse, space: IterationSpace, names: _
     lines = []
     for d, (i, extent) in enumerate(zip(indices, layout.shape)):
         shape = format_sum(extent.terms, extent.const, lambda a: f"{use.name}->{a}")
-        lines.append(names.leave(f"{i} < 0 || {i} >= {shape}",
-                                 f"of logical coordinate {d} (outside 0..{extent} - 1)"))
+        what = f"logical coordinate {d} in 0..{extent} - 1"
+        lines.append(names.leave(f"{i} < 0 || {i} >= {shape}", what,
+                                 f"logical coordinate {d} falls outside 0..{extent} - 1 for "
+                                 "these index arrays"))
     return lines
 
 
@@ -176,12 +185,18 @@ def _check_part(checker: _Checker, layout: Layout, struct: ctypes.Structure, fie
     bad = ctypes.c_int64(-1)
     result = checker.function(ctypes.addressof(struct), ctypes.addressof(bad))
     if result < 0:
-        raise ArgumentError(f"{layout.name} tensor: the read {checker.reads[bad.value - 1]} "
-                            "falls outside its array for these index arrays: generated code "
-                            "would read out of bounds")
+        raise ArgumentError(f"{layout.name} tensor: {checker.reads[bad.value - 1][1]}: "
+                            "generated code would read out of bounds")
     if result and properties:
         prop = checker.properties[result - 1]
         raise ArgumentError(f"{layout.name} tensor: {prop.uf!r} violates periodic_monotonic "
                             f"({prop.formula()}, period {', '.join(prop.period)}) at position "
                             f"{bad.value}: {prop.uf}[{bad.value}] = "
                             f"{int(fields[prop.uf][bad.value])} is out of order")
+
+
+def checked_reads(layout: Layout) -> list[tuple[int | None, list[str]]]:
+    """Per part of the layout (one unless its relation is a union): the distinct reads the
+    generated check tests for every tensor (none is taken as proven by a property)."""
+    return [(part.part, [w for w in dict.fromkeys(w for w, _ in _checker(part).reads)
+                         if "spf_" not in w]) for part in layout.parts()]

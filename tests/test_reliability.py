@@ -187,21 +187,21 @@ def test_bare_layouts_compute_right(tmp_path):
 @pytest.mark.parametrize("name,arrays,read", [
     ("BareCSR", {"rowPtr": [0, 5, 2], "colIdx": [0, 1], "data": [1.0, 2.0]}, r"colIdx\[pj\]"),
     ("BareCSR", {"rowPtr": [0, 1, 2], "colIdx": [0, 7], "data": [1.0, 2.0]},
-     "of logical coordinate 1"),
+     "logical coordinate 1"),
     ("PermCOO", {"rowIdx": [0, 1], "colIdx": [0, 1], "perm": [0, 2], "data": [1.0, 2.0]},
      r"data\[perm\(p\)\]|perm"),
     ("PermCOO", {"rowIdx": [0, -1], "colIdx": [0, 1], "perm": [0, 1], "data": [1.0, 2.0]},
-     "of logical coordinate 0"),
+     "logical coordinate 0"),
     ("JDS", {"jdPtr": [0, 3, 2], "perm": [0, 1], "colIdx": [0, 1], "data": [1.0] * 2},
      r"colIdx\[pp\]|perm"),
     ("JDS", {"jdPtr": [0, 2, 3], "perm": [0, 5], "colIdx": [0, 1, 2], "data": [1.0] * 3},
-     "of logical coordinate 0"),
+     "logical coordinate 0"),
 ])
 def test_bare_layouts_refuse_reads_out_of_bounds(tmp_path, name, arrays, read):
     """Data that once passed every check and crashed the kernels is refused when built."""
     path = bare_layout(tmp_path, name)
-    with pytest.raises(spf.ArgumentError, match=rf"^{name} tensor: the read .*({read}).* falls "
-                                                "outside its array for these index arrays: "
+    with pytest.raises(spf.ArgumentError, match=rf"^{name} tensor: .*({read}).* falls "
+                                                ".*outside .*for these index arrays: "
                                                 "generated code would read out of bounds$"):
         spf.Tensor.from_arrays(path, (2, 3), arrays)
 
@@ -261,5 +261,18 @@ def test_hyb_refusals_and_checks():
     np.testing.assert_allclose(t.to_dense(), [[1, 0, 3], [0, 2, 0], [0, 0, 0]])
     with pytest.raises(spf.ArgumentError, match="HYB tensor: 'rowIdx' violates range"):
         spf.Tensor.from_arrays("HYB", (3, 3), {**good, "rowIdx": [3]})
-    with pytest.raises(spf.ArgumentError, match="of logical coordinate 0"):   # no property
+    with pytest.raises(spf.ArgumentError, match="HYB tensor: logical coordinate 0 falls outside "
+                                                r"0..numRows - 1 for these index arrays"):
         spf.Tensor.from_arrays("HYB", (3, 3), {**good, "rowIdx": [3]}, check=False)
+
+
+def test_check_cli_lists_the_reads_it_checked(tmp_path, capsys):
+    from spf import cli
+    m = sp.random(5, 4, density=0.4, format="csr", random_state=0)
+    path = tmp_path / "a.npz"
+    np.savez(path, numRows=5, numCols=4, rowPtr=m.indptr, colIdx=m.indices, data=m.data)
+    assert cli.main(["check", "CSR", str(path), "--reads"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == ("reads checked in bounds: rowPtr[numRows], colIdx[pj], logical "
+                        "coordinate 0 in 0..numRows - 1, logical coordinate 1 in 0..numCols - 1, "
+                        "data[pj], rowPtr[pi], rowPtr[pi + 1]")
