@@ -3,17 +3,13 @@ the rest in the COO part; width = the median row count (at least 1), so that lon
 not pad every other row."""
 import numpy as np
 
+from spf.layouts.ELL import row_slots
+
 
 def pack(shape, coords, values, params):
     n_rows, n_cols = shape
-    rows, cols = coords
-    order = np.lexsort((cols, rows))
-    rows, cols, values = rows[order], cols[order], values[order]
-    counts = np.bincount(rows, minlength=n_rows) if n_rows else np.zeros(0, dtype=np.int64)
+    rows, cols, values, slot, counts = row_slots(n_rows, coords, values)
     width = max(1, int(np.median(counts))) if n_rows else 1
-    starts = np.zeros(n_rows + 1, dtype=np.int64)
-    np.cumsum(counts, out=starts[1:])
-    slot = np.arange(len(values)) - starts[rows]
     in_ell = slot < width
     col_idx = np.full((n_rows, width), -1, dtype=np.int64)
     ell = np.zeros((n_rows, width), dtype=np.float64)
