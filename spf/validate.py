@@ -13,6 +13,7 @@ by array, compares each index-array read with the previous one of its period.
 from __future__ import annotations
 
 import ctypes
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -27,6 +28,9 @@ from .scan import LoopNest, scan
 from .terms import format_sum
 
 _OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}
+# a checked read as _CheckedNames.array_read prints it, innermost first: group 1 is the read
+_CHECKED_READ = re.compile(r"\(\{ if \([^{}]*?\) \{ \*spf_bad = \d+; goto spf_out_of_bounds; \} "
+                           r"([^{}]*?); \}\)")
 
 
 @dataclass
@@ -60,8 +64,14 @@ class _CheckedNames(CNames):
         return var
 
     def readable(self, c_text: str) -> str:
-        """``T->colIdx[(int64_t)T_pj]`` as the layout writes it: ``colIdx[pj]``."""
+        """``T->colIdx[(int64_t)T_pj]`` as the layout writes it: ``colIdx[pj]`` (checked reads
+        inside it shown as plain reads)."""
         t = self.space.uses[0].name
+        while True:
+            plain = _CHECKED_READ.sub(r"\1", c_text)
+            if plain == c_text:
+                break
+            c_text = plain
         return c_text.replace(f"{t}->", "").replace(f"{t}_", "").replace("(int64_t)", "")
 
     def leave(self, condition: str, what: str, why: str) -> str:

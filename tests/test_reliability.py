@@ -276,3 +276,38 @@ def test_check_cli_lists_the_reads_it_checked(tmp_path, capsys):
     assert lines[1] == ("reads checked in bounds: rowPtr[numRows], colIdx[pj], logical "
                         "coordinate 0 in 0..numRows - 1, logical coordinate 1 in 0..numCols - 1, "
                         "data[pj], rowPtr[pi], rowPtr[pi + 1]")
+
+
+SELL = '''name = "SELL"
+relation = "{[ps, pk, pr] -> [gi, gj] : 0 <= ps < numSlices and 0 <= pk < sliceWidth(ps) and 0 <= pr < C and gi = C*ps + pr and gi < numRows and 0 <= colIdx(slicePtr(ps) + C*pk + pr) and gj = colIdx(slicePtr(ps) + C*pk + pr)}"
+value = "data[slicePtr(ps) + C*pk + pr]"
+shape = ["numRows", "numCols"]
+[params]
+C = 2
+[fields]
+numRows = "int"
+numCols = "int"
+numSlices = "int"
+sliceWidth = "int[numSlices]"
+slicePtr = "int[numSlices + 1]"
+colIdx = "int[slicePtr(numSlices)]"
+data = "double[slicePtr(numSlices)]"
+'''
+
+
+def test_sell_c_without_properties(tmp_path):
+    """SELL-2: slices of two rows stored column by column, padded with column -1."""
+    path = tmp_path / "SELL.toml"
+    path.write_text(SELL)
+    dense = np.array([[1.0, 0, 2], [0, 3, 0], [4, 5, 6]])
+    arrays = {"sliceWidth": [2, 3], "slicePtr": [0, 4, 10],
+              "colIdx": [0, 1, 2, -1, 0, -1, 1, -1, 2, -1],
+              "data": [1.0, 3.0, 2.0, 0.0, 4.0, 0.0, 5.0, 0.0, 6.0, 0.0]}
+    t = spf.Tensor.from_arrays(str(path), (3, 3), arrays)
+    np.testing.assert_allclose(t.to_dense(), dense)
+    x = np.array([1.0, 2.0, 3.0])
+    f = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": str(path)}).compile()
+    np.testing.assert_allclose(f(A=t, x=x), dense @ x)
+    with pytest.raises(spf.ArgumentError, match=r"^SELL tensor: the read colIdx\[2\*pk \+ pr \+ "
+                                                r"slicePtr\[ps\]\] falls outside its array"):
+        spf.Tensor.from_arrays(str(path), (3, 3), {**arrays, "sliceWidth": [2, 9]})
