@@ -1,0 +1,113 @@
+"""Golden snapshots of generated C: a safety net for changes to lowering and printing.
+
+Each case generates the C of one kernel or conversion (every find, parallel, tiled, each
+assembly mode, sums, unions, conversions) and compares it byte for byte with
+``tests/golden/<case>.c``.  A change to generated code shows up here as a diff; when it is
+intended, regenerate the files with ``SPF_UPDATE_GOLDEN=1 python -m pytest
+tests/test_golden.py`` and explain every changed file in the commit message.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+import spf
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+SPMV = "y(i) = A(i,j) * x(j)"
+DOT = "v = A(i) * B(i)"
+SPMSPM = "C(i,j) = A(i,k) * B(k,j)"
+ELTWISE = "C(i,j) = A(i,j) * B(i,j)"
+
+
+def kernel(expr: str, layouts: dict, **options) -> Callable[[], str]:
+    return lambda: spf.Kernel(expr, layouts, **options).c_source()
+
+
+def conversion(src: str, dst: str, **params) -> Callable[[], str]:
+    return lambda: spf.Conversion(src, dst, **params).c_source()
+
+
+CASES: dict[str, Callable[[], str]] = {
+    # finds (paper Table 1, Fig. 2, Fig. 11)
+    "dot_sv_sv_auto": kernel(DOT, {"A": "SV", "B": "SV"}),
+    "dot_sv_sv_binsearch": kernel(DOT, {"A": "SV", "B": "SV"}, find="binsearch"),
+    "dot_sv_sv_hashmap": kernel(DOT, {"A": "SV", "B": "SV"}, find="hashmap"),
+    "dot_sv_sv_loop": kernel(DOT, {"A": "SV", "B": "SV"}, find="loop"),
+    "dot_sv_unsorted_auto": kernel(DOT, {"A": "SV", "B": "SV_unsorted"}),
+    "dot_unsorted_sv_auto": kernel(DOT, {"A": "SV_unsorted", "B": "SV"}),
+    "fig11_auto": kernel("v = A(i) * B(i) * C(i)",
+                         {"A": "SV", "B": "SV_decreasing", "C": "SV_unsorted"}),
+    "spmspv_csr_sv_auto": kernel(SPMV, {"A": "CSR", "x": "SV"}),
+    "spmspv_csr_sv_seqiter": kernel(SPMV, {"A": "CSR", "x": "SV"}, find="seqiter"),
+    "spmspv_csr_unsorted_hashmap": kernel(SPMV, {"A": "CSR", "x": "SV_unsorted"},
+                                          find="hashmap"),
+    "spmspv_sortedcoo_sv_auto": kernel(SPMV, {"A": "SortedCOO", "x": "SV"}),
+    "spmspv_bcsr_sv_auto": kernel(SPMV, {"A": "BCSR", "x": "SV"}, params={"A": {"B": 3}}),
+    "spmspv_ell_unsorted_auto": kernel(SPMV, {"A": "ELL", "x": "SV_unsorted"}),
+    # dense vectors: no find
+    "spmv_csr": kernel(SPMV, {"A": "CSR"}),
+    "spmv_csr_accumulate": kernel("y(i) += A(i,j) * x(j)", {"A": "CSR"}),
+    "spmv_coo": kernel(SPMV, {"A": "COO"}),
+    "spmv_csc": kernel(SPMV, {"A": "CSC"}),
+    "spmv_ell": kernel(SPMV, {"A": "ELL"}),
+    "spmv_dia": kernel(SPMV, {"A": "DIA"}),
+    "spmv_dcsr": kernel(SPMV, {"A": "DCSR"}),
+    "spmv_hyb": kernel(SPMV, {"A": "HYB"}),
+    "spmm_csr_dense": kernel(SPMSPM, {"A": "CSR", "B": "DenseMatrix"}),
+    "spmspm_csr_csc_dense": kernel(SPMSPM, {"A": "CSR", "B": "CSC"}),
+    "ttv_csf": kernel("y(i,j) = A(i,j,k) * x(k)", {"A": "CSF"}),
+    # parallel
+    "spmv_csr_parallel": kernel(SPMV, {"A": "CSR"}, parallel=True),
+    "spmspv_csr_sv_parallel": kernel(SPMV, {"A": "CSR", "x": "SV"}, parallel=True),
+    "ttm_csf_parallel": kernel("C(i,j,l) = A(i,j,k) * B(k,l)", {"A": "CSF"}, parallel=True),
+    # tiling (paper Fig. 8)
+    "dot_tiled_loop": kernel(DOT, {"A": "SV", "B": "SV"}, find="loop", tile={"B.p": 8}),
+    # sums (statement splitting)
+    "sum_dense": kernel("y(i) = A(i,j) * x(j) + B(i,j) * x(j)", {"A": "CSR", "B": "COO"}),
+    "sum_assembled": kernel("C(i,j) = A(i,j) + B(i,j) - D(i,j)",
+                            {"A": "CSR", "B": "COO", "D": "DCSR", "C": "CSR"}),
+    # assembled outputs: each mode
+    "spmspv_append_sv": kernel(SPMV, {"A": "CSR", "x": "SV", "y": "SV"}),
+    "spmspm_workspace_csr": kernel(SPMSPM, {"A": "CSR", "B": "CSR", "C": "CSR"}),
+    "spmspm_bucket_coo_csr": kernel(SPMSPM, {"A": "COO", "B": "CSR", "C": "CSR"}),
+    "spmspm_sort_dcsr": kernel(SPMSPM, {"A": "COO", "B": "CSR", "C": "DCSR"}),
+    "eltwise_append_csr": kernel(ELTWISE, {"A": "CSR", "B": "CSR", "C": "CSR"}),
+    # index width
+    "dot_int64": kernel(DOT, {"A": "SV", "B": "SV_unsorted"}, index_type="int64"),
+    # conversions
+    "convert_coo_csr": conversion("COO", "CSR"),
+    "convert_csr_csc": conversion("CSR", "CSC"),
+    "convert_dia_csr": conversion("DIA", "CSR"),
+    "convert_hyb_csr": conversion("HYB", "CSR"),
+    "convert_csr_dense": conversion("CSR", "DenseMatrix"),
+    "convert_csr_ell": conversion("CSR", "ELL"),
+}
+
+
+def _diff(want: str, got: str, name: str) -> str:
+    lines = list(difflib.unified_diff(want.splitlines(), got.splitlines(), f"golden/{name}.c",
+                                      "generated", lineterm=""))
+    return "\n".join(lines[:200] + (["..."] if len(lines) > 200 else []))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_generated_c_matches_golden(name):
+    got = CASES[name]()
+    path = GOLDEN / f"{name}.c"
+    if os.environ.get("SPF_UPDATE_GOLDEN") == "1":
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(got)
+        return
+    assert path.is_file(), f"no golden file {path.name}: run with SPF_UPDATE_GOLDEN=1"
+    want = path.read_text()
+    assert got == want, f"generated C of {name} changed:\n{_diff(want, got, name)}"
+
+
+def test_no_stale_golden_files():
+    stale = sorted(p.stem for p in GOLDEN.glob("*.c") if p.stem not in CASES)
+    assert not stale, f"golden files without a case: {stale}"
