@@ -5,7 +5,7 @@ find algorithms vs the two-pointer merge of Fig. 10(b) written in C, scipy and G
 
 Contenders (all single-threaded, inputs prebuilt in each contender's native format):
 
-- ``seqiter``, ``hashmap``, ``binsearch``, ``auto``: ``spf.Kernel("y(i) = A(i,j) * x(j)",
+- ``seqiter``, ``densemap``, ``hashmap``, ``binsearch``, ``auto``: ``spf.Kernel("y(i) = A(i,j) * x(j)",
   {"A": "CSR", "x": "SV"}, find=...)``.  Timed: the compiled C function called through ctypes
   with argument structs built once (no Python-side argument checks, no allocation; the
   kernel zeroes y itself).  The spf Tensors are built once, outside the timed region.
@@ -60,7 +60,7 @@ from .matrices import matrices
 
 EXPR = "y(i) = A(i,j) * x(j)"
 LAYOUTS = {"A": "CSR", "x": "SV"}
-FINDS = ("seqiter", "hashmap", "binsearch", "auto")
+FINDS = ("seqiter", "densemap", "hashmap", "binsearch", "auto")
 CONTENDERS = ("merge", "merge_branchy") + FINDS + ("scipy", "graphblas")
 DENSITIES = (0.001, 0.01, 0.1, 0.5)
 QUADRATIC = ("merge", "merge_branchy", "seqiter")   # O(rows * x.nnz): skipped above the budget
@@ -140,8 +140,13 @@ def sparse_vector(n: int, density: float, seed: int) -> tuple[np.ndarray, np.nda
 
 def auto_pick(nnz: int, rows: int, x_len: int) -> str:
     """What auto's run-time test in the generated C picks (its cost model, see
-    spf.synthesis.CostModel: SeqIter 4 * nnz + rows * x.len, HashMap 12 * nnz + 4 * x.len)."""
-    return "hashmap" if 12 * nnz + 4 * x_len < 4 * nnz + rows * x_len else "seqiter"
+    spf.synthesis.CostModel: SeqIter 4 * nnz + rows * x.len, DenseMap 4 * nnz + 8 * x.len,
+    HashMap 12 * nnz + 4 * x.len; the first alternative at least as cheap as the later ones
+    and cheaper than SeqIter)."""
+    seq, dense, hsh = 4 * nnz + rows * x_len, 4 * nnz + 8 * x_len, 12 * nnz + 4 * x_len
+    if dense < seq and dense <= hsh:
+        return "densemap"
+    return "hashmap" if hsh < seq else "seqiter"
 
 
 # --- the experiment --------------------------------------------------------------------------
@@ -314,7 +319,7 @@ def plot(rows: list[dict], quick: bool = False) -> list[Path]:
     densities = sorted({float(r["x_density"]) for r in rows})
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
     styles = {"merge_branchy": ("gray", "d"), "seqiter": ("tab:blue", "o"),
-              "hashmap": ("tab:orange", "s"), "binsearch": ("tab:green", "^"),
+              "densemap": ("tab:olive", "v"), "hashmap": ("tab:orange", "s"), "binsearch": ("tab:green", "^"),
               "auto": ("tab:red", "*"), "scipy": ("tab:purple", "x"),
               "graphblas": ("tab:brown", "+")}
     for si, scale in enumerate(_scales(rows)):
@@ -398,7 +403,7 @@ def describe(rows: list[dict]) -> str:
             ("best", "scipy"), ("auto", "graphblas"), ("best", "graphblas")]
     lines += ["", "Against the other references (time of the reference / time of spf, "
               "geometric means over the cells where both ran; `best` = the fastest of spf's "
-              "four finds in each cell, an oracle Auto):", "",
+              "finds in each cell, an oracle Auto):", "",
               "| x density | " + " | ".join(f"{a} vs {b}" for a, b in refs) + " |",
               "|---|" + "---|" * len(refs)]
     for d in densities + [None]:
@@ -463,12 +468,15 @@ def describe(rows: list[dict]) -> str:
 def _analysis(rows: list[dict]) -> str:
     """Why the numbers look the way they do (the parts that follow from the cell sizes)."""
     picks = [r for r in rows if r["contender"] == "auto" and r.get("auto_pick")]
-    n_hash = sum(r["auto_pick"] == "hashmap" for r in picks)
+    n_pick = {a: sum(r["auto_pick"] == a for r in picks) for a in ("seqiter", "densemap",
+                                                                    "hashmap")}
     mispicks = []
     cells = _cells(rows)
     for r in picks:
         c = cells.get((r["scale"], r["matrix"], float(r["x_density"])), {})
-        other = "seqiter" if r["auto_pick"] == "hashmap" else "hashmap"
+        others = [a for a in ("seqiter", "densemap", "hashmap")
+                  if a != r["auto_pick"] and a in c]
+        other = min(others, key=lambda a: c[a]) if others else None
         if other in c and r["auto_pick"] in c and c[other] < 0.8 * c[r["auto_pick"]]:
             mispicks.append(f"{r['scale']} {r['matrix']} at {float(r['x_density']):g} "
                             f"(ran {r['auto_pick']}, {other} was "
@@ -503,8 +511,9 @@ def _analysis(rows: list[dict]) -> str:
         "rows x x.nnz / nnz(A) (the paper's 5214x on europe_osm is the same effect)."
         + steps_note,
         "",
-        f"Auto's run-time test (cost model SeqIter nnz + rows x x.nnz vs HashMap 3 nnz + "
-        f"2 x.nnz) ran HashMap in {n_hash} of {len(picks)} cells."
+        f"Auto's run-time test (cost model SeqIter 4 nnz + rows x x.nnz, DenseMap 4 nnz + "
+        f"8 x.nnz, HashMap 12 nnz + 4 x.nnz) ran "
+        + ", ".join(f"{a} in {n} cells" for a, n in n_pick.items()) + f" of {len(picks)}."
         + (" Cells where the other algorithm was > 1.25x faster: " + "; ".join(mispicks)
            + ". The model charges SeqIter a full scan of x per row, but a row's scan stops at "
              "its last column (half of x on banded and triangular matrices), and it prices a "
@@ -521,9 +530,9 @@ def _analysis(rows: list[dict]) -> str:
         "O(nnz(A) + n) work with no hashing, and beats HashMap wherever nnz(A) dominates its "
         "Python overhead and output allocation (tens of microseconds); its lookups also "
         "follow A's column order (nearly sequential on the Laplacians and banded matrices), "
-        "while hash probes land in scattered slots. spf has no "
-        "dense-scatter find (put x into a dense array or position map of length n, then "
-        "index it), which is what the libraries use; see the vs-scipy columns.",
+        "while hash probes land in scattered slots. DenseMap is the same idea as a find "
+        "(x's positions scattered into a zeroed int array of length n, one load per "
+        "lookup, the entries cleared when the range changes); see its column.",
     ]
     return "\n".join(text)
 
@@ -549,6 +558,9 @@ def _why(r: dict) -> str:
         return (f"a hash probe per nonzero of A ({ns:.1f} ns each: hash, then a probe loop "
                 f"that mostly misses and ends at an empty slot); with x.nnz = {x_nnz} "
                 "merge's per-row scans are short")
+    if pick == "densemap":
+        return (f"one map load per nonzero of A ({ns:.1f} ns each) plus filling the map for "
+                f"x.nnz = {x_nnz} entries; merge's per-row scans of x are short")
     if pick == "binsearch":
         return (f"log2(x.nnz) = {math.log2(max(x_nnz, 2)):.0f} dependent loads per nonzero "
                 f"of A; merge's per-row scans of x are shorter")

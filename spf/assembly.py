@@ -136,12 +136,8 @@ def _unordered_loops(decisions: list[Decision]) -> set[str]:
     """Find loops whose matches may run out of position order (hash chains, backward scans)."""
     out = set()
     for d in decisions:
-        for c in (d.chosen, d.runtime_alternative):
-            if c is None:
-                continue
-            if (c.algorithm == "hashmap" and not c.unique) or \
-                    (c.algorithm == "seqiter" and c.direction < 0 and not c.unique):
-                out.add(d.find.var)
+        if any(not c.in_order for c in d.candidates):
+            out.add(d.find.var)
     return out
 
 

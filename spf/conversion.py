@@ -27,7 +27,10 @@ from .errors import ArgumentError, SpecError
 from .compiled import CompiledKernel
 from .kernel import Kernel
 from .layout import Layout, layout_names, load_layout
-from . import emit_c, runtime
+from . import runtime
+from .back.lower import CustomStatement, kernel_code
+from .back.source import function, render_file
+from .back.templates import text as template_text
 from .placement import (ANALYSIS_PARAMS, FILL_PARAMS, Placement, aff_range, aff_text,
                         placement_of, statements)
 from .storage import Storage, storage_of, storage_or_none
@@ -173,8 +176,8 @@ def _placement_source(conv: "Conversion") -> str:
     level = contiguous_group_level(k.nest, tuple(names[d] for d in dims), k.decisions) \
         if dims else None
     passes = statements(conv.placement, names, not conv.keep_zeros, level)
-    pieces = [emit_c.kernel_code(k.nest, f"{conv.name}{suffix}", k.decisions, k._guard_notes(),
-                                 custom=emit_c.CustomStatement(
+    pieces = [kernel_code(k.nest, f"{conv.name}{suffix}", k.decisions, k._guard_notes(),
+                                 custom=CustomStatement(
                                      params, code.lines,
                                      {n for n in names if re.search(rf"\b{n}\b",
                                                                     " ".join(code.lines))},
@@ -185,12 +188,12 @@ def _placement_source(conv: "Conversion") -> str:
               *k.report().split("\nassembly:")[0].splitlines()[1:2]]
     first, code = pieces
     before = ("/* Analysis pass: which keys occur and how many entries each group holds. */\n"
-              + emit_c._function(first))
+              + function(first))
     if conv.placement.grouped:
-        before = (emit_c.TEMPLATE_DIR / "placement.c").read_text() + "\n\n" + before
-    return emit_c.render_file(header, code.helpers | first.helpers,
+        before = template_text("placement.c") + "\n\n" + before
+    return render_file(header, code.helpers | first.helpers,
                               list(code.layouts.values()), code.signature, code.body,
-                              code.hashmap, before=before)
+                              code.runtimes | first.runtimes, before=before)
 
 
 class _Placed:

@@ -24,6 +24,7 @@ extent of coordinate m; a coordinate stored decreasing is flipped).
 from __future__ import annotations
 
 from .assembly import AssemblyPlan
+from .back import ctree as t
 from .storage import Storage
 
 CAPACITY = 2       # return code: the caller's bound was too small (never expected)
@@ -40,145 +41,168 @@ def _linear(plan: AssemblyPlan, parts: range) -> str:
     return text or "0"
 
 
+def _linear_needs_extents(plan: AssemblyPlan, parts: range) -> bool:
+    return len(parts) > 1 or any(plan.descending[m] for m in parts)
+
+
 def _workspace_size(plan: AssemblyPlan) -> str:
     return " * ".join(f"spf_ext[{m}]" for m in range(plan.ordered, len(plan.key))) or "1"
 
 
-def declare(w, plan: AssemblyPlan, names, kernel: str, target: str) -> None:
+def _needs_extents(plan: AssemblyPlan, target: str) -> bool:
+    """Whether the code for ``target`` reads ``spf_ext`` (the key coordinates' extents)."""
+    n = len(plan.key)
+    if target == "output":
+        return True
+    if plan.mode in ("append", "sort"):
+        return _linear_needs_extents(plan, range(n))
+    if plan.mode != "workspace":
+        return False
+    return plan.ordered < n or _linear_needs_extents(plan, range(plan.ordered, n)) or (
+        plan.ordered > 0 and _linear_needs_extents(plan, range(plan.ordered)))
+
+
+def _on_failure(call: str, label: str) -> t.If:
+    """``if (call) goto label;``"""
+    return t.If(call, [t.Goto(label)], braces=False)
+
+
+def declare(plan: AssemblyPlan, names, kernel: str, target: str) -> list[t.Node]:
     """Extents of the key coordinates, the cursor (output) and workspace or stream."""
-    w.line(f"/* {plan.describe()}. */")
-    uses_ext = target == "output" or "spf_ext" in "\n".join(
-        statement(plan, "", kernel, target) + group_check(plan, kernel, target)) or (
-        plan.mode == "workspace" and "spf_ext" in _workspace_size(plan))
-    if uses_ext:
+    out: list[t.Node] = [t.Comment(f"{plan.describe()}.")]
+    if _needs_extents(plan, target):
         exts = ", ".join(names.aff(e) for e in plan.extents)
-        w.line(f"const int64_t spf_ext[{len(plan.extents)}] = {{{exts}}};   /* extents of "
-               f"{', '.join(plan.key)} */")
+        out.append(t.Declare("int64_t", f"spf_ext[{len(plan.extents)}]", f"{{{exts}}}", const=True,
+                             note=f"extents of {', '.join(plan.key)}"))
     if plan.mode == "bucket":
         level = plan.storage.levels[1]
-        w.line("int spf_status = 0;")
-        w.line(f"spf_index_t *restrict spf_next = {plan.output.name}->{level.pointer};   "
-               "/* (zeroed) counts, then per bucket the next free position */")
-        return
+        out.append(t.Declare("int", "spf_status", "0"))
+        out.append(t.Declare("spf_index_t *restrict", "spf_next",
+                             f"{plan.output.name}->{level.pointer}",
+                             note="(zeroed) counts, then per bucket the next free position"))
+        return out
     if target == "output":
-        out = plan.output.name
-        w.line(f"{kernel}_cursor spf_cur;")
-        w.line(f"{kernel}_cursor_init(&spf_cur, spf_ext, {out}_size);")
-        w.line("int spf_status = 0;")
+        name = plan.output.name
+        out += [t.Declare(f"{kernel}_cursor", "spf_cur"),
+                t.Call(f"{kernel}_cursor_init(&spf_cur, spf_ext, {name}_size)"),
+                t.Declare("int", "spf_status", "0")]
     if plan.mode == "append":
-        w.line("int64_t spf_last = -1;   /* key of the entry appended last */")
+        out.append(t.Declare("int64_t", "spf_last", "-1", note="key of the entry appended last"))
     elif plan.mode == "workspace":
-        w.line("spf_workspace spf_ws;")
-        w.line(f"if (spf_ws_init(&spf_ws, {_workspace_size(plan)}, "
-               f"{'-1' if plan.ordered else '0'}))")
-        w.line("    goto spf_out_of_memory;")
+        out.append(t.Declare("spf_workspace", "spf_ws"))
+        out.append(_on_failure(f"spf_ws_init(&spf_ws, {_workspace_size(plan)}, "
+                               f"{'-1' if plan.ordered else '0'})", "spf_out_of_memory"))
         if plan.ordered:
-            w.line("int64_t spf_prefix = -1;   /* the group gathered in the workspace */")
+            out.append(t.Declare("int64_t", "spf_prefix", "-1",
+                                 note="the group gathered in the workspace"))
     elif target == "output":
-        w.line("spf_stream spf_entries = {0};")
+        out.append(t.Declare("spf_stream", "spf_entries", "{0}"))
     if target == "stream":
-        w.line(f"{plan.output.name}->n = 0;")
+        out.append(t.Assign(f"{plan.output.name}->n", "0"))
+    return out
 
 
-def bucket_start(plan: AssemblyPlan, kernel: str, inputs: list[str]) -> list[str]:
+def bucket_start(plan: AssemblyPlan, kernel: str, inputs: list[str]) -> list[t.Node]:
     """Bucket mode, before the scatter: count each bucket's entries (``<kernel>_histogram``)
     and turn the counts into the first position of each bucket."""
     out = plan.output.name
-    return [f"if ({kernel}_histogram(spf_next + 1{''.join(', ' + a for a in inputs)}))",
-            "    goto spf_out_of_memory;",
-            "for (int64_t spf_b = 0; spf_b < spf_ext[0]; ++spf_b)",
-            "    spf_next[spf_b + 1] += spf_next[spf_b];",
-            f"if (spf_next[spf_ext[0]] > {out}_size[1]) {{",
-            f"    spf_status = {CAPACITY};", "    goto spf_fail;", "}"]
+    return [_on_failure(f"{kernel}_histogram(spf_next + 1{''.join(', ' + a for a in inputs)})",
+                        "spf_out_of_memory"),
+            t.For("int64_t spf_b = 0", "spf_b < spf_ext[0]", "++spf_b",
+                  [t.Assign("spf_next[spf_b + 1]", "spf_next[spf_b]", "+=")], braces=False),
+            t.If(f"spf_next[spf_ext[0]] > {out}_size[1]",
+                 [t.Assign("spf_status", str(CAPACITY)), t.Goto("spf_fail")])]
 
 
-def histogram_statement(plan: AssemblyPlan) -> list[str]:
-    return [f"++spf_hist[{plan.key[0]}];"]
+def histogram_statement(plan: AssemblyPlan) -> list[t.Node]:
+    return [t.Call(f"++spf_hist[{plan.key[0]}]")]
 
 
-def statement(plan: AssemblyPlan, rhs: str, kernel: str, target: str) -> list[str]:
+def statement(plan: AssemblyPlan, rhs: str, kernel: str, target: str) -> list[t.Node]:
     out = plan.output.name
     n = len(plan.key)
     if plan.mode == "append":
         last = len(plan.storage.levels) - 1
-        return [f"const int64_t spf_key = {_linear(plan, range(n))};",
-                "if (spf_key != spf_last) {",
-                f"    if ((spf_status = {kernel}_append(&spf_cur, {out}, spf_key, {rhs})))",
-                "        goto spf_fail;",
-                "    spf_last = spf_key;",
-                "} else {   /* the same coordinates again */",
-                f"    {out}->{plan.storage.value_array}[spf_cur.pos{last}] += {rhs};",
-                "}"]
+        return [t.Declare("int64_t", "spf_key", _linear(plan, range(n)), const=True),
+                t.If("spf_key != spf_last",
+                     [_on_failure(f"(spf_status = {kernel}_append(&spf_cur, {out}, spf_key, "
+                                  f"{rhs}))", "spf_fail"),
+                      t.Assign("spf_last", "spf_key")],
+                     orelse=[t.Assign(f"{out}->{plan.storage.value_array}[spf_cur.pos{last}]",
+                                      rhs, "+=")],
+                     else_note="the same coordinates again")]
     if plan.mode == "bucket":
         level = plan.storage.levels[1]
-        return [f"const int64_t spf_q = spf_next[{plan.key[0]}]++;",
-                f"{out}->{level.coords[0][1]}[spf_q] = (spf_index_t){plan.key[1]};",
-                f"{out}->{plan.storage.value_array}[spf_q] = {rhs};"]
+        return [t.Declare("int64_t", "spf_q", f"spf_next[{plan.key[0]}]++", const=True),
+                t.Assign(f"{out}->{level.coords[0][1]}[spf_q]", f"(spf_index_t){plan.key[1]}"),
+                t.Assign(f"{out}->{plan.storage.value_array}[spf_q]", rhs)]
     if plan.mode == "sort":
         stream = "&spf_entries" if target == "output" else out
-        return [f"if (spf_stream_push({stream}, {_linear(plan, range(n))}, {rhs}))",
-                "    goto spf_out_of_memory;"]
-    lines = group_check(plan, kernel, target) if plan.group_level is None else []
-    lines.append(f"spf_ws_add(&spf_ws, {_linear(plan, range(plan.ordered, n))}, {rhs});")
-    return lines
+        return [_on_failure(f"spf_stream_push({stream}, {_linear(plan, range(n))}, {rhs})",
+                            "spf_out_of_memory")]
+    nodes = group_check(plan, kernel, target) if plan.group_level is None else []
+    nodes.append(t.Call(f"spf_ws_add(&spf_ws, {_linear(plan, range(plan.ordered, n))}, {rhs})"))
+    return nodes
 
 
-def group_check(plan: AssemblyPlan, kernel: str, target: str) -> list[str]:
+def group_check(plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
     """Flush the workspace when the ordered coordinates (the group) change: per statement
     instance, or once per iteration of ``plan.group_level``."""
     if plan.mode != "workspace" or not plan.ordered:
         return []
     out = plan.output.name
-    flush = (f"    if ((spf_status = {kernel}_flush(&spf_ws, &spf_cur, {out}, spf_group)))",
-             "        goto spf_fail;") if target == "output" else (
-             f"    if (spf_ws_flush(&spf_ws, {out}, spf_group))", "        goto spf_out_of_memory;")
-    return [f"const int64_t spf_group = {_linear(plan, range(plan.ordered))};",
-            "if (spf_group != spf_prefix) {", *flush, "    spf_prefix = spf_group;", "}"]
+    flush = _on_failure(f"(spf_status = {kernel}_flush(&spf_ws, &spf_cur, {out}, spf_group))",
+                        "spf_fail") if target == "output" else \
+        _on_failure(f"spf_ws_flush(&spf_ws, {out}, spf_group)", "spf_out_of_memory")
+    return [t.Declare("int64_t", "spf_group", _linear(plan, range(plan.ordered)), const=True),
+            t.If("spf_group != spf_prefix", [flush, t.Assign("spf_prefix", "spf_group")])]
 
 
-def finish(w, plan: AssemblyPlan, kernel: str, target: str) -> None:
+def finish(plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
     out = plan.output.name
     if target == "stream":
         if plan.mode == "sort":
-            w.line(f"spf_stream_sort_combine({out});")
-        else:
-            w.line(f"if (spf_ws.prefix >= 0 && spf_ws_flush(&spf_ws, {out}, -1))")
-            w.line("    goto spf_out_of_memory;")
-        return
+            return [t.Call(f"spf_stream_sort_combine({out})")]
+        return [_on_failure(f"spf_ws.prefix >= 0 && spf_ws_flush(&spf_ws, {out}, -1)",
+                            "spf_out_of_memory")]
     if plan.mode == "bucket":
-        level = plan.storage.levels[1]
-        w.line(f"{out}_size[0] = spf_ext[0];")
-        if plan.bucket_sorted and plan.unique:   # segments are final: only the pointers
-            w.line(f"{out}_size[1] = spf_next[spf_ext[0]];")
-            w.line("/* spf_next[b] is now where bucket b ends: shift to pointers */")
-            w.line("memmove(spf_next + 1, spf_next, sizeof(spf_index_t) * (size_t)spf_ext[0]);")
-            w.line("spf_next[0] = 0;")
-            return
-        sort = "0" if plan.bucket_sorted else "1"
-        w.line(f"{out}_size[1] = spf_bucket_finish(spf_ext[0], spf_next, "
-               f"{out}->{level.coords[0][1]}, {out}->{plan.storage.value_array}, {sort}, "
-               f"{int(not plan.unique)}, {int(plan.descending[1])});")
-        return
+        return _finish_buckets(plan)
+    nodes: list[t.Node] = []
     if plan.mode == "sort":
-        w.line("spf_stream_sort_combine(&spf_entries);")
-        w.line("for (int64_t spf_e = 0; spf_e < spf_entries.n; ++spf_e)")
-        w.line(f"    if ((spf_status = {kernel}_append(&spf_cur, {out}, spf_entries.key[spf_e], "
-               "spf_entries.val[spf_e])))")
-        w.line("        goto spf_fail;")
+        nodes += [t.Call("spf_stream_sort_combine(&spf_entries)"),
+                  t.For("int64_t spf_e = 0", "spf_e < spf_entries.n", "++spf_e",
+                        [_on_failure(f"(spf_status = {kernel}_append(&spf_cur, {out}, "
+                                     "spf_entries.key[spf_e], spf_entries.val[spf_e]))",
+                                     "spf_fail")], braces=False)]
     elif plan.mode == "workspace":
-        w.line(f"if (spf_ws.prefix >= 0 && (spf_status = {kernel}_flush(&spf_ws, &spf_cur, "
-               f"{out}, -1)))")
-        w.line("    goto spf_fail;")
-    w.line(f"{kernel}_finish(&spf_cur, {out}, {out}_size);")
+        nodes.append(_on_failure(f"spf_ws.prefix >= 0 && (spf_status = {kernel}_flush("
+                                 f"&spf_ws, &spf_cur, {out}, -1))", "spf_fail"))
+    nodes.append(t.Call(f"{kernel}_finish(&spf_cur, {out}, {out}_size)"))
+    return nodes
 
 
-def release(w, plan: AssemblyPlan, target: str) -> None:
+def _finish_buckets(plan: AssemblyPlan) -> list[t.Node]:
+    out = plan.output.name
+    level = plan.storage.levels[1]
+    nodes: list[t.Node] = [t.Assign(f"{out}_size[0]", "spf_ext[0]")]
+    if plan.bucket_sorted and plan.unique:   # segments are final: only the pointers
+        return nodes + [
+            t.Assign(f"{out}_size[1]", "spf_next[spf_ext[0]]"),
+            t.Comment("spf_next[b] is now where bucket b ends: shift to pointers"),
+            t.Call("memmove(spf_next + 1, spf_next, sizeof(spf_index_t) * (size_t)spf_ext[0])"),
+            t.Assign("spf_next[0]", "0")]
+    sort = "0" if plan.bucket_sorted else "1"
+    return nodes + [t.Assign(f"{out}_size[1]", f"spf_bucket_finish(spf_ext[0], spf_next, "
+                             f"{out}->{level.coords[0][1]}, {out}->{plan.storage.value_array}, "
+                             f"{sort}, {int(not plan.unique)}, {int(plan.descending[1])})")]
+
+
+def release(plan: AssemblyPlan, target: str) -> list[t.Node]:
     if plan.mode in ("bucket", "append"):   # they work in the output's own arrays
-        return
+        return []
     if plan.mode == "workspace":
-        w.line("spf_ws_free(&spf_ws);")
-    elif target == "output":
-        w.line("spf_stream_free(&spf_entries);")
+        return [t.Call("spf_ws_free(&spf_ws)")]
+    return [t.Call("spf_stream_free(&spf_entries)")] if target == "output" else []
 
 
 def functions(storage: Storage, kernel: str, struct: str, workspace: bool,

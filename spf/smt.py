@@ -279,17 +279,24 @@ class InstanceEncoder:
         :meth:`unsat`)."""
         solver = z3.Solver()
         solver.set("timeout", self.limit.timeout_ms)
-        solver.set("unsat_core", True)
         solver.add(*parts)
-        labels = {}
+        flags, labels = [], {}
         for n, (label, group) in enumerate(self.grouped_instances(self.terms, [])):
             flag = z3.Bool(f"spf_property_{n}")
             labels[str(flag)] = label
-            solver.assert_and_track(z3.And(*group), flag)
+            solver.add(z3.Implies(flag, z3.And(*group)))
+            flags.append(flag)
         self.terms = []
-        result = solver.check()
+        result = solver.check(*flags)
         if result == z3.unsat:
-            return Verdict("unsat", sorted(labels[str(c)] for c in solver.unsat_core()))
+            # Z3's own core depends on the solver's history; drop properties one by one in a
+            # fixed order instead, so the same proof cites the same properties every time
+            kept = list(flags)
+            for flag in flags:
+                trial = [f for f in kept if f is not flag]
+                if solver.check(*trial) == z3.unsat:
+                    kept = trial
+            return Verdict("unsat", sorted(labels[str(f)] for f in kept))
         if result == z3.sat:
             return Verdict("sat", [])
         return Verdict("unknown", [], self.limit.gave_up(solver, query, fallback))

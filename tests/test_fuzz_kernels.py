@@ -31,6 +31,7 @@ MATRIX_LAYOUTS = ["CSR", "CSR_unsorted", "CSC", "COO", "SortedCOO", "DCSR", "BCS
                   "ELL", "LowerTri", "DenseMatrix"]
 VECTOR_LAYOUTS = ["SV", "SV_unsorted", "SV_decreasing"]
 UNORDERED = {"COO", "SV_unsorted", "CSR_unsorted"}      # any storage order is valid
+MULTIPLE = {"COO", "SortedCOO"}     # a search by one coordinate matches several entries
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,15 +129,18 @@ def close(got, want) -> None:
 
 
 # --- SpMV and SpMSpV ------------------------------------------------------------------------
-FINDS = ["auto", "seqiter", "hashmap", "binsearch", "loop"]
+FINDS = ["auto", "seqiter", "densemap", "hashmap", "binsearch", "loop"]
 MATRIX_VECTOR = [(a, "DenseVector", "auto") for a in MATRIX_LAYOUTS + ["CUDAmma16x16"]] + \
     [(a, x, f) for a in MATRIX_LAYOUTS + ["CUDAmma16x16"] for x in VECTOR_LAYOUTS for f in FINDS]
 
 
 def refused(find: str, layouts: tuple[str, ...]) -> bool:
     """The only forced finds Z3 may refuse: an ordered search in an unordered operand (a
-    kernel whose loops need no lookup, e.g. a dense matrix times a sparse vector, takes any)."""
-    return find in ("seqiter", "binsearch") and bool(UNORDERED & set(layouts))
+    kernel whose loops need no lookup, e.g. a dense matrix times a sparse vector, takes any),
+    and a dense position map where a search matches several entries (a coordinate layout's
+    row k holds many)."""
+    return (find in ("seqiter", "binsearch") and bool(UNORDERED & set(layouts))) or \
+        (find == "densemap" and bool(MULTIPLE & set(layouts)))
 
 
 @st.composite

@@ -16,6 +16,7 @@ from typing import Callable
 import pytest
 
 import spf
+from conftest import assert_compiles_clean
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SPMV = "y(i) = A(i,j) * x(j)"
@@ -106,6 +107,12 @@ def test_generated_c_matches_golden(name):
     assert path.is_file(), f"no golden file {path.name}: run with SPF_UPDATE_GOLDEN=1"
     want = path.read_text()
     assert got == want, f"generated C of {name} changed:\n{_diff(want, got, name)}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_c_compiles_clean(name):
+    src = (GOLDEN / f"{name}.c").read_text()
+    assert_compiles_clean(src, ("-fopenmp",) if "#pragma omp" in src else ())
 
 
 def test_no_stale_golden_files():

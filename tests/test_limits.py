@@ -59,7 +59,7 @@ def _fig11(kernel: spf.Kernel) -> float:
 def test_finds_fall_back_to_the_guard_loop(z3_times_out):
     k = spf.Kernel(FIG11, FIG11_LAYOUTS, z3_timeout_ms=1)
     assert [d.chosen for d in k.decisions] == [None, None]
-    assert all(list(d.valid) == ["loop"] and d.runtime_alternative is None
+    assert all(list(d.valid) == ["loop"] and d.alternatives == []
                for d in k.decisions)
     report = k.report()
     assert f"{TIMED_OUT} Eq. 4 of SeqIter (forward while key < target) for the lookup of B" \

@@ -378,33 +378,42 @@ def test_tensor3(expr, layout):
 
 # -- find state and the run-time choice -----------------------------------------------------
 def test_spmspv_both_runtime_branches_run():
-    """CSR x SV with find='auto' keeps SeqIter with a HashMap alternative; x_few takes the
-    SeqIter branch (private state), x_half the HashMap branch (built before the region)."""
-    kernel, _, _ = kernels(SPMV, (("A", "CSR"), ("x", "SV")))
+    """CSR x SV with find='auto' keeps SeqIter with DenseMap and HashMap alternatives; x_few
+    takes the SeqIter branch (private state), x_half a map branch (built before the
+    region)."""
+    kernel, par, _ = kernels(SPMV, (("A", "CSR"), ("x", "SV")))
     (d,) = kernel.decisions
-    assert d.chosen.algorithm == "seqiter" and d.runtime_alternative.algorithm == "hashmap"
+    assert d.chosen.algorithm == "seqiter"
+    assert [c.algorithm for c in d.alternatives] == ["densemap", "hashmap"]
     src = kernel.c_source()
-    assert src.count(PRAGMA) == 2
+    assert src.count(PRAGMA) == 3
     assert f"{PRAGMA} private(spf_pos_x_p)" in src
-    a = matrix((300, 200), 0.03, 12)
+    a = matrix((300, 2000), 0.003, 12)
     nnz, rows = np.count_nonzero(a), a.shape[0]
-    for x, branch in ((few(200, 3, 3), "seqiter"), (vector(200, 0.5, 4), "hashmap")):
-        seq = nnz + rows * np.count_nonzero(x)
-        hsh = 3 * nnz + 2 * np.count_nonzero(x)
-        assert ("hashmap" if hsh < seq else "seqiter") == branch
+    for x, branch in ((few(2000, 3, 3), "seqiter"), (vector(2000, 0.5, 4), "densemap")):
+        seq = 4 * nnz + rows * np.count_nonzero(x)
+        dense = 4 * nnz + 8 * np.count_nonzero(x) + a.shape[1]
+        hsh = 12 * nnz + 4 * np.count_nonzero(x)
+        pick = "densemap" if dense < seq and dense <= hsh else \
+            "hashmap" if hsh < seq else "seqiter"
+        assert pick == branch
+        par.set_num_threads(2)
+        np.testing.assert_allclose(par(A=pack("CSR", a), x=pack("SV", x)), a @ x,
+                                   rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("layouts,algorithm", [
     ({"A": "CSR", "x": "SV"}, "seqiter"), ({"A": "DCSR", "x": "SV_decreasing"}, "seqiter"),
     ({"A": "CSR", "x": "SV"}, "hashmap"), ({"A": "BCSR", "x": "SV"}, "binsearch"),
-    ({"A": "ELL", "x": "SV_unsorted"}, "hashmap")])
+    ({"A": "ELL", "x": "SV_unsorted"}, "hashmap"), ({"A": "CSR", "x": "SV"}, "densemap"),
+    ({"A": "ELL", "x": "SV_unsorted"}, "densemap")])
 def test_forced_find_in_parallel_loop(layouts, algorithm):
     la = layouts["A"]
     params = {"A": SPMV_PARAMS[la]} if la in SPMV_PARAMS else None
     k = spf.Kernel(SPMV, layouts, find=algorithm, parallel=True, params=params)
     assert k.parallel_loop == "A_pi"
     (d,) = k.decisions
-    assert d.chosen.algorithm == algorithm and d.runtime_alternative is None
+    assert d.chosen.algorithm == algorithm and d.alternatives == []
     check_c(k, SPMV, layouts)
     assert_compiles_clean(k.c_source(), ("-fopenmp",))
     f = k.compile()
@@ -423,7 +432,7 @@ def test_seqiter_shared_by_dot_iterations_is_replaced():
     serial = spf.Kernel(DOT, {"A": "SV", "B": "SV"})
     assert serial.decisions[0].chosen.algorithm == "seqiter"
     par = spf.Kernel(DOT, {"A": "SV", "B": "SV"}, parallel=True)
-    assert par.decisions[0].chosen.algorithm in ("hashmap", "binsearch")
+    assert par.decisions[0].chosen.algorithm in ("densemap", "hashmap", "binsearch")
     assert "spf_pos_" not in par.c_source()
 
 

@@ -118,7 +118,7 @@ def test_generate_help_lists_every_find():
     out = subprocess.run([sys.executable, "-m", "spf", "generate", "--help"],
                          capture_output=True, text=True, check=True).stdout
     flat = " ".join(out.split())
-    assert "auto, seqiter, hashmap, binsearch, loop" in flat
+    assert "auto, seqiter, densemap, hashmap, binsearch, loop" in flat
 
 
 # --- every read in bounds, for layouts that declare no property ---------------------------

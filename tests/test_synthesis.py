@@ -33,14 +33,14 @@ import pytest
 import spf
 import spf.runtime
 from conftest import assert_compiles_clean
-from spf.synthesis import _Checker
+from spf.finds.checks import Checker as _Checker
 
 ROOT = Path(__file__).resolve().parent.parent
 SPMV = "y(i) = A(i,j) * x(j)"
 SPMSPM = "C(i,j) = A(i,k) * B(k,j)"
 DOT = "v = A(i) * B(i)"
 FIG11 = "v = A(i) * B(i) * C(i)"
-FINDS = ("auto", "seqiter", "hashmap", "binsearch", "loop")
+FINDS = ("auto", "seqiter", "densemap", "hashmap", "binsearch", "loop")
 PERMUTED = ["x.p", "A.pi", "A.pj"]     # Sec. 7.2: iterate x, find in A
 TOL = dict(rtol=1e-12, atol=1e-12)
 
@@ -236,7 +236,7 @@ def test_fig2d_structure():
     k, _ = kernel_ok(DOT, {"A": "SV", "B": "SV"})
     (d,) = k.decisions
     assert d.find.use.name == "B" and d.chosen.algorithm == "seqiter"
-    assert d.chosen.state == [] and d.runtime_alternative is None
+    assert d.chosen.state == [] and d.alternatives == []
     src = body(k.c_source())
     assert src.count("for (") == 1, src
     loop = src.index("for (spf_index_t A_p = 0; A_p < A->len; ++A_p)")
@@ -286,7 +286,9 @@ def test_fig11_decisions():
     assert set(by) == {"B", "C"}
     assert by["B"].chosen.algorithm == "seqiter"
     assert by["B"].chosen.direction == -1
-    assert by["C"].chosen.algorithm == "hashmap"
+    # unsorted C: a dense position map, or the hash map when the map's size costs more
+    assert by["C"].chosen.algorithm == "densemap"
+    assert [c.algorithm for c in by["C"].alternatives] == ["hashmap"]
     assert "seqiter" in by["C"].rejected and "binsearch" in by["C"].rejected
     assert "--spf_pos_B_p;" in k.c_source()
 
@@ -375,7 +377,7 @@ def test_spmspv_matrix(a_layout, a_params, x_layout, find):
     if find != "auto":
         assert algo == find
     if x_layout == "SV_unsorted":
-        assert algo in ("hashmap", "loop")
+        assert algo in ("densemap", "hashmap", "loop")
     for kind, shape, seed, xkind in SPMSPV_CASES:
         dense, A = packed_matrix(a_layout, _freeze(a_params), kind, shape, seed)
         x, X = packed_vector(x_layout, xkind, shape[1], seed)
@@ -390,38 +392,55 @@ AUTO_LAYOUTS = [("CSR", {}), ("DCSR", {}), ("COO", {}), ("SortedCOO", {}), ("BCS
                 ("BCSR", {"B": 3})]
 
 
-def test_auto_source_has_both_templates():
+def test_auto_source_has_every_linear_template():
     k, _ = kernel_ok(SPMV, {"A": "CSR", "x": "SV"})
     (d,) = k.decisions
-    assert d.chosen.algorithm == "seqiter" and d.runtime_alternative.algorithm == "hashmap"
+    assert d.chosen.algorithm == "seqiter"
+    assert [c.algorithm for c in d.alternatives] == ["densemap", "hashmap"]
     src = body(k.c_source())
-    assert "spf_hash_find" in src and "while (" in src
-    assert "spf_cost_hashmap < spf_cost_seqiter" in src
+    assert "spf_hash_find" in src and "while (" in src and "spf_dmap_x_p[j]" in src
+    assert ("if (spf_cost_densemap < spf_cost_seqiter && spf_cost_densemap <= "
+            "spf_cost_hashmap) {") in src
+    assert "} else if (spf_cost_hashmap < spf_cost_seqiter) {" in src
+    assert "run-time alternative: densemap" in k.report()
     assert "run-time alternative: hashmap" in k.report()
+
+
+BRANCHES = {"densemap": "if (spf_cost_densemap < spf_cost_seqiter && spf_cost_densemap <= "
+                        "spf_cost_hashmap) {",
+            "hashmap": "} else if (spf_cost_hashmap < spf_cost_seqiter) {",
+            "seqiter": "} else {"}
 
 
 @pytest.mark.parametrize("a_layout,a_params", AUTO_LAYOUTS,
                          ids=[lid(a, p) for a, p in AUTO_LAYOUTS])
-def test_auto_runs_both_branches(a_layout, a_params):
-    """Instrumented: a very sparse x takes the SeqIter branch, a nearly dense x the HashMap
-    branch; both give numpy's result."""
+def test_auto_runs_every_branch(a_layout, a_params):
+    """Instrumented: a very sparse x takes the SeqIter branch; a dense x the DenseMap branch
+    when A has many entries, the HashMap branch when A has so few that zeroing the map and
+    filling it costs more (cost model: DenseMap 4 W + 8 L + n, HashMap 12 W + 4 L); every
+    branch gives numpy's result."""
     k = fresh_source(SPMV, {"A": a_layout, "x": "SV"}, params={"A": a_params})
-    assert k.decisions[0].runtime_alternative is not None
     src = k.c_source()
-    cond = "if (spf_cost_hashmap < spf_cost_seqiter) {"
-    assert src.count(cond) == 1
-    src = declare(src.replace(cond, cond + " ++spf_hash_runs;"), ["spf_hash_runs"])
-    # nonzeros in the first columns only: few BCSR blocks (the cost counts stored slots)
-    dense = matrix("random", (200, 400), 11)
-    dense[:, 8:] = 0.0
-    A = pack(a_layout, dense, a_params)
-    branches = {}
-    for xkind in ("very_sparse", "dense"):
+    counters = [f"spf_runs_{name}" for name in BRANCHES]
+    for name, cond in BRANCHES.items():
+        assert src.count(cond) == 1, cond
+        src = src.replace(cond, f"{cond} ++spf_runs_{name};")
+    src = declare(src, counters)
+    many = np.zeros((200, 400))
+    many[:, :8] = matrix("random", (200, 8), 11) + 2.0      # 1600 entries in 8 columns
+    few = np.zeros((200, 400))
+    few[:8, :8] = matrix("random", (8, 8), 12) + 2.0        # 64: one BCSR block
+    taken = {}
+    for case, dense, xkind in (("seqiter", many, "very_sparse"), ("densemap", many, "dense"),
+                               ("hashmap", few, "dense")):
         x = vector(xkind, 400, 3)
-        y, n = run_instrumented(k, src, ["spf_hash_runs"], A=A, x=pack("SV", x))
+        y, n = run_instrumented(k, src, counters, A=pack(a_layout, dense, a_params),
+                                x=pack("SV", x))
         np.testing.assert_allclose(y, dense @ x, **TOL)
-        branches[xkind] = n["spf_hash_runs"]
-    assert branches == {"very_sparse": 0, "dense": 1}
+        taken[case] = [name for name in BRANCHES if n[f"spf_runs_{name}"]]
+    # unsorted COO keeps one SeqIter position per row value (R_s = rows): the map is cheaper
+    sparse_x = ["densemap"] if a_layout == "COO" else ["seqiter"]
+    assert taken == {"seqiter": sparse_x, "densemap": ["densemap"], "hashmap": ["hashmap"]}
 
 
 def test_auto_keeps_one_state_per_row_when_the_range_depends_on_it():
@@ -444,11 +463,11 @@ def test_auto_prefers_binsearch_to_a_per_search_state():
     HashMap is built once and wins."""
     k, _ = kernel_ok(DOT, {"A": "SV_unsorted", "B": "SV"})
     (d,) = k.decisions
-    assert d.chosen.algorithm == "hashmap" and d.chosen.state == []
-    assert d.runtime_alternative is None
+    assert d.chosen.algorithm == "densemap" and d.chosen.state == []
+    assert [(c.algorithm, c.state) for c in d.alternatives] == [("hashmap", [])]
     assert d.valid["seqiter"].state == ["A_p"]
     from spf.synthesis import Choice, _auto
-    valid = {"seqiter": Choice("seqiter", state=["A_p"], init_level=d.find.level),
+    valid = {"seqiter": Choice("seqiter", state=["A_p"], init_level=d.find.level, stateful=True),
              "binsearch": Choice("binsearch"), "loop": Choice("loop")}
     assert _auto(k.nest, d.find, valid)[0].algorithm == "binsearch"
 
@@ -561,6 +580,9 @@ SPMSPM_ITEMS = [pytest.param(a, pa, b, pb, f, id=f"{lid(a, pa)}x{lid(b, pb)}-{f}
 def test_spmspm(a, pa, b, pb, find):
     k, f, err = build(SPMSPM, {"A": a, "B": b}, find, {"A": pa, "B": pb})
     unsorted = b == "COO"
+    if err is not None and find == "densemap":    # B's rows hold several entries per k
+        assert "a search can match several positions" in str(err)
+        return
     if err is not None:
         assert unsorted and find in ("seqiter", "binsearch"), str(err)
         assert "COO declares no order property" in str(err)
@@ -669,7 +691,8 @@ def test_report_fig11():
     text = k.report()
     assert "find B at B_p" in text and "find C at C_p" in text
     assert "chosen: seqiter, backward" in text
-    assert "chosen: hashmap" in text
+    assert "chosen: densemap, map over [0, A.size)" in text
+    assert "run-time alternative: hashmap" in text
     assert "state indices" in text
     assert "template arguments" in text
     c_part = text[text.index("find C at C_p"):]

@@ -3,7 +3,7 @@
  *   A: SV
  *   B: SV_unsorted
  * Loop order: A_p, i, B_p
- * Find B_p in B: hashmap
+ * Find B_p in B: densemap, or hashmap chosen at run time
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +11,8 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+
+static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Open-addressing hash map from a coordinate to the positions holding it (HashMap find).
  * Positions with equal keys are chained through next[] in increasing order. */
@@ -109,29 +111,68 @@ typedef struct spf_SV_unsorted {
 
 int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_unsorted *restrict B)
 {
+    spf_index_t *spf_dmap_B_p = NULL;
+    spf_index_t spf_dlo_B_p = 0;
+    spf_index_t spf_dend_B_p = 0;
     spf_hash spf_map_B_p = {0};
     *v = 0.0;
-    double spf_acc = 0.0;
-    /* HashMap for the find of B_p: coordinate -> positions in [0, B->len - 1] */
-    if (spf_hash_reset(&spf_map_B_p, 0, B->len) != 0)
-        goto spf_out_of_memory;
-    for (spf_index_t spf_q_B_p = B->len - 1; spf_q_B_p >= 0; --spf_q_B_p)
-        spf_hash_insert(&spf_map_B_p, B->idx[spf_q_B_p], spf_q_B_p);
-    for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
-        const spf_index_t i = A->idx[A_p];
-        /* find B_p in [0, B->len - 1] with B->idx[B_p] == i
-         * HashMap: looks the coordinate up in a map built over the range;
-         * valid because the searched range is fixed between builds; state indices {}. */
-        const spf_index_t spf_hit_B_p = spf_hash_find(&spf_map_B_p, i);
-        if (spf_hit_B_p >= 0) {
-            const spf_index_t B_p = spf_hit_B_p;
-            spf_acc += A->val[A_p] * B->val[B_p];
+    /* Auto: DenseMap and HashMap are both valid; pick the cheaper from the operand sizes:
+     * cost(DenseMap) = 4 * W + 8 * R_densemap * L + X,
+     * cost(HashMap) = 12 * W + 4 * R_hashmap * L
+     * (W searches, L range length, R state resets, X map size; see CostModel). */
+    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(A->len)) + 8 * (int64_t)(B->len) + (int64_t)(A->size);
+    const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(A->len)) + 4 * (int64_t)(B->len);
+    if (spf_cost_hashmap < spf_cost_densemap) {
+        double spf_acc = 0.0;
+        /* HashMap for the find of B_p: coordinate -> positions in [0, B->len - 1] */
+        if (spf_hash_reset(&spf_map_B_p, 0, B->len) != 0)
+            goto spf_out_of_memory;
+        for (spf_index_t spf_q_B_p = B->len - 1; spf_q_B_p >= 0; --spf_q_B_p)
+            spf_hash_insert(&spf_map_B_p, B->idx[spf_q_B_p], spf_q_B_p);
+        for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
+            const spf_index_t i = A->idx[A_p];
+            /* find B_p in [0, B->len - 1] with B->idx[B_p] == i
+             * HashMap: looks the coordinate up in a map built over the range;
+             * valid because the searched range is fixed between builds; state indices {}. */
+            const spf_index_t spf_hit_B_p = spf_hash_find(&spf_map_B_p, i);
+            if (spf_hit_B_p >= 0) {
+                const spf_index_t B_p = spf_hit_B_p;
+                spf_acc += A->val[A_p] * B->val[B_p];
+            }
         }
+        *v += spf_acc;
+    } else {
+        double spf_acc = 0.0;
+        if (!spf_dmap_B_p) {
+            spf_dmap_B_p = calloc((size_t)spf_max(1, A->size), sizeof(spf_index_t));
+            if (!spf_dmap_B_p)
+                goto spf_out_of_memory;
+        }
+        /* DenseMap for the find of B_p: coordinate -> position + 1 in [0, B->len - 1] (0: none) */
+        for (spf_index_t spf_q_B_p = spf_dlo_B_p; spf_q_B_p < spf_dend_B_p; ++spf_q_B_p)   /* clear the previous range */
+            if (B->idx[spf_q_B_p] >= 0 && B->idx[spf_q_B_p] < A->size) spf_dmap_B_p[B->idx[spf_q_B_p]] = 0;
+        for (spf_index_t spf_q_B_p = 0; spf_q_B_p < B->len; ++spf_q_B_p)
+            if (B->idx[spf_q_B_p] >= 0 && B->idx[spf_q_B_p] < A->size) spf_dmap_B_p[B->idx[spf_q_B_p]] = spf_q_B_p + 1;
+        spf_dlo_B_p = 0;
+        spf_dend_B_p = B->len;
+        for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
+            const spf_index_t i = A->idx[A_p];
+            /* find B_p in [0, B->len - 1] with B->idx[B_p] == i
+             * DenseMap: reads the position from a map indexed by the coordinate;
+             * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
+            const spf_index_t spf_hit_B_p = (i >= 0 && i < A->size) ? spf_dmap_B_p[i] - 1 : -1;
+            if (spf_hit_B_p >= 0) {
+                const spf_index_t B_p = spf_hit_B_p;
+                spf_acc += A->val[A_p] * B->val[B_p];
+            }
+        }
+        *v += spf_acc;
     }
-    *v += spf_acc;
+    free(spf_dmap_B_p);
     spf_hash_free(&spf_map_B_p);
     return 0;
 spf_out_of_memory:
+    free(spf_dmap_B_p);
     spf_hash_free(&spf_map_B_p);
     return 1;
 }

@@ -470,7 +470,7 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
 int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *restrict A, const spf_CSR *restrict B)
 {
     spf_index_t spf_pos_B_pj = 0;
-    /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i, j); entries arrive in storage order; equal neighbours are added; Z3 proved (i, j) non-decreasing (A: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a'); B: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')). */
+    /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i, j); entries arrive in storage order; equal neighbours are added; Z3 proved (i, j) non-decreasing (A: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')). */
     const int64_t spf_ext[2] = {A->numRows, A->numCols};   /* extents of i, j */
     spf_kernel_cursor spf_cur;
     spf_kernel_cursor_init(&spf_cur, spf_ext, C_size);

@@ -3,7 +3,7 @@
  *   A: CSR
  *   x: SV
  * Loop order: A_pi, i, A_pj, j, x_p
- * Find x_p in x: seqiter, or hashmap chosen at run time
+ * Find x_p in x: seqiter, or densemap or hashmap chosen at run time
  * Output y: assembled in SV (entries appended in storage order by spf_kernel_append; arrays sized by spf_kernel_bound)
  */
 #include <stdint.h>
@@ -12,6 +12,8 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+
+static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Open-addressing hash map from a coordinate to the positions holding it (HashMap find).
  * Positions with equal keys are chained through next[] in increasing order. */
@@ -511,14 +513,47 @@ static void spf_kernel_finish(const spf_kernel_cursor *restrict c, spf_SV *restr
 int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, const spf_SV *restrict x)
 {
     spf_index_t spf_pos_x_p = 0;
+    spf_index_t *spf_dmap_x_p = NULL;
+    spf_index_t spf_dlo_x_p = 0;
+    spf_index_t spf_dend_x_p = 0;
     spf_hash spf_map_x_p = {0};
     int64_t spf_n = 0;
-    /* Auto: SeqIter and HashMap are both valid; pick the cheaper from the operand
-     * sizes: cost(SeqIter) = 4 * W + R_s * L, cost(HashMap) = 12 * W + 4 * R_h * L
-     * (W searches, L range length, R_s / R_h state resets; see CostModel). */
+    /* Auto: SeqIter, DenseMap and HashMap are all valid; pick the cheapest from the operand sizes:
+     * cost(SeqIter) = 4 * W + R_seqiter * L,
+     * cost(DenseMap) = 4 * W + 8 * R_densemap * L + X,
+     * cost(HashMap) = 12 * W + 4 * R_hashmap * L
+     * (W searches, L range length, R state resets, X map size; see CostModel). */
     const int64_t spf_cost_seqiter = 4 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + (int64_t)(A->numRows) * (int64_t)(x->len);
+    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + 8 * (int64_t)(x->len) + (int64_t)(A->numCols);
     const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + 4 * (int64_t)(x->len);
-    if (spf_cost_hashmap < spf_cost_seqiter) {
+    if (spf_cost_densemap < spf_cost_seqiter && spf_cost_densemap <= spf_cost_hashmap) {
+        if (!spf_dmap_x_p) {
+            spf_dmap_x_p = calloc((size_t)spf_max(1, A->numCols), sizeof(spf_index_t));
+            if (!spf_dmap_x_p)
+                goto spf_out_of_memory;
+        }
+        /* DenseMap for the find of x_p: coordinate -> position + 1 in [0, x->len - 1] (0: none) */
+        for (spf_index_t spf_q_x_p = spf_dlo_x_p; spf_q_x_p < spf_dend_x_p; ++spf_q_x_p)   /* clear the previous range */
+            if (x->idx[spf_q_x_p] >= 0 && x->idx[spf_q_x_p] < A->numCols) spf_dmap_x_p[x->idx[spf_q_x_p]] = 0;
+        for (spf_index_t spf_q_x_p = 0; spf_q_x_p < x->len; ++spf_q_x_p)
+            if (x->idx[spf_q_x_p] >= 0 && x->idx[spf_q_x_p] < A->numCols) spf_dmap_x_p[x->idx[spf_q_x_p]] = spf_q_x_p + 1;
+        spf_dlo_x_p = 0;
+        spf_dend_x_p = x->len;
+        for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+            for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
+                const spf_index_t j = A->colIdx[A_pj];
+                /* find x_p in [0, x->len - 1] with x->idx[x_p] == j
+                 * DenseMap: reads the position from a map indexed by the coordinate;
+                 * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
+                const spf_index_t spf_hit_x_p = (j >= 0 && j < A->numCols) ? spf_dmap_x_p[j] - 1 : -1;
+                if (spf_hit_x_p >= 0) {
+                    const spf_index_t x_p = spf_hit_x_p;
+                    (void)x_p;
+                    ++spf_n;
+                }
+            }
+        }
+    } else if (spf_cost_hashmap < spf_cost_seqiter) {
         /* HashMap for the find of x_p: coordinate -> positions in [0, x->len - 1] */
         if (spf_hash_reset(&spf_map_x_p, 0, x->len) != 0)
             goto spf_out_of_memory;
@@ -538,8 +573,7 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
                 }
             }
         }
-    }
-    else {
+    } else {
         for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
             spf_pos_x_p = 0;
             for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
@@ -558,9 +592,11 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
         }
     }
     *spf_bound = spf_n;
+    free(spf_dmap_x_p);
     spf_hash_free(&spf_map_x_p);
     return 0;
 spf_out_of_memory:
+    free(spf_dmap_x_p);
     spf_hash_free(&spf_map_x_p);
     return 1;
 }
@@ -569,6 +605,9 @@ spf_out_of_memory:
 int spf_kernel(spf_SV *restrict y, int64_t *restrict y_size, const spf_CSR *restrict A, const spf_SV *restrict x)
 {
     spf_index_t spf_pos_x_p = 0;
+    spf_index_t *spf_dmap_x_p = NULL;
+    spf_index_t spf_dlo_x_p = 0;
+    spf_index_t spf_dend_x_p = 0;
     spf_hash spf_map_x_p = {0};
     /* output y (SV) assembled in storage order (i); ordered by the loops: (i); entries arrive in storage order; equal neighbours are added; Z3 proved (i) non-decreasing (affine constraints). */
     const int64_t spf_ext[1] = {A->numRows};   /* extents of i */
@@ -576,12 +615,49 @@ int spf_kernel(spf_SV *restrict y, int64_t *restrict y_size, const spf_CSR *rest
     spf_kernel_cursor_init(&spf_cur, spf_ext, y_size);
     int spf_status = 0;
     int64_t spf_last = -1;   /* key of the entry appended last */
-    /* Auto: SeqIter and HashMap are both valid; pick the cheaper from the operand
-     * sizes: cost(SeqIter) = 4 * W + R_s * L, cost(HashMap) = 12 * W + 4 * R_h * L
-     * (W searches, L range length, R_s / R_h state resets; see CostModel). */
+    /* Auto: SeqIter, DenseMap and HashMap are all valid; pick the cheapest from the operand sizes:
+     * cost(SeqIter) = 4 * W + R_seqiter * L,
+     * cost(DenseMap) = 4 * W + 8 * R_densemap * L + X,
+     * cost(HashMap) = 12 * W + 4 * R_hashmap * L
+     * (W searches, L range length, R state resets, X map size; see CostModel). */
     const int64_t spf_cost_seqiter = 4 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + (int64_t)(A->numRows) * (int64_t)(x->len);
+    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + 8 * (int64_t)(x->len) + (int64_t)(A->numCols);
     const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + 4 * (int64_t)(x->len);
-    if (spf_cost_hashmap < spf_cost_seqiter) {
+    if (spf_cost_densemap < spf_cost_seqiter && spf_cost_densemap <= spf_cost_hashmap) {
+        if (!spf_dmap_x_p) {
+            spf_dmap_x_p = calloc((size_t)spf_max(1, A->numCols), sizeof(spf_index_t));
+            if (!spf_dmap_x_p)
+                goto spf_out_of_memory;
+        }
+        /* DenseMap for the find of x_p: coordinate -> position + 1 in [0, x->len - 1] (0: none) */
+        for (spf_index_t spf_q_x_p = spf_dlo_x_p; spf_q_x_p < spf_dend_x_p; ++spf_q_x_p)   /* clear the previous range */
+            if (x->idx[spf_q_x_p] >= 0 && x->idx[spf_q_x_p] < A->numCols) spf_dmap_x_p[x->idx[spf_q_x_p]] = 0;
+        for (spf_index_t spf_q_x_p = 0; spf_q_x_p < x->len; ++spf_q_x_p)
+            if (x->idx[spf_q_x_p] >= 0 && x->idx[spf_q_x_p] < A->numCols) spf_dmap_x_p[x->idx[spf_q_x_p]] = spf_q_x_p + 1;
+        spf_dlo_x_p = 0;
+        spf_dend_x_p = x->len;
+        for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+            const spf_index_t i = A_pi;
+            for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
+                const spf_index_t j = A->colIdx[A_pj];
+                /* find x_p in [0, x->len - 1] with x->idx[x_p] == j
+                 * DenseMap: reads the position from a map indexed by the coordinate;
+                 * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
+                const spf_index_t spf_hit_x_p = (j >= 0 && j < A->numCols) ? spf_dmap_x_p[j] - 1 : -1;
+                if (spf_hit_x_p >= 0) {
+                    const spf_index_t x_p = spf_hit_x_p;
+                    const int64_t spf_key = (int64_t)i;
+                    if (spf_key != spf_last) {
+                        if ((spf_status = spf_kernel_append(&spf_cur, y, spf_key, A->data[A_pj] * x->val[x_p])))
+                            goto spf_fail;
+                        spf_last = spf_key;
+                    } else {   /* the same coordinates again */
+                        y->val[spf_cur.pos0] += A->data[A_pj] * x->val[x_p];
+                    }
+                }
+            }
+        }
+    } else if (spf_cost_hashmap < spf_cost_seqiter) {
         /* HashMap for the find of x_p: coordinate -> positions in [0, x->len - 1] */
         if (spf_hash_reset(&spf_map_x_p, 0, x->len) != 0)
             goto spf_out_of_memory;
@@ -608,8 +684,7 @@ int spf_kernel(spf_SV *restrict y, int64_t *restrict y_size, const spf_CSR *rest
                 }
             }
         }
-    }
-    else {
+    } else {
         for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
             const spf_index_t i = A_pi;
             spf_pos_x_p = 0;
@@ -635,11 +710,13 @@ int spf_kernel(spf_SV *restrict y, int64_t *restrict y_size, const spf_CSR *rest
         }
     }
     spf_kernel_finish(&spf_cur, y, y_size);
+    free(spf_dmap_x_p);
     spf_hash_free(&spf_map_x_p);
     return 0;
 spf_out_of_memory:
     spf_status = 1;
 spf_fail:
+    free(spf_dmap_x_p);
     spf_hash_free(&spf_map_x_p);
     return spf_status;
 }

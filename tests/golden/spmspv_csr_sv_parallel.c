@@ -4,7 +4,7 @@
  *   x: SV
  *   y: DenseVector
  * Loop order: A_pi, i, y_p0, A_pj, j, x_p
- * Find x_p in x: seqiter, or hashmap chosen at run time
+ * Find x_p in x: seqiter, or densemap or hashmap chosen at run time
  * Parallel (OpenMP): loop A_pi
  */
 #include <stdint.h>
@@ -13,6 +13,8 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+
+static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Open-addressing hash map from a coordinate to the positions holding it (HashMap find).
  * Positions with equal keys are chained through next[] in increasing order. */
@@ -119,13 +121,49 @@ typedef struct spf_SV {
 int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf_SV *restrict x)
 {
     spf_index_t spf_pos_x_p = 0;
+    spf_index_t *spf_dmap_x_p = NULL;
+    spf_index_t spf_dlo_x_p = 0;
+    spf_index_t spf_dend_x_p = 0;
     spf_hash spf_map_x_p = {0};
-    /* Auto: SeqIter and HashMap are both valid; pick the cheaper from the operand
-     * sizes: cost(SeqIter) = 4 * W + R_s * L, cost(HashMap) = 12 * W + 4 * R_h * L
-     * (W searches, L range length, R_s / R_h state resets; see CostModel). */
+    /* Auto: SeqIter, DenseMap and HashMap are all valid; pick the cheapest from the operand sizes:
+     * cost(SeqIter) = 4 * W + R_seqiter * L,
+     * cost(DenseMap) = 4 * W + 8 * R_densemap * L + X,
+     * cost(HashMap) = 12 * W + 4 * R_hashmap * L
+     * (W searches, L range length, R state resets, X map size; see CostModel). */
     const int64_t spf_cost_seqiter = 4 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + (int64_t)(A->numRows) * (int64_t)(x->len);
+    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + 8 * (int64_t)(x->len) + (int64_t)(A->numCols);
     const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + 4 * (int64_t)(x->len);
-    if (spf_cost_hashmap < spf_cost_seqiter) {
+    if (spf_cost_densemap < spf_cost_seqiter && spf_cost_densemap <= spf_cost_hashmap) {
+        if (!spf_dmap_x_p) {
+            spf_dmap_x_p = calloc((size_t)spf_max(1, A->numCols), sizeof(spf_index_t));
+            if (!spf_dmap_x_p)
+                goto spf_out_of_memory;
+        }
+        /* DenseMap for the find of x_p: coordinate -> position + 1 in [0, x->len - 1] (0: none) */
+        for (spf_index_t spf_q_x_p = spf_dlo_x_p; spf_q_x_p < spf_dend_x_p; ++spf_q_x_p)   /* clear the previous range */
+            if (x->idx[spf_q_x_p] >= 0 && x->idx[spf_q_x_p] < A->numCols) spf_dmap_x_p[x->idx[spf_q_x_p]] = 0;
+        for (spf_index_t spf_q_x_p = 0; spf_q_x_p < x->len; ++spf_q_x_p)
+            if (x->idx[spf_q_x_p] >= 0 && x->idx[spf_q_x_p] < A->numCols) spf_dmap_x_p[x->idx[spf_q_x_p]] = spf_q_x_p + 1;
+        spf_dlo_x_p = 0;
+        spf_dend_x_p = x->len;
+        #pragma omp parallel for schedule(guided,32)
+        for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+            const spf_index_t y_p0 = A_pi;
+            double spf_acc = 0.0;
+            for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
+                const spf_index_t j = A->colIdx[A_pj];
+                /* find x_p in [0, x->len - 1] with x->idx[x_p] == j
+                 * DenseMap: reads the position from a map indexed by the coordinate;
+                 * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
+                const spf_index_t spf_hit_x_p = (j >= 0 && j < A->numCols) ? spf_dmap_x_p[j] - 1 : -1;
+                if (spf_hit_x_p >= 0) {
+                    const spf_index_t x_p = spf_hit_x_p;
+                    spf_acc += A->data[A_pj] * x->val[x_p];
+                }
+            }
+            y->data[y_p0] = spf_acc;
+        }
+    } else if (spf_cost_hashmap < spf_cost_seqiter) {
         /* HashMap for the find of x_p: coordinate -> positions in [0, x->len - 1] */
         if (spf_hash_reset(&spf_map_x_p, 0, x->len) != 0)
             goto spf_out_of_memory;
@@ -148,8 +186,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf
             }
             y->data[y_p0] = spf_acc;
         }
-    }
-    else {
+    } else {
         #pragma omp parallel for schedule(guided,32) private(spf_pos_x_p)
         for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
             const spf_index_t y_p0 = A_pi;
@@ -170,9 +207,11 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf
             y->data[y_p0] = spf_acc;
         }
     }
+    free(spf_dmap_x_p);
     spf_hash_free(&spf_map_x_p);
     return 0;
 spf_out_of_memory:
+    free(spf_dmap_x_p);
     spf_hash_free(&spf_map_x_p);
     return 1;
 }

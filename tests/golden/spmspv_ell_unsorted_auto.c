@@ -4,7 +4,7 @@
  *   x: SV_unsorted
  *   y: DenseVector
  * Loop order: A_pi, i, y_p0, A_pk, j, x_p
- * Find x_p in x: hashmap
+ * Find x_p in x: densemap, or hashmap chosen at run time
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +12,8 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+
+static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Open-addressing hash map from a coordinate to the positions holding it (HashMap find).
  * Positions with equal keys are chained through next[] in increasing order. */
@@ -117,31 +119,73 @@ typedef struct spf_SV_unsorted {
 
 int spf_kernel(spf_DenseVector *restrict y, const spf_ELL *restrict A, const spf_SV_unsorted *restrict x)
 {
+    spf_index_t *spf_dmap_x_p = NULL;
+    spf_index_t spf_dlo_x_p = 0;
+    spf_index_t spf_dend_x_p = 0;
     spf_hash spf_map_x_p = {0};
-    /* HashMap for the find of x_p: coordinate -> positions in [0, x->len - 1] */
-    if (spf_hash_reset(&spf_map_x_p, 0, x->len) != 0)
-        goto spf_out_of_memory;
-    for (spf_index_t spf_q_x_p = x->len - 1; spf_q_x_p >= 0; --spf_q_x_p)
-        spf_hash_insert(&spf_map_x_p, x->idx[spf_q_x_p], spf_q_x_p);
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
-        const spf_index_t y_p0 = A_pi;
-        double spf_acc = 0.0;
-        for (spf_index_t A_pk = 0; A_pk < A->width; ++A_pk) {
-            const spf_index_t j = A->colIdx[(int64_t)(A_pi) * A->width + A_pk];
-            /* find x_p in [0, x->len - 1] with x->idx[x_p] == j
-             * HashMap: looks the coordinate up in a map built over the range;
-             * valid because the searched range is fixed between builds; state indices {}. */
-            const spf_index_t spf_hit_x_p = spf_hash_find(&spf_map_x_p, j);
-            if (spf_hit_x_p >= 0) {
-                const spf_index_t x_p = spf_hit_x_p;
-                spf_acc += A->data[(int64_t)(A_pi) * A->width + A_pk] * x->val[x_p];
+    /* Auto: DenseMap and HashMap are both valid; pick the cheaper from the operand sizes:
+     * cost(DenseMap) = 4 * W + 8 * R_densemap * L + X,
+     * cost(HashMap) = 12 * W + 4 * R_hashmap * L
+     * (W searches, L range length, R state resets, X map size; see CostModel). */
+    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(A->numRows) * (size_t)(A->width)) + 8 * (int64_t)(x->len) + (int64_t)(A->numCols);
+    const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(A->numRows) * (size_t)(A->width)) + 4 * (int64_t)(x->len);
+    if (spf_cost_hashmap < spf_cost_densemap) {
+        /* HashMap for the find of x_p: coordinate -> positions in [0, x->len - 1] */
+        if (spf_hash_reset(&spf_map_x_p, 0, x->len) != 0)
+            goto spf_out_of_memory;
+        for (spf_index_t spf_q_x_p = x->len - 1; spf_q_x_p >= 0; --spf_q_x_p)
+            spf_hash_insert(&spf_map_x_p, x->idx[spf_q_x_p], spf_q_x_p);
+        for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+            const spf_index_t y_p0 = A_pi;
+            double spf_acc = 0.0;
+            for (spf_index_t A_pk = 0; A_pk < A->width; ++A_pk) {
+                const spf_index_t j = A->colIdx[(int64_t)(A_pi) * A->width + A_pk];
+                /* find x_p in [0, x->len - 1] with x->idx[x_p] == j
+                 * HashMap: looks the coordinate up in a map built over the range;
+                 * valid because the searched range is fixed between builds; state indices {}. */
+                const spf_index_t spf_hit_x_p = spf_hash_find(&spf_map_x_p, j);
+                if (spf_hit_x_p >= 0) {
+                    const spf_index_t x_p = spf_hit_x_p;
+                    spf_acc += A->data[(int64_t)(A_pi) * A->width + A_pk] * x->val[x_p];
+                }
             }
+            y->data[y_p0] = spf_acc;
         }
-        y->data[y_p0] = spf_acc;
+    } else {
+        if (!spf_dmap_x_p) {
+            spf_dmap_x_p = calloc((size_t)spf_max(1, A->numCols), sizeof(spf_index_t));
+            if (!spf_dmap_x_p)
+                goto spf_out_of_memory;
+        }
+        /* DenseMap for the find of x_p: coordinate -> position + 1 in [0, x->len - 1] (0: none) */
+        for (spf_index_t spf_q_x_p = spf_dlo_x_p; spf_q_x_p < spf_dend_x_p; ++spf_q_x_p)   /* clear the previous range */
+            if (x->idx[spf_q_x_p] >= 0 && x->idx[spf_q_x_p] < A->numCols) spf_dmap_x_p[x->idx[spf_q_x_p]] = 0;
+        for (spf_index_t spf_q_x_p = 0; spf_q_x_p < x->len; ++spf_q_x_p)
+            if (x->idx[spf_q_x_p] >= 0 && x->idx[spf_q_x_p] < A->numCols) spf_dmap_x_p[x->idx[spf_q_x_p]] = spf_q_x_p + 1;
+        spf_dlo_x_p = 0;
+        spf_dend_x_p = x->len;
+        for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+            const spf_index_t y_p0 = A_pi;
+            double spf_acc = 0.0;
+            for (spf_index_t A_pk = 0; A_pk < A->width; ++A_pk) {
+                const spf_index_t j = A->colIdx[(int64_t)(A_pi) * A->width + A_pk];
+                /* find x_p in [0, x->len - 1] with x->idx[x_p] == j
+                 * DenseMap: reads the position from a map indexed by the coordinate;
+                 * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
+                const spf_index_t spf_hit_x_p = (j >= 0 && j < A->numCols) ? spf_dmap_x_p[j] - 1 : -1;
+                if (spf_hit_x_p >= 0) {
+                    const spf_index_t x_p = spf_hit_x_p;
+                    spf_acc += A->data[(int64_t)(A_pi) * A->width + A_pk] * x->val[x_p];
+                }
+            }
+            y->data[y_p0] = spf_acc;
+        }
     }
+    free(spf_dmap_x_p);
     spf_hash_free(&spf_map_x_p);
     return 0;
 spf_out_of_memory:
+    free(spf_dmap_x_p);
     spf_hash_free(&spf_map_x_p);
     return 1;
 }

@@ -1,0 +1,200 @@
+"""A small tree of C statements: what lowering builds and the printers print.
+
+Expressions stay C expression text (built by :class:`spf.back.names.CNames` from terms);
+statements and their nesting are nodes, so no one has to count braces or search generated
+text.  A :class:`Builder` appends nodes at an insertion point, like an IR builder: ``add``
+appends, ``nest`` opens a node whose body becomes the insertion point until the matching
+``close``, ``defer`` registers a statement that goes at the end of the current body.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterator, Union
+
+
+class Schedule(Enum):
+    """How the iterations of a parallel loop are shared (OpenMP ``schedule``)."""
+
+    STATIC = "static"
+    GUIDED = "guided,32"
+
+
+@dataclass
+class Parallel:
+    """A loop whose iterations run on several threads.  ``team=False``: the loop is shared by
+    the threads of an enclosing :class:`Team` (``omp for``); ``private`` and ``reduction``
+    name variables with per-thread copies."""
+
+    schedule: Schedule = Schedule.STATIC
+    team: bool = True
+    private: list[str] = field(default_factory=list)
+    reduction: list[str] = field(default_factory=list)    # variables summed with '+'
+
+
+@dataclass
+class Comment:
+    text: str                   # may hold several lines
+
+
+@dataclass
+class Declare:
+    """``[const] ctype name [= init];``"""
+
+    ctype: str
+    name: str
+    init: str | None = None
+    const: bool = False
+    note: str = ""              # a comment after the declaration
+
+
+@dataclass
+class Assign:
+    """``target op value;`` (``op``: ``=``, ``+=``, ...)."""
+
+    target: str
+    value: str
+    op: str = "="
+
+
+@dataclass
+class Call:
+    """An expression evaluated for its effect: ``free(p);``, ``++n;``, ``(void)x;``."""
+
+    expr: str
+
+
+@dataclass
+class Return:
+    value: str = "0"
+
+
+@dataclass
+class Goto:
+    label: str
+
+
+@dataclass
+class Label:
+    name: str
+
+
+@dataclass
+class Snippet:
+    """A filled template from ``templates/`` (balanced C statements, printed as they are)."""
+
+    name: str
+    lines: list[str]
+    jumps: tuple[str, ...] = ()     # labels its code may jump to
+
+
+@dataclass
+class Block:
+    body: list["Node"] = field(default_factory=list)
+
+
+@dataclass
+class For:
+    """``for (init; cond; step)`` with an optional parallel or simd annotation; ``braces``
+    false prints a one-statement body without braces."""
+
+    init: str
+    cond: str
+    step: str
+    body: list["Node"] = field(default_factory=list)
+    parallel: Parallel | None = None
+    simd: bool = False
+    braces: bool = True
+
+
+@dataclass
+class While:
+    cond: str
+    body: list["Node"] = field(default_factory=list)
+    braces: bool = True
+
+
+@dataclass
+class If:
+    cond: str
+    body: list["Node"] = field(default_factory=list)
+    orelse: list["Node"] | None = None
+    braces: bool = True
+    note: str = ""              # a comment after the condition
+    else_note: str = ""         # a comment after ``else``
+
+
+@dataclass
+class Team:
+    """``#pragma omp parallel`` around a statement: the threads that run the ``For`` inside
+    with ``Parallel(team=False)``."""
+
+    body: list["Node"] = field(default_factory=list)
+
+
+Node = Union[Comment, Declare, Assign, Call, Return, Goto, Label, Snippet, Block, For, While,
+             If, Team]
+_NESTED = (Block, For, While, If, Team)
+
+
+def walk(nodes: list[Node]) -> Iterator[Node]:
+    """Every node of ``nodes`` and of their bodies, outermost first."""
+    for n in nodes:
+        yield n
+        if isinstance(n, _NESTED):
+            yield from walk(n.body)
+        if isinstance(n, If) and n.orelse:
+            yield from walk(n.orelse)
+
+
+def jumps_to(nodes: list[Node], label: str) -> bool:
+    """Whether some statement of ``nodes`` may jump to ``label``."""
+    return any((isinstance(n, Goto) and n.label == label)
+               or (isinstance(n, Snippet) and label in n.jumps) for n in walk(nodes))
+
+
+class Builder:
+    """Appends nodes at an insertion point (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.root: list[Node] = []
+        self._stack: list[tuple[list[Node], list[Node]]] = []   # (body, deferred)
+        self._body = self.root
+        self._deferred: list[Node] = []
+
+    @property
+    def depth(self) -> int:
+        return len(self._stack)
+
+    def add(self, *nodes: Node) -> None:
+        self._body.extend(nodes)
+
+    def nest(self, node: Node) -> Node:
+        """Append ``node`` and make its body the insertion point."""
+        self._body.append(node)
+        self._stack.append((self._body, self._deferred))
+        self._body, self._deferred = node.body, []
+        return node
+
+    def defer(self, node: Node) -> None:
+        """``node`` goes at the end of the current body when it is closed."""
+        self._deferred.insert(0, node)
+
+    def close(self) -> None:
+        self._body.extend(self._deferred)
+        self._body, self._deferred = self._stack.pop()
+
+    def close_to(self, depth: int) -> None:
+        while self.depth > depth:
+            self.close()
+
+    def flush(self) -> None:
+        """Append the statements deferred at the current depth now."""
+        self._body.extend(self._deferred)
+        self._deferred = []
+
+    def nest_else(self, node: If) -> None:
+        """Make the ``else`` branch of ``node`` (already closed) the insertion point."""
+        node.orelse = []
+        self._stack.append((self._body, self._deferred))
+        self._body, self._deferred = node.orelse, []

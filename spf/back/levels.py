@@ -1,0 +1,72 @@
+"""Lowering of a scanned loop nest's levels (loops, assignments, guards, finds) to the C tree."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..scan import LoopNest
+from ..terms import Aff, Constraint, UFCall
+from . import ctree as t
+from .names import CNames, loop_bound
+
+Hook = Callable[[t.Builder], None]
+
+
+def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
+                 finds: list, statement: list[t.Node], hooks: dict[int, Hook],
+                 level_notes: dict[str, str] | None = None,
+                 parallel: dict[str, t.Parallel] | None = None, team: str | None = None
+                 ) -> None:
+    """Loops, assignments, guards and finds of ``nest`` around ``statement``; ``hooks[k]``
+    runs right after level k opens (``hooks[-1]`` before the first level); ``parallel`` maps
+    a loop variable to its parallel annotation, ``team`` names the loop run by a team of
+    threads that share an inner loop (``finds``: :class:`FindLowering` objects)."""
+    parallel = parallel or {}
+    level_notes = level_notes or {}
+    by_level = {f.find.level: f for f in finds}
+    key_guards: dict[int, list] = {k: [] for k in range(len(nest.levels))}
+    for f in finds:
+        for lvl, (call, e) in zip(f.find.key_levels, f.find.keys):
+            key_guards[lvl].append((call, e))
+    inits: dict[int, list] = {}
+    for f in finds:
+        if f.choice.stateful:
+            inits.setdefault(f.choice.init_level, []).append(f)
+    if -1 in hooks:
+        hooks[-1](b)
+    for k, lv in enumerate(nest.levels):
+        for f in inits.get(k, []):
+            b.add(*f.algorithm.init(f))
+        note = level_notes.get(lv.var)
+        if note and k not in by_level:
+            b.add(t.Comment(note))
+        if lv.kind == "loop":
+            if k in by_level:
+                f = by_level[k]
+                f.algorithm.open(f, b)
+            else:
+                if lv.var == team:
+                    b.nest(t.Team())
+                _open_loop(b, lv, names, parallel.get(lv.var))
+        elif lv.kind == "assign" and lv.var in used:
+            b.add(t.Declare("spf_index_t", lv.var, names.aff(lv.expr), const=True))
+        guards = [g for g in lv.guards
+                  if not any(_is_key_guard(g, call, e) for call, e in key_guards[k])]
+        if guards:
+            b.nest(t.If(" && ".join(names.condition(g) for g in guards)))
+        if k in hooks:
+            hooks[k](b)
+    if nest.statement_guards:
+        b.nest(t.If(" && ".join(names.condition(g) for g in nest.statement_guards)))
+    b.add(*statement)
+
+
+def _open_loop(b: t.Builder, lv, names: CNames, parallel: t.Parallel | None) -> None:
+    lo = loop_bound(names, lv.lower, upper=False)
+    hi = loop_bound(names, lv.upper, upper=True)
+    b.nest(t.For(f"spf_index_t {lv.var} = {lo}", f"{lv.var} < {hi}", f"++{lv.var}",
+                 parallel=parallel))
+
+
+def _is_key_guard(g: Constraint, call: UFCall, e: Aff) -> bool:
+    k = g.aff.coeff(call)
+    return g.is_eq and abs(k) == 1 and (g.aff - Aff.var(call, k)) * -k == e

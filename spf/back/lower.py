@@ -1,0 +1,456 @@
+"""Lowering: one kernel function as a C tree, from the scanned nest and the decisions.
+
+A reduction whose output element is fixed across the inner loops is accumulated in a local
+scalar; finds are lowered by their algorithm (:mod:`spf.finds`); an assembled output's
+statement and bookkeeping come from :mod:`spf.emit_assembly`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import emit_assembly
+from ..assembly import AssemblyPlan
+from ..finds import REGISTRY
+from ..finds.base import FindLowering
+from ..finds.model import Choice, Decision
+from ..iteration_space import TensorUse
+from ..layout import Layout
+from ..scan import LoopNest
+from ..synthesis import TileSkip, cost_model, tile_skips
+from ..terms import Aff
+from . import ctree as t
+from .levels import Hook, lower_levels
+from .names import CNames, loop_bound, struct_name, used_names, value_names
+
+
+class CustomStatement:
+    """A statement of its own in place of the output's (a generated conversion pass):
+    ``params`` replace the output's parameters, ``lines`` are the statement (``$value``: the
+    product of the factors), ``names`` the logical indices it reads; ``prologue`` and
+    ``epilogue`` go before and after the loops, ``at = (level, lines)`` right after that nest
+    level opens."""
+
+    def __init__(self, params: list[str], lines: list[str], names: set[str],
+                 prologue: list[str] = (), epilogue: list[str] = (),
+                 at: "tuple[int, list[str]] | None" = None):
+        self.params, self.lines, self.names = params, lines, names
+        self.prologue, self.epilogue = list(prologue), list(epilogue)
+        self.at = at
+
+
+@dataclass
+class KernelCode:
+    """The pieces of one generated function, before they are put into a file."""
+
+    signature: str
+    body: list[t.Node]
+    helpers: set[str]
+    layouts: dict[str, Layout]
+    runtimes: set[str]      # C helper files from templates/ the code calls
+    assembly: bool          # uses templates/assembly.c
+    storage: str            # the output's storage functions, put before the kernel
+
+
+@dataclass
+class Role:
+    """Which function of an assembled output is lowered: the kernel writing the output
+    (``target="output"``) or a sorted run (``"stream"``, a term of a sum); ``count``: the
+    function counting statement instances (``<name>_bound``); ``histogram``: the one counting
+    each bucket's entries (bucket mode)."""
+
+    target: str = "output"
+    count: bool = False
+    histogram: bool = False
+
+
+def _snippet(name: str, lines: list[str]) -> t.Snippet:
+    return t.Snippet(name, list(lines))
+
+
+class KernelLowering:
+    """Builds the tree of one kernel function (see :func:`kernel_code`)."""
+
+    def __init__(self, nest: LoopNest, name: str, decisions: list[Decision],
+                 level_notes: dict[str, str] | None, parallel_loop: str | None,
+                 assembly: AssemblyPlan | None, role: Role, custom: CustomStatement | None):
+        self.nest, self.space, self.expr = nest, nest.space, nest.space.expr
+        self.name, self.decisions = name, list(decisions)
+        self.level_notes = level_notes or {}
+        self.parallel_loop, self.assembly, self.role, self.custom = \
+            parallel_loop, assembly, role, custom
+        self.helpers: set[str] = set()
+        self.names = CNames(self.space, self.helpers)
+        self.layouts: dict[str, Layout] = {}
+        self.b = t.Builder()
+        self.building = assembly is not None and not role.count
+
+    # signature ------------------------------------------------------------------------
+    def signature(self) -> str:
+        params = []
+        for acc in (self.expr.output, *self.expr.factors):
+            if self.custom is not None and acc is self.expr.output:
+                params += self.custom.params
+            elif not acc.indices:
+                ctype = "double *restrict" if acc is self.expr.output else "double"
+                params.append(f"{ctype} {acc.tensor}")
+            elif self.assembly is not None and acc is self.expr.output:
+                params.append(self._assembled_param(acc.tensor))
+            else:
+                use = self.space.use(acc.tensor)
+                self.layouts.setdefault(use.layout.key, use.layout)
+                const = "" if use.is_output else "const "
+                params.append(f"{const}{struct_name(use.layout)} *restrict {use.name}")
+        return f"int {self.name}({', '.join(params)})"
+
+    def _assembled_param(self, tensor: str) -> str:
+        lay = self.assembly.output.layout
+        self.layouts.setdefault(lay.key, lay)
+        if self.role.histogram:
+            return "spf_index_t *restrict spf_hist"
+        if self.role.count:
+            return "int64_t *restrict spf_bound"
+        if self.role.target == "stream":
+            return f"spf_stream *restrict {tensor}"
+        return f"{struct_name(lay)} *restrict {tensor}, int64_t *restrict {tensor}_size"
+
+    # statement ------------------------------------------------------------------------
+    def operands(self) -> tuple[str, set[str]]:
+        """The product of the factors (C) and the layout indices its values read."""
+        factors, read = [], set()
+        for acc in self.expr.factors:
+            if not acc.indices:
+                factors.append(acc.tensor)
+                continue
+            use = self.space.use(acc.tensor)
+            factors.append(self.names.value(use))
+            read |= value_names(use)
+        rhs = " * ".join(factors)
+        return (f"-({rhs})" if self.expr.sign < 0 else rhs), read
+
+    def output_target(self) -> tuple[TensorUse | None, str, set[str]]:
+        """The dense output's use (None otherwise), the C of the element the statement adds
+        into, and the indices that select it."""
+        a, role = self.assembly, self.role
+        out_use = None if not self.expr.output.indices or a or self.custom \
+            else self.space.use(self.expr.output.tensor)
+        if self.custom is not None:
+            return None, "", set(self.custom.names)
+        if a is not None:
+            return None, "", (set() if role.count else set(a.key))
+        if out_use is not None:
+            return out_use, self.names.value(out_use), value_names(out_use)
+        return None, f"*{self.expr.output.tensor}", set()
+
+    def statement(self, rhs: str, target: str, use_acc: bool) -> list[t.Node]:
+        a, role = self.assembly, self.role
+        if self.custom is not None:
+            return [_snippet("custom statement",
+                             [line.replace("$value", rhs) for line in self.custom.lines])]
+        if a is None:
+            return [t.Assign("spf_acc" if use_acc else target, rhs, "+=")]
+        if role.count:   # a find's matched position is not needed to count the match
+            nodes = [t.Call(f"(void){d.find.var}") for d in self.decisions
+                     if d.chosen is not None]
+            nodes += emit_assembly.histogram_statement(a) if role.histogram \
+                else [t.Call("++spf_n")]
+        else:
+            nodes = emit_assembly.statement(a, "spf_v" if a.drop_zeros else rhs, self.name,
+                                            role.target)
+        if a.drop_zeros:
+            nodes = [t.Declare("double", "spf_v", rhs, const=True),
+                     t.If("spf_v != 0.0", nodes, note="zeros are not stored")]
+        return nodes
+
+    def used(self, stmt_names: set[str]) -> set[str]:
+        used = used_names(self.nest, stmt_names)
+        for d in self.decisions:
+            for c, e in d.find.keys:
+                used |= e.names() | Aff.var(c).names()
+            used |= d.find.lo.names() | d.find.hi.names()
+            used |= {c.array_key for c in d.candidates if c.array_key}
+        return used
+
+    # finds ----------------------------------------------------------------------------
+    def lowering(self, d: Decision, c: Choice) -> FindLowering:
+        return FindLowering(d, c, self.names, REGISTRY[c.algorithm])
+
+    def versions(self) -> tuple[list[list[FindLowering]], Decision | None]:
+        """One list of find lowerings per version of the nest: the chosen templates, and
+        for Auto's run-time choice one version per alternative of its decision (first)."""
+        chosen = [self.lowering(d, d.chosen) for d in self.decisions if d.chosen is not None]
+        runtime = next((d for d in self.decisions if d.alternatives), None)
+        if runtime is None:
+            return [chosen], None
+        versions = [[self.lowering(d, alt if d is runtime else d.chosen)
+                     for d in self.decisions if d.chosen is not None]
+                    for alt in runtime.alternatives]
+        return versions + [chosen], runtime
+
+
+def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
+                level_notes: dict[str, str] | None = None, parallel_loop: str | None = None,
+                assembly: AssemblyPlan | None = None, target: str = "output",
+                count: bool = False, histogram: bool = False,
+                custom: "CustomStatement | None" = None) -> KernelCode:
+    """The signature and body of one kernel function (returns 0, 1 when out of memory, 2
+    when an assembled output outgrows its arrays).  An assembled output goes to its layout's
+    arrays (``target="output"``) or to a sorted run (``"stream"``, a term of a sum);
+    ``count=True`` gives the function that counts the statement instances instead
+    (``<name>_bound``), and ``histogram=True`` with it the function counting the entries of
+    each bucket (``<name>_histogram``, bucket mode)."""
+    k = KernelLowering(nest, name, decisions, level_notes, parallel_loop, assembly,
+                       Role(target, count, histogram), custom)
+    signature = k.signature()
+    lower_body(k)
+    runtimes = {REGISTRY[c.algorithm].runtime for d in k.decisions for c in d.candidates
+                if REGISTRY[c.algorithm].runtime}
+    storage = ""
+    if k.building and target == "output" and assembly.mode != "bucket":
+        storage = emit_assembly.functions(assembly.storage, name,
+                                          struct_name(assembly.output.layout),
+                                          assembly.mode == "workspace", assembly.any_order,
+                                          assembly.last_only)
+    return KernelCode(signature, k.b.root, k.helpers, k.layouts, runtimes, k.building,
+                      storage)
+
+
+def cost_nodes(k: KernelLowering, d: Decision) -> list[t.Node]:
+    """The comment and the constants of Auto's run-time choice for ``d``."""
+    model = cost_model(k.nest, d.find, d.candidates)
+    owner = model.searches
+    names = k.names
+    searches = f"(int64_t)({names.extent_product(owner, owner.layout.value.array)})"
+    length = f"(int64_t)({names.aff(model.length)})"
+    nodes: list[t.Node] = []
+    formula = []
+    for c in [d.chosen] + d.alternatives:
+        cost = model.terms[c.algorithm]
+        product = " * ".join([f"(int64_t)({names.aff(r)})" for r in cost.resets] + [length])
+        per = "" if cost.per_element == 1 else f"{cost.per_element} * "
+        fixed = f" + (int64_t)({names.aff(cost.fixed)})" if cost.fixed is not None else ""
+        nodes.append(t.Declare("int64_t", f"spf_cost_{c.algorithm}",
+                               f"{cost.per_search} * {searches} + {per}{product}{fixed}",
+                               const=True))
+        formula.append(f"cost({REGISTRY[c.algorithm].title}) = {cost.per_search} * W + "
+                       f"{per}R_{c.algorithm} * L" + (" + X" if fixed else ""))
+    titles = [REGISTRY[c.algorithm].title for c in [d.chosen] + d.alternatives]
+    both = len(titles) == 2
+    sized = any(model.terms[c.algorithm].fixed is not None for c in d.candidates)
+    comment = (f"Auto: {', '.join(titles[:-1])} and {titles[-1]} are "
+               f"{'both' if both else 'all'} valid; pick the "
+               f"{'cheaper' if both else 'cheapest'} from the operand sizes:\n"
+               + ",\n".join(formula)
+               + f"\n(W searches, L range length, R state resets{', X map size' if sized else ''}"
+               "; see CostModel).")
+    return [t.Comment(comment)] + nodes
+
+
+def lower_body(k: KernelLowering) -> None:
+    """Declarations, the loop nest (one version per run-time choice), the exits."""
+    b, a, role = k.b, k.assembly, k.role
+    rhs, stmt_names = k.operands()
+    out_use, target, out_vars = k.output_target()
+    stmt_names |= out_vars
+    if a is not None and role.count:
+        stmt_names = (stmt_names if a.drop_zeros else set()) | (
+            {a.key[0]} if role.histogram else set())
+    used = k.used(stmt_names)
+    versions, runtime = k.versions()
+    stateful = _stateful(versions)
+    for f in stateful:
+        b.add(*f.algorithm.declare(f))
+    if a is not None and role.count:
+        if not role.histogram:
+            b.add(t.Declare("int64_t", "spf_n", "0"))
+    elif a is not None:    # before anything that can fail: the exits release it
+        b.add(*emit_assembly.declare(a, k.names, k.name, role.target))
+    for f in stateful:
+        b.add(*f.algorithm.allocate(f))
+    if k.building and a.mode == "bucket":
+        inputs = [acc.tensor if not acc.indices else k.space.use(acc.tensor).name
+                  for acc in k.expr.factors]
+        b.add(*emit_assembly.bucket_start(a, k.name, inputs))
+    if k.custom is not None and k.custom.prologue:
+        b.add(_snippet("custom prologue", k.custom.prologue))
+    positions = [i for i, lv in enumerate(k.nest.levels) if lv.var in out_vars]
+    acc_level = max(positions) if positions else -1
+    use_acc = a is None and k.custom is None and \
+        any(lv.kind == "loop" for lv in k.nest.levels[acc_level + 1:])
+    # each element written once, by a store of its whole sum: no zeroing pass, no re-read
+    store = use_acc and out_use is not None and not k.expr.accumulate and \
+        _stores_every_element(k.nest, k.decisions, acc_level)
+    if a is None and k.custom is None and not k.expr.accumulate and not store:
+        b.add(*_zero_output(k, out_use))
+    hooks = _hooks(k, acc_level, target if use_acc else None, store)
+    statement = k.statement(rhs, target, use_acc)
+    reduction = ["spf_acc"] if use_acc and acc_level == -1 else []
+    if runtime is None:
+        _nest(k, versions[0], used, statement, hooks, reduction)
+    else:
+        b.add(*cost_nodes(k, runtime))
+        _runtime_choice(k, runtime, versions, used, statement, hooks, reduction)
+    _exits(k, stateful)
+
+
+def _stateful(versions: list[list[FindLowering]]) -> list[FindLowering]:
+    """The finds whose state is declared: every chosen one and each alternative once."""
+    out = list(versions[-1])
+    for version in versions[:-1]:
+        out += [f for f in version if f.choice is not f.decision.chosen]
+    return out
+
+
+def _zero_output(k: KernelLowering, out_use: TensorUse | None) -> list[t.Node]:
+    out = k.expr.output.tensor
+    if out_use is None:
+        return [t.Assign(f"*{out}", "0.0")]
+    arr = out_use.layout.value.array
+    size = k.names.extent_product(out_use, arr)
+    if k.parallel_loop:      # zero the output with all threads (it can be large)
+        return [t.For(f"size_t spf_z = 0", f"spf_z < {size}", "++spf_z",
+                      [t.Assign(f"{out}->{arr}[spf_z]", "0.0")], braces=False,
+                      parallel=t.Parallel(t.Schedule.STATIC))]
+    return [t.Call(f"memset({out}->{arr}, 0, sizeof(double) * {size})")]
+
+
+def _chain(hooks: dict[int, Hook], level: int, hook: Hook) -> None:
+    """Run ``hook`` at ``level`` after what is already there."""
+    previous = hooks.get(level)
+
+    def both(b: t.Builder) -> None:
+        if previous:
+            previous(b)
+        hook(b)
+    hooks[level] = both
+
+
+def _hooks(k: KernelLowering, acc_level: int, acc_target: str | None,
+           store: bool) -> dict[int, Hook]:
+    hooks: dict[int, Hook] = {}
+    a = k.assembly
+    if acc_target is not None:
+        def open_acc(b: t.Builder) -> None:
+            b.add(t.Declare("double", "spf_acc", "0.0"))
+            b.defer(t.Assign(acc_target, "spf_acc", "=" if store else "+="))
+        hooks[acc_level] = open_acc
+    if k.building and a.group_level is not None:
+        _chain(hooks, a.group_level,
+               lambda b: b.add(*emit_assembly.group_check(a, k.name, k.role.target)))
+    if k.custom is not None and k.custom.at is not None:
+        level, lines = k.custom.at
+        _chain(hooks, level, lambda b: b.add(_snippet("custom level code", lines)))
+    for tile in k.space.tiles:
+        conds = [tile_condition(k.nest, skip, k.names)
+                 for skip in tile_skips(k.nest, k.decisions, tile)]
+        if conds:
+            def skip(b: t.Builder, conds=conds) -> None:
+                b.add(t.Comment("skip tiles that cannot hold a match (the keys are sorted)"))
+                b.nest(t.If(" && ".join(conds)))
+            _chain(hooks, [lv.var for lv in k.nest.levels].index(tile), skip)
+    return hooks
+
+
+def _nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
+          statement: list[t.Node], hooks: dict[int, Hook], reduction: list[str]) -> None:
+    b = k.b
+    depth = b.depth
+    parallel: dict[str, t.Parallel] = {}
+    team = None
+    if k.parallel_loop:
+        loops = [lv.var for lv in k.nest.levels if lv.kind == "loop"]
+        par = [lv.var for lv in k.nest.levels].index(k.parallel_loop)
+        private = [v for f in finds for v in f.algorithm.thread_private(f, par)]
+        outer = k.parallel_loop == loops[0]
+        if not outer:     # every thread runs the outer loops; this one's iterations are shared
+            team = loops[0]
+        parallel[k.parallel_loop] = t.Parallel(
+            t.Schedule.GUIDED if outer else t.Schedule.STATIC, team=outer, private=private,
+            reduction=reduction)
+    lower_levels(b, k.nest, k.names, used, finds, statement, hooks, k.level_notes, parallel,
+                 team)
+    b.close_to(depth)
+    b.flush()
+
+
+def _runtime_choice(k: KernelLowering, d: Decision, versions: list[list[FindLowering]],
+                    used: set[str], statement: list[t.Node], hooks: dict[int, Hook],
+                    reduction: list[str]) -> None:
+    """``if (cost of alternative 1 is least) {nest 1} else if ... else {nest}``."""
+    b = k.b
+    chosen = f"spf_cost_{d.chosen.algorithm}"
+    alts = [f"spf_cost_{c.algorithm}" for c in d.alternatives]
+    for i, (version, cost) in enumerate(zip(versions, alts)):
+        cond = " && ".join([f"{cost} < {chosen}"] + [f"{cost} <= {later}"
+                                                     for later in alts[i + 1:]])
+        node = t.If(cond)
+        b.nest(node)
+        _nest(k, version, used, statement, hooks, reduction)
+        b.close()
+        b.nest_else(node)
+    _nest(k, versions[-1], used, statement, hooks, reduction)
+    b.close_to(b.depth - len(alts))
+
+
+def _exits(k: KernelLowering, stateful: list[FindLowering]) -> None:
+    b, a, role = k.b, k.assembly, k.role
+    if k.custom is not None and k.custom.epilogue:
+        b.add(_snippet("custom epilogue", k.custom.epilogue))
+    if role.count and not role.histogram:
+        b.add(t.Assign("*spf_bound", "spf_n"))
+    elif k.building:
+        b.add(*emit_assembly.finish(a, k.name, role.target))
+    releases = [n for f in stateful for n in f.algorithm.release(f)]
+    if k.building:
+        releases += emit_assembly.release(a, role.target)
+    if not releases and not k.building:
+        b.add(t.Return("0"))
+        return
+    b.add(*releases, t.Return("0"))
+    failing = k.building and role.target == "output"
+    if t.jumps_to(b.root, "spf_out_of_memory"):
+        b.add(t.Label("spf_out_of_memory"))
+        if failing:
+            b.add(t.Assign("spf_status", "1"))
+    if failing:
+        b.add(t.Label("spf_fail"), *releases, t.Return("spf_status"))
+    else:
+        b.add(*releases, t.Return("1"))
+
+
+def tile_condition(nest: LoopNest, skip: TileSkip, names: CNames) -> str:
+    """``first <= last && key(first) <= target && key(last) >= target`` (increasing keys)."""
+    lv = nest.level(skip.var)
+    first = loop_bound(names, lv.lower, upper=False)
+    last = f"{loop_bound(names, lv.upper, upper=True)} - 1"
+
+    def key_at(pos: str) -> str:
+        return names.aff(Aff.var(skip.call).substitute({skip.var: Aff.var(pos)}))
+    lo_op, hi_op = ("<=", ">=") if skip.compare == "<" else (">=", "<=")
+    target = names.aff(skip.target)
+    return (f"{first} <= {last} && {key_at(f'({first})')} {lo_op} {target} && "
+            f"{key_at(f'({last})')} {hi_op} {target}")
+
+
+def _stores_every_element(nest: LoopNest, decisions: list[Decision], acc_level: int) -> bool:
+    """Whether the loops down to the accumulator's level run every output coordinate exactly
+    once (each output index is one of those loops, over its whole extent, with no guard or
+    find on the way): then the accumulated sum is stored, and the output needs no zeroing."""
+    space = nest.space
+    head = nest.levels[:acc_level + 1]
+    loops = {lv.var: lv for lv in head if lv.kind == "loop"}
+    indices = space.expr.output.indices
+    if len(loops) != len(indices) or any(lv.guards for lv in head) \
+            or any(d.find.level <= acc_level for d in decisions):
+        return False
+    assigned = {lv.var: lv.expr for lv in head if lv.kind == "assign"}
+    covered = set()
+    for idx in indices:
+        expr = Aff.var(idx) if idx in loops else assigned.get(idx)
+        var = next(iter(expr.names()), None) if expr is not None else None
+        if var not in loops or expr != Aff.var(var) or var in covered:
+            return False
+        lv = loops[var]
+        if lv.lower != [(Aff.num(0), 1)] or lv.upper != [(space.extent[idx] - 1, 1)]:
+            return False
+        covered.add(var)
+    return True

@@ -1,0 +1,144 @@
+"""C names of one iteration space: terms, index-array reads, values, loop bounds, structs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import index_expr as ie
+from ..iteration_space import IterationSpace, TensorUse
+from ..layout import Layout
+from ..scan import LoopNest
+from ..terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, format_sum
+
+C_TYPES = {"int": "spf_index_t", "double": "double"}
+
+HELPERS = {
+    "spf_min": "static inline int64_t spf_min(int64_t a, int64_t b) { return a < b ? a : b; }",
+    "spf_max": "static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }",
+    "spf_floord": "static inline int64_t spf_floord(int64_t n, int64_t d) "
+                  "{ return n >= 0 ? n / d : -((-n + d - 1) / d); }",
+    "spf_ceild": "static inline int64_t spf_ceild(int64_t n, int64_t d) "
+                 "{ return n >= 0 ? (n + d - 1) / d : -((-n) / d); }",
+}
+
+
+def struct_name(layout: Layout) -> str:
+    suffix = "".join(f"_{k}{v}" for k, v in sorted(layout.params.items()))
+    return f"spf_{layout.name}{suffix}"
+
+
+def struct_typedef(layout: Layout) -> str:
+    lines = [f"/* {layout.name}: {layout.description} */" if layout.description else
+             f"/* {layout.name} */",
+             f"typedef struct {struct_name(layout)} {{"]
+    for f in layout.fields.values():
+        ctype = C_TYPES[f.ctype]
+        if f.is_array:
+            extents = "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})") for d in f.dims)
+            lines.append(f"    {ctype} *restrict {f.name};  /* [{extents}] */")
+        else:
+            lines.append(f"    {ctype} {f.name};")
+    lines.append(f"}} {struct_name(layout)};")
+    return "\n".join(lines)
+
+
+@dataclass
+class CNames:
+    """Prints terms of one iteration space as C."""
+
+    space: IterationSpace
+    helpers: set
+
+    def tensor_of(self, qualified: str) -> tuple[TensorUse, str]:
+        tensor, _, fld = qualified.partition(".")
+        return self.space.use(tensor), fld
+
+    def atom(self, atom: object) -> str:
+        if isinstance(atom, UFCall):
+            use, fld = self.tensor_of(atom.name)
+            return self.array_read(use, fld, [self.aff(a) for a in atom.args])
+        if isinstance(atom, FloorDiv):
+            self.helpers.add("spf_floord")
+            return f"spf_floord({self.aff(atom.num)}, {atom.den})"
+        if "." in atom:
+            use, fld = self.tensor_of(atom)
+            return f"{use.name}->{fld}"
+        return atom
+
+    def aff(self, a: Aff) -> str:
+        return format_sum(a.terms, a.const, self.atom)
+
+    def condition(self, c: Constraint) -> str:
+        return format_constraint(c, self.atom, eq_op="==")
+
+    def array_read(self, use: TensorUse, fld: str, args: list[str]) -> str:
+        spec = use.layout.fields[fld]
+        index = args[0]
+        for dim, arg in zip(spec.dims[1:], args[1:]):
+            extent = ie.to_c(dim, lambda n: f"{use.name}->{n}",
+                             lambda n, a: self.array_read(use, n, a))
+            index = f"(int64_t)({index}) * {extent} + {arg}"
+        return f"{use.name}->{fld}[{index}]"
+
+    def value(self, use: TensorUse) -> str:
+        """The value expression of ``use`` at the current layout indices."""
+        ref = use.layout.value
+        local = set(use.layout.indices)
+
+        def name(n: str) -> str:
+            return use.var(n) if n in local else f"{use.name}->{n}"
+
+        subs = [ie.to_c(s, name, lambda n, a: self.array_read(use, n, a), wide=True)
+                for s in ref.subscripts]
+        return self.array_read(use, ref.array, subs)
+
+    def extent_product(self, use: TensorUse, fld: str) -> str:
+        spec = use.layout.fields[fld]
+        return " * ".join(f"(size_t)({ie.to_c(d, lambda n: f'{use.name}->{n}', lambda n, a: self.array_read(use, n, a))})"
+                          for d in spec.dims)
+
+
+def value_names(use: TensorUse) -> set[str]:
+    out: set[str] = set()
+    local = set(use.layout.indices)
+    for s in use.layout.value.subscripts:
+        out |= {use.var(n) for n in ie.names(s) if n in local}
+    return out
+
+
+def loop_bound(names: CNames, bounds: list[tuple[Aff, int]], upper: bool) -> str:
+    parts = []
+    for aff, den in bounds:
+        if den == 1:
+            parts.append(names.aff(aff + 1 if upper else aff))
+        else:
+            fn = "spf_floord" if upper else "spf_ceild"
+            names.helpers.add(fn)
+            text = f"{fn}({names.aff(aff)}, {den})"
+            parts.append(f"{text} + 1" if upper else text)
+    text = parts[0]
+    for p in parts[1:]:
+        fn = "spf_min" if upper else "spf_max"
+        names.helpers.add(fn)
+        text = f"{fn}({text}, {p})"
+    return text
+
+
+def used_names(nest: LoopNest, statement_names: set[str]) -> set[str]:
+    used = set(statement_names)
+    for lv in nest.levels:
+        for g in lv.guards:
+            used |= g.names()
+        for a, _ in lv.lower + lv.upper:
+            used |= a.names()
+    for g in nest.statement_guards:
+        used |= g.names()
+    changed = True
+    while changed:
+        changed = False
+        for lv in nest.levels:
+            if lv.kind == "assign" and lv.var in used:
+                new = lv.expr.names() - used
+                if new:
+                    used |= new
+                    changed = True
+    return used

@@ -1,0 +1,202 @@
+"""C source files: a kernel function (with the functions it calls) put into
+``templates/kernel.c`` with its struct typedefs and helpers, printed from the C tree."""
+from __future__ import annotations
+
+from .. import emit_assembly
+from ..assembly import AssemblyPlan
+from ..errors import SpecError
+from ..iteration_space import IterationSpace
+from ..layout import Layout
+from ..scan import LoopNest
+from ..finds.model import Decision
+from . import ctree as t
+from .c_printer import CPrinter
+from .lower import KernelCode, kernel_code
+from .names import HELPERS, CNames, struct_name, struct_typedef
+from .templates import template, text
+
+
+def function(code: KernelCode, static: bool = False) -> str:
+    """One function's C text."""
+    body = "\n".join(CPrinter().lines(code.body))
+    return f"{'static ' if static else ''}{code.signature}\n{{\n" + body + "\n}"
+
+
+def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
+                decisions: list[Decision] = (), level_notes: dict[str, str] | None = None,
+                parallel_loop: str | None = None, assembly: AssemblyPlan | None = None) -> str:
+    """The C source of one kernel function (returns 0, 1 when out of memory, 2 when an
+    assembled output outgrows its arrays); with an ``assembly`` plan, the file also defines
+    ``<name>_bound`` (sizes the output) and the functions that store entries in the output
+    layout."""
+    code = kernel_code(nest, name, decisions, level_notes, parallel_loop, assembly)
+    before = code.storage
+    if assembly is not None:
+        bound = kernel_code(nest, f"{name}_bound", decisions, level_notes, None, assembly,
+                            count=True)
+        before += "\n\n" + BOUND_COMMENT + function(bound)
+        if assembly.mode == "bucket":
+            hist = kernel_code(nest, f"{name}_histogram", decisions, level_notes, None,
+                               assembly, count=True, histogram=True)
+            before += ("\n\n/* Bucket mode, first pass: the entries of each "
+                       f"{assembly.key[0]} (an upper bound: equal coordinates are added "
+                       "later). */\n" + function(hist, static=True))
+    return render_file(header_lines, code.helpers, list(code.layouts.values()), code.signature,
+                       code.body, code.runtimes, assembly=code.assembly, before=before)
+
+
+BOUND_COMMENT = ("/* The number of statement instances: an upper bound on the output's "
+                 "entries, which sizes its\n * arrays before the kernel runs (the loops "
+                 "without the statement's work). */\n")
+
+
+def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str, Layout],
+             terms: list[KernelCode], term_args: list[list[str]], out_space: IterationSpace,
+             parallel: bool, assembly: AssemblyPlan | None = None,
+             bounds: list[KernelCode] = ()) -> str:
+    """A sum by statement splitting (paper Sec. 4): one static function per product term,
+    each adding into the output (a dense array or scalar), or each producing a sorted run of
+    the assembled output's entries (``bounds``: the terms' instance counters); the kernel
+    zeroes the output, or merges the runs and appends their union to the output."""
+    helpers: set[str] = set()
+    layouts: dict[str, Layout] = {}
+    for term in terms:
+        helpers |= term.helpers
+        for lay in term.layouts.values():      # the parts of a union layout share one struct
+            layouts.setdefault(struct_name(lay), lay)
+    names = CNames(out_space, helpers)
+    params = _sum_params(expr, tensor_layouts, assembly, layouts)
+    body: list[t.Node] = [t.Comment(f"{expr}: statement splitting, one function per term; "
+                                    "no term reads the\nimplicit zeros of another term's "
+                                    "operands")]
+    extra = ""
+    if assembly is not None:
+        body += _merge_runs(name, expr.output.tensor, term_args, assembly, names)
+        extra = "\n\n".join(
+            [emit_assembly.functions(assembly.storage, name, struct_name(assembly.output.layout),
+                                     False)]
+            + [function(b, static=True) for b in bounds]
+            + [_sum_bound(name, expr.output.tensor, term_args, params[1:])])
+    else:
+        body += _add_terms(name, expr, term_args, out_space, names, parallel)
+    functions = "\n\n".join(function(term, static=True) for term in terms)
+    runtimes = set().union(*(term.runtimes for term in terms))
+    return render_file(header_lines, helpers, list(layouts.values()),
+                       f"int {name}({', '.join(params)})", body, runtimes,
+                       assembly=assembly is not None,
+                       before=functions + ("\n\n" + extra if extra else ""),
+                       merge=assembly is not None)
+
+
+def _sum_params(expr, tensor_layouts: dict[str, Layout], assembly: AssemblyPlan | None,
+                layouts: dict[str, Layout]) -> list[str]:
+    params = []
+    out = expr.output.tensor
+    for acc in (expr.output, *expr.factors):
+        if not acc.indices:
+            params.append(f"{'double *restrict' if acc is expr.output else 'double'} {acc.tensor}")
+        elif acc is expr.output and assembly is not None:
+            lay = assembly.output.layout
+            layouts.setdefault(struct_name(lay), lay)
+            params.append(f"{struct_name(lay)} *restrict {out}, int64_t *restrict {out}_size")
+        else:
+            const = "" if acc is expr.output else "const "
+            lay = tensor_layouts[acc.tensor]
+            layouts.setdefault(struct_name(lay), lay)
+            params.append(f"{const}{struct_name(lay)} *restrict {acc.tensor}")
+    return params
+
+
+def _merge_runs(name: str, out: str, term_args: list[list[str]], assembly: AssemblyPlan,
+                names: CNames) -> list[t.Node]:
+    n = len(term_args)
+    calls = [f"{name}_term{k}({', '.join(f'&spf_runs[{k}]' if a == out else a for a in args)})"
+             for k, args in enumerate(term_args)]
+    status = "\n".join(f"{c} ||" for c in calls) + f"\nspf_stream_merge(&spf_union, spf_runs, {n})"
+    exts = ", ".join(names.aff(e) for e in assembly.extents)
+    append = t.Assign("spf_status", f"{name}_append(&spf_cur, {out}, spf_union.key[spf_e], "
+                                    "spf_union.val[spf_e])")
+    return [
+        t.Declare("spf_stream", f"spf_runs[{n}]", "{{0}}", note="one sorted run per term"),
+        t.Declare("spf_stream", "spf_union", "{0}"),
+        t.Declare("int", "spf_status", "\n" + status),
+        t.For("int k = 0", f"k < {n}", "++k", [t.Call("spf_stream_free(&spf_runs[k])")],
+              braces=False),
+        t.If("!spf_status", [
+            t.Declare("int64_t", f"spf_ext[{len(assembly.extents)}]", f"{{{exts}}}",
+                      const=True),
+            t.Declare(f"{name}_cursor", "spf_cur"),
+            t.Call(f"{name}_cursor_init(&spf_cur, spf_ext, {out}_size)"),
+            t.For("int64_t spf_e = 0", "spf_e < spf_union.n && !spf_status", "++spf_e",
+                  [append], braces=False),
+            t.If("!spf_status", [t.Call(f"{name}_finish(&spf_cur, {out}, {out}_size)")],
+                 braces=False)]),
+        t.Call("spf_stream_free(&spf_union)"),
+        t.Return("spf_status")]
+
+
+def _sum_bound(name: str, out: str, term_args: list[list[str]], inputs: list[str]) -> str:
+    body: list[t.Node] = [t.Declare("int64_t", "spf_n", "0"), t.Assign("*spf_bound", "0")]
+    for k, args in enumerate(term_args):
+        args = ["&spf_n" if a == out else a for a in args]
+        body += [t.If(f"{name}_term{k}_bound({', '.join(args)})", [t.Return("1")],
+                      braces=False),
+                 t.Assign("*spf_bound", "spf_n", "+=")]
+    body.append(t.Return("0"))
+    return BOUND_COMMENT + function(KernelCode(
+        f"int {name}_bound(int64_t *restrict spf_bound, {', '.join(inputs)})", body, set(),
+        {}, set(), False, ""))
+
+
+def _add_terms(name: str, expr, term_args: list[list[str]], out_space: IterationSpace,
+               names: CNames, parallel: bool) -> list[t.Node]:
+    out = expr.output.tensor
+    body: list[t.Node] = []
+    if not expr.accumulate:
+        if not expr.output.indices:
+            body.append(t.Assign(f"*{out}", "0.0"))
+        else:
+            use = out_space.use(out)
+            arr = use.layout.value.array
+            size = names.extent_product(use, arr)
+            if parallel:
+                body.append(t.For("size_t spf_z = 0", f"spf_z < {size}", "++spf_z",
+                                  [t.Assign(f"{out}->{arr}[spf_z]", "0.0")], braces=False,
+                                  parallel=t.Parallel(t.Schedule.STATIC)))
+            else:
+                body.append(t.Call(f"memset({out}->{arr}, 0, sizeof(double) * {size})"))
+    for k, args in enumerate(term_args):
+        body.append(t.If(f"{name}_term{k}({', '.join(args)})", [t.Return("1")], braces=False))
+    return body + [t.Return("0")]
+
+
+def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout],
+                signature: str, body: list[t.Node], runtimes: set[str] = frozenset(),
+                assembly: bool = False, before: str = "", merge: bool = False) -> str:
+    """The whole C file from ``templates/kernel.c`` (``runtimes``: helper files from
+    ``templates/`` the code calls; ``assembly``: the kernel assembles a sparse output;
+    ``before``: functions the kernel calls; ``merge``: the helper merging sorted runs)."""
+    structs = "\n\n".join(struct_typedef(lay) for lay in layouts)
+    helper_text = "\n".join(HELPERS[h] for h in sorted(helpers))
+    if before:
+        structs = (structs + "\n\n" if structs else "") + before + "\n"
+    files = sorted(runtimes) + (["assembly.c"] if assembly else []) + \
+        (["assembly_merge.c"] if merge else [])
+    for file in files:
+        helper_text = (helper_text + "\n\n" if helper_text else "") + text(file).rstrip()
+    return template("kernel.c").substitute(
+        header="\n".join(f" * {h}" if h else " *" for h in header_lines),
+        index_type=index_type_of(layouts),
+        helpers=("\n" + helper_text + "\n") if helper_text else "",
+        structs=structs + ("\n" if structs else ""),
+        signature=signature,
+        body="\n".join(CPrinter().lines(body)))
+
+
+def index_type_of(layouts: list[Layout]) -> str:
+    """The one index width of ``layouts`` (``"int32"`` when there are none)."""
+    widths = {lay.index_type for lay in layouts} or {"int32"}
+    if len(widths) > 1:
+        raise SpecError("layouts of one kernel must share an index_type, got "
+                        + ", ".join(f"{lay.name}: {lay.index_type}" for lay in layouts))
+    return widths.pop()

@@ -1,0 +1,76 @@
+"""HashMap: a map from coordinate to positions built over the searched range, rebuilt when the
+range changes (Algorithm 3 without reduced indices gives when).  Single-coordinate keys."""
+from __future__ import annotations
+
+from ..back import ctree as t
+from ..scan import LoopNest
+from .base import CostTerms, FindAlgorithm, FindContext, FindLowering
+from .checks import algorithm3, failed, place_state, state_candidates, trip_counts
+from .model import Choice, Decision, Find
+
+
+class HashMap(FindAlgorithm):
+    name = "hashmap"
+    title = "HashMap"
+    preference = 2
+    parallel_rank = 0
+    runtime = "hashmap.c"
+
+    def check(self, ctx: FindContext) -> Choice | str:
+        if len(ctx.find.keys) != 1:
+            return ("HashMap keys are single coordinates; this find compares "
+                    f"{len(ctx.find.keys)}")
+        cands = state_candidates(ctx.nest, ctx.find, with_reduced=False)
+        state, why = algorithm3(cands, ctx.checker.same_range)
+        if state is None:
+            return failed("the searched range is not fixed between builds", why)
+        state, init, _, _ = place_state(ctx.nest, ctx.find, state, allow_array=False)
+        return Choice("hashmap", 1, "<", state, ctx.unique, init, stateful=True,
+                      in_order=ctx.unique)
+
+    def cost(self, nest: LoopNest, find: Find, choice: Choice) -> CostTerms | None:
+        resets = trip_counts(nest, choice)
+        return None if resets is None else CostTerms(12, 4, resets)
+
+    def private(self, nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:
+        return c if c.init_level is not None and c.init_level <= par else None
+
+    # lowering ---------------------------------------------------------------------------
+    @staticmethod
+    def table(f: FindLowering) -> str:
+        return f"spf_map_{f.var}"
+
+    def declare(self, f: FindLowering) -> list[t.Node]:
+        return [t.Declare("spf_hash", self.table(f), "{0}")]
+
+    def init(self, f: FindLowering) -> list[t.Node]:
+        q = f"spf_q_{f.var}"
+        return [f.snippet("find_hashmap_build.c", ("spf_out_of_memory",), table=self.table(f), lo=f.lo(), end=f.end(),
+                          q=q, key_q=f.key_at(q)[0],
+                          comment=f"HashMap for the find of {f.var}: coordinate -> positions "
+                                  f"in [{f.lo()}, {f.hi()}]")]
+
+    def open(self, f: FindLowering, b: t.Builder) -> None:
+        b.add(t.Comment("\n".join(f.comment_lines())))
+        target, table = f.targets()[0], self.table(f)
+        if f.choice.unique:
+            pos = f"spf_hit_{f.var}"
+            b.add(t.Declare("spf_index_t", pos, f"spf_hash_find(&{table}, {target})",
+                            const=True))
+            b.nest(t.If(f"{pos} >= 0"))
+            b.add(t.Declare("spf_index_t", f.var, pos, const=True))
+        else:
+            b.nest(t.For(f"spf_index_t {f.var} = spf_hash_find(&{table}, {target})",
+                         f"{f.var} >= 0", f"{f.var} = spf_hash_next(&{table}, {f.var})"))
+
+    def release(self, f: FindLowering) -> list[t.Node]:
+        return [t.Call(f"spf_hash_free(&{self.table(f)})")]
+
+    def what(self, c: Choice) -> str:
+        return "HashMap: looks the coordinate up in a map built over the range"
+
+    def why(self, c: Choice) -> str:
+        return "valid because the searched range is fixed between builds"
+
+
+ALGORITHM = HashMap()

@@ -1,0 +1,75 @@
+"""What find synthesis decides: a guard loop that looks a coordinate up (:class:`Find`), a valid
+template with its arguments (:class:`Choice`) and the decision for one find
+(:class:`Decision`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..iteration_space import TensorUse
+from ..terms import Aff, UFCall
+
+
+@dataclass
+class Find:
+    """A guard loop that looks up positions of one tensor by coordinate."""
+
+    level: int                          # index of the loop level in nest.levels
+    var: str                            # the position variable (loop index)
+    use: TensorUse
+    keys: list[tuple[UFCall, Aff]]      # f(p) == e, one per searched coordinate
+    key_levels: list[int]               # read levels holding the key guards
+    lo: Aff                             # the first lower bound
+    hi: Aff                             # the first upper bound (inclusive)
+    lows: list[Aff] = field(default_factory=list)    # all lower bounds (max of them)
+    highs: list[Aff] = field(default_factory=list)   # all upper bounds (min of them)
+
+    @property
+    def exact(self) -> bool:
+        """One lower and one upper bound: the templates take the range [lo, hi]."""
+        return len(self.lows) <= 1 and len(self.highs) <= 1
+
+    def describe(self) -> str:
+        conds = " and ".join(f"{c} = {e}" for c, e in self.keys)
+        return f"{self.var} in [{self.lo}, {self.hi}] with {conds}"
+
+
+@dataclass
+class Choice:
+    """A valid template (``algorithm``: a name in :data:`spf.finds.REGISTRY`, or ``"loop"``
+    for the guard loop) with its synthesized arguments."""
+
+    algorithm: str
+    direction: int = 1                  # +1: positions visited upwards, -1: downwards
+    compare: str = "<"                  # scan/search advances while key <compare> target
+    state: list[str] = field(default_factory=list)
+    unique: bool = True                 # at most one match per search
+    init_level: int | None = None       # state (re)initialised just above this level
+    array_key: str | None = None        # state index keying an array of states
+    key_extent: Aff | None = None       # 0 <= array_key < key_extent
+    why: str = ""
+    stateful: bool = False              # has state initialised at init_level
+    in_order: bool = True               # matches of one search visited in position order
+    detail: str = ""                    # the algorithm's arguments, for reports
+    extra: dict = field(default_factory=dict)   # further arguments of its algorithm
+
+    def describe(self) -> str:
+        parts = [self.algorithm] + ([self.detail] if self.detail else [])
+        if self.stateful:
+            parts.append(f"state indices {{{', '.join(self.state)}}}")
+        parts.append("unique match" if self.unique else "several matches")
+        return ", ".join(parts)
+
+
+@dataclass
+class Decision:
+    find: Find
+    chosen: Choice | None                       # None: keep the guard loop
+    valid: dict[str, Choice] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
+    alternatives: list[Choice] = field(default_factory=list)   # chosen at run time (Auto)
+    requested: str = "auto"
+
+    @property
+    def candidates(self) -> list[Choice]:
+        """The choices the generated code picks from at run time (the chosen one last)."""
+        return self.alternatives + ([self.chosen] if self.chosen is not None else [])
