@@ -143,10 +143,11 @@ class _Dependences:
             return rel
 
 
-def analyze(nest: LoopNest, parallel: bool = False) -> Analysis:
+def analyze(nest: LoopNest, parallel: bool = False, finds: bool = False) -> Analysis:
     """Dependences carried by each loop and the parallel loop: the outermost one carrying no
     dependence (an inner one is shared out among threads that all run the loops outside it,
-    unless its instances are short: a pointer-array segment or a constant trip count)."""
+    unless its instances are short, a pointer-array segment or a constant trip count, or the
+    nest has ``finds``, whose state the threads running the outer loops would share)."""
     expr = nest.space.expr
     deps = _Dependences(nest)
     output = str(expr.output) + (" (accumulated with +=)" if expr.accumulate else
@@ -173,7 +174,27 @@ def analyze(nest: LoopNest, parallel: bool = False) -> Analysis:
                 f"{verdict.why}: assumed to carry it (the safe choice)"
             loops.append(LoopReport(var, True, str(rel), [], why=why))
     chosen, reason = _choose_parallel(nest, loops, parallel)
-    return Analysis(str(expr), output, loops, chosen, reason)
+    analysis = Analysis(str(expr), output, loops, chosen, reason)
+    if chosen is not None and chosen != loops[0].var and finds:
+        _keep_serial_for_finds(analysis, expr.output.tensor)
+    return analysis
+
+
+def _keep_serial_for_finds(ana: Analysis, out: str) -> None:
+    """An inner parallel loop under finds: their states outside it would be shared by the
+    threads running the outer loops, so nothing is parallel."""
+    for lp in ana.loops:
+        lp.parallel = False
+    ana.loops[0].why = ("not parallelized: iterations scatter into the shared "
+                        f"output {out} (privatization and atomics are not used)")
+    ana.notes.append(
+        f"not parallelized: loop {ana.parallel_loop} carries no dependence, but "
+        "it is an inner loop and the nest has finds, whose state the threads "
+        "running the outer loops would share")
+    ana.parallel_reason = (f"the outermost loop {ana.loops[0].var} carries a dependence "
+                           f"on {out}; the inner free loop {ana.parallel_loop} "
+                           "is not shared out because the nest has finds")
+    ana.parallel_loop = None
 
 
 def _choose_parallel(nest: LoopNest, loops: list[LoopReport], wanted: bool) -> tuple[str | None, str]:

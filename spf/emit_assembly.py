@@ -23,6 +23,8 @@ extent of coordinate m; a coordinate stored decreasing is flipped).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .assembly import AssemblyPlan
 from .back import ctree as t
 from .storage import Storage
@@ -205,6 +207,48 @@ def release(plan: AssemblyPlan, target: str) -> list[t.Node]:
     return [t.Call("spf_stream_free(&spf_entries)")] if target == "output" else []
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """The numbers of an output's storage that its storage functions are written from."""
+
+    storage: Storage
+    kernel: str
+    struct: str
+
+    @property
+    def levels(self):
+        return self.storage.levels
+
+    @property
+    def n_dims(self) -> int:
+        return len(self.storage.order)
+
+    @property
+    def first(self) -> list[int]:
+        """The first coordinate of each level."""
+        return [sum(len(lv.coords) for lv in self.levels[:k]) for k in range(len(self.levels))]
+
+    @property
+    def last(self) -> list[int]:
+        return [self.first[k] + len(lv.coords) - 1 for k, lv in enumerate(self.levels)]
+
+    @property
+    def compressed(self) -> list[int]:
+        return [k for k, lv in enumerate(self.levels) if lv.kind == "compressed"]
+
+    @property
+    def stepping(self) -> list[int]:
+        """Coordinates that usually step by one from entry to entry (a level's single,
+        increasing coordinate above the last level): the next value is tried before
+        dividing."""
+        return [self.first[k] for k, lv in enumerate(self.levels[:-1])
+                if len(lv.coords) == 1 and not self.storage.descending[self.first[k]]]
+
+    @property
+    def cursor(self) -> str:
+        return f"{self.kernel}_cursor"
+
+
 def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
               any_order: bool = False, last_only: bool = False) -> str:
     """``<kernel>_cursor`` (its type and ``_init``), ``<kernel>_append``, ``<kernel>_finish``
@@ -222,24 +266,22 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
     remainder itself.  The last level
     opens a position at every entry (keys are distinct).
     """
-    levels = storage.levels
-    n_levels = len(levels)
-    n_dims = len(storage.order)
-    first = [sum(len(lv.coords) for lv in levels[:k]) for k in range(n_levels)]
-    last = [first[k] + len(lv.coords) - 1 for k, lv in enumerate(levels)]
-    compressed = [k for k, lv in enumerate(levels) if lv.kind == "compressed"]
-    # coordinates that usually step by one from entry to entry (a level's single, increasing
-    # coordinate above the last level): the next value is tried before dividing
-    stepping = [first[k] for k, lv in enumerate(levels[:-1])
-                if len(lv.coords) == 1 and not storage.descending[first[k]]]
-    cur = f"{kernel}_cursor"
+    sh = _Shape(storage, kernel, struct)
+    lines = _cursor(sh) + _append(sh) + _finish(sh)
+    if workspace:
+        lines += _flush(sh, any_order, last_only)
+    return "\n".join(lines)
+
+
+def _cursor(sh: _Shape) -> list[str]:
+    levels, n_dims, n_levels, cur = sh.levels, sh.n_dims, len(sh.levels), sh.cursor
     members = [f"ext{m}" for m in range(n_dims)] + [f"st{m}" for m in range(n_dims)]
-    members += [f"crd{m}" for m in stepping]
+    members += [f"crd{m}" for m in sh.stepping]
     members += [f"end{k}, base{k}" for k in range(n_levels - 1)]
     members += [f"pos{k}" for k in range(n_levels)]
-    members += [f"next{k}, cap{k}" for k in compressed]
+    members += [f"next{k}, cap{k}" for k in sh.compressed]
     lines = [
-        f"/* Assembly of the output ({storage.layout.name}): levels "
+        f"/* Assembly of the output ({sh.storage.layout.name}): levels "
         + ", ".join(f"{lv.index} {lv.kind}" for lv in levels) + ".",
         " * Entries arrive with strictly increasing keys (coordinates in level order, row-major",
         " * over ext[]; st[m]: stride of coordinate m) and are appended at the end of each level;",
@@ -257,14 +299,16 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
     lines += [f"    c->st{m} = c->st{m + 1} * ext[{m + 1}];" for m in range(n_dims - 2, -1, -1)]
     lines += [f"    c->end{k} = c->base{k} = 0;" for k in range(n_levels - 1)]
     lines += [f"    c->pos{k} = 0;" for k in range(n_levels)]
-    lines += [f"    c->crd{m} = -1;" for m in stepping]
-    lines += [f"    c->next{k} = 0;\n    c->cap{k} = cap[{k}];" for k in compressed]
-    lines += ["}", ""]
+    lines += [f"    c->crd{m} = -1;" for m in sh.stepping]
+    lines += [f"    c->next{k} = 0;\n    c->cap{k} = cap[{k}];" for k in sh.compressed]
+    return lines + ["}", ""]
 
-    # append
-    lines += [f"/* one entry after the previous one; {CAPACITY} if a level is full */",
-              f"static inline int {kernel}_append({cur} *restrict c, {struct} *restrict out, "
-              "int64_t key, double val)", "{"]
+
+def _append(sh: _Shape) -> list[str]:
+    storage, levels, n_levels = sh.storage, sh.levels, len(sh.levels)
+    lines = [f"/* one entry after the previous one; {CAPACITY} if a level is full */",
+             f"static inline int {sh.kernel}_append({sh.cursor} *restrict c, {sh.struct} "
+             "*restrict out, int64_t key, double val)", "{"]
     for k, lv in enumerate(levels):
         below = f"key - c->base{k - 1}" if k else "key"
         if k < n_levels - 1:
@@ -273,34 +317,14 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
         else:
             lines.append(f"    {{   /* level {lv.index} ({lv.kind}): new position */")
         lines.append(f"        int64_t r = {below};")
-        coords = []
-        for m in range(first[k], last[k] + 1):
-            if m in stepping:
-                lines += [f"        const int64_t next{m} = (c->crd{m} + 1) * c->st{m};",
-                          f"        const int64_t c{m} = r >= next{m} && r - next{m} < c->st{m}"
-                          f" ? c->crd{m} + 1 : r / c->st{m};",
-                          f"        c->crd{m} = c{m};"]
-                lines += [f"        c->crd{q} = -1;   /* a new parent: its children restart */"
-                          for q in stepping if q > m]
-                lines.append(f"        r -= c{m} * c->st{m};")
-                coords.append(m)
-                continue
-            digit = "r" if m == n_dims - 1 else f"r / c->st{m}"
-            if storage.descending[m]:
-                digit = f"c->ext{m} - 1 - {digit}" if digit == "r" \
-                    else f"c->ext{m} - 1 - ({digit})"
-            lines.append(f"        const int64_t c{m} = {digit};")
-            if m != n_dims - 1 and (m < last[k] or k < n_levels - 1):
-                flipped = f"(c->ext{m} - 1 - c{m})" if storage.descending[m] else f"c{m}"
-                lines.append(f"        r -= {flipped} * c->st{m};")
-            coords.append(m)
+        coords = _decode(sh, k, lines)
         if k < n_levels - 1:
             lines += [f"        c->base{k} = key - r;",
-                      f"        c->end{k} = c->base{k} + c->st{last[k]};"]
+                      f"        c->end{k} = c->base{k} + c->st{sh.last[k]};"]
         parent = f"c->pos{k - 1}" if k else "0"
         if lv.kind == "dense":
-            lines.append(f"        c->pos{k} = {parent} * c->ext{first[k]} + c{first[k]};"
-                         if k else f"        c->pos{k} = c{first[k]};")
+            lines.append(f"        c->pos{k} = {parent} * c->ext{sh.first[k]} + c{sh.first[k]};"
+                         if k else f"        c->pos{k} = c{sh.first[k]};")
         else:
             lines += [f"        if (c->next{k} >= c->cap{k})", f"            return {CAPACITY};",
                       f"        c->pos{k} = c->next{k}++;"]
@@ -309,17 +333,47 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
             if lv.pointer:
                 lines.append(f"        out->{lv.pointer}[{parent} + 1] = (spf_index_t)c->next{k};")
         lines.append("    }")
-    lines += [f"    out->{storage.value_array}[c->pos{n_levels - 1}] = val;", "    return 0;",
-              "}", ""]
+    return lines + [f"    out->{storage.value_array}[c->pos{n_levels - 1}] = val;",
+                    "    return 0;", "}", ""]
 
-    # finish
-    lines += ["/* pointers of parents without entries; positions used by each level */",
-              f"static void {kernel}_finish(const {cur} *restrict c, {struct} *restrict out, "
-              "int64_t *restrict size)", "{"]
+
+def _decode(sh: _Shape, k: int, lines: list[str]) -> list[int]:
+    """Lines decoding level ``k``'s coordinates from the key's remainder ``r``; returns the
+    coordinates decoded."""
+    storage, n_dims, n_levels, stepping = sh.storage, sh.n_dims, len(sh.levels), sh.stepping
+    coords = []
+    for m in range(sh.first[k], sh.last[k] + 1):
+        if m in stepping:
+            lines += [f"        const int64_t next{m} = (c->crd{m} + 1) * c->st{m};",
+                      f"        const int64_t c{m} = r >= next{m} && r - next{m} < c->st{m}"
+                      f" ? c->crd{m} + 1 : r / c->st{m};",
+                      f"        c->crd{m} = c{m};"]
+            lines += [f"        c->crd{q} = -1;   /* a new parent: its children restart */"
+                      for q in stepping if q > m]
+            lines.append(f"        r -= c{m} * c->st{m};")
+            coords.append(m)
+            continue
+        digit = "r" if m == n_dims - 1 else f"r / c->st{m}"
+        if storage.descending[m]:
+            digit = f"c->ext{m} - 1 - {digit}" if digit == "r" \
+                else f"c->ext{m} - 1 - ({digit})"
+        lines.append(f"        const int64_t c{m} = {digit};")
+        if m != n_dims - 1 and (m < sh.last[k] or k < n_levels - 1):
+            flipped = f"(c->ext{m} - 1 - c{m})" if storage.descending[m] else f"c{m}"
+            lines.append(f"        r -= {flipped} * c->st{m};")
+        coords.append(m)
+    return coords
+
+
+def _finish(sh: _Shape) -> list[str]:
+    levels = sh.levels
+    lines = ["/* pointers of parents without entries; positions used by each level */",
+             f"static void {sh.kernel}_finish(const {sh.cursor} *restrict c, {sh.struct} "
+             "*restrict out, int64_t *restrict size)", "{"]
     for k, lv in enumerate(levels):
         if lv.kind == "dense":
             parent = f"size[{k - 1}] * " if k else ""
-            lines.append(f"    size[{k}] = {parent}c->ext{first[k]};")
+            lines.append(f"    size[{k}] = {parent}c->ext{sh.first[k]};")
         else:
             lines.append(f"    size[{k}] = c->next{k};")
     parents = {lv.index: k for k, lv in enumerate(levels)}
@@ -328,52 +382,57 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
             lines += [f"    for (int64_t q = 1; q <= size[{parents[lv.parent]}]; ++q)",
                       f"        if (out->{lv.pointer}[q] < out->{lv.pointer}[q - 1])",
                       f"            out->{lv.pointer}[q] = out->{lv.pointer}[q - 1];"]
-    lines += ["}"]
+    return lines + ["}"]
 
-    if workspace:
-        take = "spf_ws_release(ws);   /* the layout keeps them unordered */" if any_order \
-            else "spf_ws_order(ws);"
-        last = levels[-1]
-        lines += ["", "/* append the workspace's group"
-                  + (" in the order first touched" if any_order else " in key order")
-                  + ", start group next */",
-                  f"static int {kernel}_flush(spf_workspace *restrict ws, {cur} *restrict c, "
-                  f"{struct} *restrict out, int64_t next)", "{",
-                  "    const int64_t base = ws->prefix * ws->size;",
-                  f"    const int64_t n = {take}",
-                  "    const int64_t *restrict list = ws->list;",
-                  "    const double *restrict val = ws->val;",
-                  f"    {cur} local = *c;   /* in registers while the group is appended */",
-                  "    int status = 0;"]
-        if last_only:
-            k, m = n_levels - 1, n_dims - 1
-            crd = "ws->size - 1 - list[t]" if storage.descending[m] else "list[t]"
-            lines += [
-                "    /* the first entry opens the group's positions above the last level; the",
-                f"     * others only extend level {last.index}: a slot is its coordinate */",
-                "    if (n > 0)",
-                f"        status = {kernel}_append(&local, out, base + list[0], val[list[0]]);",
-                "    if (n > 1 && !status) {",
-                f"        if (local.next{k} + n - 1 > local.cap{k}) {{",
-                f"            status = {CAPACITY};",
-                "        } else {",
-                f"            spf_index_t *restrict crd = out->{last.coords[0][1]} + local.next{k} - 1;",
-                f"            double *restrict dst = out->{storage.value_array} + local.next{k} - 1;",
-                "            for (int64_t t = 1; t < n; ++t) {",
-                f"                crd[t] = (spf_index_t)({crd});",
-                "                dst[t] = val[list[t]];",
-                "            }",
-                f"            local.next{k} += n - 1;",
-                f"            local.pos{k} = local.next{k} - 1;"]
-            if last.pointer:
-                parent = f"local.pos{k - 1}" if k else "0"
-                lines.append(f"            out->{last.pointer}[{parent} + 1] = "
-                             f"(spf_index_t)local.next{k};")
-            lines += ["        }", "    }"]
-        else:
-            lines += ["    for (int64_t t = 0; t < n && !status; ++t)",
-                      f"        status = {kernel}_append(&local, out, base + list[t], "
-                      "val[list[t]]);"]
-        lines += ["    *c = local;", "    ws->n = 0;", "    ws->prefix = next;",
-                  "    return status;", "}"]
-    return "\n".join(lines)
+
+def _flush(sh: _Shape, any_order: bool, last_only: bool) -> list[str]:
+    kernel, cur = sh.kernel, sh.cursor
+    take = "spf_ws_release(ws);   /* the layout keeps them unordered */" if any_order \
+        else "spf_ws_order(ws);"
+    lines = ["", "/* append the workspace's group"
+             + (" in the order first touched" if any_order else " in key order")
+             + ", start group next */",
+             f"static int {kernel}_flush(spf_workspace *restrict ws, {cur} *restrict c, "
+             f"{sh.struct} *restrict out, int64_t next)", "{",
+             "    const int64_t base = ws->prefix * ws->size;",
+             f"    const int64_t n = {take}",
+             "    const int64_t *restrict list = ws->list;",
+             "    const double *restrict val = ws->val;",
+             f"    {cur} local = *c;   /* in registers while the group is appended */",
+             "    int status = 0;"]
+    if last_only:
+        lines += _flush_last_level(sh)
+    else:
+        lines += ["    for (int64_t t = 0; t < n && !status; ++t)",
+                  f"        status = {kernel}_append(&local, out, base + list[t], "
+                  "val[list[t]]);"]
+    return lines + ["    *c = local;", "    ws->n = 0;", "    ws->prefix = next;",
+                    "    return status;", "}"]
+
+
+def _flush_last_level(sh: _Shape) -> list[str]:
+    storage, last = sh.storage, sh.levels[-1]
+    k, m = len(sh.levels) - 1, sh.n_dims - 1
+    crd = "ws->size - 1 - list[t]" if storage.descending[m] else "list[t]"
+    lines = [
+        "    /* the first entry opens the group's positions above the last level; the",
+        f"     * others only extend level {last.index}: a slot is its coordinate */",
+        "    if (n > 0)",
+        f"        status = {sh.kernel}_append(&local, out, base + list[0], val[list[0]]);",
+        "    if (n > 1 && !status) {",
+        f"        if (local.next{k} + n - 1 > local.cap{k}) {{",
+        f"            status = {CAPACITY};",
+        "        } else {",
+        f"            spf_index_t *restrict crd = out->{last.coords[0][1]} + local.next{k} - 1;",
+        f"            double *restrict dst = out->{storage.value_array} + local.next{k} - 1;",
+        "            for (int64_t t = 1; t < n; ++t) {",
+        f"                crd[t] = (spf_index_t)({crd});",
+        "                dst[t] = val[list[t]];",
+        "            }",
+        f"            local.next{k} += n - 1;",
+        f"            local.pos{k} = local.next{k} - 1;"]
+    if last.pointer:
+        parent = f"local.pos{k - 1}" if k else "0"
+        lines.append(f"            out->{last.pointer}[{parent} + 1] = "
+                     f"(spf_index_t)local.next{k};")
+    return lines + ["        }", "    }"]

@@ -139,9 +139,39 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
     ``assemble``: the output's index arrays are built by the kernel, so its relation does not
     constrain the iteration space (it is kept as ``assembled``)."""
     indices = expr.indices
+    uses = _uses(expr, layouts, share)
+    # inputs first (their order is the default loop order), then the output
+    assembled = next((u for u in uses if u.is_output), None) if assemble else None
+    uses = [u for u in uses if not u.is_output] + \
+        [u for u in uses if u.is_output and not assemble]
+    names = {v for u in uses for v in u.vars}
+    clash = names & set(indices)
+    if clash:
+        raise SpecError(f"index name(s) {sorted(clash)} clash with layout index names", expr.source)
+    constraints = [c for use in uses for c in _composed(use, indices)]
+    extent, substitution, facts = _extents(uses)
+    # No "0 <= idx < extent" facts for the logical indices: they hold on the points of each
+    # layout relation, not on the points where the scanner tests that relation's guards
+    # (e.g. a padding test ``0 <= colIdx(pi, pk)`` must not be pruned by ``0 <= j``).
+    constraints.extend(bounds)
+    for c in bounds:
+        bad = c.names() - set(indices)
+        if bad or c.calls():
+            raise SpecError(f"bound {c} may only use the kernel's indices {indices}", expr.source)
+    facts += _range_facts(uses, constraints)
+    if substitution:
+        constraints = [c.substitute(substitution) for c in constraints]
+        facts = [c.substitute(substitution) for c in facts]
+    constraints = list(dict.fromkeys(c for c in constraints if not c.is_trivial))
+    facts = [c for c in dict.fromkeys(facts) if not c.is_trivial and c not in constraints]
+    return IterationSpace(expr, uses, indices, constraints, facts, extent, assembled=assembled)
+
+
+def _uses(expr: Expr, layouts: dict[str, Layout],
+          share: tuple[str, str] | None) -> list[TensorUse]:
+    """One use per tensor access with indices (output first)."""
     uses: list[TensorUse] = []
-    accesses = [(expr.output, True)] + [(f, False) for f in expr.factors]
-    for acc, is_out in accesses:
+    for acc, is_out in [(expr.output, True)] + [(f, False) for f in expr.factors]:
         if not acc.indices:
             continue  # scalars have no layout
         lay = layouts[acc.tensor]
@@ -161,31 +191,29 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
                                   tuple((p, f"{share[1]}_{p}") for p in sorted(aliases))))
         else:
             uses.append(TensorUse(acc.tensor, lay, acc.indices, is_out))
-    # inputs first (their order is the default loop order), then the output
-    assembled = next((u for u in uses if u.is_output), None) if assemble else None
-    uses = [u for u in uses if not u.is_output] + \
-        [u for u in uses if u.is_output and not assemble]
-    names = {v for u in uses for v in u.vars}
-    clash = names & set(indices)
-    if clash:
-        raise SpecError(f"index name(s) {sorted(clash)} clash with layout index names", expr.source)
+    return uses
 
-    constraints: list[Constraint] = []
-    for use in uses:
-        access = Relation(indices, [f"_g{k}" for k in range(len(use.indices))],
-                          [[Constraint.eq(Aff.var(f"_g{k}"), Aff.var(i))
-                            for k, i in enumerate(use.indices)]])
-        q = access.inverse().compose(use.relation())  # p -> I
-        flat = q.flatten()
-        if len(flat.disjuncts) != 1:
-            raise SpecError(f"layout {use.layout.name}: disjunctive relations are not supported "
-                            "in products yet", use.layout.source)
-        if flat.exists:
-            raise SpecError(f"layout {use.layout.name}: logical coordinates of tensor "
-                            f"{use.name} are not defined by equalities of its layout indices",
-                            use.layout.source)
-        constraints.extend(flat.disjuncts[0])
-    # logical extents: the first tensor using an index defines it; others must agree
+
+def _composed(use: TensorUse, indices: list[str]) -> list[Constraint]:
+    """The use's layout relation composed with its access: constraints over layout indices
+    and the kernel's indices."""
+    access = Relation(indices, [f"_g{k}" for k in range(len(use.indices))],
+                      [[Constraint.eq(Aff.var(f"_g{k}"), Aff.var(i))
+                        for k, i in enumerate(use.indices)]])
+    flat = access.inverse().compose(use.relation()).flatten()  # p -> I
+    if len(flat.disjuncts) != 1:
+        raise SpecError(f"layout {use.layout.name}: disjunctive relations are not supported "
+                        "in products yet", use.layout.source)
+    if flat.exists:
+        raise SpecError(f"layout {use.layout.name}: logical coordinates of tensor "
+                        f"{use.name} are not defined by equalities of its layout indices",
+                        use.layout.source)
+    return list(flat.disjuncts[0])
+
+
+def _extents(uses: list[TensorUse]) -> tuple[dict[str, Aff], dict[str, Aff], list[Constraint]]:
+    """Logical extents: the first tensor using an index defines it; others must agree (a
+    scalar field equal to it is substituted, anything else becomes a fact)."""
     extent: dict[str, Aff] = {}
     substitution: dict[str, Aff] = {}
     facts: list[Constraint] = []
@@ -203,19 +231,15 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
                 substitution[single] = extent[idx]
             else:
                 facts.append(Constraint.eq(ext, extent[idx]))
-    # No "0 <= idx < extent" facts for the logical indices: they hold on the points of each
-    # layout relation, not on the points where the scanner tests that relation's guards
-    # (e.g. a padding test ``0 <= colIdx(pi, pk)`` must not be pruned by ``0 <= j``).
-    constraints.extend(bounds)
-    for c in bounds:
-        bad = c.names() - set(indices)
-        if bad or c.calls():
-            raise SpecError(f"bound {c} may only use the kernel's indices {indices}", expr.source)
+    return extent, substitution, facts
 
-    # range facts of every index-array read
+
+def _range_facts(uses: list[TensorUse], constraints: list[Constraint]) -> list[Constraint]:
+    """The range facts of every index-array read in ``constraints``."""
     calls: set[UFCall] = set()
     for c in constraints:
         calls |= c.calls()
+    facts = []
     for call in sorted(calls, key=str):
         for use in uses:
             if use.owner_of(call):
@@ -226,9 +250,4 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
                         fact.aff.substitute(mapping).map_calls(
                             lambda c, u=use: UFCall(u.symbol(c.name), c.args)
                             if c.name in u.layout.index_arrays else c), fact.is_eq))
-    if substitution:
-        constraints = [c.substitute(substitution) for c in constraints]
-        facts = [c.substitute(substitution) for c in facts]
-    constraints = list(dict.fromkeys(c for c in constraints if not c.is_trivial))
-    facts = [c for c in dict.fromkeys(facts) if not c.is_trivial and c not in constraints]
-    return IterationSpace(expr, uses, indices, constraints, facts, extent, assembled=assembled)
+    return facts

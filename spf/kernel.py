@@ -26,6 +26,7 @@ from .assembly import AssemblyPlan, plan_assembly
 from .storage import storage_of
 from .syntax import C_KEYWORDS
 from .compiled import CompiledKernel
+from .tensor import register_generated
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
 _C_RESERVED = C_KEYWORDS | {"memset"}
@@ -68,17 +69,14 @@ class Kernel:
             self.expr: Expr = spec.expr
             layouts = {**spec.layouts, **layouts}
             params = {**spec.params, **params}
-            order = order or spec.options.get("order")
-            bounds = bounds or spec.options.get("bounds")
-            # arguments given in the call override the file's options
-            name = spec.options.get("name") if name is None else name
-            find = spec.options.get("find", find) if find == "auto" else find
-            parallel = parallel or spec.options.get("parallel", False)
-            tile = tile or spec.options.get("tile")
-            share = share or spec.options.get("share")
-            index_type = index_type or spec.options.get("index_type")
-            if z3_timeout_ms is None:
-                z3_timeout_ms = spec.options.get("z3_timeout_ms")
+            opt = spec.options      # arguments given in the call override the file's options
+            order, bounds = order or opt.get("order"), bounds or opt.get("bounds")
+            name = opt.get("name") if name is None else name
+            find = opt.get("find", find) if find == "auto" else find
+            parallel = parallel or opt.get("parallel", False)
+            tile, share = tile or opt.get("tile"), share or opt.get("share")
+            index_type = index_type or opt.get("index_type")
+            z3_timeout_ms = opt.get("z3_timeout_ms") if z3_timeout_ms is None else z3_timeout_ms
         elif isinstance(expr, Expr):
             self.expr = expr
         else:
@@ -133,33 +131,20 @@ class Kernel:
         self.parallel_loop: str | None = None
         if parallel and not self.assembled:
             self.parallel_loop = self.analysis().parallel_loop
-            loops = [lv.var for lv in self.nest.levels if lv.kind == "loop"]
-            if self.parallel_loop not in (None, loops[0]) and self.decisions:
-                # an inner parallel loop: the finds' states outside it would be shared
-                ana = self.analysis()
-                for lp in ana.loops:
-                    lp.parallel = False
-                out = self.expr.output.tensor
-                ana.loops[0].why = ("not parallelized: iterations scatter into the shared "
-                                    f"output {out} (privatization and atomics are not used)")
-                ana.notes.append(
-                    f"not parallelized: loop {self.parallel_loop} carries no dependence, but "
-                    "it is an inner loop and the nest has finds, whose state the threads "
-                    "running the outer loops would share")
-                ana.parallel_reason = (f"the outermost loop {loops[0]} carries a dependence "
-                                       f"on {out}; the inner free loop {self.parallel_loop} "
-                                       "is not shared out because the nest has finds")
-                ana.parallel_loop = self.parallel_loop = None
             if self.parallel_loop is not None:
-                serial = self.decisions
-                self.decisions = for_parallel(self.nest, serial, self.parallel_loop)
-                for before, after in zip(serial, self.decisions):
-                    old = before.chosen.describe() if before.chosen else "guard loop"
-                    new = after.chosen.describe() if after.chosen else "guard loop"
-                    if old != new:
-                        self.analysis().notes.append(
-                            f"find of {after.find.use.name} ({after.find.var}): {old} became "
-                            f"{new} so that no find state is shared by parallel iterations")
+                self._adapt_finds_to_parallel()
+
+    def _adapt_finds_to_parallel(self) -> None:
+        """Find states private to the threads (:func:`for_parallel`); notes say what changed."""
+        serial = self.decisions
+        self.decisions = for_parallel(self.nest, serial, self.parallel_loop)
+        for before, after in zip(serial, self.decisions):
+            old = before.chosen.describe() if before.chosen else "guard loop"
+            new = after.chosen.describe() if after.chosen else "guard loop"
+            if old != new:
+                self.analysis().notes.append(
+                    f"find of {after.find.use.name} ({after.find.var}): {old} became "
+                    f"{new} so that no find state is shared by parallel iterations")
 
     def _split_terms(self, order: list[str] | None, tile) -> None:
         """Statement splitting: one product kernel per term, adding into the output."""
@@ -266,7 +251,8 @@ class Kernel:
         if self.terms:
             return self.terms[0].analysis()
         if self._analysis is None:
-            self._analysis = analyze(self.nest, self.parallel and not self.assembled)
+            self._analysis = analyze(self.nest, self.parallel and not self.assembled,
+                                     finds=bool(self.decisions))
             if self.assembled:
                 if self.parallel:
                     self._analysis.notes.append(
@@ -523,3 +509,6 @@ def dense_copy_kernel(layout: Layout) -> CompiledKernel:
     """``D(i...) = T(i...)`` with D dense: unpacks any layout through its own relation."""
     idx = ",".join(f"i{k}" for k in range(layout.order))
     return Kernel(f"D({idx}) = T({idx})", {"T": layout}, name="spf_to_dense").compile()
+
+
+register_generated(dense_copy_kernel=dense_copy_kernel)

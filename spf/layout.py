@@ -382,13 +382,41 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     name = rd.string(table, "name") or ""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name):
         raise rd.err(f"layout name {name!r} must be an identifier", "name")
+    bound = _parse_params(table, rd, name, params)
+    fields = _parse_fields(table, rd, bound)
+    scalars = {f.name for f in fields.values() if not f.is_array}
+    index_arrays = {f.name: f for f in fields.values() if f.is_array and f.ctype == INDEX_TYPE}
+    rel_text = rd.string(table, "relation") or ""
+    line, col = rd.pos(rel_text, "relation")
+    relation = _parse_relation(rel_text, rd, line, col, bound, fields)
+    shape = _parse_shape(table, rd, relation, bound, scalars)
+    value = _parse_value(table, rd, fields, bound, relation, scalars)
+    properties = tuple(_parse_property(p, k, rd, index_arrays, relation, scalars, bound)
+                       for k, p in enumerate(_list(table, "properties", rd)))
+    packer = rd.string(table, "packer", required=False)
+    if packer is not None and not is_file(Path(source).parent / packer.split(":")[0]):
+        raise rd.err(f"packer file {packer.split(':')[0]!r} not found next to the layout file",
+                     "packer")
+    dense_array = rd.string(table, "dense_array", required=False)
+    if dense_array is not None and (dense_array not in fields or fields[dense_array].ctype != VALUE_TYPE):
+        raise rd.err(f"dense_array {dense_array!r} is not a double array field", "dense_array")
+    layout = Layout(name=name, source=source, description=str(table.get("description", "")),
+                    relation=relation, value=value, shape=tuple(shape), fields=fields,
+                    params=bound, properties=properties,
+                    packer=str(Path(source).parent / packer) if packer else None,
+                    dense_array=dense_array, raw=table)
+    _check_has_entries(layout, line, col)
+    return layout
 
-    # parameters (compile-time constants with defaults)
+
+def _parse_params(table: dict, rd: "_Reader", name: str,
+                  params: Mapping[str, int] | None) -> dict[str, int]:
+    """Parameters (compile-time constants): the file's defaults, overridden by ``params``."""
     raw_params = table.get("params", {})
     if not isinstance(raw_params, dict):
         raise rd.err("'params' must be a table of integer defaults", "params")
     bound: dict[str, int] = {}
-    pstart = _table_start(text, "params")
+    pstart = _table_start(rd.text, "params")
     for k, v in raw_params.items():
         if not _is_c_name(k):
             raise rd.err(f"parameter name {k!r} must be an identifier and not a C keyword", k,
@@ -398,17 +426,20 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
         bound[k] = v
     for k, v in (params or {}).items():
         if k not in bound:
-            raise SpecError(f"layout {name} has no parameter {k!r}", source)
-        _check_param(name, k, v, source)
+            raise SpecError(f"layout {name} has no parameter {k!r}", rd.source)
+        _check_param(name, k, v, rd.source)
         bound[k] = v
-    pnum = {k: ie.Num(v) for k, v in bound.items()}
+    return bound
 
-    # fields
+
+def _parse_fields(table: dict, rd: "_Reader", bound: dict[str, int]) -> dict[str, FieldSpec]:
+    """The struct fields: scalars and arrays with extents over scalars and index arrays."""
+    pnum = {k: ie.Num(v) for k, v in bound.items()}
     raw_fields = table.get("fields")
     if not isinstance(raw_fields, dict) or not raw_fields:
         raise rd.err("missing [fields] table (struct fields and their types)")
     fields: dict[str, FieldSpec] = {}
-    fstart = _table_start(text, "fields")
+    fstart = _table_start(rd.text, "fields")
     for fname, ftype in raw_fields.items():
         if not _is_c_name(fname):
             raise rd.err(f"field name {fname!r} must be an identifier and not a C keyword "
@@ -427,7 +458,8 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
             line, col = rd.pos(dm.group(1), fname, fstart) if dm.group(1).strip() else (None, None)
             if not dm.group(1).strip():
                 raise rd.err(f"field {fname!r}: empty extent '[]'", fname, fstart)
-            dims.append(ie.substitute(ie.parse_index_expr(dm.group(1), source, line, col), pnum))
+            dims.append(ie.substitute(ie.parse_index_expr(dm.group(1), rd.source, line, col),
+                                      pnum))
         if m.group(1) == VALUE_TYPE and not dims:
             raise rd.err(f"field {fname!r}: a double field must be an array", fname, fstart)
         fields[fname] = FieldSpec(fname, m.group(1), tuple(dims))
@@ -443,10 +475,15 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
                 if c.name not in index_arrays:
                     raise rd.err(f"field {f.name!r}: extent reads {c.name!r}, not an index array",
                                  f.name)
+    return fields
 
-    # relation
-    rel_text = rd.string(table, "relation") or ""
-    line, col = rd.pos(rel_text, "relation")
+
+def _parse_relation(rel_text: str, rd: "_Reader", line: int, col: int, bound: dict[str, int],
+                    fields: dict[str, FieldSpec]) -> Relation:
+    """The relation from layout indices to logical indices, every logical index determined."""
+    source = rd.source
+    scalars = {f.name for f in fields.values() if not f.is_array}
+    index_arrays = {f.name: f for f in fields.values() if f.is_array and f.ctype == INDEX_TYPE}
     relation = Relation.parse(rel_text, source, line, col, bound)
     if relation.is_set:
         raise SpecError("the relation must map layout indices to logical indices: "
@@ -468,8 +505,11 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
                         f"arrays: give it an equality such as {g} = p or {g} = idx(p) (a "
                         "relation must say which coordinate each entry has)",
                         source, *_name_pos(rel_text, line, col, g, False))
+    return relation
 
-    # shape
+
+def _parse_shape(table: dict, rd: "_Reader", relation: Relation, bound: dict[str, int],
+                 scalars: set[str]) -> list[Aff]:
     raw_shape = table.get("shape")
     if not isinstance(raw_shape, list) or not all(isinstance(s, str) for s in raw_shape):
         raise rd.err("'shape' must be a list of strings (the logical extent of each dimension)",
@@ -480,14 +520,20 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     shape = []
     for s in raw_shape:
         sl, sc = rd.pos(s, "shape")
-        a = parse_aff(s, source, sl, sc, bound)
+        a = parse_aff(s, rd.source, sl, sc, bound)
         bad = a.names() - scalars
         if bad or a.calls():
             raise SpecError(f"shape entry {s!r} must be affine in scalar fields and parameters",
-                            source, sl, sc)
+                            rd.source, sl, sc)
         shape.append(a)
+    return shape
 
-    # value expression
+
+def _parse_value(table: dict, rd: "_Reader", fields: dict[str, FieldSpec],
+                 bound: dict[str, int], relation: Relation, scalars: set[str]) -> ie.ArrayRef:
+    """The value expression: a double array subscripted by layout indices and reads."""
+    source = rd.source
+    index_arrays = {f.name: f for f in fields.values() if f.is_array and f.ctype == INDEX_TYPE}
     val_text = rd.string(table, "value") or ""
     vl, vc = rd.pos(val_text, "value")
     value = ie.parse_array_ref(val_text, source, vl, vc)
@@ -497,6 +543,7 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     if len(value.subscripts) != len(vfield.dims):
         raise SpecError(f"value array {value.array!r} has {len(vfield.dims)} dimension(s) but "
                         f"{len(value.subscripts)} subscript(s) are given", source, vl, vc)
+    pnum = {k: ie.Num(v) for k, v in bound.items()}
     value = ie.ArrayRef(value.array, tuple(ie.substitute(s, pnum) for s in value.subscripts))
     allowed = set(relation.in_vars) | scalars
     for s in value.subscripts:
@@ -507,24 +554,7 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
         for c in ie.calls(s):
             _check_call(c.name, len(c.args), index_arrays, source,
                         *_name_pos(val_text, vl, vc, c.name, True))
-
-    properties = tuple(_parse_property(p, k, rd, index_arrays, relation, scalars, bound)
-                       for k, p in enumerate(_list(table, "properties", rd)))
-
-    packer = rd.string(table, "packer", required=False)
-    if packer is not None and not is_file(Path(source).parent / packer.split(":")[0]):
-        raise rd.err(f"packer file {packer.split(':')[0]!r} not found next to the layout file",
-                     "packer")
-    dense_array = rd.string(table, "dense_array", required=False)
-    if dense_array is not None and (dense_array not in fields or fields[dense_array].ctype != VALUE_TYPE):
-        raise rd.err(f"dense_array {dense_array!r} is not a double array field", "dense_array")
-    layout = Layout(name=name, source=source, description=str(table.get("description", "")),
-                    relation=relation, value=value, shape=tuple(shape), fields=fields,
-                    params=bound, properties=properties,
-                    packer=str(Path(source).parent / packer) if packer else None,
-                    dense_array=dense_array, raw=table)
-    _check_has_entries(layout, line, col)
-    return layout
+    return value
 
 
 def _check_has_entries(layout: Layout, line: int, col: int) -> None:

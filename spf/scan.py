@@ -18,7 +18,7 @@ import islpy as isl
 from .errors import SpecError
 from .isl_bridge import Encoding, encode, isl_limit
 from .iteration_space import IterationSpace
-from .smt import Z3Limit
+from .z3limit import Z3Limit
 from .terms import Aff, Constraint, FloorDiv, UFCall
 
 

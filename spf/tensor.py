@@ -9,7 +9,7 @@ import importlib.util
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -51,6 +51,26 @@ def _as_layout(layout: "str | Layout", params: Mapping[str, int],
                index_type: str | None = None) -> Layout:
     return load_layout(layout, index_type, **params)
 
+
+
+# Generated code a Tensor uses to convert and unpack itself.  The modules that generate it
+# (spf.conversion, spf.kernel) sit above this one and register their functions here when
+# they are imported (spf/__init__.py imports both), so this module never imports them.
+_GENERATED: dict[str, Callable[..., Any]] = {}
+
+
+def register_generated(**functions: Callable[..., Any]) -> None:
+    """Make ``functions`` (by name) available to tensors: ``convert``, ``dense_layout``,
+    ``compressed_rows_layout`` (spf.conversion) and ``dense_copy_kernel`` (spf.kernel)."""
+    _GENERATED.update(functions)
+
+
+def generated(name: str) -> Callable[..., Any]:
+    try:
+        return _GENERATED[name]
+    except KeyError:
+        raise RuntimeError(f"spf.tensor needs {name!r} from spf.conversion or spf.kernel: "
+                           "import spf (not spf.tensor alone)") from None
 
 class Tensor:
     """A tensor stored in a layout; fields are reachable as ``t["rowPtr"]`` or ``t.fields``.
@@ -142,11 +162,10 @@ class Tensor:
         conversions' padding policy does not apply: the layout was asked for)."""
         import scipy.sparse as sp
 
-        from . import conversion
         if not sp.issparse(matrix):
             raise ArgumentError(f"from_scipy expects a scipy.sparse matrix, got {type(matrix).__name__}")
         lay = _as_layout(layout, params, index_type)
-        src = conversion.compressed_rows_layout()
+        src = generated("compressed_rows_layout")()
         if lay.order == 2 and src is not None and _generated(lay):
             src = src.with_index_type(lay.index_type)
             csr = sp.csr_matrix(matrix)
@@ -165,12 +184,11 @@ class Tensor:
         """The nonzeros of a dense array (all of it for a dense layout): converted by generated
         code from a dense layout found by its shape where spf can assemble or place
         ``layout``, otherwise stored by the layout's reference packer."""
-        from . import conversion
         lay = _as_layout(layout, params, index_type)
         array = np.asarray(array)
         if array.dtype.kind not in "biuf":
             raise ArgumentError(f"expected a real numeric array, got dtype {array.dtype}")
-        src = conversion.dense_layout(array.ndim) if array.ndim else None
+        src = generated("dense_layout")(array.ndim) if array.ndim else None
         if lay.dense_array is None and src is not None and array.ndim == lay.order \
                 and _generated(lay):
             return cls.from_dense(src.with_index_type(lay.index_type), array).convert(
@@ -190,8 +208,7 @@ class Tensor:
         """This tensor in layout ``dst``, by generated code (:class:`spf.Conversion`;
         ``keep_zeros=True`` keeps entries equal to 0.0; other keywords are layout
         parameters)."""
-        from .conversion import convert
-        return convert(self, dst, **params)
+        return generated("convert")(self, dst, **params)
 
     # access --------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
@@ -203,8 +220,7 @@ class Tensor:
 
     def to_dense(self) -> np.ndarray:
         """The logical tensor as a dense array (computed by a generated kernel)."""
-        from .kernel import dense_copy_kernel
-        return dense_copy_kernel(self.layout)(T=self)
+        return generated("dense_copy_kernel")(self.layout)(T=self)
 
     def to_scipy(self):
         """The order-2 tensor as a scipy.sparse matrix.
