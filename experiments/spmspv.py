@@ -138,12 +138,14 @@ def sparse_vector(n: int, density: float, seed: int) -> tuple[np.ndarray, np.nda
     return idx, rng.uniform(-1.0, 1.0, k)
 
 
-def auto_pick(nnz: int, rows: int, x_len: int) -> str:
+def auto_pick(nnz: int, rows: int, x_len: int, n_cols: int) -> str:
     """What auto's run-time test in the generated C picks (its cost model, see
-    spf.synthesis.CostModel: SeqIter 4 * nnz + rows * x.len, DenseMap 4 * nnz + 8 * x.len,
-    HashMap 12 * nnz + 4 * x.len; the first alternative at least as cheap as the later ones
-    and cheaper than SeqIter)."""
-    seq, dense, hsh = 4 * nnz + rows * x_len, 4 * nnz + 8 * x_len, 12 * nnz + 4 * x_len
+    spf.synthesis.CostModel: SeqIter 4 * nnz + rows * x.len, DenseMap 4 * nnz + 8 * x.len +
+    n_cols (the map's size), HashMap 12 * nnz + 4 * x.len; the first alternative at least as
+    cheap as the later ones and cheaper than SeqIter)."""
+    seq = 4 * nnz + rows * x_len
+    dense = 4 * nnz + 8 * x_len + n_cols
+    hsh = 12 * nnz + 4 * x_len
     if dense < seq and dense <= hsh:
         return "densemap"
     return "hashmap" if hsh < seq else "seqiter"
@@ -190,7 +192,7 @@ def run_matrix(scale: str, name: str, A_sp: sp.csr_matrix, densities, con: Conte
         fns, outputs, cell_rows = {}, {}, {}
         for contender in CONTENDERS:
             row = {**base, "contender": contender, "median_s": "", "runs": 0, "status": "ok",
-                   "auto_pick": auto_pick(A_sp.nnz, n_rows, len(x_idx))
+                   "auto_pick": auto_pick(A_sp.nnz, n_rows, len(x_idx), n_cols)
                    if contender == "auto" else ""}
             rows.append(row)
             cell_rows[contender] = row
@@ -511,8 +513,8 @@ def _analysis(rows: list[dict]) -> str:
         "rows x x.nnz / nnz(A) (the paper's 5214x on europe_osm is the same effect)."
         + steps_note,
         "",
-        f"Auto's run-time test (cost model SeqIter 4 nnz + rows x x.nnz, DenseMap 4 nnz + "
-        f"8 x.nnz, HashMap 12 nnz + 4 x.nnz) ran "
+        "Auto's run-time test (cost model SeqIter 4 nnz + rows x x.nnz, DenseMap 4 nnz + "
+        "8 x.nnz + n, HashMap 12 nnz + 4 x.nnz) ran "
         + ", ".join(f"{a} in {n} cells" for a, n in n_pick.items()) + f" of {len(picks)}."
         + (" Cells where the other algorithm was > 1.25x faster: " + "; ".join(mispicks)
            + ". The model charges SeqIter a full scan of x per row, but a row's scan stops at "
