@@ -20,7 +20,7 @@ import z3
 
 from .isl_bridge import isl_limit
 from .relation import Relation
-from .scan import Level, LoopNest
+from .scan import Level, LevelKind, LoopNest
 from .smt import InstanceEncoder, Verdict
 from .terms import Aff, Constraint
 
@@ -92,7 +92,7 @@ class _Dependences:
     def __init__(self, nest: LoopNest):
         self.nest = nest
         self.enc = InstanceEncoder(nest, len(nest.levels))
-        self.loops = [lv.var for lv in nest.levels if lv.kind == "loop"]
+        self.loops = [lv.var for lv in nest.levels if lv.kind is LevelKind.LOOP]
         out = nest.space.expr.output
         self.out_indices = list(out.indices)
 
@@ -114,10 +114,10 @@ class _Dependences:
     def relation(self, k: int) -> Relation:
         """The dependence carried by loop k as an SPF relation over the loop indices."""
         nest = self.nest
-        defs = {lv.var: lv.expr for lv in nest.levels if lv.kind == "assign"}
+        defs = {lv.var: lv.expr for lv in nest.levels if lv.kind is LevelKind.ASSIGN}
         cons: list[Constraint] = []
         for lv in nest.levels:
-            if lv.kind == "assign":
+            if lv.kind is LevelKind.ASSIGN:
                 continue
             cons.extend(lv.bound_constraints() + lv.guards)
         cons.extend(nest.statement_guards)

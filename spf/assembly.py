@@ -12,16 +12,28 @@ the whole vector, a dense level over a compressed one is filled by a counting sc
 """
 from __future__ import annotations
 
+from enum import StrEnum
 from dataclasses import dataclass
 
 import z3
 
 from .iteration_space import TensorUse
-from .scan import LoopNest
+from .scan import LevelKind, LoopNest
 from .smt import InstanceEncoder, Verdict
-from .storage import Storage, storage_of
+from .storage import Storage, StorageKind, storage_of
 from .synthesis import Decision
 from .terms import Aff
+
+
+class Mode(StrEnum):
+    """How an assembled output receives its entries: appended in storage order (APPEND),
+    gathered per group in a dense workspace (WORKSPACE), counted then scattered into the
+    buckets of a dense level (BUCKET), or collected and sorted (SORT)."""
+
+    APPEND = "append"
+    WORKSPACE = "workspace"
+    BUCKET = "bucket"
+    SORT = "sort"
 
 
 @dataclass(frozen=True)
@@ -34,7 +46,7 @@ class AssemblyPlan:
     descending: tuple[bool, ...]
     extents: tuple[Aff, ...]      # per key index, over input fields
     ordered: int                  # length of the prefix the loops produce in order
-    mode: str                     # "append" | "workspace" | "bucket" | "sort"
+    mode: Mode
     why: str                      # the proof or the reason, for reports
     group_level: int | None = None  # nest level where the group is checked (None: per instance)
     group_var: str = ""             # that level's variable
@@ -47,21 +59,21 @@ class AssemblyPlan:
         """A workspace group may be emitted in the order its slots were first touched: the
         coordinates it gathers are ones the output layout keeps in no particular order."""
         n = len(self.key)
-        return self.mode == "workspace" and self.ordered < n \
+        return self.mode is Mode.WORKSPACE and self.ordered < n \
             and self.ordered >= n - self.storage.free_tail
 
     @property
     def last_only(self) -> bool:
         """A workspace slot is exactly the one coordinate of the output's last level."""
         last = self.storage.levels[-1]
-        return self.mode == "workspace" and self.ordered == len(self.key) - 1 \
-            and last.kind == "compressed" and len(last.coords) == 1
+        return self.mode is Mode.WORKSPACE and self.ordered == len(self.key) - 1 \
+            and last.kind is StorageKind.COMPRESSED and len(last.coords) == 1
 
     def describe(self) -> str:
         lay = self.storage.layout
-        if self.mode == "sort":
+        if self.mode is Mode.SORT:
             how = "all entries are collected, sorted and combined (no ordered prefix)"
-        elif self.mode == "bucket":
+        elif self.mode is Mode.BUCKET:
             inner = self.key[1]
             done = "complete" if self.bucket_sorted and self.unique else (
                 "combined where coordinates repeat" if self.bucket_sorted else
@@ -74,7 +86,7 @@ class AssemblyPlan:
                    f"(the pointer array), a second scatters them to their {self.key[0]}'s "
                    f"segment, which is then {done}"
                    + (f" (Z3 proved {'; '.join(proofs)})" if proofs else ""))
-        elif self.mode == "append":
+        elif self.mode is Mode.APPEND:
             how = "entries arrive in storage order; equal neighbours are added"
         else:
             rest = ", ".join(self.key[self.ordered:])
@@ -84,7 +96,7 @@ class AssemblyPlan:
                       "unordered)" if self.any_order else " and emits it in order"))
         pre = ", ".join(self.key[:self.ordered]) or "none"
         where = ""
-        if self.mode == "workspace" and self.ordered:
+        if self.mode is Mode.WORKSPACE and self.ordered:
             where = ("; the group changes only between statement instances" if
                      self.group_level is None else
                      f"; the group is checked once where {self.group_var} is defined, not per "
@@ -100,11 +112,11 @@ def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) 
     key = tuple(output.indices[d] for d in storage.order)
     extents = tuple(nest.space.extent[i] for i in key)
     ordered, why = _ordered_prefix(nest, key, storage.descending, decisions)
-    mode = "sort" if ordered == 0 and len(key) > 1 else \
-        "append" if ordered == len(key) else "workspace"
+    mode = Mode.SORT if ordered == 0 and len(key) > 1 else \
+        Mode.APPEND if ordered == len(key) else Mode.WORKSPACE
     bucket_sorted = unique = False
-    if mode == "sort" and _bucketable(storage):
-        mode = "bucket"
+    if mode is Mode.SORT and _bucketable(storage):
+        mode = Mode.BUCKET
         bucket_sorted = _non_decreasing(nest, len(nest.levels), key[1:], storage.descending[1:],
                                         _unordered_loops(decisions), statements_only=True,
                                         equal=key[:1],
@@ -115,7 +127,7 @@ def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) 
                                  fallback="assumed not: entries with equal coordinates are "
                                           "combined").result == "unsat"
     group_level = None
-    if mode == "workspace" and ordered:
+    if mode is Mode.WORKSPACE and ordered:
         group_level = _group_level(nest, key[:ordered], storage.descending, decisions)
     return AssemblyPlan(output, storage, key, storage.descending, extents, ordered, mode, why,
                         group_level,
@@ -128,7 +140,7 @@ def _bucketable(storage: Storage) -> bool:
     one coordinate (the shape of CSR and CSC): entries can be counted per dense position and
     scattered to its segment."""
     levels = storage.levels
-    return len(levels) == 2 and levels[0].kind == "dense" and len(levels[0].coords) == 1 \
+    return len(levels) == 2 and levels[0].kind is StorageKind.DENSE and len(levels[0].coords) == 1 \
         and levels[1].pointer is not None and len(levels[1].coords) == 1
 
 
@@ -144,7 +156,7 @@ def _unordered_loops(decisions: list[Decision]) -> set[str]:
 def _ordered_prefix(nest: LoopNest, key: tuple[str, ...], descending: tuple[bool, ...],
                     decisions: list[Decision]) -> tuple[int, str]:
     """Longest prefix of ``key`` that is lexicographically non-decreasing in execution order."""
-    if not any(lv.kind == "loop" for lv in nest.levels):
+    if not any(lv.kind is LevelKind.LOOP for lv in nest.levels):
         return len(key), "the nest has no loop"
     unordered = _unordered_loops(decisions)
     undecided = ""
@@ -180,8 +192,8 @@ def _group_level(nest: LoopNest, group: tuple[str, ...], descending: tuple[bool,
     if not all(g in order for g in group):
         return None
     level = max(order.index(g) for g in group)
-    if not any(lv.kind == "loop" for lv in nest.levels[:level + 1]) or \
-            not any(lv.kind == "loop" for lv in nest.levels[level + 1:]):
+    if not any(lv.kind is LevelKind.LOOP for lv in nest.levels[:level + 1]) or \
+            not any(lv.kind is LevelKind.LOOP for lv in nest.levels[level + 1:]):
         return None     # no loop to hoist it out of
     verdict = _non_decreasing(nest, level + 1, group, descending,
                               _unordered_loops(decisions), statements_only=False,
@@ -198,7 +210,7 @@ def _non_decreasing(nest: LoopNest, depth: int, key: tuple[str, ...],
     the first ``depth`` levels to a later one (only statement instances: ``statements_only``;
     only between iterations with the same values of ``equal``): unsat if it never does.  An
     unknown is no proof; ``fallback`` says what the caller does then."""
-    loops = [lv.var for lv in nest.levels[:depth] if lv.kind == "loop"]
+    loops = [lv.var for lv in nest.levels[:depth] if lv.kind is LevelKind.LOOP]
     enc = InstanceEncoder(nest, depth)
     enc.terms = []
     parts = enc.context(1) + enc.context(2)

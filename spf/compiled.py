@@ -19,6 +19,8 @@ from .iteration_space import shared_fields
 from .layout import Layout
 from .operands import DenseStruct, Operand
 from .tensor import Tensor, index_max, wider_hint
+from .storage import StorageKind
+from .assembly import Mode
 
 
 class CompiledKernel:
@@ -194,11 +196,11 @@ class CompiledKernel:
         if self._bound(ctypes.addressof(bound), *inputs) != 0:
             raise MemoryError(f"kernel {k.name}: out of memory while sizing {self.output!r}")
         top = index_max(storage.layout)
-        if k.assembly.mode == "bucket" and bound.value > top:
+        if k.assembly.mode is Mode.BUCKET and bound.value > top:
             raise ArgumentError(f"output {self.output!r} would be scattered from "
                                 f"{bound.value} entries, more than index_type="
                                 f"{k.index_type!r} can address" + wider_hint(k.index_type))
-        caps = _level_capacities(storage, ext, bound.value, top, k.assembly.mode == "bucket")
+        caps = _level_capacities(storage, ext, bound.value, top, k.assembly.mode is Mode.BUCKET)
         fields = _storage_fields(storage, shape, caps)
         size = np.array(caps, dtype=np.int64)
         struct = runtime.make_struct(storage.layout, fields)
@@ -286,7 +288,7 @@ def _level_capacities(storage, ext: list[int], bound: int, top: int,
     coords = 0
     for k, lv in enumerate(storage.levels):
         coords += len(lv.coords)
-        if lv.kind == "dense":
+        if lv.kind is StorageKind.DENSE:
             cap = (caps[-1] if k else 1) * ext[coords - 1]
         else:
             cap = bound if scatter else min(bound, math.prod(ext[:coords]))
@@ -307,7 +309,7 @@ def _storage_fields(storage, shape: tuple[int, ...], caps: list[int]) -> dict[st
         for _, arr in lv.coords:
             if arr:
                 fields[arr] = np.empty(caps[k], dtype=storage.layout.index_type)
-    alloc = np.zeros if storage.levels[-1].kind == "dense" else np.empty
+    alloc = np.zeros if storage.levels[-1].kind is StorageKind.DENSE else np.empty
     fields[storage.value_array] = alloc(caps[-1], dtype=np.float64)
     return fields
 

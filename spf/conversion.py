@@ -33,7 +33,7 @@ from .back.source import function, render_file
 from .back.templates import text as template_text
 from .placement import (ANALYSIS_PARAMS, FILL_PARAMS, Placement, aff_range, aff_text,
                         placement_of, statements)
-from .storage import Storage, storage_of, storage_or_none
+from .storage import Storage, StorageKind, storage_of, storage_or_none
 from .tensor import Tensor, index_max, register_generated, wider_hint
 
 _INDICES = "ijklmnop"
@@ -176,8 +176,7 @@ def _placement_source(conv: "Conversion") -> str:
     level = contiguous_group_level(k.nest, tuple(names[d] for d in dims), k.decisions) \
         if dims else None
     passes = statements(conv.placement, names, not conv.keep_zeros, level)
-    pieces = [kernel_code(k.nest, f"{conv.name}{suffix}", k.decisions, k._guard_notes(),
-                                 custom=CustomStatement(
+    pieces = [kernel_code(k.plan, f"{conv.name}{suffix}", custom=CustomStatement(
                                      params, code.lines,
                                      {n for n in names if re.search(rf"\b{n}\b",
                                                                     " ".join(code.lines))},
@@ -353,7 +352,7 @@ def compressed_rows_layout() -> "Layout | None":
     ordering or injectivity property, so unsorted rows and duplicates are allowed."""
     return _first_layout(lambda lay, st: (
         lay.order == 2 and st.order == (0, 1) and len(st.levels) == 2
-        and st.levels[0].kind == "dense" and st.levels[1].pointer is not None
+        and st.levels[0].kind is StorageKind.DENSE and st.levels[1].pointer is not None
         and len(st.levels[1].coords) == 1 and st.free_tail == 1
         and not any(p.kind == "injective" for p in lay.properties)))
 
@@ -364,7 +363,7 @@ def dense_layout(order: int) -> "Layout | None":
     dense."""
     return _first_layout(lambda lay, st: (
         lay.order == order and lay.dense_array is not None
-        and st.order == tuple(range(order)) and all(lv.kind == "dense" for lv in st.levels)))
+        and st.order == tuple(range(order)) and all(lv.kind is StorageKind.DENSE for lv in st.levels)))
 
 
 register_generated(convert=convert, compressed_rows_layout=compressed_rows_layout,

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .assembly import AssemblyPlan
+from .assembly import AssemblyPlan, Mode
 from .back import ctree as t
-from .storage import Storage
+from .storage import Storage, StorageKind
 
 CAPACITY = 2       # return code: the caller's bound was too small (never expected)
 
@@ -56,9 +56,9 @@ def _needs_extents(plan: AssemblyPlan, target: str) -> bool:
     n = len(plan.key)
     if target == "output":
         return True
-    if plan.mode in ("append", "sort"):
+    if plan.mode in (Mode.APPEND, Mode.SORT):
         return _linear_needs_extents(plan, range(n))
-    if plan.mode != "workspace":
+    if plan.mode is not Mode.WORKSPACE:
         return False
     return plan.ordered < n or _linear_needs_extents(plan, range(plan.ordered, n)) or (
         plan.ordered > 0 and _linear_needs_extents(plan, range(plan.ordered)))
@@ -76,7 +76,7 @@ def declare(plan: AssemblyPlan, names, kernel: str, target: str) -> list[t.Node]
         exts = ", ".join(names.aff(e) for e in plan.extents)
         out.append(t.Declare("int64_t", f"spf_ext[{len(plan.extents)}]", f"{{{exts}}}", const=True,
                              note=f"extents of {', '.join(plan.key)}"))
-    if plan.mode == "bucket":
+    if plan.mode is Mode.BUCKET:
         level = plan.storage.levels[1]
         out.append(t.Declare("int", "spf_status", "0"))
         out.append(t.Declare("spf_index_t *restrict", "spf_next",
@@ -88,9 +88,9 @@ def declare(plan: AssemblyPlan, names, kernel: str, target: str) -> list[t.Node]
         out += [t.Declare(f"{kernel}_cursor", "spf_cur"),
                 t.Call(f"{kernel}_cursor_init(&spf_cur, spf_ext, {name}_size)"),
                 t.Declare("int", "spf_status", "0")]
-    if plan.mode == "append":
+    if plan.mode is Mode.APPEND:
         out.append(t.Declare("int64_t", "spf_last", "-1", note="key of the entry appended last"))
-    elif plan.mode == "workspace":
+    elif plan.mode is Mode.WORKSPACE:
         out.append(t.Declare("spf_workspace", "spf_ws"))
         out.append(_on_failure(f"spf_ws_init(&spf_ws, {_workspace_size(plan)}, "
                                f"{'-1' if plan.ordered else '0'})", "spf_out_of_memory"))
@@ -123,7 +123,7 @@ def histogram_statement(plan: AssemblyPlan) -> list[t.Node]:
 def statement(plan: AssemblyPlan, rhs: str, kernel: str, target: str) -> list[t.Node]:
     out = plan.output.name
     n = len(plan.key)
-    if plan.mode == "append":
+    if plan.mode is Mode.APPEND:
         last = len(plan.storage.levels) - 1
         return [t.Declare("int64_t", "spf_key", _linear(plan, range(n)), const=True),
                 t.If("spf_key != spf_last",
@@ -133,12 +133,12 @@ def statement(plan: AssemblyPlan, rhs: str, kernel: str, target: str) -> list[t.
                      orelse=[t.Assign(f"{out}->{plan.storage.value_array}[spf_cur.pos{last}]",
                                       rhs, "+=")],
                      else_note="the same coordinates again")]
-    if plan.mode == "bucket":
+    if plan.mode is Mode.BUCKET:
         level = plan.storage.levels[1]
         return [t.Declare("int64_t", "spf_q", f"spf_next[{plan.key[0]}]++", const=True),
                 t.Assign(f"{out}->{level.coords[0][1]}[spf_q]", f"(spf_index_t){plan.key[1]}"),
                 t.Assign(f"{out}->{plan.storage.value_array}[spf_q]", rhs)]
-    if plan.mode == "sort":
+    if plan.mode is Mode.SORT:
         stream = "&spf_entries" if target == "output" else out
         return [_on_failure(f"spf_stream_push({stream}, {_linear(plan, range(n))}, {rhs})",
                             "spf_out_of_memory")]
@@ -150,7 +150,7 @@ def statement(plan: AssemblyPlan, rhs: str, kernel: str, target: str) -> list[t.
 def group_check(plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
     """Flush the workspace when the ordered coordinates (the group) change: per statement
     instance, or once per iteration of ``plan.group_level``."""
-    if plan.mode != "workspace" or not plan.ordered:
+    if plan.mode is not Mode.WORKSPACE or not plan.ordered:
         return []
     out = plan.output.name
     flush = _on_failure(f"(spf_status = {kernel}_flush(&spf_ws, &spf_cur, {out}, spf_group))",
@@ -163,20 +163,20 @@ def group_check(plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
 def finish(plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
     out = plan.output.name
     if target == "stream":
-        if plan.mode == "sort":
+        if plan.mode is Mode.SORT:
             return [t.Call(f"spf_stream_sort_combine({out})")]
         return [_on_failure(f"spf_ws.prefix >= 0 && spf_ws_flush(&spf_ws, {out}, -1)",
                             "spf_out_of_memory")]
-    if plan.mode == "bucket":
+    if plan.mode is Mode.BUCKET:
         return _finish_buckets(plan)
     nodes: list[t.Node] = []
-    if plan.mode == "sort":
+    if plan.mode is Mode.SORT:
         nodes += [t.Call("spf_stream_sort_combine(&spf_entries)"),
                   t.For("int64_t spf_e = 0", "spf_e < spf_entries.n", "++spf_e",
                         [_on_failure(f"(spf_status = {kernel}_append(&spf_cur, {out}, "
                                      "spf_entries.key[spf_e], spf_entries.val[spf_e]))",
                                      "spf_fail")], braces=False)]
-    elif plan.mode == "workspace":
+    elif plan.mode is Mode.WORKSPACE:
         nodes.append(_on_failure(f"spf_ws.prefix >= 0 && (spf_status = {kernel}_flush("
                                  f"&spf_ws, &spf_cur, {out}, -1))", "spf_fail"))
     nodes.append(t.Call(f"{kernel}_finish(&spf_cur, {out}, {out}_size)"))
@@ -200,9 +200,9 @@ def _finish_buckets(plan: AssemblyPlan) -> list[t.Node]:
 
 
 def release(plan: AssemblyPlan, target: str) -> list[t.Node]:
-    if plan.mode in ("bucket", "append"):   # they work in the output's own arrays
+    if plan.mode in (Mode.BUCKET, Mode.APPEND):   # they work in the output's own arrays
         return []
-    if plan.mode == "workspace":
+    if plan.mode is Mode.WORKSPACE:
         return [t.Call("spf_ws_free(&spf_ws)")]
     return [t.Call("spf_stream_free(&spf_entries)")] if target == "output" else []
 
@@ -234,7 +234,7 @@ class _Shape:
 
     @property
     def compressed(self) -> list[int]:
-        return [k for k, lv in enumerate(self.levels) if lv.kind == "compressed"]
+        return [k for k, lv in enumerate(self.levels) if lv.kind is StorageKind.COMPRESSED]
 
     @property
     def stepping(self) -> list[int]:
@@ -322,7 +322,7 @@ def _append(sh: _Shape) -> list[str]:
             lines += [f"        c->base{k} = key - r;",
                       f"        c->end{k} = c->base{k} + c->st{sh.last[k]};"]
         parent = f"c->pos{k - 1}" if k else "0"
-        if lv.kind == "dense":
+        if lv.kind is StorageKind.DENSE:
             lines.append(f"        c->pos{k} = {parent} * c->ext{sh.first[k]} + c{sh.first[k]};"
                          if k else f"        c->pos{k} = c{sh.first[k]};")
         else:
@@ -371,7 +371,7 @@ def _finish(sh: _Shape) -> list[str]:
              f"static void {sh.kernel}_finish(const {sh.cursor} *restrict c, {sh.struct} "
              "*restrict out, int64_t *restrict size)", "{"]
     for k, lv in enumerate(levels):
-        if lv.kind == "dense":
+        if lv.kind is StorageKind.DENSE:
             parent = f"size[{k - 1}] * " if k else ""
             lines.append(f"    size[{k}] = {parent}c->ext{sh.first[k]};")
         else:

@@ -9,20 +9,20 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 
-from .back.lower import kernel_code, tile_condition
+from .back.lower import Role, kernel_code, tile_condition
 from .back.names import CNames
 from .back.source import emit_kernel, emit_sum
-from .errors import SpecError, SynthesisError
+from .errors import SpecError
 from .iteration_space import IterationSpace, build, shared_fields
 from .kernel_spec import (Expr, layout_params, load_kernel_file, parse_bounds, parse_expr,
                           parse_order, tensor_layouts)
 from .layout import Layout, default_layout, load_layout
-from .scan import LoopNest, scan
-from .smt import Z3Limit, z3_timeout
-from .terms import Aff
-from .synthesis import ALGORITHMS, Decision, for_parallel, synthesize, tile_skips
-from .analysis import Analysis, TileReport, analyze, tiling_legal
-from .assembly import AssemblyPlan, plan_assembly
+from .scan import LevelKind, LoopNest
+from .z3limit import z3_timeout
+from .synthesis import ALGORITHMS, Decision
+from .analysis import Analysis, TileReport
+from .assembly import AssemblyPlan, Mode
+from .plan import Plan, make_plan
 from .storage import storage_of
 from .syntax import C_KEYWORDS
 from .compiled import CompiledKernel
@@ -99,6 +99,7 @@ class Kernel:
         self.assembled = self._needs_assembly()
         self.bounds = parse_bounds(bounds) if bounds else []
         self.terms: list[Kernel] = []
+        self.plan: Plan | None = None
         self._analysis: Analysis | None = None
         self._source: str | None = None
         out = self.expr.output.tensor
@@ -115,36 +116,30 @@ class Kernel:
         if self.tile:
             self.space = self.space.tiled(self.tile)
         self.order = self._loop_order(order)
-        self.nest: LoopNest = scan(self.space, self.order)
-        self.nest.z3 = Z3Limit(self.z3_timeout_ms)
-        self._check_tiled_loops()
-        self.decisions: list[Decision] = synthesize(self.nest, self.find)
-        self.assembly: AssemblyPlan | None = None
-        if self.assembled:
-            self.assembly = plan_assembly(self.nest, self.space.assembled, self.decisions)
-            if drop_zeros:
-                self.assembly = replace(self.assembly, drop_zeros=True)
-        elif drop_zeros:
-            raise SpecError("drop_zeros applies to an output assembled by the kernel (a sparse "
-                            "layout without share=); this output is dense or shared",
-                            self.expr.source)
-        self.parallel_loop: str | None = None
-        if parallel and not self.assembled:
-            self.parallel_loop = self.analysis().parallel_loop
-            if self.parallel_loop is not None:
-                self._adapt_finds_to_parallel()
+        self.plan: Plan = make_plan(self.space, self.order, self.find, parallel=parallel,
+                                    assemble=self.assembled, drop_zeros=drop_zeros,
+                                    z3_timeout_ms=self.z3_timeout_ms, tile=self.tile)
 
-    def _adapt_finds_to_parallel(self) -> None:
-        """Find states private to the threads (:func:`for_parallel`); notes say what changed."""
-        serial = self.decisions
-        self.decisions = for_parallel(self.nest, serial, self.parallel_loop)
-        for before, after in zip(serial, self.decisions):
-            old = before.chosen.describe() if before.chosen else "guard loop"
-            new = after.chosen.describe() if after.chosen else "guard loop"
-            if old != new:
-                self.analysis().notes.append(
-                    f"find of {after.find.use.name} ({after.find.var}): {old} became "
-                    f"{new} so that no find state is shared by parallel iterations")
+    # the plan's decisions, as the kernel's attributes ------------------------------------
+    @property
+    def nest(self) -> LoopNest:
+        return self.plan.nest if self.plan else self.terms[0].nest
+
+    @property
+    def decisions(self) -> list[Decision]:
+        if self.plan is None:
+            return [d for t in self.terms for d in t.decisions]
+        return self.plan.decisions
+
+    @property
+    def assembly(self) -> AssemblyPlan | None:
+        return self.plan.assembly if self.plan else self.terms[0].assembly
+
+    @property
+    def parallel_loop(self) -> str | None:
+        if self.plan is None:
+            return next((t.parallel_loop for t in self.terms if t.parallel_loop), None)
+        return self.plan.parallel_loop
 
     def _split_terms(self, order: list[str] | None, tile) -> None:
         """Statement splitting: one product kernel per term, adding into the output."""
@@ -173,15 +168,13 @@ class Kernel:
                 raise SpecError(f"order names {unknown}, which no term of the sum has as a loop "
                                 "variable", self.expr.source)
         for t in self.terms:    # a term feeds a sorted, combined run to the union
-            if t.assembly is not None and t.assembly.mode in ("bucket", "append"):
-                t.assembly = replace(t.assembly, bucket_sorted=False, unique=False,
-                                     mode="sort" if t.assembly.mode == "bucket" else "workspace")
+            a = t.plan.assembly
+            if a is not None and a.mode in (Mode.BUCKET, Mode.APPEND):
+                t.plan.assembly = replace(a, bucket_sorted=False, unique=False,
+                                          mode=Mode.SORT if a.mode is Mode.BUCKET else Mode.WORKSPACE)
         first = self.terms[0]
-        self.space, self.nest, self.order = first.space, first.nest, first.order
-        self.decisions = [d for t in self.terms for d in t.decisions]
-        self.assembly = first.assembly
+        self.space, self.order = first.space, first.order
         self.tile = {}
-        self.parallel_loop = next((t.parallel_loop for t in self.terms if t.parallel_loop), None)
 
     def _term_specs(self) -> list[tuple[Expr, dict[str, Layout]]]:
         """(product, layouts) per statement: one per term of a sum, times one per part of
@@ -224,23 +217,6 @@ class Kernel:
             out[var] = size
         return out
 
-    def _check_tiled_loops(self) -> None:
-        if not self.tile:
-            return
-        for var, size in self.tile.items():
-            lv = self.nest.level(var)
-            if size == 1 and lv.kind == "assign" and lv.expr == Aff.var(f"{var}_tile"):
-                continue        # tiles of one: the tile loop runs the loop's values itself
-            if lv.kind != "loop":
-                raise SpecError(f"cannot tile {var}: it is not a loop (the iteration space "
-                                f"defines it as {self.nest.level(var).expr})", self.expr.source)
-        original = [lv.var for lv in self.nest.levels
-                    if lv.kind == "loop" and lv.var not in self.space.tiles]
-        ok, why = tiling_legal(self.nest, original)
-        if not ok:
-            raise SynthesisError(f"tiling {self.tile} with loop order "
-                                 f"{', '.join(self.nest.schedule)} is not legal: {why}")
-
     def analyses(self) -> list[Analysis]:
         """One analysis per statement (per term of a sum)."""
         return [t.analysis() for t in self.terms] if self.terms else [self.analysis()]
@@ -251,20 +227,19 @@ class Kernel:
         if self.terms:
             return self.terms[0].analysis()
         if self._analysis is None:
-            self._analysis = analyze(self.nest, self.parallel and not self.assembled,
-                                     finds=bool(self.decisions))
+            ana = self.plan.analysis()
             if self.assembled:
                 if self.parallel:
-                    self._analysis.notes.append(
-                        f"not parallelized: the output {self.expr.output.tensor} is assembled "
-                        "in storage order by one thread")
-                self._analysis.notes.append(self.assembly.describe())
+                    ana.notes.append(f"not parallelized: the output {self.expr.output.tensor} "
+                                     "is assembled in storage order by one thread")
+                ana.notes.append(self.assembly.describe())
+            names = CNames(self.space, set())
             for t, (var, size) in self.space.tiles.items():
-                names = CNames(self.space, set())
-                guards = [tile_condition(self.nest, skip, names)
-                          for skip in tile_skips(self.nest, self.decisions, t)]
-                self._analysis.tiles.append(TileReport(var, size, t, guards))
-            self._analysis.notes.extend(self.nest.z3.undecided)
+                ana.tiles.append(TileReport(var, size, t, [
+                    tile_condition(self.nest, skip, names) for skip in self.plan.skips[t]]))
+            ana.notes.extend(self.nest.z3.undecided)
+            ana.notes.extend(self.plan.notes)
+            self._analysis = ana
         return self._analysis
 
 
@@ -363,20 +338,15 @@ class Kernel:
             header = [f"Generated by spf: {self.expr}"]
             if not self.terms:
                 header += self._header_lines()
-                self._source = emit_kernel(self.nest, self.name, header, self.decisions,
-                                                  self._guard_notes(),
-                                                  parallel_loop=self.parallel_loop,
-                                                  assembly=self.assembly)
+                self._source = emit_kernel(self.plan, self.name, header)
                 return self._source
             codes, args = [], []
             for k, t in enumerate(self.terms):
                 header.append(f"Term {k} ({t.name}): {t.expr}")
                 header += ["  " + h for h in t._header_lines()]
-                codes.append(kernel_code(t.nest, t.name, t.decisions, t._guard_notes(),
-                                                t.parallel_loop, t.assembly, target="stream"))
+                codes.append(kernel_code(t.plan, t.name, Role(target="stream")))
                 args.append([a.tensor for a in (t.expr.output, *t.expr.factors)])
-            bounds = [kernel_code(t.nest, f"{t.name}_bound", t.decisions,
-                                         t._guard_notes(), None, t.assembly, count=True)
+            bounds = [kernel_code(t.plan, f"{t.name}_bound", Role(count=True))
                       for t in self.terms] if self.assembly else []
             self._source = emit_sum(self.name, header, self.expr, self.layouts, codes,
                                            args, self.space, self.parallel_loop is not None,
@@ -408,11 +378,6 @@ class Kernel:
                           f"arrays sized by {self.name}_bound)")
         return header
 
-    def _guard_notes(self) -> dict[str, str]:
-        return {d.find.var: "guard loop: scans every position and tests it (no find "
-                            "template applies; see kernel.report())"
-                for d in self.decisions if d.chosen is None}
-
     def compile(self) -> "CompiledKernel":
         """Compile (or fetch from the cache) and return a callable."""
         return CompiledKernel(self)
@@ -429,17 +394,17 @@ class Kernel:
         lines.append(f"iteration space: {self.space}")
         lines.append(f"loop order: {', '.join(self.nest.schedule)}")
         for lv in self.nest.levels:
-            if lv.kind == "loop":
+            if lv.kind is LevelKind.LOOP:
                 lo = ", ".join(f"{a}" if d == 1 else f"ceil(({a})/{d})" for a, d in lv.lower)
                 hi = ", ".join(f"{a}" if d == 1 else f"floor(({a})/{d})" for a, d in lv.upper)
                 lines.append(f"  loop {lv.var}: max({lo}) <= {lv.var} <= min({hi})")
-            elif lv.kind == "assign":
+            elif lv.kind is LevelKind.ASSIGN:
                 lines.append(f"  assign {lv.var} = {lv.expr}")
             else:
                 lines.append(f"  read {lv.call}")
             for g in lv.guards:
                 lines.append(f"    guard: {g}"
-                             + ("  (find: guard loop)" if lv.kind == "read" and g.is_eq else ""))
+                             + ("  (find: guard loop)" if lv.kind is LevelKind.READ and g.is_eq else ""))
             for g in lv.dropped:
                 lines.append(f"    dropped: {g}  (implied by inner bounds and layout properties)")
         for g in self.nest.statement_guards:

@@ -19,7 +19,7 @@ import numpy as np
 from . import runtime
 from .errors import ArgumentError
 from .layout import Layout, Property
-from .storage import Storage, storage_or_none
+from .storage import Storage, StorageKind, storage_or_none
 from .tensor import Tensor, index_max
 
 
@@ -184,7 +184,7 @@ def _scipy_fields(m: Any, storage: Storage) -> dict[str, Any] | None:
     levels = storage.levels
     fields: dict[str, Any] = dict(zip(storage.shape_fields, m.shape))
     if m.format in ("csr", "csc"):
-        if len(levels) != 2 or levels[0].kind != "dense" or not levels[1].pointer \
+        if len(levels) != 2 or levels[0].kind is not StorageKind.DENSE or not levels[1].pointer \
                 or len(levels[1].coords) != 1 or not levels[1].coords[0][1] \
                 or storage.order != _scipy_order(m):
             return None

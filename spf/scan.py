@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+from enum import StrEnum
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -22,12 +23,21 @@ from .z3limit import Z3Limit
 from .terms import Aff, Constraint, FloorDiv, UFCall
 
 
+class LevelKind(StrEnum):
+    """What a level of the nest is: a loop, an assignment ``var = expr``, or the read of an
+    index-array value (``var = f(...)``) that guards test."""
+
+    LOOP = "loop"
+    ASSIGN = "assign"
+    READ = "read"
+
+
 @dataclass
 class Level:
     """One dimension of the loop nest."""
 
     var: str
-    kind: str                                  # "loop" | "assign" | "read"
+    kind: LevelKind
     expr: Aff | None = None                    # assign: var = expr
     call: UFCall | None = None                 # read: the index-array read this dim stands for
     lower: list[tuple[Aff, int]] = field(default_factory=list)  # var >= ceil(aff / den)
@@ -39,7 +49,7 @@ class Level:
         v = Aff.var(self.var)
         out = [Constraint.ge(v * den, aff) for aff, den in self.lower]
         out += [Constraint.ge(aff, v * den) for aff, den in self.upper]
-        if self.kind == "assign":
+        if self.kind is LevelKind.ASSIGN:
             out.append(Constraint.eq(v, self.expr))
         return out
 
@@ -166,11 +176,11 @@ class Scanner:
             atom = enc.call_of.get(var, var)
             mine = [c for c in cons if c.aff.coeff(atom)]
             if var in enc.call_of:
-                levels.append(Level(var, "read", call=enc.call_of[var], guards=mine))
+                levels.append(Level(var, LevelKind.READ, call=enc.call_of[var], guards=mine))
             elif var in defs:
                 expr = defs[var]
                 defining = Constraint.eq(Aff.var(var), expr)
-                levels.append(Level(var, "assign", expr=expr,
+                levels.append(Level(var, LevelKind.ASSIGN, expr=expr,
                                     guards=[c for c in mine if c != defining]))
             else:
                 levels.append(self._loop_level(var, mine, enc.dims[k + 1:]))
@@ -180,7 +190,7 @@ class Scanner:
         return nest
 
     def _loop_level(self, var: str, cons: list[Constraint], inner: list[str]) -> Level:
-        lv = Level(var, "loop")
+        lv = Level(var, LevelKind.LOOP)
         for c in cons:
             k = c.aff.coeff(var)
             rest = c.aff - Aff.var(var, k)
@@ -236,7 +246,7 @@ def _prefer_named(nest: LoopNest) -> None:
     """Write index-array reads that an assignment names by that name (``x.idx(p) = j``)."""
     names: dict[UFCall, Aff] = {}
     for lv in nest.levels:
-        if lv.kind == "assign":
+        if lv.kind is LevelKind.ASSIGN:
             lv.expr = lv.expr.substitute(names)
             if len(lv.expr.terms) == 1 and lv.expr.const == 0 and lv.expr.terms[0][1] == 1 \
                     and isinstance(lv.expr.terms[0][0], UFCall):

@@ -12,12 +12,9 @@ from typing import Mapping, NamedTuple
 
 import z3
 
-from .errors import SpecError
 from .iteration_space import TensorUse
-from .scan import LoopNest
+from .scan import LevelKind, LoopNest
 from .terms import Aff, Constraint, FloorDiv, UFCall
-
-from .z3limit import Z3_TIMEOUT_ENV, Z3_TIMEOUT_MAX_MS, Z3_TIMEOUT_MS, Z3Limit, z3_timeout  # noqa: F401,E501
 
 
 class Verdict(NamedTuple):
@@ -43,8 +40,8 @@ class InstanceEncoder:
         self.limit = nest.z3
         self.space = nest.space
         self.outer = nest.levels[:depth]
-        self.outer_vars = [lv.var for lv in self.outer if lv.kind != "read"]
-        self.loop_vars = [lv.var for lv in self.outer if lv.kind == "loop"]
+        self.outer_vars = [lv.var for lv in self.outer if lv.kind is not LevelKind.READ]
+        self.loop_vars = [lv.var for lv in self.outer if lv.kind is LevelKind.LOOP]
         self.funcs: dict[str, z3.FuncDeclRef] = {}
         self.terms: list[tuple[str, tuple, int]] = []   # (uf name, z3 args, instance)
         self.fresh = itertools.count()

@@ -18,6 +18,7 @@ this shape (blocked, diagonal, padded) are rejected with the reason.
 """
 from __future__ import annotations
 
+from enum import StrEnum
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -27,12 +28,20 @@ from .layout import Layout
 from .terms import Aff, UFCall
 
 
+class StorageKind(StrEnum):
+    """How a storage level holds its positions: every coordinate of its extent (dense) or
+    only those with entries, appended behind a pointer or a count (compressed)."""
+
+    DENSE = "dense"
+    COMPRESSED = "compressed"
+
+
 @dataclass(frozen=True)
 class StorageLevel:
     """One level: layout index ``index`` and the logical dimensions it fixes."""
 
     index: str
-    kind: str                                   # "dense" | "compressed"
+    kind: StorageKind
     coords: tuple[tuple[int, str | None], ...]  # (logical dim, index array or None = index)
     parent: str | None = None                   # the enclosing level's index
     pointer: str | None = None                  # ptr(parent) <= index < ptr(parent + 1)
@@ -166,15 +175,15 @@ class _Deriver:
                 if shape_fields[coords[0][0]] != scalar:
                     self.fail(f"dense level {p} runs to {scalar}, not to the extent of its "
                               f"coordinate ({shape_fields[coords[0][0]]})")
-                return StorageLevel(p, "dense", coords, parent, extent=scalar)
+                return StorageLevel(p, StorageKind.DENSE, coords, parent, extent=scalar)
             if parent is None and all(arr for _, arr in coords):
-                return StorageLevel(p, "compressed", coords, None, count=scalar)
+                return StorageLevel(p, StorageKind.COMPRESSED, coords, None, count=scalar)
         if parent is not None and all(arr for _, arr in coords):
             ptr = next((a.terms[0][0] for a in [lo] if len(a.terms) == 1 and a.const == 0
                         and isinstance(a.terms[0][0], UFCall)), None)
             if ptr is not None and len(ptr.args) == 1 and ptr.args[0] == Aff.var(parent) \
                     and hi + 1 == Aff.var(UFCall(ptr.name, (Aff.var(parent) + 1,))):
-                return StorageLevel(p, "compressed", coords, parent, pointer=ptr.name)
+                return StorageLevel(p, StorageKind.COMPRESSED, coords, parent, pointer=ptr.name)
         self.fail(f"layout index {p} (bounds {lo} <= {p} <= {hi}) is neither a dense level "
                   "nor a compressed level of its parent")
 
@@ -217,7 +226,7 @@ class _Deriver:
 
     def _free_tail(self, last: StorageLevel) -> int:
         """How many coordinates of a compressed last level no ordering property mentions."""
-        if last.kind != "compressed":
+        if last.kind is not StorageKind.COMPRESSED:
             return 0
         ordered = {a for prop in self.layout.properties
                    if prop.kind in ("monotonic", "periodic_monotonic", "covary_monotonic")
@@ -234,11 +243,11 @@ class _Deriver:
         level, or ``data[p][q]...`` over it and the dense levels under it."""
         ref = self.layout.value
         subs = [s.name if isinstance(s, ie.Name) else "?" for s in ref.subscripts]
-        start = max((k for k, lv in enumerate(levels) if lv.kind == "compressed"), default=0)
+        start = max((k for k, lv in enumerate(levels) if lv.kind is StorageKind.COMPRESSED), default=0)
         chain = levels[start:]
         dims = self.layout.fields[ref.array].dims
         if subs == [lv.index for lv in chain] and all(
-                lv.kind == "dense" and dims[m] == ie.Name(lv.extent)
+                lv.kind is StorageKind.DENSE and dims[m] == ie.Name(lv.extent)
                 for m, lv in enumerate(chain) if m > 0):
             return
         shown = "".join(f"[{ie.to_c(s, str, _call_text)}]" for s in ref.subscripts)

@@ -19,7 +19,7 @@ from .finds.base import CostTerms, FindContext
 from .finds.checks import Checker, params_only
 from .finds.model import Choice, Decision, Find
 from .iteration_space import IterationSpace, TensorUse
-from .scan import LoopNest
+from .scan import LevelKind, LoopNest
 from .smt import symbols_of as _symbols
 from .terms import Aff, Constraint, UFCall
 
@@ -33,9 +33,9 @@ def detect_finds(nest: LoopNest) -> list[Find]:
     finds = []
     levels = nest.levels
     for k, lv in enumerate(levels):
-        if lv.kind != "loop":
+        if lv.kind is not LevelKind.LOOP:
             continue
-        outer = {v.var for v in levels[:k] if v.kind != "read"}
+        outer = {v.var for v in levels[:k] if v.kind is not LevelKind.READ}
         use = _owner(nest.space, lv.var)
         if use is None:
             continue
@@ -43,9 +43,9 @@ def detect_finds(nest: LoopNest) -> list[Find]:
         key_levels = []
         for j in range(k + 1, len(levels)):
             rl = levels[j]
-            if rl.kind == "loop":
+            if rl.kind is LevelKind.LOOP:
                 break
-            if rl.kind != "read":
+            if rl.kind is not LevelKind.READ:
                 continue
             for g in rl.guards:
                 key = _key_of(g, rl.call, lv.var, outer)
@@ -178,7 +178,7 @@ def cost_model(nest: LoopNest, find: Find, choices: list[Choice]) -> CostModel |
         if cost is None:
             return None
         terms[c.algorithm] = cost
-    loops = [lv for lv in nest.levels[:find.level] if lv.kind == "loop"]
+    loops = [lv for lv in nest.levels[:find.level] if lv.kind is LevelKind.LOOP]
     owner = _owner(nest.space, loops[-1].var) if loops else None
     if owner is None:
         return None

@@ -18,7 +18,7 @@ from . import runtime
 from .errors import ArgumentError
 from .layout import INDEX_TYPE, Layout, Property, load_layout
 from .scalar_fields import derive_scalar_fields
-from .storage import storage_or_none
+from .storage import StorageKind, storage_or_none
 from .validate import check_structure
 
 VALUE_DTYPE = np.float64
@@ -260,7 +260,7 @@ def _scipy_from_storage(t: Tensor) -> Any:
         return None
     levels, shape = storage.levels, t.shape
     values = t.values
-    if len(levels) == 2 and levels[0].kind == "dense" and levels[1].pointer \
+    if len(levels) == 2 and levels[0].kind is StorageKind.DENSE and levels[1].pointer \
             and len(levels[1].coords) == 1 and levels[1].coords[0][1]:
         fmt = {(0, 1): sp.csr_matrix, (1, 0): sp.csc_matrix}.get(storage.order)
         outer = shape[storage.order[0]]

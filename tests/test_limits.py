@@ -26,7 +26,7 @@ import z3
 import spf
 import spf.cli
 from spf.isl_bridge import ISL_MAX_OPERATIONS
-from spf.smt import Z3_TIMEOUT_MAX_MS, Z3_TIMEOUT_MS
+from spf.z3limit import Z3_TIMEOUT_MAX_MS, Z3_TIMEOUT_MS
 
 SPMV = "y(i) = A(i,j) * x(j)"
 FIG11 = "v = A(i) * B(i) * C(i)"

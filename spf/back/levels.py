@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..scan import LoopNest
+from ..scan import LevelKind, LoopNest
 from ..terms import Aff, Constraint, UFCall
 from . import ctree as t
 from .names import CNames, loop_bound
@@ -39,7 +39,7 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
         note = level_notes.get(lv.var)
         if note and k not in by_level:
             b.add(t.Comment(note))
-        if lv.kind == "loop":
+        if lv.kind is LevelKind.LOOP:
             if k in by_level:
                 f = by_level[k]
                 f.algorithm.open(f, b)
@@ -47,7 +47,7 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
                 if lv.var == team:
                     b.nest(t.Team())
                 _open_loop(b, lv, names, parallel.get(lv.var))
-        elif lv.kind == "assign" and lv.var in used:
+        elif lv.kind is LevelKind.ASSIGN and lv.var in used:
             b.add(t.Declare("spf_index_t", lv.var, names.aff(lv.expr), const=True))
         guards = [g for g in lv.guards
                   if not any(_is_key_guard(g, call, e) for call, e in key_guards[k])]

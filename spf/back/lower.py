@@ -9,18 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import emit_assembly
-from ..assembly import AssemblyPlan
 from ..finds import REGISTRY
 from ..finds.base import FindLowering
 from ..finds.model import Choice, Decision
 from ..iteration_space import TensorUse
 from ..layout import Layout
-from ..scan import LoopNest
-from ..synthesis import TileSkip, cost_model, tile_skips
+from ..scan import LevelKind, LoopNest
+from ..plan import Plan
+from ..synthesis import TileSkip, cost_model
 from ..terms import Aff
 from . import ctree as t
 from .levels import Hook, lower_levels
 from .names import CNames, loop_bound, struct_name, used_names, value_names
+from ..assembly import Mode
 
 
 class CustomStatement:
@@ -70,19 +71,19 @@ def _snippet(name: str, lines: list[str]) -> t.Snippet:
 class KernelLowering:
     """Builds the tree of one kernel function (see :func:`kernel_code`)."""
 
-    def __init__(self, nest: LoopNest, name: str, decisions: list[Decision],
-                 level_notes: dict[str, str] | None, parallel_loop: str | None,
-                 assembly: AssemblyPlan | None, role: Role, custom: CustomStatement | None):
-        self.nest, self.space, self.expr = nest, nest.space, nest.space.expr
-        self.name, self.decisions = name, list(decisions)
-        self.level_notes = level_notes or {}
-        self.parallel_loop, self.assembly, self.role, self.custom = \
-            parallel_loop, assembly, role, custom
+    def __init__(self, plan: Plan, name: str, role: Role, custom: CustomStatement | None):
+        self.plan = plan
+        self.nest, self.space, self.expr = plan.nest, plan.space, plan.space.expr
+        self.name, self.decisions = name, list(plan.decisions)
+        self.level_notes = plan.guard_notes()
+        # the functions counting an assembled output's entries run serially
+        self.parallel_loop = None if role.count else plan.parallel_loop
+        self.assembly, self.role, self.custom = plan.assembly, role, custom
         self.helpers: set[str] = set()
         self.names = CNames(self.space, self.helpers)
         self.layouts: dict[str, Layout] = {}
         self.b = t.Builder()
-        self.building = assembly is not None and not role.count
+        self.building = plan.assembly is not None and not role.count
 
     # signature ------------------------------------------------------------------------
     def signature(self) -> str:
@@ -187,28 +188,22 @@ class KernelLowering:
         return versions + [chosen], runtime
 
 
-def kernel_code(nest: LoopNest, name: str, decisions: list[Decision] = (),
-                level_notes: dict[str, str] | None = None, parallel_loop: str | None = None,
-                assembly: AssemblyPlan | None = None, target: str = "output",
-                count: bool = False, histogram: bool = False,
+def kernel_code(plan: Plan, name: str, role: Role = Role(),
                 custom: "CustomStatement | None" = None) -> KernelCode:
-    """The signature and body of one kernel function (returns 0, 1 when out of memory, 2
-    when an assembled output outgrows its arrays).  An assembled output goes to its layout's
-    arrays (``target="output"``) or to a sorted run (``"stream"``, a term of a sum);
-    ``count=True`` gives the function that counts the statement instances instead
-    (``<name>_bound``), and ``histogram=True`` with it the function counting the entries of
-    each bucket (``<name>_histogram``, bucket mode)."""
-    k = KernelLowering(nest, name, decisions, level_notes, parallel_loop, assembly,
-                       Role(target, count, histogram), custom)
+    """The signature and body of one kernel function of ``plan`` (returns 0, 1 when out of
+    memory, 2 when an assembled output outgrows its arrays); ``role`` says which function of
+    an assembled output (see :class:`Role`); ``custom`` replaces the statement."""
+    assembly = plan.assembly
+    k = KernelLowering(plan, name, role, custom)
     signature = k.signature()
     lower_body(k)
     runtimes = {REGISTRY[c.algorithm].runtime for d in k.decisions for c in d.candidates
                 if REGISTRY[c.algorithm].runtime}
     storage = ""
-    if k.building and target == "output" and assembly.mode != "bucket":
+    if k.building and role.target == "output" and assembly.mode is not Mode.BUCKET:
         storage = emit_assembly.functions(assembly.storage, name,
                                           struct_name(assembly.output.layout),
-                                          assembly.mode == "workspace", assembly.any_order,
+                                          assembly.mode is Mode.WORKSPACE, assembly.any_order,
                                           assembly.last_only)
     return KernelCode(signature, k.b.root, k.helpers, k.layouts, runtimes, k.building,
                       storage)
@@ -266,7 +261,7 @@ def lower_body(k: KernelLowering) -> None:
         b.add(*emit_assembly.declare(a, k.names, k.name, role.target))
     for f in stateful:
         b.add(*f.algorithm.allocate(f))
-    if k.building and a.mode == "bucket":
+    if k.building and a.mode is Mode.BUCKET:
         inputs = [acc.tensor if not acc.indices else k.space.use(acc.tensor).name
                   for acc in k.expr.factors]
         b.add(*emit_assembly.bucket_start(a, k.name, inputs))
@@ -275,7 +270,7 @@ def lower_body(k: KernelLowering) -> None:
     positions = [i for i, lv in enumerate(k.nest.levels) if lv.var in out_vars]
     acc_level = max(positions) if positions else -1
     use_acc = a is None and k.custom is None and \
-        any(lv.kind == "loop" for lv in k.nest.levels[acc_level + 1:])
+        any(lv.kind is LevelKind.LOOP for lv in k.nest.levels[acc_level + 1:])
     # each element written once, by a store of its whole sum: no zeroing pass, no re-read
     store = use_acc and out_use is not None and not k.expr.accumulate and \
         _stores_every_element(k.nest, k.decisions, acc_level)
@@ -307,7 +302,7 @@ def _zero_output(k: KernelLowering, out_use: TensorUse | None) -> list[t.Node]:
     arr = out_use.layout.value.array
     size = k.names.extent_product(out_use, arr)
     if k.parallel_loop:      # zero the output with all threads (it can be large)
-        return [t.For(f"size_t spf_z = 0", f"spf_z < {size}", "++spf_z",
+        return [t.For("size_t spf_z = 0", f"spf_z < {size}", "++spf_z",
                       [t.Assign(f"{out}->{arr}[spf_z]", "0.0")], braces=False,
                       parallel=t.Parallel(t.Schedule.STATIC))]
     return [t.Call(f"memset({out}->{arr}, 0, sizeof(double) * {size})")]
@@ -340,8 +335,7 @@ def _hooks(k: KernelLowering, acc_level: int, acc_target: str | None,
         level, lines = k.custom.at
         _chain(hooks, level, lambda b: b.add(_snippet("custom level code", lines)))
     for tile in k.space.tiles:
-        conds = [tile_condition(k.nest, skip, k.names)
-                 for skip in tile_skips(k.nest, k.decisions, tile)]
+        conds = [tile_condition(k.nest, skip, k.names) for skip in k.plan.skips.get(tile, [])]
         if conds:
             def skip(b: t.Builder, conds=conds) -> None:
                 b.add(t.Comment("skip tiles that cannot hold a match (the keys are sorted)"))
@@ -357,7 +351,7 @@ def _nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
     parallel: dict[str, t.Parallel] = {}
     team = None
     if k.parallel_loop:
-        loops = [lv.var for lv in k.nest.levels if lv.kind == "loop"]
+        loops = [lv.var for lv in k.nest.levels if lv.kind is LevelKind.LOOP]
         par = [lv.var for lv in k.nest.levels].index(k.parallel_loop)
         private = [v for f in finds for v in f.algorithm.thread_private(f, par)]
         outer = k.parallel_loop == loops[0]
@@ -437,12 +431,12 @@ def _stores_every_element(nest: LoopNest, decisions: list[Decision], acc_level: 
     find on the way): then the accumulated sum is stored, and the output needs no zeroing."""
     space = nest.space
     head = nest.levels[:acc_level + 1]
-    loops = {lv.var: lv for lv in head if lv.kind == "loop"}
+    loops = {lv.var: lv for lv in head if lv.kind is LevelKind.LOOP}
     indices = space.expr.output.indices
     if len(loops) != len(indices) or any(lv.guards for lv in head) \
             or any(d.find.level <= acc_level for d in decisions):
         return False
-    assigned = {lv.var: lv.expr for lv in head if lv.kind == "assign"}
+    assigned = {lv.var: lv.expr for lv in head if lv.kind is LevelKind.ASSIGN}
     covered = set()
     for idx in indices:
         expr = Aff.var(idx) if idx in loops else assigned.get(idx)

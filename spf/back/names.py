@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from .. import index_expr as ie
 from ..iteration_space import IterationSpace, TensorUse
 from ..layout import Layout
-from ..scan import LoopNest
+from ..scan import LevelKind, LoopNest
 from ..terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, format_sum
 
 C_TYPES = {"int": "spf_index_t", "double": "double"}
@@ -136,7 +136,7 @@ def used_names(nest: LoopNest, statement_names: set[str]) -> set[str]:
     while changed:
         changed = False
         for lv in nest.levels:
-            if lv.kind == "assign" and lv.var in used:
+            if lv.kind is LevelKind.ASSIGN and lv.var in used:
                 new = lv.expr.names() - used
                 if new:
                     used |= new

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from .. import emit_assembly
-from ..assembly import AssemblyPlan
+from ..assembly import AssemblyPlan, Mode
 from ..errors import SpecError
 from ..iteration_space import IterationSpace
 from ..layout import Layout
-from ..scan import LoopNest
-from ..finds.model import Decision
+from ..plan import Plan
 from . import ctree as t
 from .c_printer import CPrinter
-from .lower import KernelCode, kernel_code
+from .lower import KernelCode, Role, kernel_code
 from .names import HELPERS, CNames, struct_name, struct_typedef
 from .templates import template, text
 
@@ -22,22 +21,19 @@ def function(code: KernelCode, static: bool = False) -> str:
     return f"{'static ' if static else ''}{code.signature}\n{{\n" + body + "\n}"
 
 
-def emit_kernel(nest: LoopNest, name: str, header_lines: list[str],
-                decisions: list[Decision] = (), level_notes: dict[str, str] | None = None,
-                parallel_loop: str | None = None, assembly: AssemblyPlan | None = None) -> str:
-    """The C source of one kernel function (returns 0, 1 when out of memory, 2 when an
-    assembled output outgrows its arrays); with an ``assembly`` plan, the file also defines
-    ``<name>_bound`` (sizes the output) and the functions that store entries in the output
-    layout."""
-    code = kernel_code(nest, name, decisions, level_notes, parallel_loop, assembly)
+def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
+    """The C source of the kernel function of ``plan`` (returns 0, 1 when out of memory, 2
+    when an assembled output outgrows its arrays); with an assembled output, the file also
+    defines ``<name>_bound`` (sizes the output) and the functions that store entries in the
+    output layout."""
+    code = kernel_code(plan, name)
     before = code.storage
+    assembly = plan.assembly
     if assembly is not None:
-        bound = kernel_code(nest, f"{name}_bound", decisions, level_notes, None, assembly,
-                            count=True)
+        bound = kernel_code(plan, f"{name}_bound", Role(count=True))
         before += "\n\n" + BOUND_COMMENT + function(bound)
-        if assembly.mode == "bucket":
-            hist = kernel_code(nest, f"{name}_histogram", decisions, level_notes, None,
-                               assembly, count=True, histogram=True)
+        if assembly.mode is Mode.BUCKET:
+            hist = kernel_code(plan, f"{name}_histogram", Role(count=True, histogram=True))
             before += ("\n\n/* Bucket mode, first pass: the entries of each "
                        f"{assembly.key[0]} (an upper bound: equal coordinates are added "
                        "later). */\n" + function(hist, static=True))

@@ -100,6 +100,12 @@ class FindAlgorithm:
         raise NotImplementedError
 
 
+def built_outside(c: Choice, par: int) -> Choice | None:
+    """``c`` when its state (a map) is built at or above the parallel loop at level ``par``,
+    so the threads only read it; None otherwise."""
+    return c if c.init_level is not None and c.init_level <= par else None
+
+
 @dataclass
 class FindLowering:
     """The C text pieces of one find (a decision with one of its candidate choices)."""

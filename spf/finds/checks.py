@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import z3
 
-from ..scan import LoopNest
+from ..scan import LevelKind, LoopNest
 from ..smt import InstanceEncoder, symbols_of
 from ..terms import Aff
 from .model import Choice, Find
@@ -164,8 +164,8 @@ class Checker:
 def state_candidates(nest: LoopNest, find: Find, with_reduced: bool) -> list[str]:
     """M of Algorithm 3 in removal order: loop indices innermost first, then reduced indices."""
     outer = nest.levels[:find.level]
-    loops = [lv.var for lv in outer if lv.kind == "loop"]
-    reduced = [lv.var for lv in outer if lv.kind == "assign" and lv.var in nest.space.indices]
+    loops = [lv.var for lv in outer if lv.kind is LevelKind.LOOP]
+    reduced = [lv.var for lv in outer if lv.kind is LevelKind.ASSIGN and lv.var in nest.space.indices]
     return list(reversed(loops)) + (list(reversed(reduced)) if with_reduced else [])
 
 
@@ -187,7 +187,7 @@ def prefer_loops(nest: LoopNest, chk: "Checker", state: list[str], test) -> list
     granularity, but a scalar state instead of an array."""
     for var in list(state):
         lv = nest.level(var)
-        if lv.kind != "assign":
+        if lv.kind is not LevelKind.ASSIGN:
             continue
         loops = _loops_of(nest, lv.expr)
         trial = [s for s in state if s != var] + [n for n in loops if n not in state]
@@ -205,9 +205,9 @@ def _loops_of(nest: LoopNest, a: Aff) -> list[str]:
         if not _is_var(nest, name):
             continue
         lv = nest.level(name)
-        if lv.kind == "loop":
+        if lv.kind is LevelKind.LOOP:
             out.append(name)
-        elif lv.kind == "assign":
+        elif lv.kind is LevelKind.ASSIGN:
             out.extend(n for n in _loops_of(nest, lv.expr) if n not in out)
     return out
 
@@ -227,7 +227,7 @@ def place_state(nest: LoopNest, find: Find, state: list[str], allow_array: bool 
     (an inner loop index or a reduced index with a known extent).  Returns (state, init
     level, array key, key extent); init level -1 when it cannot be stored."""
     outer = nest.levels[:find.level]
-    loops = [k for k, lv in enumerate(outer) if lv.kind == "loop"]
+    loops = [k for k, lv in enumerate(outer) if lv.kind is LevelKind.LOOP]
     prefix: list[str] = []
     for k in loops:
         if outer[k].var not in state:
@@ -246,7 +246,7 @@ def place_state(nest: LoopNest, find: Find, state: list[str], allow_array: bool 
     # the range must be computable where the state is initialised (an array of states may
     # start each entry at the range of its own key: the row's first position, say)
     need = (find.lo.names() | find.hi.names()) - symbols_of(find.lo) - symbols_of(find.hi) - {key}
-    while not need <= {lv.var for lv in outer[:init] if lv.kind != "read"} and init < find.level:
+    while not need <= {lv.var for lv in outer[:init] if lv.kind is not LevelKind.READ} and init < find.level:
         prefix.append(outer[init].var)
         init = next((k for k in loops if k > init), find.level)
         if key is not None and key in prefix:
@@ -259,7 +259,7 @@ def extent_of(nest: LoopNest, var: str) -> Aff | None:
     if var in nest.space.extent:
         return nest.space.extent[var]
     lv = nest.level(var)
-    if lv.kind != "loop" or not any(a.is_const and a.const == 0 for a, _ in lv.lower):
+    if lv.kind is not LevelKind.LOOP or not any(a.is_const and a.const == 0 for a, _ in lv.lower):
         return None
     for a, den in lv.upper:
         if den == 1 and params_only(a):
@@ -299,7 +299,7 @@ def trip_counts(nest: LoopNest, choice: Choice) -> list[Aff] | None:
             out.append(choice.key_extent)
             continue
         lv = nest.level(var)
-        if lv.kind != "loop":
+        if lv.kind is not LevelKind.LOOP:
             return None
         trip = next((u - lo + 1 for u, du in lv.upper for lo, dl in lv.lower
                      if du == 1 and dl == 1 and params_only(u - lo)), None)

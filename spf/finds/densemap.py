@@ -14,9 +14,9 @@ from __future__ import annotations
 import z3
 
 from ..back import ctree as t
-from ..scan import LoopNest
+from ..scan import LevelKind, LoopNest
 from ..terms import Aff
-from .base import CostTerms, FindAlgorithm, FindContext, FindLowering
+from .base import CostTerms, FindAlgorithm, FindContext, FindLowering, built_outside
 from .checks import algorithm3, extent_of, failed, place_state, state_candidates, trip_counts
 from .model import Choice, Decision, Find
 
@@ -54,7 +54,7 @@ class DenseMap(FindAlgorithm):
         return None if resets is None else CostTerms(4, 8, resets, choice.extra["extent"])
 
     def private(self, nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:
-        return c if c.init_level is not None and c.init_level <= par else None
+        return built_outside(c, par)
 
     # lowering ---------------------------------------------------------------------------
     @staticmethod
@@ -118,7 +118,7 @@ def _extent(nest: LoopNest, find: Find, target: Aff) -> Aff | None:
     if var is not None and target == Aff.var(var):
         return extent_of(nest, var)
     for lv in nest.levels[:find.level]:
-        if lv.kind == "assign" and lv.expr == target:
+        if lv.kind is LevelKind.ASSIGN and lv.expr == target:
             return extent_of(nest, lv.var)
     return None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..back import ctree as t
 from ..scan import LoopNest
-from .base import CostTerms, FindAlgorithm, FindContext, FindLowering
+from .base import CostTerms, FindAlgorithm, FindContext, FindLowering, built_outside
 from .checks import algorithm3, failed, place_state, state_candidates, trip_counts
 from .model import Choice, Decision, Find
 
@@ -33,7 +33,7 @@ class HashMap(FindAlgorithm):
         return None if resets is None else CostTerms(12, 4, resets)
 
     def private(self, nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:
-        return c if c.init_level is not None and c.init_level <= par else None
+        return built_outside(c, par)
 
     # lowering ---------------------------------------------------------------------------
     @staticmethod

@@ -1,0 +1,109 @@
+"""The plan of one product kernel: every decision, made once, as data.
+
+:func:`make_plan` scans the iteration space in the loop order, asks synthesis for the finds,
+plans the assembly of a sparse output, chooses the parallel loop (analysis) and adapts the
+finds to it, and works out the tile-skipping conditions.  The report prints the plan;
+lowering (:mod:`spf.back.lower`) consumes it and decides nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .analysis import Analysis, analyze, tiling_legal
+from .assembly import AssemblyPlan, plan_assembly
+from .errors import SpecError, SynthesisError
+from .iteration_space import IterationSpace
+from .scan import LevelKind, LoopNest, scan
+from .synthesis import Decision, TileSkip, for_parallel, synthesize, tile_skips
+from .terms import Aff
+from .z3limit import Z3Limit
+
+
+@dataclass
+class Plan:
+    """Loop order (``nest``), finds with their proofs (``decisions``), the parallel loop and
+    its reason (``analysis``), tiling (``skips`` per tile loop) and the output's assembly."""
+
+    nest: LoopNest
+    decisions: list[Decision]
+    assembly: AssemblyPlan | None
+    parallel_wanted: bool
+    parallel_loop: str | None = None
+    skips: dict[str, list[TileSkip]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)      # what planning changed, and why
+    _analysis: Analysis | None = None
+
+    @property
+    def space(self) -> IterationSpace:
+        return self.nest.space
+
+    def guard_notes(self) -> dict[str, str]:
+        """The comment on each find that stays a guard loop."""
+        return {d.find.var: "guard loop: scans every position and tests it (no find "
+                            "template applies; see kernel.report())"
+                for d in self.decisions if d.chosen is None}
+
+    def analysis(self) -> Analysis:
+        """Dependences, the parallel loop with its reason, tiling and the notes (computed on
+        first use when no parallel loop was asked for: it costs Z3 queries)."""
+        if self._analysis is None:
+            self._analysis = analyze(self.nest, self.parallel_wanted and self.assembly is None,
+                                     finds=bool(self.decisions))
+        return self._analysis
+
+
+def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
+              assemble: bool, drop_zeros: bool, z3_timeout_ms: int,
+              tile: dict[str, int]) -> Plan:
+    """Every decision for the product kernel over ``space`` (see the module docstring)."""
+    nest = scan(space, order)
+    nest.z3 = Z3Limit(z3_timeout_ms)
+    _check_tiling(nest, tile)
+    decisions = synthesize(nest, find)
+    assembly = None
+    if assemble:
+        assembly = plan_assembly(nest, space.assembled, decisions)
+        if drop_zeros:
+            assembly = replace(assembly, drop_zeros=True)
+    elif drop_zeros:
+        raise SpecError("drop_zeros applies to an output assembled by the kernel (a sparse "
+                        "layout without share=); this output is dense or shared",
+                        space.expr.source)
+    plan = Plan(nest, decisions, assembly, parallel)
+    if parallel and not assemble:
+        plan.parallel_loop = plan.analysis().parallel_loop
+        if plan.parallel_loop is not None:
+            _adapt_finds_to_parallel(plan)
+    plan.skips = {t: tile_skips(nest, plan.decisions, t) for t in space.tiles}
+    return plan
+
+
+def _adapt_finds_to_parallel(plan: Plan) -> None:
+    """Find states private to the threads (:func:`for_parallel`); notes say what changed."""
+    serial = plan.decisions
+    plan.decisions = for_parallel(plan.nest, serial, plan.parallel_loop)
+    for before, after in zip(serial, plan.decisions):
+        old = before.chosen.describe() if before.chosen else "guard loop"
+        new = after.chosen.describe() if after.chosen else "guard loop"
+        if old != new:
+            plan.notes.append(f"find of {after.find.use.name} ({after.find.var}): {old} became "
+                              f"{new} so that no find state is shared by parallel iterations")
+
+
+def _check_tiling(nest: LoopNest, tile: dict[str, int]) -> None:
+    """Tiled variables must be loops, and the tiled order legal (paper Sec. 5)."""
+    if not tile:
+        return
+    for var, size in tile.items():
+        lv = nest.level(var)
+        if size == 1 and lv.kind is LevelKind.ASSIGN and lv.expr == Aff.var(f"{var}_tile"):
+            continue        # tiles of one: the tile loop runs the loop's values itself
+        if lv.kind is not LevelKind.LOOP:
+            raise SpecError(f"cannot tile {var}: it is not a loop (the iteration space "
+                            f"defines it as {lv.expr})", nest.space.expr.source)
+    original = [lv.var for lv in nest.levels
+                if lv.kind is LevelKind.LOOP and lv.var not in nest.space.tiles]
+    ok, why = tiling_legal(nest, original)
+    if not ok:
+        raise SynthesisError(f"tiling {tile} with loop order {', '.join(nest.schedule)} is not "
+                             f"legal: {why}")
