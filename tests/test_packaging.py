@@ -29,3 +29,7 @@ def test_wheel_holds_layouts_and_templates_inside_spf(tmp_path):
     for folder in ("layouts", "templates"):
         shipped = {p.name for p in (ROOT / folder).iterdir() if p.suffix in (".toml", ".py", ".c")}
         assert shipped and {f"spf/{folder}/{n}" for n in shipped} <= names
+    # every module of the package, subpackages included (spf.back, spf.finds, ...)
+    modules = {f"spf/{p.relative_to(ROOT / 'spf').as_posix()}"
+               for p in (ROOT / "spf").rglob("*.py")}
+    assert modules <= names, sorted(modules - names)
