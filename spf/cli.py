@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .errors import SpfError
-from .kernel import FIND_CHOICES
+from .options import FIND_CHOICES
 
 EXAMPLES = """\
 examples:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import itertools
 import keyword
-import re
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Mapping
@@ -14,22 +13,18 @@ from .back.names import CNames
 from .back.source import emit_kernel, emit_sum
 from .errors import SpecError
 from .iteration_space import IterationSpace, build, shared_fields
-from .kernel_spec import (Expr, layout_params, load_kernel_file, parse_bounds, parse_expr,
-                          parse_order, tensor_layouts)
+from .kernel_spec import Expr, layout_params, load_kernel_file, parse_expr, tensor_layouts
 from .layout import Layout, default_layout, load_layout
 from .scan import LevelKind, LoopNest
-from .z3limit import z3_timeout
-from .synthesis import ALGORITHMS, Decision
+from .synthesis import Decision
 from .analysis import Analysis, TileReport
 from .assembly import AssemblyPlan, Mode
+from .options import C_RESERVED, kernel_options
 from .plan import Plan, make_plan
 from .storage import storage_of
-from .syntax import C_KEYWORDS
 from .compiled import CompiledKernel
 from .tensor import register_generated
 
-FIND_CHOICES = ("auto",) + ALGORITHMS
-_C_RESERVED = C_KEYWORDS | {"memset"}
 
 
 class Kernel:
@@ -64,40 +59,29 @@ class Kernel:
                  index_type: str | None = None, z3_timeout_ms: int | None = None):
         layouts = tensor_layouts(layouts)
         params = layout_params(params)
+        from_file = {}
         if str(expr).endswith(".toml"):
             spec = load_kernel_file(expr)
             self.expr: Expr = spec.expr
             layouts = {**spec.layouts, **layouts}
             params = {**spec.params, **params}
-            opt = spec.options      # arguments given in the call override the file's options
-            order, bounds = order or opt.get("order"), bounds or opt.get("bounds")
-            name = opt.get("name") if name is None else name
-            find = opt.get("find", find) if find == "auto" else find
-            parallel = parallel or opt.get("parallel", False)
-            tile, share = tile or opt.get("tile"), share or opt.get("share")
-            index_type = index_type or opt.get("index_type")
-            z3_timeout_ms = opt.get("z3_timeout_ms") if z3_timeout_ms is None else z3_timeout_ms
+            from_file = spec.options    # arguments given in the call override the file's
         elif isinstance(expr, Expr):
             self.expr = expr
         else:
             self.expr = parse_expr(expr)
-        name = "spf_kernel" if name is None else name
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) \
-                or name in _C_RESERVED:
-            raise SpecError(f"kernel name {name!r} is not a valid C identifier", self.expr.source)
-        self.name = name
+        self.options = opts = kernel_options(self.expr, dict(
+            order=order, find=find, parallel=parallel, bounds=bounds, name=name, tile=tile,
+            share=share, drop_zeros=drop_zeros, index_type=index_type,
+            z3_timeout_ms=z3_timeout_ms), from_file)
         self._check_names()
-        order = parse_order(order, self.expr.source)
-        self.find = _check_find(find, self.expr)
-        if not isinstance(parallel, bool):
-            raise SpecError(f"parallel must be True or False, got {parallel!r}", self.expr.source)
-        self.parallel = parallel
-        self.z3_timeout_ms = z3_timeout(z3_timeout_ms, self.expr.source)
-        self.share = self._check_share(share)
-        self.index_type = index_type or _width_of_given(layouts)
+        self.name, self.find, self.parallel = opts.name, opts.find, opts.parallel
+        self.z3_timeout_ms, self.share = opts.z3_timeout_ms, opts.share
+        order = list(opts.order) if opts.order else None
+        self.index_type = opts.index_type or _width_of_given(layouts)
         self.layouts = self._resolve_layouts(layouts, params)
         self.assembled = self._needs_assembly()
-        self.bounds = parse_bounds(bounds) if bounds else []
+        self.bounds = list(opts.bounds)
         self.terms: list[Kernel] = []
         self.plan: Plan | None = None
         self._analysis: Analysis | None = None
@@ -105,19 +89,19 @@ class Kernel:
         out = self.expr.output.tensor
         if self.expr.is_sum or any(len(lay.parts()) > 1 for t, lay in self.layouts.items()
                                    if t != out):
-            if drop_zeros:
+            if opts.drop_zeros:
                 raise SpecError("drop_zeros is not supported for sums and union layouts yet",
                                 self.expr.source)
-            self._split_terms(order, tile)
+            self._split_terms(order, opts.tile)
             return
         self.space: IterationSpace = build(self.expr, self.layouts, self.bounds, self.share,
                                            assemble=self.assembled)
-        self.tile = self._check_tile(tile)
+        self.tile = self._check_tile(opts.tile)
         if self.tile:
             self.space = self.space.tiled(self.tile)
         self.order = self._loop_order(order)
-        self.plan: Plan = make_plan(self.space, self.order, self.find, parallel=parallel,
-                                    assemble=self.assembled, drop_zeros=drop_zeros,
+        self.plan: Plan = make_plan(self.space, self.order, self.find, parallel=self.parallel,
+                                    assemble=self.assembled, drop_zeros=opts.drop_zeros,
                                     z3_timeout_ms=self.z3_timeout_ms, tile=self.tile)
 
     # the plan's decisions, as the kernel's attributes ------------------------------------
@@ -245,7 +229,7 @@ class Kernel:
 
     def _check_names(self) -> None:
         for name in self.expr.tensors + self.expr.indices:
-            if name in _C_RESERVED or keyword.iskeyword(name) or name.startswith("spf_"):
+            if name in C_RESERVED or keyword.iskeyword(name) or name.startswith("spf_"):
                 raise SpecError(f"name {name!r} is reserved (C keyword or spf_ prefix)",
                                 self.expr.source)
 
@@ -290,21 +274,6 @@ class Kernel:
         except SpecError as exc:
             raise SpecError(f"output {out.tensor!r}: {exc.detail}", self.expr.source) from None
         return True
-
-    def _check_share(self, share: Mapping[str, str] | None) -> tuple[str, str] | None:
-        if not share:
-            return None
-        if not isinstance(share, Mapping) or len(share) != 1:
-            raise SpecError(f"share must map the output to one input tensor, got {share!r}",
-                            self.expr.source)
-        (out, source), = share.items()
-        if out != self.expr.output.tensor:
-            raise SpecError(f"share names {out!r}, but the output is "
-                            f"{self.expr.output.tensor!r}", self.expr.source)
-        if source not in [a.tensor for a in self.expr.factors if a.indices]:
-            raise SpecError(f"share: {source!r} is not an input tensor of the kernel",
-                            self.expr.source)
-        return out, source
 
     def _loop_order(self, order: list[str] | None) -> list[str]:
         variables = self.space.variables
@@ -441,21 +410,6 @@ class Kernel:
                          "z3_timeout_ms raises it), the safe choice kept:")
             lines.extend(f"  {entry}" for entry in self.nest.z3.undecided)
         return "\n".join(lines)
-
-
-def _check_find(find: "str | Mapping[str, str]", expr: Expr) -> "str | dict[str, str]":
-    choices = find.values() if isinstance(find, Mapping) else [find]
-    for choice in choices:
-        if choice not in FIND_CHOICES:
-            raise SpecError(f"find={choice!r} is not a find algorithm; choose from "
-                            f"{FIND_CHOICES}", expr.source)
-    if isinstance(find, Mapping):
-        for tname in find:
-            if tname not in expr.tensors:
-                raise SpecError(f"find names {tname!r}, which is not a tensor of the kernel",
-                                expr.source)
-        return dict(find)
-    return find
 
 
 def _width_of_given(layouts: Mapping[str, Any]) -> str:

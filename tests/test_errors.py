@@ -635,3 +635,21 @@ def test_from_scipy_and_from_dense_errors():
         spf.Tensor.from_dense("CSR", np.ones(3))
     with pytest.raises(spf.ArgumentError, match="order-2 tensors"):
         spf.Tensor.from_dense("DenseMatrix", np.ones(3))
+
+
+def test_kernel_options_merge_call_over_file_and_validate_once():
+    from spf.kernel_spec import parse_expr
+    from spf.options import kernel_options
+    expr = parse_expr("y(i) = A(i,j) * x(j)")
+    given = dict(order=None, find="auto", parallel=False, bounds=None, name=None, tile=None,
+                 share=None, drop_zeros=False, index_type=None, z3_timeout_ms=None)
+    from_file = {"parallel": True, "find": "hashmap", "name": "from_file", "z3_timeout_ms": 7}
+    merged = kernel_options(expr, given, from_file)
+    assert (merged.parallel, merged.find, merged.name, merged.z3_timeout_ms) == \
+        (True, "hashmap", "from_file", 7)
+    called = kernel_options(expr, {**given, "find": "binsearch", "name": "mine"}, from_file)
+    assert (called.find, called.name) == ("binsearch", "mine")
+    with pytest.raises(spf.SpecError, match="drop_zeros must be True or False, got 'yes'"):
+        kernel_options(expr, {**given, "drop_zeros": "yes"})
+    with pytest.raises(spf.SpecError, match="find='fast' is not a find algorithm"):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, find="fast")
