@@ -20,7 +20,7 @@ from .layout import Layout
 from .operands import DenseStruct, Operand
 from .tensor import Tensor, index_max, wider_hint
 from .storage import StorageKind
-from .assembly import Mode
+from .assembly import strategy
 
 
 class CompiledKernel:
@@ -196,11 +196,12 @@ class CompiledKernel:
         if self._bound(ctypes.addressof(bound), *inputs) != 0:
             raise MemoryError(f"kernel {k.name}: out of memory while sizing {self.output!r}")
         top = index_max(storage.layout)
-        if k.assembly.mode is Mode.BUCKET and bound.value > top:
+        counts_first = strategy(k.assembly).counts_first     # it scatters every instance
+        if counts_first and bound.value > top:
             raise ArgumentError(f"output {self.output!r} would be scattered from "
                                 f"{bound.value} entries, more than index_type="
                                 f"{k.index_type!r} can address" + wider_hint(k.index_type))
-        caps = _level_capacities(storage, ext, bound.value, top, k.assembly.mode is Mode.BUCKET)
+        caps = _level_capacities(storage, ext, bound.value, top, counts_first)
         fields = _storage_fields(storage, shape, caps)
         size = np.array(caps, dtype=np.int64)
         struct = runtime.make_struct(storage.layout, fields)

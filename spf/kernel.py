@@ -18,7 +18,7 @@ from .layout import Layout, default_layout, load_layout
 from .scan import LevelKind, LoopNest
 from .synthesis import Decision
 from .analysis import Analysis, TileReport
-from .assembly import AssemblyPlan, Mode
+from .assembly import AssemblyPlan, for_stream, strategy
 from .options import C_RESERVED, kernel_options
 from .plan import Plan, make_plan
 from .storage import storage_of
@@ -152,10 +152,8 @@ class Kernel:
                 raise SpecError(f"order names {unknown}, which no term of the sum has as a loop "
                                 "variable", self.expr.source)
         for t in self.terms:    # a term feeds a sorted, combined run to the union
-            a = t.plan.assembly
-            if a is not None and a.mode in (Mode.BUCKET, Mode.APPEND):
-                t.plan.assembly = replace(a, bucket_sorted=False, unique=False,
-                                          mode=Mode.SORT if a.mode is Mode.BUCKET else Mode.WORKSPACE)
+            if t.plan.assembly is not None:
+                t.plan.assembly = for_stream(t.plan.assembly)
         first = self.terms[0]
         self.space, self.order = first.space, first.order
         self.tile = {}
@@ -336,14 +334,9 @@ class Kernel:
         if self.parallel_loop:
             header.append(f"Parallel (OpenMP): loop {self.parallel_loop}")
         if self.assembly:
-            how = {"bucket": f"entries counted per {self.assembly.key[0]} by "
-                             f"{self.name}_histogram, then scattered",
-                   "workspace": f"entries gathered per group, appended in storage order "
-                                f"by {self.name}_append",
-                   "append": f"entries appended in storage order by {self.name}_append",
-                   "sort": f"entries sorted, then appended by {self.name}_append"}
+            how = strategy(self.assembly).summary(self.assembly, self.name)
             header.append(f"Output {self.expr.output.tensor}: assembled in "
-                          f"{self.assembly.storage.layout.name} ({how[self.assembly.mode]}; "
+                          f"{self.assembly.storage.layout.name} ({how}; "
                           f"arrays sized by {self.name}_bound)")
         return header
 

@@ -2,13 +2,13 @@
 
 A reduction whose output element is fixed across the inner loops is accumulated in a local
 scalar; finds are lowered by their algorithm (:mod:`spf.finds`); an assembled output's
-statement and bookkeeping come from :mod:`spf.emit_assembly`.
+statement and bookkeeping come from its strategy (:mod:`spf.assembly`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import emit_assembly
+from ..assembly import lowering as assembly_c, storage_c, strategy
 from ..finds import REGISTRY
 from ..finds.base import FindLowering
 from ..finds.model import Choice, Decision
@@ -21,7 +21,6 @@ from ..terms import Aff
 from . import ctree as t
 from .levels import Hook, lower_levels
 from .names import CNames, loop_bound, struct_name, used_names, value_names
-from ..assembly import Mode
 
 
 class CustomStatement:
@@ -152,10 +151,10 @@ class KernelLowering:
         if role.count:   # a find's matched position is not needed to count the match
             nodes = [t.Call(f"(void){d.find.var}") for d in self.decisions
                      if d.chosen is not None]
-            nodes += emit_assembly.histogram_statement(a) if role.histogram \
+            nodes += strategy(a).count_statement(a) if role.histogram \
                 else [t.Call("++spf_n")]
         else:
-            nodes = emit_assembly.statement(a, "spf_v" if a.drop_zeros else rhs, self.name,
+            nodes = strategy(a).statement(a, "spf_v" if a.drop_zeros else rhs, self.name,
                                             role.target)
         if a.drop_zeros:
             nodes = [t.Declare("double", "spf_v", rhs, const=True),
@@ -200,11 +199,11 @@ def kernel_code(plan: Plan, name: str, role: Role = Role(),
     runtimes = {REGISTRY[c.algorithm].runtime for d in k.decisions for c in d.candidates
                 if REGISTRY[c.algorithm].runtime}
     storage = ""
-    if k.building and role.target == "output" and assembly.mode is not Mode.BUCKET:
-        storage = emit_assembly.functions(assembly.storage, name,
-                                          struct_name(assembly.output.layout),
-                                          assembly.mode is Mode.WORKSPACE, assembly.any_order,
-                                          assembly.last_only)
+    if k.building and role.target == "output" and strategy(assembly).cursor:
+        storage = storage_c.functions(assembly.storage, name,
+                                      struct_name(assembly.output.layout),
+                                      strategy(assembly).flushes, assembly.any_order,
+                                      assembly.last_only)
     return KernelCode(signature, k.b.root, k.helpers, k.layouts, runtimes, k.building,
                       storage)
 
@@ -258,13 +257,13 @@ def lower_body(k: KernelLowering) -> None:
         if not role.histogram:
             b.add(t.Declare("int64_t", "spf_n", "0"))
     elif a is not None:    # before anything that can fail: the exits release it
-        b.add(*emit_assembly.declare(a, k.names, k.name, role.target))
+        b.add(*assembly_c.declare(a, k.names, k.name, role.target))
     for f in stateful:
         b.add(*f.algorithm.allocate(f))
-    if k.building and a.mode is Mode.BUCKET:
+    if k.building and strategy(a).counts_first:
         inputs = [acc.tensor if not acc.indices else k.space.use(acc.tensor).name
                   for acc in k.expr.factors]
-        b.add(*emit_assembly.bucket_start(a, k.name, inputs))
+        b.add(*strategy(a).start(a, k.name, inputs))
     if k.custom is not None and k.custom.prologue:
         b.add(_snippet("custom prologue", k.custom.prologue))
     positions = [i for i, lv in enumerate(k.nest.levels) if lv.var in out_vars]
@@ -330,7 +329,7 @@ def _hooks(k: KernelLowering, acc_level: int, acc_target: str | None,
         hooks[acc_level] = open_acc
     if k.building and a.group_level is not None:
         _chain(hooks, a.group_level,
-               lambda b: b.add(*emit_assembly.group_check(a, k.name, k.role.target)))
+               lambda b: b.add(*strategy(a).group_check(a, k.name, k.role.target)))
     if k.custom is not None and k.custom.at is not None:
         level, lines = k.custom.at
         _chain(hooks, level, lambda b: b.add(_snippet("custom level code", lines)))
@@ -392,10 +391,10 @@ def _exits(k: KernelLowering, stateful: list[FindLowering]) -> None:
     if role.count and not role.histogram:
         b.add(t.Assign("*spf_bound", "spf_n"))
     elif k.building:
-        b.add(*emit_assembly.finish(a, k.name, role.target))
+        b.add(*strategy(a).finish(a, k.name, role.target))
     releases = [n for f in stateful for n in f.algorithm.release(f)]
     if k.building:
-        releases += emit_assembly.release(a, role.target)
+        releases += strategy(a).release(a, role.target)
     if not releases and not k.building:
         b.add(t.Return("0"))
         return

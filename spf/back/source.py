@@ -2,8 +2,7 @@
 ``templates/kernel.c`` with its struct typedefs and helpers, printed from the C tree."""
 from __future__ import annotations
 
-from .. import emit_assembly
-from ..assembly import AssemblyPlan, Mode
+from ..assembly import AssemblyPlan, storage_c, strategy
 from ..errors import SpecError
 from ..iteration_space import IterationSpace
 from ..layout import Layout
@@ -32,7 +31,7 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
     if assembly is not None:
         bound = kernel_code(plan, f"{name}_bound", Role(count=True))
         before += "\n\n" + BOUND_COMMENT + function(bound)
-        if assembly.mode is Mode.BUCKET:
+        if strategy(assembly).counts_first:
             hist = kernel_code(plan, f"{name}_histogram", Role(count=True, histogram=True))
             before += ("\n\n/* Bucket mode, first pass: the entries of each "
                        f"{assembly.key[0]} (an upper bound: equal coordinates are added "
@@ -69,7 +68,7 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
     if assembly is not None:
         body += _merge_runs(name, expr.output.tensor, term_args, assembly, names)
         extra = "\n\n".join(
-            [emit_assembly.functions(assembly.storage, name, struct_name(assembly.output.layout),
+            [storage_c.functions(assembly.storage, name, struct_name(assembly.output.layout),
                                      False)]
             + [function(b, static=True) for b in bounds]
             + [_sum_bound(name, expr.output.tensor, term_args, params[1:])])

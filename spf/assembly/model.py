@@ -1,0 +1,70 @@
+"""What the assembly of a sparse output is: its strategy (:class:`Mode`) and the facts the
+nest gives it (:class:`AssemblyPlan`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ..iteration_space import TensorUse
+from ..storage import Storage, StorageKind
+from ..terms import Aff
+
+
+class Mode(StrEnum):
+    """How an assembled output receives its entries: appended in storage order (APPEND),
+    gathered per group in a dense workspace (WORKSPACE), counted then scattered into the
+    buckets of a dense level (BUCKET), or collected and sorted (SORT)."""
+
+    APPEND = "append"
+    WORKSPACE = "workspace"
+    BUCKET = "bucket"
+    SORT = "sort"
+
+
+@dataclass(frozen=True)
+class AssemblyPlan:
+    """Storage of the output and how the nest feeds it."""
+
+    output: TensorUse
+    storage: Storage
+    key: tuple[str, ...]          # kernel indices in storage order
+    descending: tuple[bool, ...]
+    extents: tuple[Aff, ...]      # per key index, over input fields
+    ordered: int                  # length of the prefix the loops produce in order
+    mode: Mode
+    why: str                      # the proof or the reason, for reports
+    group_level: int | None = None  # nest level where the group is checked (None: per instance)
+    group_var: str = ""             # that level's variable
+    bucket_sorted: bool = False     # bucket: each bucket's entries arrive in order (Z3)
+    unique: bool = False            # Z3: no two statement instances have the same key
+    drop_zeros: bool = False        # entries whose value is 0.0 are not stored
+    how: str = ""                   # the strategy's account of itself, for reports
+
+    @property
+    def any_order(self) -> bool:
+        """A workspace group may be emitted in the order its slots were first touched: the
+        coordinates it gathers are ones the output layout keeps in no particular order."""
+        n = len(self.key)
+        return self.mode is Mode.WORKSPACE and self.ordered < n \
+            and self.ordered >= n - self.storage.free_tail
+
+    @property
+    def last_only(self) -> bool:
+        """A workspace slot is exactly the one coordinate of the output's last level."""
+        last = self.storage.levels[-1]
+        return self.mode is Mode.WORKSPACE and self.ordered == len(self.key) - 1 \
+            and last.kind is StorageKind.COMPRESSED and len(last.coords) == 1
+
+    def describe(self) -> str:
+        lay = self.storage.layout
+        pre = ", ".join(self.key[:self.ordered]) or "none"
+        where = ""
+        if self.mode is Mode.WORKSPACE and self.ordered:
+            where = ("; the group changes only between statement instances" if
+                     self.group_level is None else
+                     f"; the group is checked once where {self.group_var} is defined, not per "
+                     "instance (Z3 proved it non-decreasing over those iterations)")
+        zeros = "; entries equal to 0.0 are not stored" if self.drop_zeros else ""
+        return (f"output {self.output.name} ({lay.name}) assembled in storage order "
+                f"({', '.join(self.key)}); ordered by the loops: ({pre}); {self.how}; {self.why}"
+                f"{where}{zeros}")
