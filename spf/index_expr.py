@@ -161,14 +161,23 @@ def to_c(e: IExpr, name_text: Callable[[str], str], call_text: Callable[[str, li
     """C text; ``/`` is C integer division (operands are non-negative in layouts).
 
     With ``wide``, products are computed in 64 bits (positions in large value arrays)."""
+    def call(name: str, args: list[IExpr]) -> str:
+        return call_text(name, [to_c(a, name_text, call_text) for a in args])
+    return to_c_with(e, name_text, call, wide)
+
+
+def to_c_with(e: IExpr, name_text: Callable[[str], str],
+              call_expr: Callable[[str, list[IExpr]], str], wide: bool = False) -> str:
+    """As :func:`to_c`, but a read is printed from its argument expressions (not their
+    text), so the caller can print them more than one way."""
     if isinstance(e, Num):
         return str(e.value)
     if isinstance(e, Name):
         return name_text(e.name)
     if isinstance(e, Call):
-        return call_text(e.name, [to_c(a, name_text, call_text) for a in e.args])
-    lhs = to_c(e.lhs, name_text, call_text, wide)
-    rhs = to_c(e.rhs, name_text, call_text, wide)
+        return call_expr(e.name, list(e.args))
+    lhs = to_c_with(e.lhs, name_text, call_expr, wide)
+    rhs = to_c_with(e.rhs, name_text, call_expr, wide)
     if isinstance(e.lhs, Num) and e.lhs.value == 0 and e.op == "-":
         return f"(-{rhs})"
     if wide and e.op == "*" and not isinstance(e.lhs, Num):

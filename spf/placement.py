@@ -334,6 +334,33 @@ class PassCode:
     lines: list[str]
     epilogue: list[str]
     at: "tuple[int, list[str]] | None" = None
+    reads: frozenset[str] = frozenset()     # the logical indices its code reads
+
+
+class _Coords(dict):
+    """Coordinate texts by layout index, recording the logical indices of those read."""
+
+    def __init__(self, texts: dict[str, str], reads: dict[str, set[str]]):
+        super().__init__(texts)
+        self.reads = dict(reads)
+        self.used: set[str] = set()
+
+    def __getitem__(self, p: str) -> str:
+        self.used |= self.reads.get(p, set())
+        return super().__getitem__(p)
+
+    def __setitem__(self, p: str, text: str) -> None:   # a local variable: reads nothing
+        self.reads[p] = set()
+        super().__setitem__(p, text)
+
+
+def _aff_names(a: Aff, names: list[str]) -> set[str]:
+    """The logical indices ``a`` reads (its atoms are ``_d<k>``, floor divisions of them)."""
+    out = set()
+    for x, _ in a.terms:
+        atom = x.num.terms[0][0] if isinstance(x, FloorDiv) else x
+        out.add(names[int(atom[1:])])
+    return out
 
 
 def _linear(pl: Placement, indices: tuple[str, ...], value_of: dict[str, str]) -> str:
@@ -352,9 +379,12 @@ def statements(pl: Placement, names: list[str], drop_zeros: bool,
     ``group_level``: the nest level where the slot group is known and after which its
     entries arrive one group after the other (the slot counter is then a local, reset there
     when the group changes)."""
-    coord = {p: aff_text(a, names, cast=True) for p, a in pl.coordinates.items()}
+    texts = {p: aff_text(a, names, cast=True) for p, a in pl.coordinates.items()}
+    reads = {p: _aff_names(a, names) for p, a in pl.coordinates.items()}
+    coord, fill_coord = _Coords(texts, reads), _Coords(texts, reads)
     rk = pl.ranked
     key = f"{aff_text(rk.key, names, cast=True)} - spf_kmin" if rk else ""
+    key_reads = _aff_names(rk.key, names) if rk else set()
     analysis = []
     if rk and rk.pointer:
         analysis.append(f"if (spf_e < spf_capacity)   /* its (({', '.join(rk.group)}), key) */")
@@ -362,12 +392,14 @@ def statements(pl: Placement, names: list[str], drop_zeros: bool,
                         f"{key};")
     elif rk:
         analysis.append(f"spf_present[{key}] = 1;   /* {rk.uf} holds this key */")
+    analysis_reads = set(key_reads)
     if pl.slot:
         analysis.append(f"++spf_count[{_linear(pl, pl.group(), coord)}];   "
                         f"/* entries per {', '.join(pl.group()) or 'tensor'} */")
     analysis.append("++spf_e;")
     fill = []
-    value_of = dict(coord)
+    fill_reads = set()
+    value_of = _Coords(texts, reads)
     for p in pl.layout.indices:
         if rk and p == rk.index and rk.pointer:
             fill.append(f"const int64_t spf_{p} = spf_pos[spf_e++];   /* where its "
@@ -376,17 +408,19 @@ def statements(pl: Placement, names: list[str], drop_zeros: bool,
         elif rk and p == rk.index:
             fill.append(f"const int64_t spf_{p} = spf_rank[{key}];   /* rank of the key in "
                         f"{rk.uf} */")
+            fill_reads |= key_reads
             value_of[p] = f"spf_{p}"
         elif pl.slot and p == pl.slot.index and group_level is not None:
             fill.append(f"const int64_t spf_{p} = spf_k++;   /* the group's next slot */")
             value_of[p] = f"spf_{p}"
         elif pl.slot and p == pl.slot.index:
-            fill.append(f"const int64_t spf_{p} = spf_next[{_linear(pl, pl.group(), coord)}]++;"
+            fill.append(f"const int64_t spf_{p} = spf_next[{_linear(pl, pl.group(), fill_coord)}]++;"
                         "   /* the group's next slot */")
             value_of[p] = f"spf_{p}"
     if pl.slot:
         fill.append(f"spf_slot[{_linear(pl, pl.slot.args, value_of)}] = "
                     f"(spf_index_t){names[pl.slot.dim]};   /* {pl.slot.uf} */")
+        fill_reads.add(names[pl.slot.dim])
     # a slot is one entry's own; other positions add up duplicate coordinates
     fill.append(f"spf_data[{_linear(pl, pl.value, value_of)}] {'=' if pl.slot else '+='} "
                 "$value;")
@@ -400,8 +434,10 @@ def statements(pl: Placement, names: list[str], drop_zeros: bool,
     if pl.slot and group_level is not None:
         fill_start = fill_start + ["int64_t spf_group = -1, spf_k = 0;   /* the group's slot "
                                    "counter (its entries arrive together) */"]
-        at = (group_level, [f"if ({_linear(pl, pl.group(), coord)} != spf_group) {{",
-                            f"    spf_group = {_linear(pl, pl.group(), coord)};",
+        group = _linear(pl, pl.group(), _Coords(texts, reads))
+        at = (group_level, [f"if ({group} != spf_group) {{", f"    spf_group = {group};",
                             "    spf_k = 0;", "}"])
-    return (PassCode(counter, analysis, ["*spf_entries = spf_e;"]),
-            PassCode(fill_start, fill, [], at))
+    return (PassCode(counter, analysis, ["*spf_entries = spf_e;"],
+                     reads=frozenset(analysis_reads | coord.used)),
+            PassCode(fill_start, fill, [], at,
+                     reads=frozenset(fill_reads | fill_coord.used | value_of.used)))

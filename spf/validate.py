@@ -13,7 +13,6 @@ by array, compares each index-array read with the previous one of its period.
 from __future__ import annotations
 
 import ctypes
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -28,12 +27,29 @@ from .iteration_space import IterationSpace, TensorUse, build
 from .kernel_spec import parse_expr
 from .layout import Layout, Property
 from .scan import LoopNest, scan
-from .terms import format_sum
+from .terms import UFCall, format_sum
 
 _OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}
-# a checked read as _CheckedNames.array_read prints it, innermost first: group 1 is the read
-_CHECKED_READ = re.compile(r"\(\{ if \([^{}]*?\) \{ \*spf_bad = \d+; goto spf_out_of_bounds; \} "
-                           r"([^{}]*?); \}\)")
+
+
+@dataclass
+class _AsWritten(CNames):
+    """Terms as the layout file writes them, for messages: ``colIdx[slicePtr[ps] + pk]``
+    (layout indices and fields without the tensor's prefix, reads with brackets)."""
+
+    def atom(self, atom: object) -> str:
+        if isinstance(atom, UFCall):
+            _, fld = self.tensor_of(atom.name)
+            return f"{fld}[{']['.join(self.aff(a) for a in atom.args)}]"
+        if isinstance(atom, str) and "." in atom:
+            return atom.split(".", 1)[1]
+        if isinstance(atom, str):
+            prefix = f"{self.space.uses[0].name}_"
+            return atom[len(prefix):] if atom.startswith(prefix) else atom
+        return super().atom(atom)
+
+    def index_expr(self, e: ie.IExpr) -> str:
+        return ie.to_c(e, lambda n: n, lambda n, a: f"{n}[{']['.join(a)}]")
 
 
 @dataclass
@@ -44,38 +60,50 @@ class _CheckedNames(CNames):
     reads: list[tuple[str, str]] = field(default_factory=list)   # (what, why it failed)
     extents: dict[str, str] = field(default_factory=dict)   # C variable -> its value
 
-    def array_read(self, use: TensorUse, fld: str, args: list[str]) -> str:
-        return f"({{ {self.guard(use, fld, args)} {super().array_read(use, fld, args)}; }})"
+    def __post_init__(self) -> None:
+        self.written = _AsWritten(self.space, set())
 
-    def guard(self, use: TensorUse, fld: str, args: list[str]) -> str:
+    def atom(self, atom: object) -> str:
+        if isinstance(atom, UFCall):
+            use, fld = self.tensor_of(atom.name)
+            return self.checked_read(use, fld, [self.aff(a) for a in atom.args],
+                                     [self.written.aff(a) for a in atom.args])
+        return super().atom(atom)
+
+    def checked_read(self, use: TensorUse, fld: str, args: list[str],
+                     shown: list[str]) -> str:
+        """The read of ``fld`` at ``args`` (written ``fld[shown]``), leaving when out of
+        bounds."""
+        return (f"({{ {self.guard(use, fld, args, shown)} "
+                f"{self.array_read(use, fld, args)}; }})")
+
+    def guard(self, use: TensorUse, fld: str, args: list[str], shown: list[str]) -> str:
         """``if (an index is outside its extent) leave;`` for a read of ``fld`` at ``args``."""
         dims = use.layout.fields[fld].dims
         tests = []
         for k, (arg, dim) in enumerate(zip(args, dims)):
             tests.append(f"(int64_t)({arg}) < 0 || (int64_t)({arg}) >= "
                          f"{self.extent(use, fld, k, dim)}")
-        what = self.readable(f"{fld}[{']['.join(args)}]")
+        what = f"{fld}[{']['.join(shown)}]"
         return self.leave(" || ".join(tests), what,
                           f"the read {what} falls outside its array for these index arrays")
+
+    def index_expr(self, use: TensorUse, e: ie.IExpr, wide: bool = False) -> str:
+        """An index expression of ``use``'s layout (fields, reads) with its reads checked."""
+        local = set(use.layout.indices)
+
+        def read(n: str, a: list[ie.IExpr]) -> str:
+            return self.checked_read(use, n, [self.index_expr(use, x) for x in a],
+                                     [self.written.index_expr(x) for x in a])
+        return ie.to_c_with(e, lambda n: use.var(n) if n in local else f"{use.name}->{n}",
+                            read, wide)
 
     def extent(self, use: TensorUse, fld: str, k: int, dim: ie.IExpr) -> str:
         """A variable holding extent ``k`` of ``fld``, computed once before the loops."""
         var = f"spf_extent_{fld}_{k}"
         if var not in self.extents:
-            self.extents[var] = ie.to_c(dim, lambda n: f"{use.name}->{n}",
-                                        lambda n, a: self.array_read(use, n, a))
+            self.extents[var] = self.index_expr(use, dim)
         return var
-
-    def readable(self, c_text: str) -> str:
-        """``T->colIdx[(int64_t)T_pj]`` as the layout writes it: ``colIdx[pj]`` (checked reads
-        inside it shown as plain reads)."""
-        t = self.space.uses[0].name
-        while True:
-            plain = _CHECKED_READ.sub(r"\1", c_text)
-            if plain == c_text:
-                break
-            c_text = plain
-        return c_text.replace(f"{t}->", "").replace(f"{t}_", "").replace("(int64_t)", "")
 
     def leave(self, condition: str, what: str, why: str) -> str:
         """Leave with the number of check ``what`` when ``condition`` holds."""
@@ -145,7 +173,8 @@ def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNam
         checked.append(prop)
         position = names.aff(calls[0].args[0])
         used |= calls[0].args[0].names() | set(periods)
-        read = lambda pos: names.array_read(use, prop.uf, [pos])  # noqa: E731
+        shown = names.written.aff(calls[0].args[0])
+        read = lambda pos: names.checked_read(use, prop.uf, [pos], [shown])  # noqa: E731
         prev = f"spf_prev{n}"
         hooks.setdefault(max(level_of[p] for p in periods), []).append(f"{prev} = -1;")
         gap = f" + {prop.gap}" if prop.gap else ""
@@ -176,11 +205,9 @@ def _coordinates(layout: Layout, use: TensorUse, space: IterationSpace, names: _
 def _value_check(use: TensorUse, names: _CheckedNames) -> str:
     """The test of the value expression's subscripts (no value is loaded)."""
     ref = use.layout.value
-    local = set(use.layout.indices)
-    subs = [ie.to_c(s, lambda n: use.var(n) if n in local else f"{use.name}->{n}",
-                    lambda n, a: names.array_read(use, n, a), wide=True)
-            for s in ref.subscripts]
-    return names.guard(use, ref.array, subs)
+    return names.guard(use, ref.array, [names.index_expr(use, s, wide=True)
+                                        for s in ref.subscripts],
+                       [names.written.index_expr(s) for s in ref.subscripts])
 
 
 def check_structure(layout: Layout, fields: dict, properties: bool = True) -> None:
