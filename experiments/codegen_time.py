@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import spf
-from spf.runtime import BASE_FLAGS, compiler
-from spf.synthesis import synthesize
+from spf.runtime.build import BASE_FLAGS, compiler
+from spf.decide.synthesis import synthesize
 
 from .common import bar_chart, machine_note, median_time, plot_path, print_table, progress, write_csv
 
@@ -64,7 +64,7 @@ def describe(rows: list[dict]) -> str:
                   "`find=\"loop\"`, which skips the Z3 checks and emits guard loops) / number "
                   "of finds; it also contains the difference in emitted code (auto may emit two "
                   "algorithms and a run-time test). `synthesize() call` = median time of "
-                  "`spf.synthesis.synthesize(nest, \"auto\")` alone on an already scanned "
+                  "`spf.decide.synthesis.synthesize(nest, \"auto\")` alone on an already scanned "
                   "loop nest, per find.", "",
                   "| kernel | finds | codegen auto (s) | codegen loop (s) | synthesis_s per find | "
                   "synthesize() call per find (s) | within target |",

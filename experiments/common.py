@@ -119,7 +119,7 @@ def prepared_call(compiled, out, **inputs) -> Callable[[], None]:
     an output Tensor of known sparsity), written in place; ``inputs`` are spf Tensors or numpy
     arrays for dense operands."""
     import spf
-    from spf.runtime import make_struct
+    from spf.runtime.build import make_struct
     kernel = compiled.kernel
     expr = kernel.expr
     if isinstance(out, spf.Tensor):          # an output of known sparsity, built by the caller

@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime import build_library, load_library
+from spf.runtime.build import build_library, load_library
 
 from . import mkl
 from .common import (bar_chart, experiment_parser, geomean, machine_note, plot_path,

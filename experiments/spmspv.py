@@ -11,7 +11,7 @@ Contenders (all single-threaded, inputs prebuilt in each contender's native form
   kernel zeroes y itself).  The spf Tensors are built once, outside the timed region.
 - ``merge``: experiments/baselines/spmspv_merge.c, the conjunctive merge of Fig. 10(b) per
   row (TACO's branch-free cursor updates), compiled with spf's flags and compiler
-  (``spf.runtime.build_library``: BASE_FLAGS = -O3 -march=native ...) and called through
+  (``spf.runtime.build.build_library``: BASE_FLAGS = -O3 -march=native ...) and called through
   ctypes with prebuilt arguments on the very arrays of the spf tensors.  ``merge_branchy``:
   the same merge with if/else cursor updates (a second reference, not the paper's).
 - ``scipy``: ``A @ x`` with x an n x 1 CSR matrix (scipy's SpGEMM; it returns a sparse y).
@@ -52,7 +52,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime import BASE_FLAGS, build_library, load_library
+from spf.runtime.build import BASE_FLAGS, build_library, load_library
 
 from .common import (experiment_parser, geomean, graphblas, machine_note, plot_path,
                      prepared_call, print_table, progress, pyplot, time_interleaved, write_csv)
@@ -140,7 +140,7 @@ def sparse_vector(n: int, density: float, seed: int) -> tuple[np.ndarray, np.nda
 
 def auto_pick(nnz: int, rows: int, x_len: int, n_cols: int) -> str:
     """What auto's run-time test in the generated C picks (its cost model, see
-    spf.synthesis.CostModel: SeqIter 4 * nnz + rows * x.len, DenseMap 4 * nnz + 8 * x.len +
+    spf.decide.synthesis.CostModel: SeqIter 4 * nnz + rows * x.len, DenseMap 4 * nnz + 8 * x.len +
     n_cols (the map's size), HashMap 12 * nnz + 4 * x.len; the first alternative at least as
     cheap as the later ones and cheaper than SeqIter)."""
     seq = 4 * nnz + rows * x_len

@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime import compiler
+from spf.runtime.build import compiler
 
 from . import mkl
 from .common import (bar_chart, experiment_parser, geomean, graphblas, machine_note,

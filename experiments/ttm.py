@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import spf
-from spf.runtime import build_library, load_library
+from spf.runtime.build import build_library, load_library
 
 from .common import (bar_chart, geomean, machine_note, plot_path, prepared_call, print_table,
                      progress, time_interleaved, write_csv)

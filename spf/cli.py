@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .errors import SpfError
-from .options import FIND_CHOICES
+from .decide.options import FIND_CHOICES
 
 EXAMPLES = """\
 examples:
@@ -231,7 +231,7 @@ def _properties_text(lay) -> str:
 def cmd_layouts(args: argparse.Namespace) -> int:
     import textwrap
 
-    from .layout import layout_names, load_layout
+    from .front.layout import layout_names, load_layout
     status = 0
     if args.markdown:
         print("| Layout | Relation (layout indices -> logical indices) | Fields | Properties |")
@@ -361,7 +361,7 @@ def cmd_analyze(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def cmd_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .tensor_file import is_matrix_market, load_tensor_file
+    from .runtime.tensor_file import is_matrix_market, load_tensor_file
     tensor = load_tensor_file(args.layout, args.file, _layout_params(args.param, parser),
                               args.index_type)
     lay = tensor.layout
@@ -373,7 +373,7 @@ def cmd_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(f"ok: {args.file} {verdict} of shape {tensor.shape} with {tensor.values.size} "
           "stored entries")
     if args.reads:
-        from .validate import checked_reads
+        from .runtime.validate import checked_reads
         for part, reads in checked_reads(lay):
             where = f" (part {part} of the union)" if part is not None else ""
             print(f"reads checked in bounds{where}: {', '.join(reads)}")
@@ -397,7 +397,7 @@ def _bytes_text(size: int) -> str:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from . import runtime
+    from .runtime import build as runtime
     directory = runtime.cache_dir()
     try:
         if args.action == "info":
@@ -421,7 +421,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import scipy.sparse as sp
 
     from .kernel import Kernel
-    from .tensor import Tensor
+    from .runtime.tensor import Tensor
 
     if args.size < 1 or not 0 <= args.density <= 1:
         print("spf: error: --size must be positive and --density within 0..1", file=sys.stderr)

@@ -23,17 +23,17 @@ from functools import lru_cache
 
 from .assembly import contiguous_group_level
 from .errors import ArgumentError, SpecError
-from .compiled import CompiledKernel
+from .runtime.compiled import CompiledKernel
 from .kernel import Kernel
-from .layout import Layout, layout_names, load_layout
-from . import runtime
+from .front.layout import Layout, layout_names, load_layout
+from .runtime import build as runtime
 from .back.lower import CustomStatement, kernel_code
 from .back.source import function, render_file
 from .back.templates import text as template_text
-from .placement import (ANALYSIS_PARAMS, FILL_PARAMS, Placement, aff_range, aff_text,
+from .front.placement import (ANALYSIS_PARAMS, FILL_PARAMS, Placement, aff_range, aff_text,
                         placement_of, statements)
-from .storage import Storage, StorageKind, storage_of, storage_or_none
-from .tensor import Tensor, index_max, register_generated, wider_hint
+from .front.storage import Storage, StorageKind, storage_of, storage_or_none
+from .runtime.tensor import Tensor, index_max, register_generated, wider_hint
 
 _INDICES = "ijklmnop"
 

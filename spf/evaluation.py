@@ -13,13 +13,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .compiled import CompiledKernel
+from .runtime.compiled import CompiledKernel
 from .errors import ArgumentError, SpfError
 from .kernel import Kernel
-from .kernel_spec import Expr, parse_expr
-from .layout import Layout, default_layout, default_layouts, load_layout
-from .operands import as_tensor, is_pydata, is_scipy
-from .tensor import Tensor
+from .front.kernel_spec import Expr, parse_expr
+from .front.layout import Layout, default_layout, default_layouts, load_layout
+from .runtime.operands import as_tensor, is_pydata, is_scipy
+from .runtime.tensor import Tensor
 
 OPTIONS = ("order", "find", "parallel", "bounds", "params", "name", "tile", "share",
            "drop_zeros", "index_type", "z3_timeout_ms")

@@ -12,18 +12,18 @@ from .back.lower import Role, kernel_code, tile_condition
 from .back.names import CNames
 from .back.source import emit_kernel, emit_sum
 from .errors import SpecError
-from .iteration_space import IterationSpace, build, shared_fields
-from .kernel_spec import Expr, layout_params, load_kernel_file, parse_expr, tensor_layouts
-from .layout import Layout, default_layout, load_layout
-from .scan import LevelKind, LoopNest
-from .synthesis import Decision
-from .analysis import Analysis, TileReport
+from .middle.iteration_space import IterationSpace, build, shared_fields
+from .front.kernel_spec import Expr, layout_params, load_kernel_file, parse_expr, tensor_layouts
+from .front.layout import Layout, default_layout, load_layout
+from .middle.scan import LevelKind, LoopNest
+from .decide.synthesis import Decision
+from .decide.analysis import Analysis, TileReport
 from .assembly import AssemblyPlan, for_stream, strategy
-from .options import C_RESERVED, kernel_options
-from .plan import Plan, make_plan
-from .storage import storage_of
-from .compiled import CompiledKernel
-from .tensor import register_generated
+from .decide.options import C_RESERVED, kernel_options
+from .decide.plan import Plan, make_plan
+from .front.storage import storage_of
+from .runtime.compiled import CompiledKernel
+from .runtime.tensor import register_generated
 
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from spf import cli, runtime
+from spf import cli
+from spf.runtime import build as runtime
 from spf.errors import CompileError
 
 ROOT = Path(__file__).resolve().parent.parent

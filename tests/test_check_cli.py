@@ -1,4 +1,4 @@
-"""``spf check LAYOUT FILE`` and :func:`spf.tensor_file.load_tensor_file`: tensor data in
+"""``spf check LAYOUT FILE`` and :func:`spf.runtime.tensor_file.load_tensor_file`: tensor data in
 ``.npz`` and Matrix Market files checked against a layout."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 import spf
 from spf import cli
-from spf.tensor_file import load_tensor_file
+from spf.runtime.tensor_file import load_tensor_file
 
 ROOT = Path(__file__).resolve().parent.parent
 

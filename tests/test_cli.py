@@ -15,8 +15,8 @@ import pytest
 
 import spf
 from spf import cli
-from spf.kernel_spec import load_kernel_file
-from spf.layout import LAYOUT_DIR, parse_layout
+from spf.front.kernel_spec import load_kernel_file
+from spf.front.layout import LAYOUT_DIR, parse_layout
 
 from conftest import assert_compiles_clean
 

@@ -638,8 +638,8 @@ def test_from_scipy_and_from_dense_errors():
 
 
 def test_kernel_options_merge_call_over_file_and_validate_once():
-    from spf.kernel_spec import parse_expr
-    from spf.options import kernel_options
+    from spf.front.kernel_spec import parse_expr
+    from spf.decide.options import kernel_options
     expr = parse_expr("y(i) = A(i,j) * x(j)")
     given = dict(order=None, find="auto", parallel=False, bounds=None, name=None, tile=None,
                  share=None, drop_zeros=False, index_type=None, z3_timeout_ms=None)

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import spf
-from spf.layout import LAYOUT_DIR
+from spf.front.layout import LAYOUT_DIR
 
 EXAMPLES = int(os.environ.get("SPF_FUZZ_EXAMPLES", "0")) or None
 FUZZ = settings(deadline=None, derandomize=True, database=None,

@@ -25,8 +25,8 @@ import z3
 
 import spf
 import spf.cli
-from spf.isl_bridge import ISL_MAX_OPERATIONS
-from spf.z3limit import Z3_TIMEOUT_MAX_MS, Z3_TIMEOUT_MS
+from spf.front.isl_bridge import ISL_MAX_OPERATIONS
+from spf.middle.z3limit import Z3_TIMEOUT_MAX_MS, Z3_TIMEOUT_MS
 
 SPMV = "y(i) = A(i,j) * x(j)"
 FIG11 = "v = A(i) * B(i) * C(i)"

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import spf
-from spf.operands import as_tensor
+from spf.runtime.operands import as_tensor
 
 sparse = pytest.importorskip("sparse")
 
@@ -86,7 +86,7 @@ def test_zero_copy_where_dtypes_match():
 
 
 def test_canonical_flag_proves_storage_order(monkeypatch):
-    from spf import tensor as tensor_module
+    from spf.runtime import tensor as tensor_module
     skipped = []
     real = tensor_module._check_properties
     monkeypatch.setattr(tensor_module, "_check_properties",

@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 from spf import Relation, SpecError
-from spf.terms import Aff, UFCall
+from spf.front.terms import Aff, UFCall
 
 CSR_TEXT = ("{[pi,pj] -> [gi,gj] : 0 <= pi < numRows and rowPtr(pi) <= pj < rowPtr(pi+1) "
             "and gi = pi and gj = colIdx(pj)}")

@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import spf
-from spf.layout import LAYOUT_DIR
-from spf.storage import storage_of
+from spf.front.layout import LAYOUT_DIR
+from spf.front.storage import storage_of
 
 SPMSPM = "C(i,j) = A(i,k) * B(k,j)"
 SPMSPV = "y(i) = A(i,j) * x(j)"

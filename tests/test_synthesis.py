@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 import spf
-import spf.runtime
+import spf.runtime.build
 from conftest import assert_compiles_clean
 from spf.finds.checks import Checker as _Checker
 
@@ -106,7 +106,7 @@ def run_instrumented(kernel: spf.Kernel, src: str, counters: list[str], **args):
     """Compile ``src`` as ``kernel``'s C, run it, return (result, {counter: value})."""
     kernel._source = src
     f = kernel.compile()
-    lib = spf.runtime.load_library(str(spf.runtime.build_library(src)))
+    lib = spf.runtime.build.load_library(str(spf.runtime.build.build_library(src)))
     cells = {c: ctypes.c_longlong.in_dll(lib, c) for c in counters}
     for cell in cells.values():
         cell.value = 0
@@ -466,7 +466,7 @@ def test_auto_prefers_binsearch_to_a_per_search_state():
     assert d.chosen.algorithm == "densemap" and d.chosen.state == []
     assert [(c.algorithm, c.state) for c in d.alternatives] == [("hashmap", [])]
     assert d.valid["seqiter"].state == ["A_p"]
-    from spf.synthesis import Choice, _auto
+    from spf.decide.synthesis import Choice, _auto
     valid = {"seqiter": Choice("seqiter", state=["A_p"], init_level=d.find.level, stateful=True),
              "binsearch": Choice("binsearch"), "loop": Choice("loop")}
     assert _auto(k.nest, d.find, valid)[0].algorithm == "binsearch"

@@ -18,10 +18,10 @@ import importlib
 import pkgutil
 from dataclasses import replace
 
-from ..iteration_space import TensorUse
-from ..scan import LoopNest
-from ..storage import storage_of
-from ..synthesis import Decision
+from ..middle.iteration_space import TensorUse
+from ..middle.scan import LoopNest
+from ..front.storage import storage_of
+from ..decide.synthesis import Decision
 from .base import AssemblyStrategy
 from .model import AssemblyPlan, Mode
 from .order import contiguous_group_level, ordered_prefix

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..iteration_space import TensorUse
-from ..storage import Storage, StorageKind
-from ..terms import Aff
+from ..middle.iteration_space import TensorUse
+from ..front.storage import Storage, StorageKind
+from ..front.terms import Aff
 
 
 class Mode(StrEnum):

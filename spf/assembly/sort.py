@@ -3,7 +3,7 @@ and appended (the fallback that always applies)."""
 from __future__ import annotations
 
 from ..back import ctree as t
-from ..storage import Storage
+from ..front.storage import Storage
 from .base import AssemblyStrategy, linear, linear_needs_extents, on_failure
 from .model import AssemblyPlan, Mode
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..storage import Storage, StorageKind
+from ..front.storage import Storage, StorageKind
 from .base import CAPACITY
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..back import ctree as t
-from ..scan import LoopNest
-from ..storage import Storage
-from ..synthesis import Decision
+from ..middle.scan import LoopNest
+from ..front.storage import Storage
+from ..decide.synthesis import Decision
 from .base import AssemblyStrategy, linear, linear_needs_extents, on_failure
 from .model import AssemblyPlan, Mode
 from .order import group_level

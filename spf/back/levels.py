@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..scan import LevelKind, LoopNest
-from ..terms import Aff, Constraint, UFCall
+from ..middle.scan import LevelKind, LoopNest
+from ..front.terms import Aff, Constraint, UFCall
 from . import ctree as t
 from .names import CNames, loop_bound
 

@@ -12,12 +12,12 @@ from ..assembly import lowering as assembly_c, storage_c, strategy
 from ..finds import REGISTRY
 from ..finds.base import FindLowering
 from ..finds.model import Choice, Decision
-from ..iteration_space import TensorUse
-from ..layout import Layout
-from ..scan import LevelKind, LoopNest
-from ..plan import Plan
-from ..synthesis import TileSkip, cost_model
-from ..terms import Aff
+from ..middle.iteration_space import TensorUse
+from ..front.layout import Layout
+from ..middle.scan import LevelKind, LoopNest
+from ..decide.plan import Plan
+from ..decide.synthesis import TileSkip, cost_model
+from ..front.terms import Aff
 from . import ctree as t
 from .levels import Hook, lower_levels
 from .names import CNames, loop_bound, struct_name, used_names, value_names

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import index_expr as ie
-from ..iteration_space import IterationSpace, TensorUse
-from ..layout import Layout
-from ..scan import LevelKind, LoopNest
-from ..terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, format_sum
+from ..front import index_expr as ie
+from ..middle.iteration_space import IterationSpace, TensorUse
+from ..front.layout import Layout
+from ..middle.scan import LevelKind, LoopNest
+from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, format_sum
 
 C_TYPES = {"int": "spf_index_t", "double": "double"}
 

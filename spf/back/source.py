@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ..assembly import AssemblyPlan, storage_c, strategy
 from ..errors import SpecError
-from ..iteration_space import IterationSpace
-from ..layout import Layout
-from ..plan import Plan
+from ..middle.iteration_space import IterationSpace
+from ..front.layout import Layout
+from ..decide.plan import Plan
 from . import ctree as t
 from .c_printer import CPrinter
 from .lower import KernelCode, Role, kernel_code

@@ -16,8 +16,8 @@ from typing import ClassVar
 from ..back import ctree as t
 from ..back.names import CNames
 from ..back.templates import render
-from ..scan import LoopNest
-from ..terms import Aff
+from ..middle.scan import LoopNest
+from ..front.terms import Aff
 from .checks import Checker
 from .model import Choice, Decision, Find
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import z3
 
-from ..scan import LevelKind, LoopNest
-from ..smt import InstanceEncoder, symbols_of
-from ..terms import Aff
+from ..middle.scan import LevelKind, LoopNest
+from ..decide.smt import InstanceEncoder, symbols_of
+from ..front.terms import Aff
 from .model import Choice, Find
 
 class _Encoder(InstanceEncoder):

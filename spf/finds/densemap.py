@@ -14,8 +14,8 @@ from __future__ import annotations
 import z3
 
 from ..back import ctree as t
-from ..scan import LevelKind, LoopNest
-from ..terms import Aff
+from ..middle.scan import LevelKind, LoopNest
+from ..front.terms import Aff
 from .base import CostTerms, FindAlgorithm, FindContext, FindLowering, built_outside
 from .checks import algorithm3, extent_of, failed, place_state, state_candidates, trip_counts
 from .model import Choice, Decision, Find

@@ -3,7 +3,7 @@ range changes (Algorithm 3 without reduced indices gives when).  Single-coordina
 from __future__ import annotations
 
 from ..back import ctree as t
-from ..scan import LoopNest
+from ..middle.scan import LoopNest
 from .base import CostTerms, FindAlgorithm, FindContext, FindLowering, built_outside
 from .checks import algorithm3, failed, place_state, state_candidates, trip_counts
 from .model import Choice, Decision, Find

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..iteration_space import TensorUse
-from ..terms import Aff, UFCall
+from ..middle.iteration_space import TensorUse
+from ..front.terms import Aff, UFCall
 
 
 @dataclass

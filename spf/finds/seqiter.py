@@ -7,8 +7,8 @@ restarts) come from Algorithm 3.
 from __future__ import annotations
 
 from ..back import ctree as t
-from ..scan import LoopNest
-from ..terms import Aff
+from ..middle.scan import LoopNest
+from ..front.terms import Aff
 from .base import CostTerms, FindAlgorithm, FindContext, FindLowering
 from .checks import algorithm3, failed, missing_order_hint, place_state, prefer_loops, \
     state_candidates, trip_counts

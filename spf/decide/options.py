@@ -5,12 +5,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .errors import SpecError
-from .finds import NAMES as ALGORITHMS
-from .kernel_spec import Expr, parse_bounds, parse_order
-from .syntax import C_KEYWORDS
-from .terms import Constraint
-from .z3limit import z3_timeout
+from ..errors import SpecError
+from ..finds import NAMES as ALGORITHMS
+from ..front.kernel_spec import Expr, parse_bounds, parse_order
+from ..front.syntax import C_KEYWORDS
+from ..front.terms import Constraint
+from ..middle.z3limit import z3_timeout
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
 C_RESERVED = C_KEYWORDS | {"memset"}   # names generated C may not use

@@ -13,8 +13,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import ArgumentError
-from .layout import Layout, load_layout
+from ..errors import ArgumentError
+from ..front.layout import Layout, load_layout
 from .tensor import Tensor
 
 MATRIX_MARKET = (".mtx", ".mtx.gz", ".mtx.bz2")

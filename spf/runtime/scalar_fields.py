@@ -13,10 +13,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import index_expr as ie
-from .errors import ArgumentError
-from .layout import Layout
-from .terms import Aff
+from ..front import index_expr as ie
+from ..errors import ArgumentError
+from ..front.layout import Layout
+from ..front.terms import Aff
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 
 import islpy as isl
 
-from .errors import SpecError
+from ..errors import SpecError
 from .terms import Aff, Constraint, FloorDiv, UFCall
 
 _CTX = isl.DEFAULT_CONTEXT

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .errors import SpecError
-from .kernel_spec import Expr
-from .layout import Layout
-from .relation import Relation
-from .terms import Aff, Constraint, UFCall
+from ..errors import SpecError
+from ..front.kernel_spec import Expr
+from ..front.layout import Layout
+from ..front.relation import Relation
+from ..front.terms import Aff, Constraint, UFCall
 
 
 @dataclass(frozen=True)

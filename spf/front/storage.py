@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from . import index_expr as ie
-from .errors import SpecError
+from ..errors import SpecError
 from .layout import Layout
 from .terms import Aff, UFCall
 

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, field
 
 import z3
 
-from .isl_bridge import isl_limit
-from .relation import Relation
-from .scan import Level, LevelKind, LoopNest
+from ..front.isl_bridge import isl_limit
+from ..front.relation import Relation
+from ..middle.scan import Level, LevelKind, LoopNest
 from .smt import InstanceEncoder, Verdict
-from .terms import Aff, Constraint
+from ..front.terms import Aff, Constraint
 
 
 @dataclass

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .errors import SpecError
+from ..errors import SpecError
 from .layout import Layout
 from .terms import Aff, FloorDiv, UFCall
 

@@ -17,9 +17,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import __version__
-from .errors import CompileError
-from .layout import Layout
+from .. import __version__
+from ..errors import CompileError
+from ..front.layout import Layout
 
 BASE_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-Wall")
 KERNEL_FILE = re.compile(r"spf_[0-9a-f]{32}\.(so|c)")   # what build_library keeps

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .analysis import Analysis, analyze, tiling_legal
-from .assembly import AssemblyPlan, plan_assembly
-from .errors import SpecError, SynthesisError
-from .iteration_space import IterationSpace
-from .scan import LevelKind, LoopNest, scan
+from ..assembly import AssemblyPlan, plan_assembly
+from ..errors import SpecError, SynthesisError
+from ..middle.iteration_space import IterationSpace
+from ..middle.scan import LevelKind, LoopNest, scan
 from .synthesis import Decision, TileSkip, for_parallel, synthesize, tile_skips
-from .terms import Aff
-from .z3limit import Z3Limit
+from ..front.terms import Aff
+from ..middle.z3limit import Z3Limit
 
 
 @dataclass

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from .errors import SpecError
+from ..errors import SpecError
 from .terms import Aff, Constraint, UFCall
 
 _TOKEN_RE = re.compile(r"""

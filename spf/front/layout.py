@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import index_expr as ie
-from .errors import SpecError
+from ..errors import SpecError
 from .relation import Relation
 from .syntax import C_KEYWORDS, MAX_INT, is_file, parse_aff, parse_toml, read_spec
 from .terms import Aff, Constraint, UFCall

@@ -13,15 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .errors import SynthesisError
-from .finds import NAMES as ALGORITHMS, REGISTRY
-from .finds.base import CostTerms, FindContext
-from .finds.checks import Checker, params_only
-from .finds.model import Choice, Decision, Find
-from .iteration_space import IterationSpace, TensorUse
-from .scan import LevelKind, LoopNest
+from ..errors import SynthesisError
+from ..finds import NAMES as ALGORITHMS, REGISTRY
+from ..finds.base import CostTerms, FindContext
+from ..finds.checks import Checker, params_only
+from ..finds.model import Choice, Decision, Find
+from ..middle.iteration_space import IterationSpace, TensorUse
+from ..middle.scan import LevelKind, LoopNest
 from .smt import symbols_of as _symbols
-from .terms import Aff, Constraint, UFCall
+from ..front.terms import Aff, Constraint, UFCall
 
 __all__ = ["ALGORITHMS", "Choice", "Decision", "Find", "CostModel", "cost_model", "decide",
            "detect_finds", "for_parallel", "synthesize", "TileSkip", "tile_skips"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .errors import SpecError
+from ..errors import SpecError
 
 Z3_TIMEOUT_MS = 2000                # the default time limit of one query
 Z3_TIMEOUT_MAX_MS = 3_600_000       # one hour: beyond that a kernel would seem to hang

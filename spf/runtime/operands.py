@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from . import runtime
-from .errors import ArgumentError
-from .layout import Layout, Property
-from .storage import Storage, StorageKind, storage_or_none
+from . import build as runtime
+from ..errors import ArgumentError
+from ..front.layout import Layout, Property
+from ..front.storage import Storage, StorageKind, storage_or_none
 from .tensor import Tensor, index_max
 
 

@@ -16,18 +16,18 @@ import ctypes
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from . import index_expr as ie
-from . import runtime
-from .back import ctree as t
-from .back.levels import lower_levels
-from .back.names import CNames, struct_name, used_names
-from .back.source import render_file
-from .errors import ArgumentError
-from .iteration_space import IterationSpace, TensorUse, build
-from .kernel_spec import parse_expr
-from .layout import Layout, Property
-from .scan import LoopNest, scan
-from .terms import UFCall, format_sum
+from ..front import index_expr as ie
+from . import build as runtime
+from ..back import ctree as t
+from ..back.levels import lower_levels
+from ..back.names import CNames, struct_name, used_names
+from ..back.source import render_file
+from ..errors import ArgumentError
+from ..middle.iteration_space import IterationSpace, TensorUse, build
+from ..front.kernel_spec import parse_expr
+from ..front.layout import Layout, Property
+from ..middle.scan import LoopNest, scan
+from ..front.terms import UFCall, format_sum
 
 _OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}
 

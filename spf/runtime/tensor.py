@@ -13,12 +13,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import index_expr as ie
-from . import runtime
-from .errors import ArgumentError
-from .layout import INDEX_TYPE, Layout, Property, load_layout
+from ..front import index_expr as ie
+from . import build as runtime
+from ..errors import ArgumentError
+from ..front.layout import INDEX_TYPE, Layout, Property, load_layout
 from .scalar_fields import derive_scalar_fields
-from .storage import StorageKind, storage_or_none
+from ..front.storage import StorageKind, storage_or_none
 from .validate import check_structure
 
 VALUE_DTYPE = np.float64
@@ -247,7 +247,7 @@ class Tensor:
 
 def _generated(layout: Layout) -> bool:
     """Whether spf converts into ``layout`` by generated code (assembled or placed)."""
-    from .placement import placement_or_none
+    from ..front.placement import placement_or_none
     return storage_or_none(layout) is not None or placement_or_none(layout) is not None
 
 

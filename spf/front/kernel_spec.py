@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import SpecError
+from ..errors import SpecError
 from .syntax import Parser, is_file, parse_constraints, parse_toml, read_spec
 from .terms import Constraint
 

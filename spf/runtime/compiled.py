@@ -13,14 +13,15 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import index_expr, runtime
-from .errors import ArgumentError
-from .iteration_space import shared_fields
-from .layout import Layout
+from ..front import index_expr
+from . import build as runtime
+from ..errors import ArgumentError
+from ..middle.iteration_space import shared_fields
+from ..front.layout import Layout
 from .operands import DenseStruct, Operand
 from .tensor import Tensor, index_max, wider_hint
-from .storage import StorageKind
-from .assembly import strategy
+from ..front.storage import StorageKind
+from ..assembly import strategy
 
 
 class CompiledKernel:

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
-from .errors import SpecError
-from .isl_bridge import Encoding, encode, isl_limit
+from ..errors import SpecError
+from ..front.isl_bridge import Encoding, encode, isl_limit
 from .iteration_space import IterationSpace
 from .z3limit import Z3Limit
-from .terms import Aff, Constraint, FloorDiv, UFCall
+from ..front.terms import Aff, Constraint, FloorDiv, UFCall
 
 
 class LevelKind(StrEnum):

@@ -12,9 +12,9 @@ from typing import Mapping, NamedTuple
 
 import z3
 
-from .iteration_space import TensorUse
-from .scan import LevelKind, LoopNest
-from .terms import Aff, Constraint, FloorDiv, UFCall
+from ..middle.iteration_space import TensorUse
+from ..middle.scan import LevelKind, LoopNest
+from ..front.terms import Aff, Constraint, FloorDiv, UFCall
 
 
 class Verdict(NamedTuple):

@@ -1,0 +1,2 @@
+"""Runtime: compiling and caching generated C (:mod:`.build`), compiled kernels and their
+operands, tensors with their generated checks, tensor files."""
