@@ -10,17 +10,18 @@ from typing import Any, Mapping
 
 from .back.lower import Role, kernel_code, tile_condition
 from .back.names import CNames
-from .back.source import emit_kernel, emit_sum
+from .back.source import emit_kernel, emit_sum, header_lines
 from .errors import SpecError
 from .middle.iteration_space import IterationSpace, build, shared_fields
 from .front.kernel_spec import Expr, layout_params, load_kernel_file, parse_expr, tensor_layouts
 from .front.layout import Layout, default_layout, load_layout
-from .middle.scan import LevelKind, LoopNest
+from .middle.scan import LoopNest
 from .decide.synthesis import Decision
 from .decide.analysis import Analysis, TileReport
-from .assembly import AssemblyPlan, for_stream, strategy
+from .assembly import AssemblyPlan, for_stream
 from .decide.options import C_RESERVED, kernel_options
 from .decide.plan import Plan, make_plan
+from .decide.report import plan_report
 from .front.storage import storage_of
 from .runtime.compiled import CompiledKernel
 from .runtime.tensor import register_generated
@@ -321,24 +322,7 @@ class Kernel:
         return self._source
 
     def _header_lines(self) -> list[str]:
-        header = []
-        for use in self.space.uses:
-            header.append(f"  {use.name}: {use.layout.name}"
-                          + (f" {dict(use.layout.params)}" if use.layout.params else ""))
-        header.append(f"Loop order: {', '.join(self.nest.schedule)}")
-        for d in self.decisions:
-            algo = d.chosen.algorithm if d.chosen else "guard loop"
-            alt = (f", or {' or '.join(c.algorithm for c in d.alternatives)} chosen at run "
-                   "time" if d.alternatives else "")
-            header.append(f"Find {d.find.var} in {d.find.use.name}: {algo}{alt}")
-        if self.parallel_loop:
-            header.append(f"Parallel (OpenMP): loop {self.parallel_loop}")
-        if self.assembly:
-            how = strategy(self.assembly).summary(self.assembly, self.name)
-            header.append(f"Output {self.expr.output.tensor}: assembled in "
-                          f"{self.assembly.storage.layout.name} ({how}; "
-                          f"arrays sized by {self.name}_bound)")
-        return header
+        return header_lines(self.plan, self.name)
 
     def compile(self) -> "CompiledKernel":
         """Compile (or fetch from the cache) and return a callable."""
@@ -350,60 +334,7 @@ class Kernel:
             return "\n".join([f"kernel: {self.expr} (statement splitting: one loop nest per "
                               "term)"] + [f"--- term {k}\n{t.report()}"
                                           for k, t in enumerate(self.terms)])
-        lines = [f"kernel: {self.expr}"]
-        for use in self.space.uses:
-            lines.append(f"  {use.name}: {use.layout.name} {use.relation()}")
-        lines.append(f"iteration space: {self.space}")
-        lines.append(f"loop order: {', '.join(self.nest.schedule)}")
-        for lv in self.nest.levels:
-            if lv.kind is LevelKind.LOOP:
-                lo = ", ".join(f"{a}" if d == 1 else f"ceil(({a})/{d})" for a, d in lv.lower)
-                hi = ", ".join(f"{a}" if d == 1 else f"floor(({a})/{d})" for a, d in lv.upper)
-                lines.append(f"  loop {lv.var}: max({lo}) <= {lv.var} <= min({hi})")
-            elif lv.kind is LevelKind.ASSIGN:
-                lines.append(f"  assign {lv.var} = {lv.expr}")
-            else:
-                lines.append(f"  read {lv.call}")
-            for g in lv.guards:
-                lines.append(f"    guard: {g}"
-                             + ("  (find: guard loop)" if lv.kind is LevelKind.READ and g.is_eq else ""))
-            for g in lv.dropped:
-                lines.append(f"    dropped: {g}  (implied by inner bounds and layout properties)")
-        for g in self.nest.statement_guards:
-            lines.append(f"  statement guard: {g}")
-        if self.assembly:
-            lines.append(f"assembly: {self.assembly.describe()}")
-        for d in self.decisions:
-            lines.append(f"find {d.find.use.name} at {d.find.describe()} (requested: {d.requested})")
-            if d.chosen:
-                c = d.chosen
-                lines.append(f"  chosen: {c.describe()}")
-                if c.stateful:
-                    where = (f"above loop {self.nest.levels[c.init_level].var}"
-                             if c.init_level is not None and c.init_level < d.find.level
-                             else "before each search")
-                    lines.append(f"  state initialised {where}"
-                                 + (f", one per value of {c.array_key}" if c.array_key else ""))
-                lines.append(f"  template arguments: range [{d.find.lo}, {d.find.hi}], "
-                             f"key ({', '.join(str(k) for k, _ in d.find.keys)}), "
-                             f"target ({', '.join(str(e) for _, e in d.find.keys)})")
-            else:
-                lines.append("  chosen: guard loop")
-            for c in d.alternatives:
-                lines.append(f"  run-time alternative: {c.describe()} "
-                             "(cost model in the generated C)")
-            for name, choice in d.valid.items():
-                if choice is not d.chosen and choice not in d.alternatives \
-                        and name != "loop":
-                    lines.append(f"  also valid: {choice.describe()}")
-            for name, why in d.rejected.items():
-                lines.append(f"  rejected {name}: {why}")
-        if self.nest.z3.undecided:
-            lines.append(f"Z3 queries left undecided (limit {self.z3_timeout_ms} ms per query; "
-                         "z3_timeout_ms raises it), the safe choice kept:")
-            lines.extend(f"  {entry}" for entry in self.nest.z3.undecided)
-        return "\n".join(lines)
-
+        return plan_report(self.plan, self.z3_timeout_ms)
 
 def _width_of_given(layouts: Mapping[str, Any]) -> str:
     """The index width of the Layout objects among ``layouts`` ("int32" when none is one);

@@ -20,6 +20,29 @@ def function(code: KernelCode, static: bool = False) -> str:
     return f"{'static ' if static else ''}{code.signature}\n{{\n" + body + "\n}"
 
 
+def header_lines(plan: Plan, name: str) -> list[str]:
+    """The file header's account of the plan (layouts, loop order, finds, parallel loop,
+    assembly)."""
+    header = []
+    for use in plan.space.uses:
+        header.append(f"  {use.name}: {use.layout.name}"
+                      + (f" {dict(use.layout.params)}" if use.layout.params else ""))
+    header.append(f"Loop order: {', '.join(plan.nest.schedule)}")
+    for d in plan.decisions:
+        algo = d.chosen.algorithm if d.chosen else "guard loop"
+        alt = (f", or {' or '.join(c.algorithm for c in d.alternatives)} chosen at run "
+               "time" if d.alternatives else "")
+        header.append(f"Find {d.find.var} in {d.find.use.name}: {algo}{alt}")
+    if plan.parallel_loop:
+        header.append(f"Parallel (OpenMP): loop {plan.parallel_loop}")
+    a = plan.assembly
+    if a:
+        header.append(f"Output {plan.space.expr.output.tensor}: assembled in "
+                      f"{a.storage.layout.name} ({strategy(a).summary(a, name)}; "
+                      f"arrays sized by {name}_bound)")
+    return header
+
+
 def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
     """The C source of the kernel function of ``plan`` (returns 0, 1 when out of memory, 2
     when an assembled output outgrows its arrays); with an assembled output, the file also
