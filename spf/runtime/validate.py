@@ -23,7 +23,7 @@ from ..back.levels import lower_levels
 from ..back.names import CNames, struct_name, used_names
 from ..back.source import render_file
 from ..errors import ArgumentError
-from ..middle.iteration_space import IterationSpace, TensorUse, build
+from ..middle.iteration_space import TensorUse, build
 from ..front.kernel_spec import parse_expr
 from ..front.layout import Layout, Property
 from ..middle.scan import LoopNest, scan
@@ -78,15 +78,26 @@ class _CheckedNames(CNames):
                 f"{self.array_read(use, fld, args)}; }})")
 
     def guard(self, use: TensorUse, fld: str, args: list[str], shown: list[str]) -> str:
-        """``if (an index is outside its extent) leave;`` for a read of ``fld`` at ``args``."""
+        """``if (an index is outside its extent) leave;`` for a read of ``fld`` at ``args``
+        (text: it goes inside the expression that reads)."""
+        return self.leave(*self._bounds(use, fld, args, shown))
+
+    def guard_node(self, use: TensorUse, fld: str, args: list[str],
+                   shown: list[str]) -> t.If:
+        """:meth:`guard` as a statement of the tree."""
+        return self.leave_node(*self._bounds(use, fld, args, shown))
+
+    def _bounds(self, use: TensorUse, fld: str, args: list[str],
+                shown: list[str]) -> tuple[str, str, str]:
+        """(the condition of a read out of bounds, the read as written, why it fails)."""
         dims = use.layout.fields[fld].dims
         tests = []
         for k, (arg, dim) in enumerate(zip(args, dims)):
             tests.append(f"(int64_t)({arg}) < 0 || (int64_t)({arg}) >= "
                          f"{self.extent(use, fld, k, dim)}")
         what = f"{fld}[{']['.join(shown)}]"
-        return self.leave(" || ".join(tests), what,
-                          f"the read {what} falls outside its array for these index arrays")
+        return (" || ".join(tests), what,
+                f"the read {what} falls outside its array for these index arrays")
 
     def index_expr(self, use: TensorUse, e: ie.IExpr, wide: bool = False) -> str:
         """An index expression of ``use``'s layout (fields, reads) with its reads checked."""
@@ -106,10 +117,17 @@ class _CheckedNames(CNames):
         return var
 
     def leave(self, condition: str, what: str, why: str) -> str:
-        """Leave with the number of check ``what`` when ``condition`` holds."""
+        """Leave with the number of check ``what`` when ``condition`` holds (text, for the
+        statement expression of a checked read)."""
         self.reads.append((what, why))
         return (f"if ({condition}) {{ *spf_bad = {len(self.reads)}; "
                 "goto spf_out_of_bounds; }")
+
+    def leave_node(self, condition: str, what: str, why: str) -> t.If:
+        """:meth:`leave` as a statement of the tree."""
+        self.reads.append((what, why))
+        return t.If(condition, [t.Assign("*spf_bad", str(len(self.reads))),
+                                t.Goto("spf_out_of_bounds")])
 
 
 @dataclass
@@ -127,18 +145,16 @@ def _checker(layout: Layout) -> _Checker:
     use = space.use("T")
     nest = scan(space, list(use.vars))
     names = _CheckedNames(space, set())
-    hooks: dict[int, list[str]] = {}
+    hooks: dict[int, list[t.Node]] = {}
     statement, checked, used = _periodic(layout, use, nest, names, hooks)
-    statement += _coordinates(layout, use, space, names, idx.split(","))
+    statement += _coordinates(layout, use, names, idx.split(","))
     statement.append(_value_check(use, names))
     used |= set(idx.split(",")) | set(use.vars)
     b = t.Builder()
     for n in range(len(checked)):
         b.add(t.Declare("int64_t", f"spf_prev{n}", "-1"))
-    lower_levels(b, nest, names, used_names(nest, used), [],
-                 [t.Snippet("checks", statement, ("spf_out_of_bounds",))],
-                 {k: (lambda lines: lambda bl: bl.add(t.Snippet("period reset", lines)))(v)
-                  for k, v in hooks.items()})
+    lower_levels(b, nest, names, used_names(nest, used), [], statement,
+                 {k: (lambda nodes: lambda bl: bl.add(*nodes))(v) for k, v in hooks.items()})
     b.close_to(0)
     b.add(t.Return("0"), t.Label("spf_out_of_bounds"), t.Return("-1"))
     extents = [t.Declare("int64_t", var, value, const=True)
@@ -156,11 +172,11 @@ def _checker(layout: Layout) -> _Checker:
 
 
 def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNames,
-              hooks: dict[int, list[str]]) -> tuple[list[str], list[Property], set[str]]:
-    """Statement lines comparing each periodic-monotonic read with the previous one of its
+              hooks: dict[int, list[t.Node]]) -> tuple[list[t.Node], list[Property], set[str]]:
+    """Statements comparing each periodic-monotonic read with the previous one of its
     period (reset where the period's innermost index advances)."""
     level_of = {lv.var: k for k, lv in enumerate(nest.levels)}
-    statement: list[str] = []
+    statement: list[t.Node] = []
     checked: list[Property] = []
     used: set[str] = set()
     for prop in (p for p in layout.properties if p.kind == "periodic_monotonic"):
@@ -176,38 +192,34 @@ def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNam
         shown = names.written.aff(calls[0].args[0])
         read = lambda pos: names.checked_read(use, prop.uf, [pos], [shown])  # noqa: E731
         prev = f"spf_prev{n}"
-        hooks.setdefault(max(level_of[p] for p in periods), []).append(f"{prev} = -1;")
+        hooks.setdefault(max(level_of[p] for p in periods), []).append(t.Assign(prev, "-1"))
         gap = f" + {prop.gap}" if prop.gap else ""
-        statement += [
-            f"if ({position} != {prev}) {{",
-            f"    if ({prev} >= 0 && !({read(prev)}{gap} {_OPS[prop.order]} {read(position)})) {{",
-            f"        *spf_bad = {position};",
-            f"        return {n + 1};",
-            "    }",
-            f"    {prev} = {position};",
-            "}"]
+        out_of_order = f"{prev} >= 0 && !({read(prev)}{gap} {_OPS[prop.order]} {read(position)})"
+        statement.append(t.If(f"{position} != {prev}", [
+            t.If(out_of_order, [t.Assign("*spf_bad", position), t.Return(str(n + 1))]),
+            t.Assign(prev, position)]))
     return statement, checked, used
 
 
-def _coordinates(layout: Layout, use: TensorUse, space: IterationSpace, names: _CheckedNames,
-                 indices: list[str]) -> list[str]:
+def _coordinates(layout: Layout, use: TensorUse, names: _CheckedNames,
+                 indices: list[str]) -> list[t.Node]:
     """A test per logical coordinate: within the tensor's shape."""
-    lines = []
+    nodes = []
     for d, (i, extent) in enumerate(zip(indices, layout.shape)):
         shape = format_sum(extent.terms, extent.const, lambda a: f"{use.name}->{a}")
         what = f"logical coordinate {d} in 0..{extent} - 1"
-        lines.append(names.leave(f"{i} < 0 || {i} >= {shape}", what,
-                                 f"logical coordinate {d} falls outside 0..{extent} - 1 for "
-                                 "these index arrays"))
-    return lines
+        nodes.append(names.leave_node(f"{i} < 0 || {i} >= {shape}", what,
+                                      f"logical coordinate {d} falls outside 0..{extent} - 1 "
+                                      "for these index arrays"))
+    return nodes
 
 
-def _value_check(use: TensorUse, names: _CheckedNames) -> str:
+def _value_check(use: TensorUse, names: _CheckedNames) -> t.If:
     """The test of the value expression's subscripts (no value is loaded)."""
     ref = use.layout.value
-    return names.guard(use, ref.array, [names.index_expr(use, s, wide=True)
-                                        for s in ref.subscripts],
-                       [names.written.index_expr(s) for s in ref.subscripts])
+    return names.guard_node(use, ref.array,
+                            [names.index_expr(use, s, wide=True) for s in ref.subscripts],
+                            [names.written.index_expr(s) for s in ref.subscripts])
 
 
 def check_structure(layout: Layout, fields: dict, properties: bool = True) -> None:
