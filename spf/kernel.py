@@ -1,9 +1,7 @@
 """The public Kernel API: spec -> iteration space -> loop nest -> C -> compiled callable."""
 from __future__ import annotations
 
-import itertools
 import keyword
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Mapping
 
@@ -21,6 +19,7 @@ from .decide.analysis import Analysis, TileReport
 from .assembly import AssemblyPlan, for_stream
 from .decide.options import C_RESERVED, kernel_options
 from .decide.plan import Plan, make_plan
+from .decide.split import split_terms
 from .decide.report import plan_report
 from .front.storage import storage_of
 from .runtime.compiled import CompiledKernel
@@ -132,18 +131,14 @@ class Kernel:
             raise SpecError("tile is not supported for sums yet", self.expr.source)
         if self.share is not None:
             raise SpecError("share is not supported for sums yet", self.expr.source)
-        for k, (product, layouts) in enumerate(self._term_specs()):
-            if not self.assembled:
-                product = replace(product, accumulate=True)    # the kernel zeroes once
-            tensors = set(layouts)
-            variables = build(product, layouts, self.bounds if self._bounds_fit(product) else [],
+        for k, term in enumerate(split_terms(self.expr, self.layouts, self.bounds, self.find,
+                                             accumulate=not self.assembled)):
+            variables = build(term.product, term.layouts, term.bounds or [],
                               assemble=self.assembled).variables
             mine = None if order is None else [
                 v for v in order if v.replace(".", "_", 1) in variables]
-            self.terms.append(Kernel(product, layouts,
-                                     order=mine or None, find=self._term_find(tensors),
-                                     parallel=self.parallel,
-                                     bounds=self.bounds if self._bounds_fit(product) else None,
+            self.terms.append(Kernel(term.product, term.layouts, order=mine or None,
+                                     find=term.find, parallel=self.parallel, bounds=term.bounds,
                                      name=f"{self.name}_term{k}", index_type=self.index_type,
                                      z3_timeout_ms=self.z3_timeout_ms))
         if order:
@@ -158,27 +153,6 @@ class Kernel:
         first = self.terms[0]
         self.space, self.order = first.space, first.order
         self.tile = {}
-
-    def _term_specs(self) -> list[tuple[Expr, dict[str, Layout]]]:
-        """(product, layouts) per statement: one per term of a sum, times one per part of
-        each input whose layout is a union (:meth:`Layout.parts`)."""
-        specs = []
-        for product in self.expr.products():
-            out = product.output.tensor
-            choices = [[(t, part) for part in (self.layouts[t].parts() if t != out
-                                               else [self.layouts[t]])]
-                       for t in dict.fromkeys(a.tensor for a in (product.output, *product.factors)
-                                              if a.indices)]
-            specs += [(product, dict(combo)) for combo in itertools.product(*choices)]
-        return specs
-
-    def _bounds_fit(self, product: Expr) -> bool:
-        return all(c.names() <= set(product.indices) for c in self.bounds)
-
-    def _term_find(self, tensors: set[str]) -> "str | dict[str, str]":
-        if isinstance(self.find, str):
-            return self.find
-        return {t: a for t, a in self.find.items() if t in tensors}
 
     # construction helpers ----------------------------------------------------------
     def _check_tile(self, tile: Mapping[str, int] | None) -> dict[str, int]:

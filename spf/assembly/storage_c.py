@@ -1,4 +1,4 @@
-"""C of an assembled output's storage functions (the cursor, append, finish, flush).
+"""An assembled output's storage functions as code-tree definitions (the cursor, append, finish, flush).
 
 The statement hands each entry to one of two targets:
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..back import ctree as t
 from ..front.storage import Storage, StorageKind
 from .base import CAPACITY
 
@@ -72,7 +73,7 @@ class _Shape:
 
 
 def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
-              any_order: bool = False, last_only: bool = False) -> str:
+              any_order: bool = False, last_only: bool = False) -> list[t.Definition]:
     """``<kernel>_cursor`` (its type and ``_init``), ``<kernel>_append``, ``<kernel>_finish``
     and, for a workspace, ``<kernel>_flush``: the output's storage, from its levels.
 
@@ -89,172 +90,164 @@ def functions(storage: Storage, kernel: str, struct: str, workspace: bool,
     opens a position at every entry (keys are distinct).
     """
     sh = _Shape(storage, kernel, struct)
-    lines = _cursor(sh) + _append(sh) + _finish(sh)
+    items = [*_cursor(sh), _append(sh), _finish(sh)]
     if workspace:
-        lines += _flush(sh, any_order, last_only)
-    return "\n".join(lines)
+        items.append(_flush(sh, any_order, last_only))
+    return items
 
 
-def _cursor(sh: _Shape) -> list[str]:
+def _cursor(sh: _Shape) -> list[t.Definition]:
     levels, n_dims, n_levels, cur = sh.levels, sh.n_dims, len(sh.levels), sh.cursor
     members = [f"ext{m}" for m in range(n_dims)] + [f"st{m}" for m in range(n_dims)]
     members += [f"crd{m}" for m in sh.stepping]
     members += [f"end{k}, base{k}" for k in range(n_levels - 1)]
     members += [f"pos{k}" for k in range(n_levels)]
     members += [f"next{k}, cap{k}" for k in sh.compressed]
-    lines = [
-        f"/* Assembly of the output ({sh.storage.layout.name}): levels "
-        + ", ".join(f"{lv.index} {lv.kind}" for lv in levels) + ".",
-        " * Entries arrive with strictly increasing keys (coordinates in level order, row-major",
-        " * over ext[]; st[m]: stride of coordinate m) and are appended at the end of each level;",
-        " * cap: positions the caller allocated for a compressed level. */",
-        f"typedef struct {cur} {{",
-        "    int64_t " + ", ".join(members) + ";",
-        f"}} {cur};",
-        "",
-        f"static void {cur}_init({cur} *restrict c, const int64_t *restrict ext, "
-        "const int64_t *restrict cap)",
-        "{",
-    ]
-    lines += [f"    c->ext{m} = ext[{m}];" for m in range(n_dims)]
-    lines.append(f"    c->st{n_dims - 1} = 1;")
-    lines += [f"    c->st{m} = c->st{m + 1} * ext[{m + 1}];" for m in range(n_dims - 2, -1, -1)]
-    lines += [f"    c->end{k} = c->base{k} = 0;" for k in range(n_levels - 1)]
-    lines += [f"    c->pos{k} = 0;" for k in range(n_levels)]
-    lines += [f"    c->crd{m} = -1;" for m in sh.stepping]
-    lines += [f"    c->next{k} = 0;\n    c->cap{k} = cap[{k}];" for k in sh.compressed]
-    return lines + ["}", ""]
+    comment = (f"Assembly of the output ({sh.storage.layout.name}): levels "
+               + ", ".join(f"{lv.index} {lv.kind}" for lv in levels) + ".\n"
+               "Entries arrive with strictly increasing keys (coordinates in level order, "
+               "row-major\nover ext[]; st[m]: stride of coordinate m) and are appended at the "
+               "end of each level;\ncap: positions the caller allocated for a compressed level.")
+    body: list[t.Node] = [t.Assign(f"c->ext{m}", f"ext[{m}]") for m in range(n_dims)]
+    body.append(t.Assign(f"c->st{n_dims - 1}", "1"))
+    body += [t.Assign(f"c->st{m}", f"c->st{m + 1} * ext[{m + 1}]")
+             for m in range(n_dims - 2, -1, -1)]
+    for k in range(n_levels - 1):
+        body += [t.Assign(f"c->end{k}", "0"), t.Assign(f"c->base{k}", "0")]
+    body += [t.Assign(f"c->pos{k}", "0") for k in range(n_levels)]
+    body += [t.Assign(f"c->crd{m}", "-1") for m in sh.stepping]
+    for k in sh.compressed:
+        body += [t.Assign(f"c->next{k}", "0"), t.Assign(f"c->cap{k}", f"cap[{k}]")]
+    return [t.Struct(cur, ["int64_t " + ", ".join(members)], comment),
+            t.Function(f"static void {cur}_init({cur} *restrict c, const int64_t *restrict "
+                       "ext, const int64_t *restrict cap)", body)]
 
 
-def _append(sh: _Shape) -> list[str]:
+def _append(sh: _Shape) -> t.Function:
     storage, levels, n_levels = sh.storage, sh.levels, len(sh.levels)
-    lines = [f"/* one entry after the previous one; {CAPACITY} if a level is full */",
-             f"static inline int {sh.kernel}_append({sh.cursor} *restrict c, {sh.struct} "
-             "*restrict out, int64_t key, double val)", "{"]
+    body: list[t.Node] = []
     for k, lv in enumerate(levels):
         below = f"key - c->base{k - 1}" if k else "key"
+        opens = [t.Declare("int64_t", "r", below)]
+        coords = _decode(sh, k, opens)
         if k < n_levels - 1:
-            lines.append(f"    if (key >= c->end{k}) {{   /* level {lv.index} ({lv.kind}): "
-                         "new position */")
-        else:
-            lines.append(f"    {{   /* level {lv.index} ({lv.kind}): new position */")
-        lines.append(f"        int64_t r = {below};")
-        coords = _decode(sh, k, lines)
-        if k < n_levels - 1:
-            lines += [f"        c->base{k} = key - r;",
-                      f"        c->end{k} = c->base{k} + c->st{sh.last[k]};"]
+            opens += [t.Assign(f"c->base{k}", "key - r"),
+                      t.Assign(f"c->end{k}", f"c->base{k} + c->st{sh.last[k]}")]
         parent = f"c->pos{k - 1}" if k else "0"
         if lv.kind is StorageKind.DENSE:
-            lines.append(f"        c->pos{k} = {parent} * c->ext{sh.first[k]} + c{sh.first[k]};"
-                         if k else f"        c->pos{k} = c{sh.first[k]};")
+            opens.append(t.Assign(f"c->pos{k}", f"{parent} * c->ext{sh.first[k]} + "
+                                  f"c{sh.first[k]}" if k else f"c{sh.first[k]}"))
         else:
-            lines += [f"        if (c->next{k} >= c->cap{k})", f"            return {CAPACITY};",
-                      f"        c->pos{k} = c->next{k}++;"]
-            for m, (_, arr) in zip(coords, lv.coords):
-                lines.append(f"        out->{arr}[c->pos{k}] = (spf_index_t)c{m};")
+            opens += [t.If(f"c->next{k} >= c->cap{k}", [t.Return(str(CAPACITY))], braces=False),
+                      t.Assign(f"c->pos{k}", f"c->next{k}++")]
+            opens += [t.Assign(f"out->{arr}[c->pos{k}]", f"(spf_index_t)c{m}")
+                      for m, (_, arr) in zip(coords, lv.coords)]
             if lv.pointer:
-                lines.append(f"        out->{lv.pointer}[{parent} + 1] = (spf_index_t)c->next{k};")
-        lines.append("    }")
-    return lines + [f"    out->{storage.value_array}[c->pos{n_levels - 1}] = val;",
-                    "    return 0;", "}", ""]
+                opens.append(t.Assign(f"out->{lv.pointer}[{parent} + 1]",
+                                      f"(spf_index_t)c->next{k}"))
+        note = f"level {lv.index} ({lv.kind}): new position"
+        body.append(t.If(f"key >= c->end{k}", opens, note=note) if k < n_levels - 1
+                    else t.Block(opens, note=note))
+    body += [t.Assign(f"out->{storage.value_array}[c->pos{n_levels - 1}]", "val"), t.Return()]
+    return t.Function(f"static inline int {sh.kernel}_append({sh.cursor} *restrict c, "
+                      f"{sh.struct} *restrict out, int64_t key, double val)", body,
+                      f"one entry after the previous one; {CAPACITY} if a level is full")
 
 
-def _decode(sh: _Shape, k: int, lines: list[str]) -> list[int]:
-    """Lines decoding level ``k``'s coordinates from the key's remainder ``r``; returns the
-    coordinates decoded."""
+def _decode(sh: _Shape, k: int, body: list[t.Node]) -> list[int]:
+    """Statements decoding level ``k``'s coordinates from the key's remainder ``r``, added
+    to ``body``; returns the coordinates decoded."""
     storage, n_dims, n_levels, stepping = sh.storage, sh.n_dims, len(sh.levels), sh.stepping
     coords = []
     for m in range(sh.first[k], sh.last[k] + 1):
         if m in stepping:
-            lines += [f"        const int64_t next{m} = (c->crd{m} + 1) * c->st{m};",
-                      f"        const int64_t c{m} = r >= next{m} && r - next{m} < c->st{m}"
-                      f" ? c->crd{m} + 1 : r / c->st{m};",
-                      f"        c->crd{m} = c{m};"]
-            lines += [f"        c->crd{q} = -1;   /* a new parent: its children restart */"
-                      for q in stepping if q > m]
-            lines.append(f"        r -= c{m} * c->st{m};")
+            body += [t.Declare("int64_t", f"next{m}", f"(c->crd{m} + 1) * c->st{m}", const=True),
+                     t.Declare("int64_t", f"c{m}", f"r >= next{m} && r - next{m} < c->st{m}"
+                               f" ? c->crd{m} + 1 : r / c->st{m}", const=True),
+                     t.Assign(f"c->crd{m}", f"c{m}")]
+            body += [t.Assign(f"c->crd{q}", "-1", note="a new parent: its children restart")
+                     for q in stepping if q > m]
+            body.append(t.Assign("r", f"c{m} * c->st{m}", "-="))
             coords.append(m)
             continue
         digit = "r" if m == n_dims - 1 else f"r / c->st{m}"
         if storage.descending[m]:
             digit = f"c->ext{m} - 1 - {digit}" if digit == "r" \
                 else f"c->ext{m} - 1 - ({digit})"
-        lines.append(f"        const int64_t c{m} = {digit};")
+        body.append(t.Declare("int64_t", f"c{m}", digit, const=True))
         if m != n_dims - 1 and (m < sh.last[k] or k < n_levels - 1):
             flipped = f"(c->ext{m} - 1 - c{m})" if storage.descending[m] else f"c{m}"
-            lines.append(f"        r -= {flipped} * c->st{m};")
+            body.append(t.Assign("r", f"{flipped} * c->st{m}", "-="))
         coords.append(m)
     return coords
 
 
-def _finish(sh: _Shape) -> list[str]:
+def _finish(sh: _Shape) -> t.Function:
     levels = sh.levels
-    lines = ["/* pointers of parents without entries; positions used by each level */",
-             f"static void {sh.kernel}_finish(const {sh.cursor} *restrict c, {sh.struct} "
-             "*restrict out, int64_t *restrict size)", "{"]
+    body: list[t.Node] = []
     for k, lv in enumerate(levels):
         if lv.kind is StorageKind.DENSE:
             parent = f"size[{k - 1}] * " if k else ""
-            lines.append(f"    size[{k}] = {parent}c->ext{sh.first[k]};")
+            body.append(t.Assign(f"size[{k}]", f"{parent}c->ext{sh.first[k]}"))
         else:
-            lines.append(f"    size[{k}] = c->next{k};")
+            body.append(t.Assign(f"size[{k}]", f"c->next{k}"))
     parents = {lv.index: k for k, lv in enumerate(levels)}
     for lv in levels:
         if lv.pointer:
-            lines += [f"    for (int64_t q = 1; q <= size[{parents[lv.parent]}]; ++q)",
-                      f"        if (out->{lv.pointer}[q] < out->{lv.pointer}[q - 1])",
-                      f"            out->{lv.pointer}[q] = out->{lv.pointer}[q - 1];"]
-    return lines + ["}"]
+            ptr = f"out->{lv.pointer}"
+            body.append(t.For("int64_t q = 1", f"q <= size[{parents[lv.parent]}]", "++q", [
+                t.If(f"{ptr}[q] < {ptr}[q - 1]", [t.Assign(f"{ptr}[q]", f"{ptr}[q - 1]")],
+                     braces=False)], braces=False))
+    return t.Function(f"static void {sh.kernel}_finish(const {sh.cursor} *restrict c, "
+                      f"{sh.struct} *restrict out, int64_t *restrict size)", body,
+                      "pointers of parents without entries; positions used by each level")
 
 
-def _flush(sh: _Shape, any_order: bool, last_only: bool) -> list[str]:
+def _flush(sh: _Shape, any_order: bool, last_only: bool) -> t.Function:
     kernel, cur = sh.kernel, sh.cursor
-    take = "spf_ws_release(ws);   /* the layout keeps them unordered */" if any_order \
-        else "spf_ws_order(ws);"
-    lines = ["", "/* append the workspace's group"
-             + (" in the order first touched" if any_order else " in key order")
-             + ", start group next */",
-             f"static int {kernel}_flush(spf_workspace *restrict ws, {cur} *restrict c, "
-             f"{sh.struct} *restrict out, int64_t next)", "{",
-             "    const int64_t base = ws->prefix * ws->size;",
-             f"    const int64_t n = {take}",
-             "    const int64_t *restrict list = ws->list;",
-             "    const double *restrict val = ws->val;",
-             f"    {cur} local = *c;   /* in registers while the group is appended */",
-             "    int status = 0;"]
+    take = t.Declare("int64_t", "n", "spf_ws_release(ws)", const=True,
+                     note="the layout keeps them unordered") if any_order \
+        else t.Declare("int64_t", "n", "spf_ws_order(ws)", const=True)
+    body: list[t.Node] = [
+        t.Declare("int64_t", "base", "ws->prefix * ws->size", const=True), take,
+        t.Declare("int64_t *restrict", "list", "ws->list", const=True),
+        t.Declare("double *restrict", "val", "ws->val", const=True),
+        t.Declare(cur, "local", "*c", note="in registers while the group is appended"),
+        t.Declare("int", "status", "0")]
     if last_only:
-        lines += _flush_last_level(sh)
+        body += _flush_last_level(sh)
     else:
-        lines += ["    for (int64_t t = 0; t < n && !status; ++t)",
-                  f"        status = {kernel}_append(&local, out, base + list[t], "
-                  "val[list[t]]);"]
-    return lines + ["    *c = local;", "    ws->n = 0;", "    ws->prefix = next;",
-                    "    return status;", "}"]
+        body.append(t.For("int64_t t = 0", "t < n && !status", "++t", [t.Assign(
+            "status", f"{kernel}_append(&local, out, base + list[t], val[list[t]])")],
+            braces=False))
+    body += [t.Assign("*c", "local"), t.Assign("ws->n", "0"), t.Assign("ws->prefix", "next"),
+             t.Return("status")]
+    return t.Function(f"static int {kernel}_flush(spf_workspace *restrict ws, {cur} *restrict "
+                      f"c, {sh.struct} *restrict out, int64_t next)", body,
+                      "append the workspace's group"
+                      + (" in the order first touched" if any_order else " in key order")
+                      + ", start group next")
 
 
-def _flush_last_level(sh: _Shape) -> list[str]:
+def _flush_last_level(sh: _Shape) -> list[t.Node]:
     storage, last = sh.storage, sh.levels[-1]
     k, m = len(sh.levels) - 1, sh.n_dims - 1
     crd = "ws->size - 1 - list[t]" if storage.descending[m] else "list[t]"
-    lines = [
-        "    /* the first entry opens the group's positions above the last level; the",
-        f"     * others only extend level {last.index}: a slot is its coordinate */",
-        "    if (n > 0)",
-        f"        status = {sh.kernel}_append(&local, out, base + list[0], val[list[0]]);",
-        "    if (n > 1 && !status) {",
-        f"        if (local.next{k} + n - 1 > local.cap{k}) {{",
-        f"            status = {CAPACITY};",
-        "        } else {",
-        f"            spf_index_t *restrict crd = out->{last.coords[0][1]} + local.next{k} - 1;",
-        f"            double *restrict dst = out->{storage.value_array} + local.next{k} - 1;",
-        "            for (int64_t t = 1; t < n; ++t) {",
-        f"                crd[t] = (spf_index_t)({crd});",
-        "                dst[t] = val[list[t]];",
-        "            }",
-        f"            local.next{k} += n - 1;",
-        f"            local.pos{k} = local.next{k} - 1;"]
+    extend: list[t.Node] = [
+        t.Declare("spf_index_t *restrict", "crd", f"out->{last.coords[0][1]} + local.next{k} - 1"),
+        t.Declare("double *restrict", "dst", f"out->{storage.value_array} + local.next{k} - 1"),
+        t.For("int64_t t = 1", "t < n", "++t", [t.Assign("crd[t]", f"(spf_index_t)({crd})"),
+                                               t.Assign("dst[t]", "val[list[t]]")]),
+        t.Assign(f"local.next{k}", "n - 1", "+="),
+        t.Assign(f"local.pos{k}", f"local.next{k} - 1")]
     if last.pointer:
         parent = f"local.pos{k - 1}" if k else "0"
-        lines.append(f"            out->{last.pointer}[{parent} + 1] = "
-                     f"(spf_index_t)local.next{k};")
-    return lines + ["        }", "    }"]
+        extend.append(t.Assign(f"out->{last.pointer}[{parent} + 1]",
+                               f"(spf_index_t)local.next{k}"))
+    return [
+        t.Comment("the first entry opens the group's positions above the last level; the\n"
+                  f"others only extend level {last.index}: a slot is its coordinate"),
+        t.If("n > 0", [t.Assign("status", f"{sh.kernel}_append(&local, out, base + list[0], "
+                                          "val[list[0]])")], braces=False),
+        t.If("n > 1 && !status", [t.If(f"local.next{k} + n - 1 > local.cap{k}",
+                                       [t.Assign("status", str(CAPACITY))], orelse=extend)])]

@@ -14,6 +14,22 @@ class CPrinter:
     """C99 + OpenMP: ``Parallel`` becomes ``#pragma omp parallel for`` (or ``omp for`` inside a
     ``Team``), ``simd`` becomes ``#pragma omp simd``."""
 
+    def definitions(self, items: list[t.Definition]) -> str:
+        """File-level functions and structs, a blank line between two."""
+        return "\n\n".join("\n".join(self._definition(d)) for d in items)
+
+    def _definition(self, d: t.Definition) -> list[str]:
+        out: list[str] = []
+        if d.comment:
+            self._node(t.Comment(d.comment), 0, out)
+        if isinstance(d, t.Struct):
+            out.append(f"typedef struct {d.name} {{")
+            out.extend(f"{INDENT}{m};" for m in d.members)
+            out.append(f"}} {d.name};")
+        else:
+            out += [d.signature, "{", *self.lines(d.body), "}"]
+        return out
+
     def lines(self, nodes: list[t.Node], depth: int = 1) -> list[str]:
         out: list[str] = []
         for n in nodes:
@@ -42,9 +58,9 @@ class CPrinter:
             out.append(f"{pad}{'const ' if n.const else ''}{n.ctype} {n.name}{init};"
                        f"{_note(n.note)}")
         elif isinstance(n, t.Assign):
-            out.append(f"{pad}{n.target} {n.op} {n.value};")
+            out.append(f"{pad}{n.target} {n.op} {n.value};{_note(n.note)}")
         elif isinstance(n, t.Call):
-            out.append(f"{pad}{n.expr};")
+            out.append(f"{pad}{n.expr};{_note(n.note)}")
         elif isinstance(n, t.Return):
             out.append(f"{pad}return {n.value};")
         elif isinstance(n, t.Goto):
@@ -59,7 +75,7 @@ class CPrinter:
     def _compound(self, n: t.Node, d: int, out: list[str]) -> None:
         pad = INDENT * d
         if isinstance(n, t.Block):
-            self._body("{", n.body, d, out, True)
+            self._body("{", n.body, d, out, True, n.note)
         elif isinstance(n, t.Team):
             out.append(f"{pad}#pragma omp parallel")
             out.extend(self.lines(n.body, d))
@@ -98,12 +114,12 @@ class CPrinter:
               note: str = "") -> None:
         pad = INDENT * d
         if not braces:
-            if len(body) != 1 or note:
+            if len(body) != 1:
                 raise ValueError(f"'{head}' without braces needs one statement, has {len(body)}")
-            out.append(f"{pad}{head}")
+            out.append(f"{pad}{head}{_note(note)}")
             self._node(body[0], d + 1, out)
             return
-        out.append(f"{pad}{head} {{{_note(note)}" if head != "{" else f"{pad}{{")
+        out.append(f"{pad}{head} {{{_note(note)}" if head != "{" else f"{pad}{{{_note(note)}")
         out.extend(self.lines(body, d + 1))
         out.append(f"{pad}}}")
 

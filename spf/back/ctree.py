@@ -55,6 +55,7 @@ class Assign:
     target: str
     value: str
     op: str = "="
+    note: str = ""              # a comment after the statement
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Call:
     """An expression evaluated for its effect: ``free(p);``, ``++n;``, ``(void)x;``."""
 
     expr: str
+    note: str = ""              # a comment after the statement
 
 
 @dataclass
@@ -91,6 +93,7 @@ class Snippet:
 @dataclass
 class Block:
     body: list["Node"] = field(default_factory=list)
+    note: str = ""              # a comment after the opening brace
 
 
 @dataclass
@@ -131,6 +134,28 @@ class Team:
 
     body: list["Node"] = field(default_factory=list)
 
+
+@dataclass
+class Function:
+    """A function definition at file level: ``comment``, ``signature`` (with its storage
+    class: ``static inline int f(...)``) and ``body``."""
+
+    signature: str
+    body: list["Node"] = field(default_factory=list)
+    comment: str = ""
+
+
+@dataclass
+class Struct:
+    """``typedef struct name { members; } name;`` at file level (``members``: declarations
+    without the semicolon)."""
+
+    name: str
+    members: list[str]
+    comment: str = ""
+
+
+Definition = Union[Function, Struct]
 
 Node = Union[Comment, Declare, Assign, Call, Return, Goto, Label, Snippet, Block, For, While,
              If, Team]

@@ -7,6 +7,7 @@ statement and bookkeeping come from its strategy (:mod:`spf.assembly`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from ..assembly import lowering as assembly_c, storage_c, strategy
 from ..finds import REGISTRY
@@ -25,15 +26,15 @@ from .names import CNames, loop_bound, struct_name, used_names, value_names
 
 class CustomStatement:
     """A statement of its own in place of the output's (a generated conversion pass):
-    ``params`` replace the output's parameters, ``lines`` are the statement (``$value``: the
-    product of the factors), ``names`` the logical indices it reads; ``prologue`` and
-    ``epilogue`` go before and after the loops, ``at = (level, lines)`` right after that nest
-    level opens."""
+    ``params`` replace the output's parameters, ``statement(value)`` builds it for the value
+    (the product of the factors), ``names`` are the logical indices it reads; ``prologue``
+    and ``epilogue`` go before and after the loops, ``at = (level, nodes)`` right after that
+    nest level opens."""
 
-    def __init__(self, params: list[str], lines: list[str], names: set[str],
-                 prologue: list[str] = (), epilogue: list[str] = (),
-                 at: "tuple[int, list[str]] | None" = None):
-        self.params, self.lines, self.names = params, lines, names
+    def __init__(self, params: list[str], statement: Callable[[str], list[t.Node]],
+                 names: set[str], prologue: list[t.Node] = (), epilogue: list[t.Node] = (),
+                 at: "tuple[int, list[t.Node]] | None" = None):
+        self.params, self.statement, self.names = params, statement, names
         self.prologue, self.epilogue = list(prologue), list(epilogue)
         self.at = at
 
@@ -48,7 +49,7 @@ class KernelCode:
     layouts: dict[str, Layout]
     runtimes: set[str]      # C helper files from templates/ the code calls
     assembly: bool          # uses templates/assembly.c
-    storage: str            # the output's storage functions, put before the kernel
+    storage: list[t.Definition]    # the output's storage functions, put before the kernel
 
 
 @dataclass
@@ -61,10 +62,6 @@ class Role:
     target: str = "output"
     count: bool = False
     histogram: bool = False
-
-
-def _snippet(name: str, lines: list[str]) -> t.Snippet:
-    return t.Snippet(name, list(lines))
 
 
 class KernelLowering:
@@ -144,8 +141,7 @@ class KernelLowering:
     def statement(self, rhs: str, target: str, use_acc: bool) -> list[t.Node]:
         a, role = self.assembly, self.role
         if self.custom is not None:
-            return [_snippet("custom statement",
-                             [line.replace("$value", rhs) for line in self.custom.lines])]
+            return self.custom.statement(rhs)
         if a is None:
             return [t.Assign("spf_acc" if use_acc else target, rhs, "+=")]
         if role.count:   # a find's matched position is not needed to count the match
@@ -198,7 +194,7 @@ def kernel_code(plan: Plan, name: str, role: Role = Role(),
     lower_body(k)
     runtimes = {REGISTRY[c.algorithm].runtime for d in k.decisions for c in d.candidates
                 if REGISTRY[c.algorithm].runtime}
-    storage = ""
+    storage: list[t.Definition] = []
     if k.building and role.target == "output" and strategy(assembly).cursor:
         storage = storage_c.functions(assembly.storage, name,
                                       struct_name(assembly.output.layout),
@@ -265,7 +261,7 @@ def lower_body(k: KernelLowering) -> None:
                   for acc in k.expr.factors]
         b.add(*strategy(a).start(a, k.name, inputs))
     if k.custom is not None and k.custom.prologue:
-        b.add(_snippet("custom prologue", k.custom.prologue))
+        b.add(*k.custom.prologue)
     positions = [i for i, lv in enumerate(k.nest.levels) if lv.var in out_vars]
     acc_level = max(positions) if positions else -1
     use_acc = a is None and k.custom is None and \
@@ -331,8 +327,8 @@ def _hooks(k: KernelLowering, acc_level: int, acc_target: str | None,
         _chain(hooks, a.group_level,
                lambda b: b.add(*strategy(a).group_check(a, k.name, k.role.target)))
     if k.custom is not None and k.custom.at is not None:
-        level, lines = k.custom.at
-        _chain(hooks, level, lambda b: b.add(_snippet("custom level code", lines)))
+        level, nodes = k.custom.at
+        _chain(hooks, level, lambda b: b.add(*nodes))
     for tile in k.space.tiles:
         conds = [tile_condition(k.nest, skip, k.names) for skip in k.plan.skips.get(tile, [])]
         if conds:
@@ -387,7 +383,7 @@ def _runtime_choice(k: KernelLowering, d: Decision, versions: list[list[FindLowe
 def _exits(k: KernelLowering, stateful: list[FindLowering]) -> None:
     b, a, role = k.b, k.assembly, k.role
     if k.custom is not None and k.custom.epilogue:
-        b.add(_snippet("custom epilogue", k.custom.epilogue))
+        b.add(*k.custom.epilogue)
     if role.count and not role.histogram:
         b.add(t.Assign("*spf_bound", "spf_n"))
     elif k.building:

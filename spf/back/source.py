@@ -49,11 +49,11 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
     defines ``<name>_bound`` (sizes the output) and the functions that store entries in the
     output layout."""
     code = kernel_code(plan, name)
-    before = code.storage
+    before = CPrinter().definitions(code.storage)
     assembly = plan.assembly
     if assembly is not None:
         bound = kernel_code(plan, f"{name}_bound", Role(count=True))
-        before += "\n\n" + BOUND_COMMENT + function(bound)
+        before += ("\n\n" if before else "") + BOUND_COMMENT + function(bound)
         if strategy(assembly).counts_first:
             hist = kernel_code(plan, f"{name}_histogram", Role(count=True, histogram=True))
             before += ("\n\n/* Bucket mode, first pass: the entries of each "
@@ -91,8 +91,8 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
     if assembly is not None:
         body += _merge_runs(name, expr.output.tensor, term_args, assembly, names)
         extra = "\n\n".join(
-            [storage_c.functions(assembly.storage, name, struct_name(assembly.output.layout),
-                                     False)]
+            [CPrinter().definitions(storage_c.functions(
+                assembly.storage, name, struct_name(assembly.output.layout), False))]
             + [function(b, static=True) for b in bounds]
             + [_sum_bound(name, expr.output.tensor, term_args, params[1:])])
     else:
@@ -163,7 +163,7 @@ def _sum_bound(name: str, out: str, term_args: list[list[str]], inputs: list[str
     body.append(t.Return("0"))
     return BOUND_COMMENT + function(KernelCode(
         f"int {name}_bound(int64_t *restrict spf_bound, {', '.join(inputs)})", body, set(),
-        {}, set(), False, ""))
+        {}, set(), False, []))
 
 
 def _add_terms(name: str, expr, term_args: list[list[str]], out_space: IterationSpace,

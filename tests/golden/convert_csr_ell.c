@@ -36,7 +36,8 @@ int spf_convert_analysis(uint8_t *restrict spf_present, spf_index_t *restrict sp
 
 int spf_convert(double *restrict spf_data, spf_index_t *restrict spf_slot, spf_index_t *restrict spf_next, const spf_index_t *restrict spf_rank, const int64_t *restrict spf_pos, int64_t spf_kmin, const int64_t *restrict spf_bound, const spf_CSR *restrict A)
 {
-    int64_t spf_group = -1, spf_k = 0;   /* the group's slot counter (its entries arrive together) */
+    int64_t spf_group = -1;   /* the group's slot counter (its entries arrive together) */
+    int64_t spf_k = 0;
     for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
         const spf_index_t i = A_pi;
         if ((int64_t)i != spf_group) {

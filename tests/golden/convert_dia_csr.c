@@ -391,8 +391,6 @@ typedef struct spf_DIA {
     double *restrict data;  /* [numDiags][numRows] */
 } spf_DIA;
 
-
-
 /* The number of statement instances: an upper bound on the output's entries, which sizes its
  * arrays before the kernel runs (the loops without the statement's work). */
 int spf_convert_bound(int64_t *restrict spf_bound, const spf_DIA *restrict A)

@@ -395,7 +395,8 @@ static void spf_kernel_cursor_init(spf_kernel_cursor *restrict c, const int64_t 
     c->ext1 = ext[1];
     c->st1 = 1;
     c->st0 = c->st1 * ext[1];
-    c->end0 = c->base0 = 0;
+    c->end0 = 0;
+    c->base0 = 0;
     c->pos0 = 0;
     c->pos1 = 0;
     c->crd0 = -1;

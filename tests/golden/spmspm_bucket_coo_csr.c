@@ -390,8 +390,6 @@ typedef struct spf_COO {
     double *restrict data;  /* [numNNZ] */
 } spf_COO;
 
-
-
 /* The number of statement instances: an upper bound on the output's entries, which sizes its
  * arrays before the kernel runs (the loops without the statement's work). */
 int spf_kernel_bound(int64_t *restrict spf_bound, const spf_COO *restrict A, const spf_CSR *restrict B)
