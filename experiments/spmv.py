@@ -114,6 +114,7 @@ class Kernels:
     parallel: dict[str, Any]     # format -> compiled parallel kernel (the serial one if none)
     has_parallel: dict[str, bool]
     parallel_loop: dict[str, str]
+    reassoc: dict[int, Any]      # threads -> CSR kernel with reassociate=True
 
     @classmethod
     def build(cls) -> "Kernels":
@@ -124,7 +125,11 @@ class Kernels:
             has[fmt] = k.parallel_loop is not None
             loop[fmt] = k.parallel_loop or ""
             parallel[fmt] = k.compile() if has[fmt] else serial[fmt]
-        return cls(serial, parallel, has, loop)
+        reassoc = {1: spf.Kernel(SPMV, {"A": "CSR"}, reassociate=True,
+                                 name="spmv_CSR_reassoc").compile(),
+                   2: spf.Kernel(SPMV, {"A": "CSR"}, reassociate=True, parallel=True,
+                                 name="spmv_CSR_reassoc_omp").compile()}
+        return cls(serial, parallel, has, loop, reassoc)
 
 
 @dataclass
@@ -151,6 +156,14 @@ def contenders(A: sp.csr_matrix, x: np.ndarray, tensors: dict[str, spf.Tensor],
                                       _nbytes(*t.fields.values()) + vec,
                                       "yes" if threads == 1 or kernels.has_parallel[fmt]
                                       else "no")
+    if "CSR" in tensors:      # the same CSR kernel, its row sums as SIMD partial sums
+        compiled = kernels.reassoc[1 if threads == 1 else 2]
+        if threads > 1:
+            compiled.set_num_threads(threads)
+        y = np.empty(n)
+        out["spf_CSR_reassoc"] = Contender(
+            prepared_call(compiled, y, A=tensors["CSR"], x=x), lambda y=y: y, "CSR",
+            _nbytes(*tensors["CSR"].fields.values()) + vec, "yes")
     if threads == 1:
         native = {"csr": A, "coo": A.tocoo()}
         if "BCSR" in tensors and n % BLOCK == 0 and m % BLOCK == 0:
@@ -377,6 +390,29 @@ def describe(rows: list[dict]) -> str:
     out += ["", f"**Against the targets:** CSR vs MKL {mkl1:.2f}x on 1 thread and {mkl2:.2f}x "
             f"on 2 (target >= 0.95x: {'met' if min(mkl1, mkl2) >= 0.95 else 'NOT met'}); vs "
             f"scipy {sci:.2f}x (target >= 1.0x: {'met' if sci >= 1.0 else 'NOT met'}).", ""]
+    # reassociate=True
+    out += ["### CSR with `reassociate=True`", "",
+            "The CSR kernel built with `reassociate=True` (`spf_CSR_reassoc`: each row's sum "
+            "as SIMD partial sums, `omp simd reduction`) against the same kernel in the "
+            "serial order and MKL. Ratio = other time / spf_CSR_reassoc time.", "",
+            "| matrix | threads | spf_CSR_reassoc (ms) | vs spf_CSR | vs mkl_csr |",
+            "|---|---|---|---|---|"]
+    re_ratios: dict[tuple[int, str], list[float]] = {}
+    for (scale, matrix, threads), con in cells.items():
+        if "spf_CSR_reassoc" not in con:
+            continue
+        r = _t(con["spf_CSR_reassoc"])
+        line = [matrix, threads, f"{r * 1e3:.3g}"]
+        for other in ("spf_CSR", "mkl_csr"):
+            if other in con:
+                re_ratios.setdefault((threads, other), []).append(_t(con[other]) / r)
+                line.append(f"{_t(con[other]) / r:.2f}x")
+            else:
+                line.append("-")
+        out.append("| " + " | ".join(map(str, line)) + " |")
+    out += ["", "Geometric means: " + "; ".join(
+        f"{t} thread{'s' if t > 1 else ''}: vs spf_CSR {_ratio_text(re_ratios.get((t, 'spf_CSR'), []))}, "
+        f"vs mkl_csr {_ratio_text(re_ratios.get((t, 'mkl_csr'), []))}" for t in THREADS) + ".", ""]
     # every format
     out += ["### Every layout", "",
             "Per layout and thread count, geometric means over the matrices it stores: spf's "

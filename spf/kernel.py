@@ -38,6 +38,9 @@ class Kernel:
     dependence with OpenMP (an inner one: a worksharing loop in a parallel region).  ``tile={"A.pi": 256}`` strip-mines loops (a tile loop
     ``A.pi_tile`` is placed right before each, or where ``order`` names it).
     ``drop_zeros=True``: an output the kernel assembles stores no entry whose value is 0.0.
+    ``reassociate=True``: a sum into one output element may run in another order (SIMD
+    partial sums over the innermost loop, ``omp simd reduction``); faster on long rows, but
+    the rounding differs from the sequential sum, so it is off by default.
     ``index_type``: ``"int32"`` (default) or ``"int64"``, the width of every tensor's index
     arrays and sizes and of the loop indices (tensors must be built with the same width).
     ``z3_timeout_ms``: the time limit of each Z3 query (default ``$SPF_Z3_TIMEOUT_MS``, else
@@ -56,7 +59,8 @@ class Kernel:
                  params: Mapping[str, Mapping[str, int]] | None = None,
                  name: str | None = None, tile: Mapping[str, int] | None = None,
                  share: Mapping[str, str] | None = None, drop_zeros: bool = False,
-                 index_type: str | None = None, z3_timeout_ms: int | None = None):
+                 reassociate: bool = False, index_type: str | None = None,
+                 z3_timeout_ms: int | None = None):
         layouts = tensor_layouts(layouts)
         params = layout_params(params)
         from_file = {}
@@ -72,7 +76,7 @@ class Kernel:
             self.expr = parse_expr(expr)
         self.options = opts = kernel_options(self.expr, dict(
             order=order, find=find, parallel=parallel, bounds=bounds, name=name, tile=tile,
-            share=share, drop_zeros=drop_zeros, index_type=index_type,
+            share=share, drop_zeros=drop_zeros, reassociate=reassociate, index_type=index_type,
             z3_timeout_ms=z3_timeout_ms), from_file)
         self._check_names()
         self.name, self.find, self.parallel = opts.name, opts.find, opts.parallel
@@ -102,6 +106,7 @@ class Kernel:
         self.order = self._loop_order(order)
         self.plan: Plan = make_plan(self.space, self.order, self.find, parallel=self.parallel,
                                     assemble=self.assembled, drop_zeros=opts.drop_zeros,
+                                    reassociate=opts.reassociate,
                                     z3_timeout_ms=self.z3_timeout_ms, tile=self.tile)
 
     # the plan's decisions, as the kernel's attributes ------------------------------------
@@ -140,6 +145,7 @@ class Kernel:
             self.terms.append(Kernel(term.product, term.layouts, order=mine or None,
                                      find=term.find, parallel=self.parallel, bounds=term.bounds,
                                      name=f"{self.name}_term{k}", index_type=self.index_type,
+                                     reassociate=self.options.reassociate,
                                      z3_timeout_ms=self.z3_timeout_ms))
         if order:
             used = {v for t in self.terms for v in t.order}

@@ -1,6 +1,6 @@
 """Shared test helpers.
 
-``assert_compiles_clean(src)`` compiles generated C with ``cc -O3 -Wall -Werror -c`` (the
+``assert_compiles_clean(src)`` compiles generated C with ``cc -O3 -fopenmp-simd -Wall -Werror -c`` (the
 runtime compiles with ``-Wall``; tests hold generated code to zero warnings).  Import it with
 ``from conftest import assert_compiles_clean`` or use the ``compiles_clean`` fixture.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-CLEAN_FLAGS = ("-O3", "-Wall", "-Werror", "-c")
+CLEAN_FLAGS = ("-O3", "-fopenmp-simd", "-Wall", "-Werror", "-c")   # as the runtime compiles
 
 
 def assert_compiles_clean(src: str, flags: tuple[str, ...] = ()) -> None:

@@ -67,7 +67,7 @@ def test_generate_to_file_compiles(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     src = out.read_text()
-    assert "int spf_kernel(" in src and "A->rowPtr[A_pi]" in src
+    assert "int spf_kernel(" in src and "A_rowPtr[A_pi]" in src
     assert_compiles_clean(src)
 
 

@@ -49,7 +49,7 @@ def test_ttm_is_parallel_on_root_fibres_and_has_no_guards():
     assert k.parallel_loop == "A_p0"
     body = k.c_source().split("int spf_kernel", 1)[1]
     assert "if (" not in body          # the shared positions are the same variables
-    assert "C->data[(int64_t)(A_p1) * C->width + C_p2]" in body
+    assert "C_data[(int64_t)(A_p1) * C_width + C_p2]" in body
 
 
 @pytest.mark.parametrize("seed,shape,density", [(1, (30, 40), 0.1), (2, (50, 20), 0.02),

@@ -128,7 +128,7 @@ def test_sum_source_report_and_analyses(compiles_clean):
     assert str(k.expr) == "C(i,j) = A(i,j) + B(i,j)"
     dense = spf.Kernel("y(i) = A(i,j) * x(j) - b(i)", {"A": "CSR"})
     compiles_clean(dense.c_source())
-    assert "-(b->data[b_p0])" in dense.c_source()
+    assert "-(b_data[b_p0])" in dense.c_source()
 
 
 def test_sum_errors():

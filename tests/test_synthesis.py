@@ -239,9 +239,9 @@ def test_fig2d_structure():
     assert d.chosen.state == [] and d.alternatives == []
     src = body(k.c_source())
     assert src.count("for (") == 1, src
-    loop = src.index("for (spf_index_t A_p = 0; A_p < A->len; ++A_p)")
+    loop = src.index("for (spf_index_t A_p = 0; A_p < A_len; ++A_p)")
     assert src.count("while (") == 1
-    scan = src.index("while (spf_pos_B_p < B->len && B->idx[spf_pos_B_p] < i)")
+    scan = src.index("while (spf_pos_B_p < B_len && B_idx[spf_pos_B_p] < i)")
     assert scan > loop
     # the state is (re)initialised once, before the loop over A
     inits = [n for n, line in enumerate(src.splitlines()) if line.strip() == "spf_pos_B_p = 0;"]
@@ -647,9 +647,9 @@ def seqiter_edit(src: str) -> str:
 
 
 def guard_edit(src: str) -> str:
-    head = "for (spf_index_t B_p = 0; B_p < B->len; ++B_p) {"
+    head = "for (spf_index_t B_p = 0; B_p < B_len; ++B_p) {"
     assert src.count(head) == 1
-    return src.replace(head, "for (spf_index_t B_p = 0; B_p < B->len; ++B_p, ++spf_steps) {")
+    return src.replace(head, "for (spf_index_t B_p = 0; B_p < B_len; ++B_p, ++spf_steps) {")
 
 
 def hashmap_edit(src: str) -> str:

@@ -68,6 +68,7 @@ def pack(layout: str, dense: np.ndarray, seed: int = 0):
 # -- Fig. 8 -----------------------------------------------------------------------------------
 FIG8_GUARD = ("B->idx[(8*B_p_tile)] <= i && "
               "B->idx[(spf_min(8*B_p_tile + 8, B->len) - 1)] >= i")
+FIG8_GUARD_C = FIG8_GUARD.replace("B->", "B_")    # the kernel reads fields through locals
 
 
 def dot_inputs():
@@ -88,12 +89,12 @@ def test_fig8_code():
     k, _ = build(DOT, (("A", "SV"), ("B", "SV")), (("B.p", 8),), find="loop")
     assert k.nest.schedule == ["A_p", "i", "B_p_tile", "B_p"]
     src = k.c_source()
-    assert "for (spf_index_t B_p_tile = 0; B_p_tile < spf_floord(B->len - 1, 8) + 1; ++B_p_tile)" in src
-    assert FIG8_GUARD in src
-    assert "for (spf_index_t B_p = 8*B_p_tile; B_p < spf_min(8*B_p_tile + 8, B->len); ++B_p)" in src
+    assert "for (spf_index_t B_p_tile = 0; B_p_tile < spf_floord(B_len - 1, 8) + 1; ++B_p_tile)" in src
+    assert FIG8_GUARD_C in src
+    assert "for (spf_index_t B_p = 8*B_p_tile; B_p < spf_min(8*B_p_tile + 8, B_len); ++B_p)" in src
     # Fig. 8(c) line order: tile loop, guard, point loop, the original test f[i] == k
-    order = [src.index(s) for s in ("for (spf_index_t B_p_tile", FIG8_GUARD, "for (spf_index_t B_p =",
-                                    "if (i == B->idx[B_p])")]
+    order = [src.index(s) for s in ("for (spf_index_t B_p_tile", FIG8_GUARD_C, "for (spf_index_t B_p =",
+                                    "if (i == B_idx[B_p])")]
     assert order == sorted(order)
     (tile,) = k.analysis().tiles
     assert (tile.var, tile.size, tile.tile_var) == ("B_p", 8, "B_p_tile")
@@ -113,7 +114,7 @@ def test_fig8_results(lb, guarded, compare):
     assert ("skip tiles that cannot hold a match" in src) == guarded
     if guarded:
         lo, hi = compare
-        assert f"B->idx[(8*B_p_tile)] {lo} i && B->idx[(spf_min(8*B_p_tile + 8, B->len) - 1)] " \
+        assert f"B_idx[(8*B_p_tile)] {lo} i && B_idx[(spf_min(8*B_p_tile + 8, B_len) - 1)] " \
                f"{hi} i" in src
     else:
         assert k.analysis().tiles[0].guards == []
@@ -135,7 +136,7 @@ def test_guard_in_spmspv_find_loop():
     """CSR x SV with the x_p loop tiled: the search loop gets the Fig. 8 guard on j."""
     k, f = build(SPMV, (("A", "CSR"), ("x", "SV")), (("x.p", 8),))
     assert k.nest.schedule[-2:] == ["x_p_tile", "x_p"]
-    assert "x->idx[(8*x_p_tile)] <= j && " in k.c_source()
+    assert "x_idx[(8*x_p_tile)] <= j && " in k.c_source()
     a = matrix((60, 90), 0.1, 1)
     for seed, density in ((0, 0.0), (1, 0.2), (2, 1.0)):
         x = vector(90, density, seed)
@@ -147,8 +148,8 @@ def test_guard_in_spmspv_find_loop():
 def test_fig1_dense_dot_tiled_by_8():
     k, f = build(DOT, (), (("A.p0", 8),))
     src = k.c_source()
-    assert "for (spf_index_t A_p0_tile = 0; A_p0_tile < spf_floord(A->n0 - 1, 8) + 1; ++A_p0_tile)" in src
-    assert "for (spf_index_t A_p0 = 8*A_p0_tile; A_p0 < spf_min(A->n0, 8*A_p0_tile + 8); ++A_p0)" in src
+    assert "for (spf_index_t A_p0_tile = 0; A_p0_tile < spf_floord(A_n0 - 1, 8) + 1; ++A_p0_tile)" in src
+    assert "for (spf_index_t A_p0 = 8*A_p0_tile; A_p0 < spf_min(A_n0, 8*A_p0_tile + 8); ++A_p0)" in src
     assert "8*A_p0_tile <= A_p0 <= 8*A_p0_tile + 7" in str(k.space)     # Fig. 1(e)
     for n in (0, 1, 7, 8, 9, 100):
         a, b = vector(n, 1.0, n), vector(n, 1.0, n + 1)
@@ -179,11 +180,11 @@ def test_csr_rows_tiled(size):
     assert k.nest.schedule[0] == "A_pi_tile"
     src = k.c_source()
     if size == 1:     # tiles of one row: the tile loop runs the rows, A_pi = A_pi_tile
-        assert "for (spf_index_t A_pi_tile = 0; A_pi_tile < A->numRows; ++A_pi_tile)" in src
+        assert "for (spf_index_t A_pi_tile = 0; A_pi_tile < A_numRows; ++A_pi_tile)" in src
         assert "const spf_index_t A_pi = A_pi_tile;" in src
     else:
         assert f"for (spf_index_t A_pi = {size}*A_pi_tile; A_pi < spf_min({size}*A_pi_tile + {size}, " \
-               "A->numRows); ++A_pi)" in src
+               "A_numRows); ++A_pi)" in src
     for m, n, density, seed in SPMV_MATRICES:
         a, x = matrix((m, n), density, seed), vector(n, 1.0, seed)
         np.testing.assert_allclose(f(A=pack("CSR", a, seed), x=x), a @ x,

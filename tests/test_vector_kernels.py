@@ -294,6 +294,6 @@ def test_sorted_sv_dot_is_fig2c():
     """Sorted SV . sorted SV with the guard-loop find: one loop over A, a guard loop over B."""
     src = spf.Kernel(DOT, {"A": "SV", "B": "SV"}, find="loop").c_source()
     assert "for (spf_index_t A_p" in src
-    assert "if (i == B->idx[B_p])" in src
+    assert "if (i == B_idx[B_p])" in src
     assert src.count("for (") == 2
-    assert src.index("for (spf_index_t A_p") < src.index("for (spf_index_t B_p") < src.index("if (i == B->idx[B_p])")
+    assert src.index("for (spf_index_t A_p") < src.index("for (spf_index_t B_p") < src.index("if (i == B_idx[B_p])")

@@ -82,8 +82,9 @@ class CPrinter:
         elif isinstance(n, t.For):
             if n.parallel is not None:
                 out.append(pad + self._omp(n.parallel))
-            elif n.simd:
-                out.append(f"{pad}#pragma omp simd")
+            elif n.simd is not None:
+                out.append(f"{pad}#pragma omp simd" + (f" reduction(+:{', '.join(n.simd.reduction)})"
+                                                        if n.simd.reduction else ""))
             self._body(f"for ({n.init}; {n.cond}; {n.step})", n.body, d, out, n.braces)
         elif isinstance(n, t.While):
             self._body(f"while ({n.cond})", n.body, d, out, n.braces)

@@ -33,6 +33,14 @@ class Parallel:
 
 
 @dataclass
+class Simd:
+    """``#pragma omp simd``: the loop's iterations run as SIMD lanes; ``reduction``: variables
+    summed with '+' in partial sums per lane."""
+
+    reduction: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Comment:
     text: str                   # may hold several lines
 
@@ -106,7 +114,7 @@ class For:
     step: str
     body: list["Node"] = field(default_factory=list)
     parallel: Parallel | None = None
-    simd: bool = False
+    simd: "Simd | None" = None
     braces: bool = True
 
 

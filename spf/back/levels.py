@@ -14,13 +14,14 @@ Hook = Callable[[t.Builder], None]
 def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
                  finds: list, statement: list[t.Node], hooks: dict[int, Hook],
                  level_notes: dict[str, str] | None = None,
-                 parallel: dict[str, t.Parallel] | None = None, team: str | None = None
-                 ) -> None:
+                 parallel: dict[str, t.Parallel] | None = None, team: str | None = None,
+                 simd: dict[str, t.Simd] | None = None) -> None:
     """Loops, assignments, guards and finds of ``nest`` around ``statement``; ``hooks[k]``
     runs right after level k opens (``hooks[-1]`` before the first level); ``parallel`` maps
     a loop variable to its parallel annotation, ``team`` names the loop run by a team of
-    threads that share an inner loop (``finds``: :class:`FindLowering` objects)."""
-    parallel = parallel or {}
+    threads that share an inner loop, ``simd`` a loop variable to its SIMD annotation
+    (``finds``: :class:`FindLowering` objects)."""
+    parallel, simd = parallel or {}, simd or {}
     level_notes = level_notes or {}
     by_level = {f.find.level: f for f in finds}
     key_guards: dict[int, list] = {k: [] for k in range(len(nest.levels))}
@@ -46,7 +47,7 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
             else:
                 if lv.var == team:
                     b.nest(t.Team())
-                _open_loop(b, lv, names, parallel.get(lv.var))
+                _open_loop(b, lv, names, parallel.get(lv.var), simd.get(lv.var))
         elif lv.kind is LevelKind.ASSIGN and lv.var in used:
             b.add(t.Declare("spf_index_t", lv.var, names.aff(lv.expr), const=True))
         guards = [g for g in lv.guards
@@ -60,11 +61,12 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
     b.add(*statement)
 
 
-def _open_loop(b: t.Builder, lv, names: CNames, parallel: t.Parallel | None) -> None:
+def _open_loop(b: t.Builder, lv, names: CNames, parallel: t.Parallel | None,
+               simd: t.Simd | None) -> None:
     lo = loop_bound(names, lv.lower, upper=False)
     hi = loop_bound(names, lv.upper, upper=True)
     b.nest(t.For(f"spf_index_t {lv.var} = {lo}", f"{lv.var} < {hi}", f"++{lv.var}",
-                 parallel=parallel))
+                 parallel=parallel, simd=simd))
 
 
 def _is_key_guard(g: Constraint, call: UFCall, e: Aff) -> bool:

@@ -27,11 +27,12 @@ from .names import CNames, loop_bound, struct_name, used_names, value_names
 class CustomStatement:
     """A statement of its own in place of the output's (a generated conversion pass):
     ``params`` replace the output's parameters, ``statement(value)`` builds it for the value
-    (the product of the factors), ``names`` are the logical indices it reads; ``prologue``
+    (``value()``: the product of the factors, printed where it is used), ``names`` are the logical indices it reads; ``prologue``
     and ``epilogue`` go before and after the loops, ``at = (level, nodes)`` right after that
     nest level opens."""
 
-    def __init__(self, params: list[str], statement: Callable[[str], list[t.Node]],
+    def __init__(self, params: list[str],
+                 statement: Callable[[Callable[[], str]], list[t.Node]],
                  names: set[str], prologue: list[t.Node] = (), epilogue: list[t.Node] = (),
                  at: "tuple[int, list[t.Node]] | None" = None):
         self.params, self.statement, self.names = params, statement, names
@@ -76,10 +77,13 @@ class KernelLowering:
         self.parallel_loop = None if role.count else plan.parallel_loop
         self.assembly, self.role, self.custom = plan.assembly, role, custom
         self.helpers: set[str] = set()
-        self.names = CNames(self.space, self.helpers)
+        direct = frozenset({self.expr.output.tensor}) \
+            if plan.assembly is not None or custom is not None else frozenset()
+        self.names = CNames(self.space, self.helpers, hoist=True, direct=direct)
         self.layouts: dict[str, Layout] = {}
         self.b = t.Builder()
         self.building = plan.assembly is not None and not role.count
+        self.use_acc = False       # the statement sums into the local spf_acc
 
     # signature ------------------------------------------------------------------------
     def signature(self) -> str:
@@ -111,18 +115,17 @@ class KernelLowering:
         return f"{struct_name(lay)} *restrict {tensor}, int64_t *restrict {tensor}_size"
 
     # statement ------------------------------------------------------------------------
-    def operands(self) -> tuple[str, set[str]]:
-        """The product of the factors (C) and the layout indices its values read."""
-        factors, read = [], set()
-        for acc in self.expr.factors:
-            if not acc.indices:
-                factors.append(acc.tensor)
-                continue
-            use = self.space.use(acc.tensor)
-            factors.append(self.names.value(use))
-            read |= value_names(use)
+    def operand_names(self) -> set[str]:
+        """The layout indices the factors' values read."""
+        return set().union(*(value_names(self.space.use(acc.tensor))
+                             for acc in self.expr.factors if acc.indices))
+
+    def product(self) -> str:
+        """The product of the factors (C)."""
+        factors = [self.names.value(self.space.use(acc.tensor)) if acc.indices else acc.tensor
+                   for acc in self.expr.factors]
         rhs = " * ".join(factors)
-        return (f"-({rhs})" if self.expr.sign < 0 else rhs), read
+        return f"-({rhs})" if self.expr.sign < 0 else rhs
 
     def output_target(self) -> tuple[TensorUse | None, str, set[str]]:
         """The dense output's use (None otherwise), the C of the element the statement adds
@@ -138,22 +141,24 @@ class KernelLowering:
             return out_use, self.names.value(out_use), value_names(out_use)
         return None, f"*{self.expr.output.tensor}", set()
 
-    def statement(self, rhs: str, target: str, use_acc: bool) -> list[t.Node]:
+    def statement(self, value: Callable[[], str], target: str, use_acc: bool) -> list[t.Node]:
+        """The statement for the product ``value()`` (printed only where it is used: the
+        fields a value reads are declared only then)."""
         a, role = self.assembly, self.role
         if self.custom is not None:
-            return self.custom.statement(rhs)
+            return self.custom.statement(value)
         if a is None:
-            return [t.Assign("spf_acc" if use_acc else target, rhs, "+=")]
+            return [t.Assign("spf_acc" if use_acc else target, value(), "+=")]
         if role.count:   # a find's matched position is not needed to count the match
             nodes = [t.Call(f"(void){d.find.var}") for d in self.decisions
                      if d.chosen is not None]
             nodes += strategy(a).count_statement(a) if role.histogram \
                 else [t.Call("++spf_n")]
         else:
-            nodes = strategy(a).statement(a, "spf_v" if a.drop_zeros else rhs, self.name,
+            nodes = strategy(a).statement(a, "spf_v" if a.drop_zeros else value(), self.name,
                                             role.target)
         if a.drop_zeros:
-            nodes = [t.Declare("double", "spf_v", rhs, const=True),
+            nodes = [t.Declare("double", "spf_v", value(), const=True),
                      t.If("spf_v != 0.0", nodes, note="zeros are not stored")]
         return nodes
 
@@ -192,6 +197,10 @@ def kernel_code(plan: Plan, name: str, role: Role = Role(),
     k = KernelLowering(plan, name, role, custom)
     signature = k.signature()
     lower_body(k)
+    hoisted = [t.Declare(h.ctype, h.local, h.member, const=h.const) for h in k.names.hoisted()]
+    if hoisted:
+        hoisted.insert(0, t.Comment("the tensors' fields, read once (restrict: no output "
+                                    "overlaps an input)"))
     runtimes = {REGISTRY[c.algorithm].runtime for d in k.decisions for c in d.candidates
                 if REGISTRY[c.algorithm].runtime}
     storage: list[t.Definition] = []
@@ -200,7 +209,7 @@ def kernel_code(plan: Plan, name: str, role: Role = Role(),
                                       struct_name(assembly.output.layout),
                                       strategy(assembly).flushes, assembly.any_order,
                                       assembly.last_only)
-    return KernelCode(signature, k.b.root, k.helpers, k.layouts, runtimes, k.building,
+    return KernelCode(signature, hoisted + k.b.root, k.helpers, k.layouts, runtimes, k.building,
                       storage)
 
 
@@ -238,7 +247,7 @@ def cost_nodes(k: KernelLowering, d: Decision) -> list[t.Node]:
 def lower_body(k: KernelLowering) -> None:
     """Declarations, the loop nest (one version per run-time choice), the exits."""
     b, a, role = k.b, k.assembly, k.role
-    rhs, stmt_names = k.operands()
+    stmt_names = k.operand_names()
     out_use, target, out_vars = k.output_target()
     stmt_names |= out_vars
     if a is not None and role.count:
@@ -272,7 +281,8 @@ def lower_body(k: KernelLowering) -> None:
     if a is None and k.custom is None and not k.expr.accumulate and not store:
         b.add(*_zero_output(k, out_use))
     hooks = _hooks(k, acc_level, target if use_acc else None, store)
-    statement = k.statement(rhs, target, use_acc)
+    statement = k.statement(k.product, target, use_acc)
+    k.use_acc = use_acc
     reduction = ["spf_acc"] if use_acc and acc_level == -1 else []
     if runtime is None:
         _nest(k, versions[0], used, statement, hooks, reduction)
@@ -298,9 +308,9 @@ def _zero_output(k: KernelLowering, out_use: TensorUse | None) -> list[t.Node]:
     size = k.names.extent_product(out_use, arr)
     if k.parallel_loop:      # zero the output with all threads (it can be large)
         return [t.For("size_t spf_z = 0", f"spf_z < {size}", "++spf_z",
-                      [t.Assign(f"{out}->{arr}[spf_z]", "0.0")], braces=False,
-                      parallel=t.Parallel(t.Schedule.STATIC))]
-    return [t.Call(f"memset({out}->{arr}, 0, sizeof(double) * {size})")]
+                      [t.Assign(f"{k.names.field(out_use, arr)}[spf_z]", "0.0")],
+                      braces=False, parallel=t.Parallel(t.Schedule.STATIC))]
+    return [t.Call(f"memset({k.names.field(out_use, arr)}, 0, sizeof(double) * {size})")]
 
 
 def _chain(hooks: dict[int, Hook], level: int, hook: Hook) -> None:
@@ -356,9 +366,20 @@ def _nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
             t.Schedule.GUIDED if outer else t.Schedule.STATIC, team=outer, private=private,
             reduction=reduction)
     lower_levels(b, k.nest, k.names, used, finds, statement, hooks, k.level_notes, parallel,
-                 team)
+                 team, _simd(k))
     b.close_to(depth)
     b.flush()
+
+
+def _simd(k: KernelLowering) -> dict[str, t.Simd]:
+    """The plan's SIMD loop (a sum kept in ``spf_acc`` as the lanes' partial sums), unless
+    the statement is not a plain update (a custom pass, an assembled output)."""
+    v = k.plan.vector
+    if v is None or k.custom is not None or k.assembly is not None:
+        return {}
+    if v.reduction:
+        return {v.var: t.Simd(["spf_acc"])} if k.use_acc else {}
+    return {v.var: t.Simd()}
 
 
 def _runtime_choice(k: KernelLowering, d: Decision, versions: list[list[FindLowering]],

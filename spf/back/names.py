@@ -1,7 +1,7 @@
 """C names of one iteration space: terms, index-array reads, values, loop bounds, structs."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..front import index_expr as ie
 from ..middle.iteration_space import IterationSpace, TensorUse
@@ -43,10 +43,49 @@ def struct_typedef(layout: Layout) -> str:
 
 @dataclass
 class CNames:
-    """Prints terms of one iteration space as C."""
+    """Prints terms of one iteration space as C.
+
+    With ``hoist``, a tensor's fields are read through locals declared once at the top of
+    the function (:meth:`hoisted`): ``const int32_t *restrict A_rowPtr = A->rowPtr;``.  The
+    ``restrict`` locals tell the compiler that the output's array overlaps no input (spf
+    refuses aliased operands), so it keeps loads and address arithmetic out of inner loops
+    and vectorizes them; struct members behind a ``restrict`` struct pointer do not say that.
+    Tensors in ``direct`` (an output written by assembly code) keep ``T->field``."""
 
     space: IterationSpace
     helpers: set
+    hoist: bool = False
+    direct: frozenset = frozenset()
+    fields: dict = field(default_factory=dict)      # (tensor, field) -> local name
+
+    def field(self, use: TensorUse, fld: str) -> str:
+        """``use``'s field ``fld`` as C."""
+        if not self.hoist or use.name in self.direct:
+            return f"{use.name}->{fld}"
+        key = (use.name, fld)
+        if key not in self.fields:
+            taken = set(self.fields.values()) | {u.name for u in self.space.uses} \
+                | {u.var(p) for u in self.space.uses for p in u.layout.indices}
+            local = f"{use.name}_{fld}"
+            while local in taken:
+                local += "_"
+            self.fields[key] = local
+        return self.fields[key]
+
+    def hoisted(self) -> list["Hoisted"]:
+        """``(ctype, local, member, const)`` of every field read through a local."""
+        out = []
+        order = [u.name for u in self.space.uses]
+        for (tensor, fld), local in sorted(self.fields.items(), key=lambda kv: (
+                order.index(kv[0][0]), list(self.space.use(kv[0][0]).layout.fields).index(
+                    kv[0][1]))):
+            use = self.space.use(tensor)
+            spec = use.layout.fields[fld]
+            ctype = C_TYPES[spec.ctype]
+            writes = use.is_output and fld == use.layout.value.array
+            out.append(Hoisted(f"{ctype} *restrict" if spec.is_array else ctype, local,
+                               f"{tensor}->{fld}", const=not writes))
+        return out
 
     def tensor_of(self, qualified: str) -> tuple[TensorUse, str]:
         tensor, _, fld = qualified.partition(".")
@@ -61,7 +100,7 @@ class CNames:
             return f"spf_floord({self.aff(atom.num)}, {atom.den})"
         if "." in atom:
             use, fld = self.tensor_of(atom)
-            return f"{use.name}->{fld}"
+            return self.field(use, fld)
         return atom
 
     def aff(self, a: Aff) -> str:
@@ -74,10 +113,10 @@ class CNames:
         spec = use.layout.fields[fld]
         index = args[0]
         for dim, arg in zip(spec.dims[1:], args[1:]):
-            extent = ie.to_c(dim, lambda n: f"{use.name}->{n}",
+            extent = ie.to_c(dim, lambda n: self.field(use, n),
                              lambda n, a: self.array_read(use, n, a))
             index = f"(int64_t)({index}) * {extent} + {arg}"
-        return f"{use.name}->{fld}[{index}]"
+        return f"{self.field(use, fld)}[{index}]"
 
     def value(self, use: TensorUse) -> str:
         """The value expression of ``use`` at the current layout indices."""
@@ -85,7 +124,7 @@ class CNames:
         local = set(use.layout.indices)
 
         def name(n: str) -> str:
-            return use.var(n) if n in local else f"{use.name}->{n}"
+            return use.var(n) if n in local else self.field(use, n)
 
         subs = [ie.to_c(s, name, lambda n, a: self.array_read(use, n, a), wide=True)
                 for s in ref.subscripts]
@@ -93,8 +132,18 @@ class CNames:
 
     def extent_product(self, use: TensorUse, fld: str) -> str:
         spec = use.layout.fields[fld]
-        return " * ".join(f"(size_t)({ie.to_c(d, lambda n: f'{use.name}->{n}', lambda n, a: self.array_read(use, n, a))})"
+        return " * ".join(f"(size_t)({ie.to_c(d, lambda n: self.field(use, n), lambda n, a: self.array_read(use, n, a))})"
                           for d in spec.dims)
+
+
+@dataclass(frozen=True)
+class Hoisted:
+    """A field read through a local: ``[const] ctype local = member;``."""
+
+    ctype: str
+    local: str
+    member: str
+    const: bool
 
 
 def value_names(use: TensorUse) -> set[str]:

@@ -87,14 +87,18 @@ def _linear(pl: Placement, indices: tuple[str, ...], value_of: dict[str, str]) -
     return text or "0"
 
 
-def _unless_zero(drop_zeros: bool, body: Callable[[str], list[t.Node]]
-                 ) -> Callable[[str], list[t.Node]]:
+Value = Callable[[], str]
+
+
+def _unless_zero(drop_zeros: bool, body: Callable[[Value], list[t.Node]]
+                 ) -> Callable[[Value], list[t.Node]]:
     """The statement for a value: ``body`` itself, or (``drop_zeros``) guarded by the value
     being nonzero."""
     if not drop_zeros:
         return body
-    return lambda value: [t.Declare("double", "spf_v", value, const=True),
-                          t.If("spf_v != 0.0", body("spf_v"), note="zeros are not stored")]
+    return lambda value: [t.Declare("double", "spf_v", value(), const=True),
+                          t.If("spf_v != 0.0", body(lambda: "spf_v"),
+                               note="zeros are not stored")]
 
 
 class _Passes:
@@ -168,7 +172,7 @@ class _Passes:
                                                                 t.Assign("spf_k", "0")])])
         return CustomStatement(
             FILL_PARAMS,
-            _unless_zero(drop_zeros, lambda value: [*body, t.Assign(data, value, op)]),
+            _unless_zero(drop_zeros, lambda value: [*body, t.Assign(data, value(), op)]),
             reads | fill_coord.used | value_of.used, prologue=prologue, at=at)
 
 

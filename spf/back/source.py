@@ -35,6 +35,8 @@ def header_lines(plan: Plan, name: str) -> list[str]:
         header.append(f"Find {d.find.var} in {d.find.use.name}: {algo}{alt}")
     if plan.parallel_loop:
         header.append(f"Parallel (OpenMP): loop {plan.parallel_loop}")
+    if plan.vector:
+        header.append(f"SIMD (omp simd): {plan.vector.why}")
     a = plan.assembly
     if a:
         header.append(f"Output {plan.space.expr.output.tensor}: assembled in "

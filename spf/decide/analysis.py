@@ -197,6 +197,48 @@ def _keep_serial_for_finds(ana: Analysis, out: str) -> None:
     ana.parallel_loop = None
 
 
+@dataclass(frozen=True)
+class VectorLoop:
+    """The innermost loop, run as SIMD lanes (``#pragma omp simd``): it carries no dependence
+    (``reduction`` False), or (``reassociate=True``) only the sum into one output element,
+    which lowering keeps in an accumulator (``reduction``: ``simd reduction(+:...)``)."""
+
+    var: str
+    reduction: bool
+    why: str
+
+
+def vector_loop(nest: LoopNest, find_levels: list[int], reassociate: bool
+                ) -> VectorLoop | None:
+    """The innermost loop of ``nest`` when its iterations can run as SIMD lanes; never when a
+    find (``find_levels``) runs at or inside it: its state and branches run in order."""
+    deps = _Dependences(nest)
+    if not deps.loops:
+        return None
+    var = deps.loops[-1]
+    level = [lv.var for lv in nest.levels].index(var)
+    if any(f >= level for f in find_levels):
+        return None
+    k = len(deps.loops) - 1
+    if deps.out_indices:
+        with isl_limit(f"deciding whether loop {var} carries a dependence",
+                       nest.space.expr.source):
+            empty = deps.relation(k).is_empty()
+        verdict = None if empty else deps.carried_at(k)
+        if empty or verdict.result == "unsat":
+            proof = "isl (affine constraints)" if empty else \
+                "; ".join(verdict.used or ["Z3 (affine and UF terms)"])
+            return VectorLoop(var, False, f"loop {var} carries no dependence ({proof})")
+    if not reassociate:
+        return None
+    out = nest.space.expr.output
+    out_vars = set(nest.space.use(out.tensor).vars) if out.indices else set()
+    if any(lv.var in out_vars for lv in nest.levels[level + 1:]):
+        return None
+    return VectorLoop(var, True, f"loop {var} only sums into one element of {out.tensor} "
+                                 "(reassociate=True: partial sums per lane)")
+
+
 def _choose_parallel(nest: LoopNest, loops: list[LoopReport], wanted: bool) -> tuple[str | None, str]:
     if not loops:
         return None, "the nest has no loop"

@@ -30,6 +30,7 @@ class KernelOptions:
     tile: "Mapping[str, int] | None" = None
     share: tuple[str, str] | None = None
     drop_zeros: bool = False
+    reassociate: bool = False
     index_type: str | None = None
     z3_timeout_ms: int = 0
 
@@ -47,15 +48,16 @@ def kernel_options(expr: Expr, given: Mapping[str, Any],
     parallel = o["parallel"]
     if not isinstance(parallel, bool):
         raise SpecError(f"parallel must be True or False, got {parallel!r}", src)
-    if not isinstance(o["drop_zeros"], bool):
-        raise SpecError(f"drop_zeros must be True or False, got {o['drop_zeros']!r}", src)
+    for flag in ("drop_zeros", "reassociate"):
+        if not isinstance(o[flag], bool):
+            raise SpecError(f"{flag} must be True or False, got {o[flag]!r}", src)
     order = parse_order(o["order"], src)
     bounds = o["bounds"]
     return KernelOptions(
         name=name, order=tuple(order) if order else None, find=_check_find(o["find"], expr),
         parallel=parallel, bounds=tuple(parse_bounds(bounds)) if bounds else (),
         bounds_text=bounds, tile=o["tile"] or None, share=_check_share(o["share"], expr),
-        drop_zeros=o["drop_zeros"], index_type=o["index_type"],
+        drop_zeros=o["drop_zeros"], reassociate=o["reassociate"], index_type=o["index_type"],
         z3_timeout_ms=z3_timeout(o["z3_timeout_ms"], src))
 
 
@@ -70,7 +72,8 @@ def _merged(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dict[str,
             out[key] = value
     out.setdefault("find", "auto")
     out["parallel"] = False if out.get("parallel") is None else out["parallel"]
-    out["drop_zeros"] = False if out.get("drop_zeros") is None else out["drop_zeros"]
+    for flag in ("drop_zeros", "reassociate"):
+        out[flag] = False if out.get(flag) is None else out[flag]
     for key in ("name", "order", "bounds", "tile", "share", "index_type", "z3_timeout_ms"):
         out.setdefault(key, None)
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .analysis import Analysis, analyze, tiling_legal
+from .analysis import Analysis, VectorLoop, analyze, tiling_legal, vector_loop
 from ..assembly import AssemblyPlan, plan_assembly
 from ..errors import SpecError, SynthesisError
 from ..middle.iteration_space import IterationSpace
@@ -31,6 +31,7 @@ class Plan:
     parallel_loop: str | None = None
     skips: dict[str, list[TileSkip]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)      # what planning changed, and why
+    vector: VectorLoop | None = None     # the innermost loop run as SIMD lanes
     _analysis: Analysis | None = None
 
     @property
@@ -54,7 +55,7 @@ class Plan:
 
 def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
               assemble: bool, drop_zeros: bool, z3_timeout_ms: int,
-              tile: dict[str, int]) -> Plan:
+              tile: dict[str, int], reassociate: bool = False) -> Plan:
     """Every decision for the product kernel over ``space`` (see the module docstring)."""
     nest = scan(space, order)
     nest.z3 = Z3Limit(z3_timeout_ms)
@@ -75,6 +76,10 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
         if plan.parallel_loop is not None:
             _adapt_finds_to_parallel(plan)
     plan.skips = {t: tile_skips(nest, plan.decisions, t) for t in space.tiles}
+    if assembly is None:
+        vector = vector_loop(nest, [d.find.level for d in plan.decisions], reassociate)
+        if vector is not None and vector.var != plan.parallel_loop:
+            plan.vector = vector
     return plan
 
 

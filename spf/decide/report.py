@@ -18,6 +18,8 @@ def plan_report(plan: Plan, z3_timeout_ms: int) -> str:
     lines += _levels(nest)
     if plan.assembly:
         lines.append(f"assembly: {plan.assembly.describe()}")
+    if plan.vector:
+        lines.append(f"simd: {plan.vector.why}")
     for d in plan.decisions:
         lines += _decision(nest, d)
     if nest.z3.undecided:

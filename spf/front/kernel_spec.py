@@ -198,7 +198,7 @@ class KernelFile:
 
 
 _KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "parallel", "name",
-                "tile", "share", "index_type", "z3_timeout_ms"}
+                "tile", "share", "index_type", "z3_timeout_ms", "reassociate"}
 
 
 def _locate(text: str, needle: str) -> tuple[int, int]:
@@ -227,6 +227,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
               "bounds": (lambda v: isinstance(v, str), "a string such as \"j <= i\""),
               "find": (lambda v: isinstance(v, (str, dict)), "a string or a table"),
               "parallel": (lambda v: isinstance(v, bool), "true or false"),
+              "reassociate": (lambda v: isinstance(v, bool), "true or false"),
               "name": (lambda v: isinstance(v, str), "a string (the C function name)"),
               "tile": (lambda v: isinstance(v, dict),
                        "a table of loop variables and tile sizes such as {\"A.pi\" = 256}"),
@@ -257,7 +258,8 @@ def load_kernel_file(path: str | Path) -> KernelFile:
     if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
         raise key_error("[params.T] tables must map parameter names to integers", "params")
     options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name", "tile",
-                                     "share", "index_type", "z3_timeout_ms") if k in table}
+                                     "share", "index_type", "z3_timeout_ms", "reassociate")
+               if k in table}
     if "bounds" in options:
         bl, bc = _locate(text, options["bounds"])
         options["bounds"] = parse_bounds(options["bounds"], source, bl, bc)

@@ -21,7 +21,7 @@ from .. import __version__
 from ..errors import CompileError
 from ..front.layout import Layout
 
-BASE_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-Wall")
+BASE_FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fPIC", "-shared", "-Wall")
 KERNEL_FILE = re.compile(r"spf_[0-9a-f]{32}\.(so|c)")   # what build_library keeps
 BUILD_PREFIX = "spf_build_"                           # its temporary build directories
 BUILD_GRACE = 600.0   # seconds: a younger build directory may belong to a running compile

@@ -393,8 +393,10 @@ typedef struct spf_COO {
  * arrays before the kernel runs (the loops without the statement's work). */
 int spf_convert_bound(int64_t *restrict spf_bound, const spf_COO *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numNNZ = A->numNNZ;
     int64_t spf_n = 0;
-    for (spf_index_t A_p = 0; A_p < A->numNNZ; ++A_p) {
+    for (spf_index_t A_p = 0; A_p < A_numNNZ; ++A_p) {
         ++spf_n;
     }
     *spf_bound = spf_n;
@@ -404,8 +406,11 @@ int spf_convert_bound(int64_t *restrict spf_bound, const spf_COO *restrict A)
 /* Bucket mode, first pass: the entries of each i (an upper bound: equal coordinates are added later). */
 static int spf_convert_histogram(spf_index_t *restrict spf_hist, const spf_COO *restrict A)
 {
-    for (spf_index_t A_p = 0; A_p < A->numNNZ; ++A_p) {
-        const spf_index_t i = A->rowIdx[A_p];
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numNNZ = A->numNNZ;
+    const spf_index_t *restrict A_rowIdx = A->rowIdx;
+    for (spf_index_t A_p = 0; A_p < A_numNNZ; ++A_p) {
+        const spf_index_t i = A_rowIdx[A_p];
         ++spf_hist[i];
     }
     return 0;
@@ -414,8 +419,15 @@ static int spf_convert_histogram(spf_index_t *restrict spf_hist, const spf_COO *
 
 int spf_convert(spf_CSR *restrict B, int64_t *restrict B_size, const spf_COO *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t A_numNNZ = A->numNNZ;
+    const spf_index_t *restrict A_rowIdx = A->rowIdx;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
     /* output B (CSR) assembled in storage order (i, j); ordered by the loops: (none); no ordered prefix: a first pass counts the entries of each i (the pointer array), a second scatters them to their i's segment, which is then sorted by j (Z3 proved no two entries with the same coordinates); Z3 found executions where every prefix of the storage order decreases. */
-    const int64_t spf_ext[2] = {A->numRows, A->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     int spf_status = 0;
     spf_index_t *restrict spf_next = B->rowPtr;   /* (zeroed) counts, then per bucket the next free position */
     if (spf_convert_histogram(spf_next + 1, A))
@@ -426,12 +438,12 @@ int spf_convert(spf_CSR *restrict B, int64_t *restrict B_size, const spf_COO *re
         spf_status = 2;
         goto spf_fail;
     }
-    for (spf_index_t A_p = 0; A_p < A->numNNZ; ++A_p) {
-        const spf_index_t i = A->rowIdx[A_p];
-        const spf_index_t j = A->colIdx[A_p];
+    for (spf_index_t A_p = 0; A_p < A_numNNZ; ++A_p) {
+        const spf_index_t i = A_rowIdx[A_p];
+        const spf_index_t j = A_colIdx[A_p];
         const int64_t spf_q = spf_next[i]++;
         B->colIdx[spf_q] = (spf_index_t)j;
-        B->data[spf_q] = A->data[A_p];
+        B->data[spf_q] = A_data[A_p];
     }
     B_size[0] = spf_ext[0];
     B_size[1] = spf_bucket_finish(spf_ext[0], spf_next, B->colIdx, B->data, 1, 0, 0);

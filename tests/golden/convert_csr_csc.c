@@ -392,9 +392,12 @@ typedef struct spf_CSR {
  * arrays before the kernel runs (the loops without the statement's work). */
 int spf_convert_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
             ++spf_n;
         }
     }
@@ -405,9 +408,13 @@ int spf_convert_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A)
 /* Bucket mode, first pass: the entries of each j (an upper bound: equal coordinates are added later). */
 static int spf_convert_histogram(spf_index_t *restrict spf_hist, const spf_CSR *restrict A)
 {
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t j = A->colIdx[A_pj];
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t j = A_colIdx[A_pj];
             ++spf_hist[j];
         }
     }
@@ -417,8 +424,14 @@ static int spf_convert_histogram(spf_index_t *restrict spf_hist, const spf_CSR *
 
 int spf_convert(spf_CSC *restrict B, int64_t *restrict B_size, const spf_CSR *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
     /* output B (CSC) assembled in storage order (j, i); ordered by the loops: (none); no ordered prefix: a first pass counts the entries of each j (the pointer array), a second scatters them to their j's segment, which is then complete (Z3 proved i non-decreasing within a segment; no two entries with the same coordinates); Z3 found executions where every prefix of the storage order decreases. */
-    const int64_t spf_ext[2] = {A->numCols, A->numRows};   /* extents of j, i */
+    const int64_t spf_ext[2] = {A_numCols, A_numRows};   /* extents of j, i */
     int spf_status = 0;
     spf_index_t *restrict spf_next = B->colPtr;   /* (zeroed) counts, then per bucket the next free position */
     if (spf_convert_histogram(spf_next + 1, A))
@@ -429,13 +442,13 @@ int spf_convert(spf_CSC *restrict B, int64_t *restrict B_size, const spf_CSR *re
         spf_status = 2;
         goto spf_fail;
     }
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t i = A_pi;
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t j = A->colIdx[A_pj];
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t j = A_colIdx[A_pj];
             const int64_t spf_q = spf_next[j]++;
             B->rowIdx[spf_q] = (spf_index_t)i;
-            B->data[spf_q] = A->data[A_pj];
+            B->data[spf_q] = A_data[A_pj];
         }
     }
     B_size[0] = spf_ext[0];

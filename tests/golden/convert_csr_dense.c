@@ -3,6 +3,7 @@
  *   A: CSR
  *   B: DenseMatrix
  * Loop order: A_pi, i, B_p0, A_pj, j, B_p1
+ * SIMD (omp simd): loop A_pj carries no dependence (A: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a'))
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,13 +30,22 @@ typedef struct spf_CSR {
 
 int spf_convert(spf_DenseMatrix *restrict B, const spf_CSR *restrict A)
 {
-    memset(B->data, 0, sizeof(double) * (size_t)(B->n0) * (size_t)(B->n1));
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const spf_index_t B_n0 = B->n0;
+    const spf_index_t B_n1 = B->n1;
+    double *restrict B_data = B->data;
+    memset(B_data, 0, sizeof(double) * (size_t)(B_n0) * (size_t)(B_n1));
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t B_p0 = A_pi;
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t j = A->colIdx[A_pj];
+        #pragma omp simd
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t j = A_colIdx[A_pj];
             const spf_index_t B_p1 = j;
-            B->data[(int64_t)(B_p0) * B->n1 + B_p1] += A->data[A_pj];
+            B_data[(int64_t)(B_p0) * B_n1 + B_p1] += A_data[A_pj];
         }
     }
     return 0;

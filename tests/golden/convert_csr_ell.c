@@ -21,10 +21,13 @@ typedef struct spf_CSR {
 /* Analysis pass: which keys occur and how many entries each group holds. */
 int spf_convert_analysis(uint8_t *restrict spf_present, spf_index_t *restrict spf_count, int64_t *restrict spf_entries, int64_t *restrict spf_keys, int64_t spf_capacity, int64_t spf_kmin, int64_t spf_stride, const int64_t *restrict spf_bound, const spf_CSR *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
     int64_t spf_e = 0;   /* entries visited */
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t i = A_pi;
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
             ++spf_count[(int64_t)i];   /* entries per pi */
             ++spf_e;
         }
@@ -36,19 +39,24 @@ int spf_convert_analysis(uint8_t *restrict spf_present, spf_index_t *restrict sp
 
 int spf_convert(double *restrict spf_data, spf_index_t *restrict spf_slot, spf_index_t *restrict spf_next, const spf_index_t *restrict spf_rank, const int64_t *restrict spf_pos, int64_t spf_kmin, const int64_t *restrict spf_bound, const spf_CSR *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
     int64_t spf_group = -1;   /* the group's slot counter (its entries arrive together) */
     int64_t spf_k = 0;
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t i = A_pi;
         if ((int64_t)i != spf_group) {
             spf_group = (int64_t)i;
             spf_k = 0;
         }
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t j = A->colIdx[A_pj];
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t j = A_colIdx[A_pj];
             const int64_t spf_pk = spf_k++;   /* the group's next slot */
             spf_slot[((int64_t)i) * spf_bound[1] + spf_pk] = (spf_index_t)j;   /* colIdx */
-            spf_data[((int64_t)i) * spf_bound[1] + spf_pk] = A->data[A_pj];
+            spf_data[((int64_t)i) * spf_bound[1] + spf_pk] = A_data[A_pj];
         }
     }
     return 0;

@@ -395,10 +395,16 @@ typedef struct spf_DIA {
  * arrays before the kernel runs (the loops without the statement's work). */
 int spf_convert_bound(int64_t *restrict spf_bound, const spf_DIA *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t A_numDiags = A->numDiags;
+    const spf_index_t *restrict A_offset = A->offset;
+    const double *restrict A_data = A->data;
     int64_t spf_n = 0;
-    for (spf_index_t A_pd = 0; A_pd < A->numDiags; ++A_pd) {
-        for (spf_index_t A_pi = spf_max(0, -A->offset[A_pd]); A_pi < spf_min(A->numRows, A->numCols - A->offset[A_pd]); ++A_pi) {
-            const double spf_v = A->data[(int64_t)(A_pd) * A->numRows + A_pi];
+    for (spf_index_t A_pd = 0; A_pd < A_numDiags; ++A_pd) {
+        for (spf_index_t A_pi = spf_max(0, -A_offset[A_pd]); A_pi < spf_min(A_numRows, A_numCols - A_offset[A_pd]); ++A_pi) {
+            const double spf_v = A_data[(int64_t)(A_pd) * A_numRows + A_pi];
             if (spf_v != 0.0) {   /* zeros are not stored */
                 ++spf_n;
             }
@@ -411,10 +417,16 @@ int spf_convert_bound(int64_t *restrict spf_bound, const spf_DIA *restrict A)
 /* Bucket mode, first pass: the entries of each i (an upper bound: equal coordinates are added later). */
 static int spf_convert_histogram(spf_index_t *restrict spf_hist, const spf_DIA *restrict A)
 {
-    for (spf_index_t A_pd = 0; A_pd < A->numDiags; ++A_pd) {
-        for (spf_index_t A_pi = spf_max(0, -A->offset[A_pd]); A_pi < spf_min(A->numRows, A->numCols - A->offset[A_pd]); ++A_pi) {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t A_numDiags = A->numDiags;
+    const spf_index_t *restrict A_offset = A->offset;
+    const double *restrict A_data = A->data;
+    for (spf_index_t A_pd = 0; A_pd < A_numDiags; ++A_pd) {
+        for (spf_index_t A_pi = spf_max(0, -A_offset[A_pd]); A_pi < spf_min(A_numRows, A_numCols - A_offset[A_pd]); ++A_pi) {
             const spf_index_t i = A_pi;
-            const double spf_v = A->data[(int64_t)(A_pd) * A->numRows + A_pi];
+            const double spf_v = A_data[(int64_t)(A_pd) * A_numRows + A_pi];
             if (spf_v != 0.0) {   /* zeros are not stored */
                 ++spf_hist[i];
             }
@@ -426,8 +438,14 @@ static int spf_convert_histogram(spf_index_t *restrict spf_hist, const spf_DIA *
 
 int spf_convert(spf_CSR *restrict B, int64_t *restrict B_size, const spf_DIA *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t A_numDiags = A->numDiags;
+    const spf_index_t *restrict A_offset = A->offset;
+    const double *restrict A_data = A->data;
     /* output B (CSR) assembled in storage order (i, j); ordered by the loops: (none); no ordered prefix: a first pass counts the entries of each i (the pointer array), a second scatters them to their i's segment, which is then complete (Z3 proved j non-decreasing within a segment; no two entries with the same coordinates); Z3 found executions where every prefix of the storage order decreases; entries equal to 0.0 are not stored. */
-    const int64_t spf_ext[2] = {A->numRows, A->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     int spf_status = 0;
     spf_index_t *restrict spf_next = B->rowPtr;   /* (zeroed) counts, then per bucket the next free position */
     if (spf_convert_histogram(spf_next + 1, A))
@@ -438,11 +456,11 @@ int spf_convert(spf_CSR *restrict B, int64_t *restrict B_size, const spf_DIA *re
         spf_status = 2;
         goto spf_fail;
     }
-    for (spf_index_t A_pd = 0; A_pd < A->numDiags; ++A_pd) {
-        for (spf_index_t A_pi = spf_max(0, -A->offset[A_pd]); A_pi < spf_min(A->numRows, A->numCols - A->offset[A_pd]); ++A_pi) {
+    for (spf_index_t A_pd = 0; A_pd < A_numDiags; ++A_pd) {
+        for (spf_index_t A_pi = spf_max(0, -A_offset[A_pd]); A_pi < spf_min(A_numRows, A_numCols - A_offset[A_pd]); ++A_pi) {
             const spf_index_t i = A_pi;
-            const spf_index_t j = A_pi + A->offset[A_pd];
-            const double spf_v = A->data[(int64_t)(A_pd) * A->numRows + A_pi];
+            const spf_index_t j = A_pi + A_offset[A_pd];
+            const double spf_v = A_data[(int64_t)(A_pd) * A_numRows + A_pi];
             if (spf_v != 0.0) {   /* zeros are not stored */
                 const int64_t spf_q = spf_next[i]++;
                 B->colIdx[spf_q] = (spf_index_t)j;

@@ -424,15 +424,21 @@ typedef struct spf_HYB {
 
 static int spf_convert_term0(spf_stream *restrict B, const spf_HYB *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t A_width = A->width;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
     /* output B (CSR) assembled in storage order (i, j); ordered by the loops: (i); a dense workspace over (j) gathers each group and emits it in order; Z3 proved (i) non-decreasing (affine constraints); the group is checked once where i is defined, not per instance (Z3 proved it non-decreasing over those iterations). */
-    const int64_t spf_ext[2] = {A->numRows, A->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     spf_workspace spf_ws;
     if (spf_ws_init(&spf_ws, spf_ext[1], -1))
         goto spf_out_of_memory;
     int64_t spf_prefix = -1;   /* the group gathered in the workspace */
     B->n = 0;
     const spf_index_t A_pa = 0;
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t i = A_pi;
         const int64_t spf_group = (int64_t)i;
         if (spf_group != spf_prefix) {
@@ -440,10 +446,10 @@ static int spf_convert_term0(spf_stream *restrict B, const spf_HYB *restrict A)
                 goto spf_out_of_memory;
             spf_prefix = spf_group;
         }
-        for (spf_index_t A_pk = 0; A_pk < A->width; ++A_pk) {
-            if (A->colIdx[(int64_t)(A_pi) * A->width + A_pk] >= 0) {
-                const spf_index_t j = A->colIdx[(int64_t)(A_pi) * A->width + A_pk];
-                spf_ws_add(&spf_ws, (int64_t)j, A->data[(((int64_t)(1 - A_pa) * (((int64_t)A_pi * A->width) + A_pk)) + ((int64_t)A_pa * (((int64_t)A->numRows * A->width) + A_pk)))]);
+        for (spf_index_t A_pk = 0; A_pk < A_width; ++A_pk) {
+            if (A_colIdx[(int64_t)(A_pi) * A_width + A_pk] >= 0) {
+                const spf_index_t j = A_colIdx[(int64_t)(A_pi) * A_width + A_pk];
+                spf_ws_add(&spf_ws, (int64_t)j, A_data[(((int64_t)(1 - A_pa) * (((int64_t)A_pi * A_width) + A_pk)) + ((int64_t)A_pa * (((int64_t)A_numRows * A_width) + A_pk)))]);
             }
         }
     }
@@ -458,15 +464,23 @@ spf_out_of_memory:
 
 static int spf_convert_term1(spf_stream *restrict B, const spf_HYB *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t A_width = A->width;
+    const spf_index_t A_nnz = A->nnz;
+    const spf_index_t *restrict A_rowIdx = A->rowIdx;
+    const spf_index_t *restrict A_cooCol = A->cooCol;
+    const double *restrict A_data = A->data;
     /* output B (CSR) assembled in storage order (i, j); ordered by the loops: (none); all entries are collected, sorted and combined (no ordered prefix); Z3 found executions where every prefix of the storage order decreases. */
-    const int64_t spf_ext[2] = {A->numRows, A->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     B->n = 0;
     const spf_index_t A_pa = 1;
     const spf_index_t A_pi = 0;
-    for (spf_index_t A_pk = 0; A_pk < A->nnz; ++A_pk) {
-        const spf_index_t i = A->rowIdx[A_pk];
-        const spf_index_t j = A->cooCol[A_pk];
-        if (spf_stream_push(B, ((int64_t)i) * spf_ext[1] + j, A->data[(((int64_t)(1 - A_pa) * (((int64_t)A_pi * A->width) + A_pk)) + ((int64_t)A_pa * (((int64_t)A->numRows * A->width) + A_pk)))]))
+    for (spf_index_t A_pk = 0; A_pk < A_nnz; ++A_pk) {
+        const spf_index_t i = A_rowIdx[A_pk];
+        const spf_index_t j = A_cooCol[A_pk];
+        if (spf_stream_push(B, ((int64_t)i) * spf_ext[1] + j, A_data[(((int64_t)(1 - A_pa) * (((int64_t)A_pi * A_width) + A_pk)) + ((int64_t)A_pa * (((int64_t)A_numRows * A_width) + A_pk)))]))
             goto spf_out_of_memory;
     }
     spf_stream_sort_combine(B);
@@ -536,10 +550,14 @@ static void spf_convert_finish(const spf_convert_cursor *restrict c, spf_CSR *re
 
 static int spf_convert_term0_bound(int64_t *restrict spf_bound, const spf_HYB *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_width = A->width;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
     int64_t spf_n = 0;
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
-        for (spf_index_t A_pk = 0; A_pk < A->width; ++A_pk) {
-            if (A->colIdx[(int64_t)(A_pi) * A->width + A_pk] >= 0) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
+        for (spf_index_t A_pk = 0; A_pk < A_width; ++A_pk) {
+            if (A_colIdx[(int64_t)(A_pi) * A_width + A_pk] >= 0) {
                 ++spf_n;
             }
         }
@@ -550,8 +568,10 @@ static int spf_convert_term0_bound(int64_t *restrict spf_bound, const spf_HYB *r
 
 static int spf_convert_term1_bound(int64_t *restrict spf_bound, const spf_HYB *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_nnz = A->nnz;
     int64_t spf_n = 0;
-    for (spf_index_t A_pk = 0; A_pk < A->nnz; ++A_pk) {
+    for (spf_index_t A_pk = 0; A_pk < A_nnz; ++A_pk) {
         ++spf_n;
     }
     *spf_bound = spf_n;

@@ -111,6 +111,14 @@ typedef struct spf_SV_unsorted {
 
 int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_unsorted *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_size = A->size;
+    const spf_index_t A_len = A->len;
+    const spf_index_t *restrict A_idx = A->idx;
+    const double *restrict A_val = A->val;
+    const spf_index_t B_len = B->len;
+    const spf_index_t *restrict B_idx = B->idx;
+    const double *restrict B_val = B->val;
     spf_index_t *spf_dmap_B_p = NULL;
     spf_index_t spf_dlo_B_p = 0;
     spf_index_t spf_dend_B_p = 0;
@@ -120,50 +128,50 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_unsort
      * cost(DenseMap) = 4 * W + 8 * R_densemap * L + X,
      * cost(HashMap) = 12 * W + 4 * R_hashmap * L
      * (W searches, L range length, R state resets, X map size; see CostModel). */
-    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(A->len)) + 8 * (int64_t)(B->len) + (int64_t)(A->size);
-    const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(A->len)) + 4 * (int64_t)(B->len);
+    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(A_len)) + 8 * (int64_t)(B_len) + (int64_t)(A_size);
+    const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(A_len)) + 4 * (int64_t)(B_len);
     if (spf_cost_hashmap < spf_cost_densemap) {
         double spf_acc = 0.0;
-        /* HashMap for the find of B_p: coordinate -> positions in [0, B->len - 1] */
-        if (spf_hash_reset(&spf_map_B_p, 0, B->len) != 0)
+        /* HashMap for the find of B_p: coordinate -> positions in [0, B_len - 1] */
+        if (spf_hash_reset(&spf_map_B_p, 0, B_len) != 0)
             goto spf_out_of_memory;
-        for (spf_index_t spf_q_B_p = B->len - 1; spf_q_B_p >= 0; --spf_q_B_p)
-            spf_hash_insert(&spf_map_B_p, B->idx[spf_q_B_p], spf_q_B_p);
-        for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
-            const spf_index_t i = A->idx[A_p];
-            /* find B_p in [0, B->len - 1] with B->idx[B_p] == i
+        for (spf_index_t spf_q_B_p = B_len - 1; spf_q_B_p >= 0; --spf_q_B_p)
+            spf_hash_insert(&spf_map_B_p, B_idx[spf_q_B_p], spf_q_B_p);
+        for (spf_index_t A_p = 0; A_p < A_len; ++A_p) {
+            const spf_index_t i = A_idx[A_p];
+            /* find B_p in [0, B_len - 1] with B_idx[B_p] == i
              * HashMap: looks the coordinate up in a map built over the range;
              * valid because the searched range is fixed between builds; state indices {}. */
             const spf_index_t spf_hit_B_p = spf_hash_find(&spf_map_B_p, i);
             if (spf_hit_B_p >= 0) {
                 const spf_index_t B_p = spf_hit_B_p;
-                spf_acc += A->val[A_p] * B->val[B_p];
+                spf_acc += A_val[A_p] * B_val[B_p];
             }
         }
         *v += spf_acc;
     } else {
         double spf_acc = 0.0;
         if (!spf_dmap_B_p) {
-            spf_dmap_B_p = calloc((size_t)spf_max(1, A->size), sizeof(spf_index_t));
+            spf_dmap_B_p = calloc((size_t)spf_max(1, A_size), sizeof(spf_index_t));
             if (!spf_dmap_B_p)
                 goto spf_out_of_memory;
         }
-        /* DenseMap for the find of B_p: coordinate -> position + 1 in [0, B->len - 1] (0: none) */
+        /* DenseMap for the find of B_p: coordinate -> position + 1 in [0, B_len - 1] (0: none) */
         for (spf_index_t spf_q_B_p = spf_dlo_B_p; spf_q_B_p < spf_dend_B_p; ++spf_q_B_p)   /* clear the previous range */
-            if (B->idx[spf_q_B_p] >= 0 && B->idx[spf_q_B_p] < A->size) spf_dmap_B_p[B->idx[spf_q_B_p]] = 0;
-        for (spf_index_t spf_q_B_p = 0; spf_q_B_p < B->len; ++spf_q_B_p)
-            if (B->idx[spf_q_B_p] >= 0 && B->idx[spf_q_B_p] < A->size) spf_dmap_B_p[B->idx[spf_q_B_p]] = spf_q_B_p + 1;
+            if (B_idx[spf_q_B_p] >= 0 && B_idx[spf_q_B_p] < A_size) spf_dmap_B_p[B_idx[spf_q_B_p]] = 0;
+        for (spf_index_t spf_q_B_p = 0; spf_q_B_p < B_len; ++spf_q_B_p)
+            if (B_idx[spf_q_B_p] >= 0 && B_idx[spf_q_B_p] < A_size) spf_dmap_B_p[B_idx[spf_q_B_p]] = spf_q_B_p + 1;
         spf_dlo_B_p = 0;
-        spf_dend_B_p = B->len;
-        for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
-            const spf_index_t i = A->idx[A_p];
-            /* find B_p in [0, B->len - 1] with B->idx[B_p] == i
+        spf_dend_B_p = B_len;
+        for (spf_index_t A_p = 0; A_p < A_len; ++A_p) {
+            const spf_index_t i = A_idx[A_p];
+            /* find B_p in [0, B_len - 1] with B_idx[B_p] == i
              * DenseMap: reads the position from a map indexed by the coordinate;
              * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
-            const spf_index_t spf_hit_B_p = (i >= 0 && i < A->size) ? spf_dmap_B_p[i] - 1 : -1;
+            const spf_index_t spf_hit_B_p = (i >= 0 && i < A_size) ? spf_dmap_B_p[i] - 1 : -1;
             if (spf_hit_B_p >= 0) {
                 const spf_index_t B_p = spf_hit_B_p;
-                spf_acc += A->val[A_p] * B->val[B_p];
+                spf_acc += A_val[A_p] * B_val[B_p];
             }
         }
         *v += spf_acc;

@@ -22,20 +22,27 @@ typedef struct spf_SV {
 
 int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_len = A->len;
+    const spf_index_t *restrict A_idx = A->idx;
+    const double *restrict A_val = A->val;
+    const spf_index_t B_len = B->len;
+    const spf_index_t *restrict B_idx = B->idx;
+    const double *restrict B_val = B->val;
     spf_index_t spf_pos_B_p = 0;
     *v = 0.0;
     double spf_acc = 0.0;
     spf_pos_B_p = 0;
-    for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
-        const spf_index_t i = A->idx[A_p];
-        /* find B_p in [0, B->len - 1] with B->idx[B_p] == i
+    for (spf_index_t A_p = 0; A_p < A_len; ++A_p) {
+        const spf_index_t i = A_idx[A_p];
+        /* find B_p in [0, B_len - 1] with B_idx[B_p] == i
          * SeqIter: scans forward from the position the previous search stopped at;
          * valid because Z3 proved Eq. 3 and Eq. 4 unsatisfiable; state indices {}. */
-        while (spf_pos_B_p < B->len && B->idx[spf_pos_B_p] < i)
+        while (spf_pos_B_p < B_len && B_idx[spf_pos_B_p] < i)
             ++spf_pos_B_p;
-        if (spf_pos_B_p < B->len && B->idx[spf_pos_B_p] == i) {
+        if (spf_pos_B_p < B_len && B_idx[spf_pos_B_p] == i) {
             const spf_index_t B_p = spf_pos_B_p;
-            spf_acc += A->val[A_p] * B->val[B_p];
+            spf_acc += A_val[A_p] * B_val[B_p];
         }
     }
     *v += spf_acc;

@@ -22,24 +22,31 @@ typedef struct spf_SV {
 
 int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_len = A->len;
+    const spf_index_t *restrict A_idx = A->idx;
+    const double *restrict A_val = A->val;
+    const spf_index_t B_len = B->len;
+    const spf_index_t *restrict B_idx = B->idx;
+    const double *restrict B_val = B->val;
     *v = 0.0;
     double spf_acc = 0.0;
-    for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
-        const spf_index_t i = A->idx[A_p];
-        /* find B_p in [0, B->len - 1] with B->idx[B_p] == i
+    for (spf_index_t A_p = 0; A_p < A_len; ++A_p) {
+        const spf_index_t i = A_idx[A_p];
+        /* find B_p in [0, B_len - 1] with B_idx[B_p] == i
          * BinarySearch over the sorted range;
          * valid because Z3 proved the range sorted. */
-        spf_index_t spf_low_B_p = 0, spf_high_B_p = B->len;
+        spf_index_t spf_low_B_p = 0, spf_high_B_p = B_len;
         while (spf_low_B_p < spf_high_B_p) {
             const spf_index_t spf_mid_B_p = spf_low_B_p + (spf_high_B_p - spf_low_B_p) / 2;
-            if (B->idx[spf_mid_B_p] < i)
+            if (B_idx[spf_mid_B_p] < i)
                 spf_low_B_p = spf_mid_B_p + 1;
             else
                 spf_high_B_p = spf_mid_B_p;
         }
-        if (spf_low_B_p < B->len && B->idx[spf_low_B_p] == i) {
+        if (spf_low_B_p < B_len && B_idx[spf_low_B_p] == i) {
             const spf_index_t B_p = spf_low_B_p;
-            spf_acc += A->val[A_p] * B->val[B_p];
+            spf_acc += A_val[A_p] * B_val[B_p];
         }
     }
     *v += spf_acc;

@@ -101,23 +101,30 @@ typedef struct spf_SV {
 
 int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_len = A->len;
+    const spf_index_t *restrict A_idx = A->idx;
+    const double *restrict A_val = A->val;
+    const spf_index_t B_len = B->len;
+    const spf_index_t *restrict B_idx = B->idx;
+    const double *restrict B_val = B->val;
     spf_hash spf_map_B_p = {0};
     *v = 0.0;
     double spf_acc = 0.0;
-    /* HashMap for the find of B_p: coordinate -> positions in [0, B->len - 1] */
-    if (spf_hash_reset(&spf_map_B_p, 0, B->len) != 0)
+    /* HashMap for the find of B_p: coordinate -> positions in [0, B_len - 1] */
+    if (spf_hash_reset(&spf_map_B_p, 0, B_len) != 0)
         goto spf_out_of_memory;
-    for (spf_index_t spf_q_B_p = B->len - 1; spf_q_B_p >= 0; --spf_q_B_p)
-        spf_hash_insert(&spf_map_B_p, B->idx[spf_q_B_p], spf_q_B_p);
-    for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
-        const spf_index_t i = A->idx[A_p];
-        /* find B_p in [0, B->len - 1] with B->idx[B_p] == i
+    for (spf_index_t spf_q_B_p = B_len - 1; spf_q_B_p >= 0; --spf_q_B_p)
+        spf_hash_insert(&spf_map_B_p, B_idx[spf_q_B_p], spf_q_B_p);
+    for (spf_index_t A_p = 0; A_p < A_len; ++A_p) {
+        const spf_index_t i = A_idx[A_p];
+        /* find B_p in [0, B_len - 1] with B_idx[B_p] == i
          * HashMap: looks the coordinate up in a map built over the range;
          * valid because the searched range is fixed between builds; state indices {}. */
         const spf_index_t spf_hit_B_p = spf_hash_find(&spf_map_B_p, i);
         if (spf_hit_B_p >= 0) {
             const spf_index_t B_p = spf_hit_B_p;
-            spf_acc += A->val[A_p] * B->val[B_p];
+            spf_acc += A_val[A_p] * B_val[B_p];
         }
     }
     *v += spf_acc;

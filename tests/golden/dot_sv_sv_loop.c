@@ -22,14 +22,21 @@ typedef struct spf_SV {
 
 int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_len = A->len;
+    const spf_index_t *restrict A_idx = A->idx;
+    const double *restrict A_val = A->val;
+    const spf_index_t B_len = B->len;
+    const spf_index_t *restrict B_idx = B->idx;
+    const double *restrict B_val = B->val;
     *v = 0.0;
     double spf_acc = 0.0;
-    for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
-        const spf_index_t i = A->idx[A_p];
+    for (spf_index_t A_p = 0; A_p < A_len; ++A_p) {
+        const spf_index_t i = A_idx[A_p];
         /* guard loop: scans every position and tests it (no find template applies; see kernel.report()) */
-        for (spf_index_t B_p = 0; B_p < B->len; ++B_p) {
-            if (i == B->idx[B_p]) {
-                spf_acc += A->val[A_p] * B->val[B_p];
+        for (spf_index_t B_p = 0; B_p < B_len; ++B_p) {
+            if (i == B_idx[B_p]) {
+                spf_acc += A_val[A_p] * B_val[B_p];
             }
         }
     }

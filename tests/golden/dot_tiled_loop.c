@@ -25,17 +25,24 @@ typedef struct spf_SV {
 
 int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_len = A->len;
+    const spf_index_t *restrict A_idx = A->idx;
+    const double *restrict A_val = A->val;
+    const spf_index_t B_len = B->len;
+    const spf_index_t *restrict B_idx = B->idx;
+    const double *restrict B_val = B->val;
     *v = 0.0;
     double spf_acc = 0.0;
-    for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
-        const spf_index_t i = A->idx[A_p];
-        for (spf_index_t B_p_tile = 0; B_p_tile < spf_floord(B->len - 1, 8) + 1; ++B_p_tile) {
+    for (spf_index_t A_p = 0; A_p < A_len; ++A_p) {
+        const spf_index_t i = A_idx[A_p];
+        for (spf_index_t B_p_tile = 0; B_p_tile < spf_floord(B_len - 1, 8) + 1; ++B_p_tile) {
             /* skip tiles that cannot hold a match (the keys are sorted) */
-            if (8*B_p_tile <= spf_min(8*B_p_tile + 8, B->len) - 1 && B->idx[(8*B_p_tile)] <= i && B->idx[(spf_min(8*B_p_tile + 8, B->len) - 1)] >= i) {
+            if (8*B_p_tile <= spf_min(8*B_p_tile + 8, B_len) - 1 && B_idx[(8*B_p_tile)] <= i && B_idx[(spf_min(8*B_p_tile + 8, B_len) - 1)] >= i) {
                 /* guard loop: scans every position and tests it (no find template applies; see kernel.report()) */
-                for (spf_index_t B_p = 8*B_p_tile; B_p < spf_min(8*B_p_tile + 8, B->len); ++B_p) {
-                    if (i == B->idx[B_p]) {
-                        spf_acc += A->val[A_p] * B->val[B_p];
+                for (spf_index_t B_p = 8*B_p_tile; B_p < spf_min(8*B_p_tile + 8, B_len); ++B_p) {
+                    if (i == B_idx[B_p]) {
+                        spf_acc += A_val[A_p] * B_val[B_p];
                     }
                 }
             }

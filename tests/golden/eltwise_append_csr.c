@@ -444,19 +444,25 @@ static void spf_kernel_finish(const spf_kernel_cursor *restrict c, spf_CSR *rest
  * arrays before the kernel runs (the loops without the statement's work). */
 int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, const spf_CSR *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const spf_index_t *restrict B_rowPtr = B->rowPtr;
+    const spf_index_t *restrict B_colIdx = B->colIdx;
     spf_index_t spf_pos_B_pj = 0;
     int64_t spf_n = 0;
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t B_pi = A_pi;
-        spf_pos_B_pj = B->rowPtr[B_pi];
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t j = A->colIdx[A_pj];
-            /* find B_pj in [B->rowPtr[B_pi], B->rowPtr[B_pi + 1] - 1] with B->colIdx[B_pj] == j
+        spf_pos_B_pj = B_rowPtr[B_pi];
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t j = A_colIdx[A_pj];
+            /* find B_pj in [B_rowPtr[B_pi], B_rowPtr[B_pi + 1] - 1] with B_colIdx[B_pj] == j
              * SeqIter: scans forward from the position the previous search stopped at;
              * valid because Z3 proved Eq. 3 and Eq. 4 unsatisfiable; state indices {A_pi}. */
-            while (spf_pos_B_pj < B->rowPtr[B_pi + 1] && B->colIdx[spf_pos_B_pj] < j)
+            while (spf_pos_B_pj < B_rowPtr[B_pi + 1] && B_colIdx[spf_pos_B_pj] < j)
                 ++spf_pos_B_pj;
-            if (spf_pos_B_pj < B->rowPtr[B_pi + 1] && B->colIdx[spf_pos_B_pj] == j) {
+            if (spf_pos_B_pj < B_rowPtr[B_pi + 1] && B_colIdx[spf_pos_B_pj] == j) {
                 const spf_index_t B_pj = spf_pos_B_pj;
                 (void)B_pj;
                 ++spf_n;
@@ -470,33 +476,42 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
 
 int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *restrict A, const spf_CSR *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const spf_index_t *restrict B_rowPtr = B->rowPtr;
+    const spf_index_t *restrict B_colIdx = B->colIdx;
+    const double *restrict B_data = B->data;
     spf_index_t spf_pos_B_pj = 0;
     /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i, j); entries arrive in storage order; equal neighbours are added; Z3 proved (i, j) non-decreasing (A: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')). */
-    const int64_t spf_ext[2] = {A->numRows, A->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     spf_kernel_cursor spf_cur;
     spf_kernel_cursor_init(&spf_cur, spf_ext, C_size);
     int spf_status = 0;
     int64_t spf_last = -1;   /* key of the entry appended last */
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t i = A_pi;
         const spf_index_t B_pi = A_pi;
-        spf_pos_B_pj = B->rowPtr[B_pi];
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t j = A->colIdx[A_pj];
-            /* find B_pj in [B->rowPtr[B_pi], B->rowPtr[B_pi + 1] - 1] with B->colIdx[B_pj] == j
+        spf_pos_B_pj = B_rowPtr[B_pi];
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t j = A_colIdx[A_pj];
+            /* find B_pj in [B_rowPtr[B_pi], B_rowPtr[B_pi + 1] - 1] with B_colIdx[B_pj] == j
              * SeqIter: scans forward from the position the previous search stopped at;
              * valid because Z3 proved Eq. 3 and Eq. 4 unsatisfiable; state indices {A_pi}. */
-            while (spf_pos_B_pj < B->rowPtr[B_pi + 1] && B->colIdx[spf_pos_B_pj] < j)
+            while (spf_pos_B_pj < B_rowPtr[B_pi + 1] && B_colIdx[spf_pos_B_pj] < j)
                 ++spf_pos_B_pj;
-            if (spf_pos_B_pj < B->rowPtr[B_pi + 1] && B->colIdx[spf_pos_B_pj] == j) {
+            if (spf_pos_B_pj < B_rowPtr[B_pi + 1] && B_colIdx[spf_pos_B_pj] == j) {
                 const spf_index_t B_pj = spf_pos_B_pj;
                 const int64_t spf_key = ((int64_t)i) * spf_ext[1] + j;
                 if (spf_key != spf_last) {
-                    if ((spf_status = spf_kernel_append(&spf_cur, C, spf_key, A->data[A_pj] * B->data[B_pj])))
+                    if ((spf_status = spf_kernel_append(&spf_cur, C, spf_key, A_data[A_pj] * B_data[B_pj])))
                         goto spf_fail;
                     spf_last = spf_key;
                 } else {   /* the same coordinates again */
-                    C->data[spf_cur.pos1] += A->data[A_pj] * B->data[B_pj];
+                    C->data[spf_cur.pos1] += A_data[A_pj] * B_data[B_pj];
                 }
             }
         }

@@ -121,6 +121,17 @@ typedef struct spf_SV_unsorted {
 
 int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_decreasing *restrict B, const spf_SV_unsorted *restrict C)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_size = A->size;
+    const spf_index_t A_len = A->len;
+    const spf_index_t *restrict A_idx = A->idx;
+    const double *restrict A_val = A->val;
+    const spf_index_t B_len = B->len;
+    const spf_index_t *restrict B_idx = B->idx;
+    const double *restrict B_val = B->val;
+    const spf_index_t C_len = C->len;
+    const spf_index_t *restrict C_idx = C->idx;
+    const double *restrict C_val = C->val;
     spf_index_t spf_pos_B_p = 0;
     spf_index_t *spf_dmap_C_p = NULL;
     spf_index_t spf_dlo_C_p = 0;
@@ -131,67 +142,67 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_decrea
      * cost(DenseMap) = 4 * W + 8 * R_densemap * L + X,
      * cost(HashMap) = 12 * W + 4 * R_hashmap * L
      * (W searches, L range length, R state resets, X map size; see CostModel). */
-    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(B->len)) + 8 * (int64_t)(C->len) + (int64_t)(A->size);
-    const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(B->len)) + 4 * (int64_t)(C->len);
+    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(B_len)) + 8 * (int64_t)(C_len) + (int64_t)(A_size);
+    const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(B_len)) + 4 * (int64_t)(C_len);
     if (spf_cost_hashmap < spf_cost_densemap) {
         double spf_acc = 0.0;
-        spf_pos_B_p = B->len - 1;
-        /* HashMap for the find of C_p: coordinate -> positions in [0, C->len - 1] */
-        if (spf_hash_reset(&spf_map_C_p, 0, C->len) != 0)
+        spf_pos_B_p = B_len - 1;
+        /* HashMap for the find of C_p: coordinate -> positions in [0, C_len - 1] */
+        if (spf_hash_reset(&spf_map_C_p, 0, C_len) != 0)
             goto spf_out_of_memory;
-        for (spf_index_t spf_q_C_p = C->len - 1; spf_q_C_p >= 0; --spf_q_C_p)
-            spf_hash_insert(&spf_map_C_p, C->idx[spf_q_C_p], spf_q_C_p);
-        for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
-            const spf_index_t i = A->idx[A_p];
-            /* find B_p in [0, B->len - 1] with B->idx[B_p] == i
+        for (spf_index_t spf_q_C_p = C_len - 1; spf_q_C_p >= 0; --spf_q_C_p)
+            spf_hash_insert(&spf_map_C_p, C_idx[spf_q_C_p], spf_q_C_p);
+        for (spf_index_t A_p = 0; A_p < A_len; ++A_p) {
+            const spf_index_t i = A_idx[A_p];
+            /* find B_p in [0, B_len - 1] with B_idx[B_p] == i
              * SeqIter: scans backward from the position the previous search stopped at;
              * valid because Z3 proved Eq. 3 and Eq. 4 unsatisfiable; state indices {}. */
-            while (spf_pos_B_p >= 0 && B->idx[spf_pos_B_p] < i)
+            while (spf_pos_B_p >= 0 && B_idx[spf_pos_B_p] < i)
                 --spf_pos_B_p;
-            if (spf_pos_B_p >= 0 && B->idx[spf_pos_B_p] == i) {
+            if (spf_pos_B_p >= 0 && B_idx[spf_pos_B_p] == i) {
                 const spf_index_t B_p = spf_pos_B_p;
-                /* find C_p in [0, C->len - 1] with C->idx[C_p] == i
+                /* find C_p in [0, C_len - 1] with C_idx[C_p] == i
                  * HashMap: looks the coordinate up in a map built over the range;
                  * valid because the searched range is fixed between builds; state indices {}. */
                 const spf_index_t spf_hit_C_p = spf_hash_find(&spf_map_C_p, i);
                 if (spf_hit_C_p >= 0) {
                     const spf_index_t C_p = spf_hit_C_p;
-                    spf_acc += A->val[A_p] * B->val[B_p] * C->val[C_p];
+                    spf_acc += A_val[A_p] * B_val[B_p] * C_val[C_p];
                 }
             }
         }
         *v += spf_acc;
     } else {
         double spf_acc = 0.0;
-        spf_pos_B_p = B->len - 1;
+        spf_pos_B_p = B_len - 1;
         if (!spf_dmap_C_p) {
-            spf_dmap_C_p = calloc((size_t)spf_max(1, A->size), sizeof(spf_index_t));
+            spf_dmap_C_p = calloc((size_t)spf_max(1, A_size), sizeof(spf_index_t));
             if (!spf_dmap_C_p)
                 goto spf_out_of_memory;
         }
-        /* DenseMap for the find of C_p: coordinate -> position + 1 in [0, C->len - 1] (0: none) */
+        /* DenseMap for the find of C_p: coordinate -> position + 1 in [0, C_len - 1] (0: none) */
         for (spf_index_t spf_q_C_p = spf_dlo_C_p; spf_q_C_p < spf_dend_C_p; ++spf_q_C_p)   /* clear the previous range */
-            if (C->idx[spf_q_C_p] >= 0 && C->idx[spf_q_C_p] < A->size) spf_dmap_C_p[C->idx[spf_q_C_p]] = 0;
-        for (spf_index_t spf_q_C_p = 0; spf_q_C_p < C->len; ++spf_q_C_p)
-            if (C->idx[spf_q_C_p] >= 0 && C->idx[spf_q_C_p] < A->size) spf_dmap_C_p[C->idx[spf_q_C_p]] = spf_q_C_p + 1;
+            if (C_idx[spf_q_C_p] >= 0 && C_idx[spf_q_C_p] < A_size) spf_dmap_C_p[C_idx[spf_q_C_p]] = 0;
+        for (spf_index_t spf_q_C_p = 0; spf_q_C_p < C_len; ++spf_q_C_p)
+            if (C_idx[spf_q_C_p] >= 0 && C_idx[spf_q_C_p] < A_size) spf_dmap_C_p[C_idx[spf_q_C_p]] = spf_q_C_p + 1;
         spf_dlo_C_p = 0;
-        spf_dend_C_p = C->len;
-        for (spf_index_t A_p = 0; A_p < A->len; ++A_p) {
-            const spf_index_t i = A->idx[A_p];
-            /* find B_p in [0, B->len - 1] with B->idx[B_p] == i
+        spf_dend_C_p = C_len;
+        for (spf_index_t A_p = 0; A_p < A_len; ++A_p) {
+            const spf_index_t i = A_idx[A_p];
+            /* find B_p in [0, B_len - 1] with B_idx[B_p] == i
              * SeqIter: scans backward from the position the previous search stopped at;
              * valid because Z3 proved Eq. 3 and Eq. 4 unsatisfiable; state indices {}. */
-            while (spf_pos_B_p >= 0 && B->idx[spf_pos_B_p] < i)
+            while (spf_pos_B_p >= 0 && B_idx[spf_pos_B_p] < i)
                 --spf_pos_B_p;
-            if (spf_pos_B_p >= 0 && B->idx[spf_pos_B_p] == i) {
+            if (spf_pos_B_p >= 0 && B_idx[spf_pos_B_p] == i) {
                 const spf_index_t B_p = spf_pos_B_p;
-                /* find C_p in [0, C->len - 1] with C->idx[C_p] == i
+                /* find C_p in [0, C_len - 1] with C_idx[C_p] == i
                  * DenseMap: reads the position from a map indexed by the coordinate;
                  * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
-                const spf_index_t spf_hit_C_p = (i >= 0 && i < A->size) ? spf_dmap_C_p[i] - 1 : -1;
+                const spf_index_t spf_hit_C_p = (i >= 0 && i < A_size) ? spf_dmap_C_p[i] - 1 : -1;
                 if (spf_hit_C_p >= 0) {
                     const spf_index_t C_p = spf_hit_C_p;
-                    spf_acc += A->val[A_p] * B->val[B_p] * C->val[C_p];
+                    spf_acc += A_val[A_p] * B_val[B_p] * C_val[C_p];
                 }
             }
         }

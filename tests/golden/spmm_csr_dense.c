@@ -4,6 +4,7 @@
  *   B: DenseMatrix
  *   C: DenseMatrix
  * Loop order: A_pi, i, C_p0, A_pj, k, B_p0, B_p1, j, C_p1
+ * SIMD (omp simd): loop B_p1 carries no dependence (isl (affine constraints))
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,15 +31,26 @@ typedef struct spf_CSR {
 
 int spf_kernel(spf_DenseMatrix *restrict C, const spf_CSR *restrict A, const spf_DenseMatrix *restrict B)
 {
-    memset(C->data, 0, sizeof(double) * (size_t)(C->n0) * (size_t)(C->n1));
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const spf_index_t B_n1 = B->n1;
+    const double *restrict B_data = B->data;
+    const spf_index_t C_n0 = C->n0;
+    const spf_index_t C_n1 = C->n1;
+    double *restrict C_data = C->data;
+    memset(C_data, 0, sizeof(double) * (size_t)(C_n0) * (size_t)(C_n1));
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t C_p0 = A_pi;
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t k = A->colIdx[A_pj];
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t k = A_colIdx[A_pj];
             const spf_index_t B_p0 = k;
-            for (spf_index_t B_p1 = 0; B_p1 < B->n1; ++B_p1) {
+            #pragma omp simd
+            for (spf_index_t B_p1 = 0; B_p1 < B_n1; ++B_p1) {
                 const spf_index_t C_p1 = B_p1;
-                C->data[(int64_t)(C_p0) * C->n1 + C_p1] += A->data[A_pj] * B->data[(int64_t)(B_p0) * B->n1 + B_p1];
+                C_data[(int64_t)(C_p0) * C_n1 + C_p1] += A_data[A_pj] * B_data[(int64_t)(B_p0) * B_n1 + B_p1];
             }
         }
     }

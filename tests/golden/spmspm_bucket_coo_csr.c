@@ -394,11 +394,15 @@ typedef struct spf_COO {
  * arrays before the kernel runs (the loops without the statement's work). */
 int spf_kernel_bound(int64_t *restrict spf_bound, const spf_COO *restrict A, const spf_CSR *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numNNZ = A->numNNZ;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const spf_index_t *restrict B_rowPtr = B->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t A_p = 0; A_p < A->numNNZ; ++A_p) {
-        const spf_index_t k = A->colIdx[A_p];
+    for (spf_index_t A_p = 0; A_p < A_numNNZ; ++A_p) {
+        const spf_index_t k = A_colIdx[A_p];
         const spf_index_t B_pi = k;
-        for (spf_index_t B_pj = B->rowPtr[B_pi]; B_pj < B->rowPtr[B_pi + 1]; ++B_pj) {
+        for (spf_index_t B_pj = B_rowPtr[B_pi]; B_pj < B_rowPtr[B_pi + 1]; ++B_pj) {
             ++spf_n;
         }
     }
@@ -409,11 +413,16 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_COO *restrict A, con
 /* Bucket mode, first pass: the entries of each i (an upper bound: equal coordinates are added later). */
 static int spf_kernel_histogram(spf_index_t *restrict spf_hist, const spf_COO *restrict A, const spf_CSR *restrict B)
 {
-    for (spf_index_t A_p = 0; A_p < A->numNNZ; ++A_p) {
-        const spf_index_t i = A->rowIdx[A_p];
-        const spf_index_t k = A->colIdx[A_p];
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numNNZ = A->numNNZ;
+    const spf_index_t *restrict A_rowIdx = A->rowIdx;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const spf_index_t *restrict B_rowPtr = B->rowPtr;
+    for (spf_index_t A_p = 0; A_p < A_numNNZ; ++A_p) {
+        const spf_index_t i = A_rowIdx[A_p];
+        const spf_index_t k = A_colIdx[A_p];
         const spf_index_t B_pi = k;
-        for (spf_index_t B_pj = B->rowPtr[B_pi]; B_pj < B->rowPtr[B_pi + 1]; ++B_pj) {
+        for (spf_index_t B_pj = B_rowPtr[B_pi]; B_pj < B_rowPtr[B_pi + 1]; ++B_pj) {
             ++spf_hist[i];
         }
     }
@@ -423,8 +432,18 @@ static int spf_kernel_histogram(spf_index_t *restrict spf_hist, const spf_COO *r
 
 int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_COO *restrict A, const spf_CSR *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numNNZ = A->numNNZ;
+    const spf_index_t *restrict A_rowIdx = A->rowIdx;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const spf_index_t B_numCols = B->numCols;
+    const spf_index_t *restrict B_rowPtr = B->rowPtr;
+    const spf_index_t *restrict B_colIdx = B->colIdx;
+    const double *restrict B_data = B->data;
     /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (none); no ordered prefix: a first pass counts the entries of each i (the pointer array), a second scatters them to their i's segment, which is then sorted by j and combined; Z3 found executions where every prefix of the storage order decreases. */
-    const int64_t spf_ext[2] = {A->numRows, B->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {A_numRows, B_numCols};   /* extents of i, j */
     int spf_status = 0;
     spf_index_t *restrict spf_next = C->rowPtr;   /* (zeroed) counts, then per bucket the next free position */
     if (spf_kernel_histogram(spf_next + 1, A, B))
@@ -435,15 +454,15 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_COO *res
         spf_status = 2;
         goto spf_fail;
     }
-    for (spf_index_t A_p = 0; A_p < A->numNNZ; ++A_p) {
-        const spf_index_t i = A->rowIdx[A_p];
-        const spf_index_t k = A->colIdx[A_p];
+    for (spf_index_t A_p = 0; A_p < A_numNNZ; ++A_p) {
+        const spf_index_t i = A_rowIdx[A_p];
+        const spf_index_t k = A_colIdx[A_p];
         const spf_index_t B_pi = k;
-        for (spf_index_t B_pj = B->rowPtr[B_pi]; B_pj < B->rowPtr[B_pi + 1]; ++B_pj) {
-            const spf_index_t j = B->colIdx[B_pj];
+        for (spf_index_t B_pj = B_rowPtr[B_pi]; B_pj < B_rowPtr[B_pi + 1]; ++B_pj) {
+            const spf_index_t j = B_colIdx[B_pj];
             const int64_t spf_q = spf_next[i]++;
             C->colIdx[spf_q] = (spf_index_t)j;
-            C->data[spf_q] = A->data[A_p] * B->data[B_pj];
+            C->data[spf_q] = A_data[A_p] * B_data[B_pj];
         }
     }
     C_size[0] = spf_ext[0];

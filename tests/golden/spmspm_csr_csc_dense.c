@@ -42,34 +42,46 @@ typedef struct spf_CSC {
 
 int spf_kernel(spf_DenseMatrix *restrict C, const spf_CSR *restrict A, const spf_CSC *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const spf_index_t B_numCols = B->numCols;
+    const spf_index_t *restrict B_colPtr = B->colPtr;
+    const spf_index_t *restrict B_rowIdx = B->rowIdx;
+    const double *restrict B_data = B->data;
+    const spf_index_t C_n0 = C->n0;
+    const spf_index_t C_n1 = C->n1;
+    double *restrict C_data = C->data;
     spf_index_t *spf_pos_B_pi = NULL;
-    spf_pos_B_pi = malloc(sizeof(spf_index_t) * (size_t)spf_max(1, B->numCols));
+    spf_pos_B_pi = malloc(sizeof(spf_index_t) * (size_t)spf_max(1, B_numCols));
     if (!spf_pos_B_pi)
         goto spf_out_of_memory;
-    memset(C->data, 0, sizeof(double) * (size_t)(C->n0) * (size_t)(C->n1));
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    memset(C_data, 0, sizeof(double) * (size_t)(C_n0) * (size_t)(C_n1));
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t C_p0 = A_pi;
-        for (spf_index_t spf_t = 0; spf_t < B->numCols; ++spf_t)
-            spf_pos_B_pi[spf_t] = B->colPtr[spf_t];
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t k = A->colIdx[A_pj];
-            for (spf_index_t B_pj = 0; B_pj < B->numCols; ++B_pj) {
+        for (spf_index_t spf_t = 0; spf_t < B_numCols; ++spf_t)
+            spf_pos_B_pi[spf_t] = B_colPtr[spf_t];
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t k = A_colIdx[A_pj];
+            for (spf_index_t B_pj = 0; B_pj < B_numCols; ++B_pj) {
                 const spf_index_t C_p1 = B_pj;
                 double spf_acc = 0.0;
-                if (B_pj >= 0 && B_pj < B->numCols) {
+                if (B_pj >= 0 && B_pj < B_numCols) {
                     spf_index_t spf_cur_B_pi = spf_pos_B_pi[B_pj];
-                    /* find B_pi in [B->colPtr[B_pj], B->colPtr[B_pj + 1] - 1] with B->rowIdx[B_pi] == k
+                    /* find B_pi in [B_colPtr[B_pj], B_colPtr[B_pj + 1] - 1] with B_rowIdx[B_pi] == k
                      * SeqIter: scans forward from the position the previous search stopped at;
                      * valid because Z3 proved Eq. 3 and Eq. 4 unsatisfiable; state indices {A_pi, B_pj}. */
-                    while (spf_cur_B_pi < B->colPtr[B_pj + 1] && B->rowIdx[spf_cur_B_pi] < k)
+                    while (spf_cur_B_pi < B_colPtr[B_pj + 1] && B_rowIdx[spf_cur_B_pi] < k)
                         ++spf_cur_B_pi;
                     spf_pos_B_pi[B_pj] = spf_cur_B_pi;
-                    if (spf_cur_B_pi < B->colPtr[B_pj + 1] && B->rowIdx[spf_cur_B_pi] == k) {
+                    if (spf_cur_B_pi < B_colPtr[B_pj + 1] && B_rowIdx[spf_cur_B_pi] == k) {
                         const spf_index_t B_pi = spf_cur_B_pi;
-                        spf_acc += A->data[A_pj] * B->data[B_pi];
+                        spf_acc += A_data[A_pj] * B_data[B_pi];
                     }
                 }
-                C->data[(int64_t)(C_p0) * C->n1 + C_p1] += spf_acc;
+                C_data[(int64_t)(C_p0) * C_n1 + C_p1] += spf_acc;
             }
         }
     }

@@ -469,11 +469,15 @@ static void spf_kernel_finish(const spf_kernel_cursor *restrict c, spf_DCSR *res
  * arrays before the kernel runs (the loops without the statement's work). */
 int spf_kernel_bound(int64_t *restrict spf_bound, const spf_COO *restrict A, const spf_CSR *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numNNZ = A->numNNZ;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const spf_index_t *restrict B_rowPtr = B->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t A_p = 0; A_p < A->numNNZ; ++A_p) {
-        const spf_index_t k = A->colIdx[A_p];
+    for (spf_index_t A_p = 0; A_p < A_numNNZ; ++A_p) {
+        const spf_index_t k = A_colIdx[A_p];
         const spf_index_t B_pi = k;
-        for (spf_index_t B_pj = B->rowPtr[B_pi]; B_pj < B->rowPtr[B_pi + 1]; ++B_pj) {
+        for (spf_index_t B_pj = B_rowPtr[B_pi]; B_pj < B_rowPtr[B_pi + 1]; ++B_pj) {
             ++spf_n;
         }
     }
@@ -484,19 +488,29 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_COO *restrict A, con
 
 int spf_kernel(spf_DCSR *restrict C, int64_t *restrict C_size, const spf_COO *restrict A, const spf_CSR *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numNNZ = A->numNNZ;
+    const spf_index_t *restrict A_rowIdx = A->rowIdx;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const spf_index_t B_numCols = B->numCols;
+    const spf_index_t *restrict B_rowPtr = B->rowPtr;
+    const spf_index_t *restrict B_colIdx = B->colIdx;
+    const double *restrict B_data = B->data;
     /* output C (DCSR) assembled in storage order (i, j); ordered by the loops: (none); all entries are collected, sorted and combined (no ordered prefix); Z3 found executions where every prefix of the storage order decreases. */
-    const int64_t spf_ext[2] = {A->numRows, B->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {A_numRows, B_numCols};   /* extents of i, j */
     spf_kernel_cursor spf_cur;
     spf_kernel_cursor_init(&spf_cur, spf_ext, C_size);
     int spf_status = 0;
     spf_stream spf_entries = {0};
-    for (spf_index_t A_p = 0; A_p < A->numNNZ; ++A_p) {
-        const spf_index_t i = A->rowIdx[A_p];
-        const spf_index_t k = A->colIdx[A_p];
+    for (spf_index_t A_p = 0; A_p < A_numNNZ; ++A_p) {
+        const spf_index_t i = A_rowIdx[A_p];
+        const spf_index_t k = A_colIdx[A_p];
         const spf_index_t B_pi = k;
-        for (spf_index_t B_pj = B->rowPtr[B_pi]; B_pj < B->rowPtr[B_pi + 1]; ++B_pj) {
-            const spf_index_t j = B->colIdx[B_pj];
-            if (spf_stream_push(&spf_entries, ((int64_t)i) * spf_ext[1] + j, A->data[A_p] * B->data[B_pj]))
+        for (spf_index_t B_pj = B_rowPtr[B_pi]; B_pj < B_rowPtr[B_pi + 1]; ++B_pj) {
+            const spf_index_t j = B_colIdx[B_pj];
+            if (spf_stream_push(&spf_entries, ((int64_t)i) * spf_ext[1] + j, A_data[A_p] * B_data[B_pj]))
                 goto spf_out_of_memory;
         }
     }

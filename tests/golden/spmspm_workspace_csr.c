@@ -477,12 +477,17 @@ static int spf_kernel_flush(spf_workspace *restrict ws, spf_kernel_cursor *restr
  * arrays before the kernel runs (the loops without the statement's work). */
 int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, const spf_CSR *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const spf_index_t *restrict B_rowPtr = B->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t k = A->colIdx[A_pj];
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t k = A_colIdx[A_pj];
             const spf_index_t B_pi = k;
-            for (spf_index_t B_pj = B->rowPtr[B_pi]; B_pj < B->rowPtr[B_pi + 1]; ++B_pj) {
+            for (spf_index_t B_pj = B_rowPtr[B_pi]; B_pj < B_rowPtr[B_pi + 1]; ++B_pj) {
                 ++spf_n;
             }
         }
@@ -494,8 +499,17 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
 
 int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *restrict A, const spf_CSR *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const spf_index_t B_numCols = B->numCols;
+    const spf_index_t *restrict B_rowPtr = B->rowPtr;
+    const spf_index_t *restrict B_colIdx = B->colIdx;
+    const double *restrict B_data = B->data;
     /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i); a dense workspace over (j) gathers each group and emits it in order; Z3 proved (i) non-decreasing (affine constraints); the group is checked once where i is defined, not per instance (Z3 proved it non-decreasing over those iterations). */
-    const int64_t spf_ext[2] = {A->numRows, B->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {A_numRows, B_numCols};   /* extents of i, j */
     spf_kernel_cursor spf_cur;
     spf_kernel_cursor_init(&spf_cur, spf_ext, C_size);
     int spf_status = 0;
@@ -503,7 +517,7 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *res
     if (spf_ws_init(&spf_ws, spf_ext[1], -1))
         goto spf_out_of_memory;
     int64_t spf_prefix = -1;   /* the group gathered in the workspace */
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t i = A_pi;
         const int64_t spf_group = (int64_t)i;
         if (spf_group != spf_prefix) {
@@ -511,12 +525,12 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *res
                 goto spf_fail;
             spf_prefix = spf_group;
         }
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t k = A->colIdx[A_pj];
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t k = A_colIdx[A_pj];
             const spf_index_t B_pi = k;
-            for (spf_index_t B_pj = B->rowPtr[B_pi]; B_pj < B->rowPtr[B_pi + 1]; ++B_pj) {
-                const spf_index_t j = B->colIdx[B_pj];
-                spf_ws_add(&spf_ws, (int64_t)j, A->data[A_pj] * B->data[B_pj]);
+            for (spf_index_t B_pj = B_rowPtr[B_pi]; B_pj < B_rowPtr[B_pi + 1]; ++B_pj) {
+                const spf_index_t j = B_colIdx[B_pj];
+                spf_ws_add(&spf_ws, (int64_t)j, A_data[A_pj] * B_data[B_pj]);
             }
         }
     }

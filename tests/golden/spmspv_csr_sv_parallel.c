@@ -120,6 +120,16 @@ typedef struct spf_SV {
 
 int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf_SV *restrict x)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const spf_index_t x_len = x->len;
+    const spf_index_t *restrict x_idx = x->idx;
+    const double *restrict x_val = x->val;
+    double *restrict y_data = y->data;
     spf_index_t spf_pos_x_p = 0;
     spf_index_t *spf_dmap_x_p = NULL;
     spf_index_t spf_dlo_x_p = 0;
@@ -130,81 +140,81 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf
      * cost(DenseMap) = 4 * W + 8 * R_densemap * L + X,
      * cost(HashMap) = 12 * W + 4 * R_hashmap * L
      * (W searches, L range length, R state resets, X map size; see CostModel). */
-    const int64_t spf_cost_seqiter = 4 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + (int64_t)(A->numRows) * (int64_t)(x->len);
-    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + 8 * (int64_t)(x->len) + (int64_t)(A->numCols);
-    const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(A->rowPtr[A->numRows])) + 4 * (int64_t)(x->len);
+    const int64_t spf_cost_seqiter = 4 * (int64_t)((size_t)(A_rowPtr[A_numRows])) + (int64_t)(A_numRows) * (int64_t)(x_len);
+    const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(A_rowPtr[A_numRows])) + 8 * (int64_t)(x_len) + (int64_t)(A_numCols);
+    const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(A_rowPtr[A_numRows])) + 4 * (int64_t)(x_len);
     if (spf_cost_densemap < spf_cost_seqiter && spf_cost_densemap <= spf_cost_hashmap) {
         if (!spf_dmap_x_p) {
-            spf_dmap_x_p = calloc((size_t)spf_max(1, A->numCols), sizeof(spf_index_t));
+            spf_dmap_x_p = calloc((size_t)spf_max(1, A_numCols), sizeof(spf_index_t));
             if (!spf_dmap_x_p)
                 goto spf_out_of_memory;
         }
-        /* DenseMap for the find of x_p: coordinate -> position + 1 in [0, x->len - 1] (0: none) */
+        /* DenseMap for the find of x_p: coordinate -> position + 1 in [0, x_len - 1] (0: none) */
         for (spf_index_t spf_q_x_p = spf_dlo_x_p; spf_q_x_p < spf_dend_x_p; ++spf_q_x_p)   /* clear the previous range */
-            if (x->idx[spf_q_x_p] >= 0 && x->idx[spf_q_x_p] < A->numCols) spf_dmap_x_p[x->idx[spf_q_x_p]] = 0;
-        for (spf_index_t spf_q_x_p = 0; spf_q_x_p < x->len; ++spf_q_x_p)
-            if (x->idx[spf_q_x_p] >= 0 && x->idx[spf_q_x_p] < A->numCols) spf_dmap_x_p[x->idx[spf_q_x_p]] = spf_q_x_p + 1;
+            if (x_idx[spf_q_x_p] >= 0 && x_idx[spf_q_x_p] < A_numCols) spf_dmap_x_p[x_idx[spf_q_x_p]] = 0;
+        for (spf_index_t spf_q_x_p = 0; spf_q_x_p < x_len; ++spf_q_x_p)
+            if (x_idx[spf_q_x_p] >= 0 && x_idx[spf_q_x_p] < A_numCols) spf_dmap_x_p[x_idx[spf_q_x_p]] = spf_q_x_p + 1;
         spf_dlo_x_p = 0;
-        spf_dend_x_p = x->len;
+        spf_dend_x_p = x_len;
         #pragma omp parallel for schedule(guided,32)
-        for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+        for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
             const spf_index_t y_p0 = A_pi;
             double spf_acc = 0.0;
-            for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-                const spf_index_t j = A->colIdx[A_pj];
-                /* find x_p in [0, x->len - 1] with x->idx[x_p] == j
+            for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+                const spf_index_t j = A_colIdx[A_pj];
+                /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
                  * DenseMap: reads the position from a map indexed by the coordinate;
                  * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
-                const spf_index_t spf_hit_x_p = (j >= 0 && j < A->numCols) ? spf_dmap_x_p[j] - 1 : -1;
+                const spf_index_t spf_hit_x_p = (j >= 0 && j < A_numCols) ? spf_dmap_x_p[j] - 1 : -1;
                 if (spf_hit_x_p >= 0) {
                     const spf_index_t x_p = spf_hit_x_p;
-                    spf_acc += A->data[A_pj] * x->val[x_p];
+                    spf_acc += A_data[A_pj] * x_val[x_p];
                 }
             }
-            y->data[y_p0] = spf_acc;
+            y_data[y_p0] = spf_acc;
         }
     } else if (spf_cost_hashmap < spf_cost_seqiter) {
-        /* HashMap for the find of x_p: coordinate -> positions in [0, x->len - 1] */
-        if (spf_hash_reset(&spf_map_x_p, 0, x->len) != 0)
+        /* HashMap for the find of x_p: coordinate -> positions in [0, x_len - 1] */
+        if (spf_hash_reset(&spf_map_x_p, 0, x_len) != 0)
             goto spf_out_of_memory;
-        for (spf_index_t spf_q_x_p = x->len - 1; spf_q_x_p >= 0; --spf_q_x_p)
-            spf_hash_insert(&spf_map_x_p, x->idx[spf_q_x_p], spf_q_x_p);
+        for (spf_index_t spf_q_x_p = x_len - 1; spf_q_x_p >= 0; --spf_q_x_p)
+            spf_hash_insert(&spf_map_x_p, x_idx[spf_q_x_p], spf_q_x_p);
         #pragma omp parallel for schedule(guided,32)
-        for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+        for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
             const spf_index_t y_p0 = A_pi;
             double spf_acc = 0.0;
-            for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-                const spf_index_t j = A->colIdx[A_pj];
-                /* find x_p in [0, x->len - 1] with x->idx[x_p] == j
+            for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+                const spf_index_t j = A_colIdx[A_pj];
+                /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
                  * HashMap: looks the coordinate up in a map built over the range;
                  * valid because the searched range is fixed between builds; state indices {}. */
                 const spf_index_t spf_hit_x_p = spf_hash_find(&spf_map_x_p, j);
                 if (spf_hit_x_p >= 0) {
                     const spf_index_t x_p = spf_hit_x_p;
-                    spf_acc += A->data[A_pj] * x->val[x_p];
+                    spf_acc += A_data[A_pj] * x_val[x_p];
                 }
             }
-            y->data[y_p0] = spf_acc;
+            y_data[y_p0] = spf_acc;
         }
     } else {
         #pragma omp parallel for schedule(guided,32) private(spf_pos_x_p)
-        for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+        for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
             const spf_index_t y_p0 = A_pi;
             double spf_acc = 0.0;
             spf_pos_x_p = 0;
-            for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-                const spf_index_t j = A->colIdx[A_pj];
-                /* find x_p in [0, x->len - 1] with x->idx[x_p] == j
+            for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+                const spf_index_t j = A_colIdx[A_pj];
+                /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
                  * SeqIter: scans forward from the position the previous search stopped at;
                  * valid because Z3 proved Eq. 3 and Eq. 4 unsatisfiable; state indices {A_pi}. */
-                while (spf_pos_x_p < x->len && x->idx[spf_pos_x_p] < j)
+                while (spf_pos_x_p < x_len && x_idx[spf_pos_x_p] < j)
                     ++spf_pos_x_p;
-                if (spf_pos_x_p < x->len && x->idx[spf_pos_x_p] == j) {
+                if (spf_pos_x_p < x_len && x_idx[spf_pos_x_p] == j) {
                     const spf_index_t x_p = spf_pos_x_p;
-                    spf_acc += A->data[A_pj] * x->val[x_p];
+                    spf_acc += A_data[A_pj] * x_val[x_p];
                 }
             }
-            y->data[y_p0] = spf_acc;
+            y_data[y_p0] = spf_acc;
         }
     }
     free(spf_dmap_x_p);

@@ -117,27 +117,36 @@ typedef struct spf_SV_unsorted {
 
 int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf_SV_unsorted *restrict x)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const spf_index_t x_len = x->len;
+    const spf_index_t *restrict x_idx = x->idx;
+    const double *restrict x_val = x->val;
+    double *restrict y_data = y->data;
     spf_hash spf_map_x_p = {0};
-    /* HashMap for the find of x_p: coordinate -> positions in [0, x->len - 1] */
-    if (spf_hash_reset(&spf_map_x_p, 0, x->len) != 0)
+    /* HashMap for the find of x_p: coordinate -> positions in [0, x_len - 1] */
+    if (spf_hash_reset(&spf_map_x_p, 0, x_len) != 0)
         goto spf_out_of_memory;
-    for (spf_index_t spf_q_x_p = x->len - 1; spf_q_x_p >= 0; --spf_q_x_p)
-        spf_hash_insert(&spf_map_x_p, x->idx[spf_q_x_p], spf_q_x_p);
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    for (spf_index_t spf_q_x_p = x_len - 1; spf_q_x_p >= 0; --spf_q_x_p)
+        spf_hash_insert(&spf_map_x_p, x_idx[spf_q_x_p], spf_q_x_p);
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t y_p0 = A_pi;
         double spf_acc = 0.0;
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t j = A->colIdx[A_pj];
-            /* find x_p in [0, x->len - 1] with x->idx[x_p] == j
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t j = A_colIdx[A_pj];
+            /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
              * HashMap: looks the coordinate up in a map built over the range;
              * valid because the searched range is fixed between builds; state indices {}. */
             const spf_index_t spf_hit_x_p = spf_hash_find(&spf_map_x_p, j);
             if (spf_hit_x_p >= 0) {
                 const spf_index_t x_p = spf_hit_x_p;
-                spf_acc += A->data[A_pj] * x->val[x_p];
+                spf_acc += A_data[A_pj] * x_val[x_p];
             }
         }
-        y->data[y_p0] = spf_acc;
+        y_data[y_p0] = spf_acc;
     }
     spf_hash_free(&spf_map_x_p);
     return 0;

@@ -30,13 +30,21 @@ typedef struct spf_COO {
 
 int spf_kernel(spf_DenseVector *restrict y, const spf_COO *restrict A, const spf_DenseVector *restrict x)
 {
-    memset(y->data, 0, sizeof(double) * (size_t)(y->n0));
-    for (spf_index_t A_p = 0; A_p < A->numNNZ; ++A_p) {
-        const spf_index_t i = A->rowIdx[A_p];
-        const spf_index_t j = A->colIdx[A_p];
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numNNZ = A->numNNZ;
+    const spf_index_t *restrict A_rowIdx = A->rowIdx;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const double *restrict x_data = x->data;
+    const spf_index_t y_n0 = y->n0;
+    double *restrict y_data = y->data;
+    memset(y_data, 0, sizeof(double) * (size_t)(y_n0));
+    for (spf_index_t A_p = 0; A_p < A_numNNZ; ++A_p) {
+        const spf_index_t i = A_rowIdx[A_p];
+        const spf_index_t j = A_colIdx[A_p];
         const spf_index_t x_p0 = j;
         const spf_index_t y_p0 = i;
-        y->data[y_p0] += A->data[A_p] * x->data[x_p0];
+        y_data[y_p0] += A_data[A_p] * x_data[x_p0];
     }
     return 0;
 }

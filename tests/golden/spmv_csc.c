@@ -4,6 +4,7 @@
  *   x: DenseVector
  *   y: DenseVector
  * Loop order: A_pj, j, x_p0, A_pi, i, y_p0
+ * SIMD (omp simd): loop A_pi carries no dependence (A: periodic_monotonic pj = pj' and a < a' -> rowIdx(a) < rowIdx(a'))
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,13 +30,22 @@ typedef struct spf_CSC {
 
 int spf_kernel(spf_DenseVector *restrict y, const spf_CSC *restrict A, const spf_DenseVector *restrict x)
 {
-    memset(y->data, 0, sizeof(double) * (size_t)(y->n0));
-    for (spf_index_t A_pj = 0; A_pj < A->numCols; ++A_pj) {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t *restrict A_colPtr = A->colPtr;
+    const spf_index_t *restrict A_rowIdx = A->rowIdx;
+    const double *restrict A_data = A->data;
+    const double *restrict x_data = x->data;
+    const spf_index_t y_n0 = y->n0;
+    double *restrict y_data = y->data;
+    memset(y_data, 0, sizeof(double) * (size_t)(y_n0));
+    for (spf_index_t A_pj = 0; A_pj < A_numCols; ++A_pj) {
         const spf_index_t x_p0 = A_pj;
-        for (spf_index_t A_pi = A->colPtr[A_pj]; A_pi < A->colPtr[A_pj + 1]; ++A_pi) {
-            const spf_index_t i = A->rowIdx[A_pi];
+        #pragma omp simd
+        for (spf_index_t A_pi = A_colPtr[A_pj]; A_pi < A_colPtr[A_pj + 1]; ++A_pi) {
+            const spf_index_t i = A_rowIdx[A_pi];
             const spf_index_t y_p0 = i;
-            y->data[y_p0] += A->data[A_pi] * x->data[x_p0];
+            y_data[y_p0] += A_data[A_pi] * x_data[x_p0];
         }
     }
     return 0;

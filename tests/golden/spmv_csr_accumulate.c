@@ -29,15 +29,22 @@ typedef struct spf_CSR {
 
 int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf_DenseVector *restrict x)
 {
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const double *restrict x_data = x->data;
+    double *restrict y_data = y->data;
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t y_p0 = A_pi;
         double spf_acc = 0.0;
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t j = A->colIdx[A_pj];
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t j = A_colIdx[A_pj];
             const spf_index_t x_p0 = j;
-            spf_acc += A->data[A_pj] * x->data[x_p0];
+            spf_acc += A_data[A_pj] * x_data[x_p0];
         }
-        y->data[y_p0] += spf_acc;
+        y_data[y_p0] += spf_acc;
     }
     return 0;
 }

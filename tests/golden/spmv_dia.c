@@ -4,6 +4,7 @@
  *   x: DenseVector
  *   y: DenseVector
  * Loop order: A_pd, A_pi, i, j, x_p0, y_p0
+ * SIMD (omp simd): loop A_pi carries no dependence (isl (affine constraints))
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,12 +33,22 @@ typedef struct spf_DIA {
 
 int spf_kernel(spf_DenseVector *restrict y, const spf_DIA *restrict A, const spf_DenseVector *restrict x)
 {
-    memset(y->data, 0, sizeof(double) * (size_t)(y->n0));
-    for (spf_index_t A_pd = 0; A_pd < A->numDiags; ++A_pd) {
-        for (spf_index_t A_pi = spf_max(0, -A->offset[A_pd]); A_pi < spf_min(A->numRows, A->numCols - A->offset[A_pd]); ++A_pi) {
-            const spf_index_t x_p0 = A_pi + A->offset[A_pd];
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t A_numDiags = A->numDiags;
+    const spf_index_t *restrict A_offset = A->offset;
+    const double *restrict A_data = A->data;
+    const double *restrict x_data = x->data;
+    const spf_index_t y_n0 = y->n0;
+    double *restrict y_data = y->data;
+    memset(y_data, 0, sizeof(double) * (size_t)(y_n0));
+    for (spf_index_t A_pd = 0; A_pd < A_numDiags; ++A_pd) {
+        #pragma omp simd
+        for (spf_index_t A_pi = spf_max(0, -A_offset[A_pd]); A_pi < spf_min(A_numRows, A_numCols - A_offset[A_pd]); ++A_pi) {
+            const spf_index_t x_p0 = A_pi + A_offset[A_pd];
             const spf_index_t y_p0 = A_pi;
-            y->data[y_p0] += A->data[(int64_t)(A_pd) * A->numRows + A_pi] * x->data[x_p0];
+            y_data[y_p0] += A_data[(int64_t)(A_pd) * A_numRows + A_pi] * x_data[x_p0];
         }
     }
     return 0;

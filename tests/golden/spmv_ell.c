@@ -29,17 +29,24 @@ typedef struct spf_ELL {
 
 int spf_kernel(spf_DenseVector *restrict y, const spf_ELL *restrict A, const spf_DenseVector *restrict x)
 {
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_width = A->width;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const double *restrict x_data = x->data;
+    double *restrict y_data = y->data;
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t y_p0 = A_pi;
         double spf_acc = 0.0;
-        for (spf_index_t A_pk = 0; A_pk < A->width; ++A_pk) {
-            if (A->colIdx[(int64_t)(A_pi) * A->width + A_pk] >= 0) {
-                const spf_index_t j = A->colIdx[(int64_t)(A_pi) * A->width + A_pk];
+        for (spf_index_t A_pk = 0; A_pk < A_width; ++A_pk) {
+            if (A_colIdx[(int64_t)(A_pi) * A_width + A_pk] >= 0) {
+                const spf_index_t j = A_colIdx[(int64_t)(A_pi) * A_width + A_pk];
                 const spf_index_t x_p0 = j;
-                spf_acc += A->data[(int64_t)(A_pi) * A->width + A_pk] * x->data[x_p0];
+                spf_acc += A_data[(int64_t)(A_pi) * A_width + A_pk] * x_data[x_p0];
             }
         }
-        y->data[y_p0] = spf_acc;
+        y_data[y_p0] = spf_acc;
     }
     return 0;
 }

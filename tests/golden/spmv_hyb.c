@@ -38,32 +38,48 @@ typedef struct spf_HYB {
 
 static int spf_kernel_term0(spf_DenseVector *restrict y, const spf_HYB *restrict A, const spf_DenseVector *restrict x)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_width = A->width;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const double *restrict x_data = x->data;
+    double *restrict y_data = y->data;
     const spf_index_t A_pa = 0;
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t y_p0 = A_pi;
         double spf_acc = 0.0;
-        for (spf_index_t A_pk = 0; A_pk < A->width; ++A_pk) {
-            if (A->colIdx[(int64_t)(A_pi) * A->width + A_pk] >= 0) {
-                const spf_index_t j = A->colIdx[(int64_t)(A_pi) * A->width + A_pk];
+        for (spf_index_t A_pk = 0; A_pk < A_width; ++A_pk) {
+            if (A_colIdx[(int64_t)(A_pi) * A_width + A_pk] >= 0) {
+                const spf_index_t j = A_colIdx[(int64_t)(A_pi) * A_width + A_pk];
                 const spf_index_t x_p0 = j;
-                spf_acc += A->data[(((int64_t)(1 - A_pa) * (((int64_t)A_pi * A->width) + A_pk)) + ((int64_t)A_pa * (((int64_t)A->numRows * A->width) + A_pk)))] * x->data[x_p0];
+                spf_acc += A_data[(((int64_t)(1 - A_pa) * (((int64_t)A_pi * A_width) + A_pk)) + ((int64_t)A_pa * (((int64_t)A_numRows * A_width) + A_pk)))] * x_data[x_p0];
             }
         }
-        y->data[y_p0] += spf_acc;
+        y_data[y_p0] += spf_acc;
     }
     return 0;
 }
 
 static int spf_kernel_term1(spf_DenseVector *restrict y, const spf_HYB *restrict A, const spf_DenseVector *restrict x)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_width = A->width;
+    const spf_index_t A_nnz = A->nnz;
+    const spf_index_t *restrict A_rowIdx = A->rowIdx;
+    const spf_index_t *restrict A_cooCol = A->cooCol;
+    const double *restrict A_data = A->data;
+    const double *restrict x_data = x->data;
+    double *restrict y_data = y->data;
     const spf_index_t A_pa = 1;
     const spf_index_t A_pi = 0;
-    for (spf_index_t A_pk = 0; A_pk < A->nnz; ++A_pk) {
-        const spf_index_t i = A->rowIdx[A_pk];
-        const spf_index_t j = A->cooCol[A_pk];
+    for (spf_index_t A_pk = 0; A_pk < A_nnz; ++A_pk) {
+        const spf_index_t i = A_rowIdx[A_pk];
+        const spf_index_t j = A_cooCol[A_pk];
         const spf_index_t x_p0 = j;
         const spf_index_t y_p0 = i;
-        y->data[y_p0] += A->data[(((int64_t)(1 - A_pa) * (((int64_t)A_pi * A->width) + A_pk)) + ((int64_t)A_pa * (((int64_t)A->numRows * A->width) + A_pk)))] * x->data[x_p0];
+        y_data[y_p0] += A_data[(((int64_t)(1 - A_pa) * (((int64_t)A_pi * A_width) + A_pk)) + ((int64_t)A_pa * (((int64_t)A_numRows * A_width) + A_pk)))] * x_data[x_p0];
     }
     return 0;
 }

@@ -437,24 +437,30 @@ typedef struct spf_DCSR {
 
 static int spf_kernel_term0(spf_stream *restrict C, const spf_CSR *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
     /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i, j); a dense workspace over () gathers each group and emits it in order; Z3 proved (i, j) non-decreasing (A: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')); the group changes only between statement instances. */
-    const int64_t spf_ext[2] = {A->numRows, A->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     spf_workspace spf_ws;
     if (spf_ws_init(&spf_ws, 1, -1))
         goto spf_out_of_memory;
     int64_t spf_prefix = -1;   /* the group gathered in the workspace */
     C->n = 0;
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t i = A_pi;
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t j = A->colIdx[A_pj];
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t j = A_colIdx[A_pj];
             const int64_t spf_group = ((int64_t)i) * spf_ext[1] + j;
             if (spf_group != spf_prefix) {
                 if (spf_ws_flush(&spf_ws, C, spf_group))
                     goto spf_out_of_memory;
                 spf_prefix = spf_group;
             }
-            spf_ws_add(&spf_ws, 0, A->data[A_pj]);
+            spf_ws_add(&spf_ws, 0, A_data[A_pj]);
         }
     }
     if (spf_ws.prefix >= 0 && spf_ws_flush(&spf_ws, C, -1))
@@ -468,13 +474,20 @@ spf_out_of_memory:
 
 static int spf_kernel_term1(spf_stream *restrict C, const spf_COO *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t B_numRows = B->numRows;
+    const spf_index_t B_numCols = B->numCols;
+    const spf_index_t B_numNNZ = B->numNNZ;
+    const spf_index_t *restrict B_rowIdx = B->rowIdx;
+    const spf_index_t *restrict B_colIdx = B->colIdx;
+    const double *restrict B_data = B->data;
     /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (none); all entries are collected, sorted and combined (no ordered prefix); Z3 found executions where every prefix of the storage order decreases. */
-    const int64_t spf_ext[2] = {B->numRows, B->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {B_numRows, B_numCols};   /* extents of i, j */
     C->n = 0;
-    for (spf_index_t B_p = 0; B_p < B->numNNZ; ++B_p) {
-        const spf_index_t i = B->rowIdx[B_p];
-        const spf_index_t j = B->colIdx[B_p];
-        if (spf_stream_push(C, ((int64_t)i) * spf_ext[1] + j, B->data[B_p]))
+    for (spf_index_t B_p = 0; B_p < B_numNNZ; ++B_p) {
+        const spf_index_t i = B_rowIdx[B_p];
+        const spf_index_t j = B_colIdx[B_p];
+        if (spf_stream_push(C, ((int64_t)i) * spf_ext[1] + j, B_data[B_p]))
             goto spf_out_of_memory;
     }
     spf_stream_sort_combine(C);
@@ -485,24 +498,32 @@ spf_out_of_memory:
 
 static int spf_kernel_term2(spf_stream *restrict C, const spf_DCSR *restrict D)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t D_numRows = D->numRows;
+    const spf_index_t D_numCols = D->numCols;
+    const spf_index_t D_numNZRows = D->numNZRows;
+    const spf_index_t *restrict D_rowIdx = D->rowIdx;
+    const spf_index_t *restrict D_rowPtr = D->rowPtr;
+    const spf_index_t *restrict D_colIdx = D->colIdx;
+    const double *restrict D_data = D->data;
     /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i, j); a dense workspace over () gathers each group and emits it in order; Z3 proved (i, j) non-decreasing (D: monotonic a < a' -> rowIdx(a) < rowIdx(a'); D: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')); the group changes only between statement instances. */
-    const int64_t spf_ext[2] = {D->numRows, D->numCols};   /* extents of i, j */
+    const int64_t spf_ext[2] = {D_numRows, D_numCols};   /* extents of i, j */
     spf_workspace spf_ws;
     if (spf_ws_init(&spf_ws, 1, -1))
         goto spf_out_of_memory;
     int64_t spf_prefix = -1;   /* the group gathered in the workspace */
     C->n = 0;
-    for (spf_index_t D_pi = 0; D_pi < D->numNZRows; ++D_pi) {
-        const spf_index_t i = D->rowIdx[D_pi];
-        for (spf_index_t D_pj = D->rowPtr[D_pi]; D_pj < D->rowPtr[D_pi + 1]; ++D_pj) {
-            const spf_index_t j = D->colIdx[D_pj];
+    for (spf_index_t D_pi = 0; D_pi < D_numNZRows; ++D_pi) {
+        const spf_index_t i = D_rowIdx[D_pi];
+        for (spf_index_t D_pj = D_rowPtr[D_pi]; D_pj < D_rowPtr[D_pi + 1]; ++D_pj) {
+            const spf_index_t j = D_colIdx[D_pj];
             const int64_t spf_group = ((int64_t)i) * spf_ext[1] + j;
             if (spf_group != spf_prefix) {
                 if (spf_ws_flush(&spf_ws, C, spf_group))
                     goto spf_out_of_memory;
                 spf_prefix = spf_group;
             }
-            spf_ws_add(&spf_ws, 0, -(D->data[D_pj]));
+            spf_ws_add(&spf_ws, 0, -(D_data[D_pj]));
         }
     }
     if (spf_ws.prefix >= 0 && spf_ws_flush(&spf_ws, C, -1))
@@ -575,9 +596,12 @@ static void spf_kernel_finish(const spf_kernel_cursor *restrict c, spf_CSR *rest
 
 static int spf_kernel_term0_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
             ++spf_n;
         }
     }
@@ -587,8 +611,10 @@ static int spf_kernel_term0_bound(int64_t *restrict spf_bound, const spf_CSR *re
 
 static int spf_kernel_term1_bound(int64_t *restrict spf_bound, const spf_COO *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t B_numNNZ = B->numNNZ;
     int64_t spf_n = 0;
-    for (spf_index_t B_p = 0; B_p < B->numNNZ; ++B_p) {
+    for (spf_index_t B_p = 0; B_p < B_numNNZ; ++B_p) {
         ++spf_n;
     }
     *spf_bound = spf_n;
@@ -597,9 +623,12 @@ static int spf_kernel_term1_bound(int64_t *restrict spf_bound, const spf_COO *re
 
 static int spf_kernel_term2_bound(int64_t *restrict spf_bound, const spf_DCSR *restrict D)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t D_numNZRows = D->numNZRows;
+    const spf_index_t *restrict D_rowPtr = D->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t D_pi = 0; D_pi < D->numNZRows; ++D_pi) {
-        for (spf_index_t D_pj = D->rowPtr[D_pi]; D_pj < D->rowPtr[D_pi + 1]; ++D_pj) {
+    for (spf_index_t D_pi = 0; D_pi < D_numNZRows; ++D_pi) {
+        for (spf_index_t D_pj = D_rowPtr[D_pi]; D_pj < D_rowPtr[D_pi + 1]; ++D_pj) {
             ++spf_n;
         }
     }

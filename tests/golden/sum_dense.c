@@ -45,27 +45,41 @@ typedef struct spf_COO {
 
 static int spf_kernel_term0(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf_DenseVector *restrict x)
 {
-    for (spf_index_t A_pi = 0; A_pi < A->numRows; ++A_pi) {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    const double *restrict x_data = x->data;
+    double *restrict y_data = y->data;
+    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t y_p0 = A_pi;
         double spf_acc = 0.0;
-        for (spf_index_t A_pj = A->rowPtr[A_pi]; A_pj < A->rowPtr[A_pi + 1]; ++A_pj) {
-            const spf_index_t j = A->colIdx[A_pj];
+        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+            const spf_index_t j = A_colIdx[A_pj];
             const spf_index_t x_p0 = j;
-            spf_acc += A->data[A_pj] * x->data[x_p0];
+            spf_acc += A_data[A_pj] * x_data[x_p0];
         }
-        y->data[y_p0] += spf_acc;
+        y_data[y_p0] += spf_acc;
     }
     return 0;
 }
 
 static int spf_kernel_term1(spf_DenseVector *restrict y, const spf_COO *restrict B, const spf_DenseVector *restrict x)
 {
-    for (spf_index_t B_p = 0; B_p < B->numNNZ; ++B_p) {
-        const spf_index_t i = B->rowIdx[B_p];
-        const spf_index_t j = B->colIdx[B_p];
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t B_numNNZ = B->numNNZ;
+    const spf_index_t *restrict B_rowIdx = B->rowIdx;
+    const spf_index_t *restrict B_colIdx = B->colIdx;
+    const double *restrict B_data = B->data;
+    const double *restrict x_data = x->data;
+    double *restrict y_data = y->data;
+    for (spf_index_t B_p = 0; B_p < B_numNNZ; ++B_p) {
+        const spf_index_t i = B_rowIdx[B_p];
+        const spf_index_t j = B_colIdx[B_p];
         const spf_index_t x_p0 = j;
         const spf_index_t y_p0 = i;
-        y->data[y_p0] += B->data[B_p] * x->data[x_p0];
+        y_data[y_p0] += B_data[B_p] * x_data[x_p0];
     }
     return 0;
 }

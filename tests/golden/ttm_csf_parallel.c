@@ -5,6 +5,7 @@
  *   C: DenseTensor3
  * Loop order: A_p0, i, C_p0, A_p1, j, C_p1, A_p2, k, B_p0, B_p1, l, C_p2
  * Parallel (OpenMP): loop A_p0
+ * SIMD (omp simd): loop B_p1 carries no dependence (isl (affine constraints))
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,22 +45,37 @@ typedef struct spf_DenseMatrix {
 
 int spf_kernel(spf_DenseTensor3 *restrict C, const spf_CSF *restrict A, const spf_DenseMatrix *restrict B)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_n0 = A->n0;
+    const spf_index_t *restrict A_idx0 = A->idx0;
+    const spf_index_t *restrict A_ptr1 = A->ptr1;
+    const spf_index_t *restrict A_idx1 = A->idx1;
+    const spf_index_t *restrict A_ptr2 = A->ptr2;
+    const spf_index_t *restrict A_idx2 = A->idx2;
+    const double *restrict A_data = A->data;
+    const spf_index_t B_n1 = B->n1;
+    const double *restrict B_data = B->data;
+    const spf_index_t C_n0 = C->n0;
+    const spf_index_t C_n1 = C->n1;
+    const spf_index_t C_n2 = C->n2;
+    double *restrict C_data = C->data;
     #pragma omp parallel for schedule(static)
-    for (size_t spf_z = 0; spf_z < (size_t)(C->n0) * (size_t)(C->n1) * (size_t)(C->n2); ++spf_z)
-        C->data[spf_z] = 0.0;
+    for (size_t spf_z = 0; spf_z < (size_t)(C_n0) * (size_t)(C_n1) * (size_t)(C_n2); ++spf_z)
+        C_data[spf_z] = 0.0;
     #pragma omp parallel for schedule(guided,32)
-    for (spf_index_t A_p0 = 0; A_p0 < A->n0; ++A_p0) {
-        const spf_index_t i = A->idx0[A_p0];
+    for (spf_index_t A_p0 = 0; A_p0 < A_n0; ++A_p0) {
+        const spf_index_t i = A_idx0[A_p0];
         const spf_index_t C_p0 = i;
-        for (spf_index_t A_p1 = A->ptr1[A_p0]; A_p1 < A->ptr1[A_p0 + 1]; ++A_p1) {
-            const spf_index_t j = A->idx1[A_p1];
+        for (spf_index_t A_p1 = A_ptr1[A_p0]; A_p1 < A_ptr1[A_p0 + 1]; ++A_p1) {
+            const spf_index_t j = A_idx1[A_p1];
             const spf_index_t C_p1 = j;
-            for (spf_index_t A_p2 = A->ptr2[A_p1]; A_p2 < A->ptr2[A_p1 + 1]; ++A_p2) {
-                const spf_index_t k = A->idx2[A_p2];
+            for (spf_index_t A_p2 = A_ptr2[A_p1]; A_p2 < A_ptr2[A_p1 + 1]; ++A_p2) {
+                const spf_index_t k = A_idx2[A_p2];
                 const spf_index_t B_p0 = k;
-                for (spf_index_t B_p1 = 0; B_p1 < B->n1; ++B_p1) {
+                #pragma omp simd
+                for (spf_index_t B_p1 = 0; B_p1 < B_n1; ++B_p1) {
                     const spf_index_t C_p2 = B_p1;
-                    C->data[(int64_t)((int64_t)(C_p0) * C->n1 + C_p1) * C->n2 + C_p2] += A->data[A_p2] * B->data[(int64_t)(B_p0) * B->n1 + B_p1];
+                    C_data[(int64_t)((int64_t)(C_p0) * C_n1 + C_p1) * C_n2 + C_p2] += A_data[A_p2] * B_data[(int64_t)(B_p0) * B_n1 + B_p1];
                 }
             }
         }

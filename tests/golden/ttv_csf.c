@@ -41,20 +41,32 @@ typedef struct spf_DenseVector {
 
 int spf_kernel(spf_DenseMatrix *restrict y, const spf_CSF *restrict A, const spf_DenseVector *restrict x)
 {
-    memset(y->data, 0, sizeof(double) * (size_t)(y->n0) * (size_t)(y->n1));
-    for (spf_index_t A_p0 = 0; A_p0 < A->n0; ++A_p0) {
-        const spf_index_t i = A->idx0[A_p0];
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_n0 = A->n0;
+    const spf_index_t *restrict A_idx0 = A->idx0;
+    const spf_index_t *restrict A_ptr1 = A->ptr1;
+    const spf_index_t *restrict A_idx1 = A->idx1;
+    const spf_index_t *restrict A_ptr2 = A->ptr2;
+    const spf_index_t *restrict A_idx2 = A->idx2;
+    const double *restrict A_data = A->data;
+    const double *restrict x_data = x->data;
+    const spf_index_t y_n0 = y->n0;
+    const spf_index_t y_n1 = y->n1;
+    double *restrict y_data = y->data;
+    memset(y_data, 0, sizeof(double) * (size_t)(y_n0) * (size_t)(y_n1));
+    for (spf_index_t A_p0 = 0; A_p0 < A_n0; ++A_p0) {
+        const spf_index_t i = A_idx0[A_p0];
         const spf_index_t y_p0 = i;
-        for (spf_index_t A_p1 = A->ptr1[A_p0]; A_p1 < A->ptr1[A_p0 + 1]; ++A_p1) {
-            const spf_index_t j = A->idx1[A_p1];
+        for (spf_index_t A_p1 = A_ptr1[A_p0]; A_p1 < A_ptr1[A_p0 + 1]; ++A_p1) {
+            const spf_index_t j = A_idx1[A_p1];
             const spf_index_t y_p1 = j;
             double spf_acc = 0.0;
-            for (spf_index_t A_p2 = A->ptr2[A_p1]; A_p2 < A->ptr2[A_p1 + 1]; ++A_p2) {
-                const spf_index_t k = A->idx2[A_p2];
+            for (spf_index_t A_p2 = A_ptr2[A_p1]; A_p2 < A_ptr2[A_p1 + 1]; ++A_p2) {
+                const spf_index_t k = A_idx2[A_p2];
                 const spf_index_t x_p0 = k;
-                spf_acc += A->data[A_p2] * x->data[x_p0];
+                spf_acc += A_data[A_p2] * x_data[x_p0];
             }
-            y->data[(int64_t)(y_p0) * y->n1 + y_p1] += spf_acc;
+            y_data[(int64_t)(y_p0) * y_n1 + y_p1] += spf_acc;
         }
     }
     return 0;
