@@ -472,14 +472,17 @@ def describe(rows: list[dict]) -> str:
 # what the measurements above showed and why (kept with the code that produces them)
 WHY = """**Why spf wins and loses where it does.**
 
-- *Long rows (dense_lower: 2048 entries per row on average; random_1e-2: 250).* spf's CSR, DCSR
-  and LowerTri kernels sum each row into one `double` accumulator in the order of the layout
-  (`spf_acc += A[p] * x[j]`), so a row is a chain of dependent floating-point adds, one add
-  latency (4 cycles) per entry: 8.4M entries at about 3 GHz take the 11 ms measured. gcc may not
-  reorder the adds (no `-ffast-math`), scipy's loop has the same chain and the same time. MKL's
-  CSR and `cblas_dtpmv` (and GraphBLAS on 2 threads) sum with several vector accumulators and are
-  2-2.5x faster there. spf keeps the order: its results are bit-for-bit those of the serial
-  summation, also on 2 threads (each row stays with one thread).
+- *Long rows (dense_lower: 2048 entries per row on average; random_1e-2: 250).* By default
+  spf's CSR, DCSR and LowerTri kernels sum each row into one `double` accumulator in the order
+  of the layout (`spf_acc += A[p] * x[j]`), so a row is a chain of dependent floating-point adds,
+  one add latency per entry; gcc may not reorder the adds (no `-ffast-math`), scipy's loop has
+  the same chain and the same time. MKL's CSR and `cblas_dtpmv` sum with several vector
+  accumulators. `reassociate=True` (`spf_CSR_reassoc`) lets gcc vectorize the row sum
+  (`omp simd reduction`, gathers of x): on dense_lower it takes spf's CSR from 8.3 to 5.2 ms
+  (1 thread) but MKL's 3.8 ms is still 1.35x faster (0.74x, goal 0.95x); a run with 128-bit
+  vectors (`-mprefer-vector-width=128`) was slower (7.0 ms). On short rows (Laplacians, banded:
+  5-9 entries) the vectorized row is 0.75-0.8x the serial one (vector prologue and remainder per
+  row), so `reassociate` is a choice for long rows; choosing it per matrix is not built.
 - *Short rows, 1 thread (Laplacians, banded: 5-9 entries per row).* MKL's CSR after
   `mkl_sparse_optimize` is 1.2-1.6x faster than spf's and scipy's textbook loop; what the
   inspector does to the matrix is not visible, so the reason is not established here.  spf's
