@@ -6,13 +6,41 @@ kernels are tensor index notation.  See README.md for the file formats and API.
 __version__ = "0.1.0"
 
 from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisError  # noqa: E402
-from .runtime.compiled import CompiledKernel  # noqa: E402
-from .kernel import Kernel  # noqa: E402
-from .conversion import Conversion  # noqa: E402
-from .evaluation import evaluate  # noqa: E402
-from .front.layout import Layout, layout_names, load_layout  # noqa: E402
-from .front.relation import Relation  # noqa: E402
-from .runtime.tensor import Tensor  # noqa: E402
+
+# The API is imported on first use (PEP 562): ``import spf`` stays cheap (no islpy, z3, numpy
+# until a kernel, layout or tensor is needed).  Everything is imported together, so the
+# generated-code hooks of Tensor (filled by kernel and conversion) are always in place.
+_LAZY = {
+    "CompiledKernel": "runtime.compiled", "Kernel": "kernel", "Conversion": "conversion",
+    "evaluate": "evaluation", "Layout": "front.layout", "layout_names": "front.layout",
+    "load_layout": "front.layout", "Relation": "front.relation", "Tensor": "runtime.tensor",
+}
+
+
+def _load_api() -> None:
+    import importlib
+    for name, module in _LAZY.items():
+        globals()[name] = getattr(importlib.import_module(f".{module}", __name__), name)
+
+
+def __getattr__(name: str):
+    import importlib
+    if name in _LAZY:
+        _load_api()
+        return globals()[name]
+    try:    # a subpackage or module (spf.kernel, spf.runtime) used as an attribute
+        module = importlib.import_module(f".{name}", __name__)
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module 'spf' has no attribute {name!r}") from None
+    _load_api()
+    return module
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "Kernel", "Layout", "Relation",
            "SpecError", "SpfError", "SynthesisError", "Tensor", "evaluate", "layout_names",

@@ -66,11 +66,11 @@ def register_generated(**functions: Callable[..., Any]) -> None:
 
 
 def generated(name: str) -> Callable[..., Any]:
-    try:
-        return _GENERATED[name]
-    except KeyError:
-        raise RuntimeError(f"spf.tensor needs {name!r} from spf.conversion or spf.kernel: "
-                           "import spf (not spf.tensor alone)") from None
+    """The function ``name`` registered by the modules above (imported on first need: the
+    package loads its API lazily, see ``spf/__init__.py``)."""
+    if name not in _GENERATED:
+        importlib.import_module("spf")._load_api()
+    return _GENERATED[name]
 
 class Tensor:
     """A tensor stored in a layout; fields are reachable as ``t["rowPtr"]`` or ``t.fields``.
