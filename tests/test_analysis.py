@@ -34,7 +34,8 @@ PRAGMA = "#pragma omp parallel for schedule(guided,32)"
 # The documented JSON format (README.md, "Analysis JSON").
 TOP_KEYS = ["version", "kernel", "output", "loops", "parallel_loop", "parallel_reason",
             "tiles", "notes"]
-LOOP_KEYS = ["var", "carried", "dependence", "disproved_by", "parallel", "reduction", "why"]
+LOOP_KEYS = ["var", "carried", "dependence", "disproved_by", "parallel", "reduction",
+             "private_output", "why"]
 TILE_KEYS = ["var", "size", "tile_var", "guards"]
 
 ROWIDX_MONOTONIC = "A: monotonic a < a' -> rowIdx(a) < rowIdx(a')"
@@ -106,18 +107,18 @@ def test_fig7_without_the_property_carries_a_dependence(tmp_path):
     k = spf.Kernel(SPMV, {"A": str(path)}, parallel=True)
     a = k.analysis()
     pi = loop(a, "A_pi")
-    assert pi.carried and pi.disproved_by == [] and not pi.parallel
+    assert pi.carried and pi.disproved_by == []
     # two different stored rows A_pi < A_pi' with the same row index write the same y(i)
     rel = dependence_relation(pi.dependence)
     assert rel.in_vars == ("A_pi", "A_pj")
     assert "A.rowIdx(A_pi') = A.rowIdx(A_pi)" in pi.dependence
     assert "0 <= A_pi < A_pi'" in pi.dependence
-    assert "not parallelized" in pi.why and "y" in pi.why
-    assert a.parallel_loop is None and k.parallel_loop is None
-    assert a.parallel_reason == "the outermost loop A_pi carries a dependence on y"
+    # not proven free: the rows run in parallel each thread into its own copy of y
+    assert pi.parallel and pi.private_output and "private copy of y" in pi.why
+    assert a.parallel_loop == "A_pi" == k.parallel_loop
     src = k.c_source()
-    assert "omp parallel" not in src
-    assert_compiles_clean(src)
+    assert "spf_mine[y_p0]" in src
+    assert_compiles_clean(src, ("-fopenmp",))
 
     # the layout admits repeated and unsorted rows: the serial kernel handles them
     fields = {"numRows": 4, "numCols": 3, "numNZRows": 3, "rowIdx": [2, 0, 2],
@@ -150,19 +151,33 @@ def test_csr_spmv_parallel_on_rows_by_isl():
 @pytest.mark.parametrize("layout,outer", [("CSC", "A_pj"), ("COO", "A_p"),
                                           ("SortedCOO", "A_p")])
 def test_scatter_spmv_carries_a_dependence_on_y(layout, outer):
+    """The scatter loop carries a dependence through y only, so it runs in parallel with a
+    private copy of y per thread (summed into y after the loop)."""
     k = spf.Kernel(SPMV, {"A": layout}, parallel=True)
     a = k.analysis()
-    assert a.parallel_loop is None and k.parallel_loop is None
+    assert a.parallel_loop == outer == k.parallel_loop and k.plan.privatized
     first = a.loops[0]
-    assert first.var == outer and first.carried and not first.parallel
-    assert "scatter into the shared output y" in first.why
-    assert "carries a dependence on y" in a.parallel_reason
+    assert first.var == outer and first.carried and first.parallel and first.private_output
+    assert "a scatter into y: each thread sums into a private copy of y" in first.why
+    assert a.parallel_reason.startswith(f"the outermost loop {outer} carries a dependence only "
+                                        "through the output y")
     assert first.dependence.startswith(f"{{[{outer}")
     dependence_relation(first.dependence)       # parses (primes renamed)
     if layout in ("CSC", "COO"):
         assert "A.rowIdx(" in first.dependence  # same row through the index array
-    assert "omp parallel" not in k.c_source()
-    assert "not parallelized" in str(a)
+    src = k.c_source()
+    assert "spf_mine[y_p0] +=" in src and "free(spf_priv);" in src
+    assert " * Parallel (OpenMP): loop " + outer + ", each thread summing into a private " \
+        "copy of y" in src
+
+
+def test_scatter_with_finds_is_not_parallelized():
+    """Finds keep state the threads would share: no private copies, no parallel loop."""
+    k = spf.Kernel(SPMV, {"A": "COO", "x": "SV"}, parallel=True)
+    a = k.analysis()
+    assert a.parallel_loop is None and not k.plan.privatized
+    assert "scatter into the shared output y" in a.loops[0].why
+    assert "omp parallel" not in k.c_source() and "not parallelized" in str(a)
 
 
 def test_csc_inner_loop_is_free_but_not_chosen():
@@ -172,7 +187,8 @@ def test_csc_inner_loop_is_free_but_not_chosen():
     pi = loop(a, "A_pi")
     assert not pi.carried and not pi.parallel
     assert pi.disproved_by == ["A: periodic_monotonic pj = pj' and a < a' -> rowIdx(a) < rowIdx(a')"]
-    assert "segment of a pointer array" in a.loops[0].why
+    assert "loop A_pi carries none but runs over one segment of a pointer array" \
+        in a.parallel_reason and a.loops[0].private_output
 
 
 def test_dia_shares_out_the_rows_of_each_diagonal():

@@ -186,8 +186,9 @@ def test_analyze_scatter_and_options(capsys):
     assert cli.main(["analyze", "y(i) = A(i,j) * x(j)", "-l", "A=CSC", "--parallel",
                      "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["parallel_loop"] is None
-    assert data["parallel_reason"] == "the outermost loop A_pj carries a dependence on y"
+    assert data["parallel_loop"] == "A_pj" and data["loops"][0]["private_output"]
+    assert data["parallel_reason"].startswith("the outermost loop A_pj carries a dependence "
+                                              "only through the output y")
     # the same kernel options as generate: --order, --tile, --param
     assert cli.main(["analyze", "y(i) = A(i,j) * x(j)", "-l", "A=BCSR", "--param", "A.B=4",
                      "--tile", "A.pi=16", "--order", "A.pi_tile,A.pi,A.pj", "--parallel"]) == 0

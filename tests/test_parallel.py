@@ -68,8 +68,21 @@ def kernels(expr: str, layouts: tuple, params: tuple = ()):
     return par, par.compile(), serial.compile()
 
 
+def expected_private(expr: str, lay: dict) -> bool:
+    """Whether the parallel loop scatters into the output, each thread into a private copy
+    (an outermost loop that carries a dependence only through a dense output, no finds)."""
+    if expr == SPMV:
+        return "x" not in lay and lay["A"] in ("COO", "SortedCOO", "CSC")
+    if expr == SPMSPM:
+        return lay["A"] == "COO" and lay["B"] in ("CSR", "BCSR") or \
+            lay["A"] == "LowerTri" and lay["B"] in ("CSR", "DCSR", "BCSR")
+    return False
+
+
 def expected_parallel(expr: str, lay: dict) -> str | None:
     """The loop parallel=True must pick (None: scatter into the output, not parallelized)."""
+    if expected_private(expr, lay):
+        return {"COO": "A_p", "SortedCOO": "A_p", "CSC": "A_pj", "LowerTri": "B_pi"}[lay["A"]]
     if expr in (DOT, DOT3):
         sparse = [t for t in "ABC" if t in lay and lay[t] not in DENSE]
         return f"{sparse[0]}_p" if sparse else "A_p0"
@@ -126,6 +139,14 @@ def check_c(kernel: spf.Kernel, expr: str, lay: dict) -> None:
         assert any(f"scatter into the shared output {out}" in lp.why for lp in analysis.loops)
         return
     loops = [lv.var for lv in kernel.nest.levels if lv.kind == "loop"]
+    assert kernel.plan.privatized == expected_private(expr, lay)
+    if kernel.plan.privatized:  # threads share out the scatter loop, each into its own copy
+        assert not kernel.decisions and want == loops[0]
+        assert "#pragma omp parallel\n    {\n        double *restrict spf_mine = " in src, src
+        assert re.search(rf"#pragma omp for schedule\(guided,32\)\n\s*for \(spf_index_t {want} = ",
+                         src)
+        assert "private copy" in analysis.parallel_reason
+        return
     if want != loops[0]:    # an inner loop: a worksharing loop inside a parallel region
         assert not kernel.decisions
         assert f"#pragma omp parallel\n    for (spf_index_t {loops[0]} = " in src, src
@@ -161,7 +182,8 @@ def run_all(expr: str, layouts: dict, cases, params: dict | None = None) -> None
     prm = tuple(sorted((t, tuple(sorted(p.items()))) for t, p in (params or {}).items()))
     kernel, par, serial = kernels(expr, key, prm)
     check_c(kernel, expr, layouts)
-    exact = bool(kernel.expr.output.indices)   # no reduction across threads: bitwise equal
+    # no reduction across threads (nor private copies summed): bitwise equal
+    exact = bool(kernel.expr.output.indices) and not kernel.plan.privatized
     for name, args, reference in cases:
         want = serial(**args)
         np.testing.assert_allclose(want, reference, rtol=1e-12, atol=1e-12, err_msg=name)
@@ -484,3 +506,20 @@ def test_parallel_kernel_zeroes_a_passed_output(layout):
         y = np.full(500, np.nan)
         f(A=spf.Tensor.from_scipy(layout, m), x=x, y=y)
         np.testing.assert_allclose(y, m @ x, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("layout", ["COO", "CSC"])
+def test_private_copies_accumulate_into_the_output(layout):
+    """``y += A x`` with a scatter loop: the private copies are added to y's old values."""
+    k = spf.Kernel("y(i) += A(i,j) * x(j)", {"A": layout}, parallel=True)
+    assert k.plan.privatized and "double spf_s = y_data[spf_z];" in k.c_source()
+    f = k.compile()
+    rng = np.random.default_rng(11)
+    for shape, density in (((50, 30), 0.2), ((1, 1), 1.0), ((0, 3), 0.0), ((7, 5), 0.0)):
+        a = matrix(shape, density, 5)
+        x, y0 = rng.uniform(-1, 1, shape[1]), rng.uniform(-1, 1, shape[0])
+        A = spf.Tensor.from_dense(layout, a)
+        for n in THREADS:
+            f.set_num_threads(n)
+            np.testing.assert_allclose(f(A=A, x=x, y=y0.copy()), y0 + a @ x, rtol=1e-12,
+                                       atol=1e-12)

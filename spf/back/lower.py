@@ -6,7 +6,7 @@ statement and bookkeeping come from its strategy (:mod:`spf.assembly`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..assembly import lowering as assembly_c, storage_c, strategy
@@ -80,6 +80,11 @@ class KernelLowering:
         direct = frozenset({self.expr.output.tensor}) \
             if plan.assembly is not None or custom is not None else frozenset()
         self.names = CNames(self.space, self.helpers, hoist=True, direct=direct)
+        # a scatter loop in parallel: every thread adds into its own copy of the output
+        self.privatized = plan.privatized and bool(self.parallel_loop) and custom is None
+        if self.privatized:
+            out = self.space.use(self.expr.output.tensor)
+            self.names.redirect[out.name, out.layout.value.array] = "spf_mine"
         self.layouts: dict[str, Layout] = {}
         self.b = t.Builder()
         self.building = plan.assembly is not None and not role.count
@@ -278,7 +283,8 @@ def lower_body(k: KernelLowering) -> None:
     # each element written once, by a store of its whole sum: no zeroing pass, no re-read
     store = use_acc and out_use is not None and not k.expr.accumulate and \
         _stores_every_element(k.nest, k.decisions, acc_level)
-    if a is None and k.custom is None and not k.expr.accumulate and not store:
+    if a is None and k.custom is None and not k.expr.accumulate and not store \
+            and not k.privatized:
         b.add(*_zero_output(k, out_use))
     hooks = _hooks(k, acc_level, target if use_acc else None, store)
     statement = k.statement(k.product, target, use_acc)
@@ -365,10 +371,50 @@ def _nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
         parallel[k.parallel_loop] = t.Parallel(
             t.Schedule.GUIDED if outer else t.Schedule.STATIC, team=outer, private=private,
             reduction=reduction)
+    if k.privatized:
+        _private_nest(k, finds, used, statement, hooks, parallel)
+        return
     lower_levels(b, k.nest, k.names, used, finds, statement, hooks, k.level_notes, parallel,
                  team, _simd(k))
     b.close_to(depth)
     b.flush()
+
+
+def _private_nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
+                  statement: list[t.Node], hooks: dict[int, Hook],
+                  parallel: dict[str, t.Parallel]) -> None:
+    """The nest in a parallel region whose threads share out the outer loop, each adding into
+    its own zeroed copy of the output (``spf_mine``); after the loop the threads share out
+    the elements, summing the copies into the output."""
+    b, depth = k.b, k.b.depth
+    out = k.space.use(k.expr.output.tensor)
+    arr = out.layout.value.array
+    k.names.redirect.pop((out.name, arr))
+    size, data = k.names.extent_product(out, arr), k.names.field(out, arr)
+    k.names.redirect[out.name, arr] = "spf_mine"
+    k.helpers.add("spf_omp")
+    b.add(t.Comment(f"a private copy of {out.name} per thread, added into it after the loop"),
+          t.Declare("size_t", "spf_size", size, const=True),
+          t.Declare("int", "spf_threads", "spf_max_threads()", const=True),
+          t.Declare("double", "*spf_priv",
+                    "calloc((size_t)spf_threads * spf_size, sizeof(double))"),
+          t.If("!spf_priv", [t.Return("1")], braces=False))
+    b.nest(t.Team())
+    b.nest(t.Block())
+    b.add(t.Declare("double *restrict", "spf_mine",
+                    "spf_priv + (size_t)spf_thread() * spf_size"))
+    parallel[k.parallel_loop] = replace(parallel[k.parallel_loop], team=False)
+    lower_levels(b, k.nest, k.names, used, finds, statement, hooks, k.level_notes, parallel,
+                 None, _simd(k))
+    b.close_to(depth + 2)
+    b.flush()
+    add = [t.Assign("spf_s", "spf_priv[(size_t)spf_t * spf_size + spf_z]", "+=")]
+    b.add(t.For("size_t spf_z = 0", "spf_z < spf_size", "++spf_z", [
+        t.Declare("double", "spf_s", f"{data}[spf_z]" if k.expr.accumulate else "0.0"),
+        t.For("int spf_t = 0", "spf_t < spf_threads", "++spf_t", add, braces=False),
+        t.Assign(f"{data}[spf_z]", "spf_s")], parallel=t.Parallel(t.Schedule.STATIC, team=False)))
+    b.close_to(depth)
+    b.add(t.Call("free(spf_priv)"))
 
 
 def _simd(k: KernelLowering) -> dict[str, t.Simd]:

@@ -18,6 +18,11 @@ HELPERS = {
                   "{ return n >= 0 ? n / d : -((-n + d - 1) / d); }",
     "spf_ceild": "static inline int64_t spf_ceild(int64_t n, int64_t d) "
                  "{ return n >= 0 ? (n + d - 1) / d : -((-n) / d); }",
+    "spf_omp": "#ifdef _OPENMP\n#include <omp.h>\n"
+               "static inline int spf_max_threads(void) { return omp_get_max_threads(); }\n"
+               "static inline int spf_thread(void) { return omp_get_thread_num(); }\n#else\n"
+               "static inline int spf_max_threads(void) { return 1; }\n"
+               "static inline int spf_thread(void) { return 0; }\n#endif",
 }
 
 
@@ -57,9 +62,12 @@ class CNames:
     hoist: bool = False
     direct: frozenset = frozenset()
     fields: dict = field(default_factory=dict)      # (tensor, field) -> local name
+    redirect: dict = field(default_factory=dict)    # (tensor, field) -> C read instead
 
     def field(self, use: TensorUse, fld: str) -> str:
         """``use``'s field ``fld`` as C."""
+        if (use.name, fld) in self.redirect:
+            return self.redirect[use.name, fld]
         if not self.hoist or use.name in self.direct:
             return f"{use.name}->{fld}"
         key = (use.name, fld)

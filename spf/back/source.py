@@ -34,7 +34,9 @@ def header_lines(plan: Plan, name: str) -> list[str]:
                "time" if d.alternatives else "")
         header.append(f"Find {d.find.var} in {d.find.use.name}: {algo}{alt}")
     if plan.parallel_loop:
-        header.append(f"Parallel (OpenMP): loop {plan.parallel_loop}")
+        header.append(f"Parallel (OpenMP): loop {plan.parallel_loop}"
+                      + (f", each thread summing into a private copy of "
+                         f"{plan.space.expr.output.tensor}" if plan.privatized else ""))
     if plan.vector:
         header.append(f"SIMD (omp simd): {plan.vector.why}")
     a = plan.assembly

@@ -35,6 +35,7 @@ class LoopReport:
     disproved_by: list[str]    # "isl (affine constraints)" or the properties Z3 used
     parallel: bool = False
     reduction: bool = False    # carried dependences only through a scalar accumulator
+    private_output: bool = False   # parallel with a private copy of the output per thread
     why: str = ""
 
 
@@ -143,11 +144,14 @@ class _Dependences:
             return rel
 
 
-def analyze(nest: LoopNest, parallel: bool = False, finds: bool = False) -> Analysis:
+def analyze(nest: LoopNest, parallel: bool = False, finds: bool = False,
+            private_ok: bool = False) -> Analysis:
     """Dependences carried by each loop and the parallel loop: the outermost one carrying no
     dependence (an inner one is shared out among threads that all run the loops outside it,
     unless its instances are short, a pointer-array segment or a constant trip count, or the
-    nest has ``finds``, whose state the threads running the outer loops would share)."""
+    nest has ``finds``, whose state the threads running the outer loops would share); with
+    ``private_ok`` (a dense output, no finds), an outermost loop that scatters into the output
+    runs in parallel with a private copy of the output per thread."""
     expr = nest.space.expr
     deps = _Dependences(nest)
     output = str(expr.output) + (" (accumulated with +=)" if expr.accumulate else
@@ -173,7 +177,7 @@ def analyze(nest: LoopNest, parallel: bool = False, finds: bool = False) -> Anal
             why = "" if verdict.result == "sat" else \
                 f"{verdict.why}: assumed to carry it (the safe choice)"
             loops.append(LoopReport(var, True, str(rel), [], why=why))
-    chosen, reason = _choose_parallel(nest, loops, parallel)
+    chosen, reason = _choose_parallel(nest, loops, parallel, private_ok)
     analysis = Analysis(str(expr), output, loops, chosen, reason)
     if chosen is not None and chosen != loops[0].var and finds:
         _keep_serial_for_finds(analysis, expr.output.tensor)
@@ -239,7 +243,8 @@ def vector_loop(nest: LoopNest, find_levels: list[int], reassociate: bool
                                  "(reassociate=True: partial sums per lane)")
 
 
-def _choose_parallel(nest: LoopNest, loops: list[LoopReport], wanted: bool) -> tuple[str | None, str]:
+def _choose_parallel(nest: LoopNest, loops: list[LoopReport], wanted: bool,
+                     private_ok: bool = False) -> tuple[str | None, str]:
     if not loops:
         return None, "the nest has no loop"
     outer = loops[0]
@@ -257,6 +262,8 @@ def _choose_parallel(nest: LoopNest, loops: list[LoopReport], wanted: bool) -> t
             f"{nest.space.expr.output.tensor}" + ("" if wanted else "; parallel=False"))
     inner = next((lp for lp in loops[1:] if not lp.carried), None)
     short = _short(nest.level(inner.var)) if inner is not None else ""
+    if (inner is None or short) and wanted and private_ok:
+        return _privatize(nest, outer, inner, short)
     if short:
         _explain(outer, "not parallelized: iterations scatter into the shared output "
                         f"{nest.space.expr.output.tensor}; loop {inner.var} carries no "
@@ -280,6 +287,21 @@ def _choose_parallel(nest: LoopNest, loops: list[LoopReport], wanted: bool) -> t
                     f"{nest.space.expr.output.tensor} (privatization and atomics are not used)")
     return None, f"the outermost loop {outer.var} carries a dependence on " \
                  f"{nest.space.expr.output.tensor}"
+
+
+def _privatize(nest: LoopNest, outer: LoopReport, inner: LoopReport | None,
+               short: str) -> tuple[str, str]:
+    """The scatter loop ``outer`` in parallel: each thread adds into its own zeroed copy of
+    the output, and the copies are summed into the output after the loop."""
+    out = nest.space.expr.output.tensor
+    outer.parallel = outer.private_output = True
+    _explain(outer, f"a scatter into {out}: each thread sums into a private copy of {out}, "
+                    f"the copies are added into {out} after the loop (one copy of {out} per "
+                    "thread; the rounding may differ from the serial kernel)")
+    also = f"; loop {inner.var} carries none but {short}" if inner is not None else ""
+    return outer.var, (f"the outermost loop {outer.var} carries a dependence only through the "
+                       f"output {out}{also}: it runs in parallel with a private copy of {out} "
+                       "per thread, added into it at the end")
 
 
 def _explain(loop: LoopReport, text: str) -> None:

@@ -32,6 +32,7 @@ class Plan:
     skips: dict[str, list[TileSkip]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)      # what planning changed, and why
     vector: VectorLoop | None = None     # the innermost loop run as SIMD lanes
+    privatized: bool = False             # the parallel loop sums into per-thread copies
     _analysis: Analysis | None = None
 
     @property
@@ -48,8 +49,10 @@ class Plan:
         """Dependences, the parallel loop with its reason, tiling and the notes (computed on
         first use when no parallel loop was asked for: it costs Z3 queries)."""
         if self._analysis is None:
+            out = self.space.expr.output
             self._analysis = analyze(self.nest, self.parallel_wanted and self.assembly is None,
-                                     finds=bool(self.decisions))
+                                     finds=bool(self.decisions),
+                                     private_ok=not self.decisions and bool(out.indices))
         return self._analysis
 
 
@@ -73,6 +76,7 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
     plan = Plan(nest, decisions, assembly, parallel)
     if parallel and not assemble:
         plan.parallel_loop = plan.analysis().parallel_loop
+        plan.privatized = any(lp.private_output for lp in plan.analysis().loops)
         if plan.parallel_loop is not None:
             _adapt_finds_to_parallel(plan)
     plan.skips = {t: tile_skips(nest, plan.decisions, t) for t in space.tiles}
