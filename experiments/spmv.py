@@ -489,9 +489,12 @@ WHY = """**Why spf wins and loses where it does.**
   DIA kernel (no index arrays, contiguous diagonals) is faster than both on these matrices.
 - *2 threads.* The row-parallel kernels use `schedule(guided,32)` (large contiguous runs first,
   then smaller ones); the 2-thread time is bounded by the memory bandwidth the two cores share
-  (STREAM triad above). COO has no parallel loop (its entries scatter into y and spf uses
-  neither atomics nor private copies), so it runs on 1 thread in the 2-thread rows, while MKL's
-  COO uses both threads: the 0.5x in that row. DIA on 2 threads shares
+  (STREAM triad above). COO's entries scatter into y: with `parallel=True` each thread adds into
+  a private copy of y and the copies are summed into y after the loop (2026-11-25; before, COO
+  ran on one thread in the 2-thread rows, 0.55x MKL's COO). Measured: 1.55x from 1 to 2
+  threads (geomean of 11 matrices, 1.31-1.81x; goal 1.6x), 0.82x MKL's COO on 2 threads; the
+  extra pass over the copies (threads x n reads) and the write traffic of a full copy of y
+  per thread cost most on the matrices with few entries per row. DIA on 2 threads shares
   out the rows of each diagonal (an `omp for` inside a parallel region, one barrier per
   diagonal).
 - *ELL* reads every slot of every row, padding included (a padding slot holds column -1, which
