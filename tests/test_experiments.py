@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 
-EXPERIMENTS = ["codegen_time", "import_time", "call_overhead", "spmv", "spmspv", "spmspm", "ttm", "conversion"]
+EXPERIMENTS = ["goals", "codegen_time", "import_time", "call_overhead", "spmv", "spmspv", "spmspm", "ttm", "conversion"]
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

@@ -1,0 +1,142 @@
+"""The performance goals (issue 22), computed from the other experiments' CSVs.
+
+    python -m experiments.goals [--quick]
+
+Reads ``results/<experiment>.csv`` (``.quick.csv`` with ``--quick``) of spmv, spmspv, ttm,
+conversion, codegen_time and import_time, and writes one row per goal: what was measured
+(geometric means over the suite's matrices/tensors unless said), the goal, whether it is met.
+Nothing here is measured anew; a goal whose experiment has not run says so.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from typing import Callable
+
+from .common import RESULTS_DIR, print_table, write_csv
+
+Rows = list[dict]
+
+
+def _read(name: str, quick: bool) -> Rows:
+    path = RESULTS_DIR / f"{name}{'.quick' if quick else ''}.csv"
+    if not path.is_file():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def _times(rows: Rows, key: Callable[[dict], tuple], value: str) -> dict[tuple, float]:
+    return {key(r): float(r[value]) for r in rows if r.get(value) and r.get("status", "ok") == "ok"}
+
+
+def _spmv(rows: Rows) -> list[tuple[str, float, str, float]]:
+    t = _times(rows, lambda r: (r["matrix"], r["threads"], r["contender"]), "time_s")
+    mats = sorted({m for m, _, c in t if c == "spf_CSR"})
+
+    def ratio(other: str, mine: str, threads: str, where=mats) -> float:
+        return _geomean([t[m, threads, other] / t[m, threads, mine] for m in where
+                         if (m, threads, other) in t and (m, threads, mine) in t])
+    big = [r["matrix"] for r in rows if r["contender"] == "spf_CSR" and r.get("bytes")
+           and float(r["bytes"]) >= 5e7 and r["threads"] == "1"]
+    stream = [float(r["stream_fraction"]) for r in rows if r["contender"] == "spf_CSR"
+              and r["matrix"] in big and r.get("stream_fraction")]
+    coo = _geomean([t[m, "1", "spf_COO"] / t[m, "2", "spf_COO"] for m in mats
+                    if (m, "1", "spf_COO") in t and (m, "2", "spf_COO") in t])
+    long_rows = [m for m in mats if m == "dense_lower"]
+    return [
+        ("SpMV CSR vs MKL, 1 thread", ratio("mkl_csr", "spf_CSR", "1"), ">=", 1.0),
+        ("SpMV CSR vs MKL, 2 threads", ratio("mkl_csr", "spf_CSR", "2"), ">=", 1.0),
+        ("SpMV CSR vs scipy, 1 thread", ratio("scipy_csr", "spf_CSR", "1"), ">=", 1.1),
+        ("SpMV CSR share of STREAM, matrices >= 50 MB (median)",
+         sorted(stream)[len(stream) // 2] if stream else float("nan"), ">=", 0.6),
+        ("SpMV CSR long rows (dense_lower), reassociate=True vs MKL, 1 thread",
+         ratio("mkl_csr", "spf_CSR_reassoc", "1", long_rows), ">=", 0.95),
+        ("SpMV COO, 2 threads vs 1 thread", coo, ">=", 1.6),
+        ("SpMV COO vs MKL COO, 2 threads", ratio("mkl_coo", "spf_COO", "2"), ">=", 1.0),
+        ("SpMV ELL vs scipy CSR, 1 thread", ratio("scipy_csr", "spf_ELL", "1"), ">=", 1.0),
+    ]
+
+
+def _spmspv(rows: Rows) -> list[tuple[str, float, str, float]]:
+    t = _times(rows, lambda r: (r["matrix"], r["x_density"], r["contender"]), "median_s")
+    cells = sorted({(m, d) for m, d, c in t if c == "auto"})
+    per_density: dict[str, list[float]] = {}
+    for m, d in cells:
+        if (m, d, "scipy") in t:
+            per_density.setdefault(d, []).append(t[m, d, "scipy"] / t[m, d, "auto"])
+    worst = min((_geomean(v) for v in per_density.values()), default=float("nan"))
+    gb = _geomean([t[m, d, "graphblas"] / t[m, d, "auto"] for m, d in cells
+                   if (m, d, "graphblas") in t])
+    return [("SpMSpV CSR x sparse x, Auto vs scipy (worst density, geomean)", worst, ">=", 1.0),
+            ("SpMSpV Auto vs GraphBLAS (all cells, A in CSR: pull)", gb, ">=", 1.0)]
+
+
+def _ttm(rows: Rows) -> list[tuple[str, float, str, float]]:
+    t = _times(rows, lambda r: (r["tensor"], r["output"], r["threads"], r["contender"]), "time_s")
+    out = []
+    for output in ("dense", "fibres"):
+        for threads, mine in (("1", "spf_serial"), ("2", "spf_parallel")):
+            out.append((f"TTM mode-1 CSF R=16, {output} output, vs hand-written C, {threads} "
+                        "thread" + ("s" if threads == "2" else ""),
+                        _geomean([t[k[0], output, threads, "baseline"] / t[k] for k in t
+                                  if k[1:] == (output, threads, mine)
+                                  and (k[0], output, threads, "baseline") in t]), ">=", 1.0))
+    return out
+
+
+def _conversion(rows: Rows) -> list[tuple[str, float, str, float]]:
+    out = []
+    for pair in ("DIA->CSR", "CSR->CSC", "CSC->CSR"):
+        mine = [float(r["ratio_vs_spf"]) for r in rows if r["pair"] == pair
+                and r["contender"] == "scipy" and r.get("ratio_vs_spf")]
+        out.append((f"conversion {pair} vs scipy", _geomean(mine), ">=", 1.0))
+    return out
+
+
+def _codegen(codegen: Rows, imports: Rows) -> list[tuple[str, float, str, float]]:
+    bcsr = [float(r["codegen_s"]) for r in codegen if r["kernel"] == "SpMSpM(BCSR,COO)"]
+    imp = [float(r["median_s"]) for r in imports if r["what"] == "import spf"]
+    return [("codegen BCSR x COO SpMSpM (s)", bcsr[0] if bcsr else float("nan"), "<=", 0.091),
+            ("import spf (s)", imp[0] if imp else float("nan"), "<=", 0.2)]
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="from the quick-mode CSVs")
+    args = parser.parse_args(argv)
+    q = args.quick
+    goals = (_spmv(_read("spmv", q)) + _spmspv(_read("spmspv", q)) + _ttm(_read("ttm", q))
+             + _conversion(_read("conversion", q))
+             + _codegen(_read("codegen_time", q), _read("import_time", q)))
+    rows = []
+    for what, now, op, goal in goals:
+        known = not math.isnan(now)
+        met = known and (now >= goal if op == ">=" else now <= goal)
+        rows.append({"goal": what, "now": f"{now:.3g}" if known else "",
+                     "target": f"{op} {goal}", "met": ("yes" if met else "no") if known
+                     else "not measured"})
+    rows.append({"goal": "sparse add CSR + CSR -> CSR vs scipy", "now": "",
+                 "target": ">= 1.0", "met": "not measured (no experiment yet)"})
+    print_table(rows, ["goal", "now", "target", "met"])
+    print("wrote", write_csv("goals", rows, q))
+    return rows
+
+
+def describe(rows: list[dict]) -> str:
+    """Markdown for RESULTS.md."""
+    lines = ["Issue 22's goals, computed from the CSVs of the sections below (ratios: "
+             "contender time / spf time, > 1: spf faster; geometric means over the suite "
+             "unless said). Where a goal is missed, the section of that experiment says why.",
+             "", "| goal | now | target | met |", "|---|---|---|---|"]
+    lines += [f"| {r['goal']} | {r['now'] or '-'} | {r['target']} | {r['met']} |" for r in rows]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
