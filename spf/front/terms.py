@@ -7,6 +7,8 @@ term, while ``rowPtr(pi)`` and ``rowPtr(pi + 1)`` are different terms.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from dataclasses import dataclass
 from math import gcd
 from typing import Callable, Iterable, Iterator, Mapping, Union
@@ -40,7 +42,10 @@ class FloorDiv:
 Atom = Union[str, UFCall, FloorDiv]
 
 
+@lru_cache(maxsize=1 << 16)
 def _atom_key(atom: Atom) -> tuple:
+    """The order of atoms in an Aff (names, then UF calls, then floor divisions, by text);
+    cached: printing a UF call for every Aff built was a tenth of code generation."""
     if isinstance(atom, str):
         return (0, atom)
     return (1 if isinstance(atom, UFCall) else 2, str(atom))
@@ -57,8 +62,10 @@ class Aff:
         acc: dict[Atom, int] = {}
         for atom, coeff in items:
             acc[atom] = acc.get(atom, 0) + coeff
-        self.terms: tuple[tuple[Atom, int], ...] = tuple(
-            sorted(((a, c) for a, c in acc.items() if c != 0), key=lambda t: _atom_key(t[0])))
+        kept = [(a, c) for a, c in acc.items() if c != 0]
+        if len(kept) > 1:
+            kept.sort(key=lambda t: _atom_key(t[0]))
+        self.terms: tuple[tuple[Atom, int], ...] = tuple(kept)
         self.const = int(const)
         self._hash = hash((self.terms, self.const))
 
