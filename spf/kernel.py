@@ -192,9 +192,12 @@ class Kernel:
         if self._analysis is None:
             ana = self.plan.analysis()
             if self.assembled:
-                if self.parallel:
-                    ana.notes.append(f"not parallelized: the output {self.expr.output.tensor} "
-                                     "is assembled in storage order by one thread")
+                if self.parallel:    # the reason says why parallel=True was not followed
+                    why = (f"not parallelized: the output {self.expr.output.tensor} is "
+                           "assembled in storage order by one thread")
+                    ana.notes.append(why)
+                    ana.parallel_reason = ana.parallel_reason.removesuffix(
+                        "; parallel=False") + f"; {why}"
                 ana.notes.append(self.assembly.describe())
             names = CNames(self.space, set())
             for t, (var, size) in self.space.tiles.items():

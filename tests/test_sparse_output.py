@@ -415,6 +415,9 @@ def test_parallel_kernel_with_assembled_output(c_spec):
     k, _ = kernel(SPMSPM, (("A", "CSR"), ("B", "CSR"), ("C", c_spec)), True)
     assert k.parallel_loop is None and "omp parallel" not in k.c_source()
     assert any("not parallelized" in n for n in k.analysis().notes)
+    # the reason agrees with what was asked and generated (parallel=True, one thread)
+    assert k.analysis().parallel_reason.endswith(
+        "; not parallelized: the output C is assembled in storage order by one thread")
     for name, A, B in MATMUL_CASES:
         if name in ("random", "empty_rows_cols", "A_nnz0", "larger"):
             run_spmspm("CSR", "CSR", c_spec, A, B, parallel=True)

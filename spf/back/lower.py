@@ -27,9 +27,9 @@ from .names import CNames, loop_bound, struct_name, used_names, value_names
 class CustomStatement:
     """A statement of its own in place of the output's (a generated conversion pass):
     ``params`` replace the output's parameters, ``statement(value)`` builds it for the value
-    (``value()``: the product of the factors, printed where it is used), ``names`` are the logical indices it reads; ``prologue``
-    and ``epilogue`` go before and after the loops, ``at = (level, nodes)`` right after that
-    nest level opens."""
+    (``value()``: the product of the factors, printed where it is used), ``names`` are the
+    logical indices it reads; ``prologue`` and ``epilogue`` go before and after the loops,
+    ``at = (level, nodes)`` right after that nest level opens."""
 
     def __init__(self, params: list[str],
                  statement: Callable[[Callable[[], str]], list[t.Node]],
@@ -389,9 +389,7 @@ def _private_nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
     b, depth = k.b, k.b.depth
     out = k.space.use(k.expr.output.tensor)
     arr = out.layout.value.array
-    k.names.redirect.pop((out.name, arr))
-    size, data = k.names.extent_product(out, arr), k.names.field(out, arr)
-    k.names.redirect[out.name, arr] = "spf_mine"
+    size, data = k.names.extent_product(out, arr), k.names.field(out, arr, own=True)
     k.helpers.add("spf_omp")
     b.add(t.Comment(f"a private copy of {out.name} per thread, added into it after the loop"),
           t.Declare("size_t", "spf_size", size, const=True),

@@ -64,9 +64,10 @@ class CNames:
     fields: dict = field(default_factory=dict)      # (tensor, field) -> local name
     redirect: dict = field(default_factory=dict)    # (tensor, field) -> C read instead
 
-    def field(self, use: TensorUse, fld: str) -> str:
-        """``use``'s field ``fld`` as C."""
-        if (use.name, fld) in self.redirect:
+    def field(self, use: TensorUse, fld: str, own: bool = False) -> str:
+        """``use``'s field ``fld`` as C (``own``: the field itself, not what it is redirected
+        to)."""
+        if (use.name, fld) in self.redirect and not own:
             return self.redirect[use.name, fld]
         if not self.hoist or use.name in self.direct:
             return f"{use.name}->{fld}"
