@@ -391,11 +391,12 @@ def _private_nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
     arr = out.layout.value.array
     size, data = k.names.extent_product(out, arr), k.names.field(out, arr, own=True)
     k.helpers.add("spf_omp")
-    b.add(t.Comment(f"a private copy of {out.name} per thread, added into it after the loop"),
+    b.add(t.Comment(f"a private copy of {out.name} per thread, added into it after the loop "
+                    "(+ 1: calloc(0) may return NULL)"),
           t.Declare("size_t", "spf_size", size, const=True),
           t.Declare("int", "spf_threads", "spf_max_threads()", const=True),
           t.Declare("double", "*spf_priv",
-                    "calloc((size_t)spf_threads * spf_size, sizeof(double))"),
+                    "calloc((size_t)spf_threads * spf_size + 1, sizeof(double))"),
           t.If("!spf_priv", [t.Return("1")], braces=False))
     b.nest(t.Team())
     b.nest(t.Block())
