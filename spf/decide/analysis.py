@@ -156,32 +156,32 @@ def analyze(nest: LoopNest, parallel: bool = False, finds: bool = False,
     deps = _Dependences(nest)
     output = str(expr.output) + (" (accumulated with +=)" if expr.accumulate else
                                  " (a sum over the reduction indices)")
-    loops: list[LoopReport] = []
-    for k, var in enumerate(deps.loops):
-        if not deps.out_indices:
-            loops.append(LoopReport(var, True, "every instance updates the scalar "
-                                    f"{expr.output.tensor}", [], reduction=True))
-            continue
-        with isl_limit(f"deciding whether loop {var} of {expr} carries a dependence",
-                       expr.source):
-            rel = deps.relation(k)
-            empty = rel.is_empty()
-        if empty:
-            loops.append(LoopReport(var, False, "", ["isl (affine constraints)"]))
-            continue
-        verdict = deps.carried_at(k)
-        if verdict.result == "unsat":
-            loops.append(LoopReport(var, False, "",
-                                    verdict.used or ["Z3 (affine and UF terms)"]))
-        else:
-            why = "" if verdict.result == "sat" else \
-                f"{verdict.why}: assumed to carry it (the safe choice)"
-            loops.append(LoopReport(var, True, str(rel), [], why=why))
+    loops = [_loop_report(deps, k) for k in range(len(deps.loops))]
     chosen, reason = _choose_parallel(nest, loops, parallel, private_ok)
     analysis = Analysis(str(expr), output, loops, chosen, reason)
     if chosen is not None and chosen != loops[0].var and finds:
         _keep_serial_for_finds(analysis, expr.output.tensor)
     return analysis
+
+
+def _loop_report(deps: "_Dependences", k: int) -> LoopReport:
+    """Whether loop ``deps.loops[k]`` carries a dependence: isl on the affine relation first,
+    then Z3 with the layouts' properties."""
+    expr, var = deps.nest.space.expr, deps.loops[k]
+    if not deps.out_indices:
+        return LoopReport(var, True, f"every instance updates the scalar {expr.output.tensor}",
+                          [], reduction=True)
+    with isl_limit(f"deciding whether loop {var} of {expr} carries a dependence", expr.source):
+        rel = deps.relation(k)
+        empty = rel.is_empty()
+    if empty:
+        return LoopReport(var, False, "", ["isl (affine constraints)"])
+    verdict = deps.carried_at(k)
+    if verdict.result == "unsat":
+        return LoopReport(var, False, "", verdict.used or ["Z3 (affine and UF terms)"])
+    why = "" if verdict.result == "sat" else \
+        f"{verdict.why}: assumed to carry it (the safe choice)"
+    return LoopReport(var, True, str(rel), [], why=why)
 
 
 def _keep_serial_for_finds(ana: Analysis, out: str) -> None:
@@ -212,10 +212,12 @@ class VectorLoop:
     why: str
 
 
-def vector_loop(nest: LoopNest, find_levels: list[int], reassociate: bool
-                ) -> VectorLoop | None:
+def vector_loop(nest: LoopNest, find_levels: list[int], reassociate: bool,
+                known: LoopReport | None = None) -> VectorLoop | None:
     """The innermost loop of ``nest`` when its iterations can run as SIMD lanes; never when a
-    find (``find_levels``) runs at or inside it: its state and branches run in order."""
+    find (``find_levels``) runs at or inside it: its state and branches run in order.
+    ``known``: that loop's report from an analysis already made (its queries are not
+    repeated)."""
     deps = _Dependences(nest)
     if not deps.loops:
         return None
@@ -223,16 +225,10 @@ def vector_loop(nest: LoopNest, find_levels: list[int], reassociate: bool
     level = [lv.var for lv in nest.levels].index(var)
     if any(f >= level for f in find_levels):
         return None
-    k = len(deps.loops) - 1
-    if deps.out_indices:
-        with isl_limit(f"deciding whether loop {var} carries a dependence",
-                       nest.space.expr.source):
-            empty = deps.relation(k).is_empty()
-        verdict = None if empty else deps.carried_at(k)
-        if empty or verdict.result == "unsat":
-            proof = "isl (affine constraints)" if empty else \
-                "; ".join(verdict.used or ["Z3 (affine and UF terms)"])
-            return VectorLoop(var, False, f"loop {var} carries no dependence ({proof})")
+    report = known if known is not None else _loop_report(deps, len(deps.loops) - 1)
+    if not report.carried:
+        return VectorLoop(var, False, f"loop {var} carries no dependence "
+                                      f"({'; '.join(report.disproved_by)})")
     if not reassociate:
         return None
     out = nest.space.expr.output

@@ -81,7 +81,8 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
             _adapt_finds_to_parallel(plan)
     plan.skips = {t: tile_skips(nest, plan.decisions, t) for t in space.tiles}
     if assembly is None:
-        vector = vector_loop(nest, [d.find.level for d in plan.decisions], reassociate)
+        known = plan._analysis.loops[-1] if plan._analysis and plan._analysis.loops else None
+        vector = vector_loop(nest, [d.find.level for d in plan.decisions], reassociate, known)
         if vector is not None and vector.var != plan.parallel_loop:
             plan.vector = vector
     return plan
