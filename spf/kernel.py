@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import keyword
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Mapping
 
 
 from .back.lower import Role, kernel_code, tile_condition
 from .back.names import CNames
-from .back.source import emit_kernel, emit_sum, header_lines
+from .back.source import emit_kernel, emit_merged, emit_sum, header_lines
 from .errors import SpecError
 from .middle.iteration_space import IterationSpace, build, shared_fields
 from .front.kernel_spec import Expr, layout_params, load_kernel_file, parse_expr, tensor_layouts
@@ -17,6 +17,7 @@ from .middle.scan import LoopNest
 from .decide.synthesis import Decision
 from .decide.analysis import Analysis, TileReport
 from .assembly import AssemblyPlan, for_stream
+from .assembly.merge import Run, operand_run
 from .decide.options import C_RESERVED, kernel_options
 from .decide.plan import Plan, make_plan
 from .decide.split import split_terms
@@ -291,6 +292,9 @@ class Kernel:
                 header += self._header_lines()
                 self._source = emit_kernel(self.plan, self.name, header)
                 return self._source
+            if self.runs:
+                self._source = self._merged_source(header)
+                return self._source
             codes, args = [], []
             for k, t in enumerate(self.terms):
                 header.append(f"Term {k} ({t.name}): {t.expr}")
@@ -304,6 +308,26 @@ class Kernel:
                                            self.assembly, bounds)
         return self._source
 
+    @cached_property
+    def runs(self) -> list[Run] | None:
+        """For an assembled sum whose every term is an operand stored in the output's storage
+        order (proved by Z3 per term): the runs the kernel merges level by level."""
+        if not self.terms or not self.assembled:
+            return None
+        runs = [operand_run(t.expr, t.layouts, t.plan.nest, t.plan.decisions, t.assembly)
+                for t in self.terms]
+        return runs if all(runs) else None
+
+    def _merged_source(self, header: list[str]) -> str:
+        header.append(f"Output {self.expr.output.tensor}: assembled in "
+                      f"{self.assembly.storage.layout.name} by {self.name}_merge, which merges "
+                      "the operands level by level (no term copies its entries first):")
+        header += [f"  {run.operand} ({run.layout.name}): {run.why}" for run in self.runs]
+        bounds = [kernel_code(t.plan, f"{t.name}_bound", Role(count=True)) for t in self.terms]
+        args = [[a.tensor for a in (t.expr.output, *t.expr.factors)] for t in self.terms]
+        return emit_merged(self.name, header, self.expr, self.layouts, self.runs,
+                           self.assembly, bounds, args)
+
     def _header_lines(self) -> list[str]:
         return header_lines(self.plan, self.name)
 
@@ -314,9 +338,12 @@ class Kernel:
     def report(self) -> str:
         """Iteration space, loop order and per-level decisions, as text."""
         if self.terms:
+            merged = [f"union: {self.name}_merge merges the operands' storage level by level "
+                      f"({run.operand}: {run.why}); the terms below only count entries"
+                      for run in self.runs or ()]
             return "\n".join([f"kernel: {self.expr} (statement splitting: one loop nest per "
-                              "term)"] + [f"--- term {k}\n{t.report()}"
-                                          for k, t in enumerate(self.terms)])
+                              "term)"] + merged + [f"--- term {k}\n{t.report()}"
+                                                   for k, t in enumerate(self.terms)])
         return plan_report(self.plan, self.z3_timeout_ms)
 
 def _width_of_given(layouts: Mapping[str, Any]) -> str:

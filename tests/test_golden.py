@@ -72,6 +72,9 @@ CASES: dict[str, Callable[[], str]] = {
     "sum_dense": kernel("y(i) = A(i,j) * x(j) + B(i,j) * x(j)", {"A": "CSR", "B": "COO"}),
     "sum_assembled": kernel("C(i,j) = A(i,j) + B(i,j) - D(i,j)",
                             {"A": "CSR", "B": "COO", "D": "DCSR", "C": "CSR"}),
+    "sum_merged_csr": kernel("C(i,j) = A(i,j) + B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"}),
+    "sum_merged_dcsr": kernel("C(i,j) = A(i,j) - B(i,j) + D(i,j)",
+                              {"A": "DCSR", "B": "DCSR", "D": "DCSR", "C": "DCSR"}),
     # assembled outputs: each mode
     "spmspv_append_sv": kernel(SPMV, {"A": "CSR", "x": "SV", "y": "SV"}),
     "spmspm_workspace_csr": kernel(SPMSPM, {"A": "CSR", "B": "CSR", "C": "CSR"}),

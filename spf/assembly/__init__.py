@@ -29,7 +29,7 @@ from .order import contiguous_group_level, ordered_prefix
 __all__ = ["AssemblyPlan", "Mode", "STRATEGIES", "contiguous_group_level", "for_stream",
            "plan_assembly", "strategy"]
 
-_SUPPORT = {"base", "model", "order", "storage_c", "lowering"}
+_SUPPORT = {"base", "model", "order", "storage_c", "lowering", "merge", "merge_c"}
 
 
 def _discover() -> dict[Mode, AssemblyStrategy]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ..assembly import AssemblyPlan, storage_c, strategy
+from ..assembly.merge import Run
+from ..assembly.merge_c import merge_function
 from ..errors import SpecError
 from ..middle.iteration_space import IterationSpace
 from ..front.layout import Layout
@@ -108,6 +110,27 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
                        assembly=assembly is not None,
                        before=functions + ("\n\n" + extra if extra else ""),
                        merge=assembly is not None)
+
+
+def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: dict[str, Layout],
+                runs: list[Run], assembly: AssemblyPlan, bounds: list[KernelCode],
+                term_args: list[list[str]]) -> str:
+    """A sum whose every term is an operand already stored in the output's storage order
+    (:mod:`spf.assembly.merge`): the kernel merges the operands level by level into the
+    output; ``bounds`` (the terms' entry counters) size it."""
+    layouts: dict[str, Layout] = {}
+    params = _sum_params(expr, tensor_layouts, assembly, layouts)
+    out = expr.output.tensor
+    merge = merge_function(name, assembly.storage, struct_name(assembly.output.layout), runs,
+                           [struct_name(run.layout) for run in runs])
+    extra = "\n\n".join([CPrinter().definitions([merge])]
+                         + [function(b, static=True) for b in bounds]
+                         + [_sum_bound(name, out, term_args, params[1:])])
+    args = ", ".join(run.operand for run in runs)
+    body: list[t.Node] = [t.Comment(f"{expr}: the operands are the sorted runs of the union"),
+                          t.Return(f"{name}_merge({out}, {out}_size, {args})")]
+    return render_file(header_lines, set(), list(layouts.values()),
+                       f"int {name}({', '.join(params)})", body, before=extra)
 
 
 def _sum_params(expr, tensor_layouts: dict[str, Layout], assembly: AssemblyPlan | None,

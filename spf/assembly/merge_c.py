@@ -1,0 +1,263 @@
+"""The C function merging a sum's operand runs (:mod:`.merge`) into the output, level by level.
+
+Generated from the :class:`~spf.front.storage.Storage` of the output and of each run alone:
+
+- a **dense** level loops over its extent; every run has the position, unless the run has no
+  entry at an enclosing compressed level (its flag is 0);
+- a **compressed** level walks the runs' segments under their parent positions together:
+  each step takes the smallest head key (the level's coordinates in storage order), opens one
+  output position for it, and advances the runs whose head has it (a two-pointer merge for
+  two terms);
+- at the last level the value is the signed sum of the runs that have the entry.
+
+Runs are unique and sorted (proved per term), so every output position is opened once, in
+storage order; the output arrays were sized by the caller from the terms' entry counts
+(capacity ``size[k]`` per level, 2 returned if exceeded) and ``size`` receives the positions
+used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..back import ctree as t
+from ..front.storage import Storage, StorageKind
+from .base import CAPACITY
+from .merge import Run
+
+_NONE = "INT64_MAX"      # the head key of an exhausted run
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a run stands at a level: its position (C expression) and whether it has one
+    (None: always)."""
+
+    pos: str
+    has: str | None
+
+
+class _MergeWriter:
+    def __init__(self, out: Storage, runs: list[Run]):
+        self.out, self.runs = out, runs
+
+    # names of the hoisted fields ----------------------------------------------------------
+    @staticmethod
+    def field(owner: str, name: str) -> str:
+        return f"{owner}_{name}"
+
+    def hoisted(self) -> list[t.Node]:
+        nodes: list[t.Node] = []
+        for k, lv in enumerate(self.out.levels):
+            for _, arr in lv.coords:
+                if arr:
+                    nodes.append(t.Declare("spf_index_t *restrict", self.field("out", arr),
+                                           f"out->{arr}"))
+            if lv.pointer:
+                nodes.append(t.Declare("spf_index_t *restrict", self.field("out", lv.pointer),
+                                       f"out->{lv.pointer}"))
+            if lv.kind is StorageKind.DENSE:
+                nodes.append(t.Declare("int64_t", f"ext{k}", f"out->{lv.extent}", const=True))
+            else:
+                nodes += [t.Declare("int64_t", f"cap{k}", f"size[{k}]", const=True),
+                          t.Declare("int64_t", f"next{k}", "0")]
+        nodes.append(t.Declare("double *restrict", "out_val", f"out->{self.out.value_array}"))
+        nodes += [t.Declare("int64_t", f"dim{d}", f"out->{f}", const=True)
+                  for d, f in enumerate(self.out.shape_fields) if self._dim_used(d)]
+        for r, run in enumerate(self.runs):
+            for lv in run.storage.levels:
+                names = [arr for _, arr in lv.coords if arr] + ([lv.pointer] if lv.pointer else [])
+                nodes += [t.Declare("spf_index_t *restrict", self.field(f"r{r}", a),
+                                    f"r{r}->{a}", const=True) for a in names]
+            nodes.append(t.Declare("double *restrict", f"r{r}_val",
+                                   f"r{r}->{run.storage.value_array}", const=True))
+        return nodes
+
+    def _dim_used(self, dim: int) -> bool:
+        """Whether a level's key (:meth:`_key`) reads the extent of logical dimension ``dim``:
+        a coordinate after the first of a level with several, or a descending one there."""
+        first = 0
+        for lv in self.out.levels:
+            dims = [d for d, _ in lv.coords]
+            if len(dims) > 1 and dim in dims:
+                m = dims.index(dim)
+                return m > 0 or self.out.descending[first + m]
+            first += len(dims)
+        return False
+
+    # levels -------------------------------------------------------------------------------
+    def level(self, k: int, parent: str | None, places: list[_Place]) -> list[t.Node]:
+        lv = self.out.levels[k]
+        if lv.kind is StorageKind.DENSE:
+            return self._dense(k, parent, places)
+        return self._compressed(k, parent, places)
+
+    def _inner(self, k: int, here: str, places: list[_Place | None]) -> list[t.Node]:
+        """Under output position ``here`` of level ``k``: the next level, or the value (the
+        signed sum of the runs that have the entry; ``None``: a run without it for sure)."""
+        if k + 1 < len(self.out.levels):
+            return self.level(k + 1, here, places)
+        present = [(r, p) for r, p in enumerate(places) if p is not None]
+        if all(place.has is None for _, place in present):
+            text = ""
+            for r, place in present:
+                read = f"r{r}_val[{place.pos}]"
+                if self.runs[r].sign < 0:
+                    text = f"{text} - {read}" if text else f"-{read}"
+                else:
+                    text = f"{text} + {read}" if text else read
+            return [t.Assign(f"out_val[{here}]", text)]
+        nodes: list[t.Node] = [t.Declare("double", "v", "0.0",
+                                         note="the sum of the runs that have the entry")]
+        for r, place in present:
+            read = f"r{r}_val[{place.pos}]"
+            op = "-=" if self.runs[r].sign < 0 else "+="
+            nodes.append(t.Assign("v", read, op) if place.has is None
+                         else t.If(place.has, [t.Assign("v", read, op)], braces=False))
+        nodes.append(t.Assign(f"out_val[{here}]", "v"))
+        return nodes
+
+    def _dense(self, k: int, parent: str | None, places: list[_Place | None]) -> list[t.Node]:
+        c = f"c{k}"
+        body: list[t.Node] = [t.Declare("int64_t", f"o{k}",
+                                        f"{parent} * ext{k} + {c}" if parent else c, const=True)]
+        inner: list[_Place | None] = []
+        for r, place in enumerate(places):
+            if place is None:
+                inner.append(None)
+                continue
+            pos = f"p{r}_{k}"
+            body.append(t.Declare("int64_t", pos, f"{place.pos} * ext{k} + {c}" if parent
+                                  else c, const=True))
+            inner.append(_Place(pos, place.has))
+        body += self._inner(k, f"o{k}", inner)
+        return [t.For(f"int64_t {c} = 0", f"{c} < ext{k}", f"++{c}", body)]
+
+    def _compressed(self, k: int, parent: str | None,
+                    places: list[_Place | None]) -> list[t.Node]:
+        """Three phases: while every run has entries left (no exhaustion checks), while at
+        least two have (more than two runs), then the one run left alone (a copy)."""
+        out_lv = self.out.levels[k]
+        present = [r for r, place in enumerate(places) if place is not None]
+        nodes: list[t.Node] = []
+        for r in present:
+            lv, place = self.runs[r].storage.levels[k], places[r]
+            if lv.pointer:
+                ptr = self.field(f"r{r}", lv.pointer)
+                start, stop = f"{ptr}[{place.pos}]", f"{ptr}[{place.pos} + 1]"
+            else:
+                start, stop = "0", f"r{r}->{lv.count}"
+            if place.has is not None:
+                start, stop = f"{place.has} ? {start} : 0", f"{place.has} ? {stop} : 0"
+            nodes += [t.Declare("int64_t", f"q{r}_{k}", start),
+                      t.Declare("int64_t", f"e{r}_{k}", stop, const=True)]
+        live = [f"q{r}_{k} < e{r}_{k}" for r in present]
+        if len(present) > 1:
+            nodes += [t.Comment("while every run has entries left"),
+                      t.While(" && ".join(live), self._step(k, present, checked=False))]
+        if len(present) > 2:
+            nodes += [t.Comment("while two or more have"),
+                      t.While(" + ".join(f"({c})" for c in live) + " >= 2",
+                              self._step(k, present, checked=True))]
+        for r, cond in zip(present, live):
+            nodes.append(t.While(cond, self._step(k, [r], checked=False)))
+        if out_lv.pointer:
+            nodes.append(t.Assign(f"{self.field('out', out_lv.pointer)}[{parent} + 1]",
+                                  f"(spf_index_t)next{k}"))
+        note = f"level {out_lv.index}: merge the runs' entries" if len(present) > 1 \
+            else f"level {out_lv.index}: the entries of the one run"
+        return [t.Block(nodes, note=note)]
+
+    def _step(self, k: int, alive: list[int], checked: bool) -> list[t.Node]:
+        """One output position of compressed level ``k`` from runs ``alive``: the smallest
+        head key (``checked``: an exhausted run's head is INT64_MAX), the runs that have it,
+        the entry (or the levels under it), those runs advanced.  A lone run always has it."""
+        key = f"key{k}"
+        step: list[t.Node] = []
+        if len(alive) == 1:     # the key only names the coordinate, when there is one
+            if len(self.out.levels[k].coords) == 1:
+                step.append(t.Declare("int64_t", key, self._key(alive[0], k, f"q{alive[0]}_{k}"),
+                                      const=True))
+        else:
+            heads = {r: f"k{r}_{k}" for r in alive}
+            for r, head in heads.items():
+                q, e = f"q{r}_{k}", f"e{r}_{k}"
+                value = f"{q} < {e} ? {self._key(r, k, q)} : {_NONE}" if checked \
+                    else self._key(r, k, q)
+                step.append(t.Declare("int64_t", head, value, const=True))
+            smallest = ""
+            for h in heads.values():
+                smallest = h if not smallest else (f"{h} < {smallest} ? {h} : {smallest}"
+                                                   if " " not in smallest else
+                                                   f"{h} < ({smallest}) ? {h} : ({smallest})")
+            step.append(t.Declare("int64_t", key, smallest, const=True))
+        has: dict[int, str | None] = {r: None for r in alive}
+        if len(alive) > 1:
+            has = {r: f"h{r}_{k}" for r in alive}
+            step += [t.Declare("int", has[r], f"k{r}_{k} == {key}", const=True)
+                     for r in alive]
+        step += [t.If(f"next{k} >= cap{k}", [t.Return(str(CAPACITY))], braces=False),
+                 t.Declare("int64_t", f"o{k}", f"next{k}++", const=True)]
+        for m, (_, arr) in enumerate(self.out.levels[k].coords):
+            step.append(t.Assign(f"{self.field('out', arr)}[o{k}]", self._pick(k, m, has)))
+        places = [_Place(f"q{r}_{k}", has[r]) if r in has else None
+                  for r in range(len(self.runs))]
+        step += self._inner(k, f"o{k}", places)
+        step += [t.If(h, [t.Call(f"++q{r}_{k}")], braces=False) if h else
+                 t.Call(f"++q{r}_{k}") for r, h in has.items()]
+        return step
+
+    def _key(self, r: int, k: int, q: str) -> str:
+        """The head's level-``k`` coordinates as one number increasing in storage order."""
+        lv = self.runs[r].storage.levels[k]
+        first = sum(len(x.coords) for x in self.out.levels[:k])
+        out_dims = [d for d, _ in self.out.levels[k].coords]
+        text = ""
+        for m, (_, arr) in enumerate(lv.coords):
+            c = f"(int64_t){self.field(f'r{r}', arr)}[{q}]"
+            down = self.out.descending[first + m]
+            if len(lv.coords) == 1:
+                return f"-{c}" if down else c
+            if down:
+                c = f"(dim{out_dims[m]} - 1 - {c})"
+            text = c if not text else f"({text}) * dim{out_dims[m]} + {c}"
+        return text
+
+    def _pick(self, k: int, m: int, has: dict[int, str | None]) -> str:
+        """The level's ``m``-th coordinate of the entry: the key itself for a level of one
+        coordinate, else read from the first run that has it."""
+        if len(self.out.levels[k].coords) == 1:
+            first = sum(len(x.coords) for x in self.out.levels[:k])
+            return f"(spf_index_t){'-' if self.out.descending[first] else ''}key{k}"
+        runs = list(has)
+        reads = [f"{self.field(f'r{r}', self.runs[r].storage.levels[k].coords[m][1])}[q{r}_{k}]"
+                 for r in runs]
+        text = reads[-1]
+        for n in range(len(runs) - 2, -1, -1):
+            text = f"{has[runs[n]]} ? {reads[n]} : {text}"
+        return text
+
+    def sizes(self) -> list[t.Node]:
+        nodes: list[t.Node] = []
+        for k, lv in enumerate(self.out.levels):
+            if lv.kind is StorageKind.DENSE:
+                nodes.append(t.Assign(f"size[{k}]", f"size[{k - 1}] * ext{k}" if k else f"ext{k}"))
+            else:
+                nodes.append(t.Assign(f"size[{k}]", f"next{k}"))
+        return nodes
+
+
+def merge_function(name: str, out: Storage, out_struct: str, runs: list[Run],
+                   run_structs: list[str]) -> t.Function:
+    """``<name>_merge(out, size, r0, r1, ...)``: the union of the runs, appended to ``out``
+    in storage order (0; 2 when a level outgrows its capacity ``size[k]``)."""
+    w = _MergeWriter(out, runs)
+    params = [f"{out_struct} *restrict out", "int64_t *restrict size"]
+    params += [f"const {s} *restrict r{r}" for r, s in enumerate(run_structs)]
+    body = w.hoisted()
+    body += w.level(0, None, [_Place("0", None) for _ in runs])
+    body += w.sizes()
+    body.append(t.Return())
+    names = ", ".join(f"r{r} = {run.operand}" + (" (subtracted)" if run.sign < 0 else "")
+                      for r, run in enumerate(runs))
+    return t.Function(f"static int {name}_merge({', '.join(params)})", body,
+                      f"The union of the sum's runs ({names}), level by level in storage order")
