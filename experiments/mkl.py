@@ -233,3 +233,11 @@ def optimize_mv(h: Handle, calls: int = 1000) -> None:
     _check(lib.mkl_sparse_set_mv_hint(h.ptr, OPERATION_NON_TRANSPOSE, GENERAL, _INT(calls)),
            "set_mv_hint")
     _check(lib.mkl_sparse_optimize(h.ptr), "optimize")
+
+
+def add(a: Handle, b: Handle) -> Handle:
+    """C = A + B (``mkl_sparse_d_add``, both general CSR): a new handle."""
+    h = Handle(a.keep + b.keep)
+    _check(load().mkl_sparse_d_add(OPERATION_NON_TRANSPOSE, a.ptr, ctypes.c_double(1.0), b.ptr,
+                                   ctypes.byref(h.ptr)), "d_add")
+    return h
