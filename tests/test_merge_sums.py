@@ -219,3 +219,14 @@ def test_transposed_operand_is_a_run_when_its_levels_match():
     _, B, _ = operands((9, 6), 14)
     C = k.compile()(A=spf.Tensor.from_scipy("CSC", A), B=spf.Tensor.from_scipy("CSR", B))
     np.testing.assert_array_equal(C.to_dense(), (A.T + B).toarray())
+
+
+def test_int64_indices():
+    k = spf.Kernel("C(i,j) = A(i,j) + B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
+                   index_type="int64")
+    assert k.runs is not None
+    A, B, _ = operands((20, 30), 15)
+    C = k.compile()(A=spf.Tensor.from_scipy("CSR", A, index_type="int64"),
+                    B=spf.Tensor.from_scipy("CSR", B, index_type="int64"))
+    assert C.fields["colIdx"].dtype == np.int64
+    np.testing.assert_array_equal(C.to_dense(), (A + B).toarray())
