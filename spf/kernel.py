@@ -314,9 +314,13 @@ class Kernel:
         order (proved by Z3 per term): the runs the kernel merges level by level."""
         if not self.terms or not self.assembled:
             return None
-        runs = [operand_run(t.expr, t.layouts, t.plan.nest, t.plan.decisions, t.assembly)
-                for t in self.terms]
-        return runs if all(runs) else None
+        runs = []
+        for t in self.terms:    # stop at the first term that is not a run: no more Z3 queries
+            run = operand_run(t.expr, t.layouts, t.plan.nest, t.plan.decisions, t.assembly)
+            if run is None:
+                return None
+            runs.append(run)
+        return runs
 
     def _merged_source(self, header: list[str]) -> str:
         header.append(f"Output {self.expr.output.tensor}: assembled in "

@@ -75,14 +75,16 @@ class _MergeWriter:
     def _dim_used(self, dim: int) -> bool:
         """Whether a level's key (:meth:`_key`) reads the extent of logical dimension ``dim``:
         a coordinate after the first of a level with several, or a descending one there."""
-        first = 0
-        for lv in self.out.levels:
+        for k, lv in enumerate(self.out.levels):
             dims = [d for d, _ in lv.coords]
             if len(dims) > 1 and dim in dims:
                 m = dims.index(dim)
-                return m > 0 or self.out.descending[first + m]
-            first += len(dims)
+                return m > 0 or self.out.descending[self.first(k) + m]
         return False
+
+    def first(self, k: int) -> int:
+        """The position in storage order of level ``k``'s first coordinate."""
+        return sum(len(lv.coords) for lv in self.out.levels[:k])
 
     # levels -------------------------------------------------------------------------------
     def level(self, k: int, parent: str | None, places: list[_Place]) -> list[t.Node]:
@@ -184,11 +186,11 @@ class _MergeWriter:
                 value = f"{q} < {e} ? {self._key(r, k, q)} : {_NONE}" if checked \
                     else self._key(r, k, q)
                 step.append(t.Declare("int64_t", head, value, const=True))
-            smallest = ""
-            for h in heads.values():
-                smallest = h if not smallest else (f"{h} < {smallest} ? {h} : {smallest}"
-                                                   if " " not in smallest else
-                                                   f"{h} < ({smallest}) ? {h} : ({smallest})")
+            first, *rest = heads.values()
+            smallest = first
+            for h in rest:
+                smallest = f"{h} < {smallest} ? {h} : {smallest}" if smallest == first \
+                    else f"{h} < ({smallest}) ? {h} : ({smallest})"
             step.append(t.Declare("int64_t", key, smallest, const=True))
         has: dict[int, str | None] = {r: None for r in alive}
         if len(alive) > 1:
@@ -209,7 +211,7 @@ class _MergeWriter:
     def _key(self, r: int, k: int, q: str) -> str:
         """The head's level-``k`` coordinates as one number increasing in storage order."""
         lv = self.runs[r].storage.levels[k]
-        first = sum(len(x.coords) for x in self.out.levels[:k])
+        first = self.first(k)
         out_dims = [d for d, _ in self.out.levels[k].coords]
         text = ""
         for m, (_, arr) in enumerate(lv.coords):
@@ -226,7 +228,7 @@ class _MergeWriter:
         """The level's ``m``-th coordinate of the entry: the key itself for a level of one
         coordinate, else read from the first run that has it."""
         if len(self.out.levels[k].coords) == 1:
-            first = sum(len(x.coords) for x in self.out.levels[:k])
+            first = self.first(k)
             return f"(spf_index_t){'-' if self.out.descending[first] else ''}key{k}"
         runs = list(has)
         reads = [f"{self.field(f'r{r}', self.runs[r].storage.levels[k].coords[m][1])}[q{r}_{k}]"
