@@ -13,6 +13,7 @@ from .errors import SpecError
 from .middle.iteration_space import IterationSpace, build, shared_fields
 from .front.kernel_spec import Expr, layout_params, load_kernel_file, parse_expr, tensor_layouts
 from .front.layout import Layout, default_layout, load_layout
+from .middle.order import default_order
 from .middle.scan import LoopNest
 from .decide.synthesis import Decision
 from .decide.analysis import Analysis, TileReport
@@ -88,6 +89,7 @@ class Kernel:
         self.assembled = self._needs_assembly()
         self.bounds = list(opts.bounds)
         self.terms: list[Kernel] = []
+        self.order_why: list[str] = []     # why the default order moved a loop
         self.plan: Plan | None = None
         self._analysis: Analysis | None = None
         self._source: str | None = None
@@ -261,9 +263,8 @@ class Kernel:
     def _loop_order(self, order: list[str] | None) -> list[str]:
         variables = self.space.variables
         if order is None:
-            inputs = [u for u in self.space.uses if not u.is_output]
-            sparse = [u for u in inputs if u.is_sparse] or inputs
-            return self._with_tiles([v for u in sparse for v in u.vars])
+            order, self.order_why = default_order(self.space)
+            return self._with_tiles(order)
         result = []
         for item in order:
             var = item.replace(".", "_", 1) if "." in item else item
@@ -348,7 +349,7 @@ class Kernel:
             return "\n".join([f"kernel: {self.expr} (statement splitting: one loop nest per "
                               "term)"] + merged + [f"--- term {k}\n{t.report()}"
                                                    for k, t in enumerate(self.terms)])
-        return plan_report(self.plan, self.z3_timeout_ms)
+        return plan_report(self.plan, self.z3_timeout_ms, self.order_why)
 
 def _width_of_given(layouts: Mapping[str, Any]) -> str:
     """The index width of the Layout objects among ``layouts`` ("int32" when none is one);

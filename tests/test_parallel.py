@@ -71,8 +71,8 @@ def kernels(expr: str, layouts: tuple, params: tuple = ()):
 def expected_private(expr: str, lay: dict) -> bool:
     """Whether the parallel loop scatters into the output, each thread into a private copy
     (an outermost loop that carries a dependence only through a dense output, no finds)."""
-    if expr == SPMV:
-        return "x" not in lay and lay["A"] in ("COO", "SortedCOO", "CSC")
+    if expr == SPMV:    # with a sparse x and A in CSC, x's entries drive (locate into A)
+        return lay["A"] == "CSC" or "x" not in lay and lay["A"] in ("COO", "SortedCOO")
     if expr == SPMSPM:
         return lay["A"] == "COO" and lay["B"] in ("CSR", "BCSR") or \
             lay["A"] == "LowerTri" and lay["B"] in ("CSR", "DCSR", "BCSR")
@@ -82,6 +82,8 @@ def expected_private(expr: str, lay: dict) -> bool:
 def expected_parallel(expr: str, lay: dict) -> str | None:
     """The loop parallel=True must pick (None: scatter into the output, not parallelized)."""
     if expected_private(expr, lay):
+        if "x" in lay:
+            return "x_p"
         return {"COO": "A_p", "SortedCOO": "A_p", "CSC": "A_pj", "LowerTri": "B_pi"}[lay["A"]]
     if expr in (DOT, DOT3):
         sparse = [t for t in "ABC" if t in lay and lay[t] not in DENSE]

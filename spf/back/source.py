@@ -41,6 +41,8 @@ def header_lines(plan: Plan, name: str) -> list[str]:
                          f"{plan.space.expr.output.tensor}" if plan.privatized else ""))
     if plan.vector:
         header.append(f"SIMD (omp simd): {plan.vector.why}")
+    elif plan.no_simd:
+        header.append(f"SIMD: {plan.no_simd}")
     a = plan.assembly
     if a:
         header.append(f"Output {plan.space.expr.output.tensor}: assembled in "

@@ -32,6 +32,7 @@ class Plan:
     skips: dict[str, list[TileSkip]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)      # what planning changed, and why
     vector: VectorLoop | None = None     # the innermost loop run as SIMD lanes
+    no_simd: str = ""                    # why a dependence-free innermost loop stays scalar
     privatized: bool = False             # the parallel loop sums into per-thread copies
     _analysis: Analysis | None = None
 
@@ -83,7 +84,9 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
     if assembly is None:
         known = plan._analysis.loops[-1] if plan._analysis and plan._analysis.loops else None
         vector = vector_loop(nest, [d.find.level for d in plan.decisions], reassociate, known)
-        if vector is not None and vector.var != plan.parallel_loop:
+        if vector is not None and not vector.lanes:
+            plan.no_simd = vector.why
+        elif vector is not None and vector.var != plan.parallel_loop:
             plan.vector = vector
     return plan
 

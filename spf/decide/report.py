@@ -7,19 +7,21 @@ from ..middle.scan import LevelKind, LoopNest
 from .plan import Plan
 
 
-def plan_report(plan: Plan, z3_timeout_ms: int) -> str:
-    """The plan of one product kernel, as text."""
+def plan_report(plan: Plan, z3_timeout_ms: int, order_why: list[str] = ()) -> str:
+    """The plan of one product kernel, as text (``order_why``: why the default loop order
+    moved loops)."""
     space, nest = plan.space, plan.nest
     lines = [f"kernel: {space.expr}"]
     for use in space.uses:
         lines.append(f"  {use.name}: {use.layout.name} {use.relation()}")
     lines.append(f"iteration space: {space}")
     lines.append(f"loop order: {', '.join(nest.schedule)}")
+    lines.extend(f"  order: {why}" for why in order_why)
     lines += _levels(nest)
     if plan.assembly:
         lines.append(f"assembly: {plan.assembly.describe()}")
-    if plan.vector:
-        lines.append(f"simd: {plan.vector.why}")
+    if plan.vector or plan.no_simd:
+        lines.append(f"simd: {plan.vector.why if plan.vector else plan.no_simd}")
     for d in plan.decisions:
         lines += _decision(nest, d)
     if nest.z3.undecided:
