@@ -173,6 +173,28 @@ def time_interleaved(fns: Mapping[str, Callable[[], object]], target_s: float, m
     return {c: (statistics.median(times[c]), runs[c]) for c in fns}
 
 
+def time_blocked(fns: Mapping[str, Callable[[], object]], target_s: float, min_runs: int,
+                 max_runs: int, pause_s: float = 0.3) -> dict[str, tuple[float, int]]:
+    """Like :func:`time_interleaved`, but each contender's runs back to back after a pause of
+    ``pause_s``: for multithreaded contenders from different OpenMP runtimes (MKL's keeps its
+    threads spinning 200 ms after a call, GraphBLAS ships its own libgomp), whose idle
+    threads would otherwise spin on the cores the next contender runs on."""
+    out = {}
+    for c, fn in fns.items():
+        time.sleep(pause_s)
+        t0 = time.perf_counter()
+        fn()
+        first = time.perf_counter() - t0
+        runs = int(min(max_runs, max(min_runs, math.ceil(target_s / max(first, 1e-7)))))
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        out[c] = (statistics.median(times), runs)
+    return out
+
+
 def experiment_parser(doc: str) -> argparse.ArgumentParser:
     """The options every experiment takes: ``--quick`` and ``--matrix PATH.mtx`` (repeatable)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])

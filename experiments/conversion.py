@@ -18,7 +18,10 @@ library's format:
   (COO -> CSR; CSR <-> CSC as the transpose), ``mkl_sparse_convert_bsr`` (CSR -> BCSR; COO ->
   BCSR through CSR); MKL has no DIA or ELL conversion;
 - C baseline (experiments/baselines/conversion_ell.c, spf's flags): the textbook CSR -> ELL
-  (SPARSKIT's csrell); CSC -> ELL goes through scipy's ``tocsr()`` first.
+  (SPARSKIT's csrell); CSC -> ELL goes through scipy's ``tocsr()`` first;
+- C baseline (experiments/baselines/conversion_transpose.c, spf's flags): the textbook
+  counting-sort transpose (SPARSKIT's csrcsc) for CSR -> CSC and CSC -> CSR, numpy allocating
+  its arrays and a scipy matrix wrapping them.
 
 scipy has no DCSR: no contender.  Every output is checked against the input (structure and
 values).  Median of >= 5 runs after a warm-up, contenders interleaved per round, each
@@ -32,6 +35,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import ctypes
+import functools
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -58,6 +62,7 @@ TARGETS = {("COO", "CSR"): {"scipy": 1.0, "mkl": 1.29}, ("CSR", "CSC"): {"scipy"
            ("CSR", "DIA"): {"best": 1.8}, ("CSR", "ELL"): {"best": 1.36},
            ("COO", "DIA"): {"scipy via CSR": 2.5}, ("CSC", "DIA"): {"scipy via CSR": 2.5}}
 BASELINE = Path(__file__).resolve().parent / "baselines" / "conversion_ell.c"
+TRANSPOSE = Path(__file__).resolve().parent / "baselines" / "conversion_transpose.c"
 FIELDS = ("matrix", "rows", "cols", "nnz", "pair", "contender", "median_s", "runs",
           "ratio_vs_spf", "assembly", "status")
 
@@ -73,6 +78,30 @@ def _ell_baseline() -> tuple[Any, Any]:
     width, fill = lib.csr_ell_width, lib.csr_to_ell
     width.restype, fill.restype = ctypes.c_int32, None
     return width, fill
+
+
+@functools.lru_cache(maxsize=None)
+def _transpose_fn():
+    fn = load_library(str(build_library(TRANSPOSE.read_text()))).csr_transpose
+    fn.restype = None
+    fn.argtypes = [ctypes.c_int32, ctypes.c_int32] + [ctypes.c_void_p] * 6
+    return fn
+
+
+def _transpose_route(m: "sp.csr_matrix | sp.csc_matrix") -> Callable[[], Any]:
+    """CSR -> CSC (or CSC -> CSR) by the C baseline on ``m``'s compressed arrays."""
+    fn = _transpose_fn()
+    outer, inner = m.shape if m.format == "csr" else m.shape[::-1]
+    wrap = sp.csc_matrix if m.format == "csr" else sp.csr_matrix
+
+    def run() -> Any:
+        ptr = np.empty(inner + 1, np.int32)
+        idx = np.empty(m.nnz, np.int32)
+        val = np.empty(m.nnz)
+        fn(outer, inner, m.indptr.ctypes.data, m.indices.ctypes.data, m.data.ctypes.data,
+           ptr.ctypes.data, idx.ctypes.data, val.ctypes.data)
+        return wrap((val, idx, ptr), shape=m.shape, copy=False)
+    return run
 
 
 def _ell_route(csr: "Callable[[], sp.csr_matrix]", baseline) -> Callable[[], Any]:
@@ -110,6 +139,8 @@ def library_routes(src: str, dst: str, a: sp.csr_matrix, coo: sp.coo_matrix,
             a.tobsr(blocksize=(BLOCK, BLOCK)) if src == "BCSR" else scipy_in[src]
         routes["scipy"] = (lambda: sp.csr_matrix(m)) if src == "DenseMatrix" else \
             (m.tocsr if dst == "CSR" else m.tocsc)
+        if (src, dst) in (("CSR", "CSC"), ("CSC", "CSR")):
+            routes["C baseline"] = _transpose_route(m)
     elif dst == "DIA":
         routes["scipy"] = scipy_in[src].todia
         if src != "CSR":

@@ -60,6 +60,10 @@ def _spmv(rows: Rows) -> list[tuple[str, float, str, float]]:
         ("SpMV COO, 2 threads vs 1 thread", coo, ">=", 1.6),
         ("SpMV COO vs MKL COO, 2 threads", ratio("mkl_coo", "spf_COO", "2"), ">=", 1.0),
         ("SpMV ELL vs scipy CSR, 1 thread", ratio("scipy_csr", "spf_ELL", "1"), ">=", 1.0),
+        ("SpMV CSR vs hand-written C, 1 thread", ratio("hand_csr", "spf_CSR", "1"), ">=", 1.0),
+        ("SpMV CSR vs hand-written C, 2 threads", ratio("hand_csr", "spf_CSR", "2"), ">=", 1.0),
+        ("SpMV COO vs hand-written C, 1 thread", ratio("hand_coo", "spf_COO", "1"), ">=", 1.0),
+        ("SpMV COO vs hand-written C, 2 threads", ratio("hand_coo", "spf_COO", "2"), ">=", 1.0),
     ]
 
 
@@ -111,6 +115,10 @@ def _conversion(rows: Rows) -> list[tuple[str, float, str, float]]:
         mine = [float(r["ratio_vs_spf"]) for r in rows if r["pair"] == pair
                 and r["contender"] == "scipy" and r.get("ratio_vs_spf")]
         out.append((f"conversion {pair} vs scipy", _geomean(mine), ">=", 1.0))
+    for pair in ("CSR->CSC", "CSC->CSR"):
+        mine = [float(r["ratio_vs_spf"]) for r in rows if r["pair"] == pair
+                and r["contender"] == "C baseline" and r.get("ratio_vs_spf")]
+        out.append((f"conversion {pair} vs hand-written C", _geomean(mine), ">=", 1.0))
     return out
 
 

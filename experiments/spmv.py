@@ -18,12 +18,17 @@ API allows it:
   optimized with an mv hint; ``mkl_tpmv``: ``cblas_dtpmv`` on the lower triangle packed by rows
   (LowerTri's own layout).
 - ``graphblas``: ``A.mxv(x, plus_times)`` into a preallocated vector (python-graphblas).
+- ``hand_csr`` / ``hand_coo``: ``baselines/spmv.c``, the loops a performance engineer writes
+  (CSR: a dot product per row, ``omp parallel for schedule(static)``; COO: one pass over the
+  entries, in parallel with an OpenMP array reduction on y), spf's flags plus ``-fopenmp``.
 
 Every contender's y is checked against scipy's in every run.  The dense lower-triangular
 matrix ``dense_lower`` (n = 4096: 8.4M entries, 67 MB packed) joins the suite for LowerTri.
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import subprocess
 import tempfile
@@ -36,11 +41,11 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime.build import compiler
+from spf.runtime.build import build_library, compiler, load_library
 
 from . import mkl
 from .common import (bar_chart, experiment_parser, geomean, graphblas, machine_note,
-                     plot_path, prepared_call, print_table, progress, time_interleaved,
+                     plot_path, prepared_call, print_table, progress, time_blocked,
                      write_csv)
 from .matrices import dense_lower, matrices
 
@@ -49,6 +54,7 @@ FORMATS = ("CSR", "COO", "DCSR", "BCSR", "DIA", "ELL", "LowerTri")
 THREADS = (1, 2)
 BLOCK = 8                       # BCSR's default block size (layouts/BCSR.toml)
 STREAM = Path(__file__).resolve().parent / "baselines" / "stream_triad.c"
+HAND = Path(__file__).resolve().parent / "baselines" / "spmv.c"
 
 
 @dataclass(frozen=True)
@@ -60,10 +66,47 @@ class Mode:
     stream_elements: int
     stream_reps: int
     lower_n: int                # size of the dense lower-triangular matrix (LowerTri)
+    pause_s: float              # idle time before each contender's block of calls
 
 
-MODES = {"quick": Mode("quick", 0.005, 5, 50, 1_000_000, 3, 256),
-         "full": Mode("full", 0.4, 9, 500, 20_000_000, 20, 4096)}
+MODES = {"quick": Mode("quick", 0.005, 5, 50, 1_000_000, 3, 256, 0.0),
+         "full": Mode("full", 0.4, 9, 500, 20_000_000, 20, 4096, 0.3)}
+
+
+@functools.lru_cache(maxsize=None)
+def hand_library() -> ctypes.CDLL:
+    """The hand-written CSR and COO SpMV of baselines/spmv.c."""
+    lib = load_library(str(build_library(HAND.read_text(), ("-fopenmp",))))
+    lib.spmv_threads.argtypes = [ctypes.c_int]
+    lib.spmv_csr.argtypes = [ctypes.c_int32] + [ctypes.c_void_p] * 5
+    lib.spmv_coo.argtypes = [ctypes.c_int32, ctypes.c_int64] + [ctypes.c_void_p] * 5
+    lib.spmv_csr.restype = lib.spmv_coo.restype = None
+    return lib
+
+
+def hand_contenders(A: sp.csr_matrix, x: np.ndarray, vec: int) -> dict[str, "Contender"]:
+    """The hand-written C loops on A's CSR arrays and on its COO arrays."""
+    lib, (n, _) = hand_library(), A.shape
+    coo = A.tocoo()
+    row, col = coo.row.astype(np.int32), coo.col.astype(np.int32)
+    out = {}
+    y_csr, y_coo = np.empty(n), np.empty(n)
+    csr_args = (n, A.indptr.ctypes.data, A.indices.ctypes.data, A.data.ctypes.data,
+                x.ctypes.data, y_csr.ctypes.data)
+    coo_args = (n, coo.nnz, row.ctypes.data, col.ctypes.data, coo.data.ctypes.data,
+                x.ctypes.data, y_coo.ctypes.data)
+
+    def csr() -> None:
+        lib.spmv_csr(*csr_args)
+
+    def coo_run() -> None:
+        lib.spmv_coo(*coo_args)
+    coo_run.keep = (row, col, coo)
+    out["hand_csr"] = Contender(csr, lambda: y_csr, "CSR",
+                                _nbytes(A.indptr, A.indices, A.data) + vec)
+    out["hand_coo"] = Contender(coo_run, lambda: y_coo, "COO",
+                                _nbytes(row, col, coo.data) + vec)
+    return out
 
 
 # --- the memory bandwidth reference ------------------------------------------------------------
@@ -216,6 +259,9 @@ def contenders(A: sp.csr_matrix, x: np.ndarray, tensors: dict[str, spf.Tensor],
             gy << GA.mxv(gx, gb.semiring.plus_times)
         out["graphblas"] = Contender(grb, lambda gy=gy: gy.to_dense(fill_value=0.0), "CSR",
                                      _nbytes(A.indptr, A.indices, A.data) + vec)
+    if A.indptr.dtype == np.int32 and A.indices.dtype == np.int32:
+        hand_library().spmv_threads(threads)
+        out.update(hand_contenders(A, x, vec))
     return out
 
 
@@ -231,8 +277,8 @@ def run_matrix(name: str, A: sp.csr_matrix, kernels: Kernels, mode: Mode, gb: An
              "status": f"skipped: {why}"} for fmt, why in skipped.items()]
     for threads in THREADS:
         cons = contenders(A, x, tensors, kernels, threads, gb)
-        times = time_interleaved({c: v.fn for c, v in cons.items()}, mode.target_s,
-                                 mode.min_runs, mode.max_runs)
+        times = time_blocked({c: v.fn for c, v in cons.items()}, mode.target_s,
+                             mode.min_runs, mode.max_runs, mode.pause_s)
         for c, con in cons.items():
             np.testing.assert_allclose(con.result(), reference, rtol=1e-9,
                                        atol=1e-12 * (np.abs(reference).max(initial=0) + 1),
@@ -313,7 +359,8 @@ def plot(rows: list[dict], quick: bool = False) -> list:
 
 
 # --- RESULTS.md ---------------------------------------------------------------------------------
-SAME_FORMAT = {"CSR": ("scipy_csr", "mkl_csr", "graphblas"), "COO": ("scipy_coo", "mkl_coo"),
+SAME_FORMAT = {"CSR": ("scipy_csr", "mkl_csr", "graphblas", "hand_csr"),
+               "COO": ("scipy_coo", "mkl_coo", "hand_coo"),
                "BCSR": ("scipy_bsr", "mkl_bsr"), "DIA": ("scipy_dia",), "LowerTri": ("mkl_tpmv",),
                "DCSR": (), "ELL": ()}
 LIBRARIES = ("scipy_csr", "scipy_coo", "scipy_bsr", "scipy_dia", "mkl_csr", "mkl_coo",
@@ -348,7 +395,11 @@ def describe(rows: list[dict]) -> str:
            "hint; `cblas_dtpmv` for the packed triangle) and SuiteSparse:GraphBLAS "
            "(python-graphblas `mxv`), each with its input prebuilt in its own format, the "
            "same thread count for every contender (scipy is single-threaded: 1-thread rows "
-           "only), median of >= 9 timed calls after a warm-up (calls interleaved), every y "
+           "only), median of >= 9 timed calls after a warm-up, each contender's calls back to "
+           "back after a 0.3 s pause (not interleaved with the others': the idle threads of "
+           "another OpenMP runtime would spin on the cores, MKL's for 200 ms after a call, and "
+           "GraphBLAS ships its own libgomp; interleaved, the hand-written C on 2 threads was "
+           "slower than on 1), every y "
            "checked against scipy's. spf on 1 thread: the serial kernel; on 2 threads: the "
            "kernel built with `parallel=True`. Ratio = contender time / spf time (> 1: spf "
            "faster). GB/s counts the bytes of the contender's matrix arrays plus x and y once "
@@ -358,7 +409,7 @@ def describe(rows: list[dict]) -> str:
     # CSR against the libraries
     out += ["### CSR", "",
             "| matrix | nnz | threads | spf_CSR (ms) | GB/s | of STREAM | scipy_csr | mkl_csr "
-            "| graphblas |", "|---|---|---|---|---|---|---|---|---|"]
+            "| graphblas | hand_csr |", "|---|---|---|---|---|---|---|---|---|---|"]
     ratios: dict[tuple[int, str], list[float]] = {}
     fractions: dict[int, list[float]] = {}
     for (scale, matrix, threads), con in cells.items():
@@ -368,7 +419,7 @@ def describe(rows: list[dict]) -> str:
         fractions.setdefault(threads, []).append(float(s["stream_fraction"]))
         line = [matrix, s["nnz"], threads, f"{_t(s) * 1e3:.3g}", f"{float(s['GBps']):.1f}",
                 f"{float(s['stream_fraction']) * 100:.0f}%"]
-        for lib in ("scipy_csr", "mkl_csr", "graphblas"):
+        for lib in ("scipy_csr", "mkl_csr", "graphblas", "hand_csr"):
             if lib in con:
                 r = _t(con[lib]) / _t(s)
                 ratios.setdefault((threads, lib), []).append(r)
@@ -376,13 +427,13 @@ def describe(rows: list[dict]) -> str:
             else:
                 line.append("-")
         out.append("| " + " | ".join(map(str, line)) + " |")
-    out += ["", "| threads | vs scipy_csr | vs mkl_csr | vs graphblas | spf_CSR bandwidth "
-            "of STREAM (median) |", "|---|---|---|---|---|"]
+    out += ["", "| threads | vs scipy_csr | vs mkl_csr | vs graphblas | vs hand_csr | spf_CSR "
+            "bandwidth of STREAM (median) |", "|---|---|---|---|---|---|"]
     for threads in THREADS:
         fr = fractions.get(threads, [])
         out.append(f"| {threads} | " + " | ".join(
             _ratio_text(ratios.get((threads, lib), []))
-            for lib in ("scipy_csr", "mkl_csr", "graphblas"))
+            for lib in ("scipy_csr", "mkl_csr", "graphblas", "hand_csr"))
             + f" | {np.median(fr) * 100:.0f}% |" if fr else " | - |")
     mkl1 = geomean(ratios.get((1, "mkl_csr"), []))
     mkl2 = geomean(ratios.get((2, "mkl_csr"), []))
@@ -454,7 +505,7 @@ def describe(rows: list[dict]) -> str:
                 "75% of the slots would be padding; ELL's slots past 32-bit indices): "
                 + "; ".join(f"{r['contender'][4:]} on {r['matrix']}" for r in skipped) + "."]
     # all times
-    names = [c for c in [f"spf_{f}" for f in FORMATS] + list(LIBRARIES)
+    names = [c for c in [f"spf_{f}" for f in FORMATS] + list(LIBRARIES) + ["hand_csr", "hand_coo"]
              if any(c in con for con in cells.values())]
     out += ["", "### All times (ms)", "", "| matrix | threads | " + " | ".join(names) + " |",
             "|---|---|" + "---|" * len(names)]
@@ -491,10 +542,15 @@ WHY = """**Why spf wins and loses where it does.**
   then smaller ones); the 2-thread time is bounded by the memory bandwidth the two cores share
   (STREAM triad above). COO's entries scatter into y: with `parallel=True` each thread adds into
   a private copy of y and the copies are summed into y after the loop (2026-11-25; before, COO
-  ran on one thread in the 2-thread rows, 0.55x MKL's COO). Measured: 1.55x from 1 to 2
-  threads (geomean of 11 matrices, 1.31-1.81x; goal 1.6x), 0.82x MKL's COO on 2 threads; the
-  extra pass over the copies (threads x n reads) and the write traffic of a full copy of y
-  per thread cost most on the matrices with few entries per row. DIA on 2 threads shares
+  ran on one thread in the 2-thread rows, 0.55x MKL's COO). Measured with each contender
+  timed in its own block (2026-11-25; with the calls interleaved, MKL's spinning threads had
+  cost the others on 2 threads, the hand-written CSR loop then being slower on 2 threads than
+  on 1): 1.84x from 1 to 2 threads (goal 1.6x), 0.91x MKL's COO, 1.00x the hand-written OpenMP
+  array reduction (`reduction(+ : y[:n])`, the same algorithm); the extra pass over the
+  copies (threads x n reads) and the write traffic of a full copy of y per thread cost most on
+  the matrices with few entries per row. The hand-written CSR loop (`schedule(static)`) is
+  1.04x faster than spf's on 1 thread and 0.99x on 2: spf's CSR kernel is the same loop, the
+  difference is within the run-to-run spread on short rows. DIA on 2 threads shares
   out the rows of each diagonal (an `omp for` inside a parallel region, one barrier per
   diagonal).
 - *ELL* reads every slot of every row, padding included (a padding slot holds column -1, which
