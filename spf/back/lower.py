@@ -20,6 +20,7 @@ from ..decide.plan import Plan
 from ..decide.synthesis import TileSkip, cost_model
 from ..front.terms import Aff
 from . import ctree as t
+from .coalesce import coalesce
 from .levels import Hook, lower_levels
 from .names import CNames, loop_bound, struct_name, used_names, value_names
 
@@ -167,8 +168,10 @@ class KernelLowering:
                      t.If("spf_v != 0.0", nodes, note="zeros are not stored")]
         return nodes
 
-    def used(self, stmt_names: set[str]) -> set[str]:
-        used = used_names(self.nest, stmt_names)
+    def used(self, stmt_names: set[str], nest: LoopNest | None = None) -> set[str]:
+        """The names the lowered code reads: the statement's, the nest's bounds and guards,
+        the finds' keys and ranges."""
+        used = used_names(nest or self.nest, stmt_names)
         for d in self.decisions:
             for c, e in d.find.keys:
                 used |= e.names() | Aff.var(c).names()
@@ -258,6 +261,10 @@ def lower_body(k: KernelLowering) -> None:
     if a is not None and role.count:
         stmt_names = (stmt_names if a.drop_zeros else set()) | (
             {a.key[0]} if role.histogram else set())
+    if not k.parallel_loop:
+        k.nest, notes = coalesce(k.nest, k.space, lambda nest: k.used(stmt_names, nest),
+                                 _fixed_levels(k))
+        k.level_notes = {**k.level_notes, **notes}
     used = k.used(stmt_names)
     versions, runtime = k.versions()
     stateful = _stateful(versions)
@@ -296,6 +303,22 @@ def lower_body(k: KernelLowering) -> None:
         b.add(*cost_nodes(k, runtime))
         _runtime_choice(k, runtime, versions, used, statement, hooks, reduction)
     _exits(k, stateful)
+
+
+def _fixed_levels(k: KernelLowering) -> set[int]:
+    """Levels a loop transformation must leave in place: the finds' (their loops, key
+    reads and state resets) and those where code is hooked in (groups, tiles, custom)."""
+    fixed: set[int] = set()
+    for d in k.decisions:
+        fixed |= {d.find.level, *d.find.key_levels}
+        fixed |= {c.init_level for c in d.candidates if c.init_level is not None}
+    if k.assembly is not None and k.assembly.group_level is not None:
+        fixed.add(k.assembly.group_level)
+    if k.custom is not None and k.custom.at is not None:
+        fixed.add(k.custom.at[0])
+    names = [lv.var for lv in k.nest.levels]
+    fixed |= {names.index(tile) for tile in k.space.tiles if tile in names}
+    return fixed
 
 
 def _stateful(versions: list[list[FindLowering]]) -> list[FindLowering]:

@@ -600,8 +600,9 @@ static int spf_kernel_term0_bound(int64_t *restrict spf_bound, const spf_CSR *re
     const spf_index_t A_numRows = A->numRows;
     const spf_index_t *restrict A_rowPtr = A->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
-        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+    if (0 < A_numRows) {
+        /* loops A_pi and A_pj coalesced: no code reads A_pi, and A.rowPtr is declared non-decreasing, so the segments [A.rowPtr(A_pi), A.rowPtr(A_pi + 1)) follow one another */
+        for (spf_index_t A_pj = A_rowPtr[0]; A_pj < A_rowPtr[A_numRows]; ++A_pj) {
             ++spf_n;
         }
     }
@@ -627,8 +628,9 @@ static int spf_kernel_term2_bound(int64_t *restrict spf_bound, const spf_DCSR *r
     const spf_index_t D_numNZRows = D->numNZRows;
     const spf_index_t *restrict D_rowPtr = D->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t D_pi = 0; D_pi < D_numNZRows; ++D_pi) {
-        for (spf_index_t D_pj = D_rowPtr[D_pi]; D_pj < D_rowPtr[D_pi + 1]; ++D_pj) {
+    if (0 < D_numNZRows) {
+        /* loops D_pi and D_pj coalesced: no code reads D_pi, and D.rowPtr is declared non-decreasing, so the segments [D.rowPtr(D_pi), D.rowPtr(D_pi + 1)) follow one another */
+        for (spf_index_t D_pj = D_rowPtr[0]; D_pj < D_rowPtr[D_numNZRows]; ++D_pj) {
             ++spf_n;
         }
     }

@@ -355,8 +355,9 @@ static int spf_kernel_term0_bound(int64_t *restrict spf_bound, const spf_DCSR *r
     const spf_index_t A_numNZRows = A->numNZRows;
     const spf_index_t *restrict A_rowPtr = A->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t A_pi = 0; A_pi < A_numNZRows; ++A_pi) {
-        for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+    if (0 < A_numNZRows) {
+        /* loops A_pi and A_pj coalesced: no code reads A_pi, and A.rowPtr is declared non-decreasing, so the segments [A.rowPtr(A_pi), A.rowPtr(A_pi + 1)) follow one another */
+        for (spf_index_t A_pj = A_rowPtr[0]; A_pj < A_rowPtr[A_numNZRows]; ++A_pj) {
             ++spf_n;
         }
     }
@@ -370,8 +371,9 @@ static int spf_kernel_term1_bound(int64_t *restrict spf_bound, const spf_DCSR *r
     const spf_index_t B_numNZRows = B->numNZRows;
     const spf_index_t *restrict B_rowPtr = B->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t B_pi = 0; B_pi < B_numNZRows; ++B_pi) {
-        for (spf_index_t B_pj = B_rowPtr[B_pi]; B_pj < B_rowPtr[B_pi + 1]; ++B_pj) {
+    if (0 < B_numNZRows) {
+        /* loops B_pi and B_pj coalesced: no code reads B_pi, and B.rowPtr is declared non-decreasing, so the segments [B.rowPtr(B_pi), B.rowPtr(B_pi + 1)) follow one another */
+        for (spf_index_t B_pj = B_rowPtr[0]; B_pj < B_rowPtr[B_numNZRows]; ++B_pj) {
             ++spf_n;
         }
     }
@@ -385,8 +387,9 @@ static int spf_kernel_term2_bound(int64_t *restrict spf_bound, const spf_DCSR *r
     const spf_index_t D_numNZRows = D->numNZRows;
     const spf_index_t *restrict D_rowPtr = D->rowPtr;
     int64_t spf_n = 0;
-    for (spf_index_t D_pi = 0; D_pi < D_numNZRows; ++D_pi) {
-        for (spf_index_t D_pj = D_rowPtr[D_pi]; D_pj < D_rowPtr[D_pi + 1]; ++D_pj) {
+    if (0 < D_numNZRows) {
+        /* loops D_pi and D_pj coalesced: no code reads D_pi, and D.rowPtr is declared non-decreasing, so the segments [D.rowPtr(D_pi), D.rowPtr(D_pi + 1)) follow one another */
+        for (spf_index_t D_pj = D_rowPtr[0]; D_pj < D_rowPtr[D_numNZRows]; ++D_pj) {
             ++spf_n;
         }
     }
