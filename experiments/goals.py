@@ -64,6 +64,10 @@ def _spmv(rows: Rows) -> list[tuple[str, float, str, float]]:
         ("SpMV CSR vs hand-written C, 2 threads", ratio("hand_csr", "spf_CSR", "2"), ">=", 1.0),
         ("SpMV COO vs hand-written C, 1 thread", ratio("hand_coo", "spf_COO", "1"), ">=", 1.0),
         ("SpMV COO vs hand-written C, 2 threads", ratio("hand_coo", "spf_COO", "2"), ">=", 1.0),
+        ("SpMV ELL vs hand-written C, 1 thread", ratio("hand_ell", "spf_ELL", "1"), ">=", 1.0),
+        ("SpMV ELL vs hand-written C, 2 threads", ratio("hand_ell", "spf_ELL", "2"), ">=", 1.0),
+        ("SpMV DIA vs hand-written C, 1 thread", ratio("hand_dia", "spf_DIA", "1"), ">=", 1.0),
+        ("SpMV DIA vs hand-written C, 2 threads", ratio("hand_dia", "spf_DIA", "2"), ">=", 1.0),
     ]
 
 

@@ -20,7 +20,9 @@ API allows it:
 - ``graphblas``: ``A.mxv(x, plus_times)`` into a preallocated vector (python-graphblas).
 - ``hand_csr`` / ``hand_coo``: ``baselines/spmv.c``, the loops a performance engineer writes
   (CSR: a dot product per row, ``omp parallel for schedule(static)``; COO: one pass over the
-  entries, in parallel with an OpenMP array reduction on y), spf's flags plus ``-fopenmp``.
+  entries, in parallel with an OpenMP array reduction on y), spf's flags plus ``-fopenmp``;
+  ``hand_ell`` / ``hand_dia`` the same for ELL (a dot product per row over its slots, padding
+  skipped) and DIA (a pass per diagonal, its rows shared out), on spf's own ELL and DIA arrays.
 
 Every contender's y is checked against scipy's in every run.  The dense lower-triangular
 matrix ``dense_lower`` (n = 4096: 8.4M entries, 67 MB packed) joins the suite for LowerTri.
@@ -80,7 +82,10 @@ def hand_library() -> ctypes.CDLL:
     lib.spmv_threads.argtypes = [ctypes.c_int]
     lib.spmv_csr.argtypes = [ctypes.c_int32] + [ctypes.c_void_p] * 5
     lib.spmv_coo.argtypes = [ctypes.c_int32, ctypes.c_int64] + [ctypes.c_void_p] * 5
-    lib.spmv_csr.restype = lib.spmv_coo.restype = None
+    lib.spmv_ell.argtypes = [ctypes.c_int32, ctypes.c_int32] + [ctypes.c_void_p] * 4
+    lib.spmv_dia.argtypes = [ctypes.c_int32] * 3 + [ctypes.c_void_p] * 4
+    for fn in (lib.spmv_csr, lib.spmv_coo, lib.spmv_ell, lib.spmv_dia):
+        fn.restype = None
     return lib
 
 
@@ -106,6 +111,26 @@ def hand_contenders(A: sp.csr_matrix, x: np.ndarray, vec: int) -> dict[str, "Con
                                 _nbytes(A.indptr, A.indices, A.data) + vec)
     out["hand_coo"] = Contender(coo_run, lambda: y_coo, "COO",
                                 _nbytes(row, col, coo.data) + vec)
+    return out
+
+
+def hand_padded(tensors: dict[str, spf.Tensor], x: np.ndarray, vec: int) -> dict[str, "Contender"]:
+    """The hand-written ELL and DIA loops on the very arrays of spf's ELL and DIA tensors."""
+    lib, out = hand_library(), {}
+    if "ELL" in tensors and tensors["ELL"].fields["colIdx"].dtype == np.int32:
+        f = tensors["ELL"].fields
+        y_ell = np.empty(f["numRows"])
+        ell_args = (f["numRows"], f["width"], f["colIdx"].ctypes.data, f["data"].ctypes.data,
+                    x.ctypes.data, y_ell.ctypes.data)
+        out["hand_ell"] = Contender(lambda: lib.spmv_ell(*ell_args), lambda: y_ell, "ELL",
+                                    _nbytes(f["colIdx"], f["data"]) + vec)
+    if "DIA" in tensors and tensors["DIA"].fields["offset"].dtype == np.int32:
+        g = tensors["DIA"].fields
+        y_dia = np.empty(g["numRows"])
+        dia_args = (g["numRows"], g["numCols"], g["numDiags"], g["offset"].ctypes.data,
+                    g["data"].ctypes.data, x.ctypes.data, y_dia.ctypes.data)
+        out["hand_dia"] = Contender(lambda: lib.spmv_dia(*dia_args), lambda: y_dia, "DIA",
+                                    _nbytes(g["offset"], g["data"]) + vec)
     return out
 
 
@@ -262,6 +287,7 @@ def contenders(A: sp.csr_matrix, x: np.ndarray, tensors: dict[str, spf.Tensor],
     if A.indptr.dtype == np.int32 and A.indices.dtype == np.int32:
         hand_library().spmv_threads(threads)
         out.update(hand_contenders(A, x, vec))
+    out.update(hand_padded(tensors, x, vec))
     return out
 
 
@@ -361,8 +387,8 @@ def plot(rows: list[dict], quick: bool = False) -> list:
 # --- RESULTS.md ---------------------------------------------------------------------------------
 SAME_FORMAT = {"CSR": ("scipy_csr", "mkl_csr", "graphblas", "hand_csr"),
                "COO": ("scipy_coo", "mkl_coo", "hand_coo"),
-               "BCSR": ("scipy_bsr", "mkl_bsr"), "DIA": ("scipy_dia",), "LowerTri": ("mkl_tpmv",),
-               "DCSR": (), "ELL": ()}
+               "BCSR": ("scipy_bsr", "mkl_bsr"), "DIA": ("scipy_dia", "hand_dia"),
+               "LowerTri": ("mkl_tpmv",), "DCSR": (), "ELL": ("hand_ell",)}
 LIBRARIES = ("scipy_csr", "scipy_coo", "scipy_bsr", "scipy_dia", "mkl_csr", "mkl_coo",
              "mkl_bsr", "mkl_tpmv", "graphblas")
 
@@ -505,7 +531,8 @@ def describe(rows: list[dict]) -> str:
                 "75% of the slots would be padding; ELL's slots past 32-bit indices): "
                 + "; ".join(f"{r['contender'][4:]} on {r['matrix']}" for r in skipped) + "."]
     # all times
-    names = [c for c in [f"spf_{f}" for f in FORMATS] + list(LIBRARIES) + ["hand_csr", "hand_coo"]
+    names = [c for c in [f"spf_{f}" for f in FORMATS] + list(LIBRARIES) + [
+        "hand_csr", "hand_coo", "hand_ell", "hand_dia"]
              if any(c in con for con in cells.values())]
     out += ["", "### All times (ms)", "", "| matrix | threads | " + " | ".join(names) + " |",
             "|---|---|" + "---|" * len(names)]
