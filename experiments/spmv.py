@@ -556,9 +556,10 @@ WHY = """**Why spf wins and loses where it does.**
   one add latency per entry; gcc may not reorder the adds (no `-ffast-math`), scipy's loop has
   the same chain and the same time. MKL's CSR and `cblas_dtpmv` sum with several vector
   accumulators. `reassociate=True` (`spf_CSR_reassoc`) lets gcc vectorize the row sum
-  (`omp simd reduction`, gathers of x): on dense_lower it takes spf's CSR from 8.3 to 5.2 ms
-  (1 thread) but MKL's 3.8 ms is still 1.35x faster (0.74x, goal 0.95x); a run with 128-bit
-  vectors (`-mprefer-vector-width=128`) was slower (7.0 ms). On short rows (Laplacians, banded:
+  (`omp simd reduction`, gathers of x): on dense_lower it takes spf's CSR from 4.5 to 2.8 ms
+  (1 thread), 1.07x MKL's 3.0 ms (goal 0.95x; in earlier runs on this VM 0.74x-0.91x: MKL's
+  margin moves with the machine's memory bandwidth, which differed 2x between runs); a run
+  with 128-bit vectors (`-mprefer-vector-width=128`) was slower. On short rows (Laplacians, banded:
   5-9 entries) the vectorized row is 0.75-0.8x the serial one (vector prologue and remainder per
   row), so `reassociate` is a choice for long rows; choosing it per matrix is not built.
 - *Short rows, 1 thread (Laplacians, banded: 5-9 entries per row).* MKL's CSR after
@@ -572,17 +573,21 @@ WHY = """**Why spf wins and loses where it does.**
   ran on one thread in the 2-thread rows, 0.55x MKL's COO). Measured with each contender
   timed in its own block (2026-11-25; with the calls interleaved, MKL's spinning threads had
   cost the others on 2 threads, the hand-written CSR loop then being slower on 2 threads than
-  on 1): 1.84x from 1 to 2 threads (goal 1.6x), 0.91x MKL's COO, 1.00x the hand-written OpenMP
-  array reduction (`reduction(+ : y[:n])`, the same algorithm); the extra pass over the
-  copies (threads x n reads) and the write traffic of a full copy of y per thread cost most on
-  the matrices with few entries per row. The hand-written CSR loop (`schedule(static)`) is
-  1.04x faster than spf's on 1 thread and 0.99x on 2: spf's CSR kernel is the same loop, the
-  difference is within the run-to-run spread on short rows. DIA on 2 threads shares
+  on 1): 1.62x from 1 to 2 threads (goal 1.6x; 1.84x in the run before), 0.83x MKL's COO,
+  0.85x the hand-written OpenMP array reduction (`reduction(+ : y[:n])`, the same algorithm;
+  1.00x in the run before); the extra pass over the copies (threads x n reads) and the write
+  traffic of a full copy of y per thread cost most on the matrices with few entries per row.
+  spf's CSR kernel is the hand-written CSR loop (`schedule(static)`): 1.02x it on 1 and on 2
+  threads (0.96x and 1.01x in the run before: the spread between runs on this VM). DIA on 2 threads shares
   out the rows of each diagonal (an `omp for` inside a parallel region, one barrier per
   diagonal).
 - *ELL* reads every slot of every row, padding included (a padding slot holds column -1, which
   the kernel tests): on matrices with uneven rows (random_1e-5: longest row 18, average 5) that
-  is several times the entries of CSR.
+  is several times the entries of CSR. The hand-written ELL loop (the same test per slot, the
+  row's base offset computed once) is 1.05x faster than spf's on 1 thread (0.78x on block8,
+  0.89-0.90x on the Laplacians, about 1.0x elsewhere); why gcc compiles spf's loop slower there
+  is not established. DIA: spf's kernel is 1.04x (1 thread) and 1.07x (2 threads) the
+  hand-written one (scipy's dia_matvec loop).
 - *BCSR* (block8, dense_lower) multiplies whole 8 x 8 blocks with unit-stride inner loops: its
   8 row sums are independent, so the add chain of CSR does not bound it."""
 
