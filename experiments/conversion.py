@@ -21,7 +21,10 @@ library's format:
   (SPARSKIT's csrell); CSC -> ELL goes through scipy's ``tocsr()`` first;
 - C baseline (experiments/baselines/conversion_transpose.c, spf's flags): the textbook
   counting-sort transpose (SPARSKIT's csrcsc) for CSR -> CSC and CSC -> CSR, numpy allocating
-  its arrays and a scipy matrix wrapping them.
+  its arrays and a scipy matrix wrapping them;
+- C baseline (experiments/baselines/conversion_dia.c, spf's flags): DIA -> CSR rows outer,
+  diagonals inner (scipy 1.17's dia_tocsr), the output allocated for every in-range slot and
+  trimmed, as scipy does.
 
 scipy has no DCSR: no contender.  Every output is checked against the input (structure and
 values).  Median of >= 5 runs after a warm-up, contenders interleaved per round, each
@@ -63,6 +66,7 @@ TARGETS = {("COO", "CSR"): {"scipy": 1.0, "mkl": 1.29}, ("CSR", "CSC"): {"scipy"
            ("COO", "DIA"): {"scipy via CSR": 2.5}, ("CSC", "DIA"): {"scipy via CSR": 2.5}}
 BASELINE = Path(__file__).resolve().parent / "baselines" / "conversion_ell.c"
 TRANSPOSE = Path(__file__).resolve().parent / "baselines" / "conversion_transpose.c"
+DIA_CSR = Path(__file__).resolve().parent / "baselines" / "conversion_dia.c"
 FIELDS = ("matrix", "rows", "cols", "nnz", "pair", "contender", "median_s", "runs",
           "ratio_vs_spf", "assembly", "status")
 
@@ -104,6 +108,33 @@ def _transpose_route(m: "sp.csr_matrix | sp.csc_matrix") -> Callable[[], Any]:
     return run
 
 
+@functools.lru_cache(maxsize=None)
+def _dia_fn():
+    fn = load_library(str(build_library(DIA_CSR.read_text()))).dia_to_csr
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [ctypes.c_int32] * 4 + [ctypes.c_void_p] * 5
+    return fn
+
+
+def _dia_route(m: sp.dia_matrix) -> Callable[[], Any]:
+    """DIA -> CSR by the C baseline on scipy's DIA arrays (offsets sorted first, as scipy's
+    own route does)."""
+    fn = _dia_fn()
+    order = np.argsort(m.offsets)
+    offsets = np.ascontiguousarray(m.offsets[order], np.int32)
+    data = np.ascontiguousarray(m.data[order])
+    rows, cols = m.shape
+
+    def run() -> Any:
+        ptr = np.empty(rows + 1, np.int32)
+        idx = np.empty(m.nnz, np.int32)
+        val = np.empty(m.nnz)
+        q = fn(rows, cols, data.shape[0], data.shape[1], offsets.ctypes.data, data.ctypes.data,
+               ptr.ctypes.data, idx.ctypes.data, val.ctypes.data)
+        return sp.csr_matrix((val[:q], idx[:q], ptr), shape=m.shape, copy=False)
+    return run
+
+
 def _ell_route(csr: "Callable[[], sp.csr_matrix]", baseline) -> Callable[[], Any]:
     """CSR (from ``csr()``) -> ELL by the C baseline; numpy allocates the arrays."""
     width_fn, fill_fn = baseline
@@ -141,6 +172,8 @@ def library_routes(src: str, dst: str, a: sp.csr_matrix, coo: sp.coo_matrix,
             (m.tocsr if dst == "CSR" else m.tocsc)
         if (src, dst) in (("CSR", "CSC"), ("CSC", "CSR")):
             routes["C baseline"] = _transpose_route(m)
+        elif (src, dst) == ("DIA", "CSR"):
+            routes["C baseline"] = _dia_route(m)
     elif dst == "DIA":
         routes["scipy"] = scipy_in[src].todia
         if src != "CSR":

@@ -119,7 +119,7 @@ def _conversion(rows: Rows) -> list[tuple[str, float, str, float]]:
         mine = [float(r["ratio_vs_spf"]) for r in rows if r["pair"] == pair
                 and r["contender"] == "scipy" and r.get("ratio_vs_spf")]
         out.append((f"conversion {pair} vs scipy", _geomean(mine), ">=", 1.0))
-    for pair in ("CSR->CSC", "CSC->CSR"):
+    for pair in ("DIA->CSR", "CSR->CSC", "CSC->CSR"):
         mine = [float(r["ratio_vs_spf"]) for r in rows if r["pair"] == pair
                 and r["contender"] == "C baseline" and r.get("ratio_vs_spf")]
         out.append((f"conversion {pair} vs hand-written C", _geomean(mine), ">=", 1.0))

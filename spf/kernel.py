@@ -110,7 +110,10 @@ class Kernel:
         self.plan: Plan = make_plan(self.space, self.order, self.find, parallel=self.parallel,
                                     assemble=self.assembled, drop_zeros=opts.drop_zeros,
                                     reassociate=opts.reassociate,
-                                    z3_timeout_ms=self.z3_timeout_ms, tile=self.tile)
+                                    z3_timeout_ms=self.z3_timeout_ms, tile=self.tile,
+                                    reorder=order is None)
+        placed = set(self.order)        # planning may reorder them (Plan.order_why)
+        self.order = [v for v in self.plan.nest.schedule if v in placed]
 
     # the plan's decisions, as the kernel's attributes ------------------------------------
     @property
@@ -302,7 +305,7 @@ class Kernel:
                 header += ["  " + h for h in t._header_lines()]
                 codes.append(kernel_code(t.plan, t.name, Role(target="stream")))
                 args.append([a.tensor for a in (t.expr.output, *t.expr.factors)])
-            bounds = [kernel_code(t.plan, f"{t.name}_bound", Role(count=True))
+            bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", Role(count=True))
                       for t in self.terms] if self.assembly else []
             self._source = emit_sum(self.name, header, self.expr, self.layouts, codes,
                                            args, self.space, self.parallel_loop is not None,
@@ -328,7 +331,7 @@ class Kernel:
                       f"{self.assembly.storage.layout.name} by {self.name}_merge, which merges "
                       "the operands level by level (no term copies its entries first):")
         header += [f"  {run.operand} ({run.layout.name}): {run.why}" for run in self.runs]
-        bounds = [kernel_code(t.plan, f"{t.name}_bound", Role(count=True)) for t in self.terms]
+        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", Role(count=True)) for t in self.terms]
         args = [[a.tensor for a in (t.expr.output, *t.expr.factors)] for t in self.terms]
         return emit_merged(self.name, header, self.expr, self.layouts, self.runs,
                            self.assembly, bounds, args)

@@ -1,11 +1,24 @@
 """Append: the whole key arrives in storage order; entries go straight to the output's
-arrays, equal neighbours added."""
+arrays, equal neighbours added.
+
+When Z3 proves the keys strictly increasing (no two statement instances share coordinates)
+and every level above the last is dense, with the last one compressed over one coordinate
+(the shape of CSR, or of a sparse vector), an entry needs no decoding: it goes to the next
+free position of the last level, and its dense parent's pointer moves past it (*direct*
+append; :attr:`AssemblyPlan.direct`).  Otherwise the linearized key goes through the cursor
+(``<kernel>_append``), which opens a position at each level whose coordinates changed.
+"""
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ..back import ctree as t
 from ..front.storage import Storage
-from .base import AssemblyStrategy, linear, linear_needs_extents, on_failure
+from ..middle.scan import LoopNest
+from ..decide.synthesis import Decision
+from .base import CAPACITY, AssemblyStrategy, linear, linear_needs_extents, on_failure
 from .model import AssemblyPlan, Mode
+from .order import non_decreasing, unordered_loops
 
 
 class Append(AssemblyStrategy):
@@ -16,20 +29,41 @@ class Append(AssemblyStrategy):
     def applies(self, ordered: int, n: int, storage: Storage) -> bool:
         return ordered == n
 
+    def specialize(self, nest: LoopNest, plan: AssemblyPlan,
+                   decisions: list[Decision]) -> AssemblyPlan:
+        if not plan.direct_shape:
+            return plan
+        unique = non_decreasing(
+            nest, len(nest.levels), (), (), unordered_loops(decisions), statements_only=True,
+            equal=plan.key, fallback="assumed not: equal neighbours are added"
+        ).result == "unsat"
+        return replace(plan, unique=unique)
+
     def summary(self, plan: AssemblyPlan, kernel: str) -> str:
+        if plan.direct:
+            return "entries appended in storage order, straight to the last level"
         return f"entries appended in storage order by {kernel}_append"
 
     def how(self, plan: AssemblyPlan) -> str:
+        if plan.direct:
+            last = plan.storage.levels[-1].index
+            return ("entries arrive in storage order, no two with the same coordinates (Z3 "
+                    f"proved), every level above {last} dense: each entry goes to the next "
+                    f"position of level {last} (direct append, no key decoded)")
         return "entries arrive in storage order; equal neighbours are added"
 
     def needs_extents(self, plan: AssemblyPlan) -> bool:
         return linear_needs_extents(plan, range(len(plan.key)))
 
     def declare(self, plan: AssemblyPlan, target: str) -> list[t.Node]:
+        if plan.direct:
+            return []
         return [t.Declare("int64_t", "spf_last", "-1", note="key of the entry appended last")]
 
     def statement(self, plan: AssemblyPlan, rhs: str, kernel: str,
                   target: str) -> list[t.Node]:
+        if plan.direct:
+            return _direct(plan, rhs)
         out = plan.output.name
         last = len(plan.storage.levels) - 1
         return [t.Declare("int64_t", "spf_key", linear(plan, range(len(plan.key))), const=True),
@@ -44,6 +78,28 @@ class Append(AssemblyStrategy):
     def finish(self, plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
         out = plan.output.name
         return [t.Call(f"{kernel}_finish(&spf_cur, {out}, {out}_size)")]
+
+
+def _direct(plan: AssemblyPlan, rhs: str) -> list[t.Node]:
+    """The entry at the next position of the last level; the pointer of its dense parent
+    (the row-major position of the dense coordinates) moves past it.  The cursor's
+    ``next``/``cap`` of that level keep the count for ``<kernel>_finish``."""
+    out, storage = plan.output.name, plan.storage
+    k = len(storage.levels) - 1
+    level = storage.levels[k]
+    nodes: list[t.Node] = [
+        t.If(f"spf_cur.next{k} >= spf_cur.cap{k}",
+             [t.Assign("spf_status", str(CAPACITY)), t.Goto("spf_fail")]),
+        t.Declare("int64_t", "spf_q", f"spf_cur.next{k}++", const=True),
+        t.Assign(f"{out}->{level.coords[0][1]}[spf_q]", f"(spf_index_t){plan.key[-1]}"),
+        t.Assign(f"{out}->{storage.value_array}[spf_q]", rhs)]
+    if level.pointer:
+        parent = ""
+        for m, coord in enumerate(plan.key[:-1]):
+            parent = f"(int64_t){coord}" if not parent else f"({parent}) * spf_ext[{m}] + {coord}"
+        nodes.append(t.Assign(f"{out}->{level.pointer}[{parent or '0'} + 1]",
+                              f"(spf_index_t)spf_cur.next{k}"))
+    return nodes
 
 
 STRATEGY = Append()

@@ -49,6 +49,19 @@ class AssemblyPlan:
             and self.ordered >= n - self.storage.free_tail
 
     @property
+    def direct_shape(self) -> bool:
+        """Every level above the last is dense over one coordinate, the last compressed over
+        one: an entry's position follows from its coordinates without decoding a key."""
+        *upper, last = self.storage.levels
+        return last.kind is StorageKind.COMPRESSED and len(last.coords) == 1 \
+            and all(lv.kind is StorageKind.DENSE and len(lv.coords) == 1 for lv in upper)
+
+    @property
+    def direct(self) -> bool:
+        """Append straight to the last level (:mod:`.append`): keys in order and unique."""
+        return self.mode is Mode.APPEND and self.unique and self.direct_shape
+
+    @property
     def last_only(self) -> bool:
         """A workspace slot is exactly the one coordinate of the output's last level."""
         last = self.storage.levels[-1]

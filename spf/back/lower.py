@@ -158,6 +158,9 @@ class KernelLowering:
         if role.count:   # a find's matched position is not needed to count the match
             nodes = [t.Call(f"(void){d.find.var}") for d in self.decisions
                      if d.chosen is not None]
+            if not role.histogram and a.drop_zeros:   # no branch on the data
+                return nodes + [t.Assign("spf_n", f"({value()}) != 0.0", "+=",
+                                         note="zeros are not stored")]
             nodes += strategy(a).count_statement(a) if role.histogram \
                 else [t.Call("++spf_n")]
         else:

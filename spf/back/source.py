@@ -30,6 +30,8 @@ def header_lines(plan: Plan, name: str) -> list[str]:
         header.append(f"  {use.name}: {use.layout.name}"
                       + (f" {dict(use.layout.params)}" if use.layout.params else ""))
     header.append(f"Loop order: {', '.join(plan.nest.schedule)}")
+    if plan.order_why:
+        header.append(f"  ({plan.order_why.format(bound=name + '_bound')})")
     for d in plan.decisions:
         algo = d.chosen.algorithm if d.chosen else "guard loop"
         alt = (f", or {' or '.join(c.algorithm for c in d.alternatives)} chosen at run "
@@ -59,15 +61,17 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
     code = kernel_code(plan, name)
     before = CPrinter().definitions(code.storage)
     assembly = plan.assembly
+    helpers = set(code.helpers)
     if assembly is not None:
-        bound = kernel_code(plan, f"{name}_bound", Role(count=True))
+        bound = kernel_code(plan.count_plan, f"{name}_bound", Role(count=True))
+        helpers |= bound.helpers      # its loops may be another order's
         before += ("\n\n" if before else "") + BOUND_COMMENT + function(bound)
         if strategy(assembly).counts_first:
             hist = kernel_code(plan, f"{name}_histogram", Role(count=True, histogram=True))
             before += ("\n\n/* Bucket mode, first pass: the entries of each "
                        f"{assembly.key[0]} (an upper bound: equal coordinates are added "
                        "later). */\n" + function(hist, static=True))
-    return render_file(header_lines, code.helpers, list(code.layouts.values()), code.signature,
+    return render_file(header_lines, helpers, list(code.layouts.values()), code.signature,
                        code.body, code.runtimes, assembly=code.assembly, before=before)
 
 
@@ -86,7 +90,7 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
     zeroes the output, or merges the runs and appends their union to the output."""
     helpers: set[str] = set()
     layouts: dict[str, Layout] = {}
-    for term in terms:
+    for term in [*terms, *bounds]:
         helpers |= term.helpers
         for lay in term.layouts.values():      # the parts of a union layout share one struct
             layouts.setdefault(struct_name(lay), lay)
@@ -131,8 +135,9 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: dict[s
     args = ", ".join(run.operand for run in runs)
     body: list[t.Node] = [t.Comment(f"{expr}: the operands are the sorted runs of the union"),
                           t.Return(f"{name}_merge({out}, {out}_size, {args})")]
-    return render_file(header_lines, set(), list(layouts.values()),
-                       f"int {name}({', '.join(params)})", body, before=extra)
+    return render_file(header_lines, set().union(*(b.helpers for b in bounds)),
+                       list(layouts.values()), f"int {name}({', '.join(params)})", body,
+                       before=extra)
 
 
 def _sum_params(expr, tensor_layouts: dict[str, Layout], assembly: AssemblyPlan | None,

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .analysis import Analysis, VectorLoop, analyze, tiling_legal, vector_loop
-from ..assembly import AssemblyPlan, plan_assembly
+from ..assembly import AssemblyPlan, Mode, plan_assembly
 from ..errors import SpecError, SynthesisError
 from ..middle.iteration_space import IterationSpace
+from ..middle.order import inner_extents_stored_counts, output_order
 from ..middle.scan import LevelKind, LoopNest, scan
 from .synthesis import Decision, TileSkip, for_parallel, synthesize, tile_skips
 from ..front.terms import Aff
@@ -34,7 +35,15 @@ class Plan:
     vector: VectorLoop | None = None     # the innermost loop run as SIMD lanes
     no_simd: str = ""                    # why a dependence-free innermost loop stays scalar
     privatized: bool = False             # the parallel loop sums into per-thread copies
+    counting: "Plan | None" = None       # the nest counting the output's entries, if another
+    order_why: str = ""                  # why planning changed the default loop order
     _analysis: Analysis | None = None
+
+    @property
+    def count_plan(self) -> "Plan":
+        """The plan whose loops count the statement instances (``<name>_bound``): the
+        default order's when the loops were reordered for the output (any order counts)."""
+        return self.counting or self
 
     @property
     def space(self) -> IterationSpace:
@@ -59,8 +68,10 @@ class Plan:
 
 def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
               assemble: bool, drop_zeros: bool, z3_timeout_ms: int,
-              tile: dict[str, int], reassociate: bool = False) -> Plan:
-    """Every decision for the product kernel over ``space`` (see the module docstring)."""
+              tile: dict[str, int], reassociate: bool = False, reorder: bool = False) -> Plan:
+    """Every decision for the product kernel over ``space`` (see the module docstring).
+    ``reorder``: ``order`` is the default one, which an assembled output may change
+    (:func:`_output_ordered`)."""
     nest = scan(space, order)
     nest.z3 = Z3Limit(z3_timeout_ms)
     _check_tiling(nest, tile)
@@ -75,6 +86,8 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
                         "layout without share=); this output is dense or shared",
                         space.expr.source)
     plan = Plan(nest, decisions, assembly, parallel)
+    if assembly is not None and reorder and not tile and assembly.mode is not Mode.APPEND:
+        plan = _output_ordered(plan, order, find, z3_timeout_ms) or plan
     if parallel and not assemble:
         plan.parallel_loop = plan.analysis().parallel_loop
         plan.privatized = any(lp.private_output for lp in plan.analysis().loops)
@@ -89,6 +102,30 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
         elif vector is not None and vector.var != plan.parallel_loop:
             plan.vector = vector
     return plan
+
+
+def _output_ordered(plan: Plan, order: list[str], find, z3_timeout_ms: int) -> Plan | None:
+    """The plan over :func:`output_order`'s loops when Z3 proves they append the output in
+    storage order and the loops moved inside run over counts of stored parts (not over a
+    dimension); the original loops still count the entries (``counting``)."""
+    space, a = plan.space, plan.assembly
+    other = output_order(space, order, a.key)
+    if other is None:
+        return None
+    new_order, moved, why = other
+    nest = scan(space, new_order)
+    nest.z3 = Z3Limit(z3_timeout_ms)
+    inside = inner_extents_stored_counts(nest, moved)
+    if inside is None:
+        return None
+    decisions = synthesize(nest, find)
+    assembly = plan_assembly(nest, space.assembled, decisions)
+    if assembly.mode is not Mode.APPEND:
+        return None
+    assembly = replace(assembly, drop_zeros=a.drop_zeros)
+    return Plan(nest, decisions, assembly, plan.parallel_wanted, counting=plan, order_why=(
+        f"{why}, and Z3 proved they do (no {a.mode} pass); {inside}; {{bound}} counts "
+        f"the entries in the order {', '.join(plan.nest.schedule)}"))
 
 
 def _adapt_finds_to_parallel(plan: Plan) -> None:

@@ -8,11 +8,16 @@ bounds need nothing placed after ``v``, ``w`` is moved before ``v``: the nest th
 ``w``'s entries and assigns ``v``, instead of running ``v`` over its whole extent with a find
 for ``w`` inside (TACO's "iterate the compressed level, locate into the dense one").  This is
 push SpMSpV with a column-major matrix: ``x``'s nonzeros drive the loop over columns.
+
+For an assembled output, :func:`output_order` offers a second order: the layout indices that
+locate the output's coordinates, hoisted outermost in the output's storage order, so that
+the loops may produce entries in that order (the plan takes it only if Z3 proves they do).
 """
 from __future__ import annotations
 
 from ..front.terms import Constraint, UFCall
 from .iteration_space import IterationSpace
+from .scan import LevelKind, LoopNest
 
 
 def default_order(space: IterationSpace) -> tuple[list[str], list[str]]:
@@ -39,6 +44,48 @@ def default_order(space: IterationSpace) -> tuple[list[str], list[str]]:
                 moved = True
                 break
     return order, why
+
+
+def output_order(space: IterationSpace, order: list[str], key: tuple[str, ...]
+                 ) -> tuple[list[str], list[str], str] | None:
+    """``order`` with the variables locating the output's leading storage coordinates
+    ``key`` (``v = i``) moved outermost, in key order; the variables that moved inside
+    them; and why.  None when that moves nothing (the first coordinate is not located, or
+    already leads)."""
+    hoisted: list[str] = []
+    for index in key:
+        v = next((v for v in order if _located_index(space, v) == index), None)
+        if v is None:
+            break
+        hoisted.append(v)
+    if not hoisted or order[:len(hoisted)] == hoisted:
+        return None
+    rest = [v for v in order if v not in hoisted]
+    new = hoisted + rest
+    moved = [w for w in order if any(order.index(w) < order.index(h)
+                                     and new.index(w) > new.index(h) for h in hoisted)]
+    pairs = ", ".join(f"{v} (= {_located_index(space, v)})" for v in hoisted)
+    return new, moved, (f"{pairs} placed outermost: the output's storage order starts "
+                            f"with {', '.join(key[:len(hoisted)])}, so the loops can produce "
+                            "entries in that order")
+
+
+def inner_extents_stored_counts(nest: LoopNest, moved: list[str]) -> str | None:
+    """Why the loops ``moved`` inside may stay there: each runs over a count of stored parts
+    (a layout field that is no extent of any tensor, e.g. a number of diagonals), not over a
+    dimension, so the nest keeps a few input streams open; None (with nothing said) when
+    one runs over a dimension (an extent), which would walk a large input across its
+    storage order."""
+    extents = set().union(*(e.names() for e in nest.space.extent.values()))
+    for v in moved:
+        lv = nest.level(v)
+        if lv.kind is not LevelKind.LOOP:
+            continue
+        names = set().union(set(), *(aff.names() for aff, _ in lv.lower + lv.upper))
+        if names & extents:
+            return None
+    return (f"the loops moved inside ({', '.join(moved)}) run over counts of stored parts, "
+            "not over a dimension")
 
 
 def _located_index(space: IterationSpace, v: str) -> str | None:

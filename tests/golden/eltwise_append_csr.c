@@ -4,7 +4,7 @@
  *   B: CSR
  * Loop order: A_pi, i, B_pi, A_pj, j, B_pj
  * Find B_pj in B: seqiter
- * Output C: assembled in CSR (entries appended in storage order by spf_kernel_append; arrays sized by spf_kernel_bound)
+ * Output C: assembled in CSR (entries appended in storage order, straight to the last level; arrays sized by spf_kernel_bound)
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -486,12 +486,11 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *res
     const spf_index_t *restrict B_colIdx = B->colIdx;
     const double *restrict B_data = B->data;
     spf_index_t spf_pos_B_pj = 0;
-    /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i, j); entries arrive in storage order; equal neighbours are added; Z3 proved (i, j) non-decreasing (A: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')). */
+    /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i, j); entries arrive in storage order, no two with the same coordinates (Z3 proved), every level above pj dense: each entry goes to the next position of level pj (direct append, no key decoded); Z3 proved (i, j) non-decreasing (A: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')). */
     const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     spf_kernel_cursor spf_cur;
     spf_kernel_cursor_init(&spf_cur, spf_ext, C_size);
     int spf_status = 0;
-    int64_t spf_last = -1;   /* key of the entry appended last */
     for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t i = A_pi;
         const spf_index_t B_pi = A_pi;
@@ -505,14 +504,14 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *res
                 ++spf_pos_B_pj;
             if (spf_pos_B_pj < B_rowPtr[B_pi + 1] && B_colIdx[spf_pos_B_pj] == j) {
                 const spf_index_t B_pj = spf_pos_B_pj;
-                const int64_t spf_key = ((int64_t)i) * spf_ext[1] + j;
-                if (spf_key != spf_last) {
-                    if ((spf_status = spf_kernel_append(&spf_cur, C, spf_key, A_data[A_pj] * B_data[B_pj])))
-                        goto spf_fail;
-                    spf_last = spf_key;
-                } else {   /* the same coordinates again */
-                    C->data[spf_cur.pos1] += A_data[A_pj] * B_data[B_pj];
+                if (spf_cur.next1 >= spf_cur.cap1) {
+                    spf_status = 2;
+                    goto spf_fail;
                 }
+                const int64_t spf_q = spf_cur.next1++;
+                C->colIdx[spf_q] = (spf_index_t)j;
+                C->data[spf_q] = A_data[A_pj] * B_data[B_pj];
+                C->rowPtr[(int64_t)i + 1] = (spf_index_t)spf_cur.next1;
             }
         }
     }
