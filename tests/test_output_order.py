@@ -50,7 +50,8 @@ def test_dia_to_csr_runs_rows_outer_and_appends_directly():
     assert a.mode == "append" and a.direct and a.unique
     assert conv.kernel.order[0] == "A_pi"
     report = conv.report()
-    assert "A_pi (= i) placed outermost" in report and "no bucket pass" in report
+    assert "A_pi placed outermost (locating i from A_pi)" in report
+    assert "no bucket pass" in report
     src = conv.c_source()
     assert "spf_convert_histogram" not in src and "direct append" in src
     # the bound pass keeps the layout's order (diagonals outer: its inner loop is counted)
@@ -78,6 +79,25 @@ def test_dia_to_csr_matches_scipy(shape, offsets, zeros):
     assert np.array_equal(got.indices, want.indices)
     assert np.array_equal(got.data, want.data)
     spf.Tensor(out.layout, out.shape, out.fields, check=True)
+
+
+def test_bcsr_to_csr_runs_each_row_across_its_blocks():
+    """i = B*pi + pk: both hoisted; the block loop moves inside (it runs over stored blocks),
+    and the gap the layout declares between a row's blocks proves the columns increasing."""
+    conv = spf.Conversion("BCSR", "CSR", B=3)
+    assert conv.kernel.order == ["A_pi", "A_pk", "A_pj", "A_pl"]
+    assert conv.kernel.assembly.direct
+    assert "placed outermost (locating i from A_pi, A_pk)" in conv.report()
+    rng = np.random.default_rng(11)
+    for shape in [(10, 7), (9, 9), (1, 4), (5, 5)]:
+        a = np.where(rng.random(shape) < 0.3, rng.uniform(0.5, 2.0, shape), 0.0)
+        if shape == (5, 5):
+            a[:] = 0.0
+        out = conv.compile()(spf.Tensor.from_dense("BCSR", a, B=3))
+        want = sp.csr_matrix(a)
+        assert out.fields["rowPtr"].tolist() == want.indptr.tolist()
+        assert out.fields["colIdx"].tolist() == want.indices.tolist()
+        np.testing.assert_array_equal(out.fields["data"], want.data)
 
 
 def test_dense_to_csc_keeps_the_row_major_walk():

@@ -49,25 +49,38 @@ def default_order(space: IterationSpace) -> tuple[list[str], list[str]]:
 def output_order(space: IterationSpace, order: list[str], key: tuple[str, ...]
                  ) -> tuple[list[str], list[str], str] | None:
     """``order`` with the variables locating the output's leading storage coordinates
-    ``key`` (``v = i``) moved outermost, in key order; the variables that moved inside
-    them; and why.  None when that moves nothing (the first coordinate is not located, or
-    already leads)."""
+    ``key`` (``i = 8*pi + pk``: an affine function of loop variables, no index array) moved
+    outermost, in key order; the variables that moved inside them; and why.  None when that
+    moves nothing (the first coordinate is not located, or already leads)."""
     hoisted: list[str] = []
+    located: list[str] = []
     for index in key:
-        v = next((v for v in order if _located_index(space, v) == index), None)
-        if v is None:
+        by = _locating_vars(space, order, index)
+        if by is None:
             break
-        hoisted.append(v)
+        hoisted += [v for v in by if v not in hoisted]
+        located.append(f"{index} from {', '.join(by)}")
     if not hoisted or order[:len(hoisted)] == hoisted:
         return None
-    rest = [v for v in order if v not in hoisted]
-    new = hoisted + rest
+    new = hoisted + [v for v in order if v not in hoisted]
     moved = [w for w in order if any(order.index(w) < order.index(h)
                                      and new.index(w) > new.index(h) for h in hoisted)]
-    pairs = ", ".join(f"{v} (= {_located_index(space, v)})" for v in hoisted)
-    return new, moved, (f"{pairs} placed outermost: the output's storage order starts "
-                            f"with {', '.join(key[:len(hoisted)])}, so the loops can produce "
-                            "entries in that order")
+    return new, moved, (f"{', '.join(hoisted)} placed outermost (locating "
+                        f"{'; '.join(located)}): the output's storage order starts with "
+                        f"{', '.join(key[:len(located)])}, so the loops can produce entries "
+                        "in that order")
+
+
+def _locating_vars(space: IterationSpace, order: list[str], index: str) -> list[str] | None:
+    """The loop variables (in ``order``'s order) that give logical index ``index`` through
+    an affine equality without an index-array read, if one does."""
+    for c in space.constraints:
+        if not c.is_eq or c.calls() or index not in c.names():
+            continue
+        rest = c.names() - {index}
+        if rest and rest <= set(order) and abs(c.aff.coeff(index)) == 1:
+            return [v for v in order if v in rest]
+    return None
 
 
 def inner_extents_stored_counts(nest: LoopNest, moved: list[str]) -> str | None:
