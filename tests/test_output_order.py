@@ -163,3 +163,23 @@ def test_repeated_coordinates_in_order_are_added_through_the_cursor(tmp_path):
     out = conv.compile()(t)
     np.testing.assert_array_equal(out.to_dense(), want)
     assert out.fields["rowPtr"].tolist() == [0, 2, 2, 3, 4]
+
+
+@pytest.mark.parametrize("slots_limit", [0, 1 << 24])
+def test_sizing_without_reading_values_is_trimmed(monkeypatch, slots_limit):
+    """Dropping zeros: the output is sized by counting slots (no value read) when that is
+    small, else by counting nonzero values; either way the arrays end trimmed to the
+    nonzeros, and the row pointers are written once per row."""
+    from spf.runtime import compiled
+    monkeypatch.setattr(compiled, "SLOTS_ENTRIES", slots_limit)
+    conv = spf.Conversion("DIA", "CSR")
+    src = conv.c_source()
+    assert "int spf_convert_bound_slots(" in src
+    kernel = src[src.index("int spf_convert(spf_CSR"):]
+    assert kernel.count("rowPtr[") == 1 and "the group's entries are appended" in kernel
+    t = dia((40, 30), [-39, -5, 0, 3, 29], seed=2, zeros=0.7)
+    out = conv.compile()(t)
+    want = dense_of_dia(t)
+    np.testing.assert_array_equal(out.to_dense(), want)
+    assert out.fields["data"].size == out.fields["colIdx"].size == np.count_nonzero(want)
+    spf.Tensor(out.layout, out.shape, out.fields, check=True)

@@ -79,11 +79,17 @@ class Append(AssemblyStrategy):
         out = plan.output.name
         return [t.Call(f"{kernel}_finish(&spf_cur, {out}, {out}_size)")]
 
+    def group_end(self, plan: AssemblyPlan) -> list[t.Node]:
+        if not plan.direct or len(plan.key) < 2:
+            return []
+        return _pointer_past(plan, "the group's entries are appended")
+
 
 def _direct(plan: AssemblyPlan, rhs: str) -> list[t.Node]:
-    """The entry at the next position of the last level; the pointer of its dense parent
-    (the row-major position of the dense coordinates) moves past it.  The cursor's
-    ``next``/``cap`` of that level keep the count for ``<kernel>_finish``."""
+    """The entry at the next position of the last level.  The cursor's ``next``/``cap`` of
+    that level keep the count for ``<kernel>_finish``; the pointer of the dense parent moves
+    past its entries where the parent's loops end (:meth:`Append.group_end`), or here when
+    there is no dense level."""
     out, storage = plan.output.name, plan.storage
     k = len(storage.levels) - 1
     level = storage.levels[k]
@@ -93,13 +99,23 @@ def _direct(plan: AssemblyPlan, rhs: str) -> list[t.Node]:
         t.Declare("int64_t", "spf_q", f"spf_cur.next{k}++", const=True),
         t.Assign(f"{out}->{level.coords[0][1]}[spf_q]", f"(spf_index_t){plan.key[-1]}"),
         t.Assign(f"{out}->{storage.value_array}[spf_q]", rhs)]
-    if level.pointer:
-        parent = ""
-        for m, coord in enumerate(plan.key[:-1]):
-            parent = f"(int64_t){coord}" if not parent else f"({parent}) * spf_ext[{m}] + {coord}"
-        nodes.append(t.Assign(f"{out}->{level.pointer}[{parent or '0'} + 1]",
-                              f"(spf_index_t)spf_cur.next{k}"))
+    if len(plan.key) < 2:
+        nodes += _pointer_past(plan, "")
     return nodes
+
+
+def _pointer_past(plan: AssemblyPlan, note: str) -> list[t.Node]:
+    """The last level's pointer at the dense parent's position (row-major over the dense
+    coordinates) set past the entries appended so far."""
+    level = plan.storage.levels[-1]
+    if not level.pointer:
+        return []
+    k = len(plan.storage.levels) - 1
+    parent = ""
+    for m, coord in enumerate(plan.key[:-1]):
+        parent = f"(int64_t){coord}" if not parent else f"({parent}) * spf_ext[{m}] + {coord}"
+    return [t.Assign(f"{plan.output.name}->{level.pointer}[{parent or '0'} + 1]",
+                     f"(spf_index_t)spf_cur.next{k}", note=note)]
 
 
 STRATEGY = Append()

@@ -71,6 +71,11 @@ class AssemblyStrategy:
         group."""
         return []
 
+    def group_end(self, plan: AssemblyPlan) -> list[t.Node]:
+        """At the end of the body of the level defining the output's coordinates above its
+        last level (once per value of them): e.g. a pointer moved past the group."""
+        return []
+
     def count_statement(self, plan: AssemblyPlan) -> list[t.Node]:
         """The statement of the counting pass (``counts_first``)."""
         return []

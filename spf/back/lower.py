@@ -59,11 +59,13 @@ class Role:
     """Which function of an assembled output is lowered: the kernel writing the output
     (``target="output"``) or a sorted run (``"stream"``, a term of a sum); ``count``: the
     function counting statement instances (``<name>_bound``); ``histogram``: the one counting
-    each bucket's entries (bucket mode)."""
+    each bucket's entries (bucket mode); ``slots``: count instances without testing their
+    values (``<name>_bound_slots``, an upper bound that reads no value)."""
 
     target: str = "output"
     count: bool = False
     histogram: bool = False
+    slots: bool = False
 
 
 class KernelLowering:
@@ -158,6 +160,8 @@ class KernelLowering:
         if role.count:   # a find's matched position is not needed to count the match
             nodes = [t.Call(f"(void){d.find.var}") for d in self.decisions
                      if d.chosen is not None]
+            if role.slots:
+                return nodes + [t.Call("++spf_n")]
             if not role.histogram and a.drop_zeros:   # no branch on the data
                 return nodes + [t.Assign("spf_n", f"({value()}) != 0.0", "+=",
                                          note="zeros are not stored")]
@@ -368,6 +372,10 @@ def _hooks(k: KernelLowering, acc_level: int, acc_target: str | None,
     if k.building and a.group_level is not None:
         _chain(hooks, a.group_level,
                lambda b: b.add(*strategy(a).group_check(a, k.name, k.role.target)))
+    if k.building and len(a.key) > 1 and strategy(a).group_end(a):
+        order = [lv.var for lv in k.nest.levels]
+        _chain(hooks, max(order.index(c) for c in a.key[:-1]),
+               lambda b: [b.defer(n) for n in reversed(strategy(a).group_end(a))])
     if k.custom is not None and k.custom.at is not None:
         level, nodes = k.custom.at
         _chain(hooks, level, lambda b: b.add(*nodes))

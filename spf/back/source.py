@@ -66,6 +66,10 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
         bound = kernel_code(plan.count_plan, f"{name}_bound", Role(count=True))
         helpers |= bound.helpers      # its loops may be another order's
         before += ("\n\n" if before else "") + BOUND_COMMENT + function(bound)
+        if assembly.drop_zeros:
+            slots = kernel_code(plan.count_plan, f"{name}_bound_slots",
+                                Role(count=True, slots=True))
+            before += "\n\n" + SLOTS_COMMENT + function(slots)
         if strategy(assembly).counts_first:
             hist = kernel_code(plan, f"{name}_histogram", Role(count=True, histogram=True))
             before += ("\n\n/* Bucket mode, first pass: the entries of each "
@@ -78,6 +82,11 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
 BOUND_COMMENT = ("/* The number of statement instances: an upper bound on the output's "
                  "entries, which sizes its\n * arrays before the kernel runs (the loops "
                  "without the statement's work). */\n")
+
+
+SLOTS_COMMENT = ("/* The statement instances, zeros included: a looser bound that reads no "
+                 "value (the caller\n * uses it when the arrays it sizes are small, and "
+                 "trims them afterwards). */\n")
 
 
 def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str, Layout],

@@ -23,6 +23,13 @@ from .tensor import Tensor, index_max, wider_hint
 from ..front.storage import StorageKind
 from ..assembly import strategy
 
+# An output whose zeros are dropped is sized by counting its statement instances without
+# reading values (``<name>_bound_slots``) when that bound is at most this many entries (about
+# 200 MB of int32 indices and doubles, mostly never touched, trimmed after the kernel), as
+# scipy sizes DIA -> CSR; above it, by counting the nonzero values (``<name>_bound``), so a
+# mostly-zero dense input does not reserve memory for all of its slots.
+SLOTS_ENTRIES = 1 << 24
+
 
 class CompiledKernel:
     """Callable ``f(A=..., x=...)``: checks every argument, runs the C, returns the output.
@@ -55,6 +62,9 @@ class CompiledKernel:
                              [ctypes.c_void_p] * (2 if kernel.assembly else 1) + inputs)
         if kernel.assembly is not None:
             self._bound = _function(lib, f"{kernel.name}_bound", [ctypes.c_void_p] + inputs)
+            self._bound_slots = _function(lib, f"{kernel.name}_bound_slots",
+                                          [ctypes.c_void_p] + inputs) \
+                if kernel.assembly.drop_zeros and kernel.plan is not None else None
 
     def allocate_output(self, **inputs: Any) -> Tensor:
         """A zeroed output tensor for these inputs (dense, or sharing an input's structure),
@@ -194,8 +204,12 @@ class CompiledKernel:
             raise ArgumentError(f"output {self.output!r} of shape {shape} has more than 2^63 "
                                 "coordinates; its keys would overflow int64")
         bound = ctypes.c_int64(0)
-        if self._bound(ctypes.addressof(bound), *inputs) != 0:
-            raise MemoryError(f"kernel {k.name}: out of memory while sizing {self.output!r}")
+        if self._bound_slots is not None:       # counting without reading values suffices
+            self._bound_slots(ctypes.addressof(bound), *inputs)      # when it sizes little
+        if self._bound_slots is None or bound.value > SLOTS_ENTRIES:
+            if self._bound(ctypes.addressof(bound), *inputs) != 0:
+                raise MemoryError(f"kernel {k.name}: out of memory while sizing "
+                                  f"{self.output!r}")
         top = index_max(storage.layout)
         counts_first = strategy(k.assembly).counts_first     # it scatters every instance
         if counts_first and bound.value > top:

@@ -471,6 +471,25 @@ int spf_convert_bound(int64_t *restrict spf_bound, const spf_DIA *restrict A)
     return 0;
 }
 
+/* The statement instances, zeros included: a looser bound that reads no value (the caller
+ * uses it when the arrays it sizes are small, and trims them afterwards). */
+int spf_convert_bound_slots(int64_t *restrict spf_bound, const spf_DIA *restrict A)
+{
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t A_numCols = A->numCols;
+    const spf_index_t A_numDiags = A->numDiags;
+    const spf_index_t *restrict A_offset = A->offset;
+    int64_t spf_n = 0;
+    for (spf_index_t A_pd = 0; A_pd < A_numDiags; ++A_pd) {
+        for (spf_index_t A_pi = spf_max(0, -A_offset[A_pd]); A_pi < spf_min(A_numRows, A_numCols - A_offset[A_pd]); ++A_pi) {
+            ++spf_n;
+        }
+    }
+    *spf_bound = spf_n;
+    return 0;
+}
+
 
 int spf_convert(spf_CSR *restrict B, int64_t *restrict B_size, const spf_DIA *restrict A)
 {
@@ -499,10 +518,10 @@ int spf_convert(spf_CSR *restrict B, int64_t *restrict B_size, const spf_DIA *re
                     const int64_t spf_q = spf_cur.next1++;
                     B->colIdx[spf_q] = (spf_index_t)j;
                     B->data[spf_q] = spf_v;
-                    B->rowPtr[(int64_t)i + 1] = (spf_index_t)spf_cur.next1;
                 }
             }
         }
+        B->rowPtr[(int64_t)i + 1] = (spf_index_t)spf_cur.next1;   /* the group's entries are appended */
     }
     spf_convert_finish(&spf_cur, B, B_size);
     return 0;

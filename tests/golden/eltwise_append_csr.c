@@ -511,9 +511,9 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *res
                 const int64_t spf_q = spf_cur.next1++;
                 C->colIdx[spf_q] = (spf_index_t)j;
                 C->data[spf_q] = A_data[A_pj] * B_data[B_pj];
-                C->rowPtr[(int64_t)i + 1] = (spf_index_t)spf_cur.next1;
             }
         }
+        C->rowPtr[(int64_t)i + 1] = (spf_index_t)spf_cur.next1;   /* the group's entries are appended */
     }
     spf_kernel_finish(&spf_cur, C, C_size);
     return 0;
