@@ -331,7 +331,8 @@ class Kernel:
                       f"{self.assembly.storage.layout.name} by {self.name}_merge, which merges "
                       "the operands level by level (no term copies its entries first):")
         header += [f"  {run.operand} ({run.layout.name}): {run.why}" for run in self.runs]
-        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", Role(count=True)) for t in self.terms]
+        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", Role(count=True))
+                  for t in self.terms]
         args = [[a.tensor for a in (t.expr.output, *t.expr.factors)] for t in self.terms]
         return emit_merged(self.name, header, self.expr, self.layouts, self.runs,
                            self.assembly, bounds, args)

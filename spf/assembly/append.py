@@ -111,10 +111,8 @@ def _pointer_past(plan: AssemblyPlan, note: str) -> list[t.Node]:
     if not level.pointer:
         return []
     k = len(plan.storage.levels) - 1
-    parent = ""
-    for m, coord in enumerate(plan.key[:-1]):
-        parent = f"(int64_t){coord}" if not parent else f"({parent}) * spf_ext[{m}] + {coord}"
-    return [t.Assign(f"{plan.output.name}->{level.pointer}[{parent or '0'} + 1]",
+    parent = linear(plan, range(len(plan.key) - 1), flip=False)
+    return [t.Assign(f"{plan.output.name}->{level.pointer}[{parent} + 1]",
                      f"(spf_index_t)spf_cur.next{k}", note=note)]
 
 

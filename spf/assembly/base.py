@@ -81,12 +81,13 @@ class AssemblyStrategy:
         return []
 
 
-def linear(plan: AssemblyPlan, parts: range) -> str:
-    """Row-major linearization of the key coordinates ``parts`` (descending ones flipped)."""
+def linear(plan: AssemblyPlan, parts: range, flip: bool = True) -> str:
+    """Row-major linearization of the key coordinates ``parts`` (descending ones flipped,
+    unless not ``flip``: the position of a dense level, indexed by the coordinate itself)."""
     text = ""
     for m in parts:
         coord = plan.key[m]
-        if plan.descending[m]:
+        if flip and plan.descending[m]:
             coord = f"(spf_ext[{m}] - 1 - {coord})"
         text = f"(int64_t){coord}" if not text else f"({text}) * spf_ext[{m}] + {coord}"
     return text or "0"

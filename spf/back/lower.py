@@ -372,10 +372,11 @@ def _hooks(k: KernelLowering, acc_level: int, acc_target: str | None,
     if k.building and a.group_level is not None:
         _chain(hooks, a.group_level,
                lambda b: b.add(*strategy(a).group_check(a, k.name, k.role.target)))
-    if k.building and len(a.key) > 1 and strategy(a).group_end(a):
+    ends = strategy(a).group_end(a) if k.building and len(a.key) > 1 else []
+    if ends:
         order = [lv.var for lv in k.nest.levels]
         _chain(hooks, max(order.index(c) for c in a.key[:-1]),
-               lambda b: [b.defer(n) for n in reversed(strategy(a).group_end(a))])
+               lambda b: [b.defer(n) for n in reversed(ends)])
     if k.custom is not None and k.custom.at is not None:
         level, nodes = k.custom.at
         _chain(hooks, level, lambda b: b.add(*nodes))

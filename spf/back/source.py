@@ -31,7 +31,7 @@ def header_lines(plan: Plan, name: str) -> list[str]:
                       + (f" {dict(use.layout.params)}" if use.layout.params else ""))
     header.append(f"Loop order: {', '.join(plan.nest.schedule)}")
     if plan.order_why:
-        header.append(f"  ({plan.order_why.format(bound=name + '_bound')})")
+        header.append(f"  ({plan.order_why})")
     for d in plan.decisions:
         algo = d.chosen.algorithm if d.chosen else "guard loop"
         alt = (f", or {' or '.join(c.algorithm for c in d.alternatives)} chosen at run "

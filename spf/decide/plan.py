@@ -124,7 +124,7 @@ def _output_ordered(plan: Plan, order: list[str], find, z3_timeout_ms: int) -> P
         return None
     assembly = replace(assembly, drop_zeros=a.drop_zeros)
     return Plan(nest, decisions, assembly, plan.parallel_wanted, counting=plan, order_why=(
-        f"{why}, and Z3 proved they do (no {a.mode} pass); {inside}; {{bound}} counts "
+        f"{why}, and Z3 proved they do (no {a.mode} pass); {inside}; the bound pass counts "
         f"the entries in the order {', '.join(plan.nest.schedule)}"))
 
 

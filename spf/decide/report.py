@@ -18,7 +18,7 @@ def plan_report(plan: Plan, z3_timeout_ms: int, order_why: list[str] = ()) -> st
     lines.append(f"loop order: {', '.join(nest.schedule)}")
     lines.extend(f"  order: {why}" for why in order_why)
     if plan.order_why:
-        lines.append(f"  order: {plan.order_why.format(bound='the bound pass')}")
+        lines.append(f"  order: {plan.order_why}")
     lines += _levels(nest)
     if plan.assembly:
         lines.append(f"assembly: {plan.assembly.describe()}")

@@ -94,7 +94,7 @@ def inner_extents_stored_counts(nest: LoopNest, moved: list[str]) -> str | None:
         lv = nest.level(v)
         if lv.kind is not LevelKind.LOOP:
             continue
-        names = set().union(set(), *(aff.names() for aff, _ in lv.lower + lv.upper))
+        names = set().union(*(aff.names() for aff, _ in lv.lower + lv.upper))
         if names & extents:
             return None
     return (f"the loops moved inside ({', '.join(moved)}) run over counts of stored parts, "

@@ -204,12 +204,13 @@ class CompiledKernel:
             raise ArgumentError(f"output {self.output!r} of shape {shape} has more than 2^63 "
                                 "coordinates; its keys would overflow int64")
         bound = ctypes.c_int64(0)
-        if self._bound_slots is not None:       # counting without reading values suffices
-            self._bound_slots(ctypes.addressof(bound), *inputs)      # when it sizes little
-        if self._bound_slots is None or bound.value > SLOTS_ENTRIES:
-            if self._bound(ctypes.addressof(bound), *inputs) != 0:
+        sizers = [self._bound] if self._bound_slots is None else [self._bound_slots, self._bound]
+        for sizer in sizers:        # counting without reading values suffices if it sizes little
+            if sizer(ctypes.addressof(bound), *inputs) != 0:
                 raise MemoryError(f"kernel {k.name}: out of memory while sizing "
                                   f"{self.output!r}")
+            if bound.value <= SLOTS_ENTRIES:
+                break
         top = index_max(storage.layout)
         counts_first = strategy(k.assembly).counts_first     # it scatters every instance
         if counts_first and bound.value > top:
