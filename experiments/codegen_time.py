@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import spf
-from spf.runtime.build import BASE_FLAGS, compiler
+from spf.runtime.build import compile_flags, compiler
 from spf.decide.synthesis import synthesize
 
 from .common import bar_chart, machine_note, median_time, plot_path, print_table, progress, write_csv
@@ -37,7 +37,7 @@ def compile_time(source: str) -> float:
         c_file = Path(tmp) / "k.c"
         c_file.write_text(source)
         t0 = time.perf_counter()
-        subprocess.run([compiler(), *BASE_FLAGS, str(c_file), "-o", str(Path(tmp) / "k.so")],
+        subprocess.run([compiler(), *compile_flags(), str(c_file), "-o", str(Path(tmp) / "k.so")],
                        check=True, capture_output=True)
         return time.perf_counter() - t0
 

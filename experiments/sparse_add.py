@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime.build import BASE_FLAGS, build_library, load_library
+from spf.runtime.build import compile_flags, build_library, load_library
 
 from . import mkl
 from .common import (bar_chart, experiment_parser, geomean, graphblas, machine_note,
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = experiment_parser(__doc__).parse_args(argv)
     mode = MODES["quick" if args.quick else "full"]
     t_start = time.perf_counter()
-    print(f"compiling spf's kernels and the C baseline ({' '.join(BASE_FLAGS)})", flush=True)
+    print(f"compiling spf's kernels and the C baseline ({' '.join(compile_flags())})", flush=True)
     layouts = {"A": "CSR", "B": "CSR", "C": "CSR"}
     merged = spf.Kernel(EXPR, layouts, name="sparse_add")
     if merged.runs is None:

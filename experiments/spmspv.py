@@ -11,7 +11,7 @@ Contenders (all single-threaded, inputs prebuilt in each contender's native form
   kernel zeroes y itself).  The spf Tensors are built once, outside the timed region.
 - ``merge``: experiments/baselines/spmspv_merge.c, the conjunctive merge of Fig. 10(b) per
   row (TACO's branch-free cursor updates), compiled with spf's flags and compiler
-  (``spf.runtime.build.build_library``: BASE_FLAGS = -O3 -march=native ...) and called through
+  (``spf.runtime.build.build_library``: compile_flags() = -O3 -march=native ...) and called through
   ctypes with prebuilt arguments on the very arrays of the spf tensors.  ``merge_branchy``:
   the same merge with if/else cursor updates (a second reference, not the paper's).
 - ``scipy``: ``A @ x`` with x an n x 1 CSR matrix (scipy's SpGEMM; it returns a sparse y).
@@ -52,7 +52,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime.build import BASE_FLAGS, build_library, load_library
+from spf.runtime.build import compile_flags, build_library, load_library
 
 from .common import (experiment_parser, geomean, graphblas, machine_note, plot_path,
                      prepared_call, print_table, progress, pyplot, time_interleaved, write_csv)
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     densities = [float(d) for d in args.densities.split(",") if d.strip()]
     t_start = time.perf_counter()
     print("compiling spf kernels and the merge baseline "
-          f"({' '.join(BASE_FLAGS)})", flush=True)
+          f"({' '.join(compile_flags())})", flush=True)
     con = Contenders.build()
     rows: list[dict] = []
     scales = ("user",) if args.matrix else mode[0]

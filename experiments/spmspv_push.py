@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime.build import BASE_FLAGS, build_library, load_library
+from spf.runtime.build import compile_flags, build_library, load_library
 
 from .common import (experiment_parser, geomean, graphblas, line_chart, machine_note,
                      plot_path, prepared_call, print_table, progress, time_interleaved,
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     mode = MODES["quick" if args.quick else "full"]
     densities = [float(d) for d in args.densities.split(",") if d.strip()]
     t_start = time.perf_counter()
-    print(f"compiling spf's kernels and the C baseline ({' '.join(BASE_FLAGS)})", flush=True)
+    print(f"compiling spf's kernels and the C baseline ({' '.join(compile_flags())})", flush=True)
     kernels, fn = build_kernels(), hand_c()
     rows: list[dict] = []
     for scale in (("user",) if args.matrix else mode[0]):

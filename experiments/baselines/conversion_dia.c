@@ -5,7 +5,7 @@
  * caller allocates the output for every in-range slot (an upper bound: zeros are not
  * stored) and trims it to the returned count; out_ptr has num_rows + 1 entries.
  *
- * Compiled by experiments/conversion.py with spf's own flags (spf.runtime.build.BASE_FLAGS).
+ * Compiled by experiments/conversion.py with spf's own flags (spf.runtime.build.compile_flags()).
  */
 #include <stdint.h>
 

@@ -7,7 +7,7 @@
  * csr_to_ell:    copies each row into its slots; the caller passes colIdx prefilled with -1
  *                and data with zeros (numpy allocates them, as it does for spf's result).
  *
- * Compiled by experiments/conversion.py with spf's own flags (spf.runtime.build.BASE_FLAGS).
+ * Compiled by experiments/conversion.py with spf's own flags (spf.runtime.build.compile_flags()).
  */
 #include <stdint.h>
 

@@ -6,7 +6,7 @@
  * out sorted.  The caller allocates the output arrays (numpy, as for spf's result); out_ptr
  * has num_cols + 1 entries and is written completely.
  *
- * Compiled by experiments/conversion.py with spf's own flags (spf.runtime.build.BASE_FLAGS).
+ * Compiled by experiments/conversion.py with spf's own flags (spf.runtime.build.compile_flags()).
  */
 #include <stdint.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  * with room for nnz(A) + nnz(B) entries; the function returns nnz(C).  Explicit zeros from
  * cancellation are kept (like spf; scipy drops them).
  *
- * Compiled by experiments/sparse_add.py with spf's own flags (spf.runtime.build.BASE_FLAGS)
+ * Compiled by experiments/sparse_add.py with spf's own flags (spf.runtime.build.compile_flags())
  * and called through ctypes on the very arrays of the inputs.
  */
 #include <stdint.h>

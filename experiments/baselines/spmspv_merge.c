@@ -11,7 +11,7 @@
  * (the branch predictor guesses it), which matters when one list is much longer than the
  * other.  It is a second reference, not the paper's baseline.
  *
- * Compiled by experiments/spmspv.py with spf's own flags (spf.runtime.build.BASE_FLAGS) and called
+ * Compiled by experiments/spmspv.py with spf's own flags (spf.runtime.build.compile_flags()) and called
  * through ctypes on the very arrays of the spf tensors.  Every y[i] is written (no separate
  * zeroing pass).
  */

@@ -4,7 +4,7 @@
  * The column-wise saxpy a performance engineer writes: zero y, then for each nonzero x(j)
  * scatter x(j) * A(:, j) into y.  Work O(rows + sum of the matched columns' lengths).
  *
- * Compiled by experiments/spmspv_push.py with spf's own flags (spf.runtime.build.BASE_FLAGS)
+ * Compiled by experiments/spmspv_push.py with spf's own flags (spf.runtime.build.compile_flags())
  * and called through ctypes on the very arrays of the inputs.
  */
 #include <stdint.h>
