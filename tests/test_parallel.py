@@ -42,7 +42,8 @@ TTV = "y(i,j) = A(i,j,k) * x(k)"
 TTM = "C(i,j,l) = A(i,j,k) * B(k,l)"
 
 THREADS = (1, 2, 4)
-PRAGMA = "#pragma omp parallel for schedule(guided,32)"
+PRAGMA = "#pragma omp parallel for schedule(guided,32)"     # iterations of uneven work
+STATIC = "#pragma omp parallel for schedule(static)"          # iterations of the same work
 VECTORS = ["SV", "SV_unsorted", "SV_decreasing", "DenseVector"]
 SPARSE_VECTORS = ["SV", "SV_unsorted", "SV_decreasing"]
 MATRICES = ["CSR", "CSC", "COO", "SortedCOO", "DCSR", "BCSR", "ELL", "DIA", "LowerTri",
@@ -63,7 +64,7 @@ def kernels(expr: str, layouts: tuple, params: tuple = ()):
     else:
         serial = spf.Kernel(expr, dict(layouts), params=prm)
         assert_compiles_clean(par.c_source(), ("-fopenmp",))
-        assert PRAGMA not in serial.c_source()
+        assert "#pragma omp parallel" not in serial.c_source()
     assert_compiles_clean(serial.c_source())
     return par, par.compile(), serial.compile()
 
@@ -112,11 +113,12 @@ def expected_parallel(expr: str, lay: dict) -> str | None:
 # -- generated C ----------------------------------------------------------------------------
 def parallel_regions(src: str) -> list[tuple[str, str, str]]:
     """(pragma line, the parallel loop's text, the text before the pragma) for each pragma
-    of the parallel loop (not the static one that zeroes a dense output)."""
+    of the parallel loop (not the one that zeroes a dense output)."""
     lines = src.splitlines()
     out = []
     for k, line in enumerate(lines):
-        if "#pragma omp" not in line or "schedule(static)" in line or "omp simd" in line:
+        if "#pragma omp" not in line or "omp simd" in line \
+                or lines[k + 1].lstrip().startswith("for (size_t spf_z = 0;"):
             continue
         depth, body = 0, []
         for ln in lines[k + 1:]:
@@ -144,9 +146,10 @@ def check_c(kernel: spf.Kernel, expr: str, lay: dict) -> None:
     assert kernel.plan.privatized == expected_private(expr, lay)
     if kernel.plan.privatized:  # threads share out the scatter loop, each into its own copy
         assert not kernel.decisions and want == loops[0]
-        assert "#pragma omp parallel\n    {\n        double *restrict spf_mine = " in src, src
-        assert re.search(rf"#pragma omp for schedule\(guided,32\)\n\s*for \(spf_index_t {want} = ",
-                         src)
+        assert "#pragma omp parallel\n    {\n        const int spf_team = spf_team_size();\n" \
+            "        double *restrict spf_mine = " in src, src
+        assert re.search(rf"#pragma omp for schedule\((guided,32|static)\)\n\s*"
+                         rf"for \(spf_index_t {want} = ", src)
         assert "private copy" in analysis.parallel_reason
         return
     if want != loops[0]:    # an inner loop: a worksharing loop inside a parallel region
@@ -157,7 +160,7 @@ def check_c(kernel: spf.Kernel, expr: str, lay: dict) -> None:
     regions = parallel_regions(src)
     assert regions, src
     for pragma, body, before in regions:
-        assert pragma.startswith(PRAGMA), pragma
+        assert pragma.startswith((PRAGMA, STATIC)), pragma
         assert body.lstrip().startswith(f"for (spf_index_t {want} = "), (pragma, body)
         # scalar outputs: the accumulator is a reduction variable
         assert ("reduction(+:spf_acc)" in pragma) == (not kernel.expr.output.indices), pragma
@@ -525,3 +528,22 @@ def test_private_copies_accumulate_into_the_output(layout):
             f.set_num_threads(n)
             np.testing.assert_allclose(f(A=A, x=x, y=y0.copy()), y0 + a @ x, rtol=1e-12,
                                        atol=1e-12)
+
+
+# -- the schedule -----------------------------------------------------------------------------
+@pytest.mark.parametrize("expr, layouts, schedule", [
+    (SPMV, {"A": "ELL"}, "static"),           # every row: width slots
+    (SPMV, {"A": "DenseMatrix"}, "static"),
+    (SPMV, {"A": "COO"}, "static"),           # one entry per iteration (private copies of y)
+    (TTM, {"A": "DenseTensor3"}, "static"),
+    (SPMV, {"A": "CSR"}, "guided,32"),        # rows of uneven length (rowPtr bounds the loop)
+    (SPMV, {"A": "LowerTri"}, "guided,32"),   # row i has i + 1 entries
+    (TTM, {"A": "CSF"}, "guided,32"),
+    (SPMV, {"A": "CSR", "x": "SV"}, "guided,32"),    # a find inside the row
+])
+def test_schedule_follows_the_work_per_iteration(expr, layouts, schedule):
+    k = spf.Kernel(expr, layouts, parallel=True)
+    lines = k.c_source().splitlines()
+    loop = [ln.strip() for ln, nxt in zip(lines, lines[1:])
+            if "schedule(" in ln and f"for (spf_index_t {k.parallel_loop} =" in nxt]
+    assert loop and all(f"schedule({schedule})" in p for p in loop), loop

@@ -403,8 +403,9 @@ def _nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
         outer = k.parallel_loop == loops[0]
         if not outer:     # every thread runs the outer loops; this one's iterations are shared
             team = loops[0]
+        even = not outer or _even_iterations(k, par)
         parallel[k.parallel_loop] = t.Parallel(
-            t.Schedule.GUIDED if outer else t.Schedule.STATIC, team=outer, private=private,
+            t.Schedule.STATIC if even else t.Schedule.GUIDED, team=outer, private=private,
             reduction=reduction)
     if k.privatized:
         _private_nest(k, finds, used, statement, hooks, parallel)
@@ -415,28 +416,46 @@ def _nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
     b.flush()
 
 
+def _even_iterations(k: KernelLowering, par: int) -> bool:
+    """Whether every iteration of level ``par`` does the same work: each loop inside it runs
+    a fixed number of times (bounds of sizes and constants only: no index array, no enclosing
+    index) and no find runs inside it.  Then equal contiguous shares (a static schedule)
+    balance the threads; otherwise guided."""
+    indices = {lv.var for lv in k.nest.levels}
+    inner = k.nest.levels[par + 1:]
+    return not any(aff.calls() or aff.names() & indices
+                   for lv in inner if lv.kind is LevelKind.LOOP for aff, _ in lv.lower + lv.upper) \
+        and not any(d.find.level > par for d in k.decisions)
+
+
 def _private_nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
                   statement: list[t.Node], hooks: dict[int, Hook],
                   parallel: dict[str, t.Parallel]) -> None:
     """The nest in a parallel region whose threads share out the outer loop, each adding into
-    its own zeroed copy of the output (``spf_mine``); after the loop the threads share out
-    the elements, summing the copies into the output."""
+    its own copy of the output (``spf_mine``, zeroed by that thread: in parallel, and in the
+    cache of the core that uses it); after the loop the threads share out the elements,
+    summing the team's copies into the output."""
     b, depth = k.b, k.b.depth
     out = k.space.use(k.expr.output.tensor)
     arr = out.layout.value.array
     size, data = k.names.extent_product(out, arr), k.names.field(out, arr, own=True)
     k.helpers.add("spf_omp")
-    b.add(t.Comment(f"a private copy of {out.name} per thread, added into it after the loop "
-                    "(+ 1: calloc(0) may return NULL)"),
+    b.add(t.Comment(f"a private copy of {out.name} per thread, zeroed by its thread, added "
+                    f"into {out.name} after the loop (+ 1: malloc(0) may return NULL)"),
           t.Declare("size_t", "spf_size", size, const=True),
           t.Declare("int", "spf_threads", "spf_max_threads()", const=True),
+          t.If("spf_size > (SIZE_MAX / sizeof(double) - 1) / (size_t)spf_threads",
+               [t.Return("1")], braces=False),
           t.Declare("double", "*spf_priv",
-                    "calloc((size_t)spf_threads * spf_size + 1, sizeof(double))"),
+                    "malloc(((size_t)spf_threads * spf_size + 1) * sizeof(double))"),
           t.If("!spf_priv", [t.Return("1")], braces=False))
     b.nest(t.Team())
     b.nest(t.Block())
-    b.add(t.Declare("double *restrict", "spf_mine",
-                    "spf_priv + (size_t)spf_thread() * spf_size"))
+    b.add(t.Declare("int", "spf_team", "spf_team_size()", const=True),
+          t.Declare("double *restrict", "spf_mine",
+                    "spf_priv + (size_t)spf_thread() * spf_size"),
+          t.For("size_t spf_z = 0", "spf_z < spf_size", "++spf_z",
+                [t.Assign("spf_mine[spf_z]", "0.0")], braces=False))
     parallel[k.parallel_loop] = replace(parallel[k.parallel_loop], team=False)
     lower_levels(b, k.nest, k.names, used, finds, statement, hooks, k.level_notes, parallel,
                  None, _simd(k))
@@ -445,7 +464,7 @@ def _private_nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
     add = [t.Assign("spf_s", "spf_priv[(size_t)spf_t * spf_size + spf_z]", "+=")]
     b.add(t.For("size_t spf_z = 0", "spf_z < spf_size", "++spf_z", [
         t.Declare("double", "spf_s", f"{data}[spf_z]" if k.expr.accumulate else "0.0"),
-        t.For("int spf_t = 0", "spf_t < spf_threads", "++spf_t", add, braces=False),
+        t.For("int spf_t = 0", "spf_t < spf_team", "++spf_t", add, braces=False),
         t.Assign(f"{data}[spf_z]", "spf_s")], parallel=t.Parallel(t.Schedule.STATIC, team=False)))
     b.close_to(depth)
     b.add(t.Call("free(spf_priv)"))

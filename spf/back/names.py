@@ -20,9 +20,11 @@ HELPERS = {
                  "{ return n >= 0 ? (n + d - 1) / d : -((-n) / d); }",
     "spf_omp": "#ifdef _OPENMP\n#include <omp.h>\n"
                "static inline int spf_max_threads(void) { return omp_get_max_threads(); }\n"
-               "static inline int spf_thread(void) { return omp_get_thread_num(); }\n#else\n"
+               "static inline int spf_thread(void) { return omp_get_thread_num(); }\n"
+               "static inline int spf_team_size(void) { return omp_get_num_threads(); }\n#else\n"
                "static inline int spf_max_threads(void) { return 1; }\n"
-               "static inline int spf_thread(void) { return 0; }\n#endif",
+               "static inline int spf_thread(void) { return 0; }\n"
+               "static inline int spf_team_size(void) { return 1; }\n#endif",
 }
 
 
