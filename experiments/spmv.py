@@ -567,27 +567,35 @@ WHY = """**Why spf wins and loses where it does.**
   inspector does to the matrix is not visible, so the reason is not established here.  spf's
   DIA kernel (no index arrays, contiguous diagonals) is faster than both on these matrices.
 - *2 threads.* The row-parallel kernels use `schedule(guided,32)` (large contiguous runs first,
-  then smaller ones); the 2-thread time is bounded by the memory bandwidth the two cores share
-  (STREAM triad above). COO's entries scatter into y: with `parallel=True` each thread adds into
-  a private copy of y and the copies are summed into y after the loop (2026-11-25; before, COO
-  ran on one thread in the 2-thread rows, 0.55x MKL's COO). Measured with each contender
-  timed in its own block (2026-11-25; with the calls interleaved, MKL's spinning threads had
-  cost the others on 2 threads, the hand-written CSR loop then being slower on 2 threads than
-  on 1): 1.62x from 1 to 2 threads (goal 1.6x; 1.84x in the run before), 0.83x MKL's COO,
-  0.85x the hand-written OpenMP array reduction (`reduction(+ : y[:n])`, the same algorithm;
-  1.00x in the run before); the extra pass over the copies (threads x n reads) and the write
-  traffic of a full copy of y per thread cost most on the matrices with few entries per row.
-  spf's CSR kernel is the hand-written CSR loop (`schedule(static)`): 1.02x it on 1 and on 2
-  threads (0.96x and 1.01x in the run before: the spread between runs on this VM). DIA on 2 threads shares
-  out the rows of each diagonal (an `omp for` inside a parallel region, one barrier per
-  diagonal).
+  then smaller ones); a loop whose iterations all do the same work (COO's entries, ELL's and
+  dense rows: no inner loop bounded by an index array, no find) uses `schedule(static)`, one
+  contiguous share per thread. The 2-thread time is bounded by the memory bandwidth the two
+  cores share (STREAM triad above). COO's entries scatter into y: with `parallel=True` each
+  thread adds into a private copy of y, zeroed by that thread inside the parallel region, and
+  the copies are summed into y after the loop. Measured with each contender timed in its own
+  block (with the calls interleaved, MKL's spinning threads had cost the others on 2 threads):
+  1.78x from 1 to 2 threads (goal 1.6x), 0.88x MKL's COO, 0.91x the hand-written OpenMP array
+  reduction (`reduction(+ : y[:n])`, the same algorithm; 0.85x before the static schedule and
+  the per-thread zeroing, 2026-11-25), which is itself 0.97x MKL's COO. The rest is lost on the
+  matrices with few entries per row (laplace2d/3d, banded: 0.83-0.85x), where the pass summing
+  the copies (threads x n reads) weighs most. spf's CSR kernel is the hand-written CSR loop:
+  1.01x it on 1 thread and 0.98x on 2 (the spread between runs on this VM is about 5%). DIA
+  on 2 threads shares out the rows of each diagonal (an `omp for` inside a parallel region,
+  one barrier per diagonal).
+- *What the CSR algorithm itself reaches.* The goals table's *hand-written C* column: the
+  textbook CSR row loop written by hand is 0.85x MKL on 1 thread and 0.84x on 2, 1.05x scipy,
+  and reaches the same 30% of STREAM as spf's kernel on the matrices that leave the cache.
+  spf's generated loop is that loop, so these goals need a different algorithm than the row
+  loop over CSR, e.g. what `mkl_sparse_optimize` does to the matrix (not visible).
 - *ELL* reads every slot of every row, padding included (a padding slot holds column -1, which
   the kernel tests): on matrices with uneven rows (random_1e-5: longest row 18, average 5) that
-  is several times the entries of CSR. The hand-written ELL loop (the same test per slot, the
-  row's base offset computed once) is 1.05x faster than spf's on 1 thread (0.78x on block8,
-  0.89-0.90x on the Laplacians, about 1.0x elsewhere); why gcc compiles spf's loop slower there
-  is not established. DIA: spf's kernel is 1.04x (1 thread) and 1.07x (2 threads) the
-  hand-written one (scipy's dia_matvec loop).
+  is several times the entries of CSR, and the hand-written ELL loop is 0.79x scipy's CSR as
+  well. spf's ELL loop compiles to the same instructions as the hand-written one (the two
+  inner loops compared in gcc's assembly: load column, test sign, gather x, one FMA); they
+  differ in where the code lands, and that moves single matrices by up to 25% either way
+  (block8, 1 thread: spf 0.78x the hand loop here; with both built at `-O2` in a probe, spf
+  2.90 ms and the hand loop 4.07 ms). DIA: spf's kernel is 1.06x (1 thread) and 1.07x
+  (2 threads) the hand-written one (scipy's dia_matvec loop).
 - *BCSR* (block8, dense_lower) multiplies whole 8 x 8 blocks with unit-stride inner loops: its
   8 row sums are independent, so the add chain of CSR does not bound it."""
 

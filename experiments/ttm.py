@@ -221,12 +221,19 @@ WHY = """**Where spf stands, and why.** Kernels read every field through `restri
 declared once (`const double *restrict B_data = B->data;`) and mark the dense column loop
 `#pragma omp simd`, proven free by the dependence analysis; gcc vectorizes it
 (`tests/test_vectorize.py` checks `-fopt-info-vec`). Before that change (2026-11-23) the kernel
-was 0.80x (dense) and 0.65x (fibres) the baseline on 1 thread. Still missing: (1) the kernel
-built without `parallel` (`spf_serial`) is slower on 1 thread than the same loops built with
-`parallel=True` run on one thread; both vectorize the column loop and the cause is not yet
-found; (2) with the fibre-sharing output spf zeroes the whole output in a pass before the loops,
-while the baseline zeroes each fibre's 16 values right before it accumulates into them, while
-they are in cache: the largest remaining gap (long_fibres)."""
+was 0.80x (dense) and 0.65x (fibres) the baseline on 1 thread. The kernel built without
+`parallel` (`spf_serial`) was slower on 1 thread than the same loops built with `parallel=True`
+(0.84x the baseline): gcc's `-O3` unroll-and-jam fused two nonzeros around the column loop in
+the serial function only (in the OpenMP one the loop body is outlined); spf compiles with
+`-fno-loop-unroll-and-jam` under gcc since 2026-11-25 (the baseline too), and the dense output
+is now 1.03x the baseline on 1 thread. Still lost: the fibre-sharing output (long_fibres 0.82x
+on 1 thread, 0.86x on 2). One difference: spf zeroes the whole output in a pass before the
+loops, while the baseline zeroes each fibre's 16 values right before it accumulates into them,
+while they are in cache. A probe that zeroed per fibre in the generated C moved uniform on 2
+threads from 5.07 to 4.58 ms and the others within the noise, so it does not explain
+long_fibres (7420 fibres: its output is under 1 MB); the cause there is not established.
+Zeroing per fibre would also need a proof that the fibre loop visits every fibre of the output
+once, which is not built."""
 
 
 if __name__ == "__main__":
