@@ -127,6 +127,14 @@ def _ttm(rows: Rows) -> list[Goal]:
                             _geomean([t[k[0], output, threads, "baseline"] / t[k] for k in t
                                       if k[1:] == (output, threads, mine)
                                       and (k[0], output, threads, "baseline") in t]), ">=", 1.0))
+    for threads, mine in (("1", "spf_serial"), ("2", "spf_parallel")):
+        def vs_taco(who: str) -> float:
+            return _geomean([t[k[0], "dense", threads, "taco"] / t[k] for k in t
+                             if k[1:] == ("dense", threads, who)
+                             and (k[0], "dense", threads, "taco") in t])
+        out.append(Goal(f"TTM mode-1 CSF R=16, dense output, vs TACO, {threads} thread"
+                        + ("s" if threads == "2" else ""), vs_taco(mine), ">=", 1.0,
+                        vs_taco("baseline")))
     return out
 
 

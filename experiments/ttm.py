@@ -10,7 +10,10 @@ Two outputs, as in the paper: C dense (I x J x R), and C sharing A's (i, j) fibr
 - ``spf_serial``: the kernel built without ``parallel`` (1-thread rows only);
 - ``spf_parallel``: the kernel built with ``parallel=True`` (OpenMP on the root fibres) on 1
   and 2 threads;
-- ``baseline``: the hand-written loops, same flags, the same OpenMP loop and schedule.
+- ``baseline``: the hand-written loops, same flags, the same OpenMP loop and schedule;
+- ``taco`` (dense output, when ``$SPF_TACO`` names a TACO build, see ``experiments/taco.py``):
+  TACO's ``compute`` for ``A:sss, B:dd, C:ddd``, same flags; on 1 thread built without OpenMP,
+  on 2 threads with it, its ``schedule(runtime)`` loop set to spf's ``guided,32``.
 
 Inputs: the order-3 tensor suite of ``experiments/tensors.py`` (power-law modes, uniform,
 long fibres) or FROSTT files; every output is checked against numpy.
@@ -26,7 +29,9 @@ import numpy as np
 
 import spf
 from spf.runtime.build import build_library, load_library
+from spf.runtime.memory import aligned_zeros
 
+from . import taco
 from .common import (bar_chart, geomean, machine_note, plot_path, prepared_call, print_table,
                      progress, time_interleaved, write_csv)
 from .tensors import load_frostt, suite
@@ -48,6 +53,7 @@ class Mode:
 MODES = {"quick": Mode("quick", 0.005, 5, 20), "full": Mode("full", 0.5, 9, 200)}
 _P = ctypes.c_void_p
 _I32 = ctypes.c_int32
+_GUIDED = 3     # omp_sched_guided
 
 
 def baseline() -> ctypes.CDLL:
@@ -60,6 +66,32 @@ def baseline() -> ctypes.CDLL:
 
 def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
+
+
+def taco_kernels() -> tuple[str, dict[int, ctypes.CDLL]]:
+    """TACO's version and, by threads, its dense-output TTM (serial build for 1, OpenMP build
+    for 2); nothing without a TACO build."""
+    path = taco.tool()
+    if path is None:
+        print("TACO: not built ($SPF_TACO unset, no taco on PATH): no taco contender")
+        return "", {}
+    text = taco.source(path, TTM, {"A": "sss", "B": "dd", "C": "ddd"})
+    print(f"TACO: {taco.version(path)}")
+    return taco.version(path), {1: taco.compile_compute(text, openmp=False),
+                                2: taco.compile_compute(text, openmp=True)}
+
+
+def taco_call(lib: ctypes.CDLL, A, B: np.ndarray, out: np.ndarray):
+    """TACO's ``compute(C, A, B)`` on spf's CSF arrays (its sss levels: pos [0, n0] and idx0,
+    then ptr1/idx1 and ptr2/idx2)."""
+    I, J, K = A.shape
+    top = np.array([0, A["n0"]], dtype=np.int32)
+    args = (taco.tensor(out.shape, [[], [], []], out),
+            taco.tensor((I, J, K), [[top, A["idx0"]], [A["ptr1"], A["idx1"]],
+                                    [A["ptr2"], A["idx2"]]], A["data"]),
+            taco.tensor(B.shape, [[], []], B))
+    refs = tuple(ctypes.byref(a) for a in args)
+    return lambda: lib.compute(*refs)
 
 
 def kernels() -> dict[tuple[str, str], object]:
@@ -75,7 +107,7 @@ def kernels() -> dict[tuple[str, str], object]:
 
 
 def run_tensor(name: str, shape: tuple, coords: np.ndarray, vals: np.ndarray, ks: dict,
-               lib: ctypes.CDLL, mode: Mode) -> list[dict]:
+               lib: ctypes.CDLL, tacos: dict[int, ctypes.CDLL], mode: Mode) -> list[dict]:
     I, J, K = shape
     A = spf.Tensor.from_coords("CSF", shape, tuple(coords), vals)
     B = np.random.default_rng(2).random((K, R))
@@ -93,17 +125,20 @@ def run_tensor(name: str, shape: tuple, coords: np.ndarray, vals: np.ndarray, ks
         for tag in ("serial", "parallel"):
             compiled = ks[output, tag]
             if output == "dense":
-                outs[tag] = np.empty((I, J, R))
+                outs[tag] = aligned_zeros((I, J, R))
                 fns[tag] = prepared_call(compiled, outs[tag], A=A, B=B)
             else:
                 C = compiled.allocate_output(A=A, B=B)
                 outs[tag] = C.fields["data"].reshape(fibres, R)
                 fns[tag] = prepared_call(compiled, C, A=A, B=B)
-        outs["baseline"] = np.empty((I, J, R)) if output == "dense" else np.empty((fibres, R))
+        outs["baseline"] = aligned_zeros((I, J, R) if output == "dense" else (fibres, R))
         if output == "dense":
             args = (A["n0"], *map(_ptr, a), J, R, _ptr(B), _ptr(outs["baseline"]),
                     outs["baseline"].size)
             fns["baseline"] = lambda args=args: lib.ttm_dense(*args)
+            for threads, tlib in tacos.items():
+                outs[f"taco{threads}"] = aligned_zeros((I, J, R))
+                fns[f"taco{threads}"] = taco_call(tlib, A, B, outs[f"taco{threads}"])
         else:
             args = (A["n0"], _ptr(a[1]), _ptr(a[3]), _ptr(a[4]), _ptr(a[5]), R, _ptr(B),
                     _ptr(outs["baseline"]))
@@ -112,12 +147,16 @@ def run_tensor(name: str, shape: tuple, coords: np.ndarray, vals: np.ndarray, ks
         for threads in THREADS:
             ks[output, "parallel"].set_num_threads(threads)
             lib.omp_set_num_threads(threads)
+            lib.omp_set_schedule(_GUIDED, 32)      # TACO's schedule(runtime) loop
             timed = {"spf_parallel": fns["parallel"], "baseline": fns["baseline"]}
             if threads == 1:
                 timed["spf_serial"] = fns["serial"]
+            if f"taco{threads}" in fns:
+                timed["taco"] = fns[f"taco{threads}"]
             times = time_interleaved(timed, mode.target_s, mode.min_runs, mode.max_runs)
             for c, (t, runs) in times.items():
-                got = outs[{"spf_parallel": "parallel", "spf_serial": "serial"}.get(c, c)]
+                got = outs[{"spf_parallel": "parallel", "spf_serial": "serial",
+                            "taco": f"taco{threads}"}.get(c, c)]
                 np.testing.assert_allclose(got, reference, rtol=1e-9, atol=1e-9,
                                            err_msg=f"{c} on {name}, {output}, {threads} threads")
                 rows.append({**base, "output": output, "threads": threads, "contender": c,
@@ -138,11 +177,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     mode = MODES["quick" if args.quick else "full"]
     ks = kernels()
     lib = baseline()
+    taco_version, tacos = taco_kernels()
     tensors = [load_frostt(p) for p in args.tensor] or list(suite(mode.scale))
     rows: list[dict] = []
     for k, (name, shape, coords, vals) in enumerate(progress(tensors, "ttm", args.quick), 1):
         print(f"[{k}/{len(tensors)}] {name}: {shape}, {len(vals)} nonzeros", flush=True)
-        rows += run_tensor(name, shape, coords, vals, ks, lib, mode)
+        rows += run_tensor(name, shape, coords, vals, ks, lib, tacos, mode)
+    for r in rows:
+        r["taco_version"] = taco_version if r["contender"] == "taco" else ""
     print_table(rows, ["tensor", "output", "threads", "contender", "time_s"])
     print("wrote", write_csv("ttm", rows, args.quick))
     plot(rows, args.quick)
@@ -213,27 +255,51 @@ def describe(rows: list[dict]) -> str:
             lines.append(f"| {output} | {geomean(ratios[output, 1]):.2f}x | "
                          f"{geomean(ratios[output, 2]):.2f}x | "
                          f"{geomean(speedups[output]):.2f}x |")
-    lines += ["", WHY]
+    lines += _taco_table(cells) + ["", WHY]
     return "\n".join(lines)
+
+
+def _taco_table(cells: dict[tuple, dict[str, float]]) -> list[str]:
+    """TACO against spf on the dense output, where TACO ran."""
+    ran = [(tensor, c, cells[tensor, output, 2]) for (tensor, output, threads), c in cells.items()
+           if output == "dense" and threads == 1 and "taco" in c
+           and "taco" in cells.get((tensor, output, 2), {})]
+    if not ran:
+        return ["", "TACO did not run (no TACO build given: `$SPF_TACO`, see "
+                "`experiments/taco.py`)."]
+    lines = ["", "Dense output against TACO (built from source, `taco -version` in the CSV's "
+             "`taco_version`; TACO's own `compute` for `A:sss, B:dd, C:ddd`, same flags; 1 thread: "
+             "built without OpenMP, against spf_serial; 2 threads: with OpenMP, its "
+             "`schedule(runtime)` loop set to `guided,32`, against spf_parallel). Ratio = TACO "
+             "time / spf time.", "",
+             "| tensor | TACO 1 thread (ms, ratio) | TACO 2 threads (ms, ratio) |", "|---|---|---|"]
+    r1s, r2s = [], []
+    for tensor, c, c2 in ran:
+        r1s.append(c["taco"] / c["spf_serial"])
+        r2s.append(c2["taco"] / c2["spf_parallel"])
+        lines.append(f"| {tensor} | {c['taco'] * 1e3:.3g} ({r1s[-1]:.2f}x) | "
+                     f"{c2['taco'] * 1e3:.3g} ({r2s[-1]:.2f}x) |")
+    lines.append(f"| geometric mean | {geomean(r1s):.2f}x | {geomean(r2s):.2f}x |")
+    return lines
 
 
 WHY = """**Where spf stands, and why.** Kernels read every field through `restrict` locals
 declared once (`const double *restrict B_data = B->data;`) and mark the dense column loop
 `#pragma omp simd`, proven free by the dependence analysis; gcc vectorizes it
 (`tests/test_vectorize.py` checks `-fopt-info-vec`). Before that change (2026-11-23) the kernel
-was 0.80x (dense) and 0.65x (fibres) the baseline on 1 thread. The kernel built without
-`parallel` (`spf_serial`) was slower on 1 thread than the same loops built with `parallel=True`
-(0.84x the baseline): gcc's `-O3` unroll-and-jam fused two nonzeros around the column loop in
-the serial function only (in the OpenMP one the loop body is outlined); spf compiles with
-`-fno-loop-unroll-and-jam` under gcc since 2026-11-25 (the baseline too), and the dense output
-is now 1.03x the baseline on 1 thread. Still lost: the fibre-sharing output (long_fibres 0.82x
-on 1 thread, 0.86x on 2). One difference: spf zeroes the whole output in a pass before the
-loops, while the baseline zeroes each fibre's 16 values right before it accumulates into them,
-while they are in cache. A probe that zeroed per fibre in the generated C moved uniform on 2
-threads from 5.07 to 4.58 ms and the others within the noise, so it does not explain
-long_fibres (7420 fibres: its output is under 1 MB); the cause there is not established.
-Zeroing per fibre would also need a proof that the fibre loop visits every fibre of the output
-once, which is not built."""
+was 0.80x (dense) and 0.65x (fibres) the baseline on 1 thread. gcc's `-O3` unroll-and-jam fused
+two nonzeros around the column loop in the kernel built without OpenMP; spf compiles with
+`-fno-loop-unroll-and-jam` under gcc since 2026-11-25 (the baseline and TACO too). The
+fibre-sharing output lost 0.82x on long_fibres until spf allocated its outputs on 64-byte
+boundaries (`spf.runtime.memory.aligned_zeros`, 2026-11-25): numpy aligns to 16 bytes only, and
+a 16-double fibre row off a cache line splits each AVX-512 load and store of it over two lines
+(the baseline alone, its output shifted by 16, 32 or 48 bytes: 1.13-1.22x slower). Every
+contender here now writes into 64-byte-aligned outputs. Still lost: the fibres output on 2
+threads on `uniform` (52 MB of output): spf zeroes the output in a parallel pass before the
+loops, then reads it back; the baseline zeroes each fibre's 16 values right before it
+accumulates into them, while they are in cache. Zeroing per fibre needs a proof that the fibre
+loop visits every fibre of the output exactly once, which spf does not build yet."""
+
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from .back.source import function, render_file
 from .back.templates import text as template_text
 from .front.placement import Placement, aff_range, placement_of
 from .front.storage import Storage, StorageKind, storage_of, storage_or_none
+from .runtime.memory import aligned_zeros
 from .runtime.tensor import Tensor, index_max, register_generated, wider_hint
 
 _INDICES = "ijklmnop"
@@ -279,7 +280,7 @@ class _Placed:
             slot_arr = np.full(max(math.prod(bound[a] for a in pl.slot.args), 1),
                                pl.slot.fill, width)
             fields[pl.slot.uf] = slot_arr[:math.prod(bound[a] for a in pl.slot.args)]
-        data = np.zeros(max(slots, 1))
+        data = aligned_zeros(max(slots, 1))
         fields[lay.value.array] = data[:slots]
         bounds = np.array([bound[p] for p in order], np.int64)
         nxt = np.zeros_like(count)

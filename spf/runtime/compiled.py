@@ -18,6 +18,7 @@ from . import build as runtime
 from ..errors import ArgumentError
 from ..middle.iteration_space import shared_fields
 from ..front.layout import Layout
+from .memory import aligned_zeros
 from .operands import DenseStruct, Operand
 from .tensor import Tensor, index_max, wider_hint
 from ..front.storage import StorageKind
@@ -86,7 +87,7 @@ class CompiledKernel:
         layout = self.kernel.layouts[self.output]
         if layout.dense_array is None:
             return self._shared_output(layout, None, shape, bound)
-        return Tensor.from_dense(layout, np.zeros(shape))
+        return Tensor.from_dense(layout, aligned_zeros(shape))
 
     def set_num_threads(self, n: int) -> None:
         """OpenMP threads for later calls of a parallel kernel (default: ``OMP_NUM_THREADS``)."""
@@ -114,7 +115,7 @@ class CompiledKernel:
             values.append(address)
         out_shape = self._output_shape(shapes)
         if self._dense_output and self.output not in args:    # the common case, fast
-            array = np.zeros(out_shape)
+            array = aligned_zeros(out_shape)
             struct = self._out_dense.struct(array)
             if struct is not None:
                 if self._fn(ctypes.addressof(struct), *values) != 0:
@@ -164,7 +165,7 @@ class CompiledKernel:
             if self.kernel.expr.accumulate:
                 raise ArgumentError(f"'+=' accumulates into {self.output!r}: pass it as "
                                     f"{self.output}=array")
-            array = np.zeros(shape)
+            array = aligned_zeros(shape)
         else:
             array = given.to_dense() if isinstance(given, Tensor) else given
             if not isinstance(array, np.ndarray) or array.dtype != np.float64 \
@@ -290,7 +291,7 @@ class CompiledKernel:
         size = 1
         for d in layout.fields[value].dims:
             size *= index_expr.evaluate(d, scalars, arrays)
-        fields[value] = np.zeros(size)
+        fields[value] = aligned_zeros(size)
         return Tensor(layout, shape, fields, check=False)
 
 
