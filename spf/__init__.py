@@ -14,6 +14,7 @@ _LAZY = {
     "CompiledKernel": "runtime.compiled", "Kernel": "kernel", "Conversion": "conversion",
     "evaluate": "evaluation", "Layout": "front.layout", "layout_names": "front.layout",
     "load_layout": "front.layout", "Relation": "front.relation", "Tensor": "runtime.tensor",
+    "Semiring": "front.semiring",
 }
 
 
@@ -43,5 +44,5 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "Kernel", "Layout", "Relation",
-           "SpecError", "SpfError", "SynthesisError", "Tensor", "evaluate", "layout_names",
+           "Semiring", "SpecError", "SpfError", "SynthesisError", "Tensor", "evaluate", "layout_names",
            "load_layout"]

@@ -146,6 +146,9 @@ def _kernel_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--reassociate", action="store_true",
                      help="let sums run in a different order (SIMD partial sums): faster, "
                      "but the rounding differs from the sequential sum")
+    cmd.add_argument("--semiring", metavar="NAME",
+                     help="add and mul of the statement: plus_times (default), min_plus, "
+                     "max_plus, max_times, min_times, or_and, plus_pair, any_pair")
     cmd.add_argument("--tile", action="append", default=[], metavar="VAR=SIZE",
                      help="strip-mine loop VAR (e.g. A.pi=256) into tiles of SIZE; the tile "
                      "loop is VAR_tile, e.g. A.pi_tile in --order (repeatable)")
@@ -310,6 +313,8 @@ def _build_kernel(args: argparse.Namespace, parser: argparse.ArgumentParser):
         options["index_type"] = args.index_type
     if args.reassociate:
         options["reassociate"] = True
+    if args.semiring:
+        options["semiring"] = args.semiring
     return Kernel(expr, layouts, order=args.order, bounds=args.bounds, params=params,
                   parallel=args.parallel, z3_timeout_ms=args.z3_timeout_ms, **options)
 

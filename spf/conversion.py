@@ -288,7 +288,9 @@ class _Placed:
                   ctypes.c_int64(kmin), _ptr(bounds), ctypes.byref(src))
         # exact dtypes and sizes, properties established by construction (the tests check
         # them): not re-validated, as kernels' assembled outputs are not
-        return Tensor._built(lay, shape, fields)
+        t = Tensor._built(lay, shape, fields)
+        t.source_entries = n if slots > n else None
+        return t
 
 
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:

@@ -22,7 +22,7 @@ from .runtime.operands import as_tensor, is_pydata, is_scipy
 from .runtime.tensor import Tensor
 
 OPTIONS = ("order", "find", "parallel", "bounds", "params", "name", "tile", "share",
-           "drop_zeros", "index_type", "z3_timeout_ms")
+           "drop_zeros", "index_type", "z3_timeout_ms", "semiring")
 
 _kernels: dict[tuple, CompiledKernel] = {}
 _exprs: dict[str, Expr] = {}

@@ -12,6 +12,7 @@ from .back.source import emit_kernel, emit_merged, emit_sum, header_lines
 from .errors import SpecError
 from .middle.iteration_space import IterationSpace, build, shared_fields
 from .front.kernel_spec import Expr, layout_params, load_kernel_file, parse_expr, tensor_layouts
+from .front.semiring import Semiring
 from .front.layout import Layout, default_layout, load_layout
 from .middle.order import default_order
 from .middle.scan import LoopNest
@@ -62,7 +63,7 @@ class Kernel:
                  name: str | None = None, tile: Mapping[str, int] | None = None,
                  share: Mapping[str, str] | None = None, drop_zeros: bool = False,
                  reassociate: bool = False, index_type: str | None = None,
-                 z3_timeout_ms: int | None = None):
+                 z3_timeout_ms: int | None = None, semiring: "str | Semiring | None" = None):
         layouts = tensor_layouts(layouts)
         params = layout_params(params)
         from_file = {}
@@ -79,10 +80,11 @@ class Kernel:
         self.options = opts = kernel_options(self.expr, dict(
             order=order, find=find, parallel=parallel, bounds=bounds, name=name, tile=tile,
             share=share, drop_zeros=drop_zeros, reassociate=reassociate, index_type=index_type,
-            z3_timeout_ms=z3_timeout_ms), from_file)
+            z3_timeout_ms=z3_timeout_ms, semiring=semiring), from_file)
         self._check_names()
         self.name, self.find, self.parallel = opts.name, opts.find, opts.parallel
         self.z3_timeout_ms, self.share = opts.z3_timeout_ms, opts.share
+        self.semiring = opts.semiring
         order = list(opts.order) if opts.order else None
         self.index_type = opts.index_type or _width_of_given(layouts)
         self.layouts = self._resolve_layouts(layouts, params)
@@ -94,6 +96,7 @@ class Kernel:
         self._analysis: Analysis | None = None
         self._source: str | None = None
         out = self.expr.output.tensor
+        self._check_semiring_scope()
         if self.expr.is_sum or any(len(lay.parts()) > 1 for t, lay in self.layouts.items()
                                    if t != out):
             if opts.drop_zeros:
@@ -111,7 +114,7 @@ class Kernel:
                                     assemble=self.assembled, drop_zeros=opts.drop_zeros,
                                     reassociate=opts.reassociate,
                                     z3_timeout_ms=self.z3_timeout_ms, tile=self.tile,
-                                    reorder=order is None)
+                                    reorder=order is None, semiring=self.semiring)
         placed = set(self.order)        # planning may reorder them (Plan.order_why)
         self.order = [v for v in self.plan.nest.schedule if v in placed]
 
@@ -167,6 +170,23 @@ class Kernel:
         self.tile = {}
 
     # construction helpers ----------------------------------------------------------
+    def _check_semiring_scope(self) -> None:
+        """Semirings other than plus_times: one product into a dense or scalar output."""
+        if self.semiring.is_plus_times:
+            return
+        out = self.expr.output.tensor
+        why = ("a sum of terms" if self.expr.is_sum else
+               "a union layout" if any(len(lay.parts()) > 1 for lay in self.layouts.values())
+               else f"the sparse output {out!r} (assembled by the kernel)" if self.assembled
+               else None)
+        if why:
+            raise SpecError(f"semiring={self.semiring.name}: {why} is not supported with a "
+                            "semiring other than plus_times yet (dense and scalar outputs of "
+                            "one product are)", self.expr.source)
+        if self.expr.sign < 0:
+            raise SpecError(f"semiring={self.semiring.name}: a negated product has no meaning "
+                            "in a semiring", self.expr.source)
+
     def _check_tile(self, tile: Mapping[str, int] | None) -> dict[str, int]:
         if not tile:
             return {}

@@ -83,8 +83,9 @@ class CPrinter:
             if n.parallel is not None:
                 out.append(pad + self._omp(n.parallel))
             elif n.simd is not None:
-                out.append(f"{pad}#pragma omp simd" + (f" reduction(+:{', '.join(n.simd.reduction)})"
-                                                        if n.simd.reduction else ""))
+                red = n.simd.reduction
+                out.append(f"{pad}#pragma omp simd" + (
+                    f" reduction({n.simd.reduction_op}:{', '.join(red)})" if red else ""))
             self._body(f"for ({n.init}; {n.cond}; {n.step})", n.body, d, out, n.braces)
         elif isinstance(n, t.While):
             self._body(f"while ({n.cond})", n.body, d, out, n.braces)
@@ -131,7 +132,7 @@ class CPrinter:
         if p.private:
             text += f" private({', '.join(p.private)})"
         if p.reduction:
-            text += f" reduction(+:{', '.join(p.reduction)})"
+            text += f" reduction({p.reduction_op}:{', '.join(p.reduction)})"
         return text
 
 

@@ -29,15 +29,17 @@ class Parallel:
     schedule: Schedule = Schedule.STATIC
     team: bool = True
     private: list[str] = field(default_factory=list)
-    reduction: list[str] = field(default_factory=list)    # variables summed with '+'
+    reduction: list[str] = field(default_factory=list)    # variables combined by reduction_op
+    reduction_op: str = "+"                               # an OpenMP reduction identifier
 
 
 @dataclass
 class Simd:
     """``#pragma omp simd``: the loop's iterations run as SIMD lanes; ``reduction``: variables
-    summed with '+' in partial sums per lane."""
+    combined by ``reduction_op`` in partial results per lane."""
 
     reduction: list[str] = field(default_factory=list)
+    reduction_op: str = "+"
 
 
 @dataclass

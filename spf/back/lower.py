@@ -90,6 +90,9 @@ class KernelLowering:
             self.names.redirect[out.name, out.layout.value.array] = "spf_mine"
         self.layouts: dict[str, Layout] = {}
         self.b = t.Builder()
+        self.semiring = plan.semiring
+        if not self.semiring.is_plus_times:
+            self.helpers.add("spf_math")
         self.building = plan.assembly is not None and not role.count
         self.use_acc = False       # the statement sums into the local spf_acc
 
@@ -132,8 +135,14 @@ class KernelLowering:
         """The product of the factors (C)."""
         factors = [self.names.value(self.space.use(acc.tensor)) if acc.indices else acc.tensor
                    for acc in self.expr.factors]
-        rhs = " * ".join(factors)
+        rhs = self.semiring.mul_c(factors)
         return f"-({rhs})" if self.expr.sign < 0 else rhs
+
+    def add_into(self, target: str, value: str) -> t.Node:
+        """``target`` combined with ``value`` by the semiring's add (``+=`` for plus)."""
+        if self.semiring.omp == "+":
+            return t.Assign(target, value, "+=")
+        return t.Assign(target, self.semiring.add_c(target, value))
 
     def output_target(self) -> tuple[TensorUse | None, str, set[str]]:
         """The dense output's use (None otherwise), the C of the element the statement adds
@@ -156,7 +165,7 @@ class KernelLowering:
         if self.custom is not None:
             return self.custom.statement(value)
         if a is None:
-            return [t.Assign("spf_acc" if use_acc else target, value(), "+=")]
+            return [self.add_into("spf_acc" if use_acc else target, value())]
         if role.count:   # a find's matched position is not needed to count the match
             nodes = [t.Call(f"(void){d.find.var}") for d in self.decisions
                      if d.chosen is not None]
@@ -337,15 +346,18 @@ def _stateful(versions: list[list[FindLowering]]) -> list[FindLowering]:
 
 
 def _zero_output(k: KernelLowering, out_use: TensorUse | None) -> list[t.Node]:
-    out = k.expr.output.tensor
+    out, zero = k.expr.output.tensor, k.semiring.zero_c()
     if out_use is None:
-        return [t.Assign(f"*{out}", "0.0")]
+        return [t.Assign(f"*{out}", zero)]
     arr = out_use.layout.value.array
     size = k.names.extent_product(out_use, arr)
-    if k.parallel_loop:      # zero the output with all threads (it can be large)
-        return [t.For("size_t spf_z = 0", f"spf_z < {size}", "++spf_z",
-                      [t.Assign(f"{k.names.field(out_use, arr)}[spf_z]", "0.0")],
-                      braces=False, parallel=t.Parallel(t.Schedule.STATIC))]
+    if k.parallel_loop or zero != "0.0":   # with all threads (it can be large), or a fill
+        fill = [] if zero == "0.0" else [t.Comment(f"elements no product reaches hold "
+                                                   f"{k.semiring.name}'s zero, {zero}")]
+        return fill + [t.For("size_t spf_z = 0", f"spf_z < {size}", "++spf_z",
+                             [t.Assign(f"{k.names.field(out_use, arr)}[spf_z]", zero)],
+                             braces=False, parallel=t.Parallel(t.Schedule.STATIC)
+                             if k.parallel_loop else None)]
     return [t.Call(f"memset({k.names.field(out_use, arr)}, 0, sizeof(double) * {size})")]
 
 
@@ -366,8 +378,9 @@ def _hooks(k: KernelLowering, acc_level: int, acc_target: str | None,
     a = k.assembly
     if acc_target is not None:
         def open_acc(b: t.Builder) -> None:
-            b.add(t.Declare("double", "spf_acc", "0.0"))
-            b.defer(t.Assign(acc_target, "spf_acc", "=" if store else "+="))
+            b.add(t.Declare("double", "spf_acc", k.semiring.zero_c()))
+            b.defer(t.Assign(acc_target, "spf_acc") if store
+                    else k.add_into(acc_target, "spf_acc"))
         hooks[acc_level] = open_acc
     if k.building and a.group_level is not None:
         _chain(hooks, a.group_level,
@@ -406,7 +419,7 @@ def _nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
         even = not outer or _even_iterations(k, par)
         parallel[k.parallel_loop] = t.Parallel(
             t.Schedule.STATIC if even else t.Schedule.GUIDED, team=outer, private=private,
-            reduction=reduction)
+            reduction=reduction, reduction_op=k.semiring.omp or "+")
     if k.privatized:
         _private_nest(k, finds, used, statement, hooks, parallel)
         return
@@ -455,15 +468,16 @@ def _private_nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
           t.Declare("double *restrict", "spf_mine",
                     "spf_priv + (size_t)spf_thread() * spf_size"),
           t.For("size_t spf_z = 0", "spf_z < spf_size", "++spf_z",
-                [t.Assign("spf_mine[spf_z]", "0.0")], braces=False))
+                [t.Assign("spf_mine[spf_z]", k.semiring.zero_c())], braces=False))
     parallel[k.parallel_loop] = replace(parallel[k.parallel_loop], team=False)
     lower_levels(b, k.nest, k.names, used, finds, statement, hooks, k.level_notes, parallel,
                  None, _simd(k))
     b.close_to(depth + 2)
     b.flush()
-    add = [t.Assign("spf_s", "spf_priv[(size_t)spf_t * spf_size + spf_z]", "+=")]
+    add = [k.add_into("spf_s", "spf_priv[(size_t)spf_t * spf_size + spf_z]")]
     b.add(t.For("size_t spf_z = 0", "spf_z < spf_size", "++spf_z", [
-        t.Declare("double", "spf_s", f"{data}[spf_z]" if k.expr.accumulate else "0.0"),
+        t.Declare("double", "spf_s", f"{data}[spf_z]" if k.expr.accumulate
+                  else k.semiring.zero_c()),
         t.For("int spf_t = 0", "spf_t < spf_team", "++spf_t", add, braces=False),
         t.Assign(f"{data}[spf_z]", "spf_s")], parallel=t.Parallel(t.Schedule.STATIC, team=False)))
     b.close_to(depth)
@@ -477,7 +491,7 @@ def _simd(k: KernelLowering) -> dict[str, t.Simd]:
     if v is None or k.custom is not None or k.assembly is not None:
         return {}
     if v.reduction:
-        return {v.var: t.Simd(["spf_acc"])} if k.use_acc else {}
+        return {v.var: t.Simd(["spf_acc"], k.semiring.omp or "+")} if k.use_acc else {}
     return {v.var: t.Simd()}
 
 

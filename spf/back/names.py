@@ -12,6 +12,7 @@ from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, 
 C_TYPES = {"int": "spf_index_t", "double": "double"}
 
 HELPERS = {
+    "spf_math": "#include <math.h>",
     "spf_min": "static inline int64_t spf_min(int64_t a, int64_t b) { return a < b ? a : b; }",
     "spf_max": "static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }",
     "spf_floord": "static inline int64_t spf_floord(int64_t n, int64_t d) "

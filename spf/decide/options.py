@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from ..errors import SpecError
 from ..finds import NAMES as ALGORITHMS
 from ..front.kernel_spec import Expr, parse_bounds, parse_order
+from ..front.semiring import PLUS_TIMES, Semiring, semiring_of
 from ..front.syntax import C_KEYWORDS
 from ..front.terms import Constraint
 from ..middle.z3limit import z3_timeout
@@ -33,6 +34,7 @@ class KernelOptions:
     reassociate: bool = False
     index_type: str | None = None
     z3_timeout_ms: int = 0
+    semiring: Semiring = PLUS_TIMES
 
 
 def kernel_options(expr: Expr, given: Mapping[str, Any],
@@ -58,7 +60,8 @@ def kernel_options(expr: Expr, given: Mapping[str, Any],
         parallel=parallel, bounds=tuple(parse_bounds(bounds)) if bounds else (),
         bounds_text=bounds, tile=o["tile"] or None, share=_check_share(o["share"], expr),
         drop_zeros=o["drop_zeros"], reassociate=o["reassociate"], index_type=o["index_type"],
-        z3_timeout_ms=z3_timeout(o["z3_timeout_ms"], src))
+        z3_timeout_ms=z3_timeout(o["z3_timeout_ms"], src),
+        semiring=_check_semiring(o["semiring"], src))
 
 
 def _merged(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,7 +69,7 @@ def _merged(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dict[str,
     ``parallel=False`` count as not given)."""
     out = dict(given)
     for key, value in from_file.items():
-        unset = (out.get(key) is None if key in ("name", "z3_timeout_ms") else
+        unset = (out.get(key) is None if key in ("name", "z3_timeout_ms", "semiring") else
                  out[key] == "auto" if key == "find" else not out.get(key))
         if unset:
             out[key] = value
@@ -74,9 +77,23 @@ def _merged(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dict[str,
     out["parallel"] = False if out.get("parallel") is None else out["parallel"]
     for flag in ("drop_zeros", "reassociate"):
         out[flag] = False if out.get(flag) is None else out[flag]
-    for key in ("name", "order", "bounds", "tile", "share", "index_type", "z3_timeout_ms"):
+    for key in ("name", "order", "bounds", "tile", "share", "index_type", "z3_timeout_ms",
+                "semiring"):
         out.setdefault(key, None)
     return out
+
+
+def _check_semiring(value: Any, source: str) -> Semiring:
+    """A semiring by name, as given, or from a kernel file's table (``add``, ``mul``, ``zero``,
+    ``one``, optionally ``associative`` and ``commutative``)."""
+    if isinstance(value, Mapping):
+        allowed = {"add", "mul", "zero", "one", "associative", "commutative"}
+        unknown = sorted(set(value) - allowed)
+        if unknown or not {"add", "mul", "zero"} <= set(value):
+            raise SpecError(f"a semiring table needs add, mul and zero (and may give one, "
+                            f"associative, commutative); got {sorted(value)}", source)
+        return Semiring(**value)
+    return semiring_of(value, source)
 
 
 def _check_find(find: "str | Mapping[str, str]", expr: Expr) -> "str | dict[str, str]":

@@ -16,6 +16,7 @@ from ..middle.iteration_space import IterationSpace
 from ..middle.order import inner_extents_stored_counts, output_order
 from ..middle.scan import LevelKind, LoopNest, scan
 from .synthesis import Decision, TileSkip, for_parallel, synthesize, tile_skips
+from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.terms import Aff
 from ..middle.z3limit import Z3Limit
 
@@ -37,6 +38,7 @@ class Plan:
     privatized: bool = False             # the parallel loop sums into per-thread copies
     counting: "Plan | None" = None       # the nest counting the output's entries, if another
     order_why: str = ""                  # why planning changed the default loop order
+    semiring: Semiring = PLUS_TIMES      # the statement's add and mul
     _analysis: Analysis | None = None
 
     @property
@@ -68,7 +70,8 @@ class Plan:
 
 def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
               assemble: bool, drop_zeros: bool, z3_timeout_ms: int,
-              tile: dict[str, int], reassociate: bool = False, reorder: bool = False) -> Plan:
+              tile: dict[str, int], reassociate: bool = False, reorder: bool = False,
+              semiring: Semiring = PLUS_TIMES) -> Plan:
     """Every decision for the product kernel over ``space`` (see the module docstring).
     ``reorder``: ``order`` is the default one, which an assembled output may change
     (:func:`_output_ordered`)."""
@@ -85,23 +88,48 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
         raise SpecError("drop_zeros applies to an output assembled by the kernel (a sparse "
                         "layout without share=); this output is dense or shared",
                         space.expr.source)
-    plan = Plan(nest, decisions, assembly, parallel)
+    plan = Plan(nest, decisions, assembly, parallel, semiring=semiring)
     if assembly is not None and reorder and not tile and assembly.mode is not Mode.APPEND:
         plan = _output_ordered(plan, order, find, z3_timeout_ms) or plan
     if parallel and not assemble:
         plan.parallel_loop = plan.analysis().parallel_loop
         plan.privatized = any(lp.private_output for lp in plan.analysis().loops)
+        _unordered_reduction(plan)
         if plan.parallel_loop is not None:
             _adapt_finds_to_parallel(plan)
     plan.skips = {t: tile_skips(nest, plan.decisions, t) for t in space.tiles}
     if assembly is None:
         known = plan._analysis.loops[-1] if plan._analysis and plan._analysis.loops else None
+        if reassociate and semiring.omp is None:
+            plan.notes.append(f"reassociate=True ignored: {semiring.name}'s add has no OpenMP "
+                              "reduction operator")
+            reassociate = False
         vector = vector_loop(nest, [d.find.level for d in plan.decisions], reassociate, known)
         if vector is not None and not vector.lanes:
             plan.no_simd = vector.why
         elif vector is not None and vector.var != plan.parallel_loop:
             plan.vector = vector
     return plan
+
+
+def _unordered_reduction(plan: Plan) -> None:
+    """A parallel loop that reorders a reduction (per-thread copies of the output, or a
+    scalar accumulator) stays serial when the semiring's add is not associative and
+    commutative; the analysis then says so."""
+    sr, analysis = plan.semiring, plan.analysis()
+    loop = next((lp for lp in analysis.loops if lp.var == plan.parallel_loop), None)
+    if loop is None or not (loop.reduction or loop.private_output) \
+            or sr.reorderable and (sr.omp or not loop.reduction):
+        return
+    why = (f"loop {loop.var} is not run in parallel: its iterations reduce into the output "
+           f"with {sr.name}'s add ({sr.add}), " + (
+               "which is not proven associative and commutative" if not sr.reorderable else
+               "which has no OpenMP reduction operator"))
+    plan.notes.append(why)
+    loop.parallel = loop.private_output = False
+    loop.why = why
+    analysis.parallel_loop, analysis.parallel_reason = None, why
+    plan.parallel_loop, plan.privatized = None, False
 
 
 def _output_ordered(plan: Plan, order: list[str], find, z3_timeout_ms: int) -> Plan | None:

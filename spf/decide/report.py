@@ -15,6 +15,9 @@ def plan_report(plan: Plan, z3_timeout_ms: int, order_why: list[str] = ()) -> st
     for use in space.uses:
         lines.append(f"  {use.name}: {use.layout.name} {use.relation()}")
     lines.append(f"iteration space: {space}")
+    if not plan.semiring.is_plus_times:
+        lines.append(f"semiring: {plan.semiring.describe()}; output elements no product "
+                     "reaches hold its zero")
     lines.append(f"loop order: {', '.join(nest.schedule)}")
     lines.extend(f"  order: {why}" for why in order_why)
     if plan.order_why:

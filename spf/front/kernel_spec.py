@@ -198,7 +198,7 @@ class KernelFile:
 
 
 _KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "parallel", "name",
-                "tile", "share", "index_type", "z3_timeout_ms", "reassociate"}
+                "tile", "share", "index_type", "z3_timeout_ms", "reassociate", "semiring"}
 
 
 def _locate(text: str, needle: str) -> tuple[int, int]:
@@ -237,7 +237,10 @@ def load_kernel_file(path: str | Path) -> KernelFile:
                         "such as {C = \"A\"}"),
               "index_type": (lambda v: v in ("int32", "int64"), "\"int32\" or \"int64\""),
               "z3_timeout_ms": (lambda v: isinstance(v, int) and not isinstance(v, bool),
-                                "an integer number of milliseconds")}
+                                "an integer number of milliseconds"),
+              "semiring": (lambda v: isinstance(v, (str, dict)),
+                           "a built-in semiring's name or a table {add = ..., mul = ..., "
+                           "zero = ..., one = ...}")}
     for key, (ok, what) in checks.items():
         if key in table and not ok(table[key]):
             raise key_error(f"{key!r} must be {what}, got {table[key]!r}", key)
@@ -258,7 +261,8 @@ def load_kernel_file(path: str | Path) -> KernelFile:
     if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
         raise key_error("[params.T] tables must map parameter names to integers", "params")
     options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name", "tile",
-                                     "share", "index_type", "z3_timeout_ms", "reassociate")
+                                     "share", "index_type", "z3_timeout_ms", "reassociate",
+                                     "semiring")
                if k in table}
     if "bounds" in options:
         bl, bc = _locate(text, options["bounds"])

@@ -57,6 +57,8 @@ class CompiledKernel:
         # a dense output the kernel allocates, with nothing to accumulate into
         self._dense_output = self._out_dense is not None and not expr.accumulate
         self._inputs = list(zip(self.inputs, self._operands))
+        semiring = getattr(kernel, "semiring", None)
+        self._semiring = None if semiring is None or semiring.is_plus_times else semiring
         self._agree, self._out_source = _shape_plan(expr)
         inputs = [ctypes.c_void_p if op else ctypes.c_double for op in self._operands]
         self._fn = _function(lib, kernel.name,
@@ -66,6 +68,17 @@ class CompiledKernel:
             self._bound_slots = _function(lib, f"{kernel.name}_bound_slots",
                                           [ctypes.c_void_p] + inputs) \
                 if kernel.assembly.drop_zeros and kernel.plan is not None else None
+
+    def _refuse_padding(self, name: str, bound: Any) -> None:
+        """Under a semiring other than plus_times a stored 0.0 is an entry (``min_plus``: an
+        edge of weight 0), so padding spf added to fill a layout would change the result."""
+        if isinstance(bound, Tensor) and bound.padding():
+            raise ArgumentError(
+                f"{name!r}: this {bound.layout.name} tensor stores {bound.padding()} padding "
+                f"entries (0.0) besides its {bound.source_entries} entries, and under "
+                f"semiring {self._semiring.name} a stored value is an entry; use a layout "
+                "that stores no padding, or build the tensor from arrays whose every stored "
+                "value is an entry (Tensor.from_arrays)")
 
     def allocate_output(self, **inputs: Any) -> Tensor:
         """A zeroed output tensor for these inputs (dense, or sharing an input's structure),
@@ -112,6 +125,8 @@ class CompiledKernel:
                 values.append(_scalar(name, args[name]))
                 continue
             address, shapes[name], keep[name] = op.bind(args[name])
+            if self._semiring is not None:
+                self._refuse_padding(name, keep[name])
             values.append(address)
         out_shape = self._output_shape(shapes)
         if self._dense_output and self.output not in args:    # the common case, fast

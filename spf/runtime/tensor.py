@@ -87,13 +87,27 @@ class Tensor:
         self.fields = _frozen(validate(layout, self.shape, fields, check_properties=check,
                                        proven=proven))
         self._struct: Any = None
+        self.source_entries: int | None = None   # entries spf packed it from (None: as given)
+        self._stored: int | None = None
 
     @classmethod
     def _built(cls, layout: Layout, shape: tuple[int, ...], fields: dict[str, Any]) -> "Tensor":
         """A tensor whose fields spf itself just built (exact dtypes and sizes): not rechecked."""
         t = cls.__new__(cls)
         t.layout, t.shape, t.fields, t._struct = layout, shape, _frozen(fields), None
+        t.source_entries, t._stored = None, None
         return t
+
+    def padding(self) -> int:
+        """Entries the layout stores that spf added while packing or converting the tensor
+        (a DIA diagonal's or a BCSR block's slots with no source entry, holding 0.0): 0 for
+        a tensor wrapped from arrays as given, whose stored entries are all entries."""
+        if self.source_entries is None:
+            return 0
+        if self._stored is None:
+            coo = self if self.layout.name == "COO" else self.convert("COO", keep_zeros=True)
+            self._stored = int(coo.values.size)
+        return max(0, self._stored - self.source_entries)
 
     @property
     def struct(self) -> Any:
@@ -148,7 +162,9 @@ class Tensor:
             fields = getattr(module, func)(shape, tuple(coords), values, dict(lay.params))
         except ValueError as exc:   # the packer cannot store this tensor
             raise ArgumentError(f"layout {lay.name} cannot store this tensor: {exc}") from None
-        return cls(lay, shape, fields)
+        t = cls(lay, shape, fields)
+        t.source_entries = len(values)
+        return t
 
     @classmethod
     def from_scipy(cls, layout: "str | Layout", matrix: Any, index_type: str | None = None,

@@ -1,0 +1,259 @@
+"""Semirings: the ``add`` and ``mul`` a kernel's statement uses instead of ``+`` and ``*``.
+
+A kernel ``y(i) = A(i,j) * x(j)`` under a semiring computes ``y(i) = add over j of
+mul(A(i,j), x(j))`` over the stored entries (GraphBLAS's structural semantics): an output
+element no product reaches holds the semiring's ``zero``.  Operators are written in spf's
+expression language over ``a`` and ``b`` (integers, ``+ - * /``, parentheses, ``min``,
+``max``, ``lor``, ``land``: logical or/and, a nonzero value is true, the result 1 or 0), so
+no C text from the user reaches the compiler; ``zero`` and ``one`` are numbers or
+``inf``/``-inf``.  Whether ``add`` is associative and commutative (needed to reorder a
+reduction: parallel sums into private copies, ``reassociate=True``) is declared or proven by
+Z3 over the reals.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import SpecError
+from .index_expr import BinOp, Call, IExpr, Name, Num, parse_index_expr
+
+OPERANDS = ("a", "b")
+FUNCTIONS = {"min": 2, "max": 2, "lor": 2, "land": 2}
+
+
+@dataclass(frozen=True)
+class Semiring:
+    """``add`` and ``mul`` (expressions over ``a`` and ``b``), ``zero`` (the identity of
+    ``add``: the value of absent entries) and ``one`` (the identity of ``mul``).
+    ``associative``/``commutative`` of ``add``: None = prove with Z3."""
+
+    add: str
+    mul: str
+    zero: "float | str" = 0.0
+    one: "float | str" = 1.0
+    associative: bool | None = None
+    commutative: bool | None = None
+    name: str = "user-defined"
+    omp: str | None = None      # OpenMP reduction identifier of add (built-ins only)
+    _builtin: bool = field(default=False, repr=False, compare=False)   # laws known
+    _add: IExpr = field(init=False, repr=False, compare=False)
+    _mul: IExpr = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "_add", _operator(self.add, "add"))
+        set_(self, "_mul", _operator(self.mul, "mul"))
+        set_(self, "zero", _number(self.zero, "zero"))
+        set_(self, "one", _number(self.one, "one"))
+        for v in {self.zero, self.one, 0.0, 1.0}:
+            got = _evaluate(self._add, self.zero, v)
+            if not (got == v or (math.isnan(got) and math.isnan(v))):
+                raise SpecError(f"semiring {self.name}: zero={self.zero} is not the identity of "
+                                f"add={self.add!r}: add({self.zero}, {v}) = {got}")
+        if self._builtin:
+            return
+        for law, declared in (("associative", self.associative),
+                              ("commutative", self.commutative)):
+            proven, example = _prove(self._add, law)
+            if declared and example:
+                raise SpecError(f"semiring {self.name}: add={self.add!r} is declared {law} but "
+                                f"is not: {example}")
+            if declared is None:
+                set_(self, law, proven)
+
+    @property
+    def is_plus_times(self) -> bool:
+        return self._add == BinOp("+", Name("a"), Name("b")) \
+            and self._mul == BinOp("*", Name("a"), Name("b")) and self.zero == 0.0
+
+    @property
+    def reorderable(self) -> bool:
+        """Whether a reduction with ``add`` may run in any order and grouping."""
+        return bool(self.associative and self.commutative)
+
+    def zero_c(self) -> str:
+        return _c_number(self.zero)
+
+    def add_c(self, x: str, y: str) -> str:
+        """C for ``add(x, y)``."""
+        return _to_c(self._add, {"a": x, "b": y})
+
+    def mul_c(self, factors: list[str]) -> str:
+        """C for the product of ``factors``, left to right."""
+        if self.is_plus_times:
+            return " * ".join(factors)
+        used = _names(self._mul)
+        out = factors[0]
+        for f in factors[1:]:
+            ignored = [f"(void)({x})" for n, x in (("a", out), ("b", f)) if n not in used]
+            out = _to_c(self._mul, {"a": out, "b": f})
+            if ignored:      # pair: the operands are read for their structure only
+                out = f"({', '.join(ignored)}, {out})"
+        return out
+
+    def describe(self) -> str:
+        return (f"{self.name} (add: {self.add}, mul: {self.mul}, zero: {self.zero}, one: "
+                f"{self.one})")
+
+
+def _operator(text: Any, what: str) -> IExpr:
+    if not isinstance(text, str):
+        raise SpecError(f"semiring {what} must be an expression over a and b, got {text!r}")
+    e = parse_index_expr(text, f"<semiring {what}>")
+    _check(e, what, text)
+    return e
+
+
+def _check(e: IExpr, what: str, text: str) -> None:
+    if isinstance(e, Name) and e.name not in OPERANDS:
+        raise SpecError(f"semiring {what}={text!r}: unknown name {e.name!r} (operands are a "
+                        "and b)")
+    if isinstance(e, Call):
+        if FUNCTIONS.get(e.name) != len(e.args):
+            raise SpecError(f"semiring {what}={text!r}: {e.name}() with {len(e.args)} "
+                            f"argument(s) is not an operator; use {sorted(FUNCTIONS)} (two "
+                            "arguments), + - * / and numbers")
+        for arg in e.args:
+            _check(arg, what, text)
+    if isinstance(e, BinOp):
+        _check(e.lhs, what, text)
+        _check(e.rhs, what, text)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool):
+        raise SpecError(f"semiring {what} must be a number or inf/-inf, got {value!r}")
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"semiring {what} must be a number or inf/-inf, got {value!r}") from None
+    if math.isnan(out):
+        raise SpecError(f"semiring {what} must not be NaN")
+    return out
+
+
+def _c_number(v: float) -> str:
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    return repr(float(v))
+
+
+_C_FUNCTIONS: dict[str, Callable[[str, str], str]] = {
+    # not fmin/fmax: gcc calls libm for those unless math is finite-only; a NaN in y is
+    # skipped, like fmin's
+    "min": lambda x, y: f"(({y}) < ({x}) ? ({y}) : ({x}))",
+    "max": lambda x, y: f"(({y}) > ({x}) ? ({y}) : ({x}))",
+    "lor": lambda x, y: f"(double)(({x}) != 0.0 || ({y}) != 0.0)",
+    "land": lambda x, y: f"(double)(({x}) != 0.0 && ({y}) != 0.0)",
+}
+
+
+def _to_c(e: IExpr, env: dict[str, str]) -> str:
+    if isinstance(e, Num):
+        return _c_number(float(e.value))
+    if isinstance(e, Name):
+        return env[e.name]
+    if isinstance(e, Call):
+        return _C_FUNCTIONS[e.name](*(_to_c(a, env) for a in e.args))
+    return f"({_to_c(e.lhs, env)} {e.op} {_to_c(e.rhs, env)})"
+
+
+def _names(e: IExpr) -> set[str]:
+    if isinstance(e, Name):
+        return {e.name}
+    if isinstance(e, Call):
+        return set().union(*(_names(a) for a in e.args))
+    if isinstance(e, BinOp):
+        return _names(e.lhs) | _names(e.rhs)
+    return set()
+
+
+def _evaluate(e: IExpr, a: float, b: float) -> float:
+    if isinstance(e, Num):
+        return float(e.value)
+    if isinstance(e, Name):
+        return a if e.name == "a" else b
+    if isinstance(e, Call):
+        x, y = (_evaluate(arg, a, b) for arg in e.args)
+        return {"min": min, "max": max}.get(e.name, lambda x, y: float(
+            (x != 0 or y != 0) if e.name == "lor" else (x != 0 and y != 0)))(x, y)
+    x, y = _evaluate(e.lhs, a, b), _evaluate(e.rhs, a, b)
+    with_nan = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
+                "/": lambda: x / y if y else math.copysign(math.inf, x) if x else math.nan}
+    try:
+        return with_nan[e.op]()
+    except (ArithmeticError, ValueError):
+        return math.nan
+
+
+def _prove(e: IExpr, law: str) -> tuple[bool, str]:
+    """Whether Z3 proves ``law`` of the operator ``e`` over the reals, and a counterexample
+    when it finds one ("" otherwise)."""
+    import z3
+    a, b, c = z3.Reals("a b c")
+
+    def op(x, y):
+        return _to_z3(e, {"a": x, "b": y}, z3)
+    claim = op(op(a, b), c) == op(a, op(b, c)) if law == "associative" else op(a, b) == op(b, a)
+    s = z3.Solver()
+    s.set("timeout", 2000)
+    s.add(z3.Not(claim))
+    result = s.check()
+    if result == z3.unsat:
+        return True, ""
+    if result == z3.sat:
+        m = s.model()
+        vals = ", ".join(f"{v} = {m.eval(v, model_completion=True)}" for v in (a, b, c))
+        return False, f"Z3 found {vals}"
+    return False, ""
+
+
+def _to_z3(e: IExpr, env: dict, z3) -> Any:
+    if isinstance(e, Num):
+        return z3.RealVal(e.value)
+    if isinstance(e, Name):
+        return env[e.name]
+    if isinstance(e, Call):
+        x, y = (_to_z3(arg, env, z3) for arg in e.args)
+        if e.name == "min":
+            return z3.If(x <= y, x, y)
+        if e.name == "max":
+            return z3.If(x >= y, x, y)
+        truth = z3.Or(x != 0, y != 0) if e.name == "lor" else z3.And(x != 0, y != 0)
+        return z3.If(truth, z3.RealVal(1), z3.RealVal(0))
+    x, y = _to_z3(e.lhs, env, z3), _to_z3(e.rhs, env, z3)
+    return {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
+            "/": lambda: x / y}[e.op]()
+
+
+def _known(name: str, add: str, mul: str, zero: float, one: float,
+             omp: str | None) -> Semiring:
+    return Semiring(add, mul, zero, one, True, True, name, omp, True)
+
+
+INF = math.inf
+BUILTINS = {s.name: s for s in (
+    _known("plus_times", "a + b", "a * b", 0.0, 1.0, "+"),
+    _known("min_plus", "min(a, b)", "a + b", INF, 0.0, "min"),
+    _known("max_plus", "max(a, b)", "a + b", -INF, 0.0, "max"),
+    _known("max_times", "max(a, b)", "a * b", -INF, 1.0, "max"),
+    _known("min_times", "min(a, b)", "a * b", INF, 1.0, "min"),
+    _known("or_and", "lor(a, b)", "land(a, b)", 0.0, 1.0, None),
+    _known("plus_pair", "a + b", "1", 0.0, 1.0, "+"),
+    _known("any_pair", "max(a, b)", "1", 0.0, 1.0, "max"),
+)}
+PLUS_TIMES = BUILTINS["plus_times"]
+
+
+def semiring_of(value: Any, source: str = "<kernel>") -> Semiring:
+    """A built-in semiring by name, or a :class:`Semiring` as given; None: plus_times."""
+    if value is None:
+        return PLUS_TIMES
+    if isinstance(value, Semiring):
+        return value
+    if isinstance(value, str) and value in BUILTINS:
+        return BUILTINS[value]
+    raise SpecError(f"unknown semiring {value!r}; the built-ins are {sorted(BUILTINS)}, or "
+                    "pass spf.Semiring(add=..., mul=..., zero=..., one=...)", source)
