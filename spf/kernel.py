@@ -393,4 +393,13 @@ def dense_copy_kernel(layout: Layout) -> CompiledKernel:
     return Kernel(f"D({idx}) = T({idx})", {"T": layout}, name="spf_to_dense").compile()
 
 
-register_generated(dense_copy_kernel=dense_copy_kernel)
+@lru_cache(maxsize=None)
+def entry_count_kernel(layout: Layout) -> CompiledKernel:
+    """``n = T(i...) * one`` under plus_pair: the number of entries ``layout``'s relation
+    yields for a tensor (stored slots outside it, such as ELL's padding, are not counted)."""
+    idx = ",".join(f"i{k}" for k in range(layout.order))
+    return Kernel(f"n = T({idx}) * one", {"T": layout}, semiring="plus_pair",
+                  name="spf_entry_count").compile()
+
+
+register_generated(dense_copy_kernel=dense_copy_kernel, entry_count_kernel=entry_count_kernel)

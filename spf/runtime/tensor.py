@@ -61,7 +61,8 @@ _GENERATED: dict[str, Callable[..., Any]] = {}
 
 def register_generated(**functions: Callable[..., Any]) -> None:
     """Make ``functions`` (by name) available to tensors: ``convert``, ``dense_layout``,
-    ``compressed_rows_layout`` (spf.conversion) and ``dense_copy_kernel`` (spf.kernel)."""
+    ``compressed_rows_layout`` (spf.conversion), ``dense_copy_kernel`` and
+    ``entry_count_kernel`` (spf.kernel)."""
     _GENERATED.update(functions)
 
 
@@ -105,8 +106,8 @@ class Tensor:
         if self.source_entries is None:
             return 0
         if self._stored is None:
-            coo = self if self.layout.name == "COO" else self.convert("COO", keep_zeros=True)
-            self._stored = int(coo.values.size)
+            self._stored = 0      # the counting kernel's own check of this tensor sees none
+            self._stored = int(generated("entry_count_kernel")(self.layout)(T=self, one=1.0))
         return max(0, self._stored - self.source_entries)
 
     @property
