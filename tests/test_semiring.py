@@ -126,6 +126,8 @@ def test_user_defined_semiring_and_kernel_file(tmp_path):
         if m.indptr[i] < m.indptr[i + 1]:
             expect[i] = np.max(np.minimum(m.data[s], x[m.indices[s]]))
     np.testing.assert_array_equal(got, expect)
+    np.testing.assert_array_equal(spf.evaluate(SPMV, A=m, x=x, semiring="min_plus"),
+                                  reference_spmv("min_plus", m, x))
     spec = tmp_path / "k.toml"
     spec.write_text('expr = "y(i) = A(i,j) * x(j)"\nsemiring = "min_plus"\n[layouts]\nA = "CSR"\n')
     np.testing.assert_array_equal(spf.Kernel(str(spec)).compile()(A=m, x=x),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import SpecError
-from .index_expr import BinOp, Call, IExpr, Name, Num, parse_index_expr
+from .index_expr import BinOp, Call, IExpr, Name, Num, names, parse_index_expr
 
 OPERANDS = ("a", "b")
 FUNCTIONS = {"min": 2, "max": 2, "lor": 2, "land": 2}
@@ -84,7 +84,7 @@ class Semiring:
         """C for the product of ``factors``, left to right."""
         if self.is_plus_times:
             return " * ".join(factors)
-        used = _names(self._mul)
+        used = names(self._mul)
         out = factors[0]
         for f in factors[1:]:
             ignored = [f"(void)({x})" for n, x in (("a", out), ("b", f)) if n not in used]
@@ -158,16 +158,6 @@ def _to_c(e: IExpr, env: dict[str, str]) -> str:
     if isinstance(e, Call):
         return _C_FUNCTIONS[e.name](*(_to_c(a, env) for a in e.args))
     return f"({_to_c(e.lhs, env)} {e.op} {_to_c(e.rhs, env)})"
-
-
-def _names(e: IExpr) -> set[str]:
-    if isinstance(e, Name):
-        return {e.name}
-    if isinstance(e, Call):
-        return set().union(*(_names(a) for a in e.args))
-    if isinstance(e, BinOp):
-        return _names(e.lhs) | _names(e.rhs)
-    return set()
 
 
 def _evaluate(e: IExpr, a: float, b: float) -> float:
