@@ -1,9 +1,9 @@
-"""The performance goals (issue 22), computed from the other experiments' CSVs.
+"""The performance goals (issues 22 and 23), computed from the other experiments' CSVs.
 
     python -m experiments.goals [--quick]
 
 Reads ``results/<experiment>.csv`` (``.quick.csv`` with ``--quick``) of spmv, spmspv, spmspv_push, ttm,
-sparse_add, conversion, codegen_time and import_time, and writes one row per goal: what was measured
+sparse_add, conversion, graphs, codegen_time and import_time, and writes one row per goal: what was measured
 (geometric means over the suite's matrices/tensors unless said), the goal, whether it is met.
 Nothing here is measured anew; a goal whose experiment has not run says so.
 """
@@ -162,6 +162,20 @@ def _sparse_add(rows: Rows) -> list[Goal]:
                  1.0)]
 
 
+def _graphs(rows: Rows) -> list[Goal]:
+    def ratio(algo: str, threads: str, contender: str) -> float:
+        return _geomean([float(r["vs_graphblas"]) for r in rows if r["algorithm"] == algo
+                         and r["threads"] == threads and r["contender"] == contender
+                         and r.get("vs_graphblas") not in (None, "", "nan")])
+    out = []
+    for algo, what in (("triangles", "masked triangle counting"), ("sssp", "SSSP")):
+        for threads in ("1", "2"):
+            out.append(Goal(f"{what} vs GraphBLAS, {threads} thread"
+                            + ("s" if threads == "2" else ""), ratio(algo, threads, "spf"),
+                            ">=", 1.0, ratio(algo, threads, "hand")))
+    return out
+
+
 def _codegen(codegen: Rows, imports: Rows) -> list[Goal]:
     bcsr = [float(r["codegen_s"]) for r in codegen if r["kernel"] == "SpMSpM(BCSR,COO)"]
     imp = [float(r["median_s"]) for r in imports if r["what"] == "import spf"]
@@ -178,6 +192,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     goals = (_spmv(_read("spmv", q)) + _spmspv(_read("spmspv", q))
              + _spmspv_push(_read("spmspv_push", q)) + _ttm(_read("ttm", q))
              + _sparse_add(_read("sparse_add", q)) + _conversion(_read("conversion", q))
+             + _graphs(_read("graphs", q))
              + _codegen(_read("codegen_time", q), _read("import_time", q)))
     rows = []
     for g in goals:
@@ -194,7 +209,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 def describe(rows: list[dict]) -> str:
     """Markdown for RESULTS.md."""
-    lines = ["Issue 22's goals, computed from the CSVs of the sections below (ratios: "
+    lines = ["Issues 22 and 23's goals, computed from the CSVs of the sections below (ratios: "
              "contender time / spf time, > 1: spf faster; geometric means over the suite "
              "unless said). Where a goal is missed, the section of that experiment says why. "
              "Column *hand-written C*, for goals against a library: the same measure for the "

@@ -149,6 +149,11 @@ def _kernel_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--semiring", metavar="NAME",
                      help="add and mul of the statement: plus_times (default), min_plus, "
                      "max_plus, max_times, min_times, or_and, plus_pair, any_pair")
+    cmd.add_argument("--mask", metavar="OUT=M",
+                     help="structural mask: only the entries tensor M stores of the output "
+                     "OUT are computed (M is one more argument; give its layout with -l)")
+    cmd.add_argument("--complement", action="store_true",
+                     help="with --mask: the output keeps the elements outside M's entries")
     cmd.add_argument("--tile", action="append", default=[], metavar="VAR=SIZE",
                      help="strip-mine loop VAR (e.g. A.pi=256) into tiles of SIZE; the tile "
                      "loop is VAR_tile, e.g. A.pi_tile in --order (repeatable)")
@@ -315,6 +320,13 @@ def _build_kernel(args: argparse.Namespace, parser: argparse.ArgumentParser):
         options["reassociate"] = True
     if args.semiring:
         options["semiring"] = args.semiring
+    if args.mask:
+        out, eq, mask = args.mask.partition("=")
+        if not eq or not out or not mask:
+            parser.error(f"--mask {args.mask}: expected OUT=M, e.g. --mask C=M")
+        options["mask"] = {out: mask}
+    if args.complement:
+        options["complement"] = True
     return Kernel(expr, layouts, order=args.order, bounds=args.bounds, params=params,
                   parallel=args.parallel, z3_timeout_ms=args.z3_timeout_ms, **options)
 

@@ -22,7 +22,7 @@ from .runtime.operands import as_tensor, is_pydata, is_scipy
 from .runtime.tensor import Tensor
 
 OPTIONS = ("order", "find", "parallel", "bounds", "params", "name", "tile", "share",
-           "drop_zeros", "index_type", "z3_timeout_ms", "semiring")
+           "drop_zeros", "index_type", "z3_timeout_ms", "semiring", "mask", "complement")
 
 _kernels: dict[tuple, CompiledKernel] = {}
 _exprs: dict[str, Expr] = {}
@@ -41,7 +41,12 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, "str | Layout"] |
     Tensor when ``layouts`` names a sparse layout for the output.
     """
     parsed = _parse(expr)
-    names = set(parsed.tensors)
+    mask = operands_and_options.get("mask")
+    with_mask = parsed    # the mask is bound like an input (the Kernel adds it to the product)
+    if isinstance(mask, Mapping) and len(mask) == 1 and isinstance(next(iter(mask.values())),
+                                                                   str):
+        with_mask = parsed.with_mask(next(iter(mask.values())))
+    names = set(with_mask.tensors)
     options = {k: v for k, v in operands_and_options.items() if k not in names}
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -52,7 +57,7 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, "str | Layout"] |
     width = options.get("index_type") or next(
         (v.layout.index_type for v in operands.values() if isinstance(v, Tensor)
          and v.layout.index_type != "int32"), None)
-    bound, chosen = _bind_operands(parsed, operands, asked, width)
+    bound, chosen = _bind_operands(with_mask, operands, asked, width)
     output = parsed.output
     if output.indices and output.tensor not in asked:
         sparse_out = _sparse_output_layout(parsed, chosen)

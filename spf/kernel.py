@@ -63,7 +63,8 @@ class Kernel:
                  name: str | None = None, tile: Mapping[str, int] | None = None,
                  share: Mapping[str, str] | None = None, drop_zeros: bool = False,
                  reassociate: bool = False, index_type: str | None = None,
-                 z3_timeout_ms: int | None = None, semiring: "str | Semiring | None" = None):
+                 z3_timeout_ms: int | None = None, semiring: "str | Semiring | None" = None,
+                 mask: Mapping[str, str] | None = None, complement: bool | None = None):
         layouts = tensor_layouts(layouts)
         params = layout_params(params)
         from_file = {}
@@ -80,13 +81,18 @@ class Kernel:
         self.options = opts = kernel_options(self.expr, dict(
             order=order, find=find, parallel=parallel, bounds=bounds, name=name, tile=tile,
             share=share, drop_zeros=drop_zeros, reassociate=reassociate, index_type=index_type,
-            z3_timeout_ms=z3_timeout_ms, semiring=semiring), from_file)
+            z3_timeout_ms=z3_timeout_ms, semiring=semiring, mask=mask,
+            complement=complement), from_file)
+        self.mask, self.complement = opts.mask, opts.complement
+        if self.mask and not self.complement:
+            self.expr = self.expr.with_mask(self.mask)
         self._check_names()
         self.name, self.find, self.parallel = opts.name, opts.find, opts.parallel
         self.z3_timeout_ms, self.share = opts.z3_timeout_ms, opts.share
         self.semiring = opts.semiring
         order = list(opts.order) if opts.order else None
         self.index_type = opts.index_type or _width_of_given(layouts)
+        self.mask_layout = self._complement_layout(layouts, params)
         self.layouts = self._resolve_layouts(layouts, params)
         self.assembled = self._needs_assembly()
         self.bounds = list(opts.bounds)
@@ -97,6 +103,7 @@ class Kernel:
         self._source: str | None = None
         out = self.expr.output.tensor
         self._check_semiring_scope()
+        self._check_complement()
         if self.expr.is_sum or any(len(lay.parts()) > 1 for t, lay in self.layouts.items()
                                    if t != out):
             if opts.drop_zeros:
@@ -155,7 +162,8 @@ class Kernel:
                                      find=term.find, parallel=self.parallel, bounds=term.bounds,
                                      name=f"{self.name}_term{k}", index_type=self.index_type,
                                      reassociate=self.options.reassociate,
-                                     z3_timeout_ms=self.z3_timeout_ms))
+                                     z3_timeout_ms=self.z3_timeout_ms,
+                                     semiring=self.semiring))
         if order:
             used = {v for t in self.terms for v in t.order}
             unknown = [v for v in order if v.replace(".", "_", 1) not in used]
@@ -170,22 +178,47 @@ class Kernel:
         self.tile = {}
 
     # construction helpers ----------------------------------------------------------
+    def _complement_layout(self, layouts: dict[str, Any],
+                           params: dict[str, Any]) -> Layout | None:
+        """A complemented mask is not an operand of the product: its layout is taken out of
+        ``layouts`` (and ``params``) and resolved here."""
+        if not self.complement:
+            return None
+        name, out = self.mask, self.expr.output
+        lay = layouts.pop(name, None)
+        lay = load_layout(default_layout(len(out.indices)) if lay is None else lay,
+                          **dict(params.pop(name, {}))).with_index_type(self.index_type)
+        if lay.order != len(out.indices):
+            raise SpecError(f"mask {name!r}: its layout {lay.name} has {lay.order} indices, "
+                            f"the output {out} {len(out.indices)}", self.expr.source)
+        return lay
+
+    def _check_complement(self) -> None:
+        """A complemented mask resets the mask's entries of a dense output after the product
+        (no pruning of the iteration): dense outputs only."""
+        if not self.complement:
+            return
+        out = self.expr.output.tensor
+        if self.layouts[out].dense_array is None:
+            raise SpecError(f"complement=True: the output {out!r} is sparse "
+                            f"({self.layouts[out].name}); a complemented mask is supported "
+                            "for dense outputs only (yet)", self.expr.source)
+
     def _check_semiring_scope(self) -> None:
-        """Semirings other than plus_times: one product into a dense or scalar output."""
+        """Semirings other than plus_times: dense, scalar and shared outputs (a sum's terms
+        combined by add: the union of their entries)."""
         if self.semiring.is_plus_times:
             return
         out = self.expr.output.tensor
-        why = ("a sum of terms" if self.expr.is_sum else
-               "a union layout" if any(len(lay.parts()) > 1 for lay in self.layouts.values())
-               else f"the sparse output {out!r} (assembled by the kernel)" if self.assembled
-               else None)
-        if why:
-            raise SpecError(f"semiring={self.semiring.name}: {why} is not supported with a "
-                            "semiring other than plus_times yet (dense and scalar outputs of "
-                            "one product are)", self.expr.source)
-        if self.expr.sign < 0:
-            raise SpecError(f"semiring={self.semiring.name}: a negated product has no meaning "
-                            "in a semiring", self.expr.source)
+        if self.assembled:
+            raise SpecError(f"semiring={self.semiring.name}: the sparse output {out!r} "
+                            "(assembled by the kernel) is not supported with a semiring other "
+                            "than plus_times yet (dense, scalar and shared outputs are)",
+                            self.expr.source)
+        if self.expr.sign < 0 or any(sign < 0 for sign, _ in self.expr.terms):
+            raise SpecError(f"semiring={self.semiring.name}: a subtracted product has no "
+                            "meaning in a semiring (terms are combined by add)",
+                            self.expr.source)
 
     def _check_tile(self, tile: Mapping[str, int] | None) -> dict[str, int]:
         if not tile:
@@ -312,6 +345,8 @@ class Kernel:
         function per term before it; for an assembled output, its storage functions after)."""
         if self._source is None:
             header = [f"Generated by spf: {self.expr}"]
+            if self.complement:
+                header.append("M" + self.complement_note()[1:])
             if not self.terms:
                 header += self._header_lines()
                 self._source = emit_kernel(self.plan, self.name, header)
@@ -329,7 +364,7 @@ class Kernel:
                       for t in self.terms] if self.assembly else []
             self._source = emit_sum(self.name, header, self.expr, self.layouts, codes,
                                            args, self.space, self.parallel_loop is not None,
-                                           self.assembly, bounds)
+                                           self.assembly, bounds, self.semiring.zero_c())
         return self._source
 
     @cached_property
@@ -366,14 +401,22 @@ class Kernel:
 
     def report(self) -> str:
         """Iteration space, loop order and per-level decisions, as text."""
+        note = [self.complement_note()] if self.complement else []
         if self.terms:
             merged = [f"union: {self.name}_merge merges the operands' storage level by level "
                       f"({run.operand}: {run.why}); the terms below only count entries"
                       for run in self.runs or ()]
             return "\n".join([f"kernel: {self.expr} (statement splitting: one loop nest per "
-                              "term)"] + merged + [f"--- term {k}\n{t.report()}"
-                                                   for k, t in enumerate(self.terms)])
-        return plan_report(self.plan, self.z3_timeout_ms, self.order_why)
+                              "term)"] + note + merged + [f"--- term {k}\n{t.report()}"
+                                                          for k, t in enumerate(self.terms)])
+        return "\n".join([plan_report(self.plan, self.z3_timeout_ms, self.order_why)] + note)
+
+    def complement_note(self) -> str:
+        """What a complemented mask does (it is not part of the plan)."""
+        return (f"mask: complement of {self.mask} ({self.mask_layout.name}): the product is "
+                f"computed for every element, then {self.mask}'s entries of "
+                f"{self.expr.output.tensor} are reset ('=': to the semiring's zero, '+=': to "
+                "their values before the call); the iteration is not pruned")
 
 def _width_of_given(layouts: Mapping[str, Any]) -> str:
     """The index width of the Layout objects among ``layouts`` ("int32" when none is one);
@@ -402,4 +445,14 @@ def entry_count_kernel(layout: Layout) -> CompiledKernel:
                   name="spf_entry_count").compile()
 
 
-register_generated(dense_copy_kernel=dense_copy_kernel, entry_count_kernel=entry_count_kernel)
+@lru_cache(maxsize=None)
+def pattern_kernel(layout: Layout) -> CompiledKernel:
+    """``D(i...) = T(i...) * one`` under plus_pair, D dense: how many entries ``layout``'s
+    relation yields at each coordinate (nonzero where the tensor has an entry)."""
+    idx = ",".join(f"i{k}" for k in range(layout.order))
+    return Kernel(f"D({idx}) = T({idx}) * one", {"T": layout}, semiring="plus_pair",
+                  name="spf_pattern").compile()
+
+
+register_generated(dense_copy_kernel=dense_copy_kernel, entry_count_kernel=entry_count_kernel,
+                   pattern_kernel=pattern_kernel)

@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 
-EXPERIMENTS = ["goals", "codegen_time", "import_time", "call_overhead", "spmv", "spmspv", "spmspv_push", "spmspm", "ttm", "sparse_add", "conversion"]
+EXPERIMENTS = ["goals", "codegen_time", "import_time", "call_overhead", "spmv", "spmspv", "spmspv_push", "spmspm", "ttm", "sparse_add", "conversion", "graphs"]
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

@@ -129,12 +129,12 @@ class KernelLowering:
     def operand_names(self) -> set[str]:
         """The layout indices the factors' values read."""
         return set().union(*(value_names(self.space.use(acc.tensor))
-                             for acc in self.expr.factors if acc.indices))
+                             for acc in self.expr.factors if acc.indices and not acc.pattern))
 
     def product(self) -> str:
-        """The product of the factors (C)."""
+        """The product of the factors (C); a mask's value is not a factor."""
         factors = [self.names.value(self.space.use(acc.tensor)) if acc.indices else acc.tensor
-                   for acc in self.expr.factors]
+                   for acc in self.expr.factors if not acc.pattern]
         rhs = self.semiring.mul_c(factors)
         return f"-({rhs})" if self.expr.sign < 0 else rhs
 

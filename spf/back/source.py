@@ -92,11 +92,12 @@ SLOTS_COMMENT = ("/* The statement instances, zeros included: a looser bound tha
 def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str, Layout],
              terms: list[KernelCode], term_args: list[list[str]], out_space: IterationSpace,
              parallel: bool, assembly: AssemblyPlan | None = None,
-             bounds: list[KernelCode] = ()) -> str:
+             bounds: list[KernelCode] = (), zero: str = "0.0") -> str:
     """A sum by statement splitting (paper Sec. 4): one static function per product term,
     each adding into the output (a dense array or scalar), or each producing a sorted run of
     the assembled output's entries (``bounds``: the terms' instance counters); the kernel
-    zeroes the output, or merges the runs and appends their union to the output."""
+    sets the output to ``zero`` (C, the semiring's), or merges the runs and appends their
+    union to the output."""
     helpers: set[str] = set()
     layouts: dict[str, Layout] = {}
     for term in [*terms, *bounds]:
@@ -117,7 +118,7 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
             + [function(b, static=True) for b in bounds]
             + [_sum_bound(name, expr.output.tensor, term_args, params[1:])])
     else:
-        body += _add_terms(name, expr, term_args, out_space, names, parallel)
+        body += _add_terms(name, expr, term_args, out_space, names, parallel, zero)
     functions = "\n\n".join(function(term, static=True) for term in terms)
     runtimes = set().union(*(term.runtimes for term in terms))
     return render_file(header_lines, helpers, list(layouts.values()),
@@ -210,20 +211,20 @@ def _sum_bound(name: str, out: str, term_args: list[list[str]], inputs: list[str
 
 
 def _add_terms(name: str, expr, term_args: list[list[str]], out_space: IterationSpace,
-               names: CNames, parallel: bool) -> list[t.Node]:
+               names: CNames, parallel: bool, zero: str) -> list[t.Node]:
     out = expr.output.tensor
     body: list[t.Node] = []
     if not expr.accumulate:
         if not expr.output.indices:
-            body.append(t.Assign(f"*{out}", "0.0"))
+            body.append(t.Assign(f"*{out}", zero))
         else:
             use = out_space.use(out)
             arr = use.layout.value.array
             size = names.extent_product(use, arr)
-            if parallel:
+            if parallel or zero != "0.0":
                 body.append(t.For("size_t spf_z = 0", f"spf_z < {size}", "++spf_z",
-                                  [t.Assign(f"{out}->{arr}[spf_z]", "0.0")], braces=False,
-                                  parallel=t.Parallel(t.Schedule.STATIC)))
+                                  [t.Assign(f"{out}->{arr}[spf_z]", zero)], braces=False,
+                                  parallel=t.Parallel(t.Schedule.STATIC) if parallel else None))
             else:
                 body.append(t.Call(f"memset({out}->{arr}, 0, sizeof(double) * {size})"))
     for k, args in enumerate(term_args):

@@ -35,6 +35,8 @@ class KernelOptions:
     index_type: str | None = None
     z3_timeout_ms: int = 0
     semiring: Semiring = PLUS_TIMES
+    mask: str | None = None          # the output's structural mask (a tensor name)
+    complement: bool = False         # the output takes entries outside the mask's
 
 
 def kernel_options(expr: Expr, given: Mapping[str, Any],
@@ -55,13 +57,16 @@ def kernel_options(expr: Expr, given: Mapping[str, Any],
             raise SpecError(f"{flag} must be True or False, got {o[flag]!r}", src)
     order = parse_order(o["order"], src)
     bounds = o["bounds"]
+    mask, complement = _check_mask(o["mask"], o["complement"], expr)
+    if mask and not complement:
+        expr = expr.with_mask(mask)     # share may name the mask
     return KernelOptions(
         name=name, order=tuple(order) if order else None, find=_check_find(o["find"], expr),
         parallel=parallel, bounds=tuple(parse_bounds(bounds)) if bounds else (),
         bounds_text=bounds, tile=o["tile"] or None, share=_check_share(o["share"], expr),
         drop_zeros=o["drop_zeros"], reassociate=o["reassociate"], index_type=o["index_type"],
         z3_timeout_ms=z3_timeout(o["z3_timeout_ms"], src),
-        semiring=_check_semiring(o["semiring"], src))
+        semiring=_check_semiring(o["semiring"], src), mask=mask, complement=complement)
 
 
 def _merged(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,10 +80,10 @@ def _merged(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dict[str,
             out[key] = value
     out.setdefault("find", "auto")
     out["parallel"] = False if out.get("parallel") is None else out["parallel"]
-    for flag in ("drop_zeros", "reassociate"):
+    for flag in ("drop_zeros", "reassociate", "complement"):
         out[flag] = False if out.get(flag) is None else out[flag]
     for key in ("name", "order", "bounds", "tile", "share", "index_type", "z3_timeout_ms",
-                "semiring"):
+                "semiring", "mask"):
         out.setdefault(key, None)
     return out
 
@@ -94,6 +99,27 @@ def _check_semiring(value: Any, source: str) -> Semiring:
                             f"associative, commutative); got {sorted(value)}", source)
         return Semiring(**value)
     return semiring_of(value, source)
+
+
+def _check_mask(mask: Any, complement: Any, expr: Expr) -> tuple[str | None, bool]:
+    """``mask={"C": "M"}``: (the mask's name, whether it is complemented)."""
+    if not isinstance(complement, bool):
+        raise SpecError(f"complement must be True or False, got {complement!r}", expr.source)
+    if not mask:
+        if complement:
+            raise SpecError("complement=True needs a mask (mask={output: tensor})", expr.source)
+        return None, False
+    if not isinstance(mask, Mapping) or len(mask) != 1:
+        raise SpecError(f"mask must map the output to one tensor, such as "
+                        f"{{{expr.output.tensor!r}: 'M'}}, got {mask!r}", expr.source)
+    (out, name), = mask.items()
+    if out != expr.output.tensor:
+        raise SpecError(f"mask names {out!r}, but the output is {expr.output.tensor!r}",
+                        expr.source)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name):
+        raise SpecError(f"mask: {name!r} is not a tensor name", expr.source)
+    expr.with_mask(name)    # checks the name and the output
+    return name, complement
 
 
 def _check_find(find: "str | Mapping[str, str]", expr: Expr) -> "str | dict[str, str]":

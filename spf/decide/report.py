@@ -15,9 +15,12 @@ def plan_report(plan: Plan, z3_timeout_ms: int, order_why: list[str] = ()) -> st
     for use in space.uses:
         lines.append(f"  {use.name}: {use.layout.name} {use.relation()}")
     lines.append(f"iteration space: {space}")
+    if space.expr.mask:
+        lines.append(f"mask: {space.expr.mask} (structural): one more operand, intersected; "
+                     f"only its entries of {space.expr.output.tensor} are computed, its values "
+                     "are not read")
     if not plan.semiring.is_plus_times:
-        lines.append(f"semiring: {plan.semiring.describe()}; output elements no product "
-                     "reaches hold its zero")
+        lines.append(f"semiring: {plan.semiring.describe()}: {plan.semiring.meaning()}")
     lines.append(f"loop order: {', '.join(nest.schedule)}")
     lines.extend(f"  order: {why}" for why in order_why)
     if plan.order_why:

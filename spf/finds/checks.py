@@ -234,6 +234,10 @@ def place_state(nest: LoopNest, find: Find, state: list[str], allow_array: bool 
             break
         prefix.append(outer[k].var)
     init = next((k for k in loops if outer[k].var not in prefix), find.level)
+    # a state index bound above the initialisation (read from an enclosing loop's position)
+    # is fixed between two initialisations: it needs no array
+    fixed = {lv.var for lv in outer[:init]}
+    prefix += [s for s in state if s in fixed and s not in prefix]
     rest = [s for s in state if s not in prefix]
     key, extent = (rest[0], extent_of(nest, rest[0])) if len(rest) == 1 and allow_array \
         else (None, None)
@@ -251,6 +255,9 @@ def place_state(nest: LoopNest, find: Find, state: list[str], allow_array: bool 
         init = next((k for k in loops if k > init), find.level)
         if key is not None and key in prefix:
             key = extent = None
+    if key is not None and key in {lv.var for lv in outer[:init]}:
+        prefix.append(key)      # the key is fixed between two initialisations: a scalar
+        key = extent = None
     return prefix + ([key] if key else []), init, key, extent
 
 

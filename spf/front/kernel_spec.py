@@ -24,12 +24,14 @@ from .terms import Constraint
 
 @dataclass(frozen=True)
 class Access:
-    """``tensor(indices...)``; ``indices`` is empty for a scalar."""
+    """``tensor(indices...)``; ``indices`` is empty for a scalar.  A ``pattern`` access (a
+    structural mask) restricts the iteration to the tensor's entries; its values are not read."""
 
     tensor: str
     indices: tuple[str, ...]
     line: int = 0
     column: int = 0
+    pattern: bool = False
 
     def __str__(self) -> str:
         return f"{self.tensor}({','.join(self.indices)})" if self.indices else self.tensor
@@ -65,6 +67,28 @@ class Expr:
         return [self.output.tensor] + [f.tensor for f in self.factors]
 
     @property
+    def mask(self) -> str | None:
+        """The structural mask's tensor (see :meth:`with_mask`), if any."""
+        return next((f.tensor for f in self.factors if f.pattern), None)
+
+    def with_mask(self, tensor: str) -> "Expr":
+        """The statement restricted to the entries of ``tensor`` (a structural mask with the
+        output's indices): one more operand of every product, intersected like the others,
+        whose values are not read."""
+        out = self.output
+        if not out.indices:
+            raise SpecError(f"mask {tensor!r}: the output {out.tensor!r} is a scalar; a mask "
+                            "has the output's indices", self.source, out.line, out.column)
+        if tensor in self.tensors or tensor in self.indices:
+            raise SpecError(f"mask {tensor!r} is already a name in {self.text!r}; give the "
+                            "mask its own name (the same array may be passed for both)",
+                            self.source, out.line, out.column)
+        mask = Access(tensor, out.indices, out.line, out.column, pattern=True)
+        terms = tuple((sign, factors + (mask,)) for sign, factors in self.terms)
+        return Expr(out, self.factors + (mask,), self.accumulate, self.text, self.source,
+                    self.sign, terms)
+
+    @property
     def indices(self) -> list[str]:
         """Logical indices in order of first appearance (output first)."""
         seen: dict[str, None] = {}
@@ -82,9 +106,10 @@ class Expr:
         terms = self.terms if self.is_sum else ((self.sign, self.factors),)
         rhs = ""
         for n, (sign, factors) in enumerate(terms):
-            product = " * ".join(map(str, factors))
+            product = " * ".join(str(f) for f in factors if not f.pattern)
             rhs += (f" {'+' if sign > 0 else '-'} " if n else ("-" if sign < 0 else "")) + product
-        return f"{self.output} {op} {rhs}"
+        mask = f"<{self.mask}>" if self.mask else ""
+        return f"{self.output}{mask} {op} {rhs}"
 
 
 def _access(p: Parser) -> Access:
@@ -198,7 +223,8 @@ class KernelFile:
 
 
 _KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "parallel", "name",
-                "tile", "share", "index_type", "z3_timeout_ms", "reassociate", "semiring"}
+                "tile", "share", "index_type", "z3_timeout_ms", "reassociate", "semiring",
+                "mask", "complement"}
 
 
 def _locate(text: str, needle: str) -> tuple[int, int]:
@@ -238,6 +264,10 @@ def load_kernel_file(path: str | Path) -> KernelFile:
               "index_type": (lambda v: v in ("int32", "int64"), "\"int32\" or \"int64\""),
               "z3_timeout_ms": (lambda v: isinstance(v, int) and not isinstance(v, bool),
                                 "an integer number of milliseconds"),
+              "mask": (lambda v: isinstance(v, dict) and all(isinstance(x, str)
+                                                              for x in v.values()),
+                       "a table naming the output's mask, such as {C = \"M\"}"),
+              "complement": (lambda v: isinstance(v, bool), "true or false"),
               "semiring": (lambda v: isinstance(v, (str, dict)),
                            "a built-in semiring's name or a table {add = ..., mul = ..., "
                            "zero = ..., one = ...}")}
@@ -262,7 +292,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
         raise key_error("[params.T] tables must map parameter names to integers", "params")
     options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name", "tile",
                                      "share", "index_type", "z3_timeout_ms", "reassociate",
-                                     "semiring")
+                                     "semiring", "mask", "complement")
                if k in table}
     if "bounds" in options:
         bl, bc = _locate(text, options["bounds"])

@@ -73,6 +73,27 @@ class Semiring:
         """Whether a reduction with ``add`` may run in any order and grouping."""
         return bool(self.associative and self.commutative)
 
+    @property
+    def annihilates(self) -> bool:
+        """Whether ``zero`` annihilates ``mul`` (``mul(zero, x) = mul(x, zero) = zero``, checked
+        on sample values): then a product over the operands' stored entries (an intersection)
+        equals the product over every coordinate with absent entries read as ``zero`` (TACO's
+        fill values).  Otherwise (``pair``) only the structural definition holds."""
+        for v in {self.zero, self.one, 0.0, 1.0, 2.5, -3.0}:
+            for got in (_evaluate(self._mul, self.zero, v), _evaluate(self._mul, v, self.zero)):
+                if got != self.zero:
+                    return False
+        return True
+
+    def meaning(self) -> str:
+        """What an output's absent entries and a product over stored entries mean."""
+        fill = (f"absent entries read as {self.zero} give the same result (zero annihilates "
+                "mul)" if self.annihilates else
+                f"zero does not annihilate mul, so this is not the result with absent entries "
+                f"read as {self.zero}")
+        return (f"products over the entries the operands store (structural), summed by add; "
+                f"an output element no product reaches holds zero ({self.zero}); {fill}")
+
     def zero_c(self) -> str:
         return _c_number(self.zero)
 

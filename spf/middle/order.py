@@ -1,7 +1,7 @@
 """The default loop order of a kernel.
 
-The sparse inputs' layout indices, operand by operand, with one refinement: **locate before
-find**.  A layout index ``v`` that equals a logical index (``A_pj = j``: a dense level, where
+The sparse inputs' layout indices, operand by operand (a structural mask's first: only its
+entries are computed), with one refinement: **locate before find**.  A layout index ``v`` that equals a logical index (``A_pj = j``: a dense level, where
 the position is the coordinate) can be *located* from any loop that produces that index.  When
 a later operand's loop ``w`` reads the index from its index array (``j = x.idx(x_p)``) and its
 bounds need nothing placed after ``v``, ``w`` is moved before ``v``: the nest then runs over
@@ -24,9 +24,14 @@ def default_order(space: IterationSpace) -> tuple[list[str], list[str]]:
     """(loop order, one sentence per variable moved by locate-before-find)."""
     inputs = [u for u in space.uses if not u.is_output]
     sparse = [u for u in inputs if u.is_sparse] or inputs
+    why: list[str] = []
+    mask = next((u for u in sparse if u.name == space.expr.mask), None)
+    if mask is not None and sparse[0] is not mask:
+        sparse = [mask] + [u for u in sparse if u is not mask]
+        why.append(f"the mask {mask.name}'s loops placed first: its entries are the only "
+                   "output elements computed (no product is formed and then dropped)")
     order = [v for u in sparse for v in u.vars]
     owner = {v: u.name for u in sparse for v in u.vars}
-    why: list[str] = []
     moved = True
     while moved:
         moved = False

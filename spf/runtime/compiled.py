@@ -20,7 +20,7 @@ from ..middle.iteration_space import shared_fields
 from ..front.layout import Layout
 from .memory import aligned_zeros
 from .operands import DenseStruct, Operand
-from .tensor import Tensor, index_max, wider_hint
+from .tensor import Tensor, generated, index_max, wider_hint
 from ..front.storage import StorageKind
 from ..assembly import strategy
 
@@ -50,6 +50,12 @@ class CompiledKernel:
         self.inputs = [a.tensor for a in expr.factors]
         self.output = expr.output.tensor
         self._names = frozenset(self.inputs) | {self.output}
+        self._masks = [a.tensor for a in expr.factors if a.pattern]
+        mask = getattr(kernel, "mask", None)
+        self._complement = Operand(mask, kernel.mask_layout) \
+            if getattr(kernel, "complement", False) else None
+        if self._complement is not None:
+            self._names |= {mask}
         self._operands = [None if not a.indices else Operand(a.tensor, kernel.layouts[a.tensor])
                           for a in expr.factors]
         self._out_dense = DenseStruct.of(kernel.layouts[self.output]) if expr.output.indices \
@@ -69,16 +75,17 @@ class CompiledKernel:
                                           [ctypes.c_void_p] + inputs) \
                 if kernel.assembly.drop_zeros and kernel.plan is not None else None
 
-    def _refuse_padding(self, name: str, bound: Any) -> None:
+    @staticmethod
+    def _refuse_padding(name: str, bound: Any, why: str) -> None:
         """Under a semiring other than plus_times a stored 0.0 is an entry (``min_plus``: an
-        edge of weight 0), so padding spf added to fill a layout would change the result."""
+        edge of weight 0), and a mask's every stored slot is one, so padding spf added to fill
+        a layout would change the result."""
         if isinstance(bound, Tensor) and bound.padding():
             raise ArgumentError(
                 f"{name!r}: this {bound.layout.name} tensor stores {bound.padding()} padding "
-                f"entries (0.0) besides its {bound.source_entries} entries, and under "
-                f"semiring {self._semiring.name} a stored value is an entry; use a layout "
-                "that stores no padding, or build the tensor from arrays whose every stored "
-                "value is an entry (Tensor.from_arrays)")
+                f"entries (0.0) besides its {bound.source_entries} entries, and {why}; use a "
+                "layout that stores no padding, or build the tensor from arrays whose every "
+                "stored value is an entry (Tensor.from_arrays)")
 
     def allocate_output(self, **inputs: Any) -> Tensor:
         """A zeroed output tensor for these inputs (dense, or sharing an input's structure),
@@ -115,6 +122,31 @@ class CompiledKernel:
             raise ArgumentError(f"unknown argument(s) {sorted(args.keys() - self._names)}; the "
                                 f"kernel takes {self.inputs} (and optionally the output "
                                 f"{self.output!r})")
+        if self._complement is not None:
+            return self._call_complemented(args)
+        return self._call(args)
+
+    def _call_complemented(self, args: dict[str, Any]) -> np.ndarray:
+        """The product everywhere, then the mask's entries of the dense output reset: to the
+        semiring's zero for '=', to their previous values for '+='."""
+        name = self._complement.name
+        if name not in args:
+            raise ArgumentError(f"missing argument {name!r} (the complemented mask)")
+        args = dict(args)
+        mask = self._complement.tensor(args.pop(name))
+        self._refuse_padding(name, mask, "a mask's stored slot is an entry")
+        hit = generated("pattern_kernel")(mask.layout)(T=mask, one=1.0) != 0
+        given = args.get(self.output)
+        before = given[hit] if self.kernel.expr.accumulate and isinstance(given, np.ndarray) \
+            and given.shape == hit.shape else None
+        result = self._call(args)
+        if result.shape != mask.shape:
+            raise ArgumentError(f"mask {name!r} has shape {mask.shape}, the output "
+                                f"{self.output!r} {result.shape}")
+        result[hit] = before if before is not None else self.kernel.semiring.zero
+        return result
+
+    def _call(self, args: Mapping[str, Any]) -> Any:
         values: list[Any] = []     # per input: struct address or scalar
         shapes: dict[str, tuple[int, ...]] = {}
         keep: dict[str, Any] = {}  # what the addresses point into, alive until the call returns
@@ -125,8 +157,11 @@ class CompiledKernel:
                 values.append(_scalar(name, args[name]))
                 continue
             address, shapes[name], keep[name] = op.bind(args[name])
-            if self._semiring is not None:
-                self._refuse_padding(name, keep[name])
+            if name in self._masks:
+                self._refuse_padding(name, keep[name], "a mask's stored slot is an entry")
+            elif self._semiring is not None:
+                self._refuse_padding(name, keep[name], f"under semiring {self._semiring.name} "
+                                     "a stored value is an entry")
             values.append(address)
         out_shape = self._output_shape(shapes)
         if self._dense_output and self.output not in args:    # the common case, fast
