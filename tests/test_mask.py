@@ -139,6 +139,9 @@ def test_complement_resets_to_the_semirings_zero_and_accumulate_keeps_old_values
     y = np.full(12, 100.0)
     acc(A=A, x=x, m=m, y=y)
     np.testing.assert_allclose(y, np.where(hit, 100.0, 100.0 + A @ x))
+    with pytest.raises(ArgumentError, match="mask 'm' has shape"):
+        acc(A=A, x=x, m=sparse_vector(11, [1]), y=y)     # refused before y is written
+    np.testing.assert_allclose(y, np.where(hit, 100.0, 100.0 + A @ x))
 
 
 def test_masked_accumulate_touches_only_the_masks_entries():

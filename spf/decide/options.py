@@ -58,8 +58,9 @@ def kernel_options(expr: Expr, given: Mapping[str, Any],
     order = parse_order(o["order"], src)
     bounds = o["bounds"]
     mask, complement = _check_mask(o["mask"], o["complement"], expr)
-    if mask and not complement:
-        expr = expr.with_mask(mask)     # share may name the mask
+    if mask:
+        masked = expr.with_mask(mask)   # checks the name against the statement's
+        expr = expr if complement else masked     # share and find may name the mask
     return KernelOptions(
         name=name, order=tuple(order) if order else None, find=_check_find(o["find"], expr),
         parallel=parallel, bounds=tuple(parse_bounds(bounds)) if bounds else (),
@@ -118,7 +119,6 @@ def _check_mask(mask: Any, complement: Any, expr: Expr) -> tuple[str | None, boo
                         expr.source)
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name):
         raise SpecError(f"mask: {name!r} is not a tensor name", expr.source)
-    expr.with_mask(name)    # checks the name and the output
     return name, complement
 
 

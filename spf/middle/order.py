@@ -1,8 +1,9 @@
 """The default loop order of a kernel.
 
 The sparse inputs' layout indices, operand by operand (a structural mask's first: only its
-entries are computed), with one refinement: **locate before find**.  A layout index ``v`` that equals a logical index (``A_pj = j``: a dense level, where
-the position is the coordinate) can be *located* from any loop that produces that index.  When
+entries are computed), with one refinement: **locate before find**.  A layout index ``v``
+that equals a logical index (``A_pj = j``: a dense level, where the position is the
+coordinate) can be *located* from any loop that produces that index.  When
 a later operand's loop ``w`` reads the index from its index array (``j = x.idx(x_p)``) and its
 bounds need nothing placed after ``v``, ``w`` is moved before ``v``: the nest then runs over
 ``w``'s entries and assigns ``v``, instead of running ``v`` over its whole extent with a find

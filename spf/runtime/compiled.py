@@ -137,14 +137,21 @@ class CompiledKernel:
         self._refuse_padding(name, mask, "a mask's stored slot is an entry")
         hit = generated("pattern_kernel")(mask.layout)(T=mask, one=1.0) != 0
         given = args.get(self.output)
-        before = given[hit] if self.kernel.expr.accumulate and isinstance(given, np.ndarray) \
-            and given.shape == hit.shape else None
+        before = None
+        if given is not None:      # checked before the call writes into it
+            old = given.to_dense() if isinstance(given, Tensor) else np.asarray(given)
+            self._check_mask_shape(name, hit.shape, old.shape)
+            before = old[hit] if self.kernel.expr.accumulate else None
         result = self._call(args)
-        if result.shape != mask.shape:
-            raise ArgumentError(f"mask {name!r} has shape {mask.shape}, the output "
-                                f"{self.output!r} {result.shape}")
+        self._check_mask_shape(name, hit.shape, result.shape)
         result[hit] = before if before is not None else self.kernel.semiring.zero
         return result
+
+    def _check_mask_shape(self, name: str, mask: tuple[int, ...],
+                          out: tuple[int, ...]) -> None:
+        if mask != out:
+            raise ArgumentError(f"mask {name!r} has shape {mask}, the output "
+                                f"{self.output!r} {out}")
 
     def _call(self, args: Mapping[str, Any]) -> Any:
         values: list[Any] = []     # per input: struct address or scalar
