@@ -154,6 +154,9 @@ def _kernel_arguments(cmd: argparse.ArgumentParser) -> None:
                      "OUT are computed (M is one more argument; give its layout with -l)")
     cmd.add_argument("--complement", action="store_true",
                      help="with --mask: the output keeps the elements outside M's entries")
+    cmd.add_argument("--fill-values", action="store_true",
+                     help="absent entries are the semiring's zero (TACO fill values) instead "
+                     "of not taking part (GraphBLAS structural semantics, the default)")
     cmd.add_argument("--tile", action="append", default=[], metavar="VAR=SIZE",
                      help="strip-mine loop VAR (e.g. A.pi=256) into tiles of SIZE; the tile "
                      "loop is VAR_tile, e.g. A.pi_tile in --order (repeatable)")
@@ -327,6 +330,8 @@ def _build_kernel(args: argparse.Namespace, parser: argparse.ArgumentParser):
         options["mask"] = {out: mask}
     if args.complement:
         options["complement"] = True
+    if args.fill_values:
+        options["fill_values"] = True
     return Kernel(expr, layouts, order=args.order, bounds=args.bounds, params=params,
                   parallel=args.parallel, z3_timeout_ms=args.z3_timeout_ms, **options)
 

@@ -355,6 +355,17 @@ def compressed_rows_layout() -> "Layout | None":
 
 
 @lru_cache(maxsize=None)
+def coordinate_layout(order: int) -> "Layout | None":
+    """A layout on the search path that stores an order-``order`` tensor as coordinate lists
+    (one compressed level over every dimension, no pointer), in any order, with a packer:
+    what any tensor is rebuilt from, entry by entry."""
+    return _first_layout(lambda lay, st: (
+        lay.order == order and len(st.levels) == 1 and st.levels[0].pointer is None
+        and len(st.levels[0].coords) == order and st.free_tail == order
+        and lay.packer is not None))
+
+
+@lru_cache(maxsize=None)
 def dense_layout(order: int) -> "Layout | None":
     """A layout on the search path storing an order-``order`` array row-major, all levels
     dense."""
@@ -364,4 +375,4 @@ def dense_layout(order: int) -> "Layout | None":
 
 
 register_generated(convert=convert, compressed_rows_layout=compressed_rows_layout,
-                   dense_layout=dense_layout)
+                   dense_layout=dense_layout, coordinate_layout=coordinate_layout)

@@ -22,7 +22,8 @@ from .runtime.operands import as_tensor, is_pydata, is_scipy
 from .runtime.tensor import Tensor
 
 OPTIONS = ("order", "find", "parallel", "bounds", "params", "name", "tile", "share",
-           "drop_zeros", "index_type", "z3_timeout_ms", "semiring", "mask", "complement")
+           "drop_zeros", "index_type", "z3_timeout_ms", "semiring", "mask", "complement",
+           "fill_values")
 
 _kernels: dict[tuple, CompiledKernel] = {}
 _exprs: dict[str, Expr] = {}

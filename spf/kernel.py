@@ -48,6 +48,10 @@ class Kernel:
     arrays and sizes and of the loop indices (tensors must be built with the same width).
     ``z3_timeout_ms``: the time limit of each Z3 query (default ``$SPF_Z3_TIMEOUT_MS``, else
     2000); a query that reaches it proves nothing, the safe choice is kept and reported.
+    ``semiring``: the statement's add and mul (:class:`Semiring` or a built-in's name);
+    ``mask={"C": "M"}`` restricts the output to M's entries (``complement=True``: to the
+    others); products run over the entries the operands store (GraphBLAS's structural
+    semantics) unless ``fill_values=True``: absent entries are then the semiring's zero.
     ``expr`` may also be the path of a kernel spec file (``.toml``).
 
     A sum (``C(i,j) = A(i,j) + B(i,j)``, ``y(i) = A(i,j) * x(j) - b(i)``) is split into one
@@ -64,7 +68,8 @@ class Kernel:
                  share: Mapping[str, str] | None = None, drop_zeros: bool = False,
                  reassociate: bool = False, index_type: str | None = None,
                  z3_timeout_ms: int | None = None, semiring: "str | Semiring | None" = None,
-                 mask: Mapping[str, str] | None = None, complement: bool | None = None):
+                 mask: Mapping[str, str] | None = None, complement: bool | None = None,
+                 fill_values: bool | None = None):
         layouts = tensor_layouts(layouts)
         params = layout_params(params)
         from_file = {}
@@ -82,7 +87,7 @@ class Kernel:
             order=order, find=find, parallel=parallel, bounds=bounds, name=name, tile=tile,
             share=share, drop_zeros=drop_zeros, reassociate=reassociate, index_type=index_type,
             z3_timeout_ms=z3_timeout_ms, semiring=semiring, mask=mask,
-            complement=complement), from_file)
+            complement=complement, fill_values=fill_values), from_file)
         self.mask, self.complement = opts.mask, opts.complement
         if self.mask and not self.complement:
             self.expr = self.expr.with_mask(self.mask)
@@ -94,6 +99,7 @@ class Kernel:
         self.index_type = opts.index_type or _width_of_given(layouts)
         self.mask_layout = self._complement_layout(layouts, params)
         self.layouts = self._resolve_layouts(layouts, params)
+        self.read_densely = self._read_densely(opts.fill_values)
         self.assembled = self._needs_assembly()
         self.bounds = list(opts.bounds)
         self.terms: list[Kernel] = []
@@ -194,27 +200,22 @@ class Kernel:
         return lay
 
     def _check_complement(self) -> None:
-        """A complemented mask resets the mask's entries of a dense output after the product
-        (no pruning of the iteration): dense outputs only."""
+        """A complemented mask resets the mask's entries of a dense output, or removes them
+        from an assembled one, after the product (no pruning of the iteration); an output
+        sharing an input's structure keeps that structure, so it takes none."""
         if not self.complement:
             return
         out = self.expr.output.tensor
-        if self.layouts[out].dense_array is None:
-            raise SpecError(f"complement=True: the output {out!r} is sparse "
-                            f"({self.layouts[out].name}); a complemented mask is supported "
-                            "for dense outputs only (yet)", self.expr.source)
+        if self.layouts[out].dense_array is None and not self.assembled:
+            raise SpecError(f"complement=True: the output {out!r} shares {self.share[1]!r}'s "
+                            "structure, which a complemented mask would have to change; use "
+                            "a dense output or one the kernel assembles", self.expr.source)
 
     def _check_semiring_scope(self) -> None:
-        """Semirings other than plus_times: dense, scalar and shared outputs (a sum's terms
-        combined by add: the union of their entries)."""
+        """A sum's terms combine by the semiring's add (the union of their entries), as do
+        an assembled output's entries with equal coordinates; nothing is subtracted."""
         if self.semiring.is_plus_times:
             return
-        out = self.expr.output.tensor
-        if self.assembled:
-            raise SpecError(f"semiring={self.semiring.name}: the sparse output {out!r} "
-                            "(assembled by the kernel) is not supported with a semiring other "
-                            "than plus_times yet (dense, scalar and shared outputs are)",
-                            self.expr.source)
         if self.expr.sign < 0 or any(sign < 0 for sign, _ in self.expr.terms):
             raise SpecError(f"semiring={self.semiring.name}: a subtracted product has no "
                             "meaning in a semiring (terms are combined by add)",
@@ -293,6 +294,49 @@ class Kernel:
                 .with_index_type(self.index_type)
         return resolved
 
+    def _read_densely(self, fill_values: bool) -> dict[str, Layout]:
+        """With ``fill_values`` and a mul that zero does not annihilate, an absent entry
+        changes the product, so no operand may skip it: each sparse operand is read from a
+        dense array holding the semiring's zero where it stores nothing (the runtime makes
+        it).  Its layout becomes the dense one; the returned map keeps the given ones."""
+        self.fill_values = fill_values
+        if not fill_values or self.semiring.annihilates:
+            return {}
+        given: dict[str, Layout] = {}
+        for a in self.expr.factors:
+            lay = self.layouts.get(a.tensor)
+            if a.pattern or lay is None or lay.dense_array is not None or a.tensor in given:
+                continue
+            if self.share and a.tensor == self.share[1]:
+                raise SpecError(f"fill_values=True: {a.tensor!r} would be read densely (zero "
+                                f"does not annihilate {self.semiring.name}'s mul), so it cannot "
+                                "also give the output's structure (share=)", self.expr.source)
+            given[a.tensor] = lay
+            self.layouts[a.tensor] = default_layout(len(a.indices)) \
+                .with_index_type(self.index_type)
+        return given
+
+    def fill_note(self) -> str:
+        """What absent entries mean for this kernel (a report line)."""
+        zero = self.semiring.zero_c()
+        if not self.fill_values:
+            same = ("reading absent entries as zero would give the same result (it "
+                    "annihilates mul)" if self.semiring.annihilates else
+                    "zero does not annihilate mul, so reading absent entries as zero "
+                    "(fill_values=True) would give another result")
+            return ("structural: products run over the entries the operands store, combined "
+                    f"by add; an output element no product reaches holds zero ({zero}); "
+                    + same)
+        if not self.read_densely:
+            return (f"fill values: absent entries are {zero}, which annihilates mul, so "
+                    "iterating over the stored entries gives the same result")
+        read = ", ".join(f"{name} ({lay.name})" for name, lay in sorted(self.read_densely.items()))
+        return (f"fill values: absent entries are {zero}, which does not annihilate mul, so "
+                f"every element takes part: {read} "
+                + ("is" if len(self.read_densely) == 1 else "are")
+                + f" read as dense arrays holding {zero} where nothing is stored (the "
+                "iteration space is dense)")
+
     def _needs_assembly(self) -> bool:
         """A sparse output whose index arrays no input provides is assembled by the kernel."""
         out = self.expr.output
@@ -347,6 +391,8 @@ class Kernel:
             header = [f"Generated by spf: {self.expr}"]
             if self.complement:
                 header.append(f"Mask: {self.complement_note()}")
+            if not self.semiring.is_plus_times or self.fill_values:
+                header.append(f"Absent entries: {self.fill_note()}")
             if not self.terms:
                 header += self._header_lines()
                 self._source = emit_kernel(self.plan, self.name, header)
@@ -364,7 +410,7 @@ class Kernel:
                       for t in self.terms] if self.assembly else []
             self._source = emit_sum(self.name, header, self.expr, self.layouts, codes,
                                            args, self.space, self.parallel_loop is not None,
-                                           self.assembly, bounds, self.semiring.zero_c())
+                                           self.assembly, bounds, self.semiring)
         return self._source
 
     @cached_property
@@ -390,7 +436,7 @@ class Kernel:
                   for t in self.terms]
         args = [[a.tensor for a in (t.expr.output, *t.expr.factors)] for t in self.terms]
         return emit_merged(self.name, header, self.expr, self.layouts, self.runs,
-                           self.assembly, bounds, args)
+                           self.assembly, bounds, args, self.semiring)
 
     def _header_lines(self) -> list[str]:
         return header_lines(self.plan, self.name)
@@ -402,6 +448,8 @@ class Kernel:
     def report(self) -> str:
         """Iteration space, loop order and per-level decisions, as text."""
         note = [f"mask: {self.complement_note()}"] if self.complement else []
+        if not self.semiring.is_plus_times or self.fill_values:
+            note.append(f"absent entries: {self.fill_note()}")
         if self.terms:
             merged = [f"union: {self.name}_merge merges the operands' storage level by level "
                       f"({run.operand}: {run.why}); the terms below only count entries"
@@ -413,10 +461,11 @@ class Kernel:
 
     def complement_note(self) -> str:
         """What a complemented mask does (it is not part of the plan)."""
+        reset = ("removed (the output is rebuilt without them)" if self.assembled else
+                 "reset ('=': to the semiring's zero, '+=': to their values before the call)")
         return (f"complement of {self.mask} ({self.mask_layout.name}): the product is "
                 f"computed for every element, then {self.mask}'s entries of "
-                f"{self.expr.output.tensor} are reset ('=': to the semiring's zero, '+=': to "
-                "their values before the call); the iteration is not pruned")
+                f"{self.expr.output.tensor} are {reset}; the iteration is not pruned")
 
 def _width_of_given(layouts: Mapping[str, Any]) -> str:
     """The index width of the Layout objects among ``layouts`` ("int32" when none is one);

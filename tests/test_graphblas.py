@@ -95,3 +95,82 @@ def test_triangle_count_matches_graphblas():
     gc(mask=gl.S) << gl.mxm(gl.T, gb.semiring.plus_pair)
     expect = gc.reduce_scalar(gb.monoid.plus).new().value
     assert k(A=L, B=L, L=L).values.sum() == expect > 0
+
+
+def entries_of(t: "spf.Tensor | gb.Matrix | gb.Vector") -> dict[tuple, float]:
+    """The stored entries, coordinates to value."""
+    if isinstance(t, spf.Tensor):
+        if t.layout.order == 1:
+            return {(i,): v for i, v in enumerate(t.to_dense()) if v != t.fill}
+        m = t.to_scipy().tocoo()
+        return {(r, c): v for r, c, v in zip(m.row.tolist(), m.col.tolist(), m.data.tolist())}
+    *coords, vals = t.to_coo()
+    return {key: v for key, v in zip(zip(*(c.tolist() for c in coords)), vals.tolist())}
+
+
+@pytest.mark.parametrize("name", ["min_plus", "max_times", "plus_pair", "plus_times"])
+@pytest.mark.parametrize("out", ["CSR", "COO", "DCSR", "CSC"])
+def test_sparse_mxm_output_matches_graphblas(name, out):
+    """The output assembled by the kernel (workspace or bucket) combines equal coordinates
+    by the semiring's add; its absent elements are the semiring's zero (Tensor.fill)."""
+    A, B = graph(40, 0.1, 9), graph(40, 0.1, 10)
+    k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": out},
+                   semiring=name)
+    got = k.compile()(A=A, B=B)
+    gc = gb.io.from_scipy_sparse(A).mxm(gb.io.from_scipy_sparse(B), SEMIRINGS[name]).new()
+    assert entries_of(got) == entries_of(gc)
+    assert got.fill == FILL.get(name, 0.0)
+    np.testing.assert_array_equal(got.to_dense(), dense_of(gc, FILL.get(name, 0.0)))
+
+
+@pytest.mark.parametrize("op, name", [("min", "min_plus"), ("max", "max_times")])
+@pytest.mark.parametrize("layouts", [{"A": "CSR", "B": "CSR", "C": "CSR"},
+                                     {"A": "CSR", "B": "COO", "C": "COO"}])
+def test_sparse_ewise_add_output_matches_graphblas(op, name, layouts):
+    """Operands stored in the output's order are merged level by level (CSR); otherwise
+    each term's sorted run is merged; equal coordinates combine by add either way."""
+    A, B = graph(30, 0.1, 11), graph(30, 0.1, 12)
+    k = spf.Kernel("C(i,j) = A(i,j) + B(i,j)", layouts, semiring=name)
+    assert bool(k.runs) == (layouts["B"] == "CSR")
+    gc = gb.io.from_scipy_sparse(A).ewise_add(gb.io.from_scipy_sparse(B),
+                                              getattr(gb.binary, op)).new()
+    assert entries_of(k.compile()(A=A, B=B)) == entries_of(gc)
+
+
+@pytest.mark.parametrize("name", ["min_plus", "max_times"])
+@pytest.mark.parametrize("layout, mode", [("CSR", "append"), ("COO", "workspace")])
+def test_sparse_mxv_output_matches_graphblas(name, layout, mode):
+    A = graph(50, 0.05, 13)
+    x = np.random.default_rng(14).integers(-3, 6, 50).astype(float)
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": layout, "y": "SV"}, semiring=name)
+    assert k.assembly.mode == mode
+    assert "combine by" in k.report() and "spf_add" in k.c_source()
+    gy = gb.io.from_scipy_sparse(A).mxv(gb.Vector.from_dense(x), SEMIRINGS[name]).new()
+    got = k.compile()(A=A, x=x)
+    np.testing.assert_array_equal(got.to_dense(), dense_of(gy, FILL[name]))
+    assert got.values.size == gy.nvals
+
+
+def test_drop_zeros_drops_the_semiring_zero():
+    """Under min_plus the zero is inf: a product equal to inf is not stored, a product equal
+    to 0.0 (an edge of weight 0) is."""
+    A = sp.csr_matrix(np.array([[0.0, 2.0], [1.0, 0.0]]))
+    A.data[:] = [np.inf, 0.0]          # row 0: inf, row 1: an explicit 0.0
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR", "y": "SV"}, semiring="min_plus",
+                   drop_zeros=True)
+    got = k.compile()(A=A, x=np.zeros(2))
+    assert got.values.tolist() == [0.0] and got.to_dense().tolist() == [np.inf, 0.0]
+    assert "entries equal to INFINITY are not stored" in k.report()
+
+
+@pytest.mark.parametrize("out", ["CSR", "DCSR", "COO"])
+@pytest.mark.parametrize("complement", [False, True])
+def test_masked_sparse_mxm_output_matches_graphblas(out, complement):
+    A, B, M = graph(40, 0.1, 15), graph(40, 0.1, 16), graph(40, 0.2, 17)
+    k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "M": "CSR", "C": out},
+                   mask={"C": "M"}, complement=complement, semiring="min_plus")
+    got = k.compile()(A=A, B=B, M=M)
+    ga, gbb, gm = (gb.io.from_scipy_sparse(m) for m in (A, B, M))
+    gc = gb.Matrix(float, 40, 40)
+    gc(mask=~gm.S if complement else gm.S) << ga.mxm(gbb, gb.semiring.min_plus)
+    assert entries_of(got) == entries_of(gc) and gc.nvals > 0

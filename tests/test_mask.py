@@ -188,8 +188,9 @@ def test_bad_masks_are_spec_errors(options, match):
 def test_masks_that_cannot_apply():
     with pytest.raises(SpecError, match="the output 's' is a scalar"):
         spf.Kernel("s = a(i) * b(i)", {"a": "SV"}, mask={"s": "m"})
-    with pytest.raises(SpecError, match="supported for dense outputs only"):
-        spf.Kernel(SPMV, {"A": "CSR", "y": "SV", "m": "SV"}, mask={"y": "m"}, complement=True)
+    with pytest.raises(SpecError, match="shares 'A''s structure, which a complemented mask"):
+        spf.Kernel("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR", "m": "CSR"},
+                   share={"C": "A"}, mask={"C": "m"}, complement=True)
     with pytest.raises(SpecError, match="has 2 indices"):
         spf.Kernel(SPMV, {"A": "CSR", "m": "CSR"}, mask={"y": "m"}, complement=True)
 
@@ -240,3 +241,23 @@ def test_evaluate_with_a_mask():
     np.testing.assert_allclose(got, np.where(keep, A @ x, 0.0))
     got = spf.evaluate("y(i) = A(i,j) * x(j)", A=A, x=x, m=m, mask={"y": "m"}, complement=True)
     np.testing.assert_allclose(got, np.where(keep, 0.0, A @ x))
+
+
+@pytest.mark.parametrize("out", ["SV", "SV_unsorted"])
+@pytest.mark.parametrize("mask_layout", ["SV", "DenseVector"])
+def test_complement_removes_the_masks_entries_from_an_assembled_output(out, mask_layout):
+    A = sp.random(30, 20, 0.15, format="csr", random_state=4)
+    x = np.random.default_rng(5).random(20)
+    for m in (np.zeros(30), np.ones(30), (np.arange(30) % 3 == 0).astype(float)):
+        k = spf.Kernel(SPMV, {"A": "CSR", "y": out, "m": mask_layout}, mask={"y": "m"},
+                       complement=True, semiring="max_times")
+        assert "are removed (the output is rebuilt without them)" in k.report()
+        got = k.compile()(A=A, x=x, m=spf.Tensor.from_dense(mask_layout, m))
+        assert isinstance(got, spf.Tensor) and got.layout.name == out and got.fill == -np.inf
+        # a dense mask stores every element (structural: its values are not read)
+        covered = m != 0 if mask_layout == "SV" else np.ones(30, bool)
+        Ad = A.toarray()
+        reached = (Ad != 0).any(axis=1) & ~covered
+        expect = np.where(Ad != 0, Ad * x, -np.inf).max(axis=1)
+        np.testing.assert_array_equal(got.to_dense(), np.where(reached, expect, -np.inf))
+        assert got.values.size == reached.sum()

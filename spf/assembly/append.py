@@ -71,8 +71,8 @@ class Append(AssemblyStrategy):
                      [on_failure(f"(spf_status = {kernel}_append(&spf_cur, {out}, spf_key, "
                                  f"{rhs}))", "spf_fail"),
                       t.Assign("spf_last", "spf_key")],
-                     orelse=[t.Assign(f"{out}->{plan.storage.value_array}[spf_cur.pos{last}]",
-                                      rhs, "+=")],
+                     orelse=[_combine(plan, f"{out}->{plan.storage.value_array}"
+                                            f"[spf_cur.pos{last}]", rhs)],
                      else_note="the same coordinates again")]
 
     def finish(self, plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
@@ -83,6 +83,14 @@ class Append(AssemblyStrategy):
         if not plan.direct or len(plan.key) < 2:
             return []
         return _pointer_past(plan, "the group's entries are appended")
+
+
+def _combine(plan: AssemblyPlan, target: str, value: str) -> t.Node:
+    """``target`` combined with ``value`` by the semiring's add (``spf_add``, defined with
+    the assembly helpers)."""
+    if plan.semiring.is_plus_times:
+        return t.Assign(target, value, "+=")
+    return t.Assign(target, f"spf_add({target}, {value})")
 
 
 def _direct(plan: AssemblyPlan, rhs: str) -> list[t.Node]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..back import ctree as t
+from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.storage import Storage, StorageKind
 from .base import CAPACITY
 from .merge import Run
@@ -37,8 +38,8 @@ class _Place:
 
 
 class _MergeWriter:
-    def __init__(self, out: Storage, runs: list[Run]):
-        self.out, self.runs = out, runs
+    def __init__(self, out: Storage, runs: list[Run], semiring: Semiring):
+        self.out, self.runs, self.semiring = out, runs, semiring
 
     # names of the hoisted fields ----------------------------------------------------------
     @staticmethod
@@ -102,21 +103,29 @@ class _MergeWriter:
         if all(place.has is None for _, place in present):
             text = ""
             for r, place in present:
-                read = f"r{r}_val[{place.pos}]"
-                if self.runs[r].sign < 0:
-                    text = f"{text} - {read}" if text else f"-{read}"
-                else:
-                    text = f"{text} + {read}" if text else read
+                text = self._combine(text, r, f"r{r}_val[{place.pos}]")
             return [t.Assign(f"out_val[{here}]", text)]
-        nodes: list[t.Node] = [t.Declare("double", "v", "0.0",
-                                         note="the sum of the runs that have the entry")]
+        note = ("the sum of the runs that have the entry" if self.semiring.is_plus_times else
+                f"the runs that have the entry, combined by {self.semiring.add}")
+        nodes: list[t.Node] = [t.Declare("double", "v", self.semiring.zero_c(), note=note)]
         for r, place in present:
-            read = f"r{r}_val[{place.pos}]"
-            op = "-=" if self.runs[r].sign < 0 else "+="
-            nodes.append(t.Assign("v", read, op) if place.has is None
-                         else t.If(place.has, [t.Assign("v", read, op)], braces=False))
+            add = self._add_into("v", r, f"r{r}_val[{place.pos}]")
+            nodes.append(add if place.has is None else t.If(place.has, [add], braces=False))
         nodes.append(t.Assign(f"out_val[{here}]", "v"))
         return nodes
+
+    def _combine(self, text: str, r: int, read: str) -> str:
+        """``text`` (empty: nothing yet) and run ``r``'s value ``read``, combined."""
+        if not self.semiring.is_plus_times:      # no subtracted runs under a semiring
+            return self.semiring.add_c(text, read) if text else read
+        if self.runs[r].sign < 0:
+            return f"{text} - {read}" if text else f"-{read}"
+        return f"{text} + {read}" if text else read
+
+    def _add_into(self, target: str, r: int, read: str) -> t.Node:
+        if not self.semiring.is_plus_times:
+            return t.Assign(target, self.semiring.add_c(target, read))
+        return t.Assign(target, read, "-=" if self.runs[r].sign < 0 else "+=")
 
     def _dense(self, k: int, parent: str | None, places: list[_Place | None]) -> list[t.Node]:
         c = f"c{k}"
@@ -249,10 +258,11 @@ class _MergeWriter:
 
 
 def merge_function(name: str, out: Storage, out_struct: str, runs: list[Run],
-                   run_structs: list[str]) -> t.Function:
-    """``<name>_merge(out, size, r0, r1, ...)``: the union of the runs, appended to ``out``
-    in storage order (0; 2 when a level outgrows its capacity ``size[k]``)."""
-    w = _MergeWriter(out, runs)
+                   run_structs: list[str], semiring: Semiring = PLUS_TIMES) -> t.Function:
+    """``<name>_merge(out, size, r0, r1, ...)``: the union of the runs (equal coordinates
+    combined by ``semiring``'s add), appended to ``out`` in storage order (0; 2 when a level
+    outgrows its capacity ``size[k]``)."""
+    w = _MergeWriter(out, runs, semiring)
     params = [f"{out_struct} *restrict out", "int64_t *restrict size"]
     params += [f"const {s} *restrict r{r}" for r, s in enumerate(run_structs)]
     body = w.hoisted()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..middle.iteration_space import TensorUse
+from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.storage import Storage, StorageKind
 from ..front.terms import Aff
 
@@ -37,7 +38,8 @@ class AssemblyPlan:
     group_var: str = ""             # that level's variable
     bucket_sorted: bool = False     # bucket: each bucket's entries arrive in order (Z3)
     unique: bool = False            # Z3: no two statement instances have the same key
-    drop_zeros: bool = False        # entries whose value is 0.0 are not stored
+    drop_zeros: bool = False        # entries equal to the semiring's zero are not stored
+    semiring: Semiring = PLUS_TIMES  # equal coordinates combine by its add
     how: str = ""                   # the strategy's account of itself, for reports
 
     @property
@@ -77,7 +79,10 @@ class AssemblyPlan:
                      self.group_level is None else
                      f"; the group is checked once where {self.group_var} is defined, not per "
                      "instance (Z3 proved it non-decreasing over those iterations)")
-        zeros = "; entries equal to 0.0 are not stored" if self.drop_zeros else ""
+        zeros = (f"; entries equal to {self.semiring.zero_c()} are not stored"
+                 if self.drop_zeros else "")
+        if not self.semiring.is_plus_times:
+            zeros += f"; entries with equal coordinates combine by {self.semiring.add}"
         return (f"output {self.output.name} ({lay.name}) assembled in storage order "
                 f"({', '.join(self.key)}); ordered by the loops: ({pre}); {self.how}; {self.why}"
                 f"{where}{zeros}")

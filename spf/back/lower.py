@@ -172,7 +172,7 @@ class KernelLowering:
             if role.slots:
                 return nodes + [t.Call("++spf_n")]
             if not role.histogram and a.drop_zeros:   # no branch on the data
-                return nodes + [t.Assign("spf_n", f"({value()}) != 0.0", "+=",
+                return nodes + [t.Assign("spf_n", f"({value()}) != {a.semiring.zero_c()}", "+=",
                                          note="zeros are not stored")]
             nodes += strategy(a).count_statement(a) if role.histogram \
                 else [t.Call("++spf_n")]
@@ -181,7 +181,7 @@ class KernelLowering:
                                             role.target)
         if a.drop_zeros:
             nodes = [t.Declare("double", "spf_v", value(), const=True),
-                     t.If("spf_v != 0.0", nodes, note="zeros are not stored")]
+                     t.If(f"spf_v != {a.semiring.zero_c()}", nodes, note="zeros are not stored")]
         return nodes
 
     def used(self, stmt_names: set[str], nest: LoopNest | None = None) -> set[str]:

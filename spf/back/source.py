@@ -8,6 +8,7 @@ from ..assembly.merge_c import merge_function
 from ..errors import SpecError
 from ..middle.iteration_space import IterationSpace
 from ..front.layout import Layout
+from ..front.semiring import PLUS_TIMES, Semiring
 from ..decide.plan import Plan
 from . import ctree as t
 from .c_printer import CPrinter
@@ -76,7 +77,8 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
                        f"{assembly.key[0]} (an upper bound: equal coordinates are added "
                        "later). */\n" + function(hist, static=True))
     return render_file(header_lines, helpers, list(code.layouts.values()), code.signature,
-                       code.body, code.runtimes, assembly=code.assembly, before=before)
+                       code.body, code.runtimes, assembly=code.assembly, before=before,
+                       semiring=plan.semiring)
 
 
 BOUND_COMMENT = ("/* The number of statement instances: an upper bound on the output's "
@@ -92,12 +94,12 @@ SLOTS_COMMENT = ("/* The statement instances, zeros included: a looser bound tha
 def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str, Layout],
              terms: list[KernelCode], term_args: list[list[str]], out_space: IterationSpace,
              parallel: bool, assembly: AssemblyPlan | None = None,
-             bounds: list[KernelCode] = (), zero: str = "0.0") -> str:
+             bounds: list[KernelCode] = (), semiring: Semiring = PLUS_TIMES) -> str:
     """A sum by statement splitting (paper Sec. 4): one static function per product term,
     each adding into the output (a dense array or scalar), or each producing a sorted run of
     the assembled output's entries (``bounds``: the terms' instance counters); the kernel
-    sets the output to ``zero`` (C, the semiring's), or merges the runs and appends their
-    union to the output."""
+    sets the output to the semiring's zero, or merges the runs (combining equal coordinates
+    by its add) and appends their union to the output."""
     helpers: set[str] = set()
     layouts: dict[str, Layout] = {}
     for term in [*terms, *bounds]:
@@ -118,19 +120,20 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
             + [function(b, static=True) for b in bounds]
             + [_sum_bound(name, expr.output.tensor, term_args, params[1:])])
     else:
-        body += _add_terms(name, expr, term_args, out_space, names, parallel, zero)
+        body += _add_terms(name, expr, term_args, out_space, names, parallel,
+                           semiring.zero_c())
     functions = "\n\n".join(function(term, static=True) for term in terms)
     runtimes = set().union(*(term.runtimes for term in terms))
     return render_file(header_lines, helpers, list(layouts.values()),
                        f"int {name}({', '.join(params)})", body, runtimes,
                        assembly=assembly is not None,
                        before=functions + ("\n\n" + extra if extra else ""),
-                       merge=assembly is not None)
+                       merge=assembly is not None, semiring=semiring)
 
 
 def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: dict[str, Layout],
                 runs: list[Run], assembly: AssemblyPlan, bounds: list[KernelCode],
-                term_args: list[list[str]]) -> str:
+                term_args: list[list[str]], semiring: Semiring = PLUS_TIMES) -> str:
     """A sum whose every term is an operand already stored in the output's storage order
     (:mod:`spf.assembly.merge`): the kernel merges the operands level by level into the
     output; ``bounds`` (the terms' entry counters) size it."""
@@ -138,7 +141,7 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: dict[s
     params = _sum_params(expr, tensor_layouts, assembly, layouts)
     out = expr.output.tensor
     merge = merge_function(name, assembly.storage, struct_name(assembly.output.layout), runs,
-                           [struct_name(run.layout) for run in runs])
+                           [struct_name(run.layout) for run in runs], semiring)
     extra = "\n\n".join([CPrinter().definitions([merge])]
                          + [function(b, static=True) for b in bounds]
                          + [_sum_bound(name, out, term_args, params[1:])])
@@ -234,16 +237,20 @@ def _add_terms(name: str, expr, term_args: list[list[str]], out_space: Iteration
 
 def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout],
                 signature: str, body: list[t.Node], runtimes: set[str] = frozenset(),
-                assembly: bool = False, before: str = "", merge: bool = False) -> str:
+                assembly: bool = False, before: str = "", merge: bool = False,
+                semiring: Semiring = PLUS_TIMES) -> str:
     """The whole C file from ``templates/kernel.c`` (``runtimes``: helper files from
-    ``templates/`` the code calls; ``assembly``: the kernel assembles a sparse output;
-    ``before``: functions the kernel calls; ``merge``: the helper merging sorted runs)."""
+    ``templates/`` the code calls; ``assembly``: the kernel assembles a sparse output, whose
+    entries with equal coordinates combine by ``semiring``'s add; ``before``: functions the
+    kernel calls; ``merge``: the helper merging sorted runs)."""
     structs = "\n\n".join(struct_typedef(lay) for lay in layouts)
     helper_text = "\n".join(HELPERS[h] for h in sorted(helpers))
     if before:
         structs = (structs + "\n\n" if structs else "") + before + "\n"
     files = sorted(runtimes) + (["assembly.c"] if assembly else []) + \
         (["assembly_merge.c"] if merge else [])
+    if assembly or merge:
+        helper_text = (helper_text + "\n\n" if helper_text else "") + _add_function(semiring)
     for file in files:
         helper_text = (helper_text + "\n\n" if helper_text else "") + text(file).rstrip()
     return template("kernel.c").substitute(
@@ -253,6 +260,13 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
         structs=structs + ("\n" if structs else ""),
         signature=signature,
         body="\n".join(CPrinter().lines(body)))
+
+
+def _add_function(semiring: Semiring) -> str:
+    """``spf_add``: how the assembly helpers combine two entries with equal coordinates."""
+    return (f"/* Entries with equal coordinates combine by {semiring.name}'s add. */\n"
+            "static inline double spf_add(double a, double b)\n{\n"
+            f"    return {semiring.add_c('a', 'b')};\n}}")
 
 
 def index_type_of(layouts: list[Layout]) -> str:

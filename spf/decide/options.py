@@ -37,6 +37,7 @@ class KernelOptions:
     semiring: Semiring = PLUS_TIMES
     mask: str | None = None          # the output's structural mask (a tensor name)
     complement: bool = False         # the output takes entries outside the mask's
+    fill_values: bool = False        # absent entries read as the semiring's zero
 
 
 def kernel_options(expr: Expr, given: Mapping[str, Any],
@@ -52,7 +53,7 @@ def kernel_options(expr: Expr, given: Mapping[str, Any],
     parallel = o["parallel"]
     if not isinstance(parallel, bool):
         raise SpecError(f"parallel must be True or False, got {parallel!r}", src)
-    for flag in ("drop_zeros", "reassociate"):
+    for flag in ("drop_zeros", "reassociate", "fill_values"):
         if not isinstance(o[flag], bool):
             raise SpecError(f"{flag} must be True or False, got {o[flag]!r}", src)
     order = parse_order(o["order"], src)
@@ -67,7 +68,8 @@ def kernel_options(expr: Expr, given: Mapping[str, Any],
         bounds_text=bounds, tile=o["tile"] or None, share=_check_share(o["share"], expr),
         drop_zeros=o["drop_zeros"], reassociate=o["reassociate"], index_type=o["index_type"],
         z3_timeout_ms=z3_timeout(o["z3_timeout_ms"], src),
-        semiring=_check_semiring(o["semiring"], src), mask=mask, complement=complement)
+        semiring=_check_semiring(o["semiring"], src), mask=mask, complement=complement,
+        fill_values=o["fill_values"])
 
 
 def _merged(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dict[str, Any]:
@@ -81,7 +83,7 @@ def _merged(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dict[str,
             out[key] = value
     out.setdefault("find", "auto")
     out["parallel"] = False if out.get("parallel") is None else out["parallel"]
-    for flag in ("drop_zeros", "reassociate", "complement"):
+    for flag in ("drop_zeros", "reassociate", "complement", "fill_values"):
         out[flag] = False if out.get(flag) is None else out[flag]
     for key in ("name", "order", "bounds", "tile", "share", "index_type", "z3_timeout_ms",
                 "semiring", "mask"):

@@ -81,9 +81,8 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
     decisions = synthesize(nest, find)
     assembly = None
     if assemble:
-        assembly = plan_assembly(nest, space.assembled, decisions)
-        if drop_zeros:
-            assembly = replace(assembly, drop_zeros=True)
+        assembly = replace(plan_assembly(nest, space.assembled, decisions),
+                           drop_zeros=drop_zeros, semiring=semiring)
     elif drop_zeros:
         raise SpecError("drop_zeros applies to an output assembled by the kernel (a sparse "
                         "layout without share=); this output is dense or shared",
@@ -150,8 +149,9 @@ def _output_ordered(plan: Plan, order: list[str], find, z3_timeout_ms: int) -> P
     assembly = plan_assembly(nest, space.assembled, decisions)
     if assembly.mode is not Mode.APPEND:
         return None
-    assembly = replace(assembly, drop_zeros=a.drop_zeros)
-    return Plan(nest, decisions, assembly, plan.parallel_wanted, counting=plan, order_why=(
+    assembly = replace(assembly, drop_zeros=a.drop_zeros, semiring=a.semiring)
+    return Plan(nest, decisions, assembly, plan.parallel_wanted, counting=plan,
+                semiring=plan.semiring, order_why=(
         f"{why}, and Z3 proved they do (no {a.mode} pass); {inside}; the bound pass counts "
         f"the entries in the order {', '.join(plan.nest.schedule)}"))
 

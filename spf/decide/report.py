@@ -20,7 +20,7 @@ def plan_report(plan: Plan, z3_timeout_ms: int, order_why: list[str] = ()) -> st
                      f"only its entries of {space.expr.output.tensor} are computed, its values "
                      "are not read")
     if not plan.semiring.is_plus_times:
-        lines.append(f"semiring: {plan.semiring.describe()}: {plan.semiring.meaning()}")
+        lines.append(f"semiring: {plan.semiring.describe()}")
     lines.append(f"loop order: {', '.join(nest.schedule)}")
     lines.extend(f"  order: {why}" for why in order_why)
     if plan.order_why:

@@ -224,7 +224,7 @@ class KernelFile:
 
 _KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "parallel", "name",
                 "tile", "share", "index_type", "z3_timeout_ms", "reassociate", "semiring",
-                "mask", "complement"}
+                "mask", "complement", "fill_values"}
 
 
 def _locate(text: str, needle: str) -> tuple[int, int]:
@@ -268,6 +268,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
                                                               for x in v.values()),
                        "a table naming the output's mask, such as {C = \"M\"}"),
               "complement": (lambda v: isinstance(v, bool), "true or false"),
+              "fill_values": (lambda v: isinstance(v, bool), "true or false"),
               "semiring": (lambda v: isinstance(v, (str, dict)),
                            "a built-in semiring's name or a table {add = ..., mul = ..., "
                            "zero = ..., one = ...}")}
@@ -292,7 +293,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
         raise key_error("[params.T] tables must map parameter names to integers", "params")
     options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name", "tile",
                                      "share", "index_type", "z3_timeout_ms", "reassociate",
-                                     "semiring", "mask", "complement")
+                                     "semiring", "mask", "complement", "fill_values")
                if k in table}
     if "bounds" in options:
         bl, bc = _locate(text, options["bounds"])

@@ -85,15 +85,6 @@ class Semiring:
                     return False
         return True
 
-    def meaning(self) -> str:
-        """What an output's absent entries and a product over stored entries mean."""
-        fill = (f"absent entries read as {self.zero} give the same result (zero annihilates "
-                "mul)" if self.annihilates else
-                f"zero does not annihilate mul, so this is not the result with absent entries "
-                f"read as {self.zero}")
-        return (f"products over the entries the operands store (structural), summed by add; "
-                f"an output element no product reaches holds zero ({self.zero}); {fill}")
-
     def zero_c(self) -> str:
         return _c_number(self.zero)
 

@@ -20,7 +20,7 @@ from ..middle.iteration_space import shared_fields
 from ..front.layout import Layout
 from .memory import aligned_zeros
 from .operands import DenseStruct, Operand
-from .tensor import Tensor, generated, index_max, wider_hint
+from .tensor import Tensor, coordinate_layout, generated, index_max, wider_hint
 from ..front.storage import StorageKind
 from ..assembly import strategy
 
@@ -58,6 +58,9 @@ class CompiledKernel:
             self._names |= {mask}
         self._operands = [None if not a.indices else Operand(a.tensor, kernel.layouts[a.tensor])
                           for a in expr.factors]
+        # fill values with a mul zero does not annihilate: operands read as dense arrays
+        self._densely = {name: Operand(name, lay)
+                         for name, lay in getattr(kernel, "read_densely", {}).items()}
         self._out_dense = DenseStruct.of(kernel.layouts[self.output]) if expr.output.indices \
             else None
         # a dense output the kernel allocates, with nothing to accumulate into
@@ -126,9 +129,10 @@ class CompiledKernel:
             return self._call_complemented(args)
         return self._call(args)
 
-    def _call_complemented(self, args: dict[str, Any]) -> np.ndarray:
-        """The product everywhere, then the mask's entries of the dense output reset: to the
-        semiring's zero for '=', to their previous values for '+='."""
+    def _call_complemented(self, args: dict[str, Any]) -> Any:
+        """The product everywhere, then the mask's entries of the dense output reset (to the
+        semiring's zero for '=', to their previous values for '+='), or removed from the
+        assembled output."""
         name = self._complement.name
         if name not in args:
             raise ArgumentError(f"missing argument {name!r} (the complemented mask)")
@@ -144,8 +148,18 @@ class CompiledKernel:
             before = old[hit] if self.kernel.expr.accumulate else None
         result = self._call(args)
         self._check_mask_shape(name, hit.shape, result.shape)
+        if isinstance(result, Tensor):
+            return _without(result, hit)
         result[hit] = before if before is not None else self.kernel.semiring.zero
         return result
+
+    def _dense_reading(self, name: str, value: Any) -> np.ndarray:
+        """Operand ``name`` (given in its sparse layout) as a dense array holding the
+        semiring's zero where it stores no entry (``fill_values`` semantics)."""
+        tensor = self._densely[name].tensor(value)
+        self._refuse_padding(name, tensor, "its padding would read as entries, not as the "
+                             "semiring's zero")
+        return tensor.to_dense(fill=self.kernel.semiring.zero)
 
     def _check_mask_shape(self, name: str, mask: tuple[int, ...],
                           out: tuple[int, ...]) -> None:
@@ -163,7 +177,9 @@ class CompiledKernel:
             if op is None:
                 values.append(_scalar(name, args[name]))
                 continue
-            address, shapes[name], keep[name] = op.bind(args[name])
+            value = self._dense_reading(name, args[name]) if name in self._densely \
+                else args[name]
+            address, shapes[name], keep[name] = op.bind(value)
             if name in self._masks:
                 self._refuse_padding(name, keep[name], "a mask's stored slot is an entry")
             elif self._semiring is not None:
@@ -290,7 +306,7 @@ class CompiledKernel:
             raise RuntimeError(f"kernel {k.name}: {self.output!r} outgrew the arrays sized by "
                                f"{k.name}_bound (a bug in spf; please report it)")
         _trim(storage, fields, size)
-        return Tensor._built(storage.layout, tuple(shape), fields)
+        return self._filled(Tensor._built(storage.layout, tuple(shape), fields))
 
     def _extents(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
         """Extent of each index from the input shapes; they must agree within a term, and
@@ -349,8 +365,25 @@ class CompiledKernel:
         for d in layout.fields[value].dims:
             size *= index_expr.evaluate(d, scalars, arrays)
         fields[value] = aligned_zeros(size)
-        return Tensor(layout, shape, fields, check=False)
+        return self._filled(Tensor(layout, shape, fields, check=False))
 
+    def _filled(self, out: Tensor) -> Tensor:
+        """``out``, the output tensor, whose absent elements hold the semiring's zero."""
+        out.fill = self.kernel.semiring.zero
+        return out
+
+
+
+def _without(tensor: Tensor, hit: np.ndarray) -> Tensor:
+    """``tensor`` (assembled by a kernel) without its entries where ``hit`` is True: its
+    entries as coordinate lists, filtered, converted back to its layout."""
+    coords, values = tensor.entries()
+    keep = ~hit[coords] if values.size else np.zeros(0, bool)
+    coo = coordinate_layout(tensor.layout.order, tensor.layout.index_type)
+    kept = Tensor.from_coords(coo, tensor.shape, [c[keep] for c in coords], values[keep])
+    out = kept.convert(tensor.layout, keep_zeros=True)
+    out.fill = tensor.fill
+    return out
 
 
 def _level_capacities(storage, ext: list[int], bound: int, top: int,

@@ -78,7 +78,12 @@ class Tensor:
 
     What was checked stays true: ``fields`` is a read-only mapping and its arrays are
     read-only views (of the arrays given, when their dtype already matched) or copies.
-    Writing to an array you passed in, through your own reference, bypasses this."""
+    Writing to an array you passed in, through your own reference, bypasses this.
+
+    ``fill`` is the value of the elements the tensor does not store: 0.0, or for the output
+    of a kernel under a semiring, that semiring's zero (``inf`` for min_plus)."""
+
+    fill: float = 0.0
 
     def __init__(self, layout: Layout, shape: Sequence[int], fields: Mapping[str, Any],
                  check: bool = True, proven: "frozenset[Property]" = frozenset()):
@@ -235,9 +240,14 @@ class Tensor:
     def values(self) -> np.ndarray:
         return self.fields[self.layout.value.array]
 
-    def to_dense(self) -> np.ndarray:
-        """The logical tensor as a dense array (computed by a generated kernel)."""
-        return generated("dense_copy_kernel")(self.layout)(T=self)
+    def to_dense(self, fill: float | None = None) -> np.ndarray:
+        """The logical tensor as a dense array (computed by a generated kernel), with
+        ``fill`` (default: the tensor's) where it stores no entry."""
+        fill = self.fill if fill is None else fill
+        dense = generated("dense_copy_kernel")(self.layout)(T=self)
+        if fill != 0.0:
+            dense[generated("pattern_kernel")(self.layout)(T=self, one=1.0) == 0] = fill
+        return dense
 
     def to_scipy(self):
         """The order-2 tensor as a scipy.sparse matrix.
@@ -248,7 +258,8 @@ class Tensor:
         coordinate array) over the other gives CSR (rows outer) or CSC (columns outer); one
         compressed root level with both coordinate arrays gives COO.  Any other layout is
         converted to COO by generated code first (its nonzeros: padding and explicit zeros
-        are not kept).
+        are not kept).  scipy reads the entries it does not store as 0, whatever ``fill``
+        is: the structure is what carries a semiring result's meaning.
         """
         if self.layout.order != 2:
             raise ArgumentError(f"to_scipy needs an order-2 tensor; layout {self.layout.name} "
@@ -256,10 +267,31 @@ class Tensor:
         direct = _scipy_from_storage(self)
         if direct is not None:
             return direct
-        return _scipy_from_storage(self.convert("COO"))
+        return _scipy_from_storage(self.convert(coordinate_layout(2, self.layout.index_type)))
+
+    def entries(self) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+        """The stored entries: one coordinate array per dimension and the values, read
+        through a generated conversion to a coordinate layout (explicit zeros kept, padding
+        spf added not)."""
+        coo = self.convert(coordinate_layout(self.layout.order, self.layout.index_type))
+        (level,) = storage_or_none(coo.layout).levels
+        coords = dict(level.coords)
+        return (tuple(np.asarray(coo.fields[coords[d]], np.int64)
+                      for d in range(self.layout.order)), np.asarray(coo.values))
 
     def __repr__(self) -> str:
-        return f"Tensor({self.layout.name}, shape={self.shape})"
+        fill = f", fill={self.fill}" if self.fill != 0.0 else ""
+        return f"Tensor({self.layout.name}, shape={self.shape}{fill})"
+
+
+def coordinate_layout(order: int, index_type: str) -> Layout:
+    """The layout on the search path storing order-``order`` tensors as coordinate lists
+    (:func:`spf.conversion.coordinate_layout`), at ``index_type``."""
+    lay = generated("coordinate_layout")(order)
+    if lay is None:
+        raise ArgumentError(f"no layout on the search path stores order-{order} tensors as "
+                            "coordinate lists with a packer")
+    return lay.with_index_type(index_type)
 
 
 def _generated(layout: Layout) -> bool:

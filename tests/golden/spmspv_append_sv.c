@@ -15,6 +15,12 @@ typedef int32_t spf_index_t;
 
 static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* Entries with equal coordinates combine by plus_times's add. */
+static inline double spf_add(double a, double b)
+{
+    return (a + b);
+}
+
 /* Open-addressing hash map from a coordinate to the positions holding it (HashMap find).
  * Positions with equal keys are chained through next[] in increasing order. */
 typedef struct spf_hash {
@@ -212,14 +218,14 @@ static inline void spf_sort(int64_t *keys, double *vals, int64_t n)
     }
 }
 
-/* Sort the whole stream and add up entries with equal keys. */
+/* Sort the whole stream and combine entries with equal keys (spf_add). */
 static inline void spf_stream_sort_combine(spf_stream *s)
 {
     spf_sort(s->key, s->val, s->n);
     int64_t m = 0;
     for (int64_t e = 0; e < s->n; ++e) {
         if (m > 0 && s->key[m - 1] == s->key[e]) {
-            s->val[m - 1] += s->val[e];
+            s->val[m - 1] = spf_add(s->val[m - 1], s->val[e]);
         } else {
             s->key[m] = s->key[e];
             s->val[m] = s->val[e];
@@ -275,7 +281,7 @@ static inline void spf_ws_add(spf_workspace *restrict ws, int64_t slot, double v
         ws->val[slot] = v;
         ws->list[ws->n++] = slot;
     } else {
-        ws->val[slot] += v;
+        ws->val[slot] = spf_add(ws->val[slot], v);
     }
 }
 
@@ -420,7 +426,7 @@ static inline void spf_sort_pairs(spf_index_t *restrict crd, double *restrict va
 
 /* Bucket assembly, after the scatter: ptr[b] is one past bucket b's last entry (bucket b
  * starts where b - 1 ends).  Each bucket is sorted by coordinate (when sort) and, when
- * combine, entries with equal coordinates are added and the buckets compacted to the front;
+ * combine, entries with equal coordinates are combined (spf_add) and the buckets compacted to the front;
  * ptr becomes the pointer array (ptr[b + 1]: end of bucket b).  Returns the entries kept. */
 static inline int64_t spf_bucket_finish(int64_t buckets, spf_index_t *restrict ptr,
                                         spf_index_t *restrict crd, double *restrict val, int sort,
@@ -437,7 +443,7 @@ static inline int64_t spf_bucket_finish(int64_t buckets, spf_index_t *restrict p
             const int64_t first = kept;
             for (int64_t e = start; e < stop; ++e) {
                 if (kept > first && crd[kept - 1] == crd[e]) {
-                    val[kept - 1] += val[e];
+                    val[kept - 1] = spf_add(val[kept - 1], val[e]);
                 } else {
                     crd[kept] = crd[e];
                     val[kept] = val[e];

@@ -1,0 +1,119 @@
+"""fill_values=True: absent entries are the semiring's zero (TACO's fill values).  Where
+zero annihilates mul the structural kernel is already that result; where it does not, every
+element takes part and the sparse operands are read densely.  References: numpy on dense
+arrays with the zero written into the absent elements."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import spf
+
+# mul(0, x) = x: zero does not annihilate it, and no inf or NaN clouds the comparison
+PLUS_PLUS = spf.Semiring(add="a + b", mul="a + b", zero=0, one=0)
+
+
+def matrix(m: int, n: int, density: float, seed: int) -> sp.csr_matrix:
+    a = sp.random(m, n, density, format="csr", random_state=seed)
+    a.data = np.random.default_rng(seed).integers(1, 9, a.nnz).astype(float)
+    return a
+
+
+def filled(a: sp.spmatrix, zero: float) -> np.ndarray:
+    """``a`` dense, with ``zero`` where it stores nothing."""
+    a = a.tocoo()
+    out = np.full(a.shape, zero)
+    out[a.row, a.col] = a.data
+    return out
+
+
+@pytest.mark.parametrize("layout", ["CSR", "CSC", "COO", "DCSR", "ELL"])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_spmv_with_absent_entries_taking_part(layout, parallel):
+    for shape, density in [((7, 5), 0.3), ((4, 6), 0.0), ((1, 1), 1.0), ((5, 3), 0.1)]:
+        A = matrix(*shape, density, seed=shape[0])
+        x = np.random.default_rng(3).integers(-4, 5, shape[1]).astype(float)
+        k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": layout}, semiring=PLUS_PLUS,
+                       fill_values=True, parallel=parallel)
+        assert list(k.read_densely) == ["A"] and k.read_densely["A"].name == layout
+        got = k.compile()(A=A, x=x)
+        np.testing.assert_array_equal(got, (filled(A, 0.0) + x).sum(axis=1))
+        structural = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": layout},
+                                semiring=PLUS_PLUS).compile()(A=A, x=x)
+        Ad = A.toarray()
+        np.testing.assert_array_equal(structural, np.where(Ad != 0, Ad + x, 0).sum(axis=1))
+
+
+@pytest.mark.parametrize("out", ["DenseMatrix", "CSR", "COO"])
+def test_spgemm_every_element_takes_part(out):
+    A, B = matrix(6, 4, 0.3, 1), matrix(4, 5, 0.3, 2)
+    k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSC", "C": out},
+                   semiring=PLUS_PLUS, fill_values=True)
+    got = k.compile()(A=A, B=B)
+    got = got.to_dense() if isinstance(got, spf.Tensor) else got
+    expect = filled(A, 0.0).sum(axis=1)[:, None] + filled(B, 0.0).sum(axis=0)[None, :]
+    np.testing.assert_array_equal(got, expect)
+    assert "B (CSC) are read as dense arrays" in k.report()
+
+
+def test_max_times_with_negative_values():
+    """-inf * (a negative number) = +inf: an absent entry beside a negative x wins the max."""
+    A = matrix(8, 6, 0.3, 4)
+    x = np.random.default_rng(5).choice([-2.0, -1.0, 1.0, 3.0], 6)
+    got = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "COO"}, semiring="max_times",
+                     fill_values=True).compile()(A=A, x=x)
+    np.testing.assert_array_equal(got, (filled(A, -np.inf) * x).max(axis=1))
+    assert np.isinf(got).any()
+
+
+def test_annihilating_zero_keeps_the_structural_kernel():
+    A, x = matrix(9, 7, 0.2, 6), np.arange(7.0)
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus", fill_values=True)
+    plain = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus")
+    assert k.read_densely == {} and k.layouts == plain.layouts
+    assert "which annihilates mul, so iterating over the stored entries" in k.report()
+    assert "structural: products run over the entries the operands store" in plain.report()
+    np.testing.assert_array_equal(k.compile()(A=A, x=x), (filled(A, np.inf) + x).min(axis=1))
+
+
+def test_sum_of_terms_with_fill_values():
+    A, B, x = matrix(5, 4, 0.3, 7), matrix(5, 4, 0.4, 8), np.arange(1.0, 5.0)
+    got = spf.Kernel("y(i) = A(i,j) * x(j) + B(i,j) * x(j)", {"A": "CSR", "B": "COO"},
+                     semiring=PLUS_PLUS, fill_values=True).compile()(A=A, B=B, x=x)
+    np.testing.assert_array_equal(got, (filled(A, 0) + x).sum(1) + (filled(B, 0) + x).sum(1))
+
+
+def test_fill_values_from_kernel_file_cli_and_evaluate(tmp_path):
+    A, x = matrix(5, 4, 0.4, 9), np.array([1.0, -1.0, 2.0, -2.0])
+    expect = (filled(A, -np.inf) * x).max(axis=1)
+    spec = tmp_path / "k.toml"
+    spec.write_text('expr = "y(i) = A(i,j) * x(j)"\nsemiring = "max_times"\nfill_values = true\n'
+                    '[layouts]\nA = "CSR"\n')
+    np.testing.assert_array_equal(spf.Kernel(str(spec)).compile()(A=A, x=x), expect)
+    np.testing.assert_array_equal(
+        spf.evaluate("y(i) = A(i,j) * x(j)", A=A, x=x, semiring="max_times", fill_values=True),
+        expect)
+    run = subprocess.run([sys.executable, "-m", "spf", "generate", "y(i) = A(i,j) * x(j)",
+                          "--layout", "A=CSR", "--semiring", "max_times", "--fill-values"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "A (CSR) is read as dense arrays holding -INFINITY" in run.stdout
+
+
+def test_bad_fill_values():
+    with pytest.raises(spf.SpecError, match="fill_values must be True or False"):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, fill_values="yes")
+    with pytest.raises(spf.SpecError, match="cannot also give the output's structure"):
+        spf.Kernel("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
+                   share={"C": "A"}, semiring="plus_pair", fill_values=True)
+    # the diagonal's middle slot is padding (0.0), which is no absent entry (-inf) here
+    dia = spf.Tensor.from_scipy("DIA", sp.csr_matrix(([1.0, 2.0], ([0, 2], [0, 2])), (3, 3)))
+    assert dia.padding() == 1
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "DIA"}, semiring="max_times",
+                   fill_values=True).compile()
+    with pytest.raises(spf.ArgumentError, match="padding"):
+        k(A=dia, x=np.ones(3))
