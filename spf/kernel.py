@@ -216,6 +216,12 @@ class Kernel:
         an assembled output's entries with equal coordinates; nothing is subtracted."""
         if self.semiring.is_plus_times:
             return
+        if self.assembled and not self.semiring.reorderable:
+            raise SpecError(f"semiring={self.semiring.name}: the output "
+                            f"{self.expr.output.tensor!r} is assembled by the kernel, which "
+                            "combines entries with equal coordinates in an order it chooses "
+                            "(sorting, buckets), and add is not proven associative and "
+                            "commutative; use a dense output", self.expr.source)
         if self.expr.sign < 0 or any(sign < 0 for sign, _ in self.expr.terms):
             raise SpecError(f"semiring={self.semiring.name}: a subtracted product has no "
                             "meaning in a semiring (terms are combined by add)",

@@ -117,3 +117,36 @@ def test_bad_fill_values():
                    fill_values=True).compile()
     with pytest.raises(spf.ArgumentError, match="padding"):
         k(A=dia, x=np.ones(3))
+
+
+def test_fill_follows_outputs_and_conversions():
+    A = sp.csr_matrix(np.array([[1.0, 2.0, 0.0], [0.0, 3.0, 4.0]]))
+    B = sp.csr_matrix(np.array([[5.0, 0.0, 0.0], [0.0, 0.0, 6.0]]))
+    C = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
+                   semiring="min_plus").compile()(A=A, B=sp.csr_matrix(np.ones((3, 2))))
+    assert C.convert("COO").fill == np.inf
+    np.testing.assert_array_equal(C.convert("COO").to_dense(), C.to_dense())
+    # '+=' into a shared output: allocate_output starts from the zero, a given output says so
+    acc = spf.Kernel("C(i,j) += A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
+                     share={"C": "A"}, semiring="min_plus").compile()
+    At = spf.Tensor.from_scipy("CSR", A)
+    out = acc.allocate_output(A=At, B=B)
+    assert out.fill == np.inf and np.isinf(out.values).all()
+    acc(A=At, B=B, C=out)
+    np.testing.assert_array_equal(out.to_dense(), [[6.0, np.inf, np.inf], [np.inf, np.inf, 10.0]])
+    dense = spf.Kernel("y(i) += A(i,j) * x(j)", {"A": "CSR"}, semiring="max_plus").compile()
+    y = dense.allocate_output(A=A, x=np.ones(3))
+    assert y.fill == -np.inf and (y.values == -np.inf).all()
+
+
+def test_padded_tensor_to_dense_with_a_fill_is_refused():
+    dia = spf.Tensor.from_scipy("DIA", sp.csr_matrix(([1.0, 2.0], ([0, 2], [0, 2])), (3, 3)))
+    with pytest.raises(spf.ArgumentError, match="stores 1 padding slots"):
+        dia.to_dense(fill=-1.0)
+
+
+def test_non_commutative_add_into_an_assembled_output_is_refused():
+    last = spf.Semiring(add="b", mul="a * b", zero=0, one=1)
+    with pytest.raises(spf.SpecError, match="not proven associative and commutative"):
+        spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSC", "B": "CSR", "C": "CSR"},
+                   semiring=last)

@@ -100,10 +100,14 @@ class _MergeWriter:
         if k + 1 < len(self.out.levels):
             return self.level(k + 1, here, places)
         present = [(r, p) for r, p in enumerate(places) if p is not None]
-        if all(place.has is None for _, place in present):
+        if all(place.has is None for _, place in present) and self.semiring.is_plus_times:
             text = ""
             for r, place in present:
-                text = self._combine(text, r, f"r{r}_val[{place.pos}]")
+                read = f"r{r}_val[{place.pos}]"
+                if self.runs[r].sign < 0:
+                    text = f"{text} - {read}" if text else f"-{read}"
+                else:
+                    text = f"{text} + {read}" if text else read
             return [t.Assign(f"out_val[{here}]", text)]
         note = ("the sum of the runs that have the entry" if self.semiring.is_plus_times else
                 f"the runs that have the entry, combined by {self.semiring.add}")
@@ -114,15 +118,9 @@ class _MergeWriter:
         nodes.append(t.Assign(f"out_val[{here}]", "v"))
         return nodes
 
-    def _combine(self, text: str, r: int, read: str) -> str:
-        """``text`` (empty: nothing yet) and run ``r``'s value ``read``, combined."""
-        if not self.semiring.is_plus_times:      # no subtracted runs under a semiring
-            return self.semiring.add_c(text, read) if text else read
-        if self.runs[r].sign < 0:
-            return f"{text} - {read}" if text else f"-{read}"
-        return f"{text} + {read}" if text else read
-
     def _add_into(self, target: str, r: int, read: str) -> t.Node:
+        """``target`` combined with run ``r``'s value (no run is subtracted under a
+        semiring: one add per run, not a nested expression)."""
         if not self.semiring.is_plus_times:
             return t.Assign(target, self.semiring.add_c(target, read))
         return t.Assign(target, read, "-=" if self.runs[r].sign < 0 else "+=")

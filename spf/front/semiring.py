@@ -76,9 +76,10 @@ class Semiring:
     @property
     def annihilates(self) -> bool:
         """Whether ``zero`` annihilates ``mul`` (``mul(zero, x) = mul(x, zero) = zero``, checked
-        on sample values): then a product over the operands' stored entries (an intersection)
-        equals the product over every coordinate with absent entries read as ``zero`` (TACO's
-        fill values).  Otherwise (``pair``) only the structural definition holds."""
+        on finite sample values: ``min_plus`` counts, though ``inf + -inf`` is NaN): then a
+        product over the operands' stored entries (an intersection) equals the product over
+        every coordinate with absent entries read as ``zero`` (TACO's fill values).
+        Otherwise (``pair``) only the structural definition holds."""
         for v in {self.zero, self.one, 0.0, 1.0, 2.5, -3.0}:
             for got in (_evaluate(self._mul, self.zero, v), _evaluate(self._mul, v, self.zero)):
                 if got != self.zero:

@@ -91,8 +91,8 @@ class CompiledKernel:
                 "stored value is an entry (Tensor.from_arrays)")
 
     def allocate_output(self, **inputs: Any) -> Tensor:
-        """A zeroed output tensor for these inputs (dense, or sharing an input's structure),
-        e.g. to call the kernel repeatedly without allocating."""
+        """An output tensor for these inputs (dense, or sharing an input's structure) holding
+        the semiring's zero, e.g. to call the kernel repeatedly without allocating."""
         bound = {a.tensor: op.tensor(inputs[a.tensor])
                  for a, op in zip(self.kernel.expr.factors, self._operands)
                  if op and a.tensor in inputs}
@@ -110,7 +110,9 @@ class CompiledKernel:
         layout = self.kernel.layouts[self.output]
         if layout.dense_array is None:
             return self._shared_output(layout, None, shape, bound)
-        return Tensor.from_dense(layout, aligned_zeros(shape))
+        array = aligned_zeros(shape)
+        array.fill(self.kernel.semiring.zero)
+        return self._filled(Tensor.from_dense(layout, array))
 
     def set_num_threads(self, n: int) -> None:
         """OpenMP threads for later calls of a parallel kernel (default: ``OMP_NUM_THREADS``)."""
@@ -349,7 +351,7 @@ class CompiledKernel:
                 if not np.array_equal(given.fields[f], source.fields[f]):
                     raise ArgumentError(f"output {self.output!r}: field {f!r} differs from "
                                         f"{source_name}'s; it must share its structure")
-            return given
+            return self._filled(given)
         fields: dict[str, Any] = {f: source.fields[f] for f in shared}
         for dim, expr in enumerate(layout.shape):
             if len(expr.terms) == 1 and expr.terms[0][1] == 1 and expr.const == 0:
@@ -365,6 +367,7 @@ class CompiledKernel:
         for d in layout.fields[value].dims:
             size *= index_expr.evaluate(d, scalars, arrays)
         fields[value] = aligned_zeros(size)
+        fields[value].fill(self.kernel.semiring.zero)    # what '=' and '+=' start from
         return self._filled(Tensor(layout, shape, fields, check=False))
 
     def _filled(self, out: Tensor) -> Tensor:

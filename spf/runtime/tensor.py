@@ -230,7 +230,9 @@ class Tensor:
         """This tensor in layout ``dst``, by generated code (:class:`spf.Conversion`;
         ``keep_zeros=True`` keeps entries equal to 0.0; other keywords are layout
         parameters)."""
-        return generated("convert")(self, dst, **params)
+        out = generated("convert")(self, dst, **params)
+        out.fill = self.fill
+        return out
 
     # access --------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
@@ -244,6 +246,11 @@ class Tensor:
         """The logical tensor as a dense array (computed by a generated kernel), with
         ``fill`` (default: the tensor's) where it stores no entry."""
         fill = self.fill if fill is None else fill
+        if fill != 0.0 and self.padding():
+            raise ArgumentError(f"to_dense(fill={fill}): this {self.layout.name} tensor stores "
+                                f"{self.padding()} padding slots (0.0) that spf added, which "
+                                "cannot be told from entries, so nothing marks where the fill "
+                                "goes; convert it to a layout without padding first")
         dense = generated("dense_copy_kernel")(self.layout)(T=self)
         if fill != 0.0:
             dense[generated("pattern_kernel")(self.layout)(T=self, one=1.0) == 0] = fill
