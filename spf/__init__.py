@@ -14,7 +14,7 @@ _LAZY = {
     "CompiledKernel": "runtime.compiled", "Kernel": "kernel", "Conversion": "conversion",
     "evaluate": "evaluation", "Layout": "front.layout", "layout_names": "front.layout",
     "load_layout": "front.layout", "Relation": "front.relation", "Tensor": "runtime.tensor",
-    "Semiring": "front.semiring",
+    "Semiring": "front.semiring", "DistributedKernel": "distributed",
 }
 
 
@@ -43,6 +43,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "Kernel", "Layout", "Relation",
+__all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "DistributedKernel",
+           "Kernel", "Layout", "Relation",
            "Semiring", "SpecError", "SpfError", "SynthesisError", "Tensor", "evaluate", "layout_names",
            "load_layout"]

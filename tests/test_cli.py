@@ -253,12 +253,12 @@ def test_readme_starts_with_the_two_commands():
     first_block = re.search(r"^```\n(.*?)^```", text, re.MULTILINE | re.DOTALL).group(1)
     assert first_block.splitlines() == [
         "python3 -m venv .venv && . .venv/bin/activate && pip install . && spf demo",
-        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && '
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test,distributed]" && '
         "python -m pytest -q -n auto",
     ]
     assert text.index(first_block) < text.index("## ")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()   # CI runs what the README says
-    assert 'python -m pip install --quiet -e ".[test]"' in ci
+    assert 'python -m pip install --quiet -e ".[test,distributed]"' in ci
     assert "python -m pytest -q -n auto" in ci
 
 

@@ -86,6 +86,10 @@ class Semiring:
                     return False
         return True
 
+    def add_value(self, a: float, b: float) -> float:
+        """``add(a, b)`` on two numbers (as the generated C computes it)."""
+        return _evaluate(self._add, float(a), float(b))
+
     def zero_c(self) -> str:
         return _c_number(self.zero)
 

@@ -114,6 +114,12 @@ class CompiledKernel:
         array.fill(self.kernel.semiring.zero)
         return self._filled(Tensor.from_dense(layout, array))
 
+    def distributed(self, client: Any, parts: int | None = None) -> Any:
+        """This kernel run in ``parts`` parts (default: one per worker) on the Dask cluster of
+        ``client`` (a ``dask.distributed.Client``): a callable with the same arguments
+        (:class:`spf.DistributedKernel`)."""
+        return generated("distributed")(self, client, parts)
+
     def set_num_threads(self, n: int) -> None:
         """OpenMP threads for later calls of a parallel kernel (default: ``OMP_NUM_THREADS``)."""
         if not self.kernel.parallel_loop:

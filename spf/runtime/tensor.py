@@ -115,6 +115,11 @@ class Tensor:
             self._stored = int(generated("entry_count_kernel")(self.layout)(T=self, one=1.0))
         return max(0, self._stored - self.source_entries)
 
+    def __reduce__(self) -> tuple:
+        """Pickled as its layout, shape, fields and fill (a worker rebuilds its struct)."""
+        return (_unpickled, (self.layout, self.shape, dict(self.fields), self.fill,
+                             self.source_entries))
+
     @property
     def struct(self) -> Any:
         """The C struct of this tensor (ctypes), built once: what kernels are called with."""
@@ -334,6 +339,13 @@ def _scipy_from_storage(t: Tensor) -> Any:
         rows, cols = t.fields[crd[0]][:n], t.fields[crd[1]][:n]
         return sp.coo_matrix((values[:n].copy(), (rows.copy(), cols.copy())), shape=shape)
     return None
+
+
+def _unpickled(layout: Layout, shape: tuple[int, ...], fields: dict[str, Any], fill: float,
+               source_entries: int | None) -> Tensor:
+    t = Tensor._built(layout, shape, fields)
+    t.fill, t.source_entries = fill, source_entries
+    return t
 
 
 def _frozen(fields: Mapping[str, Any]) -> Mapping[str, Any]:

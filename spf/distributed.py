@@ -1,0 +1,248 @@
+"""Partitioned runs of a compiled kernel on a Dask cluster (``dask.distributed``).
+
+The partition comes from the kernel's own analysis (:meth:`spf.Kernel.analysis`): the
+outermost loop runs over one operand's storage.  When it carries no dependence, ranges of
+that operand's first storage coordinate write disjoint slices of the output, so the entries
+are cut into ranges balanced by their count and the parts' slices are concatenated
+(``rows``).  When it carries a reduction into the output, the entries are cut into parts of
+equal size, each part computes a partial output over the whole shape, and the partial
+outputs are combined by the semiring's add in a tree on the cluster (``nonzeros``); the
+combining step is itself a generated sum kernel.  Parts are built by generated code (a
+conversion to the coordinate layout and back), so no format is named here.
+
+Workers receive the kernel pickled with its C source and compile it once each (cached per
+process, and in their kernel cache directory).  An operand given as an :class:`spf.Tensor`
+(immutable) is cut and scattered once and reused by later calls; other operands are
+scattered on every call.
+"""
+from __future__ import annotations
+
+import hashlib
+import pickle
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentError, SpecError
+from .front.storage import storage_or_none
+from .runtime.operands import Operand
+from .runtime.tensor import Tensor, coordinate_layout, register_generated
+
+ROWS, NONZEROS = "rows", "nonzeros"
+
+
+@dataclass(frozen=True)
+class Partition:
+    """How a kernel is cut: the operand whose entries are split, the mode (``rows`` or
+    ``nonzeros``), for ``rows`` the operand's dimension cut into ranges and the output
+    dimension they are, and why (from the dependence analysis)."""
+
+    operand: str
+    mode: str
+    dim: int | None
+    out_axis: int | None
+    why: str
+
+
+def partition_of(kernel: Any) -> Partition:
+    """The partition of ``kernel`` (a :class:`spf.Kernel` with one product)."""
+    expr = kernel.expr
+    if kernel.terms:
+        raise SpecError(f"distributed: {expr} is a sum of terms; a distributed run "
+                        "partitions one product (run each term's kernel)", expr.source)
+    if expr.accumulate:
+        raise SpecError(f"distributed: {expr} accumulates ('+='); a distributed run computes "
+                        "the output ('=')", expr.source)
+    outer = kernel.analysis().loops[0]
+    owner = next((u.name for u in kernel.space.uses if outer.var in u.vars), None)
+    access = next((a for a in expr.factors if a.tensor == owner), None)
+    if access is None:
+        raise SpecError(f"distributed: the outermost loop {outer.var} runs over no sparse "
+                        "operand's storage, so there are no entries to partition", expr.source)
+    storage = storage_or_none(kernel.layouts[owner])
+    if not outer.carried and storage is not None:
+        dim = storage.order[0]
+        index = access.indices[dim]
+        if index in expr.output.indices:
+            return Partition(owner, ROWS, dim, expr.output.indices.index(index), (
+                f"loop {outer.var} carries no dependence ({', '.join(outer.disproved_by) or 'none'}), "
+                f"so ranges of {owner}'s {index} write disjoint slices of "
+                f"{expr.output.tensor}: {owner}'s entries are cut into {index} ranges balanced "
+                "by entry count and the slices concatenated"))
+    carried = f"carries {outer.dependence}" if outer.carried else "is not over an output index"
+    return Partition(owner, NONZEROS, None, None, (
+        f"loop {outer.var} {carried}, so {owner}'s entries are cut into parts of equal size, "
+        f"each part computes a partial {expr.output.tensor} and the partials are combined by "
+        f"{kernel.semiring.name}'s add in a tree on the cluster"))
+
+
+def cut(tensor: Tensor, partition: Partition, parts: int) -> list[tuple[Tensor, tuple]]:
+    """``tensor`` cut into ``parts`` tensors in its layout and shape (each with a subset of
+    its entries) and, for ``rows``, the coordinate range each covers."""
+    coords, values = tensor.entries()
+    n = values.size
+    if partition.mode == ROWS:
+        extent = tensor.shape[partition.dim]
+        counts = np.bincount(coords[partition.dim], minlength=extent)
+        ends = np.searchsorted(np.cumsum(counts), [n * (k + 1) / parts for k in range(parts)],
+                               side="left") + 1
+        bounds = np.minimum(np.concatenate([[0], ends]), extent)
+        bounds[-1] = extent
+        pieces = []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            keep = (coords[partition.dim] >= lo) & (coords[partition.dim] < hi)
+            pieces.append((keep, (int(lo), int(hi))))
+    else:
+        edges = [n * k // parts for k in range(parts + 1)]
+        pieces = []
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            keep = np.zeros(n, bool)
+            keep[lo:hi] = True
+            pieces.append((keep, ()))
+    coo = coordinate_layout(tensor.layout.order, tensor.layout.index_type)
+    out = []
+    for keep, span in pieces:
+        part = Tensor.from_coords(coo, tensor.shape, [c[keep] for c in coords], values[keep])
+        out.append((part.convert(tensor.layout, keep_zeros=True), span))
+    return out
+
+
+class DistributedKernel:
+    """``f(A=..., x=...)`` like the local call, run in ``parts`` parts on a Dask cluster
+    (see the module docstring; ``partition`` says how and why)."""
+
+    def __init__(self, compiled: Any, client: Any, parts: int | None = None):
+        kernel = compiled.kernel
+        if not all(hasattr(client, m) for m in ("scatter", "submit", "gather")):
+            raise ArgumentError("distributed: client must be a dask.distributed.Client, got "
+                                f"{type(client).__name__}")
+        self.compiled, self.client = compiled, client
+        workers = len(client.scheduler_info().get("workers", {}))
+        self.parts = parts if parts is not None else max(workers, 1)
+        if isinstance(self.parts, bool) or not isinstance(self.parts, int) or self.parts < 1:
+            raise ArgumentError(f"distributed: parts must be a positive integer, got {parts!r}")
+        self.partition = partition_of(kernel)
+        self.output = kernel.expr.output.tensor
+        kernel.c_source()                       # shipped with the kernel
+        self._kernel = client.scatter(pickle.dumps(kernel), broadcast=True, hash=False)
+        self._combine = None
+        if self.partition.mode == NONZEROS and kernel.expr.output.indices:
+            self._combine = client.scatter(pickle.dumps(_combining_kernel(kernel)),
+                                           broadcast=True, hash=False)
+        self._operand = Operand(self.partition.operand,
+                                kernel.layouts[self.partition.operand])
+        self._scattered: dict[int, tuple[Any, Any]] = {}   # id -> (weakref, futures)
+
+    def __call__(self, **args: Any) -> Any:
+        name = self.partition.operand
+        if name not in args:
+            raise ArgumentError(f"missing argument {name!r}")
+        if self.output in args:
+            raise ArgumentError(f"distributed: do not pass the output {self.output!r}; the "
+                                "parts' outputs are combined into a new one")
+        parts = self._parts(args[name])
+        shared = {k: self._shared(v) for k, v in args.items() if k != name}
+        futures = [self.client.submit(_run_part, self._kernel, {**shared, name: part}, span,
+                                      self.partition.out_axis, pure=False)
+                   for part, span in parts]
+        if self.partition.mode == ROWS:
+            return self._concatenate(self.client.gather(futures))
+        return self._reduce(futures).result()
+
+    # operands ------------------------------------------------------------------------
+    def _parts(self, value: Any) -> list[tuple[Any, tuple]]:
+        """The partitioned operand's parts as futures, cut and scattered once per Tensor."""
+        tensor = self._operand.tensor(value)
+        cached = self._scattered.get(id(tensor))
+        if cached is not None and cached[0]() is tensor:
+            return cached[1]
+        pieces = cut(tensor, self.partition, self.parts)
+        futures = self.client.scatter([p for p, _ in pieces], hash=False)
+        out = list(zip(futures, [span for _, span in pieces]))
+        if isinstance(value, Tensor):
+            self._scattered[id(tensor)] = (weakref.ref(tensor), out)
+        return out
+
+    def _shared(self, value: Any) -> Any:
+        """An operand every part reads: a Tensor is scattered to all workers once."""
+        if not isinstance(value, Tensor):
+            return self.client.scatter(value, broadcast=True, hash=False) \
+                if isinstance(value, np.ndarray) else value
+        cached = self._scattered.get(id(value))
+        if cached is not None and cached[0]() is value:
+            return cached[1]
+        future = self.client.scatter(value, broadcast=True, hash=False)
+        self._scattered[id(value)] = (weakref.ref(value), future)
+        return future
+
+    # results -------------------------------------------------------------------------
+    def _concatenate(self, results: list[Any]) -> Any:
+        if isinstance(results[0], np.ndarray):
+            return np.concatenate(results, axis=self.partition.out_axis)
+        first = results[0]
+        entries = [r.entries() for r in results]
+        coords = [np.concatenate([c[d] for c, _ in entries]) for d in range(first.layout.order)]
+        values = np.concatenate([v for _, v in entries])
+        coo = coordinate_layout(first.layout.order, first.layout.index_type)
+        out = Tensor.from_coords(coo, first.shape, coords, values).convert(first.layout,
+                                                                            keep_zeros=True)
+        out.fill = first.fill
+        return out
+
+    def _reduce(self, futures: list[Any]) -> Any:
+        """Pairs of partial outputs combined on the cluster until one is left."""
+        semiring = self.compiled.kernel.semiring
+        while len(futures) > 1:
+            pairs = [self.client.submit(_combine_pair, self._combine, semiring, a, b, pure=False)
+                     for a, b in zip(futures[::2], futures[1::2])]
+            futures = pairs + ([futures[-1]] if len(futures) % 2 else [])
+        return futures[0]
+
+
+def _combining_kernel(kernel: Any) -> Any:
+    """``C(idx) = P(idx) + Q(idx)`` in the output's layout under the kernel's semiring: the
+    union of two partial outputs, equal coordinates combined by add."""
+    from .kernel import Kernel
+    out = kernel.expr.output
+    idx = ",".join(f"i{k}" for k in range(len(out.indices)))
+    lay = kernel.layouts[out.tensor]
+    k = Kernel(f"C({idx}) = P({idx}) + Q({idx})", {"P": lay, "Q": lay, "C": lay},
+               semiring=kernel.semiring, name="spf_combine")
+    k.c_source()
+    return k
+
+
+# on the workers ----------------------------------------------------------------------
+_COMPILED: dict[str, Any] = {}
+
+
+def _compiled(blob: bytes) -> Any:
+    """The kernel in ``blob`` compiled from its shipped C source, once per process."""
+    key = hashlib.sha256(blob).hexdigest()
+    if key not in _COMPILED:
+        _COMPILED[key] = pickle.loads(blob).compile()
+    return _COMPILED[key]
+
+
+def _run_part(blob: bytes, args: dict[str, Any], span: tuple, axis: int | None) -> Any:
+    out = _compiled(blob)(**args)
+    if span and isinstance(out, np.ndarray):      # rows: only this part's slice travels
+        index = [slice(None)] * out.ndim
+        index[axis] = slice(*span)
+        return out[tuple(index)]
+    return out
+
+
+def _combine_pair(blob: bytes | None, semiring: Any, a: Any, b: Any) -> Any:
+    if blob is None:                              # scalar outputs
+        return semiring.add_value(a, b)
+    return _compiled(blob)(P=a, Q=b)
+
+
+def distributed(compiled: Any, client: Any, parts: int | None = None) -> DistributedKernel:
+    return DistributedKernel(compiled, client, parts)
+
+
+register_generated(distributed=distributed)

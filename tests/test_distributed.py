@@ -1,0 +1,134 @@
+"""Distributed runs on a local Dask cluster of two worker processes, against the local call
+and scipy: row blocks (no dependence), nonzero parts with a tree reduction (COO, CSC), sparse
+outputs, a conversion, semirings, scalars, operand reuse and bad input."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import spf
+
+distributed = pytest.importorskip("distributed")
+
+SPMV = "y(i) = A(i,j) * x(j)"
+SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def matrix(m: int, n: int, density: float, seed: int) -> sp.csr_matrix:
+    return sp.random(m, n, density, format="csr", random_state=seed)
+
+
+@pytest.mark.parametrize("layout, mode", [("CSR", "rows"), ("DCSR", "rows"), ("COO", "nonzeros"),
+                                          ("CSC", "nonzeros")])
+@pytest.mark.parametrize("parts", [None, 3])
+def test_spmv_matches_the_local_call(client, layout, mode, parts):
+    A, x = matrix(300, 200, 0.03, 1), np.random.default_rng(2).random(200)
+    f = spf.Kernel(SPMV, {"A": layout}).compile()
+    d = f.distributed(client, parts=parts)
+    assert d.partition.mode == mode and d.partition.operand == "A"
+    assert d.parts == (parts or 2)
+    T = spf.Tensor.from_scipy(layout, A)
+    np.testing.assert_allclose(d(A=T, x=x), f(A=T, x=x), rtol=1e-13)
+    futures = d._parts(T)
+    np.testing.assert_allclose(d(A=T, x=2 * x), A @ (2 * x), rtol=1e-13)
+    assert d._parts(T) is futures            # cut and scattered once per Tensor
+    np.testing.assert_allclose(d(A=A, x=x), A @ x, rtol=1e-13)    # scipy as users hold it
+
+
+@pytest.mark.parametrize("shape, density", [((5, 4), 0.0), ((1, 1), 1.0), ((3, 7), 0.2),
+                                            ((40, 1), 0.5)])
+@pytest.mark.parametrize("layout", ["CSR", "COO"])
+def test_small_and_empty_inputs_with_more_parts_than_rows(client, shape, density, layout):
+    A = matrix(*shape, density, seed=shape[0])
+    x = np.arange(1.0, shape[1] + 1)
+    d = spf.Kernel(SPMV, {"A": layout}).compile().distributed(client, parts=6)
+    np.testing.assert_allclose(d(A=A, x=x), A @ x, rtol=1e-13)
+
+
+@pytest.mark.parametrize("a_layout, mode", [("CSR", "rows"), ("COO", "nonzeros")])
+@pytest.mark.parametrize("out", ["CSR", "COO"])
+def test_spgemm_sparse_output(client, a_layout, mode, out):
+    A, B = matrix(120, 80, 0.05, 3), matrix(80, 90, 0.05, 4)
+    f = spf.Kernel(SPGEMM, {"A": a_layout, "B": "CSR", "C": out}).compile()
+    d = f.distributed(client)
+    assert d.partition.mode == mode
+    C = d(A=A, B=B)
+    assert isinstance(C, spf.Tensor) and C.layout.name == out
+    np.testing.assert_allclose(C.to_dense(), (A @ B).toarray(), rtol=1e-13)
+    assert C.values.size == f(A=A, B=B).values.size
+
+
+def test_a_conversion(client):
+    """COO -> CSR as the copy kernel B(i,j) = A(i,j), cut into row blocks."""
+    A = matrix(200, 150, 0.04, 5).tocoo()
+    d = spf.Kernel("B(i,j) = A(i,j)", {"A": "COO", "B": "CSR"}).compile().distributed(client)
+    got = d(A=spf.Tensor.from_scipy("COO", A)).to_scipy()
+    assert (got != A.tocsr()).nnz == 0 and got.has_sorted_indices
+
+
+def test_semiring_reduction_and_scalar_output(client):
+    A, x = matrix(100, 60, 0.05, 6), np.random.default_rng(7).random(60)
+    d = spf.Kernel(SPMV, {"A": "COO"}, semiring="min_plus").compile().distributed(client, 4)
+    assert "min_plus's add" in d.partition.why
+    Ad = A.toarray()
+    np.testing.assert_array_equal(d(A=A, x=x), np.where(Ad != 0, Ad + x, np.inf).min(axis=1))
+    a = sp.random(1, 500, 0.1, format="csr", random_state=8).toarray()[0]
+    b = np.random.default_rng(9).random(500)
+    s = spf.Kernel("s = a(i) * b(i)", {"a": "SV"}).compile().distributed(client, parts=3)
+    assert s.partition.mode == "nonzeros"
+    assert s(a=spf.Tensor.from_dense("SV", a), b=b) == pytest.approx(float(a @ b), rel=1e-13)
+
+
+def test_a_worker_that_cannot_compile_reports_back(client):
+    before = client.run(lambda: (os.environ.get("CC"), os.environ.get("SPF_CACHE_DIR")))
+
+    def broken(cache: str) -> None:
+        os.environ["CC"] = "/nonexistent/cc"
+        os.environ["SPF_CACHE_DIR"] = cache
+
+    client.run(broken, tempfile.mkdtemp())
+    try:
+        d = spf.Kernel(SPMV, {"A": "CSR"}, name="spf_never_built").compile().distributed(client)
+        with pytest.raises(spf.CompileError, match="cannot run the C compiler"):
+            d(A=matrix(10, 10, 0.3, 10), x=np.ones(10))
+    finally:
+        def restore(cc: str | None, cache: str | None) -> None:
+            for key, value in (("CC", cc), ("SPF_CACHE_DIR", cache)):
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        client.run(restore, *next(iter(before.values())))    # the workers share one env
+
+
+def test_bad_input(client):
+    f = spf.Kernel(SPMV, {"A": "CSR"}).compile()
+    with pytest.raises(spf.ArgumentError, match="parts must be a positive integer"):
+        f.distributed(client, parts=0)
+    with pytest.raises(spf.ArgumentError, match="must be a dask.distributed.Client"):
+        f.distributed(object())
+    d = f.distributed(client)
+    with pytest.raises(spf.ArgumentError, match="missing argument 'A'"):
+        d(x=np.ones(3))
+    with pytest.raises(spf.ArgumentError, match="do not pass the output"):
+        d(A=matrix(3, 3, 0.5, 1), x=np.ones(3), y=np.zeros(3))
+    with pytest.raises(spf.ArgumentError, match="shape"):
+        d(A=matrix(3, 3, 0.5, 1), x=np.ones(4))
+    with pytest.raises(spf.SpecError, match="sum of terms"):
+        spf.Kernel("y(i) = A(i,j) * x(j) + B(i,j) * x(j)", {"A": "CSR", "B": "CSR"}) \
+            .compile().distributed(client)
+    with pytest.raises(spf.SpecError, match="accumulates"):
+        spf.Kernel("y(i) += A(i,j) * x(j)", {"A": "CSR"}).compile().distributed(client)
