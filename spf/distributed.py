@@ -7,8 +7,11 @@ are cut into ranges balanced by their count and the parts' slices are concatenat
 (``rows``).  When it carries a reduction into the output, the entries are cut into parts of
 equal size, each part computes a partial output over the whole shape, and the partial
 outputs are combined by the semiring's add in a tree on the cluster (``nonzeros``); the
-combining step is itself a generated sum kernel.  Parts are built by generated code (a
-conversion to the coordinate layout and back), so no format is named here.
+combining step is itself a generated sum kernel.  Parts are cut from the layout's own
+storage arrays (its pointer arrays, composed, count the entries under each root position)
+and sparse row blocks of the output are joined the same way, level by level; a layout with no
+storage description (placed by position: DIA, ELL) goes through its entries and generated
+conversions instead.  No format is named here.
 
 Workers receive the kernel pickled with its C source and compile it once each (cached per
 process, and in their kernel cache directory).  An operand given as an :class:`spf.Tensor`
@@ -80,7 +83,78 @@ def partition_of(kernel: Any) -> Partition:
 
 def cut(tensor: Tensor, partition: Partition, parts: int) -> list[tuple[Tensor, tuple]]:
     """``tensor`` cut into ``parts`` tensors in its layout and shape (each with a subset of
-    its entries) and, for ``rows``, the coordinate range each covers."""
+    its entries, balanced by their count) and, for ``rows``, the coordinate range of
+    ``partition.dim`` each covers (the ranges tile the dimension).  Through the layout's own
+    storage arrays where it has a storage description whose root is ordered (rows) or any
+    (nonzeros); otherwise through its entries and generated conversions."""
+    storage = storage_or_none(tensor.layout)
+    if storage is not None and (partition.mode == NONZEROS or _ordered_root(storage)):
+        return _cut_storage(tensor, storage, partition, parts)
+    return _cut_entries(tensor, partition, parts)
+
+
+def _ordered_root(storage: Any) -> bool:
+    """The root level's positions follow its coordinate (dense, or compressed and sorted)."""
+    return storage.levels[0].kind.value == "dense" or storage.free_tail < len(storage.order)
+
+
+def _cut_storage(tensor: Tensor, storage: Any, partition: Partition,
+                 parts: int) -> list[tuple[Tensor, tuple]]:
+    """Root positions cut where the running count of entries below them (the composed
+    pointer arrays) crosses each ``1/parts`` of the total."""
+    root = storage.levels[0]
+    dense = root.kind.value == "dense"
+    count = tensor.shape[root.coords[0][0]] if dense else int(tensor.fields[root.count])
+    starts = np.arange(count + 1)
+    for level in storage.levels[1:]:
+        starts = (np.asarray(tensor.fields[level.pointer])[starts] if level.pointer
+                  else starts * tensor.shape[level.coords[0][0]])
+    total = starts[-1] - starts[0]
+    cuts = np.searchsorted(starts, [starts[0] + total * k / parts for k in range(1, parts)])
+    cuts = np.concatenate([[0], np.minimum(cuts, count), [count]]).astype(np.int64)
+    if dense or partition.mode == NONZEROS:
+        spans = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+    else:                                  # sorted compressed root: coordinate ranges
+        crd = np.asarray(tensor.fields[root.coords[0][1]])
+        edge = [0] + [int(crd[c]) if c < count else tensor.shape[partition.dim]
+                      for c in cuts[1:-1]] + [tensor.shape[partition.dim]]
+        spans = list(zip(edge[:-1], edge[1:]))
+    return [(_slice(tensor, storage, int(a), int(b)),
+             span if partition.mode == ROWS else ())
+            for (a, b), span in zip(zip(cuts[:-1], cuts[1:]), spans)]
+
+
+def _slice(tensor: Tensor, storage: Any, first: int, last: int) -> Tensor:
+    """``tensor`` with only root positions ``first..last-1`` and the entries below them, in
+    its layout and shape (a dense root keeps every position, the others empty)."""
+    fields = tensor.fields
+    root = storage.levels[0]
+    arrays: dict[str, np.ndarray] = {}
+    own = (first, last)
+    for k, level in enumerate(storage.levels):
+        s, e = own
+        if k and level.pointer:
+            ptr = np.asarray(fields[level.pointer])
+            if k == 1 and root.kind.value == "dense":     # every root position keeps a slot
+                new = np.zeros_like(ptr)
+                new[s + 1:e + 1] = ptr[s + 1:e + 1] - ptr[s]
+                new[e + 1:] = ptr[e] - ptr[s]
+            else:
+                new = ptr[s:e + 1] - ptr[s]
+            arrays[level.pointer] = new
+            own = (int(ptr[s]), int(ptr[e]))
+        elif k:
+            extent = tensor.shape[level.coords[0][0]]
+            own = (s * extent, e * extent)
+        for _, field in level.coords:
+            if field is not None:
+                arrays[field] = np.asarray(fields[field])[own[0]:own[1]]
+    arrays[storage.value_array] = np.asarray(tensor.values)[own[0]:own[1]]
+    return Tensor.from_arrays(tensor.layout, tensor.shape, arrays)
+
+
+def _cut_entries(tensor: Tensor, partition: Partition,
+                 parts: int) -> list[tuple[Tensor, tuple]]:
     coords, values = tensor.entries()
     n = values.size
     if partition.mode == ROWS:
@@ -105,7 +179,7 @@ def cut(tensor: Tensor, partition: Partition, parts: int) -> list[tuple[Tensor, 
     out = []
     for keep, span in pieces:
         part = Tensor.from_coords(coo, tensor.shape, [c[keep] for c in coords], values[keep])
-        out.append((part.convert(tensor.layout, keep_zeros=True), span))
+        out.append((part.convert(tensor.layout, keep_zeros=True, allow_padding=True), span))
     return out
 
 
@@ -148,7 +222,7 @@ class DistributedKernel:
                                       self.partition.out_axis, pure=False)
                    for part, span in parts]
         if self.partition.mode == ROWS:
-            return self._concatenate(self.client.gather(futures))
+            return self._concatenate(self.client.gather(futures), [s for _, s in parts])
         return self._reduce(futures).result()
 
     # operands ------------------------------------------------------------------------
@@ -178,9 +252,12 @@ class DistributedKernel:
         return future
 
     # results -------------------------------------------------------------------------
-    def _concatenate(self, results: list[Any]) -> Any:
+    def _concatenate(self, results: list[Any], spans: list[tuple]) -> Any:
         if isinstance(results[0], np.ndarray):
             return np.concatenate(results, axis=self.partition.out_axis)
+        joined = concatenate_storage(results, spans, self.partition.out_axis)
+        if joined is not None:
+            return joined
         first = results[0]
         entries = [r.entries() for r in results]
         coords = [np.concatenate([c[d] for c, _ in entries]) for d in range(first.layout.order)]
@@ -199,6 +276,41 @@ class DistributedKernel:
                      for a, b in zip(futures[::2], futures[1::2])]
             futures = pairs + ([futures[-1]] if len(futures) % 2 else [])
         return futures[0]
+
+
+def concatenate_storage(parts: list[Tensor], spans: list[tuple[int, int]],
+                        axis: int) -> Tensor | None:
+    """The parts (one layout, one shape, part k's entries within ``spans[k]`` of dimension
+    ``axis``) joined array by array, level by level down the layout's storage, when ``axis``
+    is its outermost storage dimension; None otherwise.  Each part contributes its own
+    positions at every level: the root's coordinates in its span (dense) or all of them
+    (compressed), and below, the children its pointer array gives those positions."""
+    first = parts[0]
+    storage = storage_or_none(first.layout)
+    if storage is None or storage.order[0] != axis:
+        return None
+    own = [(lo, hi) if storage.levels[0].kind.value == "dense" else
+           (0, int(p.fields[storage.levels[0].count])) for p, (lo, hi) in zip(parts, spans)]
+    arrays: dict[str, np.ndarray] = {}
+    for k, level in enumerate(storage.levels):
+        if k and level.pointer:
+            ptrs = [p.fields[level.pointer] for p in parts]
+            offsets = np.cumsum([0] + [int(q[e] - q[s]) for q, (s, e) in zip(ptrs, own)])
+            arrays[level.pointer] = np.concatenate(
+                [[0]] + [q[s + 1:e + 1] - q[s] + off for q, (s, e), off in
+                         zip(ptrs, own, offsets)])
+            own = [(int(q[s]), int(q[e])) for q, (s, e) in zip(ptrs, own)]
+        elif k:                          # dense below a level: a full row per position
+            extent = first.shape[level.coords[0][0]]
+            own = [(s * extent, e * extent) for s, e in own]
+        for _, field in level.coords:
+            if field is not None:
+                arrays[field] = np.concatenate([p.fields[field][s:e]
+                                                for p, (s, e) in zip(parts, own)])
+    arrays[storage.value_array] = np.concatenate([p.values[s:e] for p, (s, e) in zip(parts, own)])
+    out = Tensor.from_arrays(first.layout, first.shape, arrays)
+    out.fill = first.fill
+    return out
 
 
 def _combining_kernel(kernel: Any) -> Any:

@@ -32,7 +32,7 @@ def matrix(m: int, n: int, density: float, seed: int) -> sp.csr_matrix:
 
 
 @pytest.mark.parametrize("layout, mode", [("CSR", "rows"), ("DCSR", "rows"), ("COO", "nonzeros"),
-                                          ("CSC", "nonzeros")])
+                                          ("CSC", "nonzeros"), ("ELL", "nonzeros")])
 @pytest.mark.parametrize("parts", [None, 3])
 def test_spmv_matches_the_local_call(client, layout, mode, parts):
     A, x = matrix(300, 200, 0.03, 1), np.random.default_rng(2).random(200)
@@ -132,3 +132,32 @@ def test_bad_input(client):
             .compile().distributed(client)
     with pytest.raises(spf.SpecError, match="accumulates"):
         spf.Kernel("y(i) += A(i,j) * x(j)", {"A": "CSR"}).compile().distributed(client)
+
+
+@pytest.mark.parametrize("layout, mode", [("CSR", "rows"), ("DCSR", "rows"), ("CSC", "nonzeros"),
+                                          ("COO", "nonzeros"), ("ELL", "rows"), ("CSF", "rows")])
+def test_cut_is_balanced_and_loses_nothing(layout, mode):
+    """Parts cut through the storage arrays (or, for ELL, the entries) hold every entry once,
+    within one row's length of an equal share; row spans tile the dimension."""
+    from spf.distributed import Partition, concatenate_storage, cut
+    if layout == "CSF":
+        rng = np.random.default_rng(12)
+        coords = [rng.integers(0, n, 300) for n in (30, 8, 9)]
+        T = spf.Tensor.from_coords("CSF", (30, 8, 9), coords, rng.random(300))
+    else:
+        T = spf.Tensor.from_scipy(layout, matrix(90, 70, 0.08, 11))
+    dense = T.to_dense()
+    pieces = cut(T, Partition("A", mode, 0 if mode == "rows" else None, 0, ""), 4)
+    np.testing.assert_allclose(sum(p.to_dense() for p, _ in pieces), dense, rtol=1e-15)
+    sizes = [np.count_nonzero(p.to_dense()) for p, _ in pieces]
+    widest = max(np.count_nonzero(dense.reshape(dense.shape[0], -1), axis=1).max(),
+                 np.count_nonzero(dense.reshape(-1, dense.shape[-1]), axis=0).max())
+    assert max(sizes) - min(sizes) <= 2 * widest
+    if mode == "rows":
+        spans = [s for _, s in pieces]
+        assert spans[0][0] == 0 and spans[-1][1] == T.shape[0]
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+        joined = concatenate_storage([p for p, _ in pieces], spans, 0)
+        if layout != "ELL":
+            assert joined.layout == T.layout
+            np.testing.assert_array_equal(joined.to_dense(), dense)
