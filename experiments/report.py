@@ -18,7 +18,7 @@ MACHINE_COLUMNS = {"cpu", "cores", "python", "numpy", "scipy", "islpy", "z3", "m
                    "cc", "date"}
 OUT = Path(__file__).resolve().parent / "RESULTS.md"
 # sections in this order; CSVs of other experiments follow by name
-ORDER = ("goals", "codegen_time", "import_time", "call_overhead", "spmv", "spmspv", "spmspv_push", "spmspm", "ttm", "sparse_add", "conversion", "graphs")
+ORDER = ("goals", "codegen_time", "import_time", "call_overhead", "spmv", "spmspv", "spmspv_push", "spmspm", "ttm", "sparse_add", "conversion", "graphs", "distributed", "scaling_model")
 
 
 def _section_key(path: Path) -> tuple[int, str]:

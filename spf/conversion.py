@@ -157,11 +157,20 @@ class _Compiled:
         self.fn = fn
 
     def __call__(self, tensor: Tensor) -> Tensor:
+        return self._run(self.fn, tensor)
+
+    def distributed(self, client: Any, parts: int | None = None) -> Callable[[Tensor], Tensor]:
+        """This conversion run in parts on a Dask cluster: its kernel's
+        :meth:`CompiledKernel.distributed` (row blocks of the source, joined in ``dst``)."""
+        run = self.fn.distributed(client, parts)
+        return lambda tensor: self._run(run, tensor)
+
+    def _run(self, fn: Callable[..., Any], tensor: Tensor) -> Tensor:
         conv = self.conversion
         if not isinstance(tensor, Tensor):
             raise ArgumentError(f"a conversion from {conv.src.name} takes an spf.Tensor, got "
                                 f"{type(tensor).__name__}")
-        out = self.fn(A=tensor)
+        out = fn(A=tensor)
         if isinstance(out, Tensor):
             return out
         return Tensor.from_dense(conv.dst, np.asarray(out).reshape(tensor.shape))
@@ -200,6 +209,11 @@ class _Placed:
         self.analysis = getattr(lib, f"{conv.name}_analysis")
         self.fill = getattr(lib, conv.name)
         self.rank = lib.spf_rank_in_groups if conv.placement.grouped else None
+
+    def distributed(self, client: Any, parts: int | None = None) -> Callable[[Tensor], Tensor]:
+        raise SpecError(f"a conversion into {self.conversion.dst.name} places entries by "
+                        "position (an analysis pass over the whole source, then a fill pass); "
+                        "it is not distributed", self.conversion.dst.source)
 
     def __call__(self, tensor: Tensor) -> Tensor:
         conv, pl = self.conversion, self.conversion.placement

@@ -71,12 +71,18 @@ def test_spgemm_sparse_output(client, a_layout, mode, out):
     assert C.values.size == f(A=A, B=B).values.size
 
 
-def test_a_conversion(client):
-    """COO -> CSR as the copy kernel B(i,j) = A(i,j), cut into row blocks."""
-    A = matrix(200, 150, 0.04, 5).tocoo()
-    d = spf.Kernel("B(i,j) = A(i,j)", {"A": "COO", "B": "CSR"}).compile().distributed(client)
-    got = d(A=spf.Tensor.from_scipy("COO", A)).to_scipy()
-    assert (got != A.tocsr()).nnz == 0 and got.has_sorted_indices
+@pytest.mark.parametrize("src, dst", [("COO", "CSR"), ("CSR", "DCSR"), ("CSR", "CSC")])
+def test_a_conversion(client, src, dst):
+    A = matrix(200, 150, 0.04, 5)
+    T = spf.Tensor.from_scipy(src, A)
+    convert = spf.Conversion(src, dst).compile().distributed(client)
+    got = convert(T)
+    assert got.layout.name == dst
+    np.testing.assert_array_equal(got.to_dense(), A.toarray())
+    local = T.convert(dst)               # the same arrays as the local conversion
+    assert all(np.array_equal(got.fields[f], local.fields[f]) for f in local.fields)
+    with pytest.raises(spf.SpecError, match="places entries by position"):
+        spf.Conversion("CSR", "DIA").compile().distributed(client)
 
 
 def test_semiring_reduction_and_scalar_output(client):
