@@ -74,6 +74,11 @@ def partition_of(kernel: Any) -> Partition:
                 f"so ranges of {owner}'s {index} write disjoint slices of "
                 f"{expr.output.tensor}: {owner}'s entries are cut into {index} ranges balanced "
                 "by entry count and the slices concatenated"))
+    if owner in kernel.read_densely:
+        raise SpecError(f"distributed: fill_values=True reads {owner} densely (zero does not "
+                        f"annihilate mul), so its absent entries take part in every partial "
+                        f"{expr.output.tensor}: its entries cannot be split into partial "
+                        "outputs", expr.source)
     carried = f"carries {outer.dependence}" if outer.carried else "is not over an output index"
     return Partition(owner, NONZEROS, None, None, (
         f"loop {outer.var} {carried}, so {owner}'s entries are cut into parts of equal size, "
@@ -128,17 +133,18 @@ def _slice(tensor: Tensor, storage: Any, first: int, last: int) -> Tensor:
     """``tensor`` with only root positions ``first..last-1`` and the entries below them, in
     its layout and shape (a dense root keeps every position, the others empty)."""
     fields = tensor.fields
-    root = storage.levels[0]
     arrays: dict[str, np.ndarray] = {}
     own = (first, last)
+    full = storage.levels[0].kind.value == "dense"    # positions exist whether used or not
     for k, level in enumerate(storage.levels):
         s, e = own
         if k and level.pointer:
             ptr = np.asarray(fields[level.pointer])
-            if k == 1 and root.kind.value == "dense":     # every root position keeps a slot
+            if full:                    # every position of the dense levels keeps a slot
                 new = np.zeros_like(ptr)
                 new[s + 1:e + 1] = ptr[s + 1:e + 1] - ptr[s]
                 new[e + 1:] = ptr[e] - ptr[s]
+                full = False
             else:
                 new = ptr[s:e + 1] - ptr[s]
             arrays[level.pointer] = new
@@ -149,7 +155,12 @@ def _slice(tensor: Tensor, storage: Any, first: int, last: int) -> Tensor:
         for _, field in level.coords:
             if field is not None:
                 arrays[field] = np.asarray(fields[field])[own[0]:own[1]]
-    arrays[storage.value_array] = np.asarray(tensor.values)[own[0]:own[1]]
+    values = np.asarray(tensor.values)
+    if full:                            # dense all the way down: zeros outside the part
+        arrays[storage.value_array] = np.zeros_like(values)
+        arrays[storage.value_array][own[0]:own[1]] = values[own[0]:own[1]]
+    else:
+        arrays[storage.value_array] = values[own[0]:own[1]]
     return Tensor.from_arrays(tensor.layout, tensor.shape, arrays)
 
 
@@ -200,14 +211,13 @@ class DistributedKernel:
         self.partition = partition_of(kernel)
         self.output = kernel.expr.output.tensor
         kernel.c_source()                       # shipped with the kernel
-        self._kernel = client.scatter(pickle.dumps(kernel), broadcast=True, hash=False)
-        self._combine = None
+        self._blobs = {"kernel": pickle.dumps(kernel)}
         if self.partition.mode == NONZEROS and kernel.expr.output.indices:
-            self._combine = client.scatter(pickle.dumps(_combining_kernel(kernel)),
-                                           broadcast=True, hash=False)
-        self._operand = Operand(self.partition.operand,
-                                kernel.layouts[self.partition.operand])
-        self._scattered: dict[int, tuple[Any, Any]] = {}   # id -> (weakref, futures)
+            self._blobs["combine"] = pickle.dumps(_combining_kernel(kernel))
+        self._blob_futures: dict[str, Any] = {}
+        name = self.partition.operand           # cut in the layout the caller gives it
+        self._operand = Operand(name, kernel.read_densely.get(name, kernel.layouts[name]))
+        self._parts_cache, self._shared_cache = _ScatterCache(), _ScatterCache()
 
     def __call__(self, **args: Any) -> Any:
         name = self.partition.operand
@@ -218,38 +228,41 @@ class DistributedKernel:
                                 "parts' outputs are combined into a new one")
         parts = self._parts(args[name])
         shared = {k: self._shared(v) for k, v in args.items() if k != name}
-        futures = [self.client.submit(_run_part, self._kernel, {**shared, name: part}, span,
-                                      self.partition.out_axis, pure=False)
+        futures = [self.client.submit(_run_part, self._blob("kernel"), {**shared, name: part},
+                                      span, self.partition.out_axis, pure=False)
                    for part, span in parts]
         if self.partition.mode == ROWS:
             return self._concatenate(self.client.gather(futures), [s for _, s in parts])
         return self._reduce(futures).result()
 
     # operands ------------------------------------------------------------------------
+    def _blob(self, which: str) -> Any:
+        """The pickled kernel on every worker (scattered again if the cluster lost it)."""
+        future = self._blob_futures.get(which)
+        if future is None or not _alive(future):
+            future = self.client.scatter(self._blobs[which], broadcast=True, hash=False)
+            self._blob_futures[which] = future
+        return future
+
     def _parts(self, value: Any) -> list[tuple[Any, tuple]]:
         """The partitioned operand's parts as futures, cut and scattered once per Tensor."""
         tensor = self._operand.tensor(value)
-        cached = self._scattered.get(id(tensor))
-        if cached is not None and cached[0]() is tensor:
-            return cached[1]
-        pieces = cut(tensor, self.partition, self.parts)
-        futures = self.client.scatter([p for p, _ in pieces], hash=False)
-        out = list(zip(futures, [span for _, span in pieces]))
-        if isinstance(value, Tensor):
-            self._scattered[id(tensor)] = (weakref.ref(tensor), out)
-        return out
+
+        def scatter() -> list[tuple[Any, tuple]]:
+            pieces = cut(tensor, self.partition, self.parts)
+            futures = self.client.scatter([p for p, _ in pieces], hash=False)
+            return list(zip(futures, [span for _, span in pieces]))
+        return self._parts_cache.get(tensor, scatter) if isinstance(value, Tensor) \
+            else scatter()
 
     def _shared(self, value: Any) -> Any:
         """An operand every part reads: a Tensor is scattered to all workers once."""
-        if not isinstance(value, Tensor):
-            return self.client.scatter(value, broadcast=True, hash=False) \
-                if isinstance(value, np.ndarray) else value
-        cached = self._scattered.get(id(value))
-        if cached is not None and cached[0]() is value:
-            return cached[1]
-        future = self.client.scatter(value, broadcast=True, hash=False)
-        self._scattered[id(value)] = (weakref.ref(value), future)
-        return future
+        if isinstance(value, Tensor):
+            return self._shared_cache.get(value, lambda: self.client.scatter(
+                value, broadcast=True, hash=False))
+        if isinstance(value, np.ndarray):
+            return self.client.scatter(value, broadcast=True, hash=False)
+        return value
 
     # results -------------------------------------------------------------------------
     def _concatenate(self, results: list[Any], spans: list[tuple]) -> Any:
@@ -258,8 +271,12 @@ class DistributedKernel:
         joined = concatenate_storage(results, spans, self.partition.out_axis)
         if joined is not None:
             return joined
-        first = results[0]
-        entries = [r.entries() for r in results]
+        first, axis = results[0], self.partition.out_axis
+        entries = []
+        for part, (lo, hi) in zip(results, spans):     # a part's own slice only
+            coords, values = part.entries()
+            own = (coords[axis] >= lo) & (coords[axis] < hi)
+            entries.append(([c[own] for c in coords], values[own]))
         coords = [np.concatenate([c[d] for c, _ in entries]) for d in range(first.layout.order)]
         values = np.concatenate([v for _, v in entries])
         coo = coordinate_layout(first.layout.order, first.layout.index_type)
@@ -271,11 +288,38 @@ class DistributedKernel:
     def _reduce(self, futures: list[Any]) -> Any:
         """Pairs of partial outputs combined on the cluster until one is left."""
         semiring = self.compiled.kernel.semiring
+        blob = self._blob("combine") if "combine" in self._blobs else None
         while len(futures) > 1:
-            pairs = [self.client.submit(_combine_pair, self._combine, semiring, a, b, pure=False)
+            pairs = [self.client.submit(_combine_pair, blob, semiring, a, b, pure=False)
                      for a, b in zip(futures[::2], futures[1::2])]
             futures = pairs + ([futures[-1]] if len(futures) % 2 else [])
         return futures[0]
+
+
+class _ScatterCache:
+    """Futures of data scattered for an immutable Tensor: kept while the Tensor lives (then
+    released, so the cluster frees the data) and while the cluster holds them (data a lost
+    worker held is scattered again)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Any, Any]] = {}    # id -> (weakref, futures)
+
+    def get(self, tensor: Tensor, make: Any) -> Any:
+        key = id(tensor)
+        hit = self._entries.get(key)
+        if hit is not None and hit[0]() is tensor and _alive(hit[1]):
+            return hit[1]
+        value = make()
+        self._entries[key] = (weakref.ref(tensor), value)
+        weakref.finalize(tensor, self._entries.pop, key, None)
+        return value
+
+
+def _alive(value: Any) -> bool:
+    """Whether every future in ``value`` (a future, or a list of (future, span)) still has
+    its data on the cluster."""
+    futures = [f for f, _ in value] if isinstance(value, list) else [value]
+    return all(f.status == "finished" for f in futures)
 
 
 def concatenate_storage(parts: list[Tensor], spans: list[tuple[int, int]],
@@ -283,14 +327,20 @@ def concatenate_storage(parts: list[Tensor], spans: list[tuple[int, int]],
     """The parts (one layout, one shape, part k's entries within ``spans[k]`` of dimension
     ``axis``) joined array by array, level by level down the layout's storage, when ``axis``
     is its outermost storage dimension; None otherwise.  Each part contributes its own
-    positions at every level: the root's coordinates in its span (dense) or all of them
-    (compressed), and below, the children its pointer array gives those positions."""
+    positions at every level: the root positions whose coordinate is in its span (the root
+    must be ordered), and below, the children its pointer array gives those positions."""
     first = parts[0]
     storage = storage_or_none(first.layout)
-    if storage is None or storage.order[0] != axis:
+    if storage is None or storage.order[0] != axis or not _ordered_root(storage):
         return None
-    own = [(lo, hi) if storage.levels[0].kind.value == "dense" else
-           (0, int(p.fields[storage.levels[0].count])) for p, (lo, hi) in zip(parts, spans)]
+    root = storage.levels[0]
+    if root.kind.value == "dense":
+        own = list(spans)
+    else:                               # the root positions whose coordinate is in the span
+        own = []
+        for p, (lo, hi) in zip(parts, spans):
+            crd = np.asarray(p.fields[root.coords[0][1]])[:int(p.fields[root.count])]
+            own.append((int(np.searchsorted(crd, lo)), int(np.searchsorted(crd, hi))))
     arrays: dict[str, np.ndarray] = {}
     for k, level in enumerate(storage.levels):
         if k and level.pointer:

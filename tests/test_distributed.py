@@ -167,3 +167,52 @@ def test_cut_is_balanced_and_loses_nothing(layout, mode):
         if layout != "ELL":
             assert joined.layout == T.layout
             np.testing.assert_array_equal(joined.to_dense(), dense)
+
+
+def test_one_tensor_in_several_roles_and_shared_structure(client):
+    """A Tensor passed as two operands (parts of one, whole for the other); an output that
+    shares the structure of an operand that is not cut (each part holds all of it)."""
+    A = matrix(60, 60, 0.08, 13)
+    T = spf.Tensor.from_scipy("CSR", A)
+    d = spf.Kernel(SPGEMM, {"A": "CSR", "B": "CSR", "C": "CSR"}).compile().distributed(client)
+    np.testing.assert_allclose(d(A=T, B=T).to_dense(), (A @ A).toarray(), rtol=1e-13)
+    np.testing.assert_allclose(d(A=T, B=T).to_dense(), (A @ A).toarray(), rtol=1e-13)
+    for layout in ("CSR", "DCSR", "COO"):
+        k = spf.Kernel("C(i,j) = A(i,j) * B(i,j)", {"A": layout, "B": layout, "C": layout},
+                       share={"C": "B"}).compile()
+        got = k.distributed(client, parts=3)(A=A, B=A)
+        assert got.values.size == A.nnz
+        np.testing.assert_allclose(got.to_dense(), A.multiply(A).toarray(), rtol=1e-13)
+
+
+def test_dense_operand_and_fill_values(client):
+    A = matrix(40, 30, 0.2, 14)
+    x = np.random.default_rng(15).integers(1, 5, 30).astype(float)
+    dense = spf.Kernel(SPMV, {"A": "DenseMatrix"}).compile().distributed(client, parts=3)
+    assert dense.partition.mode == "rows"
+    np.testing.assert_allclose(dense(A=A.toarray(), x=x), A @ x, rtol=1e-13)
+    plus_plus = spf.Semiring(add="a + b", mul="a + b", zero=0, one=0)
+    k = spf.Kernel(SPMV, {"A": "COO"}, semiring=plus_plus, fill_values=True).compile()
+    d = k.distributed(client, parts=3)
+    assert d.partition.mode == "rows"      # A is read densely: its rows are independent
+    T = spf.Tensor.from_scipy("COO", A)
+    np.testing.assert_allclose(d(A=T, x=x), k(A=T, x=x), rtol=1e-13)
+    with pytest.raises(spf.SpecError, match="fill_values=True reads A densely"):
+        spf.Kernel("s = A(i,j) * B(i,j)", {"A": "COO", "B": "COO"}, semiring=plus_plus,
+                   fill_values=True).compile().distributed(client)
+
+
+def test_parts_are_released_with_their_tensor_and_rescattered_when_lost(client):
+    import gc
+    d = spf.Kernel(SPMV, {"A": "CSR"}).compile().distributed(client)
+    x = np.ones(50)
+    for seed in range(3):
+        d(A=spf.Tensor.from_scipy("CSR", matrix(50, 50, 0.1, seed)), x=x)
+    gc.collect()
+    assert not d._parts_cache._entries          # gone with their tensors
+    T = spf.Tensor.from_scipy("CSR", matrix(50, 50, 0.1, 20))
+    d(A=T, x=x)
+    for future, _ in d._parts_cache._entries[id(T)][1]:
+        future.release()                        # as if a worker holding them died
+        future.cancel()
+    np.testing.assert_allclose(d(A=T, x=x), T.to_scipy() @ x, rtol=1e-13)
