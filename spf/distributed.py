@@ -31,7 +31,7 @@ import numpy as np
 from .errors import ArgumentError, SpecError
 from .front.storage import storage_or_none
 from .runtime.operands import Operand
-from .runtime.tensor import Tensor, coordinate_layout, register_generated
+from .runtime.tensor import Tensor, register_generated
 
 ROWS, NONZEROS = "rows", "nonzeros"
 
@@ -186,12 +186,8 @@ def _cut_entries(tensor: Tensor, partition: Partition,
             keep = np.zeros(n, bool)
             keep[lo:hi] = True
             pieces.append((keep, ()))
-    coo = coordinate_layout(tensor.layout.order, tensor.layout.index_type)
-    out = []
-    for keep, span in pieces:
-        part = Tensor.from_coords(coo, tensor.shape, [c[keep] for c in coords], values[keep])
-        out.append((part.convert(tensor.layout, keep_zeros=True, allow_padding=True), span))
-    return out
+    return [(tensor.with_entries([c[keep] for c in coords], values[keep]), span)
+            for keep, span in pieces]
 
 
 class DistributedKernel:
@@ -277,13 +273,9 @@ class DistributedKernel:
             coords, values = part.entries()
             own = (coords[axis] >= lo) & (coords[axis] < hi)
             entries.append(([c[own] for c in coords], values[own]))
-        coords = [np.concatenate([c[d] for c, _ in entries]) for d in range(first.layout.order)]
-        values = np.concatenate([v for _, v in entries])
-        coo = coordinate_layout(first.layout.order, first.layout.index_type)
-        out = Tensor.from_coords(coo, first.shape, coords, values).convert(first.layout,
-                                                                            keep_zeros=True)
-        out.fill = first.fill
-        return out
+        return first.with_entries(
+            [np.concatenate([c[d] for c, _ in entries]) for d in range(first.layout.order)],
+            np.concatenate([v for _, v in entries]))
 
     def _reduce(self, futures: list[Any]) -> Any:
         """Pairs of partial outputs combined on the cluster until one is left."""

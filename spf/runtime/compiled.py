@@ -20,7 +20,7 @@ from ..middle.iteration_space import shared_fields
 from ..front.layout import Layout
 from .memory import aligned_zeros
 from .operands import DenseStruct, Operand
-from .tensor import Tensor, coordinate_layout, generated, index_max, wider_hint
+from .tensor import Tensor, generated, index_max, wider_hint
 from ..front.storage import StorageKind
 from ..assembly import strategy
 
@@ -388,11 +388,7 @@ def _without(tensor: Tensor, hit: np.ndarray) -> Tensor:
     entries as coordinate lists, filtered, converted back to its layout."""
     coords, values = tensor.entries()
     keep = ~hit[coords] if values.size else np.zeros(0, bool)
-    coo = coordinate_layout(tensor.layout.order, tensor.layout.index_type)
-    kept = Tensor.from_coords(coo, tensor.shape, [c[keep] for c in coords], values[keep])
-    out = kept.convert(tensor.layout, keep_zeros=True)
-    out.fill = tensor.fill
-    return out
+    return tensor.with_entries([c[keep] for c in coords], values[keep])
 
 
 def _level_capacities(storage, ext: list[int], bound: int, top: int,

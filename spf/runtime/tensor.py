@@ -281,6 +281,16 @@ class Tensor:
             return direct
         return _scipy_from_storage(self.convert(coordinate_layout(2, self.layout.index_type)))
 
+    def with_entries(self, coords: Sequence[np.ndarray], values: np.ndarray) -> "Tensor":
+        """A tensor in this one's layout, shape and fill holding the given entries (unique
+        coordinates), built through the coordinate layout and a generated conversion;
+        explicit zeros are kept, and padding the layout needs is allowed."""
+        coo = coordinate_layout(self.layout.order, self.layout.index_type)
+        out = Tensor.from_coords(coo, self.shape, coords, values) \
+            .convert(self.layout, keep_zeros=True, allow_padding=True)
+        out.fill = self.fill
+        return out
+
     def entries(self) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
         """The stored entries: one coordinate array per dimension and the values, read
         through a generated conversion to a coordinate layout (explicit zeros kept, padding
