@@ -22,6 +22,7 @@ import numpy as np
 from functools import lru_cache
 
 from .assembly import contiguous_group_level
+from .concurrency import symbolic
 from .errors import ArgumentError, SpecError
 from .runtime.compiled import CompiledKernel
 from .kernel import Kernel
@@ -49,6 +50,7 @@ class Conversion:
     ``allow_padding``.  ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
     """
 
+    @symbolic
     def __init__(self, src: "str | Layout", dst: "str | Layout", *, name: str = "spf_convert",
                  keep_zeros: "bool | None" = None, allow_padding: bool = False,
                  index_type: str | None = None, **params: int):
@@ -77,6 +79,7 @@ class Conversion:
                              and self.placement is None, index_type=width)
         self._source: str | None = None
 
+    @symbolic
     def c_source(self) -> str:
         """The generated C (struct typedefs, the conversion function and its helpers)."""
         if self.placement is None:
@@ -85,6 +88,7 @@ class Conversion:
             self._source = _placement_source(self)
         return self._source
 
+    @symbolic
     def report(self) -> str:
         """How the destination is assembled and why (the kernel's report)."""
         text = self.kernel.report()
@@ -209,6 +213,11 @@ class _Placed:
         self.analysis = getattr(lib, f"{conv.name}_analysis")
         self.fill = getattr(lib, conv.name)
         self.rank = lib.spf_rank_in_groups if conv.placement.grouped else None
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its conversion, which carries its C source (see
+        :meth:`CompiledKernel.__reduce__`)."""
+        return (_Placed, (self.conversion,))
 
     def distributed(self, client: Any, parts: int | None = None) -> Callable[[Tensor], Tensor]:
         raise SpecError(f"a conversion into {self.conversion.dst.name} places entries by "

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from .back.lower import Role, kernel_code, tile_condition
 from .back.names import CNames
 from .back.source import emit_kernel, emit_merged, emit_sum, header_lines
+from .concurrency import symbolic
 from .errors import SpecError
 from .middle.iteration_space import IterationSpace, build, shared_fields
 from .front.kernel_spec import Expr, layout_params, load_kernel_file, parse_expr, tensor_layouts
@@ -60,6 +61,7 @@ class Kernel:
     those of the first term.
     """
 
+    @symbolic
     def __init__(self, expr: "str | Expr", layouts: Mapping[str, "str | Layout"] | None = None, *,
                  order: list[str] | None = None, find: "str | Mapping[str, str]" = "auto",
                  parallel: bool = False, bounds: str | None = None,
@@ -250,6 +252,7 @@ class Kernel:
         """One analysis per statement (per term of a sum)."""
         return [t.analysis() for t in self.terms] if self.terms else [self.analysis()]
 
+    @symbolic
     def analysis(self) -> Analysis:
         """Dependences carried by each loop, the parallel loop, tiling (paper Sec. 5); for a
         sum, that of the first term (see :meth:`analyses`)."""
@@ -390,6 +393,7 @@ class Kernel:
         return order
 
     # products -------------------------------------------------------------------------
+    @symbolic
     def c_source(self) -> str:
         """The generated C: struct typedefs and the kernel function (for a sum, one static
         function per term before it; for an assembled output, its storage functions after)."""
@@ -420,6 +424,7 @@ class Kernel:
         return self._source
 
     @cached_property
+    @symbolic
     def runs(self) -> list[Run] | None:
         """For an assembled sum whose every term is an operand stored in the output's storage
         order (proved by Z3 per term): the runs the kernel merges level by level."""
@@ -451,6 +456,7 @@ class Kernel:
         """Compile (or fetch from the cache) and return a callable."""
         return CompiledKernel(self)
 
+    @symbolic
     def report(self) -> str:
         """Iteration space, loop order and per-level decisions, as text."""
         note = [f"mask: {self.complement_note()}"] if self.complement else []

@@ -12,9 +12,13 @@ from typing import Mapping, NamedTuple
 
 import z3
 
+from ..concurrency import require, share_z3_context
 from ..middle.iteration_space import TensorUse
 from ..middle.scan import LevelKind, LoopNest
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall
+
+
+share_z3_context()
 
 
 class Verdict(NamedTuple):
@@ -36,6 +40,7 @@ class InstanceEncoder:
     instantiated over the reads that occur (quantifier-free)."""
 
     def __init__(self, nest: LoopNest, depth: int):
+        require("a Z3 encoding")
         self.nest = nest
         self.limit = nest.z3
         self.space = nest.space

@@ -14,6 +14,7 @@ from typing import Iterator, Sequence
 
 import islpy as isl
 
+from ..concurrency import symbolic
 from ..errors import SpecError
 from .terms import Aff, Constraint, FloorDiv, UFCall
 
@@ -42,23 +43,24 @@ def isl_limit(what: str, source: str = "<string>") -> Iterator[None]:
     an exceeded limit into a SpecError; nested ones run within its budget.  Outside, isl is
     not limited."""
     global _active
-    if _active:
-        yield
-        return
-    limit = isl_max_operations()
-    _CTX.set_max_operations(limit)
-    _CTX.reset_operations()
-    _active = True
-    try:
-        yield
-    except isl.Error:
-        if not _exhausted():
-            raise
-        raise SpecError(f"isl exceeded {limit} operations while {what}; simplify the relation "
-                        f"or raise {ISL_MAX_OPERATIONS_ENV}", source) from None
-    finally:
-        _active = False
-        _CTX.set_max_operations(0)
+    with symbolic:      # isl's context and its operation budget are shared by all threads
+        if _active:
+            yield
+            return
+        limit = isl_max_operations()
+        _CTX.set_max_operations(limit)
+        _CTX.reset_operations()
+        _active = True
+        try:
+            yield
+        except isl.Error:
+            if not _exhausted():
+                raise
+            raise SpecError(f"isl exceeded {limit} operations while {what}; simplify the "
+                            f"relation or raise {ISL_MAX_OPERATIONS_ENV}", source) from None
+        finally:
+            _active = False
+            _CTX.set_max_operations(0)
 
 
 def _exhausted() -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import index_expr as ie
+from ..concurrency import symbolic
 from ..errors import SpecError
 from .relation import Relation
 from .syntax import C_KEYWORDS, MAX_INT, is_file, parse_aff, parse_toml, read_spec
@@ -370,6 +371,7 @@ class _Reader:
         return _locate(self.text, snippet, start)
 
 
+@symbolic
 def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] | None = None) -> Layout:
     """Parse the TOML text of a layout file."""
     table = parse_toml(text, source)

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..concurrency import share_z3_context, symbolic
 from ..errors import SpecError
 from .index_expr import BinOp, Call, IExpr, Name, Num, names, parse_index_expr
 
@@ -199,6 +200,12 @@ def _prove(e: IExpr, law: str) -> tuple[bool, str]:
     """Whether Z3 proves ``law`` of the operator ``e`` over the reals, and a counterexample
     when it finds one ("" otherwise)."""
     import z3
+    with symbolic:
+        share_z3_context()
+        return _prove_locked(e, law, z3)
+
+
+def _prove_locked(e: IExpr, law: str, z3: Any) -> tuple[bool, str]:
     a, b, c = z3.Reals("a b c")
 
     def op(x, y):

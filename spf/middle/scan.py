@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
+from ..concurrency import require
 from ..errors import SpecError
 from ..front.isl_bridge import Encoding, encode, isl_limit
 from .iteration_space import IterationSpace
@@ -149,6 +150,7 @@ class Scanner:
 
     # -- scanning -----------------------------------------------------------------
     def scan(self, order: list[str]) -> LoopNest:
+        require("scanning a loop nest")
         schedule, defs = self.schedule(order)
         enc = encode(schedule, self.space.all_constraints)
         full = enc.isl_set([self.space.all_constraints])

@@ -78,6 +78,11 @@ class CompiledKernel:
                                           [ctypes.c_void_p] + inputs) \
                 if kernel.assembly.drop_zeros and kernel.plan is not None else None
 
+    def __reduce__(self) -> tuple:
+        """Pickled as its kernel, which carries its C source: another process finds the
+        library in its cache or compiles the source again."""
+        return (CompiledKernel, (self.kernel,))
+
     @staticmethod
     def _refuse_padding(name: str, bound: Any, why: str) -> None:
         """Under a semiring other than plus_times a stored 0.0 is an entry (``min_plus``: an

@@ -6,6 +6,7 @@ layout spec); checking uses only the layout's declared extents and properties.
 from __future__ import annotations
 
 import importlib.util
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
@@ -73,6 +74,16 @@ def generated(name: str) -> Callable[..., Any]:
         importlib.import_module("spf")._load_api()
     return _GENERATED[name]
 
+class _Counting(threading.local):
+    """The tensors whose stored entries the current thread is counting (:meth:`Tensor.padding`)."""
+
+    tensors: tuple["Tensor", ...] = ()
+
+
+_counting = _Counting()
+_STRUCT_LOCK = threading.Lock()
+
+
 class Tensor:
     """A tensor stored in a layout; fields are reachable as ``t["rowPtr"]`` or ``t.fields``.
 
@@ -108,11 +119,15 @@ class Tensor:
         """Entries the layout stores that spf added while packing or converting the tensor
         (a DIA diagonal's or a BCSR block's slots with no source entry, holding 0.0): 0 for
         a tensor wrapped from arrays as given, whose stored entries are all entries."""
-        if self.source_entries is None:
-            return 0
+        if self.source_entries is None or self in _counting.tensors:
+            return 0              # the counting kernel's own check of this tensor sees none
         if self._stored is None:
-            self._stored = 0      # the counting kernel's own check of this tensor sees none
-            self._stored = int(generated("entry_count_kernel")(self.layout)(T=self, one=1.0))
+            _counting.tensors += (self,)
+            try:
+                stored = int(generated("entry_count_kernel")(self.layout)(T=self, one=1.0))
+            finally:
+                _counting.tensors = _counting.tensors[:-1]
+            self._stored = stored
         return max(0, self._stored - self.source_entries)
 
     def __reduce__(self) -> tuple:
@@ -124,7 +139,9 @@ class Tensor:
     def struct(self) -> Any:
         """The C struct of this tensor (ctypes), built once: what kernels are called with."""
         if self._struct is None:
-            self._struct = runtime.make_struct(self.layout, self.fields)
+            with _STRUCT_LOCK:      # one struct per tensor: a call may hold its address
+                if self._struct is None:
+                    self._struct = runtime.make_struct(self.layout, self.fields)
         return self._struct
 
     # constructors -------------------------------------------------------------------
