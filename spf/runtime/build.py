@@ -4,7 +4,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -15,11 +14,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
 
 from .. import __version__
 from ..errors import CompileError
 from ..front.layout import Layout
+from .memory import address
 
 BASE_FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fPIC", "-shared", "-Wall")
 # gcc only: its -O3 unroll-and-jam fuses two iterations of a loop around a dense inner loop
@@ -185,31 +184,3 @@ def make_struct(layout: Layout, fields: Mapping[str, Any]) -> ctypes.Structure:
     """A struct instance pointing at checked numpy arrays (the caller keeps them alive)."""
     cls = struct_type(layout)
     return cls(**{name: v if isinstance(v, int) else address(v) for name, v in fields.items()})
-
-
-def _data_pointer_offset() -> int | None:
-    """Where CPython's numpy array object keeps its data pointer (``PyArrayObject_fields.data``,
-    right after the object header), verified on probe arrays; None where that does not hold
-    (another interpreter or header size), and :func:`address` asks numpy instead."""
-    if platform.python_implementation() != "CPython":
-        return None
-    offset = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
-    base = np.arange(8.0)
-    for probe in (base, base[3:], np.zeros((2, 3), dtype=np.int32), np.empty(0)):
-        if ctypes.c_void_p.from_address(id(probe) + offset).value != probe.ctypes.data:
-            return None
-    return offset
-
-
-_DATA_OFFSET = _data_pointer_offset()
-
-
-def address(array: np.ndarray) -> int:
-    """The address of ``array``'s first element (read from the array object, not through
-    ``array.ctypes``, which costs a microsecond or two per call)."""
-    if _DATA_OFFSET is None:
-        return array.ctypes.data
-    return _read_pointer(id(array) + _DATA_OFFSET).value or 0
-
-
-_read_pointer = ctypes.c_void_p.from_address

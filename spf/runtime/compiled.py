@@ -69,6 +69,9 @@ class CompiledKernel:
         semiring = getattr(kernel, "semiring", None)
         self._semiring = None if semiring is None or semiring.is_plus_times else semiring
         self._agree, self._out_source = _shape_plan(expr)
+        # every input a tensor read as given, into a dense output of the usual struct
+        self._plain = self._dense_output and self._out_dense.in_order and all(self._operands) \
+            and not (self._densely or self._masks or self._semiring)
         inputs = [ctypes.c_void_p if op else ctypes.c_double for op in self._operands]
         self._fn = _function(lib, kernel.name,
                              [ctypes.c_void_p] * (2 if kernel.assembly else 1) + inputs)
@@ -140,6 +143,8 @@ class CompiledKernel:
                                 f"{self.output!r})")
         if self._complement is not None:
             return self._call_complemented(args)
+        if self._plain and self.output not in args:
+            return self._call_plain(args)
         return self._call(args)
 
     def _call_complemented(self, args: dict[str, Any]) -> Any:
@@ -180,10 +185,13 @@ class CompiledKernel:
             raise ArgumentError(f"mask {name!r} has shape {mask}, the output "
                                 f"{self.output!r} {out}")
 
-    def _call(self, args: Mapping[str, Any]) -> Any:
-        values: list[Any] = []     # per input: struct address or scalar
+    def _bind(self, args: Mapping[str, Any]) -> tuple[list[Any], dict[str, tuple[int, ...]],
+                                                       dict[str, Any]]:
+        """(per input: struct address or scalar, the inputs' shapes, what the addresses point
+        into: kept alive until the call returns)."""
+        values: list[Any] = []
         shapes: dict[str, tuple[int, ...]] = {}
-        keep: dict[str, Any] = {}  # what the addresses point into, alive until the call returns
+        keep: dict[str, Any] = {}
         for name, op in self._inputs:
             if name not in args:
                 raise ArgumentError(f"missing argument {name!r}")
@@ -199,8 +207,35 @@ class CompiledKernel:
                 self._refuse_padding(name, keep[name], f"under semiring {self._semiring.name} "
                                      "a stored value is an entry")
             values.append(address)
+        return values, shapes, keep
+
+    def _call_plain(self, args: Mapping[str, Any]) -> Any:
+        """The common call, kept short: tensor inputs read as given, the dense output
+        allocated here (no output passed); anything else goes through :meth:`_call`."""
+        values = []
+        shapes = {}
+        keep = []
+        for name, op in self._inputs:
+            value = args.get(name)
+            if value is None:
+                return self._call(args)
+            address, shapes[name], kept = op.bind(value)
+            values.append(address)
+            keep.append(kept)
+        for a, da, b, db in self._agree:
+            if shapes[a][da] != shapes[b][db]:
+                self._extents(shapes)
+        shape = tuple([shapes[a][d] for a, d in self._out_source])
+        array = aligned_zeros(shape)
+        out = self._out_dense.fresh(array, shape)       # alive until the call returns
+        if self._fn(ctypes.addressof(out), *values) != 0:
+            raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
+        return array
+
+    def _call(self, args: Mapping[str, Any]) -> Any:
+        values, shapes, keep = self._bind(args)
         out_shape = self._output_shape(shapes)
-        if self._dense_output and self.output not in args:    # the common case, fast
+        if self._dense_output and self.output not in args:
             array = aligned_zeros(out_shape)
             struct = self._out_dense.struct(array)
             if struct is not None:

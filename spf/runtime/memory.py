@@ -1,22 +1,62 @@
-"""Arrays spf allocates for kernels to write: aligned to a cache line."""
+"""Arrays spf allocates for kernels to write (aligned to a cache line), and the address of an
+array's data as cheaply as Python can read it."""
 from __future__ import annotations
 
+import ctypes
 import math
+import platform
 
 import numpy as np
 
 ALIGNMENT = 64   # bytes: a cache line, and one AVX-512 vector
+_FLOAT64 = np.dtype(np.float64)
 
 
-def aligned_zeros(shape: int | tuple[int, ...], dtype: "np.typing.DTypeLike" = np.float64
+def aligned_zeros(shape: int | tuple[int, ...], dtype: "np.typing.DTypeLike" = _FLOAT64
                   ) -> np.ndarray:
     """Zeros whose data starts on a :data:`ALIGNMENT`-byte boundary (lazily zeroed pages,
     like ``np.zeros``).  numpy aligns only to 16 bytes; a vectorized loop over an output row
     whose start is not on a cache line splits every vector load and store over two lines
-    (measured: TTM into per-fibre rows of 16 doubles ran 1.13-1.22x slower)."""
-    dtype = np.dtype(dtype)
+    (measured: TTM into per-fibre rows of 16 doubles ran 1.13-1.22x slower).  Allocated in
+    ``dtype`` with one cache line to spare and sliced (this runs on every kernel call that
+    returns a dense array: a few hundred nanoseconds)."""
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    nbytes = math.prod(dims) * dtype.itemsize
-    raw = np.zeros(nbytes + ALIGNMENT, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start:start + nbytes].view(dtype).reshape(dims)
+    dtype = dtype if dtype is _FLOAT64 else np.dtype(dtype)
+    size = dtype.itemsize
+    n = math.prod(dims)
+    if ALIGNMENT % size:        # an item size that does not divide a cache line: by bytes
+        raw = np.zeros(n * size + ALIGNMENT, dtype=np.uint8)
+        start = -address(raw) % ALIGNMENT
+        return raw[start:start + n * size].view(dtype).reshape(dims)
+    raw = np.zeros(n + ALIGNMENT // size, dtype=dtype)
+    start = -address(raw) % ALIGNMENT // size      # numpy aligns data to its item size
+    out = raw[start:start + n]
+    return out if len(dims) == 1 else out.reshape(dims)
+
+
+def _data_pointer_offset() -> int | None:
+    """Where CPython's numpy array object keeps its data pointer (``PyArrayObject_fields.data``,
+    right after the object header), verified on probe arrays; None where that does not hold
+    (another interpreter or header size), and :func:`address` asks numpy instead."""
+    if platform.python_implementation() != "CPython":
+        return None
+    offset = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
+    base = np.arange(8.0)
+    for probe in (base, base[3:], np.zeros((2, 3), dtype=np.int32), np.empty(0)):
+        if ctypes.c_void_p.from_address(id(probe) + offset).value != probe.ctypes.data:
+            return None
+    return offset
+
+
+_DATA_OFFSET = _data_pointer_offset()
+
+
+def address(array: np.ndarray) -> int:
+    """The address of ``array``'s first element (read from the array object, not through
+    ``array.ctypes``, which costs a microsecond or two per call)."""
+    if _DATA_OFFSET is None:
+        return array.ctypes.data
+    return _read_pointer(id(array) + _DATA_OFFSET).value or 0
+
+
+_read_pointer = ctypes.c_void_p.from_address

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import build as runtime
+from .memory import address
 from ..errors import ArgumentError
 from ..front.layout import Layout, Property
 from ..front.storage import Storage, StorageKind, storage_or_none
@@ -61,6 +62,12 @@ class DenseStruct:
                 return None
         return DenseStruct(layout, plan)
 
+    def fresh(self, array: np.ndarray, shape: tuple[int, ...]) -> ctypes.Structure:
+        """The struct over an array spf just allocated: C-contiguous float64 of ``shape``,
+        whose extents came from checked inputs (so they fit the index type); fields in the
+        usual order (:attr:`in_order`)."""
+        return self.cls(*shape, address(array))
+
     def struct(self, array: np.ndarray) -> ctypes.Structure | None:
         """The struct over ``array``, or None when it is not a C-contiguous float64 array of
         the layout's order whose extents fit the index type (the general path explains)."""
@@ -69,9 +76,9 @@ class DenseStruct:
                 or (array.size > self.top and max(array.shape) > self.top):
             return None
         if self.in_order:       # the extents in order, then the data: the usual dense struct
-            return self.cls(*array.shape, runtime.address(array))
+            return self.cls(*array.shape, address(array))
         shape = array.shape
-        return self.cls(*[runtime.address(array) if d is None else shape[d] for d in self.plan])
+        return self.cls(*[address(array) if d is None else shape[d] for d in self.plan])
 
 
 class Operand:
