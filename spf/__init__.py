@@ -15,6 +15,7 @@ _LAZY = {
     "evaluate": "evaluation", "Layout": "front.layout", "layout_names": "front.layout",
     "load_layout": "front.layout", "Relation": "front.relation", "Tensor": "runtime.tensor",
     "Semiring": "front.semiring", "DistributedKernel": "distributed",
+    "aslinearoperator": "linalg",
 }
 
 
@@ -45,5 +46,5 @@ def __dir__() -> list[str]:
 
 __all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "DistributedKernel",
            "Kernel", "Layout", "Relation",
-           "Semiring", "SpecError", "SpfError", "SynthesisError", "Tensor", "evaluate", "layout_names",
-           "load_layout"]
+           "Semiring", "SpecError", "SpfError", "SynthesisError", "Tensor", "aslinearoperator", "evaluate",
+           "layout_names", "load_layout"]

@@ -3,13 +3,14 @@
 Layouts come from the operands (a Tensor's own, the first of the layouts that
 ``layouts/defaults.toml`` lists for a scipy or pydata object that can store it, the dense
 layout of a numpy array's order) unless ``layouts`` names them.  Kernels are built once per
-expression, layouts and options and kept in this process (and compiled C in the disk cache).
+expression, layouts and options and kept in this process (and compiled C in the disk cache),
+as are those of :func:`spf.aslinearoperator`.
 """
 from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -55,9 +56,7 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, "str | Layout"] |
                             f"({sorted(names)}) nor kernel options ({', '.join(OPTIONS)})")
     operands = {k: v for k, v in operands_and_options.items() if k in names}
     asked = dict(layouts or {})
-    width = options.get("index_type") or next(
-        (v.layout.index_type for v in operands.values() if isinstance(v, Tensor)
-         and v.layout.index_type != "int32"), None)
+    width = index_width(options.get("index_type"), operands.values())
     bound, chosen = _bind_operands(with_mask, operands, asked, width)
     output = parsed.output
     if output.indices and output.tensor not in asked:
@@ -77,9 +76,17 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, "str | Layout"] |
 
 
 def clear_cache() -> None:
-    """Forget the kernels :func:`evaluate` built in this process."""
+    """Forget the kernels :func:`evaluate` and :func:`spf.aslinearoperator` built in this
+    process."""
     _kernels.clear()
     _exprs.clear()
+
+
+def compiled_kernel(expr: str, layouts: Mapping[str, Any], options: Mapping[str, Any]
+                    ) -> CompiledKernel:
+    """The kernel of ``expr`` with these layouts and :class:`spf.Kernel` options, built and
+    compiled once per process (the kernels of :func:`evaluate` are kept the same way)."""
+    return _kernel(_parse(expr), layouts, options)
 
 
 def _parse(expr: str) -> Expr:
@@ -89,6 +96,13 @@ def _parse(expr: str) -> Expr:
     if expr not in _exprs:
         _exprs[expr] = parse_expr(expr)
     return _exprs[expr]
+
+
+def index_width(index_type: str | None, operands: Iterable[Any]) -> str | None:
+    """The index width of a kernel over ``operands``: ``index_type`` when given, else that of
+    the first Tensor among them that is not int32, else None (the layouts' own)."""
+    return index_type or next((v.layout.index_type for v in operands if isinstance(v, Tensor)
+                               and v.layout.index_type != "int32"), None)
 
 
 def _bind_operands(parsed: Expr, operands: Mapping[str, Any], asked: Mapping[str, Any],
@@ -110,12 +124,18 @@ def _bind_operands(parsed: Expr, operands: Mapping[str, Any], asked: Mapping[str
             chosen[name] = asked[name]
             bound[name] = value
             continue
-        bound[name], chosen[name] = _infer(name, value, width)
+        bound[name], chosen[name] = infer_operand(name, value, width, "evaluate",
+                                                  f"layouts={{{name!r}: ...}}")
     return bound, chosen
 
 
-def _infer(name: str, value: Any, width: str | None) -> tuple[Any, Any]:
-    """The value to pass and the layout inferred for it."""
+def infer_operand(name: str, value: Any, width: str | None, caller: str,
+                  override: str) -> tuple[Any, Layout]:
+    """The value to pass for operand ``name`` and the layout inferred for it: a Tensor's own,
+    the dense layout of a numpy array's order, the first layout ``layouts/defaults.toml``
+    lists for a scipy or pydata object that can store it (the object wrapped or converted
+    into it, as a Tensor).  Errors start with ``caller`` and suggest ``override`` (how the
+    caller names a layout)."""
     if isinstance(value, Tensor):
         return value, value.layout
     if isinstance(value, (np.ndarray, list, tuple)):
@@ -127,12 +147,12 @@ def _infer(name: str, value: Any, width: str | None) -> tuple[Any, Any]:
         candidates = default_layouts("pydata", str(value.ndim))
         what = f"pydata sparse {type(value).__name__} of order {value.ndim}"
     else:
-        raise ArgumentError(f"evaluate: {name!r}: expected an spf.Tensor, a numpy array, a "
+        raise ArgumentError(f"{caller}: {name!r}: expected an spf.Tensor, a numpy array, a "
                             f"scipy.sparse matrix or array, a pydata sparse array or a number, "
                             f"got {type(value).__name__}")
     if not candidates:
-        raise ArgumentError(f"evaluate: {name!r}: no layout is listed for a {what} in "
-                            f"layouts/defaults.toml; pass layouts={{{name!r}: ...}}")
+        raise ArgumentError(f"{caller}: {name!r}: no layout is listed for a {what} in "
+                            f"layouts/defaults.toml; pass {override}")
     reasons = []
     for candidate in candidates:
         try:
@@ -141,8 +161,8 @@ def _infer(name: str, value: Any, width: str | None) -> tuple[Any, Any]:
             reasons.append(f"{candidate}: {exc}")
             continue
         return t, t.layout
-    raise ArgumentError(f"evaluate: {name!r}: no layout listed for a {what} can store it ("
-                        + "; ".join(reasons) + f"); pass layouts={{{name!r}: ...}}")
+    raise ArgumentError(f"{caller}: {name!r}: no layout listed for a {what} can store it ("
+                        + "; ".join(reasons) + f"); pass {override}")
 
 
 def _search_path() -> str:
