@@ -15,6 +15,7 @@ _LAZY = {
     "evaluate": "evaluation", "Layout": "front.layout", "layout_names": "front.layout",
     "load_layout": "front.layout", "Relation": "front.relation", "Tensor": "runtime.tensor",
     "Semiring": "front.semiring", "DistributedKernel": "distributed",
+    "KernelOptions": "decide.options",
     "aslinearoperator": "linalg",
 }
 
@@ -45,6 +46,6 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "DistributedKernel",
-           "Kernel", "Layout", "Relation",
+           "Kernel", "KernelOptions", "Layout", "Relation",
            "Semiring", "SpecError", "SpfError", "SynthesisError", "Tensor", "aslinearoperator", "evaluate",
            "layout_names", "load_layout"]

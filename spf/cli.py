@@ -11,10 +11,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, NoReturn, Sequence
 
 from .errors import SpfError
-from .decide.options import FIND_CHOICES
+from .decide.options import OPTIONS, Form, Option
 
 EXAMPLES = """\
 examples:
@@ -34,8 +34,17 @@ examples:
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes print the usage of the command at hand, then ``spf: error: ...`` (as
+    every other error does) and exit with status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"spf: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="spf", description="Sparse polyhedral code generator: C for sparse tensor kernels "
         "from layout relations with uninterpreted functions.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,50 +129,59 @@ def _parser() -> argparse.ArgumentParser:
                       help="matrix density (default 0.001)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument("--quiet", action="store_true", help="do not print the generated C")
+    for command in sub.choices.values():      # errors print the usage of their command
+        command.set_defaults(subparser=command)
     return parser
 
 
 def _kernel_arguments(cmd: argparse.ArgumentParser) -> None:
-    """Options that build the kernel, shared by ``generate`` and ``analyze``."""
+    """What builds the kernel, shared by ``generate`` and ``analyze``: the kernel, its layouts
+    and their parameters, then one flag per kernel option (from the options schema)."""
     cmd.add_argument("kernel", metavar="EXPR_OR_KERNEL_FILE",
                      help='index notation such as "y(i) = A(i,j) * x(j)", or a .toml kernel file')
     cmd.add_argument("-l", "--layout", action="append", default=[], metavar="TENSOR=LAYOUT",
                      help="layout of a tensor: a layout name or a .toml path (repeatable; "
                      "tensors without one are dense)")
-    cmd.add_argument("--order", metavar="VARS",
-                     help="loop order, outermost first, comma-separated (e.g. A.pi,A.pj)")
-    cmd.add_argument("--bounds", metavar="CONSTRAINTS",
-                     help='dense iteration-space bounds, e.g. "j <= i"')
     cmd.add_argument("--param", action="append", default=[], metavar="TENSOR.PARAM=INT",
                      help="layout parameter of a tensor, e.g. A.B=4 (repeatable)")
-    cmd.add_argument("--find", metavar="CHOICE",
-                     help=f"find algorithm for every guard loop: {', '.join(FIND_CHOICES)} "
-                     "(default auto: the cheapest one Z3 proves valid; loop keeps guard loops)")
-    cmd.add_argument("--name", metavar="NAME", help="name of the generated C function")
-    cmd.add_argument("--parallel", action="store_true",
-                     help="OpenMP: run the outermost loop that carries no dependence in "
-                     "parallel")
-    cmd.add_argument("--reassociate", action="store_true",
-                     help="let sums run in a different order (SIMD partial sums): faster, "
-                     "but the rounding differs from the sequential sum")
-    cmd.add_argument("--semiring", metavar="NAME",
-                     help="add and mul of the statement: plus_times (default), min_plus, "
-                     "max_plus, max_times, min_times, or_and, plus_pair, any_pair")
-    cmd.add_argument("--mask", metavar="OUT=M",
-                     help="structural mask: only the entries tensor M stores of the output "
-                     "OUT are computed (M is one more argument; give its layout with -l)")
-    cmd.add_argument("--complement", action="store_true",
-                     help="with --mask: the output keeps the elements outside M's entries")
-    cmd.add_argument("--fill-values", action="store_true",
-                     help="absent entries are the semiring's zero (TACO fill values) instead "
-                     "of not taking part (GraphBLAS structural semantics, the default)")
-    cmd.add_argument("--tile", action="append", default=[], metavar="VAR=SIZE",
-                     help="strip-mine loop VAR (e.g. A.pi=256) into tiles of SIZE; the tile "
-                     "loop is VAR_tile, e.g. A.pi_tile in --order (repeatable)")
-    cmd.add_argument("--z3-timeout-ms", type=int, metavar="MS",
-                     help="time limit of each Z3 query (default $SPF_Z3_TIMEOUT_MS, else 2000); "
-                     "an undecided query keeps the safe choice, named in the report")
-    _index_type_argument(cmd)
+    for o in OPTIONS:
+        choices = f" (choices: {', '.join(o.choices())})" if o.choices else ""
+        if o.form is Form.FLAG:
+            cmd.add_argument(o.flag, action="store_true", default=None, help=o.help)
+        elif o.form in _REPEATED:
+            cmd.add_argument(o.flag, action="append", metavar=o.metavar,
+                             help=f"{o.help}{choices} (repeatable)")
+        else:
+            cmd.add_argument(o.flag, metavar=o.metavar, help=o.help + choices,
+                             type=int if o.form is Form.INTEGER else str)
+
+
+_REPEATED = (Form.SIZES, Form.FIND)     # flags given once per loop variable or tensor
+
+
+def _option_value(o: Option, given: Any, parser: argparse.ArgumentParser) -> Any:
+    """What the command line gave for option ``o``, as the Python keyword takes it."""
+    if given is None or o.form not in (*_REPEATED, Form.PAIR):
+        return given
+    example = ",".join(f"{k}={v}" for k, v in o.example.items()) \
+        if isinstance(o.example, dict) else "B=hashmap"
+    if o.form is Form.PAIR:
+        return dict(_pairs([given], o.flag, example, parser))
+    if o.form is Form.FIND and all("=" not in item for item in given):
+        if len(given) > 1:
+            parser.error(f"{o.flag}: give one algorithm for every find, or TENSOR=ALGORITHM "
+                         f"per tensor; got {given}")
+        return given[0]
+    pairs = _pairs(given, o.flag, example, parser)
+    if o.form is Form.FIND:
+        return dict(pairs)
+    sizes = {}
+    for key, value in pairs:
+        try:
+            sizes[key] = int(value)
+        except ValueError:
+            parser.error(f"{o.flag} {key}: {value!r} is not an integer")
+    return sizes
 
 
 def _layout_param_argument(cmd: argparse.ArgumentParser, where: str = " (repeatable)") -> None:
@@ -184,8 +202,8 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 demo mismatch, 2 user error)."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
+    parser = args.subparser
     try:
         if args.command == "layouts":
             return cmd_layouts(args)
@@ -277,12 +295,12 @@ def cmd_layouts(args: argparse.Namespace) -> int:
     return status
 
 
-def _pairs(items: list[str], what: str, parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
+def _pairs(items: list[str], what: str, example: str,
+           parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
     out = []
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
-            example = {"-l": "A=CSR", "--param": "A.B=4", "--tile": "A.pi=256"}[what]
             parser.error(f"{what} must look like {example}, got {item!r}")
         out.append((key.strip(), value.strip()))
     return out
@@ -291,9 +309,9 @@ def _pairs(items: list[str], what: str, parser: argparse.ArgumentParser) -> list
 def _build_kernel(args: argparse.Namespace, parser: argparse.ArgumentParser):
     """The Kernel described by the shared options of ``generate`` and ``analyze``."""
     from .kernel import Kernel
-    layouts = dict(_pairs(args.layout, "-l", parser))
+    layouts = dict(_pairs(args.layout, "-l", "A=CSR", parser))
     params: dict[str, dict[str, int]] = {}
-    for key, value in _pairs(args.param, "--param", parser):
+    for key, value in _pairs(args.param, "--param", "A.B=4", parser):
         tensor, dot, pname = key.partition(".")
         if not dot or not pname:
             parser.error(f"--param must name a tensor and a parameter (A.B=4), got {key!r}")
@@ -301,39 +319,11 @@ def _build_kernel(args: argparse.Namespace, parser: argparse.ArgumentParser):
             params.setdefault(tensor, {})[pname] = int(value)
         except ValueError:
             parser.error(f"--param {key}: {value!r} is not an integer")
-    tile: dict[str, int] = {}
-    for key, value in _pairs(args.tile, "--tile", parser):
-        try:
-            tile[key] = int(value)
-        except ValueError:
-            parser.error(f"--tile {key}: {value!r} is not an integer")
     expr = args.kernel
     if expr.endswith(".toml") and not Path(expr).is_file():
         parser.error(f"kernel file not found: {expr}")
-    options = {}
-    if args.name:
-        options["name"] = args.name
-    if args.find:
-        options["find"] = args.find
-    if tile:
-        options["tile"] = tile
-    if args.index_type:
-        options["index_type"] = args.index_type
-    if args.reassociate:
-        options["reassociate"] = True
-    if args.semiring:
-        options["semiring"] = args.semiring
-    if args.mask:
-        out, eq, mask = args.mask.partition("=")
-        if not eq or not out or not mask:
-            parser.error(f"--mask {args.mask}: expected OUT=M, e.g. --mask C=M")
-        options["mask"] = {out: mask}
-    if args.complement:
-        options["complement"] = True
-    if args.fill_values:
-        options["fill_values"] = True
-    return Kernel(expr, layouts, order=args.order, bounds=args.bounds, params=params,
-                  parallel=args.parallel, z3_timeout_ms=args.z3_timeout_ms, **options)
+    options = {o.name: _option_value(o, getattr(args, o.name), parser) for o in OPTIONS}
+    return Kernel(expr, layouts, params=params, **options)
 
 
 def cmd_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -17,14 +17,13 @@ import numpy as np
 from .runtime.compiled import CompiledKernel
 from .errors import ArgumentError, SpfError
 from .kernel import Kernel
+from .decide.options import NAMES
 from .front.kernel_spec import Expr, parse_expr
 from .front.layout import Layout, default_layout, default_layouts, load_layout
 from .runtime.operands import as_tensor, is_pydata, is_scipy
 from .runtime.tensor import Tensor
 
-OPTIONS = ("order", "find", "parallel", "bounds", "params", "name", "tile", "share",
-           "drop_zeros", "index_type", "z3_timeout_ms", "semiring", "mask", "complement",
-           "fill_values")
+KEYWORDS = ("params",) + NAMES     # besides the operands: layout parameters, kernel options
 
 _kernels: dict[tuple, CompiledKernel] = {}
 _exprs: dict[str, Expr] = {}
@@ -36,8 +35,9 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, "str | Layout"] |
 
     Operands are spf Tensors, numpy arrays, scipy.sparse matrices or arrays, pydata sparse
     arrays, or numbers for scalars.  ``layouts`` overrides the inferred layout of any tensor,
-    the output's included; the other keywords are :class:`spf.Kernel` options (``order``,
-    ``find``, ``parallel``, ``index_type``, ...).  ``out``: an array to write (``=``) or add
+    the output's included; ``params`` gives layout parameters, as to :class:`spf.Kernel`;
+    the other keywords are kernel options (:class:`spf.KernelOptions`: ``order``, ``find``,
+    ``parallel``, ``reassociate``, ``index_type``, ...).  ``out``: an array to write (``=``) or add
     (``+=``) the result into.  Returns a float for a scalar output, numpy for a dense one, a
     ``scipy.sparse.csr_array`` for an order-2 output whose operands are all sparse, and a
     Tensor when ``layouts`` names a sparse layout for the output.
@@ -50,10 +50,11 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, "str | Layout"] |
         with_mask = parsed.with_mask(next(iter(mask.values())))
     names = set(with_mask.tensors)
     options = {k: v for k, v in operands_and_options.items() if k not in names}
-    unknown = sorted(set(options) - set(OPTIONS))
+    unknown = sorted(set(options) - set(KEYWORDS))
     if unknown:
         raise ArgumentError(f"evaluate: {unknown} are neither tensors of {parsed.text!r} "
-                            f"({sorted(names)}) nor kernel options ({', '.join(OPTIONS)})")
+                            f"({sorted(names)}) nor params or kernel options "
+                            f"({', '.join(NAMES)})")
     operands = {k: v for k, v in operands_and_options.items() if k in names}
     asked = dict(layouts or {})
     width = index_width(options.get("index_type"), operands.values())

@@ -1,6 +1,7 @@
 """The public Kernel API: spec -> iteration space -> loop nest -> C -> compiled callable."""
 from __future__ import annotations
 
+import inspect
 import keyword
 from functools import cached_property, lru_cache
 from typing import Any, Mapping
@@ -12,16 +13,17 @@ from .back.source import emit_kernel, emit_merged, emit_sum, header_lines
 from .concurrency import symbolic
 from .errors import SpecError
 from .middle.iteration_space import IterationSpace, build, shared_fields
-from .front.kernel_spec import Expr, layout_params, load_kernel_file, parse_expr, tensor_layouts
-from .front.semiring import Semiring
+from .front.kernel_spec import (FILE_KEYS, Expr, layout_params, load_kernel_file, parse_expr,
+                                tensor_layouts)
 from .front.layout import Layout, default_layout, load_layout
+from .front.semiring import Semiring
 from .middle.order import default_order
 from .middle.scan import LoopNest
 from .decide.synthesis import Decision
 from .decide.analysis import Analysis, TileReport
 from .assembly import AssemblyPlan, for_stream
 from .assembly.merge import Run, operand_run
-from .decide.options import C_RESERVED, kernel_options
+from .decide.options import C_RESERVED, NAMES, OPTIONS, KernelOptions, check_given
 from .decide.plan import Plan, make_plan
 from .decide.split import split_terms
 from .decide.report import plan_report
@@ -34,26 +36,13 @@ from .runtime.tensor import register_generated
 class Kernel:
     """A kernel in tensor index notation with a layout per tensor.
 
-    ``layouts`` maps tensor names to layout names, paths or :class:`Layout` objects;
-    tensors not named are dense.  ``order`` lists loop variables outermost first: logical
-    indices (``"i"``) or layout indices (``"A.pi"``), as a list or a comma-separated string.
-    ``bounds`` restricts the dense iteration space (``"j <= i"``).  ``params`` maps tensor
-    names to layout parameters.  ``parallel=True`` runs the outermost loop that carries no
-    dependence with OpenMP (an inner one: a worksharing loop in a parallel region).  ``tile={"A.pi": 256}`` strip-mines loops (a tile loop
-    ``A.pi_tile`` is placed right before each, or where ``order`` names it).
-    ``drop_zeros=True``: an output the kernel assembles stores no entry whose value is 0.0.
-    ``reassociate=True``: a sum into one output element may run in another order (SIMD
-    partial sums over the innermost loop, ``omp simd reduction``); faster on long rows, but
-    the rounding differs from the sequential sum, so it is off by default.
-    ``index_type``: ``"int32"`` (default) or ``"int64"``, the width of every tensor's index
-    arrays and sizes and of the loop indices (tensors must be built with the same width).
-    ``z3_timeout_ms``: the time limit of each Z3 query (default ``$SPF_Z3_TIMEOUT_MS``, else
-    2000); a query that reaches it proves nothing, the safe choice is kept and reported.
-    ``semiring``: the statement's add and mul (:class:`Semiring` or a built-in's name);
-    ``mask={"C": "M"}`` restricts the output to M's entries (``complement=True``: to the
-    others); products run over the entries the operands store (GraphBLAS's structural
-    semantics) unless ``fill_values=True``: absent entries are then the semiring's zero.
-    ``expr`` may also be the path of a kernel spec file (``.toml``).
+    ``expr`` is the statement (``"y(i) = A(i,j) * x(j)"``) or the path of a kernel spec file
+    (``.toml``).  ``layouts`` maps tensor names to layout names, paths or :class:`Layout`
+    objects; tensors not named are dense.  ``params`` maps tensor names to layout parameters
+    (``{"A": {"B": 4}}``).  The other keywords are the options of :class:`KernelOptions`
+    (listed below); ``options`` gives them as one :class:`KernelOptions`, whose fields left
+    at their defaults do not count as given.  Options given in the call override a kernel
+    file's.
 
     A sum (``C(i,j) = A(i,j) + B(i,j)``, ``y(i) = A(i,j) * x(j) - b(i)``) is split into one
     statement per term (``terms``: a product Kernel each, with the same options; ``order``
@@ -62,35 +51,26 @@ class Kernel:
     """
 
     @symbolic
-    def __init__(self, expr: "str | Expr", layouts: Mapping[str, "str | Layout"] | None = None, *,
-                 order: list[str] | None = None, find: "str | Mapping[str, str]" = "auto",
-                 parallel: bool = False, bounds: str | None = None,
-                 params: Mapping[str, Mapping[str, int]] | None = None,
-                 name: str | None = None, tile: Mapping[str, int] | None = None,
-                 share: Mapping[str, str] | None = None, drop_zeros: bool = False,
-                 reassociate: bool = False, index_type: str | None = None,
-                 z3_timeout_ms: int | None = None, semiring: "str | Semiring | None" = None,
-                 mask: Mapping[str, str] | None = None, complement: bool | None = None,
-                 fill_values: bool | None = None):
+    def __init__(self, expr: "str | Expr", layouts: Mapping[str, "str | Layout"] | None = None,
+                 *, params: Mapping[str, Mapping[str, int]] | None = None,
+                 options: KernelOptions | None = None, **keywords: Any):
         layouts = tensor_layouts(layouts)
         params = layout_params(params)
-        from_file = {}
-        if str(expr).endswith(".toml"):
+        from_file: dict[str, Any] = {}
+        if isinstance(expr, str) and expr.endswith(".toml"):
             spec = load_kernel_file(expr)
             self.expr: Expr = spec.expr
             layouts = {**spec.layouts, **layouts}
             params = {**spec.params, **params}
-            from_file = spec.options    # arguments given in the call override the file's
+            from_file = check_given(spec.options, spec.source, spec.position, FILE_KEYS)
         elif isinstance(expr, Expr):
             self.expr = expr
         else:
             self.expr = parse_expr(expr)
-        self.options = opts = kernel_options(self.expr, dict(
-            order=order, find=find, parallel=parallel, bounds=bounds, name=name, tile=tile,
-            share=share, drop_zeros=drop_zeros, reassociate=reassociate, index_type=index_type,
-            z3_timeout_ms=z3_timeout_ms, semiring=semiring, mask=mask,
-            complement=complement, fill_values=fill_values), from_file)
-        self.mask, self.complement = opts.mask, opts.complement
+        given = {**from_file, **_differing(options), **check_given(keywords, self.expr.source)}
+        self.options = opts = KernelOptions(**given).resolved(self.expr)
+        self.mask = opts.mask[1] if opts.mask else None
+        self.complement = opts.complement
         if self.mask and not self.complement:
             self.expr = self.expr.with_mask(self.mask)
         self._check_names()
@@ -166,12 +146,11 @@ class Kernel:
                               assemble=self.assembled).variables
             mine = None if order is None else [
                 v for v in order if v.replace(".", "_", 1) in variables]
-            self.terms.append(Kernel(term.product, term.layouts, order=mine or None,
-                                     find=term.find, parallel=self.parallel, bounds=term.bounds,
-                                     name=f"{self.name}_term{k}", index_type=self.index_type,
-                                     reassociate=self.options.reassociate,
-                                     z3_timeout_ms=self.z3_timeout_ms,
-                                     semiring=self.semiring))
+            self.terms.append(Kernel(term.product, term.layouts, options=KernelOptions(
+                order=tuple(mine) if mine else None, find=term.find, parallel=self.parallel,
+                bounds=tuple(term.bounds or ()), name=f"{self.name}_term{k}",
+                index_type=self.index_type, reassociate=self.options.reassociate,
+                z3_timeout_ms=self.z3_timeout_ms, semiring=self.semiring)))
         if order:
             used = {v for t in self.terms for v in t.order}
             unknown = [v for v in order if v.replace(".", "_", 1) not in used]
@@ -230,21 +209,14 @@ class Kernel:
                             self.expr.source)
 
     def _check_tile(self, tile: Mapping[str, int] | None) -> dict[str, int]:
-        if not tile:
-            return {}
-        if not isinstance(tile, Mapping):
-            raise SpecError(f"tile must map loop variables to sizes, got {tile!r}",
-                            self.expr.source)
+        """The tiled loop variables (``A_pi``) and sizes (checked by the options schema)."""
         out = {}
         variables = self.space.variables
-        for name, size in tile.items():
-            var = name.replace(".", "_", 1) if isinstance(name, str) else None
+        for name, size in (tile or {}).items():
+            var = name.replace(".", "_", 1)
             if var not in variables:
                 raise SpecError(f"tile names {name!r}, which is not a variable of the "
                                 f"iteration space", self.expr.source)
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise SpecError(f"tile size of {name!r} must be a positive integer, got "
-                                f"{size!r}", self.expr.source)
             out[var] = size
         return out
 
@@ -478,6 +450,43 @@ class Kernel:
         return (f"complement of {self.mask} ({self.mask_layout.name}): the product is "
                 f"computed for every element, then {self.mask}'s entries of "
                 f"{self.expr.output.tensor} are {reset}; the iteration is not pruned")
+
+def _differing(options: KernelOptions | None) -> dict[str, Any]:
+    """The fields of ``options`` that differ from the defaults (what it gives)."""
+    if options is None:
+        return {}
+    if not isinstance(options, KernelOptions):
+        raise SpecError(f"options must be an spf.KernelOptions, got {type(options).__name__}")
+    default = _DEFAULT_OPTIONS
+    return {name: getattr(options, name) for name in NAMES
+            if getattr(options, name) != getattr(default, name)}
+
+
+_DEFAULT_OPTIONS = KernelOptions()
+
+
+def _signature_and_doc() -> None:
+    """``Kernel``'s signature and the options part of its docstring, from the schema."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("expr", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+              inspect.Parameter("layouts", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                default=None),
+              inspect.Parameter("params", kw, default=None),
+              inspect.Parameter("options", kw, default=None)]
+    params += [inspect.Parameter(o.name, kw, default=_shown(getattr(_DEFAULT_OPTIONS, o.name)))
+               for o in OPTIONS]
+    Kernel.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    lines = [f"    ``{o.name}`` ({o.form.value}): {o.help}." for o in OPTIONS]
+    Kernel.__doc__ = (Kernel.__doc__ or "") + "\n    Options:\n\n" + "\n".join(lines) + "\n"
+
+
+def _shown(default: Any) -> Any:
+    """An option's default as a user writes it (a semiring by its name)."""
+    return default.name if isinstance(default, Semiring) else default
+
+
+_signature_and_doc()
+
 
 def _width_of_given(layouts: Mapping[str, Any]) -> str:
     """The index width of the Layout objects among ``layouts`` ("int32" when none is one);

@@ -9,15 +9,14 @@ when an operator is made).
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import numpy as np
 
+from .decide.options import check_given
 from .errors import ArgumentError
 from .evaluation import index_width, infer_operand
 from .front.layout import Layout, load_layout
-from .kernel import Kernel
 from .runtime.operands import as_tensor, is_pydata, is_scipy
 from .runtime.tensor import Tensor
 
@@ -32,12 +31,13 @@ def aslinearoperator(A: Any, layout: "str | Layout | None" = None, **options: An
     :func:`spf.evaluate` infers it when None; A is wrapped or converted into it here, once (a
     scipy CSR, CSC or COO matrix is read in place: do not change its arrays afterwards).  The
     other keywords are :class:`spf.Kernel` options (``parallel``, ``index_type``,
-    ``reassociate``, ``find``, ...), given to every kernel; the kernels name A's indices
+    ``reassociate``, ``find``, ...: :class:`spf.KernelOptions`), checked here and given to
+    every kernel; the kernels name A's indices
     ``i`` and ``j`` (``order``, ``tile``, ``bounds`` refer to them).  Each kernel is built
     when first used and kept in the process, as :func:`spf.evaluate` keeps its kernels.
     ``op.A`` is the Tensor.
     """
-    _check_option_names(options)
+    check_given(options)        # names and values, before anything is built
     A = _array_if_list(A)
     shape = _shape(A)
     if len(shape) != 2:
@@ -54,18 +54,6 @@ def aslinearoperator(A: Any, layout: "str | Layout | None" = None, **options: An
                             f"the tensor with index_type={width!r}")
     from .linear_operator import Products, SpfLinearOperator
     return SpfLinearOperator(Products(_matrix(A, layout, width), options))
-
-
-def _check_option_names(options: dict[str, Any]) -> None:
-    """ArgumentError for a keyword :class:`spf.Kernel` does not take (the values are checked
-    when the first kernel is built: a bad one is a SpecError on the first product)."""
-    signature = inspect.signature(Kernel)
-    try:
-        signature.bind("y(i) = x(i)", None, **options)
-    except TypeError as exc:
-        names = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
-        raise ArgumentError(f"aslinearoperator: {exc}; the options are spf.Kernel's: "
-                            + ", ".join(names)) from None
 
 
 def _array_if_list(A: Any) -> Any:

@@ -393,7 +393,8 @@ def test_kernel_file_with_bad_key(tmp_path):
     text = KERNEL_FILE.replace("[layouts]", "[layout]")
     path = tmp_path / "k.toml"
     path.write_text(text)
-    kernel_error("unknown key 'layout'", "expected one of", "'layouts'", source=str(path),
+    kernel_error("unknown key 'layout' (did you mean 'layouts'?); a kernel file has expr, "
+                 "layouts, params and the options name, order,", source=str(path),
                  line=line_of(text, "[layout]"), column=1, args=(str(path),))
 
 
@@ -410,7 +411,8 @@ def test_kernel_file_with_bad_option_type(tmp_path):
     text = KERNEL_FILE.replace('order = ["A.pi", "A.pj"]', 'order = 3')
     path = tmp_path / "k.toml"
     path.write_text(text)
-    kernel_error("'order' must be a list of loop variables", source=str(path),
+    kernel_error("order must be a list of loop variables such as ['A.pi', 'A.pj'] or a "
+                 "comma-separated string, got 3", source=str(path),
                  line=line_of(text, "order ="), column=1, args=(str(path),))
 
 
@@ -637,19 +639,19 @@ def test_from_scipy_and_from_dense_errors():
         spf.Tensor.from_dense("DenseMatrix", np.ones(3))
 
 
-def test_kernel_options_merge_call_over_file_and_validate_once():
-    from spf.front.kernel_spec import parse_expr
-    from spf.decide.options import kernel_options
-    expr = parse_expr("y(i) = A(i,j) * x(j)")
-    given = dict(order=None, find="auto", parallel=False, bounds=None, name=None, tile=None,
-                 share=None, drop_zeros=False, index_type=None, z3_timeout_ms=None)
-    from_file = {"parallel": True, "find": "hashmap", "name": "from_file", "z3_timeout_ms": 7}
-    merged = kernel_options(expr, given, from_file)
-    assert (merged.parallel, merged.find, merged.name, merged.z3_timeout_ms) == \
+def test_kernel_options_merge_call_over_file_and_validate_once(tmp_path):
+    path = tmp_path / "k.toml"
+    path.write_text('expr = "y(i) = A(i,j) * x(j)"\nparallel = true\nfind = "hashmap"\n'
+                    'name = "from_file"\nz3_timeout_ms = 7\n[layouts]\nA = "CSR"\n')
+    opts = spf.Kernel(str(path)).options
+    assert (opts.parallel, opts.find, opts.name, opts.z3_timeout_ms) == \
         (True, "hashmap", "from_file", 7)
-    called = kernel_options(expr, {**given, "find": "binsearch", "name": "mine"}, from_file)
-    assert (called.find, called.name) == ("binsearch", "mine")
+    opts = spf.Kernel(str(path), find="binsearch", name="mine", parallel=False).options
+    assert (opts.find, opts.name, opts.parallel) == ("binsearch", "mine", False)
+    given = spf.KernelOptions(find="loop", parallel=True)
+    opts = spf.Kernel(str(path), options=given, name="mine").options
+    assert (opts.find, opts.name, opts.parallel, opts.z3_timeout_ms) == ("loop", "mine", True, 7)
     with pytest.raises(spf.SpecError, match="drop_zeros must be True or False, got 'yes'"):
-        kernel_options(expr, {**given, "drop_zeros": "yes"})
+        spf.KernelOptions(drop_zeros="yes")
     with pytest.raises(spf.SpecError, match="find='fast' is not a find algorithm"):
         spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, find="fast")

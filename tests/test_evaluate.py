@@ -113,7 +113,7 @@ def test_index_type_option(data):
 def test_bad_input(data):
     with pytest.raises(spf.ArgumentError, match=r"evaluate: \['paralel'\] are neither tensors of "
                                                 r"'y\(i\) = A\(i,j\) \* x\(j\)' \(\['A', 'x', 'y'\]\) "
-                                                "nor kernel options"):
+                                                "nor params or kernel options"):
         spf.evaluate("y(i) = A(i,j) * x(j)", A=data["A"], x=data["x"], paralel=True)
     with pytest.raises(spf.ArgumentError, match="evaluate: missing operand 'x'"):
         spf.evaluate("y(i) = A(i,j) * x(j)", A=data["A"])

@@ -1,154 +1,371 @@
-"""The options of a kernel, merged (call over kernel file) and validated once."""
+"""The options of a kernel: one schema (:class:`KernelOptions`, public as ``spf.KernelOptions``)
+from which :class:`spf.Kernel`'s keywords, the kernel-file keys, :func:`spf.evaluate`'s
+keywords, the command line's flags, their validation and the documentation's table are all
+derived.  Each field's :class:`Option` says how the option is written (its :class:`Form`),
+what it means and how a value is checked; :meth:`KernelOptions.given` checks what one entry
+point was given, :meth:`KernelOptions.over` lays the call's options over a kernel file's, and
+:meth:`KernelOptions.resolved` checks the names they use against the statement.
+"""
 from __future__ import annotations
 
+import difflib
+import enum
 import re
-from dataclasses import dataclass
-from typing import Any, Mapping
+import shlex
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import SpecError
 from ..finds import NAMES as ALGORITHMS
 from ..front.kernel_spec import Expr, parse_bounds, parse_order
-from ..front.semiring import PLUS_TIMES, Semiring, semiring_of
+from ..front.layout import INDEX_WIDTHS
+from ..front.semiring import BUILTINS, PLUS_TIMES, Semiring, semiring_of
 from ..front.syntax import C_KEYWORDS
 from ..front.terms import Constraint
-from ..middle.z3limit import z3_timeout
+from ..middle.z3limit import Z3_TIMEOUT_ENV, Z3_TIMEOUT_MS, z3_timeout
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
 C_RESERVED = C_KEYWORDS | {"memset"}   # names generated C may not use
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+class Table(Mapping[str, Any]):
+    """A read-only, hashable mapping of names (unlike ``MappingProxyType``, it pickles: kernels
+    travel to other processes with their options)."""
+
+    def __init__(self, items: Mapping[str, Any]):
+        self._items = dict(items)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._items.items())))
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+
+class Form(enum.Enum):
+    """How an option's value is written in Python, in a kernel file and on the command line."""
+
+    FLAG = "true or false"
+    NAME = "a C identifier"
+    CHOICE = "one of the choices"
+    INTEGER = "an integer"
+    TEXT = "a string"
+    NAMES = "a list of names, or one comma-separated string"
+    SIZES = "a table of names and positive integers"
+    PAIR = "a table of one output and one tensor"
+    FIND = "an algorithm, or a table of tensors and algorithms"
+    SEMIRING = "a built-in's name, or a table of add, mul, zero (one, associative, commutative)"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of :class:`KernelOptions`: its form, meaning and check."""
+
+    form: Form
+    help: str
+    example: Any                                    # a valid value, for the documentation
+    choices: Callable[[], tuple[str, ...]] | None = None
+    metavar: str = "VALUE"
+    name: str = ""                                  # filled from the field
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag."""
+        return "--" + self.name.replace("_", "-")
+
+
+def _option(default: Any, form: Form, help: str, example: Any, **more: Any) -> Any:
+    return field(default=default, metadata={"option": Option(form, help, example, **more)})
 
 
 @dataclass(frozen=True)
 class KernelOptions:
-    """What :class:`spf.Kernel` takes besides the expression and the layouts (see its
-    docstring); every field is checked when the options are made."""
+    """The options of :class:`spf.Kernel` besides the expression, the layouts and their
+    parameters, as checked values (mappings read-only).  Make them with :meth:`given`; every
+    entry point (Python keywords, kernel files, :func:`spf.evaluate`, the ``spf`` command)
+    goes through it."""
 
-    name: str = "spf_kernel"
-    order: tuple[str, ...] | None = None
-    find: "str | Mapping[str, str]" = "auto"
-    parallel: bool = False
-    bounds: tuple[Constraint, ...] = ()
-    bounds_text: str | None = None
-    tile: "Mapping[str, int] | None" = None
-    share: tuple[str, str] | None = None
-    drop_zeros: bool = False
-    reassociate: bool = False
-    index_type: str | None = None
-    z3_timeout_ms: int = 0
-    semiring: Semiring = PLUS_TIMES
-    mask: str | None = None          # the output's structural mask (a tensor name)
-    complement: bool = False         # the output takes entries outside the mask's
-    fill_values: bool = False        # absent entries read as the semiring's zero
+    name: str = _option("spf_kernel", Form.NAME, "the name of the generated C function",
+                        "my_spmv", metavar="NAME")
+    order: tuple[str, ...] | None = _option(
+        None, Form.NAMES, "loop variables outermost first: logical indices (i) or layout "
+        "indices (A.pi); default: an order spf chooses and explains", ("A.pi", "A.pj"),
+        metavar="VARS")
+    find: "str | Mapping[str, str]" = _option(
+        "auto", Form.FIND, "the find algorithm of every guard loop, or per searched tensor; "
+        "auto: the cheapest one Z3 proves valid, loop: keep the guard loop", "binsearch",
+        choices=lambda: FIND_CHOICES, metavar="[TENSOR=]ALGORITHM")
+    parallel: bool = _option(False, Form.FLAG, "run the outermost loop that carries no "
+                             "dependence with OpenMP (an inner one as a worksharing loop)", True)
+    bounds: tuple[Constraint, ...] = _option(
+        (), Form.TEXT, "affine bounds restricting the dense iteration space", "j <= i",
+        metavar="CONSTRAINTS")
+    tile: "Mapping[str, int] | None" = _option(
+        None, Form.SIZES, "strip-mine loops into tiles of the given sizes (a tile loop "
+        "VAR_tile, e.g. A.pi_tile, is placed right before each, or where order names it)",
+        {"A.pi": 256}, metavar="VAR=SIZE")
+    share: tuple[str, str] | None = _option(
+        None, Form.PAIR, "the output takes this input's structure (its index arrays); only "
+        "values are computed", {"C": "A"}, metavar="OUT=TENSOR")
+    drop_zeros: bool = _option(False, Form.FLAG, "an output the kernel assembles stores no "
+                               "entry whose value is the semiring's zero", True)
+    reassociate: bool = _option(
+        False, Form.FLAG, "a sum into one output element may run in another order (SIMD "
+        "partial sums): faster on long rows, but the rounding differs from the sequential "
+        "sum", True)
+    index_type: str | None = _option(
+        None, Form.CHOICE, "the width of index arrays, sizes and loop indices (default: the "
+        "Layout objects' own, else int32; tensors must be built with the same)", "int64",
+        choices=lambda: INDEX_WIDTHS, metavar="WIDTH")
+    z3_timeout_ms: int | None = _option(
+        None, Form.INTEGER, f"the time limit of each Z3 query in milliseconds (default "
+        f"${Z3_TIMEOUT_ENV}, else {Z3_TIMEOUT_MS}); an undecided query keeps the safe choice, "
+        "named in the report", 5000, metavar="MS")
+    semiring: Semiring = _option(
+        PLUS_TIMES, Form.SEMIRING, "the statement's add and mul: a built-in's name or "
+        "spf.Semiring(add=, mul=, zero=, one=)", "min_plus",
+        choices=lambda: tuple(BUILTINS), metavar="SEMIRING")
+    mask: tuple[str, str] | None = _option(
+        None, Form.PAIR, "a structural mask: only the entries tensor M stores of the output "
+        "are computed (M is one more argument)", {"C": "M"}, metavar="OUT=M")
+    complement: bool = _option(False, Form.FLAG, "with mask: the output keeps the elements "
+                               "outside the mask's entries", True)
+    fill_values: bool = _option(
+        False, Form.FLAG, "absent entries are the semiring's zero (TACO's fill values) "
+        "instead of not taking part (GraphBLAS's structural semantics)", True)
+    def __post_init__(self) -> None:
+        """Each value checked by its form (idempotent: checked values pass unchanged)."""
+        for o in OPTIONS:
+            value = getattr(self, o.name)
+            if value is not None:
+                object.__setattr__(self, o.name, _CHECKS[o.form](o, value, "<string>"))
 
+    @classmethod
+    def of(cls, values: Mapping[str, Any], source: str = "<string>",
+           where: Callable[[str], tuple[int, int]] | None = None) -> "KernelOptions":
+        """The options ``values`` gives (see :func:`check_given`); the others default."""
+        return cls(**check_given(values, source, where))
 
-def kernel_options(expr: Expr, given: Mapping[str, Any],
-                   from_file: Mapping[str, Any] | None = None) -> KernelOptions:
-    """``given`` (the call's keywords, None where not given) over ``from_file`` (a kernel
-    file's options), validated against ``expr``."""
-    o = _merged(given, from_file or {})
-    src = expr.source
-    name = "spf_kernel" if o["name"] is None else o["name"]
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) \
-            or name in C_RESERVED:
-        raise SpecError(f"kernel name {name!r} is not a valid C identifier", src)
-    parallel = o["parallel"]
-    if not isinstance(parallel, bool):
-        raise SpecError(f"parallel must be True or False, got {parallel!r}", src)
-    for flag in ("drop_zeros", "reassociate", "fill_values"):
-        if not isinstance(o[flag], bool):
-            raise SpecError(f"{flag} must be True or False, got {o[flag]!r}", src)
-    order = parse_order(o["order"], src)
-    bounds = o["bounds"]
-    mask, complement = _check_mask(o["mask"], o["complement"], expr)
-    if mask:
-        masked = expr.with_mask(mask)   # checks the name against the statement's
-        expr = expr if complement else masked     # share and find may name the mask
-    return KernelOptions(
-        name=name, order=tuple(order) if order else None, find=_check_find(o["find"], expr),
-        parallel=parallel, bounds=tuple(parse_bounds(bounds)) if bounds else (),
-        bounds_text=bounds, tile=o["tile"] or None, share=_check_share(o["share"], expr),
-        drop_zeros=o["drop_zeros"], reassociate=o["reassociate"], index_type=o["index_type"],
-        z3_timeout_ms=z3_timeout(o["z3_timeout_ms"], src),
-        semiring=_check_semiring(o["semiring"], src), mask=mask, complement=complement,
-        fill_values=o["fill_values"])
+    def resolved(self, expr: Expr) -> "KernelOptions":
+        """The options checked against ``expr`` (the tensors that find, share and mask name),
+        with the Z3 time limit's default filled in."""
+        src = expr.source
+        if self.complement and not self.mask:
+            raise SpecError("complement=True needs a mask (mask={output: tensor})", src)
+        named = expr
+        if self.mask:
+            _is_output(self.mask[0], "mask", expr)
+            masked = expr.with_mask(self.mask[1])   # checks the name against the statement's
+            named = expr if self.complement else masked     # share and find may name it
+        if self.share:
+            _is_output(self.share[0], "share", expr)
+            if self.share[1] not in [a.tensor for a in named.factors if a.indices]:
+                raise SpecError(f"share: {self.share[1]!r} is not an input tensor of the "
+                                "kernel", src)
+        if isinstance(self.find, Mapping):
+            for tname in self.find:
+                if tname not in named.tensors:
+                    raise SpecError(f"find names {tname!r}, which is not a tensor of the "
+                                    "kernel", src)
+        return replace(self, z3_timeout_ms=z3_timeout(self.z3_timeout_ms, src))
 
-
-def _merged(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dict[str, Any]:
-    """The call's value where it gives one, else the file's (``find="auto"`` and
-    ``parallel=False`` count as not given)."""
-    out = dict(given)
-    for key, value in from_file.items():
-        unset = (out.get(key) is None if key in ("name", "z3_timeout_ms", "semiring") else
-                 out[key] == "auto" if key == "find" else not out.get(key))
-        if unset:
-            out[key] = value
-    out.setdefault("find", "auto")
-    out["parallel"] = False if out.get("parallel") is None else out["parallel"]
-    for flag in ("drop_zeros", "reassociate", "complement", "fill_values"):
-        out[flag] = False if out.get(flag) is None else out[flag]
-    for key in ("name", "order", "bounds", "tile", "share", "index_type", "z3_timeout_ms",
-                "semiring", "mask"):
-        out.setdefault(key, None)
-    return out
-
-
-def _check_semiring(value: Any, source: str) -> Semiring:
-    """A semiring by name, as given, or from a kernel file's table (``add``, ``mul``, ``zero``,
-    ``one``, optionally ``associative`` and ``commutative``)."""
-    if isinstance(value, Mapping):
-        allowed = {"add", "mul", "zero", "one", "associative", "commutative"}
-        unknown = sorted(set(value) - allowed)
-        if unknown or not {"add", "mul", "zero"} <= set(value):
-            raise SpecError(f"a semiring table needs add, mul and zero (and may give one, "
-                            f"associative, commutative); got {sorted(value)}", source)
-        return Semiring(**value)
-    return semiring_of(value, source)
-
-
-def _check_mask(mask: Any, complement: Any, expr: Expr) -> tuple[str | None, bool]:
-    """``mask={"C": "M"}``: (the mask's name, whether it is complemented)."""
-    if not isinstance(complement, bool):
-        raise SpecError(f"complement must be True or False, got {complement!r}", expr.source)
-    if not mask:
-        if complement:
-            raise SpecError("complement=True needs a mask (mask={output: tensor})", expr.source)
-        return None, False
-    if not isinstance(mask, Mapping) or len(mask) != 1:
-        raise SpecError(f"mask must map the output to one tensor, such as "
-                        f"{{{expr.output.tensor!r}: 'M'}}, got {mask!r}", expr.source)
-    (out, name), = mask.items()
-    if out != expr.output.tensor:
-        raise SpecError(f"mask names {out!r}, but the output is {expr.output.tensor!r}",
-                        expr.source)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name):
-        raise SpecError(f"mask: {name!r} is not a tensor name", expr.source)
-    return name, complement
+    def key(self) -> tuple:
+        """A hashable identity of these options (for caches)."""
+        return tuple((o.name, _hashable(getattr(self, o.name))) for o in OPTIONS)
 
 
-def _check_find(find: "str | Mapping[str, str]", expr: Expr) -> "str | dict[str, str]":
-    choices = find.values() if isinstance(find, Mapping) else [find]
+OPTIONS: tuple[Option, ...] = tuple(replace(f.metadata["option"], name=f.name)
+                                    for f in fields(KernelOptions) if "option" in f.metadata)
+NAMES: tuple[str, ...] = tuple(o.name for o in OPTIONS)
+
+
+def check_given(values: Mapping[str, Any], source: str = "<string>",
+                where: Callable[[str], tuple[int, int]] | None = None,
+                file_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The options ``values`` names (None counts as not given), each checked by its form;
+    SpecError for an unknown name or a bad value, located by ``where(name)`` (the line and
+    column of a kernel file's key, whose other keys are ``file_keys``) when given."""
+    known = {o.name: o for o in OPTIONS}
+    checked: dict[str, Any] = {}
+    for name, value in values.items():
+        position = where(name) if where else (None, None)
+        if name not in known:
+            close = difflib.get_close_matches(str(name), [*file_keys, *known], n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            what = (f"a kernel file has {', '.join(file_keys)} and the options"
+                    if file_keys else "the options are")
+            raise SpecError(f"unknown {'key' if file_keys else 'option'} {name!r}{hint}; "
+                            f"{what} {', '.join(known)}", source, *position)
+        if value is None:
+            continue
+        try:
+            checked[name] = _CHECKS[known[name].form](known[name], value, source)
+        except SpecError as exc:
+            if where is None or exc.line is not None:
+                raise
+            raise SpecError(exc.detail, source, *position) from None
+    return checked
+
+
+def option(name: str) -> Option:
+    """The :class:`Option` called ``name``."""
+    return next(o for o in OPTIONS if o.name == name)
+
+
+# -- checks by form ------------------------------------------------------------------------
+def _flag(o: Option, value: Any, src: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(f"{o.name} must be True or False, got {value!r}", src)
+    return value
+
+
+def _name(o: Option, value: Any, src: str) -> str:
+    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value) or value in C_RESERVED:
+        raise SpecError(f"kernel {o.name} {value!r} is not a valid C identifier", src)
+    return value
+
+
+def _choice(o: Option, value: Any, src: str) -> str:
+    choices = o.choices() if o.choices else ()
+    if value not in choices:
+        raise SpecError(f"{o.name} must be one of {', '.join(map(repr, choices))}, got "
+                        f"{value!r}", src)
+    return value
+
+
+def _integer(o: Option, value: Any, src: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{o.name} must be an integer, got {value!r}", src)
+    return z3_timeout(value, src) if o.name == "z3_timeout_ms" else value
+
+
+def _text(o: Option, value: Any, src: str) -> tuple[Constraint, ...]:
+    if isinstance(value, (list, tuple)) and all(isinstance(c, Constraint) for c in value):
+        return tuple(value)          # bounds already parsed (a kernel file's, a sum's terms)
+    return tuple(parse_bounds(value, src))
+
+
+def _names(o: Option, value: Any, src: str) -> tuple[str, ...] | None:
+    names = parse_order(value, src)
+    return tuple(names) if names else None
+
+
+def _sizes(o: Option, value: Any, src: str) -> Mapping[str, int] | None:
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{o.name} must map loop variables to sizes such as "
+                        f"{o.example}, got {value!r}", src)
+    for key, size in value.items():
+        if not isinstance(key, str):
+            raise SpecError(f"{o.name} names {key!r}, which is not a loop variable", src)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise SpecError(f"{o.name} size of {key!r} must be a positive integer, got "
+                            f"{size!r}", src)
+    return Table(value) if value else None
+
+
+def _pair(o: Option, value: Any, src: str) -> tuple[str, str] | None:
+    if not value:
+        return None
+    if isinstance(value, tuple) and len(value) == 2:      # already checked
+        value = {value[0]: value[1]}
+    if not isinstance(value, Mapping) or len(value) != 1:
+        raise SpecError(f"{o.name} must map the output to one tensor, such as {o.example}, "
+                        f"got {value!r}", src)
+    (out, name), = value.items()
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        raise SpecError(f"{o.name}: {name!r} is not a tensor name", src)
+    return out, name
+
+
+def _find(o: Option, value: Any, src: str) -> "str | Mapping[str, str]":
+    choices = value.values() if isinstance(value, Mapping) else [value]
     for choice in choices:
         if choice not in FIND_CHOICES:
             raise SpecError(f"find={choice!r} is not a find algorithm; choose from "
-                            f"{FIND_CHOICES}", expr.source)
-    if isinstance(find, Mapping):
-        for tname in find:
-            if tname not in expr.tensors:
-                raise SpecError(f"find names {tname!r}, which is not a tensor of the kernel",
-                                expr.source)
-        return dict(find)
-    return find
+                            f"{FIND_CHOICES}", src)
+    return Table(value) if isinstance(value, Mapping) else value
 
 
-def _check_share(share: Mapping[str, str] | None, expr: Expr) -> tuple[str, str] | None:
-    if not share:
-        return None
-    if not isinstance(share, Mapping) or len(share) != 1:
-        raise SpecError(f"share must map the output to one input tensor, got {share!r}",
+def _semiring(o: Option, value: Any, src: str) -> Semiring:
+    if isinstance(value, Mapping):
+        allowed = {"add", "mul", "zero", "one", "associative", "commutative"}
+        if set(value) - allowed or not {"add", "mul", "zero"} <= set(value):
+            raise SpecError(f"a semiring table needs add, mul and zero (and may give one, "
+                            f"associative, commutative); got {sorted(value)}", src)
+        return Semiring(**value)
+    return semiring_of(value, src)
+
+
+_CHECKS: dict[Form, Callable[[Option, Any, str], Any]] = {
+    Form.FLAG: _flag, Form.NAME: _name, Form.CHOICE: _choice, Form.INTEGER: _integer,
+    Form.TEXT: _text, Form.NAMES: _names, Form.SIZES: _sizes, Form.PAIR: _pair,
+    Form.FIND: _find, Form.SEMIRING: _semiring}
+
+
+def _is_output(name: str, what: str, expr: Expr) -> None:
+    if name != expr.output.tensor:
+        raise SpecError(f"{what} names {name!r}, but the output is {expr.output.tensor!r}",
                         expr.source)
-    (out, source), = share.items()
-    if out != expr.output.tensor:
-        raise SpecError(f"share names {out!r}, but the output is {expr.output.tensor!r}",
-                        expr.source)
-    if source not in [a.tensor for a in expr.factors if a.indices]:
-        raise SpecError(f"share: {source!r} is not an input tensor of the kernel", expr.source)
-    return out, source
+
+
+def _hashable(value: Any) -> Any:
+    return Table(value) if isinstance(value, Mapping) else value
+
+
+# -- how each entry point writes a value (the documentation's table shows the examples) ----
+def python_text(o: Option, value: Any) -> str:
+    """``value`` as a :class:`spf.Kernel` or :func:`spf.evaluate` keyword."""
+    shown = list(value) if isinstance(value, tuple) else value
+    return f"{o.name}={shown!r}"
+
+
+def toml_text(o: Option, value: Any) -> str:
+    """``value`` as a kernel file's key."""
+    return f"{o.name} = {_toml(value)}"
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in value.items()) + "}"
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def cli_args(o: Option, value: Any) -> list[str]:
+    """``value`` as the arguments of ``spf generate`` and ``spf analyze``."""
+    if o.form is Form.FLAG:
+        return [o.flag] if value else []
+    if isinstance(value, Mapping):
+        return [a for k, v in value.items() for a in (o.flag, f"{k}={v}")]
+    if isinstance(value, (list, tuple)):
+        return [o.flag, ",".join(value)]
+    return [o.flag, str(value)]
+
+
+def markdown_table() -> str:
+    """The options as a Markdown table: each entry point's spelling of an example, the
+    default and the meaning."""
+    rows = ["| Python keyword (also `spf.evaluate`) | Kernel file | Command line | Default | "
+            "Meaning |", "|---|---|---|---|---|"]
+    defaults = KernelOptions()
+    for o in OPTIONS:
+        default = getattr(defaults, o.name)
+        shown = "none" if default in (None, ()) else f"`{_toml(getattr(default, 'name', default))}`"
+        cells = [f"`{python_text(o, o.example)}`", f"`{toml_text(o, o.example)}`",
+                 f"`{shlex.join(cli_args(o, o.example))}`", shown,
+                 o.help[0].upper() + o.help[1:] + "."]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .analysis import Analysis, VectorLoop, analyze, tiling_legal, vector_loop
+from ..concurrency import symbolic
 from ..assembly import AssemblyPlan, Mode, plan_assembly
 from ..errors import SpecError, SynthesisError
 from ..middle.iteration_space import IterationSpace
@@ -68,6 +69,7 @@ class Plan:
         return self._analysis
 
 
+@symbolic
 def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
               assemble: bool, drop_zeros: bool, z3_timeout_ms: int,
               tile: dict[str, int], reassociate: bool = False, reorder: bool = False,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..concurrency import symbolic
 from ..errors import SynthesisError
 from ..finds import NAMES as ALGORITHMS, REGISTRY
 from ..finds.base import CostTerms, FindContext
@@ -185,6 +186,7 @@ def cost_model(nest: LoopNest, find: Find, choices: list[Choice]) -> CostModel |
     return CostModel(owner, find.hi - find.lo + 1, terms)
 
 
+@symbolic
 def synthesize(nest: LoopNest, find_option: "str | Mapping[str, str]") -> list[Decision]:
     """Decisions for every find of ``nest``; ``find_option`` is a name or per-tensor names."""
     decisions = []

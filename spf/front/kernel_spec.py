@@ -212,19 +212,28 @@ def _check(expr: Expr, source: str) -> None:
         raise err(f"name(s) {sorted(clash)} used both as tensor and as index", expr.output)
 
 
+FILE_KEYS = ("expr", "layouts", "params")    # a kernel file's keys besides kernel options
+
+
 @dataclass
 class KernelFile:
-    """A kernel spec file's contents."""
+    """A kernel spec file's contents: the statement, layouts and their parameters, and the
+    other keys as written (kernel options, checked by :mod:`spf.decide.options`, which
+    :meth:`position` locates)."""
 
     expr: Expr
     layouts: dict[str, str] = field(default_factory=dict)
     params: dict[str, dict[str, int]] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    source: str = "<string>"
+    text: str = ""
 
-
-_KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "parallel", "name",
-                "tile", "share", "index_type", "z3_timeout_ms", "reassociate", "semiring",
-                "mask", "complement", "fill_values"}
+    def position(self, key: str) -> tuple[int, int]:
+        """The line and column where ``key`` is written (1, 1 when it is not found)."""
+        m = re.search(rf"^([ \t]*)\[?\s*{re.escape(key)}\s*[=\].]", self.text, re.MULTILINE)
+        if m is None:
+            return 1, 1
+        return self.text.count("\n", 0, m.start()) + 1, len(m.group(1)) + 1
 
 
 def _locate(text: str, needle: str) -> tuple[int, int]:
@@ -235,70 +244,34 @@ def _locate(text: str, needle: str) -> tuple[int, int]:
 
 
 def load_kernel_file(path: str | Path) -> KernelFile:
-    """Read a kernel spec file (TOML)."""
+    """Read a kernel spec file (TOML): ``expr``, ``[layouts]``, ``[params.T]``; every other
+    key is a kernel option (checked where the kernel is built)."""
     source = str(path)
     text = read_spec(path, "kernel file")
     table = parse_toml(text, source)
-
-    def key_error(message: str, key: str) -> SpecError:
-        m = re.search(rf"^[ \t]*\[?\s*{re.escape(key)}\s*[=\].]", text, re.MULTILINE)
-        line = text.count("\n", 0, m.start()) + 1 if m else None
-        return SpecError(message, source, line, 1 if line else None)
-
-    for key in table:
-        if key not in _KERNEL_KEYS:
-            raise key_error(f"unknown key {key!r}; expected one of {sorted(_KERNEL_KEYS)}", key)
-    checks = {"order": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-                        "a list of loop variables such as [\"A.pi\", \"A.pj\"]"),
-              "bounds": (lambda v: isinstance(v, str), "a string such as \"j <= i\""),
-              "find": (lambda v: isinstance(v, (str, dict)), "a string or a table"),
-              "parallel": (lambda v: isinstance(v, bool), "true or false"),
-              "reassociate": (lambda v: isinstance(v, bool), "true or false"),
-              "name": (lambda v: isinstance(v, str), "a string (the C function name)"),
-              "tile": (lambda v: isinstance(v, dict),
-                       "a table of loop variables and tile sizes such as {\"A.pi\" = 256}"),
-              "share": (lambda v: isinstance(v, dict) and all(isinstance(x, str)
-                                                               for x in v.values()),
-                        "a table naming the input whose structure the output shares, "
-                        "such as {C = \"A\"}"),
-              "index_type": (lambda v: v in ("int32", "int64"), "\"int32\" or \"int64\""),
-              "z3_timeout_ms": (lambda v: isinstance(v, int) and not isinstance(v, bool),
-                                "an integer number of milliseconds"),
-              "mask": (lambda v: isinstance(v, dict) and all(isinstance(x, str)
-                                                              for x in v.values()),
-                       "a table naming the output's mask, such as {C = \"M\"}"),
-              "complement": (lambda v: isinstance(v, bool), "true or false"),
-              "fill_values": (lambda v: isinstance(v, bool), "true or false"),
-              "semiring": (lambda v: isinstance(v, (str, dict)),
-                           "a built-in semiring's name or a table {add = ..., mul = ..., "
-                           "zero = ..., one = ...}")}
-    for key, (ok, what) in checks.items():
-        if key in table and not ok(table[key]):
-            raise key_error(f"{key!r} must be {what}, got {table[key]!r}", key)
     if not isinstance(table.get("expr"), str):
         raise SpecError("missing 'expr' (tensor index notation, e.g. \"y(i) = A(i,j) * x(j)\")",
                         source)
     line, col = _locate(text, table["expr"])
-    expr = parse_expr(table["expr"], source, line, col)
+    spec = KernelFile(parse_expr(table["expr"], source, line, col), source=source, text=text)
     layouts = table.get("layouts", {})
     if not isinstance(layouts, dict) or not all(isinstance(v, str) for v in layouts.values()):
-        raise key_error("[layouts] must map tensor names to layout names or paths", "layouts")
+        raise SpecError("[layouts] must map tensor names to layout names or paths", source,
+                        *spec.position("layouts"))
     # layout paths in a kernel file are relative to the file
-    resolved = {}
     for name, lay in layouts.items():
         rel = Path(path).parent / lay
-        resolved[name] = str(rel) if (lay.endswith(".toml") and is_file(rel)) else lay
+        spec.layouts[name] = str(rel) if (lay.endswith(".toml") and is_file(rel)) else lay
     params = table.get("params", {})
     if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
-        raise key_error("[params.T] tables must map parameter names to integers", "params")
-    options = {k: table[k] for k in ("bounds", "order", "find", "parallel", "name", "tile",
-                                     "share", "index_type", "z3_timeout_ms", "reassociate",
-                                     "semiring", "mask", "complement", "fill_values")
-               if k in table}
-    if "bounds" in options:
-        bl, bc = _locate(text, options["bounds"])
-        options["bounds"] = parse_bounds(options["bounds"], source, bl, bc)
-    return KernelFile(expr, resolved, params, options)
+        raise SpecError("[params.T] tables must map parameter names to integers", source,
+                        *spec.position("params"))
+    spec.params = params
+    spec.options = {k: v for k, v in table.items() if k not in FILE_KEYS}
+    if isinstance(spec.options.get("bounds"), str):      # parsed here, where its text is
+        bl, bc = _locate(text, spec.options["bounds"])
+        spec.options["bounds"] = parse_bounds(spec.options["bounds"], source, bl, bc)
+    return spec
 
 
 def parse_bounds(text: str | list[Constraint], source: str = "<string>", line0: int = 1,
