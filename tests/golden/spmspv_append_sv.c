@@ -560,8 +560,6 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
                  * valid because a search matches at most one position and the searched range and its keys are fixed between builds; keys outside the map are skipped; state indices {}. */
                 const spf_index_t spf_hit_x_p = (j >= 0 && j < A_numCols) ? spf_dmap_x_p[j] - 1 : -1;
                 if (spf_hit_x_p >= 0) {
-                    const spf_index_t x_p = spf_hit_x_p;
-                    (void)x_p;
                     ++spf_n;
                 }
             }
@@ -580,8 +578,6 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
                  * valid because the searched range and its keys are fixed between builds; state indices {}. */
                 const spf_index_t spf_hit_x_p = spf_hash_find(&spf_map_x_p, j);
                 if (spf_hit_x_p >= 0) {
-                    const spf_index_t x_p = spf_hit_x_p;
-                    (void)x_p;
                     ++spf_n;
                 }
             }
@@ -597,8 +593,6 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
                 while (spf_pos_x_p < x_len && x_idx[spf_pos_x_p] < j)
                     ++spf_pos_x_p;
                 if (spf_pos_x_p < x_len && x_idx[spf_pos_x_p] == j) {
-                    const spf_index_t x_p = spf_pos_x_p;
-                    (void)x_p;
                     ++spf_n;
                 }
             }
