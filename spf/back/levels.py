@@ -51,7 +51,7 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
         elif lv.kind is LevelKind.ASSIGN and lv.var in used:
             b.add(t.Declare("spf_index_t", lv.var, names.aff(lv.expr), const=True))
         guards = [g for g in lv.guards
-                  if not any(_is_key_guard(g, call, e) for call, e in key_guards[k])]
+                  if not any(is_key_guard(g, call, e) for call, e in key_guards[k])]
         if guards:
             b.nest(t.If(" && ".join(names.condition(g) for g in guards)))
         if k in hooks:
@@ -69,6 +69,7 @@ def _open_loop(b: t.Builder, lv, names: CNames, parallel: t.Parallel | None,
                  parallel=parallel, simd=simd))
 
 
-def _is_key_guard(g: Constraint, call: UFCall, e: Aff) -> bool:
+def is_key_guard(g: Constraint, call: UFCall, e: Aff) -> bool:
+    """``g`` is the find condition ``call = e`` (its template tests it, not an ``if``)."""
     k = g.aff.coeff(call)
     return g.is_eq and abs(k) == 1 and (g.aff - Aff.var(call, k)) * -k == e

@@ -21,7 +21,7 @@ from ..decide.synthesis import TileSkip, cost_model
 from ..front.terms import Aff
 from . import ctree as t
 from .coalesce import coalesce
-from .levels import Hook, lower_levels
+from .levels import Hook, is_key_guard, lower_levels
 from .names import CNames, loop_bound, struct_name, used_names, value_names
 
 
@@ -167,15 +167,12 @@ class KernelLowering:
         if a is None:
             return [self.add_into("spf_acc" if use_acc else target, value())]
         if role.count:   # a find's matched position is not needed to count the match
-            nodes = [t.Call(f"(void){d.find.var}") for d in self.decisions
-                     if d.chosen is not None]
             if role.slots:
-                return nodes + [t.Call("++spf_n")]
+                return [t.Call("++spf_n")]
             if not role.histogram and a.drop_zeros:   # no branch on the data
-                return nodes + [t.Assign("spf_n", f"({value()}) != {a.semiring.zero_c()}", "+=",
-                                         note="zeros are not stored")]
-            nodes += strategy(a).count_statement(a) if role.histogram \
-                else [t.Call("++spf_n")]
+                return [t.Assign("spf_n", f"({value()}) != {a.semiring.zero_c()}", "+=",
+                                 note="zeros are not stored")]
+            nodes = strategy(a).count_statement(a) if role.histogram else [t.Call("++spf_n")]
         else:
             nodes = strategy(a).statement(a, "spf_v" if a.drop_zeros else value(), self.name,
                                             role.target)
@@ -186,27 +183,33 @@ class KernelLowering:
 
     def used(self, stmt_names: set[str], nest: LoopNest | None = None) -> set[str]:
         """The names the lowered code reads: the statement's, the nest's bounds and guards,
-        the finds' keys and ranges."""
-        used = used_names(nest or self.nest, stmt_names)
+        the finds' keys and ranges (a template reads its keys at its own positions, not at
+        the matched one)."""
+        keys = [k for d in self.decisions if d.chosen is not None for k in d.find.keys]
+        used = used_names(nest or self.nest, stmt_names,
+                          lambda g: not any(is_key_guard(g, c, e) for c, e in keys))
         for d in self.decisions:
+            own = {d.find.var} if d.chosen is not None else set()
             for c, e in d.find.keys:
-                used |= e.names() | Aff.var(c).names()
+                used |= e.names() | (Aff.var(c).names() - own)
             used |= d.find.lo.names() | d.find.hi.names()
             used |= {c.array_key for c in d.candidates if c.array_key}
         return used
 
     # finds ----------------------------------------------------------------------------
-    def lowering(self, d: Decision, c: Choice) -> FindLowering:
-        return FindLowering(d, c, self.names, REGISTRY[c.algorithm])
+    def lowering(self, d: Decision, c: Choice, used: set[str]) -> FindLowering:
+        return FindLowering(d, c, self.names, REGISTRY[c.algorithm], d.find.var in used)
 
-    def versions(self) -> tuple[list[list[FindLowering]], Decision | None]:
+    def versions(self, used: set[str]) -> tuple[list[list[FindLowering]], Decision | None]:
         """One list of find lowerings per version of the nest: the chosen templates, and
-        for Auto's run-time choice one version per alternative of its decision (first)."""
-        chosen = [self.lowering(d, d.chosen) for d in self.decisions if d.chosen is not None]
+        for Auto's run-time choice one version per alternative of its decision (first);
+        ``used``: the names the code reads."""
+        chosen = [self.lowering(d, d.chosen, used) for d in self.decisions
+                  if d.chosen is not None]
         runtime = next((d for d in self.decisions if d.alternatives), None)
         if runtime is None:
             return [chosen], None
-        versions = [[self.lowering(d, alt if d is runtime else d.chosen)
+        versions = [[self.lowering(d, alt if d is runtime else d.chosen, used)
                      for d in self.decisions if d.chosen is not None]
                     for alt in runtime.alternatives]
         return versions + [chosen], runtime
@@ -282,7 +285,7 @@ def lower_body(k: KernelLowering) -> None:
                                  _fixed_levels(k))
         k.level_notes = {**k.level_notes, **notes}
     used = k.used(stmt_names)
-    versions, runtime = k.versions()
+    versions, runtime = k.versions(used)
     stateful = _stateful(versions)
     for f in stateful:
         b.add(*f.algorithm.declare(f))

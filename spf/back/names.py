@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..front import index_expr as ie
 from ..middle.iteration_space import IterationSpace, TensorUse
@@ -184,11 +185,15 @@ def loop_bound(names: CNames, bounds: list[tuple[Aff, int]], upper: bool) -> str
     return text
 
 
-def used_names(nest: LoopNest, statement_names: set[str]) -> set[str]:
+def used_names(nest: LoopNest, statement_names: set[str],
+               printed: Callable[[Constraint], bool] = lambda g: True) -> set[str]:
+    """The names the code of ``nest`` around a statement reading ``statement_names`` reads
+    (``printed``: whether a guard is printed as an ``if``; a find's key guards are not)."""
     used = set(statement_names)
     for lv in nest.levels:
         for g in lv.guards:
-            used |= g.names()
+            if printed(g):
+                used |= g.names()
         for a, _ in lv.lower + lv.upper:
             used |= a.names()
     for g in nest.statement_guards:

@@ -3,10 +3,12 @@
 A find algorithm is one module in :mod:`spf.finds` defining ``ALGORITHM``, an instance of a
 :class:`FindAlgorithm` subclass: its Z3 validity conditions (:meth:`FindAlgorithm.check`), its
 cost-model terms (:meth:`FindAlgorithm.cost`), how it behaves inside a parallel loop
-(:meth:`FindAlgorithm.private`) and its lowering to the C tree (``declare``, ``allocate``,
-``init``, ``open``, ``release``), usually from a template in ``templates/``.  The registry
-(:data:`spf.finds.REGISTRY`) finds the modules by themselves: adding a find touches no
-other module.
+(:meth:`FindAlgorithm.private`), what its state initialisation reads
+(:meth:`FindAlgorithm.init_reads`: it is placed below the definition of each) and its lowering
+to the C tree (``declare``, ``allocate``, ``init``, ``open``, ``release``), usually from a
+template in ``templates/``; a map built over the searched range subclasses
+:class:`MapAlgorithm`.  The registry (:data:`spf.finds.REGISTRY`) finds the modules by
+themselves: adding a find touches no other module.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from ..back.names import CNames
 from ..back.templates import render
 from ..middle.scan import LoopNest
 from ..front.terms import Aff
-from .checks import Checker
+from .checks import Checker, algorithm3, place_state, state_candidates
 from .model import Choice, Decision, Find
 
 
@@ -64,6 +66,11 @@ class FindAlgorithm:
         """Cost terms for Auto's run-time choice; None: not part of it."""
         return None
 
+    def init_reads(self, find: Find) -> list[Aff]:
+        """What ``init`` reads besides the searched position it ranges over (where the state
+        may be initialised follows from it): the range bounds."""
+        return [find.lo, find.hi]
+
     def private(self, nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:
         """``c`` usable inside the parallel loop at level ``par`` (possibly re-initialised per
         iteration), or None."""
@@ -100,6 +107,31 @@ class FindAlgorithm:
         raise NotImplementedError
 
 
+class MapAlgorithm(FindAlgorithm):
+    """A find that builds a map from the keys of the searched range: built once per value of
+    its state indices, which must fix the range and the keys (Algorithm 3 with
+    :meth:`Checker.fixed_between_builds`); threads of a parallel loop only read one built
+    outside it."""
+
+    def init_reads(self, find: Find) -> list[Aff]:
+        """The build also reads the key at each position."""
+        return super().init_reads(find) + [Aff.var(call) for call, _ in find.keys]
+
+    def built_state(self, ctx: FindContext) -> tuple[list[str], int] | str:
+        """The state indices (when the map is rebuilt) and the level it is built above, or
+        why no state makes it valid."""
+        cands = state_candidates(ctx.nest, ctx.find, with_reduced=False)
+        state, why = algorithm3(cands, ctx.checker.fixed_between_builds)
+        if state is None:
+            return why
+        state, init, _, _ = place_state(ctx.nest, ctx.find, state, self.init_reads(ctx.find),
+                                        allow_array=False)
+        return state, init
+
+    def private(self, nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:
+        return built_outside(c, par)
+
+
 def built_outside(c: Choice, par: int) -> Choice | None:
     """``c`` when its state (a map) is built at or above the parallel loop at level ``par``,
     so the threads only read it; None otherwise."""
@@ -114,6 +146,7 @@ class FindLowering:
     choice: Choice
     names: CNames
     algorithm: FindAlgorithm
+    read: bool = True       # code inside the match reads the position (a mask's does not)
 
     @property
     def find(self) -> Find:
@@ -170,11 +203,16 @@ class FindLowering:
         text = render(name, **args)
         return t.Snippet(name, text.rstrip("\n").split("\n"), jumps)
 
+    def bind(self, b: t.Builder, pos: str) -> None:
+        """Declare the matched position ``var`` as ``pos`` where code inside reads it."""
+        if self.read:
+            b.add(t.Declare("spf_index_t", self.var, pos, const=True))
+
     def match(self, b: t.Builder, pos: str, forward: bool) -> None:
         """Open the scope of the match(es) starting at position ``pos``."""
         if self.choice.unique:
             b.nest(t.If(f"{self.in_range(pos, forward)} && {self.is_match(pos)}"))
-            b.add(t.Declare("spf_index_t", self.var, pos, const=True))
+            self.bind(b, pos)
         else:
             b.nest(t.For(f"spf_index_t {self.var} = {pos}",
                          f"{self.in_range(self.var, forward)} && {self.is_match(self.var)}",

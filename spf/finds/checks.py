@@ -10,7 +10,10 @@ loops (unprimed ``@1`` executes before primed ``@2``):
   searched index array, instantiated at the positions involved (quantifier-free);
 - A7 = the state indices are equal in both instances; A8 = the direction positions are
   visited in; A9 = the stop condition ``f(q) < e`` (SeqIter advances while it holds);
-  A10 = exclusivity: a position skipped by one instance is not a match of it.
+  A10 = exclusivity: a position skipped by one instance is not a match of it;
+- a map built over the searched range (HashMap, DenseMap) is reused by every instance with
+  the same state: the range and the key at each of its positions must be the same in both
+  instances (:meth:`Checker.same_keys`).
 
 A query Z3 leaves undecided (its time limit) proves nothing: the assumption counts as failed,
 so at worst the guard loop stays.
@@ -87,6 +90,34 @@ class Checker:
                              f"{{{', '.join(state)}}}",
                        fallback="assumed to differ: the state keeps more indices or the "
                                 "template is not used")
+
+    def same_keys(self, state: list[str]) -> tuple[bool, str]:
+        return self._cached(("keys", tuple(sorted(state))), lambda: self._same_keys(state))
+
+    def _same_keys(self, state: list[str]) -> tuple[bool, str]:
+        """∀q in the range of @1: key(q, @1) = key(q, @2), for instances with equal
+        ``state``: a map built by @1 holds the keys @2 would build."""
+        e = self.enc
+        e.begin(2)
+        q = e.position(1)
+        return e.unsat(*e.same_state(state), e.in_range(q, 1),
+                       z3.Not(_tuple_eq(e.key(q, 1), e.key(q, 2))),
+                       query=f"the keys over the searched range of {self.lookup} with state "
+                             f"{{{', '.join(state)}}}",
+                       fallback="assumed to differ: the map is rebuilt more often or not used")
+
+    def fixed_between_builds(self, state: list[str]) -> tuple[bool, str]:
+        """A map built over the range is valid for every instance with equal ``state``: the
+        range and the key at each of its positions are the same (Algorithm 3's test for the
+        maps)."""
+        ok, why = self.same_range(state)
+        if not ok:
+            return False, failed("the searched range is not fixed between builds", why)
+        ok, why = self.same_keys(state)
+        if not ok:
+            return False, failed("the keys over the searched range are not fixed between "
+                                 "builds", why)
+        return True, ""
 
     def determines(self, var: str, loops: list[str]) -> tuple[bool, str]:
         """Two instances with equal ``var`` have equal ``loops``."""
@@ -220,12 +251,14 @@ def _is_var(nest: LoopNest, name: str) -> bool:
         return False
 
 
-def place_state(nest: LoopNest, find: Find, state: list[str], allow_array: bool = True
-                 ) -> tuple[list[str], int, str | None, Aff | None]:
+def place_state(nest: LoopNest, find: Find, state: list[str], reads: list[Aff],
+                allow_array: bool = True) -> tuple[list[str], int, str | None, Aff | None]:
     """Make ``state`` implementable (paper A.3): a scalar initialised directly above the first
     enclosing loop not in the state, or an array of states over the one remaining state index
-    (an inner loop index or a reduced index with a known extent).  Returns (state, init
-    level, array key, key extent); init level -1 when it cannot be stored."""
+    (an inner loop index or a reduced index with a known extent).  ``reads``: what the
+    initialisation reads besides the searched position (:meth:`FindAlgorithm.init_reads`);
+    every variable in them is defined above it.  Returns (state, init level, array key, key
+    extent); init level -1 when it cannot be stored."""
     outer = nest.levels[:find.level]
     loops = [k for k, lv in enumerate(outer) if lv.kind is LevelKind.LOOP]
     prefix: list[str] = []
@@ -247,9 +280,9 @@ def place_state(nest: LoopNest, find: Find, state: list[str], allow_array: bool 
         prefix = [outer[k].var for k in loops if k <= deepest]
         init = next((k for k in loops if k > deepest), find.level)
         key = extent = None
-    # the range must be computable where the state is initialised (an array of states may
+    # what the initialisation reads must be defined where it runs (an array of states may
     # start each entry at the range of its own key: the row's first position, say)
-    need = (find.lo.names() | find.hi.names()) - symbols_of(find.lo) - symbols_of(find.hi) - {key}
+    need = _variables(reads) - {find.var, key}
     while not need <= {lv.var for lv in outer[:init] if lv.kind is not LevelKind.READ} and init < find.level:
         prefix.append(outer[init].var)
         init = next((k for k in loops if k > init), find.level)
@@ -259,6 +292,11 @@ def place_state(nest: LoopNest, find: Find, state: list[str], allow_array: bool 
         prefix.append(key)      # the key is fixed between two initialisations: a scalar
         key = extent = None
     return prefix + ([key] if key else []), init, key, extent
+
+
+def _variables(affs: list[Aff]) -> set[str]:
+    """The loop-nest variables ``affs`` read (tensor fields are defined everywhere)."""
+    return set().union(*(a.names() - symbols_of(a) for a in affs))
 
 
 def extent_of(nest: LoopNest, var: str) -> Aff | None:

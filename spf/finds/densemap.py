@@ -3,11 +3,13 @@ GraphBLAS / Gustavson workspace).  Filled with ``position + 1`` for the searched
 cleared (only the entries it set) when the range changes, so a lookup is one load.
 
 Valid when a search matches at most one position (Z3), the coordinate has an extent from the
-shape or a loop bound (the map's size), and the range is fixed between builds (Algorithm 3,
-as for HashMap).  Works on unsorted operands.  Keys that Z3 cannot prove (from the searched
-array's properties) to lie in ``[0, extent)`` are tested before they index the map (a key
-outside can match nothing); the target is always tested: the conditions that bound it (an
-ELL row's padding, say) may be checked only after the lookup.
+shape or a loop bound (the map's size), the range and its keys are fixed between builds
+(Algorithm 3, as for HashMap) and, when it is rebuilt, the keys over a previous build's range
+are the same at the next build (the clear reads them then).  Works on unsorted operands.
+Keys that Z3 cannot prove (from the searched array's properties) to lie in ``[0, extent)``
+are tested before they index the map (a key outside can match nothing); the target is always
+tested: the conditions that bound it (an ELL row's padding, say) may be checked only after
+the lookup.
 """
 from __future__ import annotations
 
@@ -16,12 +18,12 @@ import z3
 from ..back import ctree as t
 from ..middle.scan import LevelKind, LoopNest
 from ..front.terms import Aff
-from .base import CostTerms, FindAlgorithm, FindContext, FindLowering, built_outside
-from .checks import algorithm3, extent_of, failed, place_state, state_candidates, trip_counts
-from .model import Choice, Decision, Find
+from .base import CostTerms, FindContext, FindLowering, MapAlgorithm
+from .checks import extent_of, failed, trip_counts
+from .model import Choice, Find
 
 
-class DenseMap(FindAlgorithm):
+class DenseMap(MapAlgorithm):
     name = "densemap"
     title = "DenseMap"
     preference = 1
@@ -39,11 +41,15 @@ class DenseMap(FindAlgorithm):
         if extent is None:
             return (f"the coordinate {target} has no extent from the shape or a loop bound "
                     "to size the map")
-        cands = state_candidates(ctx.nest, find, with_reduced=False)
-        state, why = algorithm3(cands, chk.same_range)
-        if state is None:
-            return failed("the searched range is not fixed between builds", why)
-        state, init, _, _ = place_state(ctx.nest, find, state, allow_array=False)
+        built = self.built_state(ctx)
+        if isinstance(built, str):
+            return built
+        state, init = built
+        if state:       # a rebuild clears the previous range by the keys it reads now
+            ok, why = chk.same_keys([])
+            if not ok:
+                return failed("the keys over a previous build's range change by the next "
+                              "build, which clears its entries by them", why)
         keys_ok = _keys_in_extent(chk, extent)
         detail = f"map over [0, {extent})" + ("" if keys_ok else ", keys tested against it")
         return Choice("densemap", 1, "<", state, True, init, stateful=True, detail=detail,
@@ -52,9 +58,6 @@ class DenseMap(FindAlgorithm):
     def cost(self, nest: LoopNest, find: Find, choice: Choice) -> CostTerms | None:
         resets = trip_counts(nest, choice)
         return None if resets is None else CostTerms(4, 8, resets, choice.extra["extent"])
-
-    def private(self, nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:
-        return built_outside(c, par)
 
     # lowering ---------------------------------------------------------------------------
     @staticmethod
@@ -96,7 +99,7 @@ class DenseMap(FindAlgorithm):
         lookup = f"({target} >= 0 && {target} < {extent}) ? {self._map(f)}[{target}] - 1 : -1"
         b.add(t.Declare("spf_index_t", pos, lookup, const=True))
         b.nest(t.If(f"{pos} >= 0"))
-        b.add(t.Declare("spf_index_t", f.var, pos, const=True))
+        f.bind(b, pos)
 
     def release(self, f: FindLowering) -> list[t.Node]:
         return [t.Call(f"free({self._map(f)})")]
@@ -107,8 +110,10 @@ class DenseMap(FindAlgorithm):
     def why(self, c: Choice) -> str:
         bounds = ("Z3 proved the keys within the map" if c.extra["keys_bounded"] else
                   "keys outside the map are skipped")
-        return f"valid because a search matches at most one position and the range is " \
-               f"fixed between builds; {bounds}"
+        clear = "; a rebuild clears the previous range by its keys, which Z3 proved " \
+            "unchanged" if c.state else ""
+        return "valid because a search matches at most one position and the searched " \
+               f"range and its keys are fixed between builds{clear}; {bounds}"
 
 
 def _extent(nest: LoopNest, find: Find, target: Aff) -> Aff | None:

@@ -1,15 +1,16 @@
 """HashMap: a map from coordinate to positions built over the searched range, rebuilt when the
-range changes (Algorithm 3 without reduced indices gives when).  Single-coordinate keys."""
+range or its keys change (Algorithm 3 without reduced indices gives when).  Single-coordinate
+keys."""
 from __future__ import annotations
 
 from ..back import ctree as t
 from ..middle.scan import LoopNest
-from .base import CostTerms, FindAlgorithm, FindContext, FindLowering, built_outside
-from .checks import algorithm3, failed, place_state, state_candidates, trip_counts
-from .model import Choice, Decision, Find
+from .base import CostTerms, FindContext, FindLowering, MapAlgorithm
+from .checks import trip_counts
+from .model import Choice, Find
 
 
-class HashMap(FindAlgorithm):
+class HashMap(MapAlgorithm):
     name = "hashmap"
     title = "HashMap"
     preference = 2
@@ -20,20 +21,16 @@ class HashMap(FindAlgorithm):
         if len(ctx.find.keys) != 1:
             return ("HashMap keys are single coordinates; this find compares "
                     f"{len(ctx.find.keys)}")
-        cands = state_candidates(ctx.nest, ctx.find, with_reduced=False)
-        state, why = algorithm3(cands, ctx.checker.same_range)
-        if state is None:
-            return failed("the searched range is not fixed between builds", why)
-        state, init, _, _ = place_state(ctx.nest, ctx.find, state, allow_array=False)
+        built = self.built_state(ctx)
+        if isinstance(built, str):
+            return built
+        state, init = built
         return Choice("hashmap", 1, "<", state, ctx.unique, init, stateful=True,
                       in_order=ctx.unique)
 
     def cost(self, nest: LoopNest, find: Find, choice: Choice) -> CostTerms | None:
         resets = trip_counts(nest, choice)
         return None if resets is None else CostTerms(12, 4, resets)
-
-    def private(self, nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:
-        return built_outside(c, par)
 
     # lowering ---------------------------------------------------------------------------
     @staticmethod
@@ -58,7 +55,7 @@ class HashMap(FindAlgorithm):
             b.add(t.Declare("spf_index_t", pos, f"spf_hash_find(&{table}, {target})",
                             const=True))
             b.nest(t.If(f"{pos} >= 0"))
-            b.add(t.Declare("spf_index_t", f.var, pos, const=True))
+            f.bind(b, pos)
         else:
             b.nest(t.For(f"spf_index_t {f.var} = spf_hash_find(&{table}, {target})",
                          f"{f.var} >= 0", f"{f.var} = spf_hash_next(&{table}, {f.var})"))
@@ -70,7 +67,7 @@ class HashMap(FindAlgorithm):
         return "HashMap: looks the coordinate up in a map built over the range"
 
     def why(self, c: Choice) -> str:
-        return "valid because the searched range is fixed between builds"
+        return "valid because the searched range and its keys are fixed between builds"
 
 
 ALGORITHM = HashMap()

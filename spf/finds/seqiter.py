@@ -57,7 +57,7 @@ class SeqIter(FindAlgorithm):
                 reasons.append(f"{label}: {why}")
                 continue
             state = prefer_loops(nest, chk, state, test)
-            state, init, key, extent = place_state(nest, find, state)
+            state, init, key, extent = place_state(nest, find, state, self.init_reads(find))
             return self.choice(direction, compare, state, ctx.unique, init, key, extent)
         return "; ".join(reasons) + missing_order_hint(find)
 

@@ -120,7 +120,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV *restr
         const spf_index_t i = A_idx[A_p];
         /* find B_p in [0, B_len - 1] with B_idx[B_p] == i
          * HashMap: looks the coordinate up in a map built over the range;
-         * valid because the searched range is fixed between builds; state indices {}. */
+         * valid because the searched range and its keys are fixed between builds; state indices {}. */
         const spf_index_t spf_hit_B_p = spf_hash_find(&spf_map_B_p, i);
         if (spf_hit_B_p >= 0) {
             const spf_index_t B_p = spf_hit_B_p;

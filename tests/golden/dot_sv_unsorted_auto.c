@@ -141,7 +141,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_unsort
             const spf_index_t i = A_idx[A_p];
             /* find B_p in [0, B_len - 1] with B_idx[B_p] == i
              * HashMap: looks the coordinate up in a map built over the range;
-             * valid because the searched range is fixed between builds; state indices {}. */
+             * valid because the searched range and its keys are fixed between builds; state indices {}. */
             const spf_index_t spf_hit_B_p = spf_hash_find(&spf_map_B_p, i);
             if (spf_hit_B_p >= 0) {
                 const spf_index_t B_p = spf_hit_B_p;
@@ -167,7 +167,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_unsort
             const spf_index_t i = A_idx[A_p];
             /* find B_p in [0, B_len - 1] with B_idx[B_p] == i
              * DenseMap: reads the position from a map indexed by the coordinate;
-             * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
+             * valid because a search matches at most one position and the searched range and its keys are fixed between builds; keys outside the map are skipped; state indices {}. */
             const spf_index_t spf_hit_B_p = (i >= 0 && i < A_size) ? spf_dmap_B_p[i] - 1 : -1;
             if (spf_hit_B_p >= 0) {
                 const spf_index_t B_p = spf_hit_B_p;

@@ -469,8 +469,6 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
             while (spf_pos_B_pj < B_rowPtr[B_pi + 1] && B_colIdx[spf_pos_B_pj] < j)
                 ++spf_pos_B_pj;
             if (spf_pos_B_pj < B_rowPtr[B_pi + 1] && B_colIdx[spf_pos_B_pj] == j) {
-                const spf_index_t B_pj = spf_pos_B_pj;
-                (void)B_pj;
                 ++spf_n;
             }
         }

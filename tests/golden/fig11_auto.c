@@ -163,7 +163,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_decrea
                 const spf_index_t B_p = spf_pos_B_p;
                 /* find C_p in [0, C_len - 1] with C_idx[C_p] == i
                  * HashMap: looks the coordinate up in a map built over the range;
-                 * valid because the searched range is fixed between builds; state indices {}. */
+                 * valid because the searched range and its keys are fixed between builds; state indices {}. */
                 const spf_index_t spf_hit_C_p = spf_hash_find(&spf_map_C_p, i);
                 if (spf_hit_C_p >= 0) {
                     const spf_index_t C_p = spf_hit_C_p;
@@ -198,7 +198,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_decrea
                 const spf_index_t B_p = spf_pos_B_p;
                 /* find C_p in [0, C_len - 1] with C_idx[C_p] == i
                  * DenseMap: reads the position from a map indexed by the coordinate;
-                 * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
+                 * valid because a search matches at most one position and the searched range and its keys are fixed between builds; keys outside the map are skipped; state indices {}. */
                 const spf_index_t spf_hit_C_p = (i >= 0 && i < A_size) ? spf_dmap_C_p[i] - 1 : -1;
                 if (spf_hit_C_p >= 0) {
                     const spf_index_t C_p = spf_hit_C_p;

@@ -139,7 +139,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf
             const spf_index_t j = A_colIdx[A_pj];
             /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
              * HashMap: looks the coordinate up in a map built over the range;
-             * valid because the searched range is fixed between builds; state indices {}. */
+             * valid because the searched range and its keys are fixed between builds; state indices {}. */
             const spf_index_t spf_hit_x_p = spf_hash_find(&spf_map_x_p, j);
             if (spf_hit_x_p >= 0) {
                 const spf_index_t x_p = spf_hit_x_p;

@@ -152,7 +152,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_ELL *restrict A, const spf
                 const spf_index_t j = A_colIdx[(int64_t)(A_pi) * A_width + A_pk];
                 /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
                  * HashMap: looks the coordinate up in a map built over the range;
-                 * valid because the searched range is fixed between builds; state indices {}. */
+                 * valid because the searched range and its keys are fixed between builds; state indices {}. */
                 const spf_index_t spf_hit_x_p = spf_hash_find(&spf_map_x_p, j);
                 if (spf_hit_x_p >= 0) {
                     const spf_index_t x_p = spf_hit_x_p;
@@ -181,7 +181,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_ELL *restrict A, const spf
                 const spf_index_t j = A_colIdx[(int64_t)(A_pi) * A_width + A_pk];
                 /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
                  * DenseMap: reads the position from a map indexed by the coordinate;
-                 * valid because a search matches at most one position and the range is fixed between builds; keys outside the map are skipped; state indices {}. */
+                 * valid because a search matches at most one position and the searched range and its keys are fixed between builds; keys outside the map are skipped; state indices {}. */
                 const spf_index_t spf_hit_x_p = (j >= 0 && j < A_numCols) ? spf_dmap_x_p[j] - 1 : -1;
                 if (spf_hit_x_p >= 0) {
                     const spf_index_t x_p = spf_hit_x_p;
