@@ -117,7 +117,7 @@ def test_kernel_file_index_type(tmp_path):
     A = spf.Tensor.from_scipy("CSR", MATRIX, index_type="int64")
     np.testing.assert_allclose(k.compile()(A=A, x=X), MATRIX @ X)
     f.write_text('expr = "y(i) = A(i,j) * x(j)"\nindex_type = "int16"\n')
-    with pytest.raises(spf.SpecError, match="'index_type' must be \"int32\" or \"int64\""):
+    with pytest.raises(spf.SpecError, match="index_type must be one of 'int32', 'int64', got 'int16'"):
         spf.Kernel(str(f))
 
 

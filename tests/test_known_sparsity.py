@@ -120,7 +120,7 @@ def test_share_in_a_kernel_file(tmp_path):
     np.testing.assert_allclose(C.to_dense(), np.einsum("ijk,kl->ijl", T, B), rtol=1e-12)
     bad = tmp_path / "bad.toml"
     bad.write_text('expr = "C(i,j,l) = A(i,j,k) * B(k,l)"\nshare = "A"\n')
-    with pytest.raises(spf.SpecError, match="'share' must be"):
+    with pytest.raises(spf.SpecError, match="share must map the output to one tensor"):
         spf.Kernel(str(bad))
 
 

@@ -172,5 +172,5 @@ def test_reassociate_from_cli_and_kernel_file(tmp_path):
     spec.write_text(f'expr = "{SPMV}"\nreassociate = true\n[layouts]\nA = "CSR"\n')
     assert "simd reduction" in spf.Kernel(str(spec)).c_source()
     spec.write_text(f'expr = "{SPMV}"\nreassociate = 1\n[layouts]\nA = "CSR"\n')
-    with pytest.raises(spf.SpecError, match="'reassociate' must be true or false, got 1"):
+    with pytest.raises(spf.SpecError, match="reassociate must be True or False, got 1"):
         spf.Kernel(str(spec))

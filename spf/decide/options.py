@@ -76,6 +76,7 @@ class Option:
     example: Any                                    # a valid value, for the documentation
     choices: Callable[[], tuple[str, ...]] | None = None
     metavar: str = "VALUE"
+    check: Callable[[Any, str], Any] | None = None  # instead of the form's (value, source)
     name: str = ""                                  # filled from the field
 
     @property
@@ -130,7 +131,7 @@ class KernelOptions:
     z3_timeout_ms: int | None = _option(
         None, Form.INTEGER, f"the time limit of each Z3 query in milliseconds (default "
         f"${Z3_TIMEOUT_ENV}, else {Z3_TIMEOUT_MS}); an undecided query keeps the safe choice, "
-        "named in the report", 5000, metavar="MS")
+        "named in the report", 5000, metavar="MS", check=z3_timeout)
     semiring: Semiring = _option(
         PLUS_TIMES, Form.SEMIRING, "the statement's add and mul: a built-in's name or "
         "spf.Semiring(add=, mul=, zero=, one=)", "min_plus",
@@ -148,7 +149,7 @@ class KernelOptions:
         for o in OPTIONS:
             value = getattr(self, o.name)
             if value is not None:
-                object.__setattr__(self, o.name, _CHECKS[o.form](o, value, "<string>"))
+                object.__setattr__(self, o.name, _check(o, value, "<string>"))
 
     @classmethod
     def of(cls, values: Mapping[str, Any], source: str = "<string>",
@@ -209,7 +210,7 @@ def check_given(values: Mapping[str, Any], source: str = "<string>",
         if value is None:
             continue
         try:
-            checked[name] = _CHECKS[known[name].form](known[name], value, source)
+            checked[name] = _check(known[name], value, source)
         except SpecError as exc:
             if where is None or exc.line is not None:
                 raise
@@ -246,7 +247,7 @@ def _choice(o: Option, value: Any, src: str) -> str:
 def _integer(o: Option, value: Any, src: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise SpecError(f"{o.name} must be an integer, got {value!r}", src)
-    return z3_timeout(value, src) if o.name == "z3_timeout_ms" else value
+    return value
 
 
 def _text(o: Option, value: Any, src: str) -> tuple[Constraint, ...]:
@@ -266,7 +267,8 @@ def _sizes(o: Option, value: Any, src: str) -> Mapping[str, int] | None:
                         f"{o.example}, got {value!r}", src)
     for key, size in value.items():
         if not isinstance(key, str):
-            raise SpecError(f"{o.name} names {key!r}, which is not a loop variable", src)
+            raise SpecError(f"{o.name} names {key!r}, which is not a variable of the "
+                            "iteration space", src)
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise SpecError(f"{o.name} size of {key!r} must be a positive integer, got "
                             f"{size!r}", src)
@@ -310,6 +312,11 @@ _CHECKS: dict[Form, Callable[[Option, Any, str], Any]] = {
     Form.FLAG: _flag, Form.NAME: _name, Form.CHOICE: _choice, Form.INTEGER: _integer,
     Form.TEXT: _text, Form.NAMES: _names, Form.SIZES: _sizes, Form.PAIR: _pair,
     Form.FIND: _find, Form.SEMIRING: _semiring}
+
+
+def _check(o: Option, value: Any, source: str) -> Any:
+    """``value`` checked for option ``o`` (by its own check, else by its form's)."""
+    return o.check(value, source) if o.check else _CHECKS[o.form](o, value, source)
 
 
 def _is_output(name: str, what: str, expr: Expr) -> None:
