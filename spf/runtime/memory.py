@@ -9,6 +9,9 @@ import platform
 import numpy as np
 
 ALIGNMENT = 64   # bytes: a cache line, and one AVX-512 vector
+# below this many bytes numpy's own alignment (16 bytes) is kept: a loop over so small an
+# output (128 doubles) takes about as long as aligning it (0.3-0.4 us of a 3 us call)
+SMALL = 1024
 _FLOAT64 = np.dtype(np.float64)
 
 
@@ -17,13 +20,16 @@ def aligned_zeros(shape: int | tuple[int, ...], dtype: "np.typing.DTypeLike" = _
     """Zeros whose data starts on a :data:`ALIGNMENT`-byte boundary (lazily zeroed pages,
     like ``np.zeros``).  numpy aligns only to 16 bytes; a vectorized loop over an output row
     whose start is not on a cache line splits every vector load and store over two lines
-    (measured: TTM into per-fibre rows of 16 doubles ran 1.13-1.22x slower).  Allocated in
+    (measured: TTM into per-fibre rows of 16 doubles ran 1.13-1.22x slower); outputs under
+    :data:`SMALL` bytes are left as numpy aligns them.  Allocated in
     ``dtype`` with one cache line to spare and sliced (this runs on every kernel call that
     returns a dense array: a few hundred nanoseconds)."""
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
     dtype = dtype if dtype is _FLOAT64 else np.dtype(dtype)
     size = dtype.itemsize
     n = math.prod(dims)
+    if n * size < SMALL:
+        return np.zeros(dims, dtype)
     if ALIGNMENT % size:        # an item size that does not divide a cache line: by bytes
         raw = np.zeros(n * size + ALIGNMENT, dtype=np.uint8)
         start = -address(raw) % ALIGNMENT

@@ -92,13 +92,13 @@ class Operand:
     def bind(self, value: Any) -> tuple[int, tuple[int, ...], Any]:
         """(struct address, logical shape, what must stay alive during the call)."""
         if type(value) is Tensor and value.layout is self.layout:     # the common case, fast
-            return ctypes.addressof(value.struct), value.shape, value
+            return value.address, value.shape, value
         if type(value) is np.ndarray and self.dense is not None:
             struct = self.dense.struct(value)
             if struct is not None:
                 return ctypes.addressof(struct), value.shape, (struct, value)
         t = self.tensor(value)
-        return ctypes.addressof(t.struct), t.shape, t
+        return t.address, t.shape, t
 
     def tensor(self, value: Any) -> Tensor:
         """``value`` as a checked Tensor in this operand's layout."""

@@ -5,6 +5,7 @@ layout spec); checking uses only the layout's declared extents and properties.
 """
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import threading
 from dataclasses import dataclass
@@ -141,8 +142,17 @@ class Tensor:
         if self._struct is None:
             with _STRUCT_LOCK:      # one struct per tensor: a call may hold its address
                 if self._struct is None:
-                    self._struct = runtime.make_struct(self.layout, self.fields)
+                    struct = runtime.make_struct(self.layout, self.fields)
+                    self._address = ctypes.addressof(struct)
+                    self._struct = struct
         return self._struct
+
+    @property
+    def address(self) -> int:
+        """The address of :attr:`struct` (kernels take it)."""
+        if self._struct is None:
+            return ctypes.addressof(self.struct)
+        return self._address
 
     # constructors -------------------------------------------------------------------
     @classmethod
