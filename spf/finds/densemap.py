@@ -17,7 +17,8 @@ from ..back import ctree as t
 from ..middle.scan import LevelKind, LoopNest
 from ..front.terms import Aff
 from .base import CostTerms, FindAlgorithm, FindContext, FindLowering, built_outside
-from .checks import algorithm3, extent_of, failed, place_state, state_candidates, trip_counts
+from .checks import algorithm3, extent_of, failed, place_state, rejection, state_candidates, \
+    trip_counts
 from .model import Choice, Decision, Find
 
 
@@ -42,7 +43,8 @@ class DenseMap(FindAlgorithm):
         cands = state_candidates(ctx.nest, find, with_reduced=False)
         state, why = algorithm3(cands, chk.same_range)
         if state is None:
-            return failed("the searched range is not fixed between builds", why)
+            return rejection([("", failed("the searched range is not fixed between "
+                                          "builds", why))])
         state, init, _, _ = place_state(ctx.nest, find, state, allow_array=False)
         keys_ok = _keys_in_extent(chk, extent)
         detail = f"map over [0, {extent})" + ("" if keys_ok else ", keys tested against it")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..back import ctree as t
 from ..middle.scan import LoopNest
 from .base import CostTerms, FindAlgorithm, FindContext, FindLowering, built_outside
-from .checks import algorithm3, failed, place_state, state_candidates, trip_counts
+from .checks import algorithm3, failed, place_state, rejection, state_candidates, trip_counts
 from .model import Choice, Decision, Find
 
 
@@ -23,7 +23,8 @@ class HashMap(FindAlgorithm):
         cands = state_candidates(ctx.nest, ctx.find, with_reduced=False)
         state, why = algorithm3(cands, ctx.checker.same_range)
         if state is None:
-            return failed("the searched range is not fixed between builds", why)
+            return rejection([("", failed("the searched range is not fixed between "
+                                          "builds", why))])
         state, init, _, _ = place_state(ctx.nest, ctx.find, state, allow_array=False)
         return Choice("hashmap", 1, "<", state, ctx.unique, init, stateful=True,
                       in_order=ctx.unique)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import SpecError
-from .syntax import Parser, is_file, parse_constraints, parse_toml, read_spec
+from .syntax import Parser, is_file, key_position, locate, parse_constraints, parse_toml, \
+    read_spec
 from .terms import Constraint
 
 
@@ -130,11 +131,17 @@ def _access(p: Parser) -> Access:
     return Access(tok.text, tuple(indices), tok.line, tok.column)
 
 
+_PATH = re.compile(r"[\w.~-]*[./\\][\w./\\~-]*")    # a token with a '.' or a '/': a file name
+
+
 def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 1) -> Expr:
     """Parse tensor index notation; checks index counts and name clashes."""
     if not isinstance(text, str):
         raise SpecError(f"a kernel is a string in tensor index notation such as "
                         f"'y(i) = A(i,j) * x(j)', got {text!r}", source)
+    if "=" not in text and _PATH.fullmatch(text.strip()):
+        raise SpecError(f"{text.strip()!r} is neither tensor index notation (it has no '=') "
+                        "nor an existing kernel file (.toml)", source)
     p = Parser(text, source, line0, col0)
     out = _access(p)
     if p.accept("+="):
@@ -227,27 +234,21 @@ _KERNEL_KEYS = {"expr", "layouts", "params", "bounds", "order", "find", "paralle
                 "mask", "complement", "fill_values"}
 
 
-def _locate(text: str, needle: str) -> tuple[int, int]:
-    pos = text.find(needle)
-    if pos < 0:
-        return 1, 1
-    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
-
-
 def load_kernel_file(path: str | Path) -> KernelFile:
     """Read a kernel spec file (TOML)."""
     source = str(path)
     text = read_spec(path, "kernel file")
     table = parse_toml(text, source)
 
-    def key_error(message: str, key: str) -> SpecError:
-        m = re.search(rf"^[ \t]*\[?\s*{re.escape(key)}\s*[=\].]", text, re.MULTILINE)
-        line = text.count("\n", 0, m.start()) + 1 if m else None
-        return SpecError(message, source, line, 1 if line else None)
+    def key_error(message: str, key: str, at_key: bool = False) -> SpecError:
+        """An error at the value of ``key`` (at the key itself with ``at_key``)."""
+        line, key_col, value_col = key_position(text, key) or (1, 1, 1)
+        return SpecError(message, source, line, key_col if at_key else value_col)
 
     for key in table:
         if key not in _KERNEL_KEYS:
-            raise key_error(f"unknown key {key!r}; expected one of {sorted(_KERNEL_KEYS)}", key)
+            raise key_error(f"unknown key {key!r}; expected one of {sorted(_KERNEL_KEYS)}", key,
+                            at_key=True)
     checks = {"order": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
                         "a list of loop variables such as [\"A.pi\", \"A.pj\"]"),
               "bounds": (lambda v: isinstance(v, str), "a string such as \"j <= i\""),
@@ -276,9 +277,9 @@ def load_kernel_file(path: str | Path) -> KernelFile:
         if key in table and not ok(table[key]):
             raise key_error(f"{key!r} must be {what}, got {table[key]!r}", key)
     if not isinstance(table.get("expr"), str):
-        raise SpecError("missing 'expr' (tensor index notation, e.g. \"y(i) = A(i,j) * x(j)\")",
-                        source)
-    line, col = _locate(text, table["expr"])
+        raise key_error("missing 'expr' (tensor index notation, e.g. \"y(i) = A(i,j) * "
+                        "x(j)\")", "expr")
+    line, col = locate(text, table["expr"])
     expr = parse_expr(table["expr"], source, line, col)
     layouts = table.get("layouts", {})
     if not isinstance(layouts, dict) or not all(isinstance(v, str) for v in layouts.values()):
@@ -296,7 +297,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
                                      "semiring", "mask", "complement", "fill_values")
                if k in table}
     if "bounds" in options:
-        bl, bc = _locate(text, options["bounds"])
+        bl, bc = locate(text, options["bounds"])
         options["bounds"] = parse_bounds(options["bounds"], source, bl, bc)
     return KernelFile(expr, resolved, params, options)
 
