@@ -20,8 +20,8 @@ from .kernel import Kernel
 from .decide.options import NAMES
 from .front.kernel_spec import Expr, parse_expr
 from .front.layout import Layout, default_layout, default_layouts, load_layout
-from .runtime.operands import as_tensor, is_pydata, is_scipy
-from .runtime.tensor import Tensor
+from .runtime.operands import as_tensor, check_arrays, is_pydata, is_scipy
+from .runtime.tensor import Tensor, as_array
 
 KEYWORDS = ("params",) + NAMES     # besides the operands: layout parameters, kernel options
 
@@ -69,6 +69,9 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, "str | Layout"] |
     kernel = _kernel(parsed, chosen, options)
     if out is not None:
         bound[output.tensor] = out
+    elif parsed.accumulate and output.indices \
+            and kernel.kernel.layouts[output.tensor].dense_array is not None:
+        raise ArgumentError(f"'+=' accumulates into {output.tensor!r}: pass it as out=array")
     result = kernel(**bound)
     if isinstance(result, Tensor) and output.tensor not in asked:
         import scipy.sparse as sp
@@ -140,7 +143,8 @@ def infer_operand(name: str, value: Any, width: str | None, caller: str,
     if isinstance(value, Tensor):
         return value, value.layout
     if isinstance(value, (np.ndarray, list, tuple)):
-        return value, _layout(None, np.ndim(value), width, _search_path())
+        return value, _layout(None, as_array("evaluate: ", name, value).ndim, width,
+                              _search_path())
     if is_scipy(value):
         candidates = default_layouts("scipy", value.format) or default_layouts("scipy", "other")
         what = f"scipy.sparse {type(value).__name__} ({value.format})"
@@ -151,6 +155,10 @@ def infer_operand(name: str, value: Any, width: str | None, caller: str,
         raise ArgumentError(f"{caller}: {name!r}: expected an spf.Tensor, a numpy array, a "
                             f"scipy.sparse matrix or array, a pydata sparse array or a number, "
                             f"got {type(value).__name__}")
+    try:
+        check_arrays(what, value)
+    except ArgumentError as exc:
+        raise ArgumentError(f"evaluate: {name!r}: {exc}") from None
     if not candidates:
         raise ArgumentError(f"{caller}: {name!r}: no layout is listed for a {what} in "
                             f"layouts/defaults.toml; pass {override}")

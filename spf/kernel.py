@@ -95,7 +95,7 @@ class Kernel:
         if self.expr.is_sum or any(len(lay.parts()) > 1 for t, lay in self.layouts.items()
                                    if t != out):
             if opts.drop_zeros:
-                raise SpecError("drop_zeros is not supported for sums and union layouts yet",
+                raise SpecError(f"drop_zeros is not supported {self._split_reason()}",
                                 self.expr.source)
             self._split_terms(order, opts.tile)
             return
@@ -136,10 +136,10 @@ class Kernel:
 
     def _split_terms(self, order: list[str] | None, tile) -> None:
         """Statement splitting: one product kernel per term, adding into the output."""
-        if tile:
-            raise SpecError("tile is not supported for sums yet", self.expr.source)
-        if self.share is not None:
-            raise SpecError("share is not supported for sums yet", self.expr.source)
+        for option, given in (("tile", tile), ("share", self.share)):
+            if given:
+                raise SpecError(f"{option} is not supported {self._split_reason()}",
+                                self.expr.source)
         for k, term in enumerate(split_terms(self.expr, self.layouts, self.bounds, self.find,
                                              accumulate=not self.assembled)):
             variables = build(term.product, term.layouts, term.bounds or [],
@@ -163,6 +163,17 @@ class Kernel:
         first = self.terms[0]
         self.space, self.order = first.space, first.order
         self.tile = {}
+
+    def _split_reason(self) -> str:
+        """The end of an "OPTION is not supported ..." message: what makes the kernel run as
+        several product statements (a sum, or inputs in union layouts)."""
+        if self.expr.is_sum:
+            return "for sums yet"
+        out = self.expr.output.tensor
+        unions = [f"{t!r} ({lay.name}) has {len(lay.parts())} parts"
+                  for t, lay in self.layouts.items() if t != out and len(lay.parts()) > 1]
+        return (f"for union layouts yet: {', '.join(unions)}, each run as its own product "
+                "statement")
 
     # construction helpers ----------------------------------------------------------
     def _complement_layout(self, layouts: dict[str, Any],

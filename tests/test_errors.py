@@ -395,7 +395,7 @@ def test_kernel_file_with_bad_key(tmp_path):
     path.write_text(text)
     kernel_error("unknown key 'layout' (did you mean 'layouts'?); a kernel file has expr, "
                  "layouts, params and the options name, order,", source=str(path),
-                 line=line_of(text, "[layout]"), column=1, args=(str(path),))
+                 line=line_of(text, "[layout]"), column=2, args=(str(path),))   # the key
 
 
 def test_kernel_file_with_bad_expr_points_into_the_file(tmp_path):
@@ -413,7 +413,8 @@ def test_kernel_file_with_bad_option_type(tmp_path):
     path.write_text(text)
     kernel_error("order must be a list of loop variables such as ['A.pi', 'A.pj'] or a "
                  "comma-separated string, got 3", source=str(path),
-                 line=line_of(text, "order ="), column=1, args=(str(path),))
+                 line=line_of(text, "order ="), column=len("order = ") + 1,   # the value
+                 args=(str(path),))
 
 
 def test_kernel_file_toml_error(tmp_path):

@@ -327,7 +327,7 @@ def test_dense_map_refused_when_a_rebuild_reads_other_keys(tmp_path) -> None:
     expr, layouts = "v = A(i,j) * B(i,j)", {"A": "CSR", "B": lay}
     with pytest.raises(SynthesisError, match=r"find='densemap' is not valid for the lookup of B "
                        r".*: the keys over a previous build's range change by the next build, "
-                       r"which clears its entries by them, counterexample: "):
+                       r"which clears its entries by them\ncounterexample: "):
         spf.Kernel(expr, layouts, order=["A.pi", "A.pj"], find={"B": "densemap"})
     for algorithm in ("hashmap", "auto"):
         k = spf.Kernel(expr, layouts, order=["A.pi", "A.pj"], find={"B": algorithm})

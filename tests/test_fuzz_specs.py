@@ -823,7 +823,8 @@ def test_malformed_property(tmp_path, old, new, key, message):
     path.write_text(text)
     keys = [ln.split(" =")[0] for ln in new.splitlines()]
     line = text[:text.index(new)].count("\n") + 1 + keys.index(key)
-    assert spec_error(lambda: spf.load_layout(str(path))) == f"{path}:{line}:1: {message}"
+    column = len(f"{key} = ") + 1        # the offending value
+    assert spec_error(lambda: spf.load_layout(str(path))) == f"{path}:{line}:{column}: {message}"
 
 
 def test_injective_property_of_a_two_dimensional_array(tmp_path):
@@ -834,7 +835,7 @@ def test_injective_property_of_a_two_dimensional_array(tmp_path):
     path.write_text(f'{text}\n[[properties]]\nkind = "injective"\nuf = "colIdx"\n')
     line = len(text.splitlines()) + 4
     assert spec_error(lambda: spf.load_layout(str(path))) == (
-        f"{path}:{line}:1: property #2 (injective): the index arrays must be one-dimensional, "
+        f"{path}:{line}:6: property #2 (injective): the index arrays must be one-dimensional, "
         "of one extent")
 
 
@@ -897,7 +898,7 @@ def test_name_too_long_for_the_file_system(tmp_path):
     path = tmp_path / "P.toml"
     path.write_text(f'packer = "{long}.py"\n{CSR_TEXT}')
     assert spec_error(lambda: spf.load_layout(str(path))) == (
-        f"{path}:1:1: packer file '{long}.py' not found next to the layout file")
+        f"{path}:1:10: packer file '{long}.py' not found next to the layout file")
     assert "unknown layout 'xxxx" in spec_error(lambda: spf.load_layout(long))
     assert spec_error(lambda: spf.load_layout(f"{long}.toml")) == (
         f"{long}.toml: layout file not found: {long}.toml")
@@ -949,4 +950,4 @@ def test_parameter_default_beyond_64_bits(tmp_path):
     path.write_text(text)
     line = text.splitlines().index(f"B = {2**64}") + 1
     assert spec_error(lambda: spf.load_layout(str(path))) == (
-        f"{path}:{line}:1: parameter 'B' must have an integer default that fits in 64 bits")
+        f"{path}:{line}:5: parameter 'B' must have an integer default that fits in 64 bits")

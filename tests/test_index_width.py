@@ -137,9 +137,9 @@ def test_int32_shape_overflow_is_refused_with_the_fix():
 
 
 def test_int32_index_array_overflow_names_array_and_position():
-    with pytest.raises(spf.ArgumentError, match=r"SV tensor: index array 'idx' at position 1 "
-                                                r"holds 2147483648, which does not fit "
-                                                r"index_type='int32'; use index_type='int64'"):
+    with pytest.raises(spf.ArgumentError, match=r"^SV tensor: idx\[1\] = 2147483648 does not "
+                                                r"fit index_type='int32' \(at most 2147483647\); "
+                                                r"use index_type='int64'$"):
         spf.Tensor.from_arrays("SV", (10,), {"size": 10, "len": 2,
                                              "idx": np.array([1, 2 ** 31], np.int64),
                                              "val": [1.0, 2.0]})

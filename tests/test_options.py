@@ -119,12 +119,12 @@ def test_bad_options(make, message):
     assert str(err.value) == message
 
 
-def test_bad_option_in_a_kernel_file_points_at_its_key(tmp_path):
+def test_bad_option_in_a_kernel_file_points_at_its_value(tmp_path):
     path = tmp_path / "k.toml"
     path.write_text('expr = "y(i) = A(i,j) * x(j)"\n  drop_zeros = "yes"\n[layouts]\nA = "CSR"\n')
     with pytest.raises(spf.SpecError) as err:
         spf.Kernel(str(path))
-    assert str(err.value) == f"{path}:2:3: drop_zeros must be True or False, got 'yes'"
+    assert str(err.value) == f"{path}:2:16: drop_zeros must be True or False, got 'yes'"
 
 
 def test_evaluate_takes_every_option():

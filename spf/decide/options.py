@@ -153,7 +153,7 @@ class KernelOptions:
 
     @classmethod
     def of(cls, values: Mapping[str, Any], source: str = "<string>",
-           where: Callable[[str], tuple[int, int]] | None = None) -> "KernelOptions":
+           where: Callable[..., tuple[int, int]] | None = None) -> "KernelOptions":
         """The options ``values`` gives (see :func:`check_given`); the others default."""
         return cls(**check_given(values, source, where))
 
@@ -191,16 +191,17 @@ NAMES: tuple[str, ...] = tuple(o.name for o in OPTIONS)
 
 
 def check_given(values: Mapping[str, Any], source: str = "<string>",
-                where: Callable[[str], tuple[int, int]] | None = None,
+                where: Callable[..., tuple[int, int]] | None = None,
                 file_keys: tuple[str, ...] = ()) -> dict[str, Any]:
     """The options ``values`` names (None counts as not given), each checked by its form;
     SpecError for an unknown name or a bad value, located by ``where(name)`` (the line and
-    column of a kernel file's key, whose other keys are ``file_keys``) when given."""
+    column of a kernel file's value; ``where(name, True)``: of its key; the file's other keys
+    are ``file_keys``) when given."""
     known = {o.name: o for o in OPTIONS}
     checked: dict[str, Any] = {}
     for name, value in values.items():
-        position = where(name) if where else (None, None)
         if name not in known:
+            position = where(name, True) if where else (None, None)
             close = difflib.get_close_matches(str(name), [*file_keys, *known], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             what = (f"a kernel file has {', '.join(file_keys)} and the options"
@@ -214,7 +215,7 @@ def check_given(values: Mapping[str, Any], source: str = "<string>",
         except SpecError as exc:
             if where is None or exc.line is not None:
                 raise
-            raise SpecError(exc.detail, source, *position) from None
+            raise SpecError(exc.detail, source, *where(name)) from None
     return checked
 
 

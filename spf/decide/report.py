@@ -81,5 +81,5 @@ def _decision(nest: LoopNest, d) -> list[str]:
         if choice is not d.chosen and choice not in d.alternatives and name != "loop":
             lines.append(f"  also valid: {choice.describe()}")
     for name, why in d.rejected.items():
-        lines.append(f"  rejected {name}: {why}")
+        lines.append(f"  rejected {name}: {why}".replace("\n", "\n    "))
     return lines

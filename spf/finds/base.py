@@ -20,7 +20,7 @@ from ..back.names import CNames
 from ..back.templates import render
 from ..middle.scan import LoopNest
 from ..front.terms import Aff
-from .checks import Checker, algorithm3, place_state, state_candidates
+from .checks import Checker, algorithm3, place_state, rejection, state_candidates
 from .model import Choice, Decision, Find
 
 
@@ -123,7 +123,7 @@ class MapAlgorithm(FindAlgorithm):
         cands = state_candidates(ctx.nest, ctx.find, with_reduced=False)
         state, why = algorithm3(cands, ctx.checker.fixed_between_builds)
         if state is None:
-            return why
+            return rejection([("", why)])
         state, init, _, _ = place_state(ctx.nest, ctx.find, state, self.init_reads(ctx.find),
                                         allow_array=False)
         return state, init

@@ -3,7 +3,7 @@ state, O(log L) per search."""
 from __future__ import annotations
 
 from .base import FindAlgorithm, FindContext, FindLowering
-from .checks import failed, missing_order_hint
+from .checks import failed, missing_order_hint, rejection
 from .model import Choice
 from ..back import ctree as t
 
@@ -22,9 +22,9 @@ class BinarySearch(FindAlgorithm):
                 return Choice("binsearch", 1, compare, [], ctx.unique,
                               detail="over increasing keys" if compare == "<" else
                               "over decreasing keys")
-            reasons.append(f"{'increasing' if compare == '<' else 'decreasing'} keys: "
-                           + failed("the range is not sorted", why))
-        return "; ".join(reasons) + missing_order_hint(ctx.find)
+            reasons.append((f"{'increasing' if compare == '<' else 'decreasing'} keys",
+                            failed("the range is not sorted", why)))
+        return rejection(reasons, missing_order_hint(ctx.find))
 
     def open(self, f: FindLowering, b: t.Builder) -> None:
         low, high, mid = f"spf_low_{f.var}", f"spf_high_{f.var}", f"spf_mid_{f.var}"

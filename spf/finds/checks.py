@@ -20,6 +20,9 @@ so at worst the guard loop stays.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Sequence
+
 import z3
 
 from ..middle.scan import LevelKind, LoopNest
@@ -106,7 +109,7 @@ class Checker:
                              f"{{{', '.join(state)}}}",
                        fallback="assumed to differ: the map is rebuilt more often or not used")
 
-    def fixed_between_builds(self, state: list[str]) -> tuple[bool, str]:
+    def fixed_between_builds(self, state: list[str]) -> tuple[bool, Failure | None]:
         """A map built over the range is valid for every instance with equal ``state``: the
         range and the key at each of its positions are the same (Algorithm 3's test for the
         maps)."""
@@ -117,7 +120,7 @@ class Checker:
         if not ok:
             return False, failed("the keys over the searched range are not fixed between "
                                  "builds", why)
-        return True, ""
+        return True, None
 
     def determines(self, var: str, loops: list[str]) -> tuple[bool, str]:
         """Two instances with equal ``var`` have equal ``loops``."""
@@ -200,7 +203,7 @@ def state_candidates(nest: LoopNest, find: Find, with_reduced: bool) -> list[str
     return list(reversed(loops)) + (list(reversed(reduced)) if with_reduced else [])
 
 
-def algorithm3(candidates: list[str], test) -> tuple[list[str] | None, str]:
+def algorithm3(candidates: list[str], test) -> tuple[list[str] | None, Any]:
     state = list(candidates)
     ok, why = test(state)
     if not ok:
@@ -312,11 +315,54 @@ def extent_of(nest: LoopNest, var: str) -> Aff | None:
     return None
 
 
-def failed(claim: str, why: str) -> str:
-    """Why an assumption does not hold: ``claim`` with Z3's counterexample, or, when Z3 gave
-    no answer, ``claim`` assumed (the safe choice) and why."""
-    return f"{claim}, {why}" if why.startswith("counterexample") else \
-        f"{claim} (assumed: {why})"
+@dataclass(frozen=True)
+class Failure:
+    """An assumption that does not hold: the claim, and Z3's counterexample or why Z3 gave no
+    answer (then the claim is assumed: the safe choice)."""
+
+    claim: str
+    why: str
+
+    @property
+    def counterexample(self) -> str:
+        """The model refuting the claim ("" when Z3 gave no answer)."""
+        prefix = "counterexample: "
+        return self.why[len(prefix):] if self.why.startswith(prefix) else ""
+
+    def text(self) -> str:
+        return self.claim if self.counterexample else f"{self.claim} (assumed: {self.why})"
+
+
+def failed(claim: str, why: str) -> Failure:
+    """Why an assumption does not hold: ``claim`` with Z3's answer ``why``."""
+    return Failure(claim, why)
+
+
+def rejection(failures: Sequence[tuple[str, Failure]], hint: str = "") -> str:
+    """Why a find algorithm does not apply, the actionable part first: on one line each
+    failed claim (with the cases it failed in) and ``hint`` (what the layout lacks); then
+    one shortened counterexample per claim."""
+    cases: dict[str, list[str]] = {}
+    examples: dict[str, str] = {}
+    for label, failure in failures:
+        claim = failure.text()
+        cases.setdefault(claim, []).append(label)
+        if failure.counterexample and claim not in examples:
+            examples[claim] = (f"{label}: " if label else "") + _short(failure.counterexample)
+    line = "; ".join(claim + (f" ({', '.join(labels)})" if all(labels) else "")
+                     for claim, labels in cases.items())
+    line += f"; {hint}" if hint else ""
+    if not examples:
+        return line
+    return (f"{line}\ncounterexample{'s' if len(examples) > 1 else ''}: "
+            + "; ".join(examples.values()))
+
+
+def _short(model: str, keep: int = 8) -> str:
+    """A model printed ``a = 1, b = 2, ...`` cut to ``keep`` values, those of the loop
+    instances (``q@1``) first."""
+    values = sorted(model.split(", "), key=lambda v: "@" not in v.split(" = ")[0])
+    return ", ".join(values[:keep]) + (", ..." if len(values) > keep else "")
 
 
 def params_only(a: Aff) -> bool:
@@ -330,8 +376,9 @@ def missing_order_hint(find: Find) -> str:
                if p.kind in ("monotonic", "periodic_monotonic", "covary_monotonic")}
     missing = sorted(names - ordered)
     if missing:
-        return (f" (layout {lay.name} declares no order property — monotonic, "
-                f"periodic_monotonic or covary_monotonic — for {', '.join(missing)})")
+        return (f"layout {lay.name} declares no order property (monotonic, "
+                f"periodic_monotonic or covary_monotonic) for {', '.join(missing)}, which "
+                "an ordered search needs")
     return ""
 
 

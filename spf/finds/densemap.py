@@ -19,7 +19,7 @@ from ..back import ctree as t
 from ..middle.scan import LevelKind, LoopNest
 from ..front.terms import Aff
 from .base import CostTerms, FindContext, FindLowering, MapAlgorithm
-from .checks import extent_of, failed, trip_counts
+from .checks import extent_of, failed, rejection, trip_counts
 from .model import Choice, Find
 
 
@@ -48,8 +48,9 @@ class DenseMap(MapAlgorithm):
         if state:       # a rebuild clears the previous range by the keys it reads now
             ok, why = chk.same_keys([])
             if not ok:
-                return failed("the keys over a previous build's range change by the next "
-                              "build, which clears its entries by them", why)
+                return rejection([("", failed("the keys over a previous build's range change "
+                                              "by the next build, which clears its entries by "
+                                              "them", why))])
         keys_ok = _keys_in_extent(chk, extent)
         detail = f"map over [0, {extent})" + ("" if keys_ok else ", keys tested against it")
         return Choice("densemap", 1, "<", state, True, init, stateful=True, detail=detail,

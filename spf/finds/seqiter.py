@@ -10,8 +10,8 @@ from ..back import ctree as t
 from ..middle.scan import LoopNest
 from ..front.terms import Aff
 from .base import CostTerms, FindAlgorithm, FindContext, FindLowering
-from .checks import algorithm3, failed, missing_order_hint, place_state, prefer_loops, \
-    state_candidates, trip_counts
+from .checks import Failure, algorithm3, failed, missing_order_hint, place_state, \
+    prefer_loops, rejection, state_candidates, trip_counts
 from .model import Choice, Decision, Find
 
 _ORDERS = ((1, "<"), (-1, "<"), (1, ">"), (-1, ">"))
@@ -29,18 +29,18 @@ class SeqIter(FindAlgorithm):
 
     def check(self, ctx: FindContext) -> Choice | str:
         chk, nest, find = ctx.checker, ctx.nest, ctx.find
-        reasons = []
+        reasons: list[tuple[str, Failure]] = []
         for direction, compare in _ORDERS:    # Algorithm 2: direction and comparison
             label = _label(direction, compare)
             ok4, why4 = chk.eq4(direction, compare)
             if not ok4:
-                reasons.append(f"{label}: " + failed("Eq. 4 (no match after the stop point) "
-                                                     "is satisfiable", why4))
+                reasons.append((label, failed("Eq. 4 (no match after the stop point) "
+                                              "is satisfiable", why4)))
                 continue
             if not ctx.unique:
                 okc, whyc = chk.contiguous()
                 if not okc:
-                    reasons.append(f"{label}: " + failed("matches are not contiguous", whyc))
+                    reasons.append((label, failed("matches are not contiguous", whyc)))
                     continue
 
             def test(state, c=compare):
@@ -54,12 +54,12 @@ class SeqIter(FindAlgorithm):
 
             state, why = algorithm3(state_candidates(nest, find, with_reduced=True), test)
             if state is None:
-                reasons.append(f"{label}: {why}")
+                reasons.append((label, why))
                 continue
             state = prefer_loops(nest, chk, state, test)
             state, init, key, extent = place_state(nest, find, state, self.init_reads(find))
             return self.choice(direction, compare, state, ctx.unique, init, key, extent)
-        return "; ".join(reasons) + missing_order_hint(find)
+        return rejection(reasons, missing_order_hint(find))
 
     @staticmethod
     def choice(direction: int, compare: str, state: list[str], unique: bool, init, key=None,

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import SpecError
-from .syntax import Parser, is_file, parse_constraints, parse_toml, read_spec
+from .syntax import Parser, is_file, key_position, locate, parse_constraints, parse_toml, \
+    read_spec
 from .terms import Constraint
 
 
@@ -130,11 +131,17 @@ def _access(p: Parser) -> Access:
     return Access(tok.text, tuple(indices), tok.line, tok.column)
 
 
+_PATH = re.compile(r"[\w.~-]*[./\\][\w./\\~-]*")    # a token with a '.' or a '/': a file name
+
+
 def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 1) -> Expr:
     """Parse tensor index notation; checks index counts and name clashes."""
     if not isinstance(text, str):
         raise SpecError(f"a kernel is a string in tensor index notation such as "
                         f"'y(i) = A(i,j) * x(j)', got {text!r}", source)
+    if "=" not in text and _PATH.fullmatch(text.strip()):
+        raise SpecError(f"{text.strip()!r} is neither tensor index notation (it has no '=') "
+                        "nor an existing kernel file (.toml)", source)
     p = Parser(text, source, line0, col0)
     out = _access(p)
     if p.accept("+="):
@@ -228,19 +235,11 @@ class KernelFile:
     source: str = "<string>"
     text: str = ""
 
-    def position(self, key: str) -> tuple[int, int]:
-        """The line and column where ``key`` is written (1, 1 when it is not found)."""
-        m = re.search(rf"^([ \t]*)\[?\s*{re.escape(key)}\s*[=\].]", self.text, re.MULTILINE)
-        if m is None:
-            return 1, 1
-        return self.text.count("\n", 0, m.start()) + 1, len(m.group(1)) + 1
-
-
-def _locate(text: str, needle: str) -> tuple[int, int]:
-    pos = text.find(needle)
-    if pos < 0:
-        return 1, 1
-    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+    def position(self, key: str, at_key: bool = False) -> tuple[int, int]:
+        """The line and column of ``key``'s value (of the key itself with ``at_key``); 1, 1
+        when it is not found."""
+        line, key_col, value_col = key_position(self.text, key) or (1, 1, 1)
+        return line, key_col if at_key else value_col
 
 
 def load_kernel_file(path: str | Path) -> KernelFile:
@@ -250,9 +249,10 @@ def load_kernel_file(path: str | Path) -> KernelFile:
     text = read_spec(path, "kernel file")
     table = parse_toml(text, source)
     if not isinstance(table.get("expr"), str):
+        line, _, col = key_position(text, "expr") or (1, 1, 1)
         raise SpecError("missing 'expr' (tensor index notation, e.g. \"y(i) = A(i,j) * x(j)\")",
-                        source)
-    line, col = _locate(text, table["expr"])
+                        source, line, col)
+    line, col = locate(text, table["expr"])
     spec = KernelFile(parse_expr(table["expr"], source, line, col), source=source, text=text)
     layouts = table.get("layouts", {})
     if not isinstance(layouts, dict) or not all(isinstance(v, str) for v in layouts.values()):
@@ -269,7 +269,7 @@ def load_kernel_file(path: str | Path) -> KernelFile:
     spec.params = params
     spec.options = {k: v for k, v in table.items() if k not in FILE_KEYS}
     if isinstance(spec.options.get("bounds"), str):      # parsed here, where its text is
-        bl, bc = _locate(text, spec.options["bounds"])
+        bl, bc = locate(text, spec.options["bounds"])
         spec.options["bounds"] = parse_bounds(spec.options["bounds"], source, bl, bc)
     return spec
 

@@ -18,7 +18,8 @@ from . import index_expr as ie
 from ..concurrency import symbolic
 from ..errors import SpecError
 from .relation import Relation
-from .syntax import C_KEYWORDS, MAX_INT, is_file, parse_aff, parse_toml, read_spec
+from .syntax import C_KEYWORDS, MAX_INT, is_file, key_position, locate, parse_aff, \
+    parse_toml, read_spec
 from .terms import Aff, Constraint, UFCall
 
 LAYOUT_DIR = Path(str(resources.files("spf.layouts")))   # installed inside the spf namespace
@@ -300,23 +301,6 @@ def _load_file(path: str, param_items: tuple[tuple[str, int], ...]) -> Layout:
     return parse_layout(read_spec(path, "layout file"), path, dict(param_items))
 
 
-def _locate(text: str, needle: str, start: int = 0) -> tuple[int, int]:
-    """1-based line and column of ``needle`` in ``text`` at or after offset ``start``
-    (1, 1 when not found)."""
-    pos = text.find(needle, start)
-    if pos < 0:
-        return 1, 1
-    line = text.count("\n", 0, pos) + 1
-    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
-    return line, col
-
-
-def _key_line(text: str, key: str, start: int = 0) -> int | None:
-    """Line of the first ``key =`` at or after offset ``start``."""
-    m = re.compile(rf"^[ \t]*{re.escape(key)}\s*=", re.MULTILINE).search(text, start)
-    return text.count("\n", 0, m.start()) + 1 if m else None
-
-
 def _table_start(text: str, header: str, nth: int = 0) -> int:
     """Offset of the ``nth`` line ``[header]`` / ``[[header]]`` (0 when absent)."""
     found = list(re.finditer(rf"^[ \t]*\[\[?\s*{re.escape(header)}\s*\]\]?", text, re.MULTILINE))
@@ -344,13 +328,16 @@ class _Reader:
         self.text = text
         self.source = source
 
-    def err(self, message: str, key: str | None = None, start: int = 0) -> SpecError:
-        """An error at the line of ``key =`` (searched from offset ``start``), else at the
-        line of offset ``start`` when it is given."""
-        line = _key_line(self.text, key, start) if key else None
-        if line is None and start:
-            line = self.text.count("\n", 0, start) + 1
-        return SpecError(message, self.source, line, 1 if line else None)
+    def err(self, message: str, key: str | None = None, start: int = 0,
+            end: int | None = None, at_key: bool = False) -> SpecError:
+        """An error at the value of ``key =`` (at the key itself with ``at_key``) searched
+        between offsets ``start`` and ``end``, else at the line of offset ``start`` (the
+        file's first line when 0)."""
+        found = key_position(self.text[:end], key, start) if key else None
+        if found:
+            line, key_col, value_col = found
+            return SpecError(message, self.source, line, key_col if at_key else value_col)
+        return SpecError(message, self.source, self.text.count("\n", 0, start) + 1, 1)
 
     def string(self, table: Mapping[str, Any], key: str, required: bool = True) -> str | None:
         if key not in table:
@@ -368,7 +355,7 @@ class _Reader:
         if key is not None:
             m = re.compile(rf"^[ \t]*{re.escape(key)}\s*=", re.MULTILINE).search(self.text, start)
             start = m.start() if m else start
-        return _locate(self.text, snippet, start)
+        return locate(self.text, snippet, start)
 
 
 @symbolic
@@ -380,7 +367,7 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
              "properties", "packer", "dense_array"}
     for key in table:
         if key not in known:
-            raise rd.err(f"unknown key {key!r}; expected one of {sorted(known)}", key)
+            raise rd.err(f"unknown key {key!r}; expected one of {sorted(known)}", key, at_key=True)
     name = rd.string(table, "name") or ""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name):
         raise rd.err(f"layout name {name!r} must be an identifier", "name")
@@ -422,7 +409,7 @@ def _parse_params(table: dict, rd: "_Reader", name: str,
     for k, v in raw_params.items():
         if not _is_c_name(k):
             raise rd.err(f"parameter name {k!r} must be an identifier and not a C keyword", k,
-                         pstart)
+                         pstart, at_key=True)
         if not isinstance(v, int) or isinstance(v, bool) or abs(v) > MAX_INT:
             raise rd.err(f"parameter {k!r} must have an integer default that fits in 64 bits", k)
         bound[k] = v
@@ -445,12 +432,13 @@ def _parse_fields(table: dict, rd: "_Reader", bound: dict[str, int]) -> dict[str
     for fname, ftype in raw_fields.items():
         if not _is_c_name(fname):
             raise rd.err(f"field name {fname!r} must be an identifier and not a C keyword "
-                         "(it names a member of the C struct)", fname, fstart)
+                         "(it names a member of the C struct)", fname, fstart, at_key=True)
         if not isinstance(ftype, str):
             raise rd.err(f"type of field {fname!r} must be a string such as \"int[numRows + 1]\"",
                          fname, fstart)
         if fname in bound:
-            raise rd.err(f"{fname!r} is both a field and a parameter", fname, fstart)
+            raise rd.err(f"{fname!r} is both a field and a parameter", fname, fstart,
+                         at_key=True)
         m = re.fullmatch(r"\s*(int|double)\s*((?:\[[^\]]*\]\s*)*)", ftype)
         if not m:
             raise rd.err(f"field {fname!r}: type {ftype!r} must be int or double with optional "
@@ -476,7 +464,7 @@ def _parse_fields(table: dict, rd: "_Reader", bound: dict[str, int]) -> dict[str
             for c in ie.calls(d):
                 if c.name not in index_arrays:
                     raise rd.err(f"field {f.name!r}: extent reads {c.name!r}, not an index array",
-                                 f.name)
+                                 f.name, fstart)
     return fields
 
 
@@ -646,10 +634,9 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Map
     start = _table_start(rd.text, "properties", k)
     end = _table_start(rd.text, "properties", k + 1) or len(rd.text)
 
-    def err(message: str, key: str | None = None) -> SpecError:
-        # at this property's ``key =`` line when it has one, else at its [[properties]] line
-        line = _key_line(rd.text[:end], key, start) if key else None
-        return rd.err(message, key if line else None, start)
+    def err(message: str, key: str | None = None, at_key: bool = False) -> SpecError:
+        # at this property's ``key =`` when it has one, else at its [[properties]] line
+        return rd.err(message, key, start, end, at_key)
 
     kind = p.get("kind")
     if kind not in PROPERTY_KINDS:
@@ -726,6 +713,6 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Map
     unknown = set(p) - {"kind", "uf", "ufs", "order", "min", "max", "period", "with", "gap"}
     if unknown:
         raise err(f"{where}: unknown key(s) {sorted(unknown)}; property keys are kind, uf, "
-                  "ufs, order, min, max, period, with, gap", sorted(unknown)[0])
+                  "ufs, order, min, max, period, with, gap", sorted(unknown)[0], at_key=True)
     return Property(kind, tuple(ufs), order, lower, upper, period, with_, gap)
 

@@ -369,6 +369,31 @@ def read_spec(path: str | Path, what: str) -> str:
                         "decoded", str(path), line, col) from None
 
 
+def locate(text: str, needle: str, start: int = 0) -> tuple[int, int]:
+    """1-based line and column of ``needle`` in ``text`` at or after offset ``start``
+    (1, 1 when not found)."""
+    pos = text.find(needle, start)
+    if pos < 0:
+        return 1, 1
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return line, col
+
+
+def key_position(text: str, key: str, start: int = 0) -> tuple[int, int, int] | None:
+    """(line, column of the key, column of its value) of the first ``key = value`` line, or
+    ``[key]`` / ``[key.sub]`` table header (whose value column is the key's), at or after
+    offset ``start`` of a TOML text; None when there is none."""
+    m = re.compile(rf"^[ \t]*(\[\[?[ \t]*)?({re.escape(key)})[ \t]*(=[ \t]*|[\].])",
+                   re.MULTILINE).search(text, start)
+    if not m:
+        return None
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    key_col = m.start(2) - line_start + 1
+    value_col = m.end() - line_start + 1 if m.group(3).startswith("=") else key_col
+    return text.count("\n", 0, m.start()) + 1, key_col, value_col
+
+
 def parse_toml(text: str, source: str) -> dict:
     """A TOML document; syntax errors become :class:`SpecError` with line and column."""
     try:

@@ -293,7 +293,8 @@ class CompiledKernel:
                     or not array.flags.c_contiguous or array.shape != shape \
                     or not array.flags.writeable:
                 raise ArgumentError(f"output {self.output!r} must be a writeable C-contiguous "
-                                    f"float64 array of shape {shape}")
+                                    f"float64 array of shape {shape}; got "
+                                    f"{_received(array, shape)}")
             self._refuse_aliasing(array, inputs)
         struct = self._out_dense.struct(array) if self._out_dense else None
         if struct is None:   # a dense layout with more fields than extents and data
@@ -488,11 +489,35 @@ def _function(lib: ctypes.CDLL, name: str, argtypes: list[Any]) -> Any:
     return fn
 
 
+def _received(array: Any, shape: tuple[int, ...]) -> str:
+    """What an output argument that cannot be written is, for the message."""
+    if not isinstance(array, np.ndarray):
+        return type(array).__name__
+    if array.shape != shape:
+        return f"an array of shape {array.shape}"
+    if array.dtype != np.float64:
+        return f"dtype {array.dtype}"
+    if not array.flags.c_contiguous:
+        return ("a Fortran-ordered (not C-contiguous) array" if array.flags.f_contiguous
+                else "a strided view (not C-contiguous)")
+    return "a read-only array"
+
+
 def _scalar(name: str, value: Any) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
                                                                      np.floating)):
         raise ArgumentError(f"{name!r} is a scalar; got {type(value).__name__}")
-    return float(value)
+    exact = int(value) if isinstance(value, (int, np.integer)) else value
+    try:
+        out = float(value)
+    except OverflowError:
+        raise ArgumentError(f"{name!r} = {value} is beyond the range of float64, the type spf "
+                            "computes in") from None
+    if out != exact and out == out:
+        raise ArgumentError(f"{name!r} = {value} is not exactly a float64, the type spf "
+                            f"computes in (it would become {out!r}); pass float({name}) to "
+                            "accept the rounding")
+    return out
 
 
 Slot = tuple[str, int]   # (tensor, dimension)

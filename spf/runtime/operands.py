@@ -21,7 +21,7 @@ from .memory import address
 from ..errors import ArgumentError
 from ..front.layout import Layout, Property
 from ..front.storage import Storage, StorageKind, storage_or_none
-from .tensor import Tensor, index_max
+from .tensor import Tensor, check_exact, check_integers, index_max, shown
 
 
 _FLOAT64 = np.dtype(np.float64)
@@ -119,7 +119,7 @@ def as_tensor(name: str, value: Any, layout: Layout) -> Tensor:
                             f"spf.Tensor.from_dense/from_scipy('{layout.name}', ...)")
     try:
         if isinstance(value, (np.ndarray, list, tuple)):
-            return Tensor.from_dense(layout, np.asarray(value))
+            return Tensor.from_dense(layout, value)
         if is_scipy(value):
             return _from_scipy(value, layout)
         if is_pydata(value):
@@ -153,32 +153,96 @@ def is_pydata(value: Any) -> bool:
     return (module == "sparse" or module.startswith("sparse.")) and hasattr(value, "fill_value")
 
 
-def _check_values(kind: str, dtype: np.dtype, layout: Layout) -> None:
-    if dtype.kind not in "biuf":
-        raise ArgumentError(f"a {kind} of dtype {dtype} cannot be used: spf kernels compute "
-                            f"with real float64 values (layout {layout.name})")
+def check_arrays(kind: str, value: Any, layout: Layout | None = None) -> None:
+    """ArgumentError unless the scipy.sparse or pydata ``value`` (a ``kind``) holds real
+    values that are each exactly a float64 (spf computes in float64) and, for scipy's CSR,
+    CSC and COO, index arrays that scipy's own routines may index with (they check nothing:
+    an object built from arrays, or whose arrays were replaced, may hold anything)."""
+    data = getattr(value, "data", None)     # lil and dok keep theirs otherwise: checked later
+    if is_scipy(value) and value.format in ("csr", "csc", "coo"):
+        _check_scipy_arrays(f"a {kind}: ", value)
+    if value.dtype.kind not in "biuf":
+        used = "" if layout is None else f" (layout {layout.name})"
+        raise ArgumentError(f"a {kind} of dtype {value.dtype} cannot be used: spf kernels "
+                            f"compute with real float64 values{used}")
+    if isinstance(data, np.ndarray) and data.dtype.kind in "biuf":
+        check_exact(f"a {kind}: ", "data", data)
+
+
+def _check_scipy_arrays(where: str, m: Any) -> None:
+    """The arrays of a scipy CSR, CSC or COO object: 1-D, integer index arrays, a pointer
+    array of one more than the outer extent rising from 0 or more to at most the entries
+    stored, coordinates as many as the values."""
+    arrays = {"data": m.data}
+    if m.format == "coo":
+        coords = m.coords
+        arrays.update({f"coords[{d}]": c for d, c in enumerate(coords)})
+    else:
+        arrays.update(indptr=m.indptr, indices=m.indices)
+    for name, arr in arrays.items():
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1:
+            raise ArgumentError(f"{where}its {name} must be a 1-D numpy array, got {shown(arr)}")
+        if name != "data":
+            check_integers(where, f"its {name}", name, arr)
+    if m.format == "coo":
+        for d, c in enumerate(coords):
+            if len(c) != len(m.data):
+                raise ArgumentError(f"{where}coords[{d}] has {len(c)} elements for "
+                                    f"{len(m.data)} values")
+        return
+    ptr, outer = m.indptr, m.shape[0 if m.format == "csr" else 1]
+    if len(ptr) != outer + 1:
+        raise ArgumentError(f"{where}indptr has {len(ptr)} elements, not {outer + 1} (one more "
+                            f"than the {'rows' if m.format == 'csr' else 'columns'})")
+    stored = min(len(m.indices), len(m.data))
+    bad = np.flatnonzero((ptr < 0) | (ptr > stored) | np.r_[False, ptr[1:] < ptr[:-1]])
+    if len(bad):
+        k = int(bad[0])
+        why = ("negative" if ptr[k] < 0 else f"beyond the {stored} stored entries"
+               if ptr[k] > stored else f"less than indptr[{k - 1}] = {ptr[k - 1]}")
+        raise ArgumentError(f"{where}indptr[{k}] = {ptr[k]} is {why}")
+
+
+def _check_coordinates(where: str, m: Any) -> None:
+    """The coordinates of a scipy COO object are within its shape."""
+    for d, (c, n) in enumerate(zip(m.coords, m.shape)):
+        bad = np.flatnonzero((c < 0) | (c >= n))
+        if len(bad):
+            raise ArgumentError(f"{where}coords[{d}][{bad[0]}] = {c[bad[0]]} is outside "
+                                f"0..{n - 1}")
 
 
 def _from_scipy(m: Any, layout: Layout) -> Tensor:
     kind = f"scipy.sparse {type(m).__name__} ({m.format})"
-    _check_values(kind, m.dtype, layout)
+    check_arrays(kind, m, layout)
     if len(m.shape) != layout.order:
         raise ArgumentError(f"a {kind} of shape {m.shape} has order {len(m.shape)}, but layout "
                             f"{layout.name} stores order-{layout.order} tensors")
     storage = storage_or_none(layout)
     fields = _scipy_fields(m, storage) if storage is not None else None
     if fields is None:
+        if m.format == "coo":    # scipy's conversions index with the coordinates unchecked
+            _check_coordinates(f"a {kind}: ", m)
         return _packed(kind, layout, lambda: Tensor.from_scipy(layout, m))
-    canonical = bool(getattr(m, "has_canonical_format", False))
+    canonical = _canonical(m)
     proven = _proven_by_order(layout) if canonical and _scipy_order(m) == storage.order \
         else frozenset()
     try:
         return Tensor(layout, m.shape, fields, proven=proven)
     except ArgumentError as exc:
-        if canonical:
+        if canonical is not False:
             raise
         raise ArgumentError(f"{exc} (the {kind} is not in scipy's canonical format: "
                             ".sum_duplicates() sorts its indices and adds up duplicates)") from None
+
+
+def _canonical(m: Any) -> bool | None:
+    """scipy's canonical-format flag (sorted, no duplicates); None when scipy cannot tell:
+    its test for CSR and CSC runs on index arrays of one of its index types only."""
+    if m.format in ("csr", "csc") and not (m.indptr.dtype == m.indices.dtype
+                                           and m.indices.dtype in (np.int32, np.int64)):
+        return None
+    return bool(getattr(m, "has_canonical_format", False))
 
 
 def _scipy_order(m: Any) -> tuple[int, ...]:
@@ -233,7 +297,7 @@ def _proven_by_order(layout: Layout) -> frozenset[Property]:
 
 def _from_pydata(a: Any, layout: Layout) -> Tensor:
     kind = f"pydata sparse {type(a).__name__}"
-    _check_values(kind, a.dtype, layout)
+    check_arrays(kind, a, layout)
     if a.fill_value != 0:
         raise ArgumentError(f"a {kind} with fill_value {a.fill_value} cannot be used: absent "
                             "entries of spf tensors are 0")

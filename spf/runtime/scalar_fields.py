@@ -81,7 +81,10 @@ def _length_equations(layout: Layout, fields: Mapping[str, Any]) -> list[_Equati
         value = fields.get(spec.name)
         if not spec.is_array or value is None or isinstance(value, (int, float)):
             continue
-        arr_shape = np.shape(value)
+        try:
+            arr_shape = np.shape(value)
+        except (ValueError, TypeError):     # not an array: validation says so
+            continue
         if len(arr_shape) == len(spec.dims) > 1:
             parts = [(d, n, f"dimension {k} of {spec.name!r} ({n})")
                      for k, (d, n) in enumerate(zip(spec.dims, arr_shape))]

@@ -101,7 +101,7 @@ class Tensor:
                  check: bool = True, proven: "frozenset[Property]" = frozenset()):
         """``proven``: properties that hold by construction of ``fields`` (not checked)."""
         self.layout = layout
-        self.shape = tuple(int(n) for n in shape)
+        self.shape = as_shape(shape)
         self.fields = _frozen(validate(layout, self.shape, fields, check_properties=check,
                                        proven=proven))
         self._struct: Any = None
@@ -165,6 +165,10 @@ class Tensor:
         length determines (``numRows``, ``len``, ``nnz``) may be left out; given ones must
         agree with them."""
         lay = _as_layout(layout, params or {}, index_type)
+        shape = as_shape(shape)
+        if not isinstance(arrays, Mapping):
+            raise ArgumentError(f"{lay.name} tensor: the fields must be a mapping of field names "
+                                f"to arrays and integers, got {shown(arrays)}")
         return cls(lay, shape, derive_scalar_fields(lay, shape, arrays), check)
 
     @classmethod
@@ -174,16 +178,20 @@ class Tensor:
         """Pack nonzeros given as coordinate arrays (any order; duplicates are summed) with
         the layout's reference packer."""
         lay = _as_layout(layout, params, index_type)
-        shape = tuple(int(n) for n in shape)
+        shape = as_shape(shape)
         if len(shape) != lay.order:
             raise ArgumentError(f"layout {lay.name} stores order-{lay.order} tensors, "
                                 f"got shape {shape}")
-        if any(n < 0 for n in shape):
-            raise ArgumentError(f"shape {shape} has a negative extent")
         if any(n > index_max(lay) for n in shape):
             raise ArgumentError(f"shape {shape} does not fit index_type={lay.index_type!r} "
                                 f"(at most {index_max(lay)}){wider_hint(lay.index_type)}")
-        coords = [np.asarray(c, dtype=np.int64).reshape(-1) for c in coords]
+        where = f"{lay.name} tensor: "
+        if not isinstance(coords, (list, tuple, np.ndarray)):
+            raise ArgumentError(f"{where}coords must be one coordinate array per dimension, "
+                                f"got {shown(coords)}")
+        coords = [_coordinate_array(where, d, c) for d, c in enumerate(coords)]
+        values = as_array(where, "values", values)
+        check_exact(where, "values", values)
         values = np.asarray(values, dtype=VALUE_DTYPE).reshape(-1)
         if len(coords) != len(shape) or any(len(c) != len(values) for c in coords):
             raise ArgumentError("need one coordinate array per dimension, each as long as values")
@@ -239,20 +247,20 @@ class Tensor:
         code from a dense layout found by its shape where spf can assemble or place
         ``layout``, otherwise stored by the layout's reference packer."""
         lay = _as_layout(layout, params, index_type)
-        array = np.asarray(array)
+        array = as_array("", "array", array)
         if array.dtype.kind not in "biuf":
             raise ArgumentError(f"expected a real numeric array, got dtype {array.dtype}")
-        src = generated("dense_layout")(array.ndim) if array.ndim else None
-        if lay.dense_array is None and src is not None and array.ndim == lay.order \
-                and _generated(lay):
+        check_exact(f"{lay.name} tensor: ", "array", array)
+        if array.ndim != lay.order:
+            raise ArgumentError(f"layout {lay.name} stores order-{lay.order} tensors, got shape "
+                                f"{array.shape}")
+        src = generated("dense_layout")(array.ndim)
+        if lay.dense_array is None and src is not None and _generated(lay):
             return cls.from_dense(src.with_index_type(lay.index_type), array).convert(
                 lay, allow_padding=True)
         if lay.packer:
             module, _ = _packer(lay.packer)
             if hasattr(module, "pack_dense"):
-                if array.ndim != lay.order:
-                    raise ArgumentError(f"layout {lay.name} stores order-{lay.order} tensors, "
-                                        f"got an array of shape {array.shape}")
                 return cls(lay, array.shape, module.pack_dense(array, dict(lay.params)))
         nz = np.nonzero(array)
         return cls.from_coords(lay, array.shape, nz, array[nz])
@@ -331,6 +339,17 @@ class Tensor:
     def __repr__(self) -> str:
         fill = f", fill={self.fill}" if self.fill != 0.0 else ""
         return f"Tensor({self.layout.name}, shape={self.shape}{fill})"
+
+
+def as_shape(shape: Any) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints; ArgumentError when it is not one."""
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
+            for n in shape):
+        raise ArgumentError(f"a shape is a tuple of integers, got {shown(shape)}")
+    if any(n < 0 for n in shape):
+        raise ArgumentError(f"shape {tuple(shape)} has a negative extent")
+    return tuple(int(n) for n in shape)
 
 
 def coordinate_layout(order: int, index_type: str) -> Layout:
@@ -412,52 +431,52 @@ def _sum_duplicates(coords: list[np.ndarray], values: np.ndarray,
 
 
 @dataclass(frozen=True)
+class _ArrayField:
+    """One array field of a layout, as checking needs it."""
+
+    name: str
+    is_index: bool
+    dims: tuple[ie.IExpr, ...]
+    extents: tuple[ie.Evaluator, ...]     # each dimension's extent from scalars and arrays
+
+    def declared(self) -> str:
+        """The extents as the layout writes them: ``rowPtr(numRows)][2``."""
+        return "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})")
+                         for d in self.dims)
+
+
+@dataclass(frozen=True)
 class _Plan:
     """What checking a layout's fields needs, worked out once per layout."""
 
     scalars: tuple[str, ...]
-    arrays: tuple[tuple[str, bool, tuple[ie.IExpr, ...], Any], ...]  # name, index?, dims, extent
+    arrays: tuple[_ArrayField, ...]
 
 
 @lru_cache(maxsize=None)
 def _plan(layout: Layout) -> _Plan:
-    arrays = []
-    for spec in layout.fields.values():
-        if spec.is_array:
-            parts = [ie.compiled(d) for d in spec.dims]
-
-            def extent(env, arrays_, parts=parts) -> int:
-                n = 1
-                for part in parts:
-                    n *= part(env, arrays_)
-                return n
-            arrays.append((spec.name, spec.ctype == INDEX_TYPE, spec.dims, extent))
-    return _Plan(tuple(layout.scalar_fields), tuple(arrays))
+    arrays = tuple(_ArrayField(spec.name, spec.ctype == INDEX_TYPE, spec.dims,
+                               tuple(ie.compiled(d) for d in spec.dims))
+                   for spec in layout.fields.values() if spec.is_array)
+    return _Plan(tuple(layout.scalar_fields), arrays)
 
 
 def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
              check_properties: bool = True,
              proven: "frozenset[Property]" = frozenset()) -> dict[str, Any]:
-    """Convert and check fields against the layout: types, extents, shape, properties (but
-    those in ``proven``; none without ``check_properties``) and the bounds of every read that
-    generated code makes (:mod:`spf.validate`, always)."""
+    """Convert and check fields against the layout: types, extents (dimension by dimension),
+    shape, properties (but those in ``proven``; none without ``check_properties``) and the
+    bounds of every read that generated code makes (:mod:`spf.validate`, always)."""
     plan = _plan(layout)
     if any(f not in fields for f in plan.scalars):
         fields = derive_scalar_fields(layout, shape, fields)
     if len(fields) != len(layout.fields) or any(f not in fields for f in layout.fields):
         _missing_or_extra(layout, fields)
     scalars = {f: _scalar(layout, f, fields[f]) for f in plan.scalars}
-    arrays = {f: _array(layout, f, is_index, fields[f]) for f, is_index, _, _ in plan.arrays}
-    for f, _, dims, extent in plan.arrays:
-        try:
-            expected = extent(scalars, arrays)
-        except (IndexError, ValueError) as exc:
-            raise ArgumentError(f"{layout.name} tensor: cannot size {f!r}: {exc}") from None
-        if len(arrays[f]) != expected:
-            extents = "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})")
-                                for d in dims)
-            raise ArgumentError(f"{layout.name} tensor: {f!r} has {len(arrays[f])} elements "
-                                f"but its extent [{extents}] is {expected}")
+    given = {a.name: _array(layout, a.name, a.is_index, fields[a.name]) for a in plan.arrays}
+    arrays = {name: arr.reshape(-1) for name, arr in given.items()}
+    for a in plan.arrays:
+        _check_extents(layout, a, given[a.name].shape, scalars, arrays)
     logical = tuple(s.evaluate(scalars) for s in layout.shape)
     if logical != tuple(shape):
         raise ArgumentError(f"{layout.name} tensor: fields describe shape {logical}, expected "
@@ -467,6 +486,26 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
         _check_properties(layout, scalars, arrays, proven)
     check_structure(layout, out, check_properties)   # every read in bounds; periodic order
     return out
+
+
+def _check_extents(layout: Layout, a: _ArrayField, shape: tuple[int, ...],
+                   scalars: Mapping[str, int], arrays: Mapping[str, np.ndarray]) -> None:
+    """An array given with one dimension per declared extent must match them one by one; a
+    1-D array is the same data flattened (row-major) and must match their product."""
+    try:
+        extents = tuple(extent(scalars, arrays) for extent in a.extents)
+    except (IndexError, ValueError) as exc:
+        raise ArgumentError(f"{layout.name} tensor: cannot size {a.name!r}: {exc}") from None
+    total = int(np.prod(extents, dtype=object))
+    if len(shape) == 1 and len(extents) > 1 and shape[0] == total or shape == extents:
+        return
+    if len(shape) == 1:
+        raise ArgumentError(f"{layout.name} tensor: {a.name!r} has {shape[0]} elements but "
+                            f"its extent [{a.declared()}] is {total}")
+    many = len(extents) > 1
+    raise ArgumentError(f"{layout.name} tensor: {a.name!r} has shape {shape} but its "
+                        f"extent{'s' if many else ''} [{a.declared()}] "
+                        f"{'are' if many else 'is'} {extents if many else extents[0]}")
 
 
 def _missing_or_extra(layout: Layout, fields: Mapping[str, Any]) -> None:
@@ -481,7 +520,7 @@ def _missing_or_extra(layout: Layout, fields: Mapping[str, Any]) -> None:
 def _scalar(layout: Layout, field: str, value: Any) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise ArgumentError(f"{layout.name} tensor: scalar field {field!r} must be an integer, "
-                            f"got {value!r}")
+                            f"got {shown(value)}")
     top = index_max(layout)
     if not 0 <= int(value) <= top:
         raise ArgumentError(f"{layout.name} tensor: {field} = {value} is outside 0..{top} "
@@ -489,30 +528,136 @@ def _scalar(layout: Layout, field: str, value: Any) -> int:
     return int(value)
 
 
+def shown(value: Any) -> str:
+    """``value`` for a message: an array by its shape and dtype, anything else by repr (cut)."""
+    if isinstance(value, np.ndarray) and value.ndim:
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _array(layout: Layout, field: str, is_index: bool, value: Any) -> np.ndarray:
-    """``value`` as a flat C-contiguous array of the field's type (a copy only if needed)."""
-    arr = np.asarray(value)
+    """``value`` as a C-contiguous array of the field's type in the shape given (a copy only
+    if needed); ArgumentError when that conversion would change a value."""
+    where = f"{layout.name} tensor: "
+    arr = as_array(where, field, value)
+    if arr.ndim == 0:
+        raise ArgumentError(f"{where}{field!r} is an array field; got {shown(value)}")
     if is_index:
         dtype = np.dtype(layout.index_type)
-        if arr.size and arr.dtype.kind not in "iu":
-            raise ArgumentError(f"{layout.name} tensor: index array {field!r} must hold "
-                                f"integers, got dtype {arr.dtype}")
-        top = index_max(layout)
-        if arr.size and not np.can_cast(arr.dtype, dtype, "safe") \
-                and (int(arr.min()) < -top - 1 or int(arr.max()) > top):
-            bad = int(np.flatnonzero((arr < -top - 1) | (arr > top))[0])
-            raise ArgumentError(f"{layout.name} tensor: index array {field!r} at position "
-                                f"{bad} holds {int(arr[bad])}, which does not fit "
-                                f"index_type={layout.index_type!r}"
-                                f"{wider_hint(layout.index_type)}")
+        check_integers(where, f"index array {field!r}", field, arr)
+        _check_fits(layout, field, arr)
     else:
         dtype = _VALUE
-        if arr.size and arr.dtype.kind not in "biuf":
-            raise ArgumentError(f"{layout.name} tensor: value array {field!r} must be real "
-                                f"numbers, got dtype {arr.dtype}")
-    if arr.dtype != dtype or arr.ndim != 1 or not arr.flags.c_contiguous:
-        arr = np.ascontiguousarray(arr, dtype=dtype).reshape(-1)
+        check_exact(where, field, arr)
+    if arr.dtype != dtype or not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr, dtype=dtype)
     return arr
+
+
+def as_array(where: str, name: str, value: Any) -> np.ndarray:
+    """``value`` as a numpy array; ArgumentError when numpy cannot read it as one (ragged
+    nested lists, say)."""
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ArgumentError(f"{where}{name!r} cannot be read as an array: {exc}") from None
+
+
+def position(name: str, flat: int, shape: tuple[int, ...]) -> str:
+    """``name[i][j]``: the element at row-major position ``flat`` of an array of ``shape``."""
+    index = np.unravel_index(flat, shape) if len(shape) > 1 else (flat,)
+    return name + "".join(f"[{int(k)}]" for k in index)
+
+
+def check_integers(where: str, what: str, name: str, arr: np.ndarray) -> None:
+    """Index and coordinate arrays hold integers of an integer dtype, as numpy's own index
+    arrays do: a float array is refused even when its values are whole (the message names
+    the first one that is not)."""
+    if not arr.size or arr.dtype.kind in "iu":
+        return
+    detail = ""
+    if arr.dtype.kind == "f":
+        flat = arr.reshape(-1)
+        with np.errstate(invalid="ignore"):
+            fraction = ~np.isfinite(flat) | (flat != np.round(flat))
+        if fraction.any():
+            k = int(np.flatnonzero(fraction)[0])
+            detail = f": {position(name, k, arr.shape)} = {flat[k]} is not an integer"
+        else:
+            detail = "; convert it with .astype(np.int64)"
+    raise ArgumentError(f"{where}{what} must hold integers, got dtype {arr.dtype}{detail}")
+
+
+def _check_fits(layout: Layout, field: str, arr: np.ndarray) -> None:
+    """Every value of the integer array ``arr`` fits the layout's index type."""
+    top = index_max(layout)
+    if not arr.size or np.can_cast(arr.dtype, np.dtype(layout.index_type), "safe"):
+        return
+    flat = arr.reshape(-1)
+    if int(flat.max()) <= top and (arr.dtype.kind == "u" or int(flat.min()) >= -top - 1):
+        return
+    bad = flat > top if arr.dtype.kind == "u" else (flat < -top - 1) | (flat > top)
+    k = int(np.flatnonzero(bad)[0])
+    value = int(flat[k])
+    hint = wider_hint(layout.index_type)
+    if value > _INDEX_MAX["int64"]:    # only an unsigned array gets here
+        hint = (f" (as a signed 64-bit integer it is {value - 2 ** 64}: a negative value "
+                "stored in an unsigned array? pass signed integers)")
+    raise ArgumentError(f"{layout.name} tensor: {position(field, k, arr.shape)} = {value} "
+                        f"does not fit index_type={layout.index_type!r} (at most {top}){hint}")
+
+
+def _coordinate_array(where: str, d: int, value: Any) -> np.ndarray:
+    """Coordinate array ``d`` of ``from_coords`` as flat int64 (integers only, none lost)."""
+    name = f"coords[{d}]"
+    arr = as_array(where, name, value)
+    check_integers(where, f"coordinate array {d}", name, arr)
+    if arr.size and arr.dtype.kind == "u" and int(arr.max()) > _INDEX_MAX["int64"]:
+        k = int(np.argmax(arr.reshape(-1)))
+        raise ArgumentError(f"{where}{position(name, k, arr.shape)} = {int(arr.reshape(-1)[k])}"
+                            " is not a coordinate (beyond int64)")
+    return arr.astype(np.int64).reshape(-1)
+
+
+_EXACT = 2 ** 53     # every integer of at most this magnitude is a float64
+
+
+def check_exact(where: str, name: str, arr: np.ndarray) -> None:
+    """ArgumentError unless ``arr`` holds real numbers that convert to float64, the type spf
+    computes in, without change (integers beyond 2**53 and extended-precision floats may
+    not); ``where`` starts the message, ``name`` is the array's."""
+    if arr.size and arr.dtype.kind not in "biuf":
+        raise ArgumentError(f"{where}value array {name!r} must be real numbers, got dtype "
+                            f"{arr.dtype}")
+    if not arr.size or arr.dtype.itemsize < 8 or arr.dtype == _VALUE or arr.dtype.kind == "b":
+        return
+    flat = arr.reshape(-1)
+    if arr.dtype.kind == "f":
+        with np.errstate(over="ignore", invalid="ignore"):
+            lossy = (flat.astype(_VALUE).astype(arr.dtype) != flat) & ~np.isnan(flat)
+    else:
+        lossy = _inexact_integers(flat)
+    if lossy.any():
+        k = int(np.flatnonzero(lossy)[0])
+        raise ArgumentError(f"{where}{position(name, k, arr.shape)} = {flat[k]} "
+                            f"({arr.dtype}) is not exactly a float64, the type spf computes "
+                            f"in (it would become {float(flat[k])!r}); convert the values to "
+                            "float64 first to accept the rounding")
+
+
+def _inexact_integers(flat: np.ndarray) -> np.ndarray:
+    """Which of the 64-bit integers ``flat`` float64 does not hold exactly: some beyond
+    2**53 in magnitude (2**60 is exact, 2**53 + 1 is not)."""
+    if int(flat.max()) <= _EXACT and int(flat.min()) >= -_EXACT:
+        return np.zeros(0, dtype=bool)
+    far = flat > _EXACT if flat.dtype.kind == "u" else (flat > _EXACT) | (flat < -_EXACT)
+    at = np.flatnonzero(far)
+    near = flat[at].astype(_VALUE)
+    fits = near < float(np.iinfo(flat.dtype).max) + 1.0     # 2**63 or 2**64: exact
+    fits[fits] = near[fits].astype(flat.dtype) == flat[at][fits]
+    far[at[fits]] = False
+    return far
 
 
 _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
@@ -526,7 +671,9 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
     def call(name: str, args: list[int]) -> int:
         arr = arrays[name]
         if len(args) != 1 or not 0 <= args[0] < len(arr):
-            raise ArgumentError(f"{layout.name} tensor: {name}{tuple(args)} is out of bounds")
+            raise ArgumentError(f"{layout.name} tensor: a property reads {name}"
+                                f"{''.join(f'[{a}]' for a in args)}, outside {name}'s "
+                                f"{len(arr)} elements")
         return int(arr[args[0]])
 
     for prop in layout.properties:
@@ -561,10 +708,17 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
                                   arr[perm][1:]) | ~same
             if not ok.all():
                 k = int(np.flatnonzero(~ok)[0])
-                raise ArgumentError(f"{where()} at positions {perm[k]}, {perm[k + 1]}")
+                a, b = int(perm[k]), int(perm[k + 1])
+                raise ArgumentError(f"{where()} at positions {a}, {b}: {prop.with_}[{a}] = "
+                                    f"{prop.with_}[{b}] = {g[a]}, {prop.uf}[{a}] = {arr[a]}, "
+                                    f"{prop.uf}[{b}] = {arr[b]}")
         elif prop.kind == "injective" and arr.size > 1:
             cols = np.stack([arrays[u] for u in prop.ufs], axis=1)
-            uniq, first = np.unique(cols, axis=0, return_index=True)
+            uniq, first, inverse = np.unique(cols, axis=0, return_index=True,
+                                             return_inverse=True)
             if len(uniq) != len(cols):
                 dup = sorted(set(range(len(cols))) - set(first.tolist()))[0]
-                raise ArgumentError(f"{where()}: position {dup} repeats an earlier entry")
+                same = int(first[inverse.reshape(-1)[dup]])
+                values = ", ".join(f"{u}[{dup}] = {arrays[u][dup]}" for u in prop.ufs)
+                raise ArgumentError(f"{where()}: position {dup} repeats position {same} "
+                                    f"({values})")

@@ -8,13 +8,17 @@ expression's subscripts against the value array's extents.  This is exactly the 
 that generated kernels and conversions make, so a tensor that passes never makes them read out
 of bounds, whatever properties its layout declares (none included).  In the same pass,
 periodic monotonicity (``colIdx`` sorted within each row ``pi``), which cannot be checked array
-by array, compares each index-array read with the previous one of its period.
+by array, compares each index-array read with the previous one of its period.  A failing test
+stores the values its message names: the position read and the array's extents
+(``colIdx[pj] = colIdx[7] falls outside colIdx, whose extent ... is 5``), or the index array
+entry that gives a logical coordinate (``colIdx[5] = 7 is outside 0..numCols - 1 = 0..4``).
 """
 from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Callable
 
 from ..front import index_expr as ie
 from . import build as runtime
@@ -27,7 +31,7 @@ from ..errors import ArgumentError
 from ..middle.iteration_space import TensorUse, build
 from ..front.kernel_spec import parse_expr
 from ..front.layout import Layout, Property
-from ..middle.scan import LoopNest, scan
+from ..middle.scan import LevelKind, LoopNest, scan
 from ..front.terms import UFCall, format_sum
 
 _OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -53,12 +57,23 @@ class _AsWritten(CNames):
         return ie.to_c(e, lambda n: n, lambda n, a: f"{n}[{']['.join(a)}]")
 
 
+@dataclass(frozen=True)
+class _Test:
+    """One generated test: what it guards (as the layout writes it), the C expressions whose
+    values it stores when it fails, and the message written from those values."""
+
+    what: str
+    stored: tuple[str, ...]
+    message: Callable[[list[int]], str]
+
+
 @dataclass
 class _CheckedNames(CNames):
     """C names whose array reads first test their index against the array's extent; a read
-    out of bounds stores its number (1-based, into ``reads``) and leaves the function."""
+    out of bounds stores its number (1-based, into ``spf_bad``) and the values its message
+    names (into ``spf_at``), and leaves the function."""
 
-    reads: list[tuple[str, str]] = field(default_factory=list)   # (what, why it failed)
+    reads: list[_Test] = field(default_factory=list)
     extents: dict[str, str] = field(default_factory=dict)   # C variable -> its value
 
     def __post_init__(self) -> None:
@@ -89,16 +104,23 @@ class _CheckedNames(CNames):
         return self.leave_node(*self._bounds(use, fld, args, shown))
 
     def _bounds(self, use: TensorUse, fld: str, args: list[str],
-                shown: list[str]) -> tuple[str, str, str]:
-        """(the condition of a read out of bounds, the read as written, why it fails)."""
+                shown: list[str]) -> tuple[str, _Test]:
+        """(the condition of a read out of bounds, its test)."""
         dims = use.layout.fields[fld].dims
-        tests = []
-        for k, (arg, dim) in enumerate(zip(args, dims)):
-            tests.append(f"(int64_t)({arg}) < 0 || (int64_t)({arg}) >= "
-                         f"{self.extent(use, fld, k, dim)}")
+        extents = [self.extent(use, fld, k, dim) for k, dim in enumerate(dims)]
+        tests = [f"(int64_t)({arg}) < 0 || (int64_t)({arg}) >= {extent}"
+                 for arg, extent in zip(args, extents)]
         what = f"{fld}[{']['.join(shown)}]"
-        return (" || ".join(tests), what,
-                f"the read {what} falls outside its array for these index arrays")
+        declared = "][".join(self.written.index_expr(d) for d in dims)
+
+        def message(values: list[int]) -> str:
+            at, ext = values[:len(args)], values[len(args):]
+            many = len(ext) > 1
+            return (f"the read {what} = {fld}{''.join(f'[{v}]' for v in at)} falls outside "
+                    f"{fld}, whose extent{'s' if many else ''} [{declared}] "
+                    f"{'are' if many else 'is'} {']['.join(map(str, ext))}, for these index "
+                    "arrays: generated code would read out of bounds")
+        return " || ".join(tests), _Test(what, (*args, *extents), message)
 
     def index_expr(self, use: TensorUse, e: ie.IExpr, wide: bool = False) -> str:
         """An index expression of ``use``'s layout (fields, reads) with its reads checked."""
@@ -117,26 +139,31 @@ class _CheckedNames(CNames):
             self.extents[var] = self.index_expr(use, dim)
         return var
 
-    def leave(self, condition: str, what: str, why: str) -> str:
-        """Leave with the number of check ``what`` when ``condition`` holds (text, for the
-        statement expression of a checked read)."""
-        self.reads.append((what, why))
-        return (f"if ({condition}) {{ *spf_bad = {len(self.reads)}; "
+    def leave(self, condition: str, test: _Test) -> str:
+        """Leave with the number of ``test`` and its values when ``condition`` holds (text,
+        for the statement expression of a checked read)."""
+        stores = " ".join(f"{target} = {value};" for target, value in self._stores(test))
+        return (f"if ({condition}) {{ *spf_bad = {len(self.reads)}; {stores} "
                 "goto spf_out_of_bounds; }")
 
-    def leave_node(self, condition: str, what: str, why: str) -> t.If:
+    def leave_node(self, condition: str, test: _Test) -> t.If:
         """:meth:`leave` as a statement of the tree."""
-        self.reads.append((what, why))
-        return t.If(condition, [t.Assign("*spf_bad", str(len(self.reads))),
+        stores = [t.Assign(target, value) for target, value in self._stores(test)]
+        return t.If(condition, [t.Assign("*spf_bad", str(len(self.reads))), *stores,
                                 t.Goto("spf_out_of_bounds")])
+
+    def _stores(self, test: _Test) -> list[tuple[str, str]]:
+        self.reads.append(test)
+        return [(f"spf_at[{k}]", f"(int64_t)({value})") for k, value in enumerate(test.stored)]
 
 
 @dataclass
 class _Checker:
     function: object
     properties: list[Property]
-    reads: list[str]
+    reads: list[_Test]
     source: str
+    width: int           # the most values a failing test stores
 
 
 @lru_cache(maxsize=None)
@@ -145,12 +172,12 @@ def _checker(layout: Layout) -> _Checker:
     lib = runtime.load_library(str(runtime.build_library(source)))
     fn = lib.spf_check
     fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    return _Checker(fn, checked, reads, source)
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return _Checker(fn, checked, reads, source, max([1, *(len(r.stored) for r in reads)]))
 
 
 @symbolic
-def _checker_source(layout: Layout) -> tuple[str, list[Property], list[str]]:
+def _checker_source(layout: Layout) -> tuple[str, list[Property], list[_Test]]:
     """The C of ``layout``'s check, the periodic properties it checks and its reads."""
     idx = ",".join(f"i{k}" for k in range(layout.order))
     space = build(parse_expr(f"v = T({idx})"), {"T": layout})
@@ -159,7 +186,7 @@ def _checker_source(layout: Layout) -> tuple[str, list[Property], list[str]]:
     names = _CheckedNames(space, set())
     hooks: dict[int, list[t.Node]] = {}
     statement, checked, used = _periodic(layout, use, nest, names, hooks)
-    statement += _coordinates(layout, use, names, idx.split(","))
+    statement += _coordinates(layout, use, nest, names, idx.split(","))
     statement.append(_value_check(use, names))
     used |= set(idx.split(",")) | set(use.vars)
     b = t.Builder()
@@ -172,7 +199,7 @@ def _checker_source(layout: Layout) -> tuple[str, list[Property], list[str]]:
     extents = [t.Declare("int64_t", var, value, const=True)
                for var, value in names.extents.items()]
     signature = (f"int spf_check(const {struct_name(layout)} *restrict T, "
-                 "int64_t *restrict spf_bad)")
+                 "int64_t *restrict spf_bad, int64_t *restrict spf_at)")
     source = render_file([f"Generated by spf: read bounds and periodic-monotonicity check of "
                           f"layout {layout.name}"], names.helpers, [layout], signature,
                          extents + b.root)
@@ -209,17 +236,39 @@ def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNam
     return statement, checked, used
 
 
-def _coordinates(layout: Layout, use: TensorUse, names: _CheckedNames,
+def _coordinates(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNames,
                  indices: list[str]) -> list[t.Node]:
     """A test per logical coordinate: within the tensor's shape."""
     nodes = []
     for d, (i, extent) in enumerate(zip(indices, layout.shape)):
         shape = format_sum(extent.terms, extent.const, lambda a: f"{use.name}->{a}")
-        what = f"logical coordinate {d} in 0..{extent} - 1"
-        nodes.append(names.leave_node(f"{i} < 0 || {i} >= {shape}", what,
-                                      f"logical coordinate {d} falls outside 0..{extent} - 1 "
-                                      "for these index arrays"))
+        nodes.append(names.leave_node(f"{i} < 0 || {i} >= {shape}",
+                                      _coordinate_test(use, nest, names, d, i, shape, extent)))
     return nodes
+
+
+def _coordinate_test(use: TensorUse, nest: LoopNest, names: _CheckedNames, d: int, i: str,
+                     shape: str, extent: object) -> _Test:
+    """The test of logical coordinate ``d`` (C variable ``i``): its message names the index
+    array read that gives it (``colIdx[5] = 7``), or its expression and the layout indices."""
+    level = next((lv for lv in nest.levels if lv.var == i), None)
+    expr = level.expr if level is not None and level.kind is LevelKind.ASSIGN else None
+    within = f"0..{extent} - 1"
+    what = f"logical coordinate {d} in {within}"
+    if expr is not None and expr.const == 0 and len(expr.terms) == 1 \
+            and isinstance(expr.terms[0][0], UFCall) and expr.terms[0][1] == 1:
+        call = expr.terms[0][0]
+        fld = names.tensor_of(call.name)[1]
+        args = [names.aff(a) for a in call.args]
+        return _Test(what, (i, shape, *args), lambda v: (
+            f"{fld}{''.join(f'[{p}]' for p in v[2:])} = {v[0]} is outside {within} = "
+            f"0..{v[1] - 1} (logical coordinate {d})"))
+    written = "" if expr is None else f" = {names.written.aff(expr)}"
+    shown = [names.written.atom(var) for var in use.vars]
+    return _Test(what, (i, shape, *use.vars), lambda v: (
+        f"logical coordinate {d}{written} = {v[0]} at "
+        f"{', '.join(f'{n} = {x}' for n, x in zip(shown, v[2:]))} is outside {within} = "
+        f"0..{v[1] - 1}"))
 
 
 def _value_check(use: TensorUse, names: _CheckedNames) -> t.If:
@@ -242,10 +291,13 @@ def check_structure(layout: Layout, fields: dict, properties: bool = True) -> No
 def _check_part(checker: _Checker, layout: Layout, struct: ctypes.Structure, fields: dict,
                 properties: bool) -> None:
     bad = ctypes.c_int64(-1)
-    result = checker.function(ctypes.addressof(struct), ctypes.addressof(bad))
+    at = (ctypes.c_int64 * checker.width)()
+    result = checker.function(ctypes.addressof(struct), ctypes.addressof(bad),
+                              ctypes.addressof(at))
     if result < 0:
-        raise ArgumentError(f"{layout.name} tensor: {checker.reads[bad.value - 1][1]}: "
-                            "generated code would read out of bounds")
+        test = checker.reads[bad.value - 1]
+        raise ArgumentError(f"{layout.name} tensor: "
+                            f"{test.message(list(at)[:len(test.stored)])}")
     if result and properties:
         prop = checker.properties[result - 1]
         raise ArgumentError(f"{layout.name} tensor: {prop.uf!r} violates periodic_monotonic "
@@ -257,5 +309,5 @@ def _check_part(checker: _Checker, layout: Layout, struct: ctypes.Structure, fie
 def checked_reads(layout: Layout) -> list[tuple[int | None, list[str]]]:
     """Per part of the layout (one unless its relation is a union): the distinct reads the
     generated check tests for every tensor (none is taken as proven by a property)."""
-    return [(part.part, [w for w in dict.fromkeys(w for w, _ in _checker(part).reads)
+    return [(part.part, [w for w in dict.fromkeys(r.what for r in _checker(part).reads)
                          if "spf_" not in w]) for part in layout.parts()]
