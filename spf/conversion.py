@@ -55,6 +55,12 @@ class Conversion:
                  keep_zeros: "bool | None" = None, allow_padding: bool = False,
                  index_type: str | None = None, **params: int):
         src_lay, dst_lay = _bind(src, dst, params)
+        widths = {lay.index_type for lay in (src, dst) if isinstance(lay, Layout)}
+        if index_type is None and len(widths) > 1:
+            raise SpecError(f"cannot convert {src_lay.name} ({src_lay.index_type}) to "
+                            f"{dst_lay.name} ({dst_lay.index_type}): a conversion runs in one "
+                            "index width; pass index_type=, or convert the tensor with "
+                            "Tensor.convert, which widens or narrows the result", dst_lay.source)
         width = index_type or src_lay.index_type       # a Layout object brings its own
         self.src, self.dst = src_lay.with_index_type(width), dst_lay.with_index_type(width)
         self.index_type = width
@@ -340,8 +346,15 @@ def _bind(src: "str | Layout", dst: "str | Layout",
 
 
 def convert(tensor: Tensor, dst: "str | Layout", **params: Any) -> Tensor:
-    """``tensor`` in layout ``dst`` (see :class:`Conversion`; compiled kernels are cached)."""
+    """``tensor`` in layout ``dst`` (see :class:`Conversion`; compiled kernels are cached).
+    A ``dst`` Layout of another index width gets the tensor's entries in that width: the
+    conversion runs in the tensor's, then the index arrays are widened or narrowed (an
+    ArgumentError names a value that does not fit)."""
     keep = params.pop("keep_zeros", None)
+    width = tensor.layout.index_type
+    if isinstance(dst, Layout) and dst.index_type != width:
+        out = convert(tensor, dst.with_index_type(width), keep_zeros=keep, **params)
+        return out.with_index_type(dst.index_type)
     return _cached(tensor.layout, dst, keep, tuple(sorted(params.items())))(tensor)
 
 

@@ -189,3 +189,26 @@ def test_cli_generate_index_type(capsys):
     assert cli.main(["generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR",
                      "--index-type", "int64"]) == 0
     assert "typedef int64_t spf_index_t;" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("dst", ["CSC", "COO", "ELL", "DCSR"])
+def test_convert_into_a_layout_of_the_other_width(dst):
+    """A destination Layout of another width gets the entries in that width (it was converted
+    in the source's width without a word)."""
+    for src_width, dst_width in (("int32", "int64"), ("int64", "int32")):
+        t = spf.Tensor.from_scipy("CSR", MATRIX, index_type=src_width)
+        out = t.convert(spf.load_layout(dst, index_type=dst_width))
+        assert out.layout.index_type == dst_width
+        assert all(out[f].dtype == np.dtype(dst_width) for f, spec in out.layout.fields.items()
+                   if spec.is_array and spec.ctype == "int")
+        np.testing.assert_array_equal(out.to_dense(), MATRIX.toarray())
+
+
+def test_conversion_between_widths_needs_index_type():
+    src, dst = spf.load_layout("CSR"), spf.load_layout("CSC", index_type="int64")
+    with pytest.raises(spf.SpecError, match=r"cannot convert CSR \(int32\) to CSC \(int64\): a "
+                       r"conversion runs in one index width; pass index_type=, or convert the "
+                       r"tensor with Tensor.convert, which widens or narrows the result"):
+        spf.Conversion(src, dst)
+    conv = spf.Conversion(src, dst, index_type="int64")
+    assert conv.dst.index_type == conv.src.index_type == "int64"

@@ -195,7 +195,10 @@ def _check_scipy_arrays(where: str, m: Any) -> None:
         raise ArgumentError(f"{where}indptr has {len(ptr)} elements, not {outer + 1} (one more "
                             f"than the {'rows' if m.format == 'csr' else 'columns'})")
     stored = min(len(m.indices), len(m.data))
-    bad = np.flatnonzero((ptr < 0) | (ptr > stored) | np.r_[False, ptr[1:] < ptr[:-1]])
+    falls = ptr[1:] < ptr[:-1]
+    if ptr[0] >= 0 and ptr[-1] <= stored and not falls.any():     # rising from 0.. to ..stored
+        return
+    bad = np.flatnonzero((ptr < 0) | (ptr > stored) | np.concatenate([[False], falls]))
     if len(bad):
         k = int(bad[0])
         why = ("negative" if ptr[k] < 0 else f"beyond the {stored} stored entries"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import math
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -274,6 +275,17 @@ class Tensor:
         out.fill = self.fill
         return out
 
+    def with_index_type(self, index_type: str) -> "Tensor":
+        """This tensor with index arrays and sizes of width ``index_type`` (``"int32"`` or
+        ``"int64"``; copies of the index arrays, the values shared); ArgumentError naming a
+        value that does not fit."""
+        if index_type == self.layout.index_type:
+            return self
+        t = Tensor(self.layout.with_index_type(index_type), self.shape, self.fields,
+                   check=False)     # the properties hold: only the width changes
+        t.fill, t.source_entries = self.fill, self.source_entries
+        return t
+
     # access --------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
         return self.fields[name]
@@ -496,8 +508,10 @@ def _check_extents(layout: Layout, a: _ArrayField, shape: tuple[int, ...],
         extents = tuple(extent(scalars, arrays) for extent in a.extents)
     except (IndexError, ValueError) as exc:
         raise ArgumentError(f"{layout.name} tensor: cannot size {a.name!r}: {exc}") from None
-    total = int(np.prod(extents, dtype=object))
-    if len(shape) == 1 and len(extents) > 1 and shape[0] == total or shape == extents:
+    if shape == extents:
+        return
+    total = math.prod(extents)
+    if len(shape) == 1 and len(extents) > 1 and shape[0] == total:
         return
     if len(shape) == 1:
         raise ArgumentError(f"{layout.name} tensor: {a.name!r} has {shape[0]} elements but "
