@@ -54,9 +54,10 @@ class Kernel:
     def __init__(self, expr: "str | Expr", layouts: Mapping[str, "str | Layout"] | None = None,
                  *, params: Mapping[str, Mapping[str, int]] | None = None,
                  options: KernelOptions | None = None, **keywords: Any):
-        layouts = tensor_layouts(layouts)
+        layouts = given_layouts = tensor_layouts(layouts)
         params = layout_params(params)
         from_file: dict[str, Any] = {}
+        spec = None
         if isinstance(expr, str) and expr.endswith(".toml"):
             spec = load_kernel_file(expr)
             self.expr: Expr = spec.expr
@@ -67,8 +68,10 @@ class Kernel:
             self.expr = expr
         else:
             self.expr = parse_expr(expr)
-        given = {**from_file, **_differing(options), **check_given(keywords, self.expr.source)}
-        self.options = opts = KernelOptions(**given).resolved(self.expr)
+        called = {**_differing(options), **check_given(keywords, self.expr.source)}
+        where = None if spec is None else \
+            (lambda name: None if name in called else spec.position(name))
+        self.options = opts = KernelOptions(**{**from_file, **called}).resolved(self.expr, where)
         self.mask = opts.mask[1] if opts.mask else None
         self.complement = opts.complement
         if self.mask and not self.complement:
@@ -80,7 +83,9 @@ class Kernel:
         order = list(opts.order) if opts.order else None
         self.index_type = opts.index_type or _width_of_given(layouts)
         self.mask_layout = self._complement_layout(layouts, params)
-        self.layouts = self._resolve_layouts(layouts, params)
+        in_file = {} if spec is None else {t: spec.entry_position("layouts", t)
+                                           for t in spec.layouts if t not in given_layouts}
+        self.layouts = self._resolve_layouts(layouts, params, in_file)
         self.read_densely = self._read_densely(opts.fill_values)
         self.assembled = self._needs_assembly()
         self.bounds = list(opts.bounds)
@@ -268,22 +273,33 @@ class Kernel:
                                 self.expr.source)
 
     def _resolve_layouts(self, layouts: Mapping[str, Any],
-                         params: Mapping[str, Mapping[str, int]]) -> dict[str, Layout]:
+                         params: Mapping[str, Mapping[str, int]],
+                         in_file: Mapping[str, tuple[int, int]]) -> dict[str, Layout]:
+        """Each tensor's Layout; ``in_file``: where a kernel file names a tensor's layout."""
         accesses = {a.tensor: a for a in (self.expr.output, *self.expr.factors)}
         for tname in list(layouts) + list(params):
             if tname not in accesses:
                 raise SpecError(f"layout given for {tname!r}, which is not a tensor of "
-                                f"{self.expr.text!r}", self.expr.source)
+                                f"{self.expr.text!r}", self.expr.source,
+                                *in_file.get(tname, (None, None)))
         resolved: dict[str, Layout] = {}
         for tname, acc in accesses.items():
+            at = in_file.get(tname, (None, None))
             if not acc.indices:
                 if tname in layouts:
-                    raise SpecError(f"{tname!r} is a scalar and takes no layout", self.expr.source)
+                    raise SpecError(f"{tname!r} is a scalar and takes no layout",
+                                    self.expr.source, *at)
                 continue
             lay = layouts.get(tname)
             lay = default_layout(len(acc.indices)) if lay is None else lay
-            resolved[tname] = load_layout(lay, **dict(params.get(tname, {}))) \
-                .with_index_type(self.index_type)
+            try:
+                resolved[tname] = load_layout(lay, **dict(params.get(tname, {}))) \
+                    .with_index_type(self.index_type)
+            except SpecError as exc:
+                if tname not in in_file or exc.line is not None:
+                    raise       # given in the call, or located in the layout's own file
+                raise SpecError(f"the layout of {tname!r}: {exc}", self.expr.source,
+                                *at) from None
         return resolved
 
     def _read_densely(self, fill_values: bool) -> dict[str, Layout]:

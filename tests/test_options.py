@@ -153,3 +153,31 @@ def test_readme_table_is_the_schema():
     table = re.search(r"<!-- options table: start -->\n(.*?)\n<!-- options table: end -->",
                       text, re.S)
     assert table and table.group(1) == markdown_table()
+
+
+@pytest.mark.parametrize("text, message", [
+    ('expr = "y(i) = A(i,j) * x(j)"\nfind = {Q = "hashmap"}\n[layouts]\nA = "CSR"\n',
+     "2:8: find names 'Q', which is not a tensor of the kernel"),
+    ('expr = "y(i) = A(i,j) * x(j)"\nshare = {y = "B"}\n[layouts]\nA = "CSR"\n',
+     "2:9: share: 'B' is not an input tensor of the kernel"),
+    ('expr = "y(i) = A(i,j) * x(j)"\n[layouts]\nA = "CSR"\n  B = "CSR"\n',
+     "4:3: layout given for 'B', which is not a tensor of 'y(i) = A(i,j) * x(j)'"),
+    ('expr = "y(i) = A(i,j) * x(j)"\n[layouts]\nA = "CSRR"\n',
+     "3:1: the layout of 'A': CSRR: unknown layout 'CSRR'; known layouts: "),
+])
+def test_kernel_file_errors_found_against_the_statement_are_located(tmp_path, text, message):
+    """Options and layouts a kernel file names are checked against its statement after
+    parsing; the errors still point into the file."""
+    path = tmp_path / "k.toml"
+    path.write_text(text)
+    with pytest.raises(spf.SpecError) as err:
+        spf.Kernel(str(path))
+    assert str(err.value).startswith(f"{path}:{message}")
+
+
+def test_a_mistake_made_in_the_call_is_not_located_in_the_file(tmp_path):
+    path = tmp_path / "k.toml"
+    path.write_text('expr = "y(i) = A(i,j) * x(j)"\nfind = "auto"\n[layouts]\nA = "CSR"\n')
+    with pytest.raises(spf.SpecError) as err:
+        spf.Kernel(str(path), find={"Q": "loop"})
+    assert str(err.value) == f"{path}: find names 'Q', which is not a tensor of the kernel"

@@ -151,38 +151,32 @@ class KernelOptions:
             if value is not None:
                 object.__setattr__(self, o.name, _check(o, value, "<string>"))
 
-    @classmethod
-    def of(cls, values: Mapping[str, Any], source: str = "<string>",
-           where: Callable[..., tuple[int, int]] | None = None) -> "KernelOptions":
-        """The options ``values`` gives (see :func:`check_given`); the others default."""
-        return cls(**check_given(values, source, where))
-
-    def resolved(self, expr: Expr) -> "KernelOptions":
+    def resolved(self, expr: Expr, where: Callable[[str], tuple[int, int]] | None = None
+                 ) -> "KernelOptions":
         """The options checked against ``expr`` (the tensors that find, share and mask name),
-        with the Z3 time limit's default filled in."""
-        src = expr.source
+        with the Z3 time limit's default filled in; ``where(name)`` locates an option a kernel
+        file gave (None: the call gave it)."""
+        def error(name: str, message: str) -> SpecError:
+            return SpecError(message, expr.source, *((where and where(name)) or (None, None)))
+
         if self.complement and not self.mask:
-            raise SpecError("complement=True needs a mask (mask={output: tensor})", src)
+            raise error("complement", "complement=True needs a mask (mask={output: tensor})")
         named = expr
         if self.mask:
-            _is_output(self.mask[0], "mask", expr)
+            _is_output(self.mask[0], "mask", expr, error)
             masked = expr.with_mask(self.mask[1])   # checks the name against the statement's
             named = expr if self.complement else masked     # share and find may name it
         if self.share:
-            _is_output(self.share[0], "share", expr)
+            _is_output(self.share[0], "share", expr, error)
             if self.share[1] not in [a.tensor for a in named.factors if a.indices]:
-                raise SpecError(f"share: {self.share[1]!r} is not an input tensor of the "
-                                "kernel", src)
+                raise error("share", f"share: {self.share[1]!r} is not an input tensor of "
+                            "the kernel")
         if isinstance(self.find, Mapping):
             for tname in self.find:
                 if tname not in named.tensors:
-                    raise SpecError(f"find names {tname!r}, which is not a tensor of the "
-                                    "kernel", src)
-        return replace(self, z3_timeout_ms=z3_timeout(self.z3_timeout_ms, src))
-
-    def key(self) -> tuple:
-        """A hashable identity of these options (for caches)."""
-        return tuple((o.name, _hashable(getattr(self, o.name))) for o in OPTIONS)
+                    raise error("find", f"find names {tname!r}, which is not a tensor of the "
+                                "kernel")
+        return replace(self, z3_timeout_ms=z3_timeout(self.z3_timeout_ms, expr.source))
 
 
 OPTIONS: tuple[Option, ...] = tuple(replace(f.metadata["option"], name=f.name)
@@ -320,14 +314,10 @@ def _check(o: Option, value: Any, source: str) -> Any:
     return o.check(value, source) if o.check else _CHECKS[o.form](o, value, source)
 
 
-def _is_output(name: str, what: str, expr: Expr) -> None:
+def _is_output(name: str, what: str, expr: Expr,
+               error: Callable[[str, str], SpecError]) -> None:
     if name != expr.output.tensor:
-        raise SpecError(f"{what} names {name!r}, but the output is {expr.output.tensor!r}",
-                        expr.source)
-
-
-def _hashable(value: Any) -> Any:
-    return Table(value) if isinstance(value, Mapping) else value
+        raise error(what, f"{what} names {name!r}, but the output is {expr.output.tensor!r}")
 
 
 # -- how each entry point writes a value (the documentation's table shows the examples) ----

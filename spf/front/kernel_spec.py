@@ -235,6 +235,12 @@ class KernelFile:
     source: str = "<string>"
     text: str = ""
 
+    def entry_position(self, table: str, key: str) -> tuple[int, int]:
+        """The line and column of ``key`` in the table ``[table]`` (1, 1 when not found)."""
+        start = self.text.find(f"[{table}]")
+        line, key_col, _ = key_position(self.text, key, max(start, 0)) or (1, 1, 1)
+        return line, key_col
+
     def position(self, key: str, at_key: bool = False) -> tuple[int, int]:
         """The line and column of ``key``'s value (of the key itself with ``at_key``); 1, 1
         when it is not found."""
