@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import keyword
+from pathlib import Path
 from functools import cached_property, lru_cache
 from typing import Any, Mapping
 
@@ -17,6 +18,7 @@ from .front.kernel_spec import (FILE_KEYS, Expr, layout_params, load_kernel_file
                                 tensor_layouts)
 from .front.layout import Layout, default_layout, load_layout
 from .front.semiring import Semiring
+from .front.syntax import is_file
 from .middle.order import default_order
 from .middle.scan import LoopNest
 from .decide.synthesis import Decision
@@ -296,8 +298,8 @@ class Kernel:
                 resolved[tname] = load_layout(lay, **dict(params.get(tname, {}))) \
                     .with_index_type(self.index_type)
             except SpecError as exc:
-                if tname not in in_file or exc.line is not None:
-                    raise       # given in the call, or located in the layout's own file
+                if tname not in in_file or exc.line is not None or is_file(Path(exc.source)):
+                    raise       # given in the call, or an error of the layout's own file
                 raise SpecError(f"the layout of {tname!r}: {exc}", self.expr.source,
                                 *at) from None
         return resolved
