@@ -29,8 +29,16 @@ import scipy.sparse as sp
 
 import spf
 
-from .common import (experiment_parser, line_chart, machine_note, plot_path, prepared_call,
-                     print_table, progress, write_csv)
+from .common import (
+    experiment_parser,
+    line_chart,
+    machine_note,
+    plot_path,
+    prepared_call,
+    print_table,
+    progress,
+    write_csv,
+)
 
 SPMV = "y(i) = A(i,j) * x(j)"
 CONTENDERS = ("scipy", "spf_tensor", "spf_scipy", "spf_evaluate", "spf_c")
@@ -98,7 +106,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         x = np.random.default_rng(n).random(n)
         fns, y = contenders(a, x, f)
         want = a @ x
-        for name, fn in fns.items():
+        for _name, fn in fns.items():
             got = fn()
             np.testing.assert_allclose(y if got is None else got, want, rtol=1e-12, atol=1e-12)
         times = per_call(fns, mode.batch_s, mode.rounds)
@@ -138,8 +146,8 @@ def describe(rows: list[dict]) -> str:
              "call); `spf_c` is the same C on arguments prepared once (what Python adds is the "
              "difference). Matrices: n x n with about 10 nonzeros per row. Median over rounds "
              "of batched calls, contenders interleaved. Ratio = time / scipy's time (< 1: "
-             "faster than scipy); the targets are `spf_tensor` <= 1.5x scipy at 100 x 100 and <= 1.1x "
-             "at 10^4 rows.", "",
+             "faster than scipy); the targets are `spf_tensor` <= 1.5x scipy at 100 x 100 and "
+             "<= 1.1x at 10^4 rows.", "",
              "| n | nnz | scipy (us) | spf_tensor (us, x scipy) | spf_scipy (us, x scipy) | "
              "spf_evaluate (us, x scipy) | spf_c (us, x scipy) |",
              "|---|---|---|---|---|---|---|"]

@@ -12,10 +12,18 @@ import time
 from pathlib import Path
 
 import spf
-from spf.runtime.build import compile_flags, compiler
 from spf.decide.synthesis import synthesize
+from spf.runtime.build import compile_flags, compiler
 
-from .common import bar_chart, machine_note, median_time, plot_path, print_table, progress, write_csv
+from .common import (
+    bar_chart,
+    machine_note,
+    median_time,
+    plot_path,
+    print_table,
+    progress,
+    write_csv,
+)
 
 # (label, expression, layouts, paper's time in seconds from Table 7, our target)
 CASES = [
@@ -48,7 +56,8 @@ def describe(rows: list[dict]) -> str:
              "parsed; each run builds a new Kernel: parse, iteration space, scanning, find "
              "synthesis with `find=\"auto\"`, emission), and the C compiler's time for the "
              "generated file (`cc -O3 -march=native`).", "",
-             "| kernel | spf codegen (s) | paper's tool (s) | target (s) | within target | cc compile (s) |",
+             "| kernel | spf codegen (s) | paper's tool (s) | target (s) | within target | "
+             "cc compile (s) |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         target = r["target_s"]
@@ -60,11 +69,11 @@ def describe(rows: list[dict]) -> str:
     if with_finds:
         lines += ["", "Find synthesis (issue 3 target: at most "
                   f"{SYNTHESIS_TARGET_S * 1e3:.0f} ms per find in a warm process). "
-                  "`synthesis_s` = (median codegen with `find=\"auto\"` - median codegen with "
-                  "`find=\"loop\"`, which skips the Z3 checks and emits guard loops) / number "
+                  '`synthesis_s` = (median codegen with `find="auto"` - median codegen with '
+                  '`find="loop"`, which skips the Z3 checks and emits guard loops) / number '
                   "of finds; it also contains the difference in emitted code (auto may emit two "
                   "algorithms and a run-time test). `synthesize() call` = median time of "
-                  "`spf.decide.synthesis.synthesize(nest, \"auto\")` alone on an already scanned "
+                  '`spf.decide.synthesis.synthesize(nest, "auto")` alone on an already scanned '
                   "loop nest, per find.", "",
                   "| kernel | finds | codegen auto (s) | codegen loop (s) | synthesis_s per find | "
                   "synthesize() call per find (s) | within target |",

@@ -4,20 +4,20 @@ from __future__ import annotations
 import argparse
 import csv
 import ctypes
-import math
 import datetime as _dt
+import math
 import os
 import platform
 import statistics
 import subprocess
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
-def geomean(values: "Iterable[float]") -> float:
+def geomean(values: Iterable[float]) -> float:
     """Geometric mean (NaN for no values)."""
     values = list(values)
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
@@ -47,13 +47,14 @@ def median_time(fn: Callable[[], object], runs: int, warmup: int = 1) -> float:
 
 def machine() -> dict[str, str]:
     """What the numbers were measured on."""
+    import islpy
     import numpy
     import scipy
-    import islpy
     import z3
     cc = os.environ.get("CC", "cc")
     try:
-        cc_version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+        cc_version = subprocess.run([cc, "--version"], capture_output=True,
+                                    text=True).stdout.split("\n")[0]
     except OSError:
         cc_version = "unknown"
     cpu = platform.processor() or platform.machine()
@@ -88,7 +89,8 @@ def _mkl_version() -> str:
 
 
 def write_csv(name: str, rows: Iterable[Mapping[str, object]], quick: bool) -> Path:
-    """Write rows (plus machine columns) to ``results/NAME.csv`` (``NAME.quick.csv`` in quick mode)."""
+    """Write rows (plus machine columns) to ``results/NAME.csv`` (``NAME.quick.csv`` in quick
+    mode)."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}{'.quick' if quick else ''}.csv"
     rows = list(rows)

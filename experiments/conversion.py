@@ -6,7 +6,8 @@ baseline, serial.
 Pairs: COO -> CSR (the COO input's entries in random order, as the paper does not assume
 sorted inputs), CSR -> CSC, CSC -> CSR, CSR -> DCSR, DIA -> CSR, dense -> CSR (where the dense
 matrix fits in 256 MB), CSR/COO/CSC -> DIA (banded matrices), CSR/CSC -> ELL and CSR/COO ->
-BCSR and BCSR -> CSR with 8 x 8 blocks (the block-structured matrix); DIA, ELL and BCSR are skipped with the
+BCSR and BCSR -> CSR with 8 x 8 blocks (the block-structured matrix); DIA, ELL and BCSR are
+skipped with the
 reason where spf's padding policy refuses them.  spf is timed as the public call
 ``conversion(tensor)`` returning an spf Tensor.  Library routes, on inputs prebuilt in each
 library's format:
@@ -40,8 +41,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import ctypes
 import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,8 +52,17 @@ import spf
 from spf.runtime.build import build_library, load_library
 
 from . import mkl
-from .common import (bar_chart, experiment_parser, geomean, machine_note, plot_path,
-                     print_table, progress, time_interleaved, write_csv)
+from .common import (
+    bar_chart,
+    experiment_parser,
+    geomean,
+    machine_note,
+    plot_path,
+    print_table,
+    progress,
+    time_interleaved,
+    write_csv,
+)
 from .matrices import matrices
 
 BLOCK = 8
@@ -84,7 +95,7 @@ def _ell_baseline() -> tuple[Any, Any]:
     return width, fill
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _transpose_fn():
     fn = load_library(str(build_library(TRANSPOSE.read_text()))).csr_transpose
     fn.restype = None
@@ -92,7 +103,7 @@ def _transpose_fn():
     return fn
 
 
-def _transpose_route(m: "sp.csr_matrix | sp.csc_matrix") -> Callable[[], Any]:
+def _transpose_route(m: sp.csr_matrix | sp.csc_matrix) -> Callable[[], Any]:
     """CSR -> CSC (or CSC -> CSR) by the C baseline on ``m``'s compressed arrays."""
     fn = _transpose_fn()
     outer, inner = m.shape if m.format == "csr" else m.shape[::-1]
@@ -108,7 +119,7 @@ def _transpose_route(m: "sp.csr_matrix | sp.csc_matrix") -> Callable[[], Any]:
     return run
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _dia_fn():
     fn = load_library(str(build_library(DIA_CSR.read_text()))).dia_to_csr
     fn.restype = ctypes.c_int64
@@ -135,7 +146,7 @@ def _dia_route(m: sp.dia_matrix) -> Callable[[], Any]:
     return run
 
 
-def _ell_route(csr: "Callable[[], sp.csr_matrix]", baseline) -> Callable[[], Any]:
+def _ell_route(csr: Callable[[], sp.csr_matrix], baseline) -> Callable[[], Any]:
     """CSR (from ``csr()``) -> ELL by the C baseline; numpy allocates the arrays."""
     width_fn, fill_fn = baseline
 
@@ -371,7 +382,8 @@ def describe(rows: list[dict]) -> str:
     lines += ["", "Where spf loses, and why: DIA->CSR and BCSR->CSR: spf now walks rows outer "
               "as scipy does (the plan hoists the indices locating the output's row, "
               "spf/middle/order.py, and Z3 proves the entries then arrive in CSR order) and "
-              "appends each entry straight to the output, a row's pointer written once per row; the "
+              "appends each entry straight to the output, a row's pointer written once per row; "
+              "the "
               "output is sized by counting slots without reading values, as scipy does. Still "
               "lost: DIA->CSR on laplace3d (0.78x scipy, 0.91x the hand-written C loop of the "
               "same shape: the generated loop keeps a capacity check per entry and its range "
@@ -380,7 +392,8 @@ def describe(rows: list[dict]) -> str:
               "copies blocks with their zeros. CSR<->CSC: the same counting scatter as "
               "scipy and the C baseline, its histogram pass one loop over all entries (the rows' "
               "loops coalesced, spf/back/coalesce.py); the ratio moves by about 5% from run "
-              "to run and per matrix (block8 0.87x vs scipy in one run, 1.0x in others). CSR->ELL: the C baseline is the same algorithm "
+              "to run and per matrix (block8 0.87x vs scipy in one run, 1.0x in others). "
+              "CSR->ELL: the C baseline is the same algorithm "
               "(gcc turns both into two memcpy per row); spf adds its analysis pass writing "
               "per-row counts and the Python call, so 1.36x over it is not reachable (the "
               "paper's 1.36x was over SPARSKIT's column-major csrell). COO->BCSR: entries in "

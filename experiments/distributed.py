@@ -30,16 +30,25 @@ Needs ``dask[distributed]``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 import spf
 
-from .common import (bar_chart, experiment_parser, machine_note, plot_path, print_table,
-                     progress, time_blocked, write_csv)
+from .common import (
+    bar_chart,
+    experiment_parser,
+    machine_note,
+    plot_path,
+    print_table,
+    progress,
+    time_blocked,
+    write_csv,
+)
 from .matrices import matrices
 
 SPMV = "y(i) = A(i,j) * x(j)"
@@ -242,7 +251,7 @@ def _summary(rows: list[dict]) -> str:
             f"and its best 2-worker run is {speedup:.3g}x the local kernel "
             f"({best[0]} {best[1]}): {verdict}. ")
     if vs_da:
-        same = 0.8 <= min(vs_da) and max(vs_da) <= 1.25
+        same = min(vs_da) >= 0.8 and max(vs_da) <= 1.25
         text += (f"Against the usual dask.array route on row blocks, dask_array time / spf_dask "
                  f"time is {min(vs_da):.2f}-{max(vs_da):.2f} (> 1: spf faster)"
                  + (": both pay about the same per-call cost. " if same else ". "))

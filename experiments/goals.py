@@ -2,8 +2,9 @@
 
     python -m experiments.goals [--quick]
 
-Reads ``results/<experiment>.csv`` (``.quick.csv`` with ``--quick``) of spmv, spmspv, spmspv_push, ttm,
-sparse_add, conversion, graphs, codegen_time and import_time, and writes one row per goal: what was measured
+Reads ``results/<experiment>.csv`` (``.quick.csv`` with ``--quick``) of spmv, spmspv,
+spmspv_push, ttm, sparse_add, conversion, graphs, codegen_time and import_time, and writes one
+row per goal: what was measured
 (geometric means over the suite's matrices/tensors unless said), the goal, whether it is met.
 Nothing here is measured anew; a goal whose experiment has not run says so.
 """
@@ -12,7 +13,8 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from .common import RESULTS_DIR, print_table, write_csv
 

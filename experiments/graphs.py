@@ -29,7 +29,8 @@ Graphs: R-MAT (a = 0.57, b = c = 0.19, edge factor 16, symmetrised, no self loop
 integer weights 1..100) and 4-neighbour grids (road-like: large diameter).  Each contender
 is warmed up once and timed as the median of repeated runs, all of one contender's runs back
 to back after a pause (GraphBLAS ships its own OpenMP runtime, whose idle threads would spin
-on the cores of the next contender).  Every result is checked against scipy's (triangles on large graphs: against GraphBLAS's).
+on the cores of the next contender).  Every result is checked against scipy's (triangles on
+large graphs: against GraphBLAS's).
 Full run: about 5 minutes; ``--quick``: seconds.
 """
 from __future__ import annotations
@@ -45,8 +46,18 @@ import scipy.sparse.csgraph as csgraph
 import spf
 from spf.runtime.build import build_library, load_library
 
-from .common import (experiment_parser, graphblas, machine_note, plot_path, prepared_call,
-                     print_table, progress, pyplot, time_blocked, write_csv)
+from .common import (
+    experiment_parser,
+    graphblas,
+    machine_note,
+    plot_path,
+    prepared_call,
+    print_table,
+    progress,
+    pyplot,
+    time_blocked,
+    write_csv,
+)
 
 BASELINE = Path(__file__).resolve().parent / "baselines" / "triangles.c"
 THREADS = (1, 2)
@@ -143,7 +154,7 @@ def triangle_contenders(g: sp.csr_matrix, ks, threads: int, gb) -> tuple[dict, i
         fns["graphblas"] = graphblas_tc
     if threads == 1 and small:
         fns["scipy"] = lambda: (L @ L.T).multiply(L).sum()
-    counted = {name: int(round(fn())) for name, fn in fns.items()}
+    counted = {name: round(fn()) for name, fn in fns.items()}
     if expect is None:      # no scipy reference: GraphBLAS's, else the hand-written C's
         expect = counted.get("graphblas", counted["hand"])
     wrong = {name: c for name, c in counted.items() if c != expect}

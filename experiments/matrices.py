@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import sys
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import scipy.io
@@ -93,7 +93,7 @@ def banded(n: int, offsets: tuple[int, ...], rng: np.random.Generator) -> sp.csr
 def random_uniform(n: int, density: float, rng: np.random.Generator) -> sp.csr_matrix:
     """Uniformly random positions, ``density * n^2`` nonzeros (sampled without replacement,
     vectorised: draw 5% extra linear positions, drop repeats, then drop random extras)."""
-    target = int(round(density * n * n))
+    target = round(density * n * n)
     picked = np.empty(0, dtype=np.int64)
     while len(picked) < target:
         extra = rng.integers(0, n * n, size=int(target * 1.05) + 16, dtype=np.int64)
@@ -199,7 +199,7 @@ def _build(name: str, scale: str) -> sp.csr_matrix:
 NAMES = tuple(_SIZES)
 
 
-def suite(scale: str = "quick", names: "list[str] | None" = None
+def suite(scale: str = "quick", names: list[str] | None = None
           ) -> Iterator[tuple[str, sp.csr_matrix]]:
     """Yield ``(name, csr)`` for every matrix of the suite at ``scale`` (built lazily)."""
     if scale not in SCALES:
@@ -208,7 +208,7 @@ def suite(scale: str = "quick", names: "list[str] | None" = None
         yield name, _build(name, scale)
 
 
-def load_matrix_market(path: "str | Path") -> tuple[str, sp.csr_matrix]:
+def load_matrix_market(path: str | Path) -> tuple[str, sp.csr_matrix]:
     """Read a Matrix Market file into canonical CSR (pattern matrices get value 1; symmetric
     files are expanded by scipy).  Returns ``(file stem, matrix)``."""
     a = scipy.io.mmread(str(path))
@@ -219,7 +219,7 @@ def load_matrix_market(path: "str | Path") -> tuple[str, sp.csr_matrix]:
     return Path(path).stem, _canonical(a)
 
 
-def matrices(scale: str, matrix_files: "list[str] | None" = None
+def matrices(scale: str, matrix_files: list[str] | None = None
              ) -> Iterator[tuple[str, sp.csr_matrix]]:
     """The user's Matrix Market files when given, otherwise the suite at ``scale``."""
     if matrix_files:

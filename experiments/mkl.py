@@ -52,10 +52,10 @@ def _library_path() -> str | None:
     return None
 
 
-_LIB: "ctypes.CDLL | None | bool" = False
+_LIB: ctypes.CDLL | bool | None = False
 
 
-def load() -> "ctypes.CDLL | None":
+def load() -> ctypes.CDLL | None:
     """libmkl_rt, or None when the ``mkl`` wheel is not installed (cached)."""
     global _LIB
     if _LIB is False:

@@ -37,11 +37,21 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime.build import compile_flags, build_library, load_library
+from spf.runtime.build import build_library, compile_flags, load_library
 
 from . import mkl
-from .common import (bar_chart, experiment_parser, geomean, graphblas, machine_note,
-                     plot_path, print_table, progress, time_interleaved, write_csv)
+from .common import (
+    bar_chart,
+    experiment_parser,
+    geomean,
+    graphblas,
+    machine_note,
+    plot_path,
+    print_table,
+    progress,
+    time_interleaved,
+    write_csv,
+)
 from .matrices import matrices
 
 EXPR = "C(i,j) = A(i,j) + B(i,j)"

@@ -49,8 +49,9 @@ square A, ``A A^T`` otherwise) and writes ``results/spmspm_user.quick.csv``.
 Every contender frees its previous output before it runs again (a contender's time otherwise
 depended on which outputs the others kept alive: on this machine, a sparse output written to
 freshly mapped memory took up to 2.4x longer in some allocation states, the time going to the
-kernel clearing new huge pages).  Ratios compare outputs of the same kind: scipy (unsorted) against spf_unsorted, the others
-against spf_csr (sorted).  Each contender is warmed up once per input, then timed as the median of at least 5 runs
+kernel clearing new huge pages).  Ratios compare outputs of the same kind: scipy (unsorted)
+against spf_unsorted, the others against spf_csr (sorted).  Each contender is warmed up once per
+input, then timed as the median of at least 5 runs
 (more for short calls), interleaved in rounds.  Every output is checked against scipy's
 ``A @ B``: values (rtol 1e-9) and structure (spf and GraphBLAS: exactly the entries of the
 product of the stored patterns, in sorted order; scipy: its own reference, which drops
@@ -66,17 +67,28 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 import spf
 
-from .common import (bar_chart, experiment_parser, geomean, graphblas, machine_note,
-                     plot_path, prepared_call, print_table, progress, time_interleaved,
-                     write_csv)
+from .common import (
+    bar_chart,
+    experiment_parser,
+    geomean,
+    graphblas,
+    machine_note,
+    plot_path,
+    prepared_call,
+    print_table,
+    progress,
+    time_interleaved,
+    write_csv,
+)
 from .matrices import _canonical, dense_lower, matrices, suite
 
 EXPR = "C(i,j) = A(i,k) * B(k,j)"
@@ -213,7 +225,7 @@ class Contenders:
     gb: Any = None
 
     @classmethod
-    def build(cls, with_pairs: bool) -> "Contenders":
+    def build(cls, with_pairs: bool) -> Contenders:
         build_s: dict[str, float] = {}
 
         def compile_(label: str, layouts: dict, params: dict | None = None, name: str = "",
@@ -354,7 +366,7 @@ def run_main(scale: str, name: str, A: sp.csr_matrix, B: sp.csr_matrix, con: Con
 
 
 # --- the pair table --------------------------------------------------------------------------
-def pack(layout: str, m: sp.csr_matrix) -> "spf.Tensor | None":
+def pack(layout: str, m: sp.csr_matrix) -> spf.Tensor | None:
     """m in ``layout`` (None: LowerTri and a matrix that is not square lower-triangular)."""
     if layout == "LowerTri":
         lower = m.shape[0] == m.shape[1] and sp.triu(m, 1).nnz == 0
@@ -691,8 +703,8 @@ def _pairs(rows: list[dict], cells: dict[tuple[str, str], dict[str, dict]]) -> s
              "scattered to its row's segment (bucket assembly: a first pass counts each row's "
              "products) and each segment is sorted and combined; the other pairs gather rows "
              "in a workspace. "
-             f"`{ROWS_FIRST}`: A in BCSR generated with `order=[\"A_pi\", \"A_pk\", \"A_pj\", "
-             "\"A_pl\"]`, which puts the rows of a block row outside its blocks, so Z3 proves "
+             f'`{ROWS_FIRST}`: A in BCSR generated with `order=["A_pi", "A_pk", "A_pj", '
+             '"A_pl"]`, which puts the rows of a block row outside its blocks, so Z3 proves '
              "the rows of C ordered and the workspace is used. BCSR multiplies the explicit "
              "zeros of its blocks too (products are counted over stored entries).", ""]
     for (scale, matrix) in dict.fromkeys((r["scale"], r["matrix"]) for r in pairs):

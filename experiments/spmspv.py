@@ -5,7 +5,8 @@ find algorithms vs the two-pointer merge of Fig. 10(b) written in C, scipy and G
 
 Contenders (all single-threaded, inputs prebuilt in each contender's native format):
 
-- ``seqiter``, ``densemap``, ``hashmap``, ``binsearch``, ``auto``: ``spf.Kernel("y(i) = A(i,j) * x(j)",
+- ``seqiter``, ``densemap``, ``hashmap``, ``binsearch``, ``auto``:
+  ``spf.Kernel("y(i) = A(i,j) * x(j)",
   {"A": "CSR", "x": "SV"}, find=...)``.  Timed: the compiled C function called through ctypes
   with argument structs built once (no Python-side argument checks, no allocation; the
   kernel zeroes y itself).  The spf Tensors are built once, outside the timed region.
@@ -52,10 +53,21 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime.build import compile_flags, build_library, load_library
+from spf.runtime.build import build_library, compile_flags, load_library
 
-from .common import (experiment_parser, geomean, graphblas, machine_note, plot_path,
-                     prepared_call, print_table, progress, pyplot, time_interleaved, write_csv)
+from .common import (
+    experiment_parser,
+    geomean,
+    graphblas,
+    machine_note,
+    plot_path,
+    prepared_call,
+    print_table,
+    progress,
+    pyplot,
+    time_interleaved,
+    write_csv,
+)
 from .matrices import matrices
 
 EXPR = "y(i) = A(i,j) * x(j)"
@@ -133,7 +145,7 @@ def merge_steps(A: sp.csr_matrix, x_idx: np.ndarray) -> int:
 
 def sparse_vector(n: int, density: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    k = max(1, int(round(density * n)))
+    k = max(1, round(density * n))
     idx = np.sort(rng.choice(n, size=k, replace=False)).astype(np.int32)
     return idx, rng.uniform(-1.0, 1.0, k)
 
@@ -161,7 +173,7 @@ class Contenders:
     gb: object = None   # the graphblas module on one thread (None: not installed)
 
     @classmethod
-    def build(cls) -> "Contenders":
+    def build(cls) -> Contenders:
         kernels, missing, build_s = build_kernels()
         return cls(kernels, missing, build_s, merge_functions(), graphblas())
 
@@ -221,7 +233,8 @@ def run_matrix(scale: str, name: str, A_sp: sp.csr_matrix, densities, con: Conte
                 outputs[contender] = lambda result=result: result["y"].to_dense(fill_value=0.0)
             else:
                 fn = (merge_call(con.baselines[contender], A, x, y)
-                      if contender in con.baselines else prepared_call(con.kernels[contender], y, A=A, x=x))
+                      if contender in con.baselines
+                      else prepared_call(con.kernels[contender], y, A=A, x=x))
                 outputs[contender] = lambda y=y: y
             fns[contender] = fn
         cell = time_interleaved(fns, target_s, min_runs, max_runs)
@@ -321,7 +334,8 @@ def plot(rows: list[dict], quick: bool = False) -> list[Path]:
     densities = sorted({float(r["x_density"]) for r in rows})
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
     styles = {"merge_branchy": ("gray", "d"), "seqiter": ("tab:blue", "o"),
-              "densemap": ("tab:olive", "v"), "hashmap": ("tab:orange", "s"), "binsearch": ("tab:green", "^"),
+              "densemap": ("tab:olive", "v"), "hashmap": ("tab:orange", "s"),
+              "binsearch": ("tab:green", "^"),
               "auto": ("tab:red", "*"), "scipy": ("tab:purple", "x"),
               "graphblas": ("tab:brown", "+")}
     for si, scale in enumerate(_scales(rows)):

@@ -38,11 +38,21 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.runtime.build import compile_flags, build_library, load_library
+from spf.runtime.build import build_library, compile_flags, load_library
 
-from .common import (experiment_parser, geomean, graphblas, line_chart, machine_note,
-                     plot_path, prepared_call, print_table, progress, time_interleaved,
-                     write_csv)
+from .common import (
+    experiment_parser,
+    geomean,
+    graphblas,
+    line_chart,
+    machine_note,
+    plot_path,
+    prepared_call,
+    print_table,
+    progress,
+    time_interleaved,
+    write_csv,
+)
 from .matrices import matrices
 from .spmspv import DENSITIES, sparse_vector
 

@@ -35,9 +35,10 @@ import os
 import subprocess
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,9 +47,19 @@ import spf
 from spf.runtime.build import build_library, compiler, load_library
 
 from . import mkl
-from .common import (bar_chart, experiment_parser, geomean, graphblas, machine_note,
-                     plot_path, prepared_call, print_table, progress, time_blocked,
-                     write_csv)
+from .common import (
+    bar_chart,
+    experiment_parser,
+    geomean,
+    graphblas,
+    machine_note,
+    plot_path,
+    prepared_call,
+    print_table,
+    progress,
+    time_blocked,
+    write_csv,
+)
 from .matrices import dense_lower, matrices
 
 SPMV = "y(i) = A(i,j) * x(j)"
@@ -75,7 +86,7 @@ MODES = {"quick": Mode("quick", 0.005, 5, 50, 1_000_000, 3, 256, 0.0),
          "full": Mode("full", 0.4, 9, 500, 20_000_000, 20, 4096, 0.3)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def hand_library() -> ctypes.CDLL:
     """The hand-written CSR and COO SpMV of baselines/spmv.c."""
     lib = load_library(str(build_library(HAND.read_text(), ("-fopenmp",))))
@@ -89,7 +100,7 @@ def hand_library() -> ctypes.CDLL:
     return lib
 
 
-def hand_contenders(A: sp.csr_matrix, x: np.ndarray, vec: int) -> dict[str, "Contender"]:
+def hand_contenders(A: sp.csr_matrix, x: np.ndarray, vec: int) -> dict[str, Contender]:
     """The hand-written C loops on A's CSR arrays and on its COO arrays."""
     lib, (n, _) = hand_library(), A.shape
     coo = A.tocoo()
@@ -114,7 +125,7 @@ def hand_contenders(A: sp.csr_matrix, x: np.ndarray, vec: int) -> dict[str, "Con
     return out
 
 
-def hand_padded(tensors: dict[str, spf.Tensor], x: np.ndarray, vec: int) -> dict[str, "Contender"]:
+def hand_padded(tensors: dict[str, spf.Tensor], x: np.ndarray, vec: int) -> dict[str, Contender]:
     """The hand-written ELL and DIA loops on the very arrays of spf's ELL and DIA tensors."""
     lib, out = hand_library(), {}
     if "ELL" in tensors and tensors["ELL"].fields["colIdx"].dtype == np.int32:
@@ -185,7 +196,7 @@ class Kernels:
     reassoc: dict[int, Any]      # threads -> CSR kernel with reassociate=True
 
     @classmethod
-    def build(cls) -> "Kernels":
+    def build(cls) -> Kernels:
         serial, parallel, has, loop = {}, {}, {}, {}
         for fmt in FORMATS:
             serial[fmt] = spf.Kernel(SPMV, {"A": fmt}, name=f"spmv_{fmt}").compile()
@@ -438,7 +449,7 @@ def describe(rows: list[dict]) -> str:
             "| graphblas | hand_csr |", "|---|---|---|---|---|---|---|---|---|---|"]
     ratios: dict[tuple[int, str], list[float]] = {}
     fractions: dict[int, list[float]] = {}
-    for (scale, matrix, threads), con in cells.items():
+    for (_scale, matrix, threads), con in cells.items():
         if "spf_CSR" not in con:
             continue
         s = con["spf_CSR"]
@@ -475,7 +486,7 @@ def describe(rows: list[dict]) -> str:
             "| matrix | threads | spf_CSR_reassoc (ms) | vs spf_CSR | vs mkl_csr |",
             "|---|---|---|---|---|"]
     re_ratios: dict[tuple[int, str], list[float]] = {}
-    for (scale, matrix, threads), con in cells.items():
+    for (_scale, matrix, threads), con in cells.items():
         if "spf_CSR_reassoc" not in con:
             continue
         r = _t(con["spf_CSR_reassoc"])
@@ -488,7 +499,8 @@ def describe(rows: list[dict]) -> str:
                 line.append("-")
         out.append("| " + " | ".join(map(str, line)) + " |")
     out += ["", "Geometric means: " + "; ".join(
-        f"{t} thread{'s' if t > 1 else ''}: vs spf_CSR {_ratio_text(re_ratios.get((t, 'spf_CSR'), []))}, "
+        f"{t} thread{'s' if t > 1 else ''}: vs spf_CSR "
+        f"{_ratio_text(re_ratios.get((t, 'spf_CSR'), []))}, "
         f"vs mkl_csr {_ratio_text(re_ratios.get((t, 'mkl_csr'), []))}" for t in THREADS) + ".", ""]
     # every format
     out += ["### Every layout", "",
@@ -506,7 +518,7 @@ def describe(rows: list[dict]) -> str:
             if not mine:
                 continue
             vs_csr, vs_best, same, slower = [], [], {}, []
-            for (scale, matrix, _), con in mine:
+            for (_scale, matrix, _), con in mine:
                 s = _t(con[f"spf_{fmt}"])
                 if "spf_CSR" in con:
                     vs_csr.append(_t(con["spf_CSR"]) / s)
@@ -536,7 +548,7 @@ def describe(rows: list[dict]) -> str:
              if any(c in con for con in cells.values())]
     out += ["", "### All times (ms)", "", "| matrix | threads | " + " | ".join(names) + " |",
             "|---|---|" + "---|" * len(names)]
-    for (scale, matrix, threads), con in cells.items():
+    for (_scale, matrix, threads), con in cells.items():
         out.append(f"| {matrix} | {threads} | " + " | ".join(
             f"{_t(con[c]) * 1e3:.3g}" if c in con else "-" for c in names) + " |")
     if losses:

@@ -8,8 +8,8 @@ I x J small enough that the dense TTM output I x J x R stays under ~150 MB).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -65,7 +65,7 @@ def suite(scale: str = "quick") -> Iterator[tuple[str, tuple, np.ndarray, np.nda
         yield (name, *build(name, scale))
 
 
-def load_frostt(path: "str | Path") -> tuple[str, tuple, np.ndarray, np.ndarray]:
+def load_frostt(path: str | Path) -> tuple[str, tuple, np.ndarray, np.ndarray]:
     """A FROSTT ``.tns`` file (1-based coordinates, value last) of order 3."""
     data = np.loadtxt(path, ndmin=2)
     if data.shape[1] != 4:

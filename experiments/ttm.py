@@ -32,8 +32,17 @@ from spf.runtime.build import build_library, load_library
 from spf.runtime.memory import aligned_zeros
 
 from . import taco
-from .common import (bar_chart, geomean, machine_note, plot_path, prepared_call, print_table,
-                     progress, time_interleaved, write_csv)
+from .common import (
+    bar_chart,
+    geomean,
+    machine_note,
+    plot_path,
+    prepared_call,
+    print_table,
+    progress,
+    time_interleaved,
+    write_csv,
+)
 from .tensors import load_frostt, suite
 
 TTM = "C(i,j,l) = A(i,j,k) * B(k,l)"

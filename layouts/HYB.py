@@ -2,7 +2,6 @@
 the rest in the COO part; width = the median row count (at least 1), so that long rows do
 not pad every other row."""
 import numpy as np
-
 from spf.layouts.ELL import row_slots
 
 

@@ -5,7 +5,7 @@ kernels are tensor index notation.  See README.md for the file formats and API.
 """
 __version__ = "0.1.0"
 
-from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisError  # noqa: E402
+from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisError
 
 # The API is imported on first use (PEP 562): ``import spf`` stays cheap (no islpy, z3, numpy
 # until a kernel, layout or tensor is needed).  Everything is imported together, so the
@@ -47,5 +47,6 @@ def __dir__() -> list[str]:
 
 __all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "DistributedKernel",
            "Kernel", "KernelOptions", "Layout", "Relation",
-           "Semiring", "SpecError", "SpfError", "SynthesisError", "Tensor", "aslinearoperator", "evaluate",
+           "Semiring", "SpecError", "SpfError", "SynthesisError", "Tensor", "aslinearoperator",
+           "evaluate",
            "layout_names", "load_layout"]

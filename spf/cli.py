@@ -10,11 +10,12 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, NoReturn
 
-from .errors import SpfError
 from .decide.options import OPTIONS, Form, Option
+from .errors import SpfError
 
 EXAMPLES = """\
 examples:

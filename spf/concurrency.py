@@ -30,7 +30,7 @@ class SymbolicLock(ContextDecorator):
         self._lock = threading.RLock()
         self._local = threading.local()
 
-    def __enter__(self) -> "SymbolicLock":
+    def __enter__(self) -> SymbolicLock:
         self._lock.acquire()
         self._local.depth = self.depth + 1
         return self

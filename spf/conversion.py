@@ -15,25 +15,25 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
 
 import numpy as np
 
-from functools import lru_cache
-
 from .assembly import contiguous_group_level
-from .concurrency import symbolic
-from .errors import ArgumentError, SpecError
-from .runtime.compiled import CompiledKernel
-from .kernel import Kernel
-from .front.layout import Layout, layout_names, load_layout
-from .runtime import build as runtime
 from .back.lower import kernel_code
 from .back.placement_passes import aff_text, placement_passes
 from .back.source import function, render_file
 from .back.templates import text as template_text
+from .concurrency import symbolic
+from .errors import ArgumentError, SpecError
+from .front.layout import Layout, layout_names, load_layout
 from .front.placement import Placement, aff_range, placement_of
 from .front.storage import Storage, StorageKind, storage_of, storage_or_none
+from .kernel import Kernel
+from .runtime import build as runtime
+from .runtime.compiled import CompiledKernel
 from .runtime.memory import aligned_zeros
 from .runtime.tensor import Tensor, index_max, register_generated, wider_hint
 
@@ -51,8 +51,8 @@ class Conversion:
     """
 
     @symbolic
-    def __init__(self, src: "str | Layout", dst: "str | Layout", *, name: str = "spf_convert",
-                 keep_zeros: "bool | None" = None, allow_padding: bool = False,
+    def __init__(self, src: str | Layout, dst: str | Layout, *, name: str = "spf_convert",
+                 keep_zeros: bool | None = None, allow_padding: bool = False,
                  index_type: str | None = None, **params: int):
         src_lay, dst_lay = _bind(src, dst, params)
         widths = {lay.index_type for lay in (src, dst) if isinstance(lay, Layout)}
@@ -186,7 +186,7 @@ class _Compiled:
         return Tensor.from_dense(conv.dst, np.asarray(out).reshape(tensor.shape))
 
 
-def _placement_source(conv: "Conversion") -> str:
+def _placement_source(conv: Conversion) -> str:
     """C of a placed conversion: ``<name>_analysis`` and ``<name>`` (the fill pass), both
     over the source's loops."""
     k = conv.kernel
@@ -213,7 +213,7 @@ def _placement_source(conv: "Conversion") -> str:
 class _Placed:
     """Runs a placed conversion: analysis, sizes and index arrays, fill, checked result."""
 
-    def __init__(self, conv: "Conversion"):
+    def __init__(self, conv: Conversion):
         self.conversion = conv
         lib = runtime.load_library(str(runtime.build_library(conv.c_source())))
         self.analysis = getattr(lib, f"{conv.name}_analysis")
@@ -284,7 +284,7 @@ class _Placed:
             found = np.flatnonzero(present[:span])
             found = found[::-1] if rk.descending else found
             rank[found] = np.arange(len(found), dtype=width)
-            bound[rk.index] = int(len(found))
+            bound[rk.index] = len(found)
             fields[rk.uf] = ((found + kmin) * rk.unit).astype(width)
         if pl.slot:
             bound[pl.slot.index] = int(count.max()) if groups else 0
@@ -331,7 +331,7 @@ def _extent_field(extent: Any) -> str:
     return extent.terms[0][0]
 
 
-def _bind(src: "str | Layout", dst: "str | Layout",
+def _bind(src: str | Layout, dst: str | Layout,
           params: Mapping[str, int]) -> tuple[Layout, Layout]:
     """Load both layouts, each with the parameters it declares; a parameter neither declares
     is an error naming both layouts' parameters."""
@@ -345,7 +345,7 @@ def _bind(src: "str | Layout", dst: "str | Layout",
             b.with_params(**{k: v for k, v in params.items() if k in b.params}))
 
 
-def convert(tensor: Tensor, dst: "str | Layout", **params: Any) -> Tensor:
+def convert(tensor: Tensor, dst: str | Layout, **params: Any) -> Tensor:
     """``tensor`` in layout ``dst`` (see :class:`Conversion`; compiled kernels are cached).
     A ``dst`` Layout of another index width gets the tensor's entries in that width: the
     conversion runs in the tensor's, then the index arrays are widened or narrowed (an
@@ -361,14 +361,14 @@ def convert(tensor: Tensor, dst: "str | Layout", **params: Any) -> Tensor:
 _COMPILED: dict[tuple, _Compiled] = {}
 
 
-def _cached(src: Layout, dst: "str | Layout", keep: bool, params: tuple) -> _Compiled:
+def _cached(src: Layout, dst: str | Layout, keep: bool, params: tuple) -> _Compiled:
     key = (src, dst if isinstance(dst, Layout) else str(dst), keep, params)
     if key not in _COMPILED:
         _COMPILED[key] = Conversion(src, dst, keep_zeros=keep, **dict(params)).compile()
     return _COMPILED[key]
 
 
-def _first_layout(fits: Callable[[Layout, Storage], bool]) -> "Layout | None":
+def _first_layout(fits: Callable[[Layout, Storage], bool]) -> Layout | None:
     """The first layout on the search path (without parameters) whose storage ``fits``."""
     for name in layout_names():
         lay = load_layout(name)
@@ -378,8 +378,8 @@ def _first_layout(fits: Callable[[Layout, Storage], bool]) -> "Layout | None":
     return None
 
 
-@lru_cache(maxsize=None)
-def compressed_rows_layout() -> "Layout | None":
+@cache
+def compressed_rows_layout() -> Layout | None:
     """A layout on the search path that holds scipy's CSR arrays as they are: a dense level of
     rows over a compressed level of columns (a pointer array, one index array) with no
     ordering or injectivity property, so unsorted rows and duplicates are allowed."""
@@ -390,8 +390,8 @@ def compressed_rows_layout() -> "Layout | None":
         and not any(p.kind == "injective" for p in lay.properties)))
 
 
-@lru_cache(maxsize=None)
-def coordinate_layout(order: int) -> "Layout | None":
+@cache
+def coordinate_layout(order: int) -> Layout | None:
     """A layout on the search path that stores an order-``order`` tensor as coordinate lists
     (one compressed level over every dimension, no pointer), in any order, with a packer:
     what any tensor is rebuilt from, entry by entry."""
@@ -401,13 +401,14 @@ def coordinate_layout(order: int) -> "Layout | None":
         and lay.packer is not None))
 
 
-@lru_cache(maxsize=None)
-def dense_layout(order: int) -> "Layout | None":
+@cache
+def dense_layout(order: int) -> Layout | None:
     """A layout on the search path storing an order-``order`` array row-major, all levels
     dense."""
     return _first_layout(lambda lay, st: (
         lay.order == order and lay.dense_array is not None
-        and st.order == tuple(range(order)) and all(lv.kind is StorageKind.DENSE for lv in st.levels)))
+        and st.order == tuple(range(order))
+        and all(lv.kind is StorageKind.DENSE for lv in st.levels)))
 
 
 register_generated(convert=convert, compressed_rows_layout=compressed_rows_layout,

@@ -21,6 +21,7 @@ scattered on every call.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import pickle
 import weakref
 from dataclasses import dataclass
@@ -70,7 +71,8 @@ def partition_of(kernel: Any) -> Partition:
         index = access.indices[dim]
         if index in expr.output.indices:
             return Partition(owner, ROWS, dim, expr.output.indices.index(index), (
-                f"loop {outer.var} carries no dependence ({', '.join(outer.disproved_by) or 'none'}), "
+                f"loop {outer.var} carries no dependence "
+                f"({', '.join(outer.disproved_by) or 'none'}), "
                 f"so ranges of {owner}'s {index} write disjoint slices of "
                 f"{expr.output.tensor}: {owner}'s entries are cut into {index} ranges balanced "
                 "by entry count and the slices concatenated"))
@@ -118,15 +120,15 @@ def _cut_storage(tensor: Tensor, storage: Any, partition: Partition,
     cuts = np.searchsorted(starts, [starts[0] + total * k / parts for k in range(1, parts)])
     cuts = np.concatenate([[0], np.minimum(cuts, count), [count]]).astype(np.int64)
     if dense or partition.mode == NONZEROS:
-        spans = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+        spans = [(int(a), int(b)) for a, b in itertools.pairwise(cuts)]
     else:                                  # sorted compressed root: coordinate ranges
         crd = np.asarray(tensor.fields[root.coords[0][1]])
         edge = [0] + [int(crd[c]) if c < count else tensor.shape[partition.dim]
                       for c in cuts[1:-1]] + [tensor.shape[partition.dim]]
-        spans = list(zip(edge[:-1], edge[1:]))
+        spans = list(itertools.pairwise(edge))
     return [(_slice(tensor, storage, int(a), int(b)),
              span if partition.mode == ROWS else ())
-            for (a, b), span in zip(zip(cuts[:-1], cuts[1:]), spans)]
+            for (a, b), span in zip(itertools.pairwise(cuts), spans)]
 
 
 def _slice(tensor: Tensor, storage: Any, first: int, last: int) -> Tensor:
@@ -176,13 +178,13 @@ def _cut_entries(tensor: Tensor, partition: Partition,
         bounds = np.minimum(np.concatenate([[0], ends]), extent)
         bounds[-1] = extent
         pieces = []
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
+        for lo, hi in itertools.pairwise(bounds):
             keep = (coords[partition.dim] >= lo) & (coords[partition.dim] < hi)
             pieces.append((keep, (int(lo), int(hi))))
     else:
         edges = [n * k // parts for k in range(parts + 1)]
         pieces = []
-        for lo, hi in zip(edges[:-1], edges[1:]):
+        for lo, hi in itertools.pairwise(edges):
             keep = np.zeros(n, bool)
             keep[lo:hi] = True
             pieces.append((keep, ()))

@@ -9,17 +9,18 @@ as are those of :func:`spf.aslinearoperator`.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
-from .runtime.compiled import CompiledKernel
-from .errors import ArgumentError, SpfError
-from .kernel import Kernel
 from .decide.options import NAMES
+from .errors import ArgumentError, SpfError
 from .front.kernel_spec import Expr, parse_expr
 from .front.layout import Layout, default_layout, default_layouts, load_layout
+from .kernel import Kernel
+from .runtime.compiled import CompiledKernel
 from .runtime.operands import as_tensor, check_arrays, is_pydata, is_scipy
 from .runtime.tensor import Tensor, as_array
 
@@ -29,7 +30,7 @@ _kernels: dict[tuple, CompiledKernel] = {}
 _exprs: dict[str, Expr] = {}
 
 
-def evaluate(expr: str, out: Any = None, layouts: Mapping[str, "str | Layout"] | None = None,
+def evaluate(expr: str, out: Any = None, layouts: Mapping[str, str | Layout] | None = None,
              **operands_and_options: Any) -> Any:
     """Evaluate ``expr`` (``"y(i) = A(i,j) * x(j)"``) on the operands given by name.
 

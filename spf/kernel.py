@@ -3,36 +3,41 @@ from __future__ import annotations
 
 import inspect
 import keyword
+from collections.abc import Mapping
+from functools import cache, cached_property
 from pathlib import Path
-from functools import cached_property, lru_cache
-from typing import Any, Mapping
+from typing import Any
 
-
+from .assembly import AssemblyPlan, for_stream
+from .assembly.merge import Run, operand_run
 from .back.lower import Role, kernel_code, tile_condition
 from .back.names import CNames
 from .back.source import emit_kernel, emit_merged, emit_sum, header_lines
 from .concurrency import symbolic
-from .errors import SpecError
-from .middle.iteration_space import IterationSpace, build, shared_fields
-from .front.kernel_spec import (FILE_KEYS, Expr, layout_params, load_kernel_file, parse_expr,
-                                tensor_layouts)
-from .front.layout import Layout, default_layout, load_layout
-from .front.semiring import Semiring
-from .front.syntax import is_file
-from .middle.order import default_order
-from .middle.scan import LoopNest
-from .decide.synthesis import Decision
 from .decide.analysis import Analysis, TileReport
-from .assembly import AssemblyPlan, for_stream
-from .assembly.merge import Run, operand_run
 from .decide.options import C_RESERVED, NAMES, OPTIONS, KernelOptions, check_given
 from .decide.plan import Plan, make_plan
-from .decide.split import split_terms
 from .decide.report import plan_report
+from .decide.split import split_terms
+from .decide.synthesis import Decision
+from .errors import SpecError
+from .front.kernel_spec import (
+    FILE_KEYS,
+    Expr,
+    layout_params,
+    load_kernel_file,
+    parse_expr,
+    tensor_layouts,
+)
+from .front.layout import Layout, default_layout, load_layout
+from .front.semiring import Semiring
 from .front.storage import storage_of
+from .front.syntax import is_file
+from .middle.iteration_space import IterationSpace, build, shared_fields
+from .middle.order import default_order
+from .middle.scan import LoopNest
 from .runtime.compiled import CompiledKernel
 from .runtime.tensor import register_generated
-
 
 
 class Kernel:
@@ -53,7 +58,7 @@ class Kernel:
     """
 
     @symbolic
-    def __init__(self, expr: "str | Expr", layouts: Mapping[str, "str | Layout"] | None = None,
+    def __init__(self, expr: str | Expr, layouts: Mapping[str, str | Layout] | None = None,
                  *, params: Mapping[str, Mapping[str, int]] | None = None,
                  options: KernelOptions | None = None, **keywords: Any):
         layouts = given_layouts = tensor_layouts(layouts)
@@ -380,7 +385,7 @@ class Kernel:
             var = item.replace(".", "_", 1) if "." in item else item
             if var not in variables:
                 raise SpecError(f"order names {item!r}, which is not a loop variable; choose "
-                                f"from {[v.replace('_', '.', 1) if v not in self.space.indices else v for v in variables]}",
+                                f"from {[_written(v, self.space.indices) for v in variables]}",
                                 self.expr.source)
             result.append(var)
         return self._with_tiles(result)
@@ -453,7 +458,7 @@ class Kernel:
     def _header_lines(self) -> list[str]:
         return header_lines(self.plan, self.name)
 
-    def compile(self) -> "CompiledKernel":
+    def compile(self) -> CompiledKernel:
         """Compile (or fetch from the cache) and return a callable."""
         return CompiledKernel(self)
 
@@ -517,6 +522,11 @@ def _shown(default: Any) -> Any:
 _signature_and_doc()
 
 
+def _written(var: str, indices: Any) -> str:
+    """A loop variable as users write it: ``A.pi`` for the layout index ``A_pi``."""
+    return var if var in indices else var.replace("_", ".", 1)
+
+
 def _width_of_given(layouts: Mapping[str, Any]) -> str:
     """The index width of the Layout objects among ``layouts`` ("int32" when none is one);
     SpecError when they disagree."""
@@ -528,14 +538,14 @@ def _width_of_given(layouts: Mapping[str, Any]) -> str:
     return given.pop() if given else "int32"
 
 
-@lru_cache(maxsize=None)
+@cache
 def dense_copy_kernel(layout: Layout) -> CompiledKernel:
     """``D(i...) = T(i...)`` with D dense: unpacks any layout through its own relation."""
     idx = ",".join(f"i{k}" for k in range(layout.order))
     return Kernel(f"D({idx}) = T({idx})", {"T": layout}, name="spf_to_dense").compile()
 
 
-@lru_cache(maxsize=None)
+@cache
 def entry_count_kernel(layout: Layout) -> CompiledKernel:
     """``n = T(i...) * one`` under plus_pair: the number of entries ``layout``'s relation
     yields for a tensor (stored slots outside it, such as ELL's padding, are not counted)."""
@@ -544,7 +554,7 @@ def entry_count_kernel(layout: Layout) -> CompiledKernel:
                   name="spf_entry_count").compile()
 
 
-@lru_cache(maxsize=None)
+@cache
 def pattern_kernel(layout: Layout) -> CompiledKernel:
     """``D(i...) = T(i...) * one`` under plus_pair, D dense: how many entries ``layout``'s
     relation yields at each coordinate (nonzero where the tensor has an entry)."""

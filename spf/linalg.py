@@ -21,7 +21,7 @@ from .runtime.operands import as_tensor, is_pydata, is_scipy
 from .runtime.tensor import Tensor
 
 
-def aslinearoperator(A: Any, layout: "str | Layout | None" = None, **options: Any) -> Any:
+def aslinearoperator(A: Any, layout: str | Layout | None = None, **options: Any) -> Any:
     """A ``scipy.sparse.linalg.LinearOperator`` of A's shape and dtype float64 whose ``matvec``,
     ``rmatvec``, ``matmat`` and ``rmatmat`` (and so ``op @ x``, ``op.H @ x``, ``op.T``) run spf
     kernels over A; ``x`` may be ``(n,)``, ``(n, 1)`` or ``(n, k)``.
@@ -74,7 +74,7 @@ def _shape(A: Any) -> tuple[int, ...]:
                         f"{type(A).__name__}")
 
 
-def _matrix(A: Any, layout: "str | Layout | None", width: str | None) -> Tensor:
+def _matrix(A: Any, layout: str | Layout | None, width: str | None) -> Tensor:
     """A as a checked Tensor in ``layout`` (inferred when None)."""
     if layout is None:
         A, lay = infer_operand("A", A, width, "aslinearoperator", "layout=...")

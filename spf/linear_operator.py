@@ -7,7 +7,8 @@ kernels of :func:`spf.evaluate`; an operator and its adjoint (``op.H``, ``op.T``
 from __future__ import annotations
 
 import enum
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
@@ -28,7 +29,7 @@ class Product(enum.Enum):
     RMATMAT = "y(j,k) = A(i,j) * x(i,k)"
 
     @staticmethod
-    def of(forward: bool, columns: bool) -> "Product":
+    def of(forward: bool, columns: bool) -> Product:
         """The product with A (``forward``) or with A^T, of a vector or of columns."""
         if forward:
             return Product.MATMAT if columns else Product.MATVEC
@@ -73,7 +74,7 @@ class SpfLinearOperator(LinearOperator):
         self.transposed = transposed
 
     @property
-    def A(self) -> Tensor:
+    def A(self) -> Tensor:  # noqa: N802 (the matrix's usual name, as scipy's operators use)
         """The operand, as the Tensor the kernels read."""
         return self.products.A
 
@@ -111,10 +112,10 @@ class SpfLinearOperator(LinearOperator):
     def _rmatmat(self, X: np.ndarray) -> np.ndarray:
         return self._apply(X, adjoint=True)
 
-    def _adjoint(self) -> "SpfLinearOperator":
+    def _adjoint(self) -> SpfLinearOperator:
         return SpfLinearOperator(self.products, not self.transposed)
 
-    def _transpose(self) -> "SpfLinearOperator":
+    def _transpose(self) -> SpfLinearOperator:
         return self._adjoint()      # real values: the transpose is the adjoint
 
     def _apply(self, x: np.ndarray, adjoint: bool) -> np.ndarray:

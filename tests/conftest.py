@@ -1,8 +1,8 @@
 """Shared test helpers.
 
-``assert_compiles_clean(src)`` compiles generated C with ``cc -O3 -fopenmp-simd -Wall -Werror -c`` (the
-runtime compiles with ``-Wall``; tests hold generated code to zero warnings).  Import it with
-``from conftest import assert_compiles_clean`` or use the ``compiles_clean`` fixture.
+``assert_compiles_clean(src)`` compiles generated C with ``cc -O3 -fopenmp-simd -Wall -Werror
+-c`` (the runtime compiles with ``-Wall``; tests hold generated code to zero warnings).  Import
+it with ``from conftest import assert_compiles_clean`` or use the ``compiles_clean`` fixture.
 """
 from __future__ import annotations
 

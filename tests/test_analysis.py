@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_compiles_clean
 
 import spf
-from conftest import assert_compiles_clean
 
 ROOT = Path(__file__).resolve().parent.parent
 SPMV = "y(i) = A(i,j) * x(j)"
@@ -186,7 +186,8 @@ def test_csc_inner_loop_is_free_but_not_chosen():
     a = spf.Kernel(SPMV, {"A": "CSC"}, parallel=True).analysis()
     pi = loop(a, "A_pi")
     assert not pi.carried and not pi.parallel
-    assert pi.disproved_by == ["A: periodic_monotonic pj = pj' and a < a' -> rowIdx(a) < rowIdx(a')"]
+    assert pi.disproved_by == [
+        "A: periodic_monotonic pj = pj' and a < a' -> rowIdx(a) < rowIdx(a')"]
     assert "loop A_pi carries none but runs over one segment of a pointer array" \
         in a.parallel_reason and a.loops[0].private_output
 
@@ -233,12 +234,12 @@ def test_ttm_csf_parallel_on_root_fibres():
     k = spf.Kernel(TTM, {"A": "CSF"}, parallel=True)
     a = k.analysis()
     assert [lp.var for lp in a.loops] == ["A_p0", "A_p1", "A_p2", "B_p1"]
-    p0, p1, p2, l = a.loops
+    p0, p1, p2, last = a.loops
     assert not p0.carried and p0.parallel
     assert p0.disproved_by == ["A: monotonic a < a' -> idx0(a) < idx0(a')"]
     assert not p1.carried and "periodic_monotonic" in p1.disproved_by[0]
     assert p2.carried                                      # the contraction index k
-    assert not l.carried and l.disproved_by == ["isl (affine constraints)"]
+    assert not last.carried and last.disproved_by == ["isl (affine constraints)"]
     assert a.parallel_loop == "A_p0"
     assert f"{PRAGMA}\n    for (spf_index_t A_p0 = 0; A_p0 < A_n0; ++A_p0)" in k.c_source()
 

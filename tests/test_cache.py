@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from spf import cli
-from spf.runtime import build as runtime
 from spf.errors import CompileError
+from spf.runtime import build as runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 HASH = "0123456789abcdef0123456789abcdef"   # a name as build_library makes them

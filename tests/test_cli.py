@@ -12,13 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_compiles_clean
 
 import spf
 from spf import cli
 from spf.front.kernel_spec import load_kernel_file
 from spf.front.layout import LAYOUT_DIR, parse_layout
-
-from conftest import assert_compiles_clean
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -212,7 +211,8 @@ def test_generate_parallel_and_tile(capsys):
     assert cli.main(["generate", "y(i) = A(i,j) * x(j)", "-l", "A=CSR", "--parallel",
                      "--tile", "A.pi=256"]) == 0
     src = capsys.readouterr().out
-    assert "#pragma omp parallel for schedule(guided,32)\n    for (spf_index_t A_pi_tile = 0;" in src
+    assert ("#pragma omp parallel for schedule(guided,32)\n"
+            "    for (spf_index_t A_pi_tile = 0;") in src
     assert "for (spf_index_t A_pi = 256*A_pi_tile;" in src
     assert " * Parallel (OpenMP): loop A_pi_tile" in src
     assert_compiles_clean(src, ("-fopenmp",))

@@ -78,7 +78,8 @@ def csr_without_monotonic_rowptr(tmp_path: Path) -> Path:
     prop = '[[properties]]\nkind = "monotonic"\nuf = "rowPtr"\norder = "<="\n\n'
     assert prop in text
     text = text.replace(prop, "").replace('name = "CSR"', 'name = "CSR_any_ptr"')
-    text = text.replace('packer = "CSR.py"', f'packer = "{(ROOT / "layouts" / "CSR.py").as_posix()}"')
+    packer = (ROOT / "layouts" / "CSR.py").as_posix()
+    text = text.replace('packer = "CSR.py"', f'packer = "{packer}"')
     path = tmp_path / "CSR_any_ptr.toml"
     path.write_text(text)
     return path

@@ -7,8 +7,8 @@ import multiprocessing
 import os
 import pickle
 import threading
-from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -243,7 +243,7 @@ def test_symbolic_work_outside_the_lock_is_refused():
     symbolic work that skips it is a bug, caught without a second thread)."""
     from spf.decide.smt import InstanceEncoder
     k = spf.Kernel(SPMV, {"A": "CSR", "x": "SV"})
-    with pytest.raises(RuntimeError, match="a Z3 encoding outside spf.concurrency.symbolic"):
+    with pytest.raises(RuntimeError, match=r"a Z3 encoding outside spf.concurrency.symbolic"):
         InstanceEncoder(k.nest, 1)
     with symbolic:
         InstanceEncoder(k.nest, 1)

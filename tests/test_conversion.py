@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,7 +134,7 @@ def test_conversion_errors():
     with pytest.raises(spf.SpecError, match="CUDAmma16x16 cannot be placed: coordinate gj"):
         spf.Conversion("CSR", "CUDAmma16x16")
     f = spf.Conversion("CSR", "CSC").compile()
-    with pytest.raises(spf.ArgumentError, match="takes an spf.Tensor"):
+    with pytest.raises(spf.ArgumentError, match=r"takes an spf.Tensor"):
         f(np.eye(3))
     with pytest.raises(spf.ArgumentError, match="layout"):
         f(spf.Tensor.from_dense("COO", np.eye(3)))
@@ -237,10 +238,12 @@ def test_placement_padding_policy_and_report():
     assert "spf_convert_analysis" in src and "the group's next slot" in src
 
 
-TILED = '''
+TILED = """
 name = "Tiled2"
 description = "Dense 2 x 2 tiles, row-major tiles of row-major entries (no index arrays)."
-relation = "{[pi, pj, pk, pl] -> [gi, gj] : 0 <= pi < tileRows and 0 <= pj < tileCols and 0 <= pk < 2 and 0 <= pl < 2 and gi = 2*pi + pk and gj = 2*pj + pl and gi < numRows and gj < numCols}"
+relation = "{[pi, pj, pk, pl] -> [gi, gj] : 0 <= pi < tileRows and 0 <= pj < tileCols \
+and 0 <= pk < 2 and 0 <= pl < 2 and gi = 2*pi + pk and gj = 2*pj + pl and gi < numRows \
+and gj < numCols}"
 value = "data[pi][pj][pk][pl]"
 shape = ["numRows", "numCols"]
 [fields]
@@ -249,7 +252,7 @@ numCols = "int"
 tileRows = "int"
 tileCols = "int"
 data = "double[tileRows][tileCols][2][2]"
-'''
+"""
 
 
 def test_placement_splits_coordinates_into_tiles_and_ranks_keys_per_group(tmp_path):
@@ -261,7 +264,7 @@ def test_placement_splits_coordinates_into_tiles_and_ranks_keys_per_group(tmp_pa
     out = spf.Tensor.from_dense("COO", want).convert(str(tiled), allow_padding=True)
     assert out["tileRows"] == 4 and out["tileCols"] == 3 and out.values.size == 48
     np.testing.assert_array_equal(out.to_dense(), want)
-    text = (open(spf.front.layout.load_layout("BCSR").source).read()
+    text = (Path(spf.front.layout.load_layout("BCSR").source).read_text()
             .replace('name = "BCSR"', 'name = "BCSR_desc"')
             .replace('packer = "BCSR.py"\n', "")
             .replace('period = "pi"\norder = "<="', 'period = "pi"\norder = ">="'))

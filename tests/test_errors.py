@@ -14,10 +14,11 @@ import scipy.sparse as sp
 import spf
 
 # A self-contained copy of CSR (no packer), so these tests do not depend on layouts/.
-BASE = '''\
+BASE = """\
 name = "MyCSR"
 description = "test copy of CSR"
-relation = "{[pi, pj] -> [gi, gj] : 0 <= pi < numRows and rowPtr(pi) <= pj < rowPtr(pi + 1) and gi = pi and gj = colIdx(pj)}"
+relation = "{[pi, pj] -> [gi, gj] : 0 <= pi < numRows and rowPtr(pi) <= pj < rowPtr(pi + 1) \
+and gi = pi and gj = colIdx(pj)}"
 value = "data[pj]"
 shape = ["numRows", "numCols"]
 
@@ -38,7 +39,7 @@ kind = "range"
 uf = "colIdx"
 min = "0"
 max = "numCols - 1"
-'''
+"""
 
 
 def position(text: str, needle: str, occurrence: int = 0) -> tuple[int, int]:
@@ -123,7 +124,7 @@ def test_relation_syntax_error_in_multiline_string(write_layout):
              '   rowPtr(pi) <= pj < rowPtr(pi + 1) and gi = pi and gj = colIdx(pj) ]"""')
     text = BASE.replace(rel, multi)
     layout_error(write_layout(text), "expected", line=line_of(text, "gj = colIdx(pj) ]"),
-                 column=position(text, "]\"\"\"")[1])
+                 column=position(text, ']"""')[1])
 
 
 def test_relation_must_be_a_relation(write_layout):
@@ -380,13 +381,13 @@ def test_layout_parameter_for_unknown_tensor():
     kernel_error("'Q'", args=("y(i) = A(i,j) * x(j)", {"A": "BCSR"}), params={"Q": {"B": 2}})
 
 
-KERNEL_FILE = '''\
+KERNEL_FILE = """\
 expr = "y(i) = A(i,j) * x(j)"
 order = ["A.pi", "A.pj"]
 
 [layouts]
 A = "CSR"
-'''
+"""
 
 
 def test_kernel_file_with_bad_key(tmp_path):
@@ -408,7 +409,7 @@ def test_kernel_file_with_bad_expr_points_into_the_file(tmp_path):
 
 
 def test_kernel_file_with_bad_option_type(tmp_path):
-    text = KERNEL_FILE.replace('order = ["A.pi", "A.pj"]', 'order = 3')
+    text = KERNEL_FILE.replace('order = ["A.pi", "A.pj"]', "order = 3")
     path = tmp_path / "k.toml"
     path.write_text(text)
     kernel_error("order must be a list of loop variables such as ['A.pi', 'A.pj'] or a "
@@ -418,7 +419,7 @@ def test_kernel_file_with_bad_option_type(tmp_path):
 
 
 def test_kernel_file_toml_error(tmp_path):
-    text = KERNEL_FILE.replace('A = "CSR"', 'A = CSR')
+    text = KERNEL_FILE.replace('A = "CSR"', "A = CSR")
     path = tmp_path / "k.toml"
     path.write_text(text)
     err = kernel_error("invalid TOML", source=str(path), args=(str(path),))
@@ -461,13 +462,13 @@ def no_c(kernels, monkeypatch):
     return kernels
 
 
-def A_csr():
+def a_csr():
     return spf.Tensor.from_scipy("CSR", MAT)
 
 
 def test_good_call_works(kernels):
     x = np.arange(5.0)
-    np.testing.assert_allclose(kernels["spmv"](A=A_csr(), x=x), MAT @ x)
+    np.testing.assert_allclose(kernels["spmv"](A=a_csr(), x=x), MAT @ x)
 
 
 def test_tensor_in_wrong_layout(no_c):
@@ -487,14 +488,14 @@ def test_tensor_with_wrong_layout_parameters():
 def test_index_extent_mismatch(no_c):
     with pytest.raises(spf.ArgumentError, match=r"index 'j' has extent 5 in A \(shape \(6, 5\)\) "
                                                 r"but 4 in x"):
-        no_c["spmv"](A=A_csr(), x=np.ones(4))
+        no_c["spmv"](A=a_csr(), x=np.ones(4))
     with pytest.raises(spf.ArgumentError, match="index 'j' has extent 5"):
-        no_c["spmspv"](A=A_csr(), x=spf.Tensor.from_dense("SV", np.ones(4)))
+        no_c["spmspv"](A=a_csr(), x=spf.Tensor.from_dense("SV", np.ones(4)))
 
 
 def test_dense_array_of_wrong_order(no_c):
     with pytest.raises(spf.ArgumentError, match=r"order-1 tensors.*shape \(5, 1\)"):
-        no_c["spmv"](A=A_csr(), x=np.ones((5, 1)))
+        no_c["spmv"](A=a_csr(), x=np.ones((5, 1)))
 
 
 def test_numpy_array_for_sparse_layout(no_c):
@@ -502,19 +503,19 @@ def test_numpy_array_for_sparse_layout(no_c):
                                                 r"spf.Tensor.from_dense/from_scipy"):
         no_c["spmv"](A=MAT.toarray(), x=np.ones(5))
     with pytest.raises(spf.ArgumentError, match="'x' is in layout SV"):
-        no_c["spmspv"](A=A_csr(), x=np.ones(5))
+        no_c["spmspv"](A=a_csr(), x=np.ones(5))
 
 
 def test_unsupported_object_for_sparse_layout(no_c):
-    with pytest.raises(spf.ArgumentError, match="'A': expected an spf.Tensor, a numpy array, a "
-                                                "scipy.sparse matrix or array or a pydata "
-                                                "sparse array, got dict"):
+    with pytest.raises(spf.ArgumentError, match=r"'A': expected an spf.Tensor, a numpy array, a "
+                                                r"scipy.sparse matrix or array or a pydata "
+                                                r"sparse array, got dict"):
         no_c["spmv"](A={"rowPtr": [0]}, x=np.ones(5))
 
 
 def test_complex_dtype(no_c):
     with pytest.raises(spf.ArgumentError, match="real numeric array, got dtype complex128"):
-        no_c["spmv"](A=A_csr(), x=np.ones(5) * 1j)
+        no_c["spmv"](A=a_csr(), x=np.ones(5) * 1j)
     with pytest.raises(spf.ArgumentError, match="complex128"):
         spf.Tensor.from_dense("SV", np.ones(5) * 1j)
     with pytest.raises(spf.ArgumentError, match="value array 'data' must be real numbers"):
@@ -524,31 +525,31 @@ def test_complex_dtype(no_c):
 
 def test_string_dtype(no_c):
     with pytest.raises(spf.ArgumentError, match="dtype <U"):
-        no_c["spmv"](A=A_csr(), x=np.array(["a"] * 5))
+        no_c["spmv"](A=a_csr(), x=np.array(["a"] * 5))
 
 
 def test_missing_argument(no_c):
     with pytest.raises(spf.ArgumentError, match="missing argument 'x'"):
-        no_c["spmv"](A=A_csr())
+        no_c["spmv"](A=a_csr())
 
 
 def test_unknown_argument(no_c):
     with pytest.raises(spf.ArgumentError, match=r"unknown argument\(s\) \['z'\]; the kernel "
                                                 r"takes \['A', 'x'\]"):
-        no_c["spmv"](A=A_csr(), x=np.ones(5), z=np.ones(5))
+        no_c["spmv"](A=a_csr(), x=np.ones(5), z=np.ones(5))
 
 
 def test_accumulate_without_output(no_c):
     with pytest.raises(spf.ArgumentError, match=r"'\+=' accumulates into 'y': pass it as y=array"):
-        no_c["acc"](A=A_csr(), x=np.ones(5))
+        no_c["acc"](A=a_csr(), x=np.ones(5))
 
 
 def test_output_of_wrong_shape_or_dtype(no_c):
-    with pytest.raises(spf.ArgumentError, match=r"output 'y' must be a writeable C-contiguous float64 "
-                                                r"array of shape \(6,\)"):
-        no_c["acc"](A=A_csr(), x=np.ones(5), y=np.zeros(5))
+    with pytest.raises(spf.ArgumentError, match=r"output 'y' must be a writeable C-contiguous "
+                                                r"float64 array of shape \(6,\)"):
+        no_c["acc"](A=a_csr(), x=np.ones(5), y=np.zeros(5))
     with pytest.raises(spf.ArgumentError, match="float64"):
-        no_c["acc"](A=A_csr(), x=np.ones(5), y=np.zeros(6, dtype=np.float32))
+        no_c["acc"](A=a_csr(), x=np.ones(5), y=np.zeros(6, dtype=np.float32))
 
 
 def test_scalar_argument_of_wrong_type(no_c):
@@ -632,7 +633,7 @@ def test_from_coords_errors():
 
 
 def test_from_scipy_and_from_dense_errors():
-    with pytest.raises(spf.ArgumentError, match="expects a scipy.sparse matrix, got ndarray"):
+    with pytest.raises(spf.ArgumentError, match=r"expects a scipy.sparse matrix, got ndarray"):
         spf.Tensor.from_scipy("CSR", MAT.toarray())
     with pytest.raises(spf.ArgumentError, match="order-2 tensors"):
         spf.Tensor.from_dense("CSR", np.ones(3))

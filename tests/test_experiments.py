@@ -4,7 +4,9 @@ import importlib
 
 import pytest
 
-EXPERIMENTS = ["goals", "codegen_time", "import_time", "call_overhead", "spmv", "spmspv", "spmspv_push", "spmspm", "ttm", "sparse_add", "conversion", "graphs", "distributed", "scaling_model"]
+EXPERIMENTS = ["goals", "codegen_time", "import_time", "call_overhead", "spmv", "spmspv",
+               "spmspv_push", "spmspm", "ttm", "sparse_add", "conversion", "graphs",
+               "distributed", "scaling_model"]
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pytest
+from conftest import assert_compiles_clean
 
 import spf
-from conftest import assert_compiles_clean
 from spf.errors import SynthesisError
 from spf.finds import REGISTRY
 
@@ -143,7 +143,7 @@ def kinds(name: str) -> tuple[str, ...]:
     return ("random",) if name in full else ("random", "one", "empty")
 
 
-def pack(name: str, dense: np.ndarray, seed: int) -> "spf.Tensor | np.ndarray":
+def pack(name: str, dense: np.ndarray, seed: int) -> spf.Tensor | np.ndarray:
     """``dense`` in layout ``name``, packed from coordinates in a shuffled order."""
     if name in ("DenseVector", "DenseMatrix", "DenseTensor3"):
         return dense
@@ -213,15 +213,15 @@ def _inputs(case: Case, name: str, kind: str, seed: int) -> tuple[dict, np.ndarr
     return args, (a * t).sum(axis=1) if case.parallel else np.sum(a * t)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiles_clean(source: str, parallel: bool) -> None:
     """-Wall -Werror (with -fopenmp for a parallel kernel), once per distinct source (an
     operand no find searches gives the same C whatever the algorithm)."""
     assert_compiles_clean(source, ("-fopenmp",) if parallel else ())
 
 
-@functools.lru_cache(maxsize=None)
-def _build(case: Case, name: str, algorithm: str) -> "tuple[spf.Kernel, Callable] | str":
+@functools.cache
+def _build(case: Case, name: str, algorithm: str) -> tuple[spf.Kernel, Callable] | str:
     """The kernel with ``name`` under test and ``algorithm`` forced for it, compiled; or the
     SynthesisError's message."""
     inner = [f"{case.target}.{v}" for v in INNER_FIRST.get(name, [])]
@@ -281,7 +281,8 @@ def test_map_over_ell_rows_is_built_per_row() -> None:
 
 ROWS3 = """name = "Rows3"
 description = "Every row stores exactly W entries, at increasing columns colIdx[W*pi + pk]."
-relation = "{[pi, pk] -> [gi, gj] : 0 <= pi < numRows and 0 <= pk < W and gi = pi and gj = colIdx(W*pi + pk)}"
+relation = "{[pi, pk] -> [gi, gj] : 0 <= pi < numRows and 0 <= pk < W and gi = pi \
+and gj = colIdx(W*pi + pk)}"
 value = "data[W*pi + pk]"
 shape = ["numRows", "numCols"]
 

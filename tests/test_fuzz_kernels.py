@@ -13,11 +13,11 @@ import functools
 
 import numpy as np
 import pytest
+from conftest import assert_compiles_clean
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spf
-from conftest import assert_compiles_clean
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -34,7 +34,7 @@ UNORDERED = {"COO", "SV_unsorted", "CSR_unsorted"}      # any storage order is v
 MULTIPLE = {"COO", "SortedCOO"}     # a search by one coordinate matches several entries
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(expr: str, layouts: tuple, find: str = "auto") -> spf.kernel.CompiledKernel:
     lay = dict(layouts)
     params = {t: PARAMS[name] for t, name in lay.items() if name in PARAMS}
@@ -144,7 +144,7 @@ def refused(find: str, layouts: tuple[str, ...]) -> bool:
 
 
 @st.composite
-def mma_operand(draw) -> "Operand":
+def mma_operand(draw) -> Operand:
     """A 16x16 matrix with at most one entry per aligned column pair of a row (CUDAmma16x16)."""
     pairs = draw(st.lists(st.tuples(st.integers(0, 15), st.integers(0, 7)), unique=True,
                           max_size=128))

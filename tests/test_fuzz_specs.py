@@ -14,11 +14,13 @@ import re
 import shutil
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import spf
 from spf.front.layout import LAYOUT_DIR
@@ -582,7 +584,7 @@ def test_random_expressions(expr, opts):
 
 # ---------------------------------------------------------------------------------------
 # kernel files
-KERNEL_FILE = '''\
+KERNEL_FILE = """\
 expr = "y(i) = A(i,j) * x(j)"
 name = "spmv_csr"
 order = ["A.pi", "A.pj"]
@@ -596,7 +598,7 @@ index_type = "int32"
 A = "CSR"
 
 [params.A]
-'''
+"""
 KERNEL_FILES = [KERNEL_FILE,
                 KERNEL_FILE.replace('"CSR"', '"BCSR"') + "B = 4\n",
                 'expr = "C(i,j) = S(i,j) * A(i,k) * B(k,j)"\nshare = {C = "S"}\n'
@@ -680,7 +682,7 @@ def test_kernel_file_not_utf8(tmp_path):
 def test_relation_variable_named_like_a_field(tmp_path, old, new, kind):
     """A layout index named like a field made composition rename the field's calls too
     (KeyError '_m10' while printing C)."""
-    text = LAYOUTS["BCSR" if kind == "parameter" else "CSR"].replace('packer = ', '# packer = ')
+    text = LAYOUTS["BCSR" if kind == "parameter" else "CSR"].replace("packer = ", "# packer = ")
     path = tmp_path / "Clash.toml"
     text = re.sub(rf"\b{old}\b", new, text)
     path.write_text(text)
@@ -776,7 +778,7 @@ def test_kernel_arguments_of_wrong_type():
         "got [1]")
 
 
-SV_TEXT = LAYOUTS["SV"].replace('packer = ', '# packer = ')
+SV_TEXT = LAYOUTS["SV"].replace("packer = ", "# packer = ")
 
 
 @pytest.mark.parametrize("old, new, why", [

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
+from conftest import assert_compiles_clean
 
 import spf
-from conftest import assert_compiles_clean
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SPMV = "y(i) = A(i,j) * x(j)"

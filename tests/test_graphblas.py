@@ -25,7 +25,7 @@ def graph(n: int, density: float, seed: int, boolean: bool = False) -> sp.csr_ma
     return m
 
 
-def dense_of(v: "gb.Vector | gb.Matrix", fill: float) -> np.ndarray:
+def dense_of(v: gb.Vector | gb.Matrix, fill: float) -> np.ndarray:
     """A GraphBLAS result with its absent entries set to ``fill`` (spf's dense outputs hold
     the semiring's zero there)."""
     if isinstance(v, gb.Vector):
@@ -97,7 +97,7 @@ def test_triangle_count_matches_graphblas():
     assert k(A=L, B=L, L=L).values.sum() == expect > 0
 
 
-def entries_of(t: "spf.Tensor | gb.Matrix | gb.Vector") -> dict[tuple, float]:
+def entries_of(t: spf.Tensor | gb.Matrix | gb.Vector) -> dict[tuple, float]:
     """The stored entries, coordinates to value."""
     if isinstance(t, spf.Tensor):
         if t.layout.order == 1:
@@ -105,7 +105,7 @@ def entries_of(t: "spf.Tensor | gb.Matrix | gb.Vector") -> dict[tuple, float]:
         m = t.to_scipy().tocoo()
         return {(r, c): v for r, c, v in zip(m.row.tolist(), m.col.tolist(), m.data.tolist())}
     *coords, vals = t.to_coo()
-    return {key: v for key, v in zip(zip(*(c.tolist() for c in coords)), vals.tolist())}
+    return dict(zip(zip(*(c.tolist() for c in coords)), vals.tolist()))
 
 
 @pytest.mark.parametrize("name", ["min_plus", "max_times", "plus_pair", "plus_times"])

@@ -6,9 +6,9 @@ results are compared with a plain-Python dictionary reference; everything else w
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import assert_compiles_clean
 
 import spf
-from conftest import assert_compiles_clean
 
 BIG = 5_000_000_000                      # > 2**32: no 32-bit index can address it
 INT32_MAX = 2 ** 31 - 1
@@ -117,7 +117,8 @@ def test_kernel_file_index_type(tmp_path):
     A = spf.Tensor.from_scipy("CSR", MATRIX, index_type="int64")
     np.testing.assert_allclose(k.compile()(A=A, x=X), MATRIX @ X)
     f.write_text('expr = "y(i) = A(i,j) * x(j)"\nindex_type = "int16"\n')
-    with pytest.raises(spf.SpecError, match="index_type must be one of 'int32', 'int64', got 'int16'"):
+    with pytest.raises(spf.SpecError,
+                       match="index_type must be one of 'int32', 'int64', got 'int16'"):
         spf.Kernel(str(f))
 
 
@@ -178,9 +179,9 @@ def test_placed_conversion_beyond_the_width_is_an_error(monkeypatch):
     import spf.conversion as conversion_module
     monkeypatch.setattr(conversion_module, "index_max", lambda layout: 5)
     t = spf.Tensor.from_scipy("CSR", MATRIX)
-    with pytest.raises(spf.ArgumentError, match="DIA would need .* slots, more than "
-                                                "index_type='int32' can address; use "
-                                                "index_type='int64'"):
+    with pytest.raises(spf.ArgumentError, match=r"DIA would need .* slots, more than "
+                                                r"index_type='int32' can address; use "
+                                                r"index_type='int64'"):
         t.convert("DIA", allow_padding=True)
 
 

@@ -97,7 +97,8 @@ def test_share_errors():
         spf.Kernel(SDDMM, {"S": "CSR", "C": "CSR"}, share={"C": "Z"})
     with pytest.raises(spf.SpecError, match="but the output is"):
         spf.Kernel(SDDMM, {"S": "CSR", "C": "CSR"}, share={"S": "A"})
-    with pytest.raises(spf.SpecError, match=r"cannot share index arrays \['rowIdx', 'colIdx'\] with 'S'"):
+    with pytest.raises(spf.SpecError,
+                       match=r"cannot share index arrays \['rowIdx', 'colIdx'\] with 'S'"):
         spf.Kernel(SDDMM, {"S": "CSR", "C": "COO"}, share={"C": "S"})
     f = spf.Kernel("C(i,j) += S(i,j) * A(i,k) * B(k,j)", {"S": "CSR", "C": "CSR"},
                    share={"C": "S"}).compile()

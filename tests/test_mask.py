@@ -87,7 +87,7 @@ def test_masked_dot_products_into_the_masks_structure(parallel):
 
 
 def triangles_dense(adjacency: np.ndarray) -> int:
-    return int(round(np.trace(np.linalg.matrix_power(adjacency, 3)) / 6))
+    return round(np.trace(np.linalg.matrix_power(adjacency, 3)) / 6)
 
 
 def undirected(n: int, density: float, seed: int) -> sp.csr_matrix:
@@ -173,12 +173,12 @@ def test_kernel_file_mask(tmp_path):
 
 
 @pytest.mark.parametrize("options, match", [
-    (dict(mask={"y": "A"}), "mask 'A' is already a name"),
-    (dict(mask={"z": "m"}), "mask names 'z', but the output is 'y'"),
-    (dict(mask=["m"]), "mask must map the output to one tensor"),
-    (dict(mask={"y": "1m"}), "is not a tensor name"),
-    (dict(complement=True), "complement=True needs a mask"),
-    (dict(mask={"y": "m"}, complement="yes"), "complement must be True or False"),
+    ({"mask": {"y": "A"}}, "mask 'A' is already a name"),
+    ({"mask": {"z": "m"}}, "mask names 'z', but the output is 'y'"),
+    ({"mask": ["m"]}, "mask must map the output to one tensor"),
+    ({"mask": {"y": "1m"}}, "is not a tensor name"),
+    ({"complement": True}, "complement=True needs a mask"),
+    ({"mask": {"y": "m"}, "complement": "yes"}, "complement must be True or False"),
 ])
 def test_bad_masks_are_spec_errors(options, match):
     with pytest.raises(SpecError, match=match):

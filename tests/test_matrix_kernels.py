@@ -17,16 +17,16 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import assert_compiles_clean
 
 import spf
-from conftest import assert_compiles_clean
 
 SPMV = "y(i) = A(i,j) * x(j)"
 SPMSPM = "C(i,j) = A(i,k) * B(k,j)"
 
 
 # -- helpers ------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(expr: str, layouts: tuple, params: tuple = (), bounds: str | None = None):
     """Build, check (-Werror) and compile a kernel once per layout combination."""
     k = spf.Kernel(expr, dict(layouts), params={t: dict(p) for t, p in params}, bounds=bounds)
@@ -102,7 +102,8 @@ MMA_CASES = [("empty", 0), ("one", 0), ("random", 0), ("random", 1), ("random", 
              ("full", 3), ("odd_columns", 4)]
 
 SPMV_CASES = (
-    [pytest.param(lay, prm, matrix(k, s, seed), id=f"{lay}{prm.get('B', '')}-{k}-{s[0]}x{s[1]}-{seed}")
+    [pytest.param(lay, prm, matrix(k, s, seed),
+                  id=f"{lay}{prm.get('B', '')}-{k}-{s[0]}x{s[1]}-{seed}")
      for lay, prm in GENERAL for k, s, seed in GENERAL_CASES]
     + [pytest.param("LowerTri", {}, matrix(k, s, seed, lower=True),
                     id=f"LowerTri-{k}-{s[0]}x{s[1]}-{seed}") for k, s, seed in LOWER_CASES]

@@ -2,7 +2,7 @@
 the kernel merges the operands level by level (spf/assembly/merge*.py).  Every result is
 compared with scipy or numpy; the general path (sorted runs) must give the same answers."""
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import spf
 
 
-@lru_cache(maxsize=None)
+@cache
 def kernel(expr, layouts):
     return spf.Kernel(expr, dict(layouts))
 
@@ -121,7 +121,8 @@ def test_decreasing_sparse_vectors():
 
 USER_CSR = """
 name = "RowsCSR"
-relation = "{[r, q] -> [gi, gj] : 0 <= r < rows and start(r) <= q < start(r + 1) and gi = r and gj = col(q)}"
+relation = "{[r, q] -> [gi, gj] : 0 <= r < rows and start(r) <= q < start(r + 1) and gi = r \
+and gj = col(q)}"
 value = "v[q]"
 shape = ["rows", "cols"]
 
@@ -189,7 +190,7 @@ def test_products_and_scalars_keep_the_general_path():
     assert k.runs is None
     s = spf.Kernel("C(i,j) = alpha * A(i,j) + B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"})
     assert s.runs is None
-    A, B, D = operands((7, 7), 11)
+    A, B, _D = operands((7, 7), 11)
     C = s.compile()(alpha=2.5, A=A, B=B)
     np.testing.assert_allclose(C.to_dense(), (2.5 * A + B).toarray(), rtol=1e-15)
 

@@ -179,9 +179,9 @@ def test_pydata_order3_operands():
 def test_bad_pydata_operands():
     ttm = spf.Kernel("Y(i,j,r) = T(i,j,k) * M(k,r)", {"T": "COO3"}).compile()
     t = sparse.random((4, 4, 4), density=0.3, random_state=1, fill_value=1.0)
-    with pytest.raises(spf.ArgumentError, match="'T': a pydata sparse COO with fill_value 1.0 "
-                                                "cannot be used: absent entries of spf tensors "
-                                                "are 0"):
+    with pytest.raises(spf.ArgumentError, match=r"'T': a pydata sparse COO with fill_value 1.0 "
+                                                r"cannot be used: absent entries of spf tensors "
+                                                r"are 0"):
         ttm(T=t, M=np.ones((4, 2)))
     with pytest.raises(spf.ArgumentError, match=r"'T': a pydata sparse COO of shape \(4, 4\) has "
                                                 "order 2, but layout COO3 stores order-3"):

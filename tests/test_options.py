@@ -94,7 +94,7 @@ def test_options_object_and_keywords():
     opts = spf.KernelOptions(parallel=True, tile={"A.pi": 8})
     k = spf.Kernel(*SPMV, options=opts, name="mine")
     assert (k.options.parallel, dict(k.options.tile), k.options.name) == (True, {"A.pi": 8}, "mine")
-    with pytest.raises(spf.SpecError, match="options must be an spf.KernelOptions, got dict"):
+    with pytest.raises(spf.SpecError, match=r"options must be an spf.KernelOptions, got dict"):
         spf.Kernel(*SPMV, options={"parallel": True})
 
 

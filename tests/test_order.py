@@ -10,7 +10,8 @@ import spf
 SPMV = "y(i) = A(i,j) * x(j)"
 
 
-def sparse_vector(layout: str, n: int, idx: list[int], seed: int = 0) -> tuple[spf.Tensor, np.ndarray]:
+def sparse_vector(layout: str, n: int, idx: list[int], seed: int = 0
+                  ) -> tuple[spf.Tensor, np.ndarray]:
     rng = np.random.default_rng(seed)
     idx = np.array(idx, dtype=np.int32)
     val = rng.uniform(-1, 1, len(idx))

@@ -148,7 +148,7 @@ def test_repeated_coordinates_in_order_are_added_through_the_cursor(tmp_path):
     the cursor adds equal neighbours."""
     text = without_packer((LAYOUTS / "SortedCOO.toml").read_text())
     text = text.replace('name = "SortedCOO"', 'name = "SortedCOO_dups"')
-    text = text[:text.index("[[properties]]\nkind = \"covary_monotonic\"")] + \
+    text = text[:text.index('[[properties]]\nkind = "covary_monotonic"')] + \
         '[[properties]]\nkind = "covary_monotonic"\nuf = "colIdx"\nwith = "rowIdx"\norder = "<="\n'
     path = tmp_path / "SortedCOO_dups.toml"
     path.write_text(text)

@@ -10,8 +10,8 @@ and 4 OpenMP threads, equals the serial kernel and numpy.
 - The generated C: the expected loop carries ``#pragma omp parallel for schedule(guided,32)``,
   scalar outputs add ``reduction(+:spf_acc)``, every SeqIter state used inside a parallel loop
   and declared outside it is ``private(...)``, hash maps are built before the parallel region
-  (never inside it), and scatter kernels (CSC, COO SpMV ...) get no pragma; DIA SpMV shares out the rows of
-  each diagonal (`omp for` inside a `parallel` region over the diagonals).
+  (never inside it), and scatter kernels (CSC, COO SpMV ...) get no pragma; DIA SpMV shares out
+  the rows of each diagonal (`omp for` inside a `parallel` region over the diagonals).
 - Row-parallel kernels are bit-for-bit equal to the serial kernel (each output element is
   still accumulated by one thread in the serial order); reductions agree to rounding.
 
@@ -28,11 +28,11 @@ import subprocess
 import sys
 
 import numpy as np
-import scipy.sparse as sp
 import pytest
+import scipy.sparse as sp
+from conftest import assert_compiles_clean
 
 import spf
-from conftest import assert_compiles_clean
 
 DOT = "v = A(i) * B(i)"
 DOT3 = "v = A(i) * B(i) * C(i)"
@@ -54,7 +54,7 @@ ROW_PARALLEL = {"CSR", "DCSR", "BCSR", "ELL", "CUDAmma16x16"}   # SpMV/SpMSpV pa
 
 
 # -- kernels ------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernels(expr: str, layouts: tuple, params: tuple = ()):
     """(parallel Kernel, compiled parallel, compiled serial); one build per combination."""
     prm = {t: dict(p) for t, p in params}
@@ -73,10 +73,10 @@ def expected_private(expr: str, lay: dict) -> bool:
     """Whether the parallel loop scatters into the output, each thread into a private copy
     (an outermost loop that carries a dependence only through a dense output, no finds)."""
     if expr == SPMV:    # with a sparse x and A in CSC, x's entries drive (locate into A)
-        return lay["A"] == "CSC" or "x" not in lay and lay["A"] in ("COO", "SortedCOO")
+        return lay["A"] == "CSC" or ("x" not in lay and lay["A"] in ("COO", "SortedCOO"))
     if expr == SPMSPM:
-        return lay["A"] == "COO" and lay["B"] in ("CSR", "BCSR") or \
-            lay["A"] == "LowerTri" and lay["B"] in ("CSR", "DCSR", "BCSR")
+        return (lay["A"] == "COO" and lay["B"] in ("CSR", "BCSR")) or \
+            (lay["A"] == "LowerTri" and lay["B"] in ("CSR", "DCSR", "BCSR"))
     return False
 
 
@@ -155,7 +155,8 @@ def check_c(kernel: spf.Kernel, expr: str, lay: dict) -> None:
     if want != loops[0]:    # an inner loop: a worksharing loop inside a parallel region
         assert not kernel.decisions
         assert f"#pragma omp parallel\n    for (spf_index_t {loops[0]} = " in src, src
-        assert re.search(rf"#pragma omp for schedule\(static\)\n\s*for \(spf_index_t {want} = ", src)
+        assert re.search(rf"#pragma omp for schedule\(static\)\n\s*for \(spf_index_t {want} = ",
+                         src)
         return
     regions = parallel_regions(src)
     assert regions, src
@@ -544,6 +545,6 @@ def test_private_copies_accumulate_into_the_output(layout):
 def test_schedule_follows_the_work_per_iteration(expr, layouts, schedule):
     k = spf.Kernel(expr, layouts, parallel=True)
     lines = k.c_source().splitlines()
-    loop = [ln.strip() for ln, nxt in zip(lines, lines[1:])
+    loop = [ln.strip() for ln, nxt in itertools.pairwise(lines)
             if "schedule(" in ln and f"for (spf_index_t {k.parallel_loop} =" in nxt]
     assert loop and all(f"schedule({schedule})" in p for p in loop), loop

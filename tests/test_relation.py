@@ -24,7 +24,7 @@ def call(name, args):
 
 def holds(rel: Relation, point: dict) -> bool:
     env = {**ENV, **point}
-    ex = [e for e in rel.exists]
+    ex = list(rel.exists)
     for values in itertools.product(BOX, repeat=len(ex)):
         full = {**env, **dict(zip(ex, values))}
         for conj in rel.disjuncts:
@@ -41,7 +41,8 @@ def holds(rel: Relation, point: dict) -> bool:
 
 def points(rel: Relation, box=BOX) -> set:
     vs = rel.vars
-    return {vals for vals in itertools.product(box, repeat=len(vs)) if holds(rel, dict(zip(vs, vals)))}
+    return {vals for vals in itertools.product(box, repeat=len(vs))
+            if holds(rel, dict(zip(vs, vals)))}
 
 
 def test_parse_and_print_round_trip():

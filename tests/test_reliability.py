@@ -123,16 +123,16 @@ def test_generate_help_lists_every_find():
 
 # --- every read in bounds, for layouts that declare no property ---------------------------
 BARE = {
-    "BareCSR": ('{[pi, pj] -> [gi, gj] : 0 <= pi < numRows and rowPtr(pi) <= pj < rowPtr(pi + 1) '
-                'and gi = pi and gj = colIdx(pj)}', "data[pj]", ["numRows", "numCols"],
+    "BareCSR": ("{[pi, pj] -> [gi, gj] : 0 <= pi < numRows and rowPtr(pi) <= pj < rowPtr(pi + 1) "
+                "and gi = pi and gj = colIdx(pj)}", "data[pj]", ["numRows", "numCols"],
                 {"numRows": "int", "numCols": "int", "rowPtr": "int[numRows + 1]",
                  "colIdx": "int[rowPtr(numRows)]", "data": "double[rowPtr(numRows)]"}),
-    "PermCOO": ('{[p] -> [gi, gj] : 0 <= p < nnz and gi = rowIdx(p) and gj = colIdx(p)}',
+    "PermCOO": ("{[p] -> [gi, gj] : 0 <= p < nnz and gi = rowIdx(p) and gj = colIdx(p)}",
                 "data[perm(p)]", ["numRows", "numCols"],
                 {"numRows": "int", "numCols": "int", "nnz": "int", "rowIdx": "int[nnz]",
                  "colIdx": "int[nnz]", "perm": "int[nnz]", "data": "double[nnz]"}),
-    "JDS": ('{[pd, pp] -> [gi, gj] : 0 <= pd < numDiags and jdPtr(pd) <= pp < jdPtr(pd + 1) '
-            'and gi = perm(pp - jdPtr(pd)) and gj = colIdx(pp)}', "data[pp]",
+    "JDS": ("{[pd, pp] -> [gi, gj] : 0 <= pd < numDiags and jdPtr(pd) <= pp < jdPtr(pd + 1) "
+            "and gi = perm(pp - jdPtr(pd)) and gj = colIdx(pp)}", "data[pp]",
             ["numRows", "numCols"],
             {"numRows": "int", "numCols": "int", "numDiags": "int", "jdPtr": "int[numDiags + 1]",
              "perm": "int[numRows]", "colIdx": "int[jdPtr(numDiags)]",
@@ -284,8 +284,10 @@ def test_check_cli_lists_the_reads_it_checked(tmp_path, capsys):
                         "data[pj], rowPtr[pi], rowPtr[pi + 1]")
 
 
-SELL = '''name = "SELL"
-relation = "{[ps, pk, pr] -> [gi, gj] : 0 <= ps < numSlices and 0 <= pk < sliceWidth(ps) and 0 <= pr < C and gi = C*ps + pr and gi < numRows and 0 <= colIdx(slicePtr(ps) + C*pk + pr) and gj = colIdx(slicePtr(ps) + C*pk + pr)}"
+SELL = """name = "SELL"
+relation = "{[ps, pk, pr] -> [gi, gj] : 0 <= ps < numSlices and 0 <= pk < sliceWidth(ps) \
+and 0 <= pr < C and gi = C*ps + pr and gi < numRows \
+and 0 <= colIdx(slicePtr(ps) + C*pk + pr) and gj = colIdx(slicePtr(ps) + C*pk + pr)}"
 value = "data[slicePtr(ps) + C*pk + pr]"
 shape = ["numRows", "numCols"]
 [params]
@@ -298,7 +300,7 @@ sliceWidth = "int[numSlices]"
 slicePtr = "int[numSlices + 1]"
 colIdx = "int[slicePtr(numSlices)]"
 data = "double[slicePtr(numSlices)]"
-'''
+"""
 
 
 def test_sell_c_without_properties(tmp_path):

@@ -178,8 +178,8 @@ def test_non_associative_add_keeps_the_reduction_serial():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(semiring="min_max"), "unknown semiring 'min_max'; the built-ins are"),
-    (dict(semiring="min_plus", expr="y(i) = A(i,j) * x(j) - B(i,j) * x(j)"),
+    ({"semiring": "min_max"}, "unknown semiring 'min_max'; the built-ins are"),
+    ({"semiring": "min_plus", "expr": "y(i) = A(i,j) * x(j) - B(i,j) * x(j)"},
      "a subtracted product has no meaning in a semiring"),
 ])
 def test_bad_kernels(kwargs, message):
@@ -189,10 +189,10 @@ def test_bad_kernels(kwargs, message):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(add="a + c", mul="a"), "unknown name 'c'"),
-    (dict(add="pow(a, b)", mul="a"), "pow\\(\\) with 2 argument"),
-    (dict(add="a + b", mul="a * b", zero="zero"), "zero must be a number"),
-    (dict(add="min(a, b)", mul="a + b", zero=0), "not the identity of add"),
+    ({"add": "a + c", "mul": "a"}, "unknown name 'c'"),
+    ({"add": "pow(a, b)", "mul": "a"}, "pow\\(\\) with 2 argument"),
+    ({"add": "a + b", "mul": "a * b", "zero": "zero"}, "zero must be a number"),
+    ({"add": "min(a, b)", "mul": "a + b", "zero": 0}, "not the identity of add"),
 ])
 def test_bad_semirings(kwargs, message):
     with pytest.raises(spf.SpecError, match=message):

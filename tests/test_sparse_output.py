@@ -40,7 +40,7 @@ def split(spec: str) -> tuple[str, dict[str, int]]:
     return spec, {}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel(expr: str, layouts: tuple[tuple[str, str], ...], parallel: bool = False):
     """(Kernel, CompiledKernel) for ``expr`` with layout specs per tensor; compiled once."""
     lays, params = {}, {}
@@ -577,7 +577,8 @@ def test_order3_sources_compile_clean(compiles_clean):
 DCSC_TOML = """
 name = "DCSC"
 description = "Doubly compressed sparse column: only nonempty columns are stored."
-relation = "{[pj, pi] -> [gi, gj] : 0 <= pj < numNZCols and colPtr(pj) <= pi < colPtr(pj + 1) and gi = rowIdx(pi) and gj = colIdx(pj)}"
+relation = "{[pj, pi] -> [gi, gj] : 0 <= pj < numNZCols \
+and colPtr(pj) <= pi < colPtr(pj + 1) and gi = rowIdx(pi) and gj = colIdx(pj)}"
 value = "data[pi]"
 shape = ["numRows", "numCols"]
 

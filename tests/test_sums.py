@@ -1,6 +1,6 @@
 """Sums by statement splitting (paper Sec. 4): dense, scalar and assembled sparse outputs."""
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ import scipy.sparse as sp
 import spf
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiled(expr, layouts=(), parallel=False):
     return spf.Kernel(expr, dict(layouts), parallel=parallel).compile()
 
@@ -18,7 +18,7 @@ def matrices(shape, seed):
     """Random operands with partly overlapping patterns, an empty row and an empty column."""
     rng = np.random.default_rng(seed)
     out = []
-    for k in range(3):
+    for _k in range(3):
         m = sp.random(*shape, density=0.25, format="lil", random_state=rng)
         if shape[0] > 2:
             m[1, :] = 0
@@ -79,8 +79,9 @@ def test_terms_do_not_read_implicit_zeros():
 SPARSE = ["CSR", "COO", "DCSR"]
 
 
-@pytest.mark.parametrize("la,lb,lc", [p for p in itertools.product(SPARSE, SPARSE, SPARSE + ["SortedCOO", "CSC"])
-                                      if p[0] <= p[1] or p[2] == "CSR"])
+@pytest.mark.parametrize("la,lb,lc", [
+    p for p in itertools.product(SPARSE, SPARSE, SPARSE + ["SortedCOO", "CSC"])
+    if p[0] <= p[1] or p[2] == "CSR"])
 def test_sparse_sum_is_the_union(la, lb, lc):
     f = compiled("C(i,j) = A(i,j) + B(i,j)", (("A", la), ("B", lb), ("C", lc)))
     for shape, seed in [((8, 6), 4), ((1, 9), 5), ((9, 1), 6)]:

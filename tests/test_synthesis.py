@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_compiles_clean
 
 import spf
 import spf.runtime.build
-from conftest import assert_compiles_clean
 from spf.concurrency import symbolic
 from spf.finds.checks import Checker as _Checker
 
@@ -43,7 +43,7 @@ DOT = "v = A(i) * B(i)"
 FIG11 = "v = A(i) * B(i) * C(i)"
 FINDS = ("auto", "seqiter", "densemap", "hashmap", "binsearch", "loop")
 PERMUTED = ["x.p", "A.pi", "A.pj"]     # Sec. 7.2: iterate x, find in A
-TOL = dict(rtol=1e-12, atol=1e-12)
+TOL = {"rtol": 1e-12, "atol": 1e-12}
 
 
 # -- building (cached) --------------------------------------------------------------------
@@ -73,7 +73,7 @@ def _freeze(d: dict | None) -> tuple:
                         for k, v in (d or {}).items()))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _build(expr: str, layouts: tuple, find, params: tuple, order: tuple | None):
     try:
         k = spf.Kernel(expr, dict(layouts), find=dict(find) if isinstance(find, tuple) else find,
@@ -189,13 +189,13 @@ def pack_vector(layout: str, x: np.ndarray, seed: int = 0) -> spf.Tensor:
     return t
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def packed_matrix(layout: str, params: tuple, kind: str, shape: tuple, seed: int):
     dense = matrix(kind, shape, seed)
     return dense, pack(layout, dense, dict(params), seed)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def packed_vector(layout: str, kind: str, n: int, seed: int):
     x = vector(kind, n, seed)
     return x, pack_vector(layout, x, seed)
@@ -575,7 +575,8 @@ SPMSPM_PAIRS = [("CSR", {}, "DCSR", {}), ("DCSR", {}, "DCSR", {}), ("COO", {}, "
                 ("DCSR", {}, "COO", {}), ("SortedCOO", {}, "DCSR", {}), ("CSC", {}, "CSC", {}),
                 ("COO", {}, "CSC", {})]
 SPMSPM_CASES = [("random", "random", (12, 15, 10), 0),
-                ("empty_rows", "empty_rows", (15, 12, 14), 1), ("random", "random", (7, 20, 4), 2), ("one", "one", (9, 9, 9), 0),
+                ("empty_rows", "empty_rows", (15, 12, 14), 1), ("random", "random", (7, 20, 4), 2),
+                ("one", "one", (9, 9, 9), 0),
                 ("empty", "random", (10, 8, 6), 0), ("random", "empty", (10, 8, 6), 3),
                 ("random", "full", (6, 5, 7), 4), ("full", "full", (1, 1, 1), 0)]
 SPMSPM_ITEMS = [pytest.param(a, pa, b, pb, f, id=f"{lid(a, pa)}x{lid(b, pb)}-{f}")

@@ -10,16 +10,16 @@ import functools
 
 import numpy as np
 import pytest
+from conftest import assert_compiles_clean
 
 import spf
-from conftest import assert_compiles_clean
 
 TTV = "y(i,j) = A(i,j,k) * x(k)"
 TTM = "C(i,j,l) = A(i,j,k) * B(k,l)"
 LAYOUTS = ["CSF", "DenseTensor3"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(expr: str, layout: str):
     k = spf.Kernel(expr, {"A": layout})
     assert_compiles_clean(k.c_source())

@@ -20,9 +20,9 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import assert_compiles_clean
 
 import spf
-from conftest import assert_compiles_clean
 
 DOT = "v = A(i) * B(i)"
 SPMV = "y(i) = A(i,j) * x(j)"
@@ -32,7 +32,7 @@ PRAGMA = "#pragma omp parallel for schedule(guided,32)"
 THREADS = (1, 2, 4)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build(expr: str, layouts: tuple, tile: tuple, order: tuple | None = None,
           find: str = "auto", parallel: bool = False):
     k = spf.Kernel(expr, dict(layouts), tile=dict(tile), order=list(order) if order else None,
@@ -89,12 +89,13 @@ def test_fig8_code():
     k, _ = build(DOT, (("A", "SV"), ("B", "SV")), (("B.p", 8),), find="loop")
     assert k.nest.schedule == ["A_p", "i", "B_p_tile", "B_p"]
     src = k.c_source()
-    assert "for (spf_index_t B_p_tile = 0; B_p_tile < spf_floord(B_len - 1, 8) + 1; ++B_p_tile)" in src
+    assert ("for (spf_index_t B_p_tile = 0; B_p_tile < spf_floord(B_len - 1, 8) + 1; "
+            "++B_p_tile)") in src
     assert FIG8_GUARD_C in src
     assert "for (spf_index_t B_p = 8*B_p_tile; B_p < spf_min(8*B_p_tile + 8, B_len); ++B_p)" in src
     # Fig. 8(c) line order: tile loop, guard, point loop, the original test f[i] == k
-    order = [src.index(s) for s in ("for (spf_index_t B_p_tile", FIG8_GUARD_C, "for (spf_index_t B_p =",
-                                    "if (i == B_idx[B_p])")]
+    order = [src.index(s) for s in ("for (spf_index_t B_p_tile", FIG8_GUARD_C,
+                                    "for (spf_index_t B_p =", "if (i == B_idx[B_p])")]
     assert order == sorted(order)
     (tile,) = k.analysis().tiles
     assert (tile.var, tile.size, tile.tile_var) == ("B_p", 8, "B_p_tile")
@@ -127,7 +128,7 @@ def test_fig8_results(lb, guarded, compare):
 @pytest.mark.parametrize("size", [1, 3, 8, 50])
 def test_fig8_tile_sizes(size):
     _, f = build(DOT, (("A", "SV"), ("B", "SV")), (("B.p", size),), find="loop")
-    for n, (a, b) in enumerate(dot_inputs()[::5]):
+    for _n, (a, b) in enumerate(dot_inputs()[::5]):
         np.testing.assert_allclose(f(A=pack("SV", a), B=pack("SV", b)), np.dot(a, b),
                                    rtol=1e-12, atol=1e-12)
 
@@ -148,8 +149,10 @@ def test_guard_in_spmspv_find_loop():
 def test_fig1_dense_dot_tiled_by_8():
     k, f = build(DOT, (), (("A.p0", 8),))
     src = k.c_source()
-    assert "for (spf_index_t A_p0_tile = 0; A_p0_tile < spf_floord(A_n0 - 1, 8) + 1; ++A_p0_tile)" in src
-    assert "for (spf_index_t A_p0 = 8*A_p0_tile; A_p0 < spf_min(A_n0, 8*A_p0_tile + 8); ++A_p0)" in src
+    assert ("for (spf_index_t A_p0_tile = 0; A_p0_tile < spf_floord(A_n0 - 1, 8) + 1; "
+            "++A_p0_tile)") in src
+    assert ("for (spf_index_t A_p0 = 8*A_p0_tile; A_p0 < spf_min(A_n0, 8*A_p0_tile + 8); "
+            "++A_p0)") in src
     assert "8*A_p0_tile <= A_p0 <= 8*A_p0_tile + 7" in str(k.space)     # Fig. 1(e)
     for n in (0, 1, 7, 8, 9, 100):
         a, b = vector(n, 1.0, n), vector(n, 1.0, n + 1)
@@ -183,8 +186,8 @@ def test_csr_rows_tiled(size):
         assert "for (spf_index_t A_pi_tile = 0; A_pi_tile < A_numRows; ++A_pi_tile)" in src
         assert "const spf_index_t A_pi = A_pi_tile;" in src
     else:
-        assert f"for (spf_index_t A_pi = {size}*A_pi_tile; A_pi < spf_min({size}*A_pi_tile + {size}, " \
-               "A_numRows); ++A_pi)" in src
+        assert (f"for (spf_index_t A_pi = {size}*A_pi_tile; "
+                f"A_pi < spf_min({size}*A_pi_tile + {size}, A_numRows); ++A_pi)") in src
     for m, n, density, seed in SPMV_MATRICES:
         a, x = matrix((m, n), density, seed), vector(n, 1.0, seed)
         np.testing.assert_allclose(f(A=pack("CSR", a, seed), x=x), a @ x,
@@ -260,7 +263,7 @@ def reversed_pair(instances, out, original, new) -> bool:
     before, after = write_order(instances, out, original), write_order(instances, out, new)
     for key, seq in before.items():
         rank = {n: r for r, n in enumerate(after[key])}
-        if any(rank[a] > rank[b] for a, b in zip(seq, seq[1:])):
+        if any(rank[a] > rank[b] for a, b in itertools.pairwise(seq)):
             return True
     return False
 
@@ -333,7 +336,7 @@ def test_spmspv_unsorted_search_tile_outermost_is_illegal():
     with pytest.raises(spf.SynthesisError, match="is not legal"):
         spf.Kernel(SPMV, {"A": "CSR", "x": "SV_unsorted"}, find="loop", tile={"x.p": 8},
                    order=["x.p_tile", "A.pi", "A.pj", "x.p"])
-    k, f = build(SPMV, (("A", "CSR"), ("x", "SV")), (("x.p", 8),),
+    _k, f = build(SPMV, (("A", "CSR"), ("x", "SV")), (("x.p", 8),),
                  ("x.p_tile", "A.pi", "A.pj", "x.p"), find="loop")
     a, x = matrix((30, 40), 0.2, 1), vector(40, 0.5, 2)
     np.testing.assert_allclose(f(A=pack("CSR", a), x=pack("SV", x)), a @ x,

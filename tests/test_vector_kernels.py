@@ -6,13 +6,13 @@ Kernels are generated and compiled once per layout combination (module-level cac
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
+from conftest import assert_compiles_clean
 
 import spf
-from conftest import assert_compiles_clean
 
 VECTORS = ["SV", "SV_unsorted", "SV_decreasing", "DenseVector"]
 SPARSE_VECTORS = ["SV", "SV_unsorted", "SV_decreasing"]
@@ -36,12 +36,12 @@ def _need(*layouts):
         pytest.skip(f"layout(s) {missing} not present")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _kernel(expr: str, layouts: tuple) -> spf.Kernel:
     return spf.Kernel(expr, dict(layouts))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compiled(expr: str, layouts: tuple):
     return _kernel(expr, layouts).compile()
 
@@ -284,7 +284,8 @@ _SPEC_NAMES = {DOT: "dot", DOT_ACC: "dot_acc", DOT3: "dot3", SPMV: "spmv", SPMV_
 
 
 @pytest.mark.parametrize("expr,layouts", _all_specs(),
-                         ids=[f"{_SPEC_NAMES[e]}-{'-'.join(l.values())}" for e, l in _all_specs()])
+                         ids=[f"{_SPEC_NAMES[e]}-{'-'.join(lay.values())}"
+                              for e, lay in _all_specs()])
 def test_generated_c_compiles_clean(expr, layouts):
     _need(*layouts.values())
     assert_compiles_clean(_kernel(expr, tuple(sorted(layouts.items()))).c_source())
@@ -296,4 +297,5 @@ def test_sorted_sv_dot_is_fig2c():
     assert "for (spf_index_t A_p" in src
     assert "if (i == B_idx[B_p])" in src
     assert src.count("for (") == 2
-    assert src.index("for (spf_index_t A_p") < src.index("for (spf_index_t B_p") < src.index("if (i == B_idx[B_p])")
+    assert src.index("for (spf_index_t A_p") < src.index("for (spf_index_t B_p") \
+        < src.index("if (i == B_idx[B_p])")

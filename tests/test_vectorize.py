@@ -8,8 +8,8 @@ then report the statement's loop vectorized.  Results are checked against numpy/
 from __future__ import annotations
 
 import os
-import sys
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 

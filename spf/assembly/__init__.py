@@ -18,16 +18,23 @@ import importlib
 import pkgutil
 from dataclasses import replace
 
+from ..decide.synthesis import Decision
+from ..front.storage import storage_of
 from ..middle.iteration_space import TensorUse
 from ..middle.scan import LoopNest
-from ..front.storage import storage_of
-from ..decide.synthesis import Decision
 from .base import AssemblyStrategy
 from .model import AssemblyPlan, Mode
 from .order import contiguous_group_level, ordered_prefix
 
-__all__ = ["AssemblyPlan", "Mode", "STRATEGIES", "contiguous_group_level", "for_stream",
-           "plan_assembly", "strategy"]
+__all__ = [
+    "STRATEGIES",
+    "AssemblyPlan",
+    "Mode",
+    "contiguous_group_level",
+    "for_stream",
+    "plan_assembly",
+    "strategy",
+]
 
 _SUPPORT = {"base", "model", "order", "storage_c", "lowering", "merge", "merge_c"}
 

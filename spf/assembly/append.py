@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..back import ctree as t
+from ..decide.synthesis import Decision
 from ..front.storage import Storage
 from ..middle.scan import LoopNest
-from ..decide.synthesis import Decision
 from .base import CAPACITY, AssemblyStrategy, linear, linear_needs_extents, on_failure
 from .model import AssemblyPlan, Mode
 from .order import non_decreasing, unordered_loops

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..back import ctree as t
-from ..middle.scan import LoopNest
-from ..front.storage import Storage
 from ..decide.synthesis import Decision
+from ..front.storage import Storage
+from ..middle.scan import LoopNest
 from .model import AssemblyPlan, Mode
 
 CAPACITY = 2       # return code: the caller's bound was too small (never expected)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..back import ctree as t
-from ..middle.scan import LoopNest
-from ..front.storage import Storage, StorageKind
 from ..decide.synthesis import Decision
+from ..front.storage import Storage, StorageKind
+from ..middle.scan import LoopNest
 from .base import CAPACITY, AssemblyStrategy, on_failure
 from .model import AssemblyPlan, Mode
 from .order import non_decreasing, unordered_loops

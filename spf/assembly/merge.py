@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..decide.synthesis import Decision
 from ..front.kernel_spec import Expr
 from ..front.layout import Layout
 from ..front.storage import Storage, storage_or_none
 from ..middle.scan import LoopNest
-from ..decide.synthesis import Decision
 from .model import AssemblyPlan
 from .order import non_decreasing, unordered_loops
 

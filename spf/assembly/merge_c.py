@@ -199,7 +199,7 @@ class _MergeWriter:
                 smallest = f"{h} < {smallest} ? {h} : {smallest}" if smallest == first \
                     else f"{h} < ({smallest}) ? {h} : ({smallest})"
             step.append(t.Declare("int64_t", key, smallest, const=True))
-        has: dict[int, str | None] = {r: None for r in alive}
+        has: dict[int, str | None] = dict.fromkeys(alive)
         if len(alive) > 1:
             has = {r: f"h{r}_{k}" for r in alive}
             step += [t.Declare("int", has[r], f"k{r}_{k} == {key}", const=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..middle.iteration_space import TensorUse
 from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.storage import Storage, StorageKind
 from ..front.terms import Aff
+from ..middle.iteration_space import TensorUse
 
 
 class Mode(StrEnum):

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import z3
 
-from ..middle.scan import LevelKind, LoopNest
 from ..decide.smt import InstanceEncoder, Verdict
 from ..decide.synthesis import Decision
+from ..middle.scan import LevelKind, LoopNest
 
 
 def unordered_loops(decisions: list[Decision]) -> set[str]:

@@ -1,4 +1,5 @@
-"""An assembled output's storage functions as code-tree definitions (the cursor, append, finish, flush).
+"""An assembled output's storage functions as code-tree definitions (the cursor, append,
+finish, flush).
 
 The statement hands each entry to one of two targets:
 

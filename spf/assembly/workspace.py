@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..back import ctree as t
-from ..middle.scan import LoopNest
-from ..front.storage import Storage
 from ..decide.synthesis import Decision
+from ..front.storage import Storage
+from ..middle.scan import LoopNest
 from .base import AssemblyStrategy, linear, linear_needs_extents, on_failure
 from .model import AssemblyPlan, Mode
 from .order import group_level

@@ -10,12 +10,12 @@ segments of irregular length (e.g. a CSR input's rows in a histogram pass).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
+from ..front.terms import Aff, Constraint, UFCall
 from ..middle.iteration_space import IterationSpace
 from ..middle.scan import Level, LevelKind, LoopNest
-from ..front.terms import Aff, Constraint, UFCall
 
 
 def coalesce(nest: LoopNest, space: IterationSpace, needed: Callable[[LoopNest], set[str]],

@@ -8,9 +8,9 @@ appends, ``nest`` opens a node whose body becomes the insertion point until the 
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterator, Union
 
 
 class Schedule(Enum):
@@ -102,7 +102,7 @@ class Snippet:
 
 @dataclass
 class Block:
-    body: list["Node"] = field(default_factory=list)
+    body: list[Node] = field(default_factory=list)
     note: str = ""              # a comment after the opening brace
 
 
@@ -114,24 +114,24 @@ class For:
     init: str
     cond: str
     step: str
-    body: list["Node"] = field(default_factory=list)
+    body: list[Node] = field(default_factory=list)
     parallel: Parallel | None = None
-    simd: "Simd | None" = None
+    simd: Simd | None = None
     braces: bool = True
 
 
 @dataclass
 class While:
     cond: str
-    body: list["Node"] = field(default_factory=list)
+    body: list[Node] = field(default_factory=list)
     braces: bool = True
 
 
 @dataclass
 class If:
     cond: str
-    body: list["Node"] = field(default_factory=list)
-    orelse: list["Node"] | None = None
+    body: list[Node] = field(default_factory=list)
+    orelse: list[Node] | None = None
     braces: bool = True
     note: str = ""              # a comment after the condition
     else_note: str = ""         # a comment after ``else``
@@ -142,7 +142,7 @@ class Team:
     """``#pragma omp parallel`` around a statement: the threads that run the ``For`` inside
     with ``Parallel(team=False)``."""
 
-    body: list["Node"] = field(default_factory=list)
+    body: list[Node] = field(default_factory=list)
 
 
 @dataclass
@@ -151,7 +151,7 @@ class Function:
     class: ``static inline int f(...)``) and ``body``."""
 
     signature: str
-    body: list["Node"] = field(default_factory=list)
+    body: list[Node] = field(default_factory=list)
     comment: str = ""
 
 
@@ -165,10 +165,10 @@ class Struct:
     comment: str = ""
 
 
-Definition = Union[Function, Struct]
+Definition = Function | Struct
 
-Node = Union[Comment, Declare, Assign, Call, Return, Goto, Label, Snippet, Block, For, While,
-             If, Team]
+Node = (Comment | Declare | Assign | Call | Return | Goto | Label | Snippet | Block | For
+        | While | If | Team)
 _NESTED = (Block, For, While, If, Team)
 
 

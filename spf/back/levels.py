@@ -1,10 +1,10 @@
 """Lowering of a scanned loop nest's levels (loops, assignments, guards, finds) to the C tree."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from ..middle.scan import LevelKind, LoopNest
 from ..front.terms import Aff, Constraint, UFCall
+from ..middle.scan import LevelKind, LoopNest
 from . import ctree as t
 from .names import CNames, loop_bound
 

@@ -6,19 +6,20 @@ statement and bookkeeping come from its strategy (:mod:`spf.assembly`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
-from ..assembly import lowering as assembly_c, storage_c, strategy
+from ..assembly import lowering as assembly_c
+from ..assembly import storage_c, strategy
+from ..decide.plan import Plan
+from ..decide.synthesis import TileSkip, cost_model
 from ..finds import REGISTRY
 from ..finds.base import FindLowering
 from ..finds.model import Choice, Decision
-from ..middle.iteration_space import TensorUse
 from ..front.layout import Layout
-from ..middle.scan import LevelKind, LoopNest
-from ..decide.plan import Plan
-from ..decide.synthesis import TileSkip, cost_model
 from ..front.terms import Aff
+from ..middle.iteration_space import TensorUse
+from ..middle.scan import LevelKind, LoopNest
 from . import ctree as t
 from .coalesce import coalesce
 from .levels import Hook, is_key_guard, lower_levels
@@ -35,7 +36,7 @@ class CustomStatement:
     def __init__(self, params: list[str],
                  statement: Callable[[Callable[[], str]], list[t.Node]],
                  names: set[str], prologue: list[t.Node] = (), epilogue: list[t.Node] = (),
-                 at: "tuple[int, list[t.Node]] | None" = None):
+                 at: tuple[int, list[t.Node]] | None = None):
         self.params, self.statement, self.names = params, statement, names
         self.prologue, self.epilogue = list(prologue), list(epilogue)
         self.at = at
@@ -54,7 +55,7 @@ class KernelCode:
     storage: list[t.Definition]    # the output's storage functions, put before the kernel
 
 
-@dataclass
+@dataclass(frozen=True)
 class Role:
     """Which function of an assembled output is lowered: the kernel writing the output
     (``target="output"``) or a sorted run (``"stream"``, a term of a sum); ``count``: the
@@ -216,7 +217,7 @@ class KernelLowering:
 
 
 def kernel_code(plan: Plan, name: str, role: Role = Role(),
-                custom: "CustomStatement | None" = None) -> KernelCode:
+                custom: CustomStatement | None = None) -> KernelCode:
     """The signature and body of one kernel function of ``plan`` (returns 0, 1 when out of
     memory, 2 when an assembled output outgrows its arrays); ``role`` says which function of
     an assembled output (see :class:`Role`); ``custom`` replaces the statement."""

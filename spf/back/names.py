@@ -1,14 +1,14 @@
 """C names of one iteration space: terms, index-array reads, values, loop bounds, structs."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..front import index_expr as ie
-from ..middle.iteration_space import IterationSpace, TensorUse
 from ..front.layout import Layout
-from ..middle.scan import LevelKind, LoopNest
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, format_sum
+from ..middle.iteration_space import IterationSpace, TensorUse
+from ..middle.scan import LevelKind, LoopNest
 
 C_TYPES = {"int": "spf_index_t", "double": "double"}
 
@@ -42,7 +42,8 @@ def struct_typedef(layout: Layout) -> str:
     for f in layout.fields.values():
         ctype = C_TYPES[f.ctype]
         if f.is_array:
-            extents = "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})") for d in f.dims)
+            extents = "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})")
+                                for d in f.dims)
             lines.append(f"    {ctype} *restrict {f.name};  /* [{extents}] */")
         else:
             lines.append(f"    {ctype} {f.name};")
@@ -85,7 +86,7 @@ class CNames:
             self.fields[key] = local
         return self.fields[key]
 
-    def hoisted(self) -> list["Hoisted"]:
+    def hoisted(self) -> list[Hoisted]:
         """``(ctype, local, member, const)`` of every field read through a local."""
         out = []
         order = [u.name for u in self.space.uses]
@@ -145,7 +146,11 @@ class CNames:
 
     def extent_product(self, use: TensorUse, fld: str) -> str:
         spec = use.layout.fields[fld]
-        return " * ".join(f"(size_t)({ie.to_c(d, lambda n: self.field(use, n), lambda n, a: self.array_read(use, n, a))})"
+
+        def extent(d: ie.IExpr) -> str:
+            return ie.to_c(d, lambda n: self.field(use, n),
+                           lambda n, a: self.array_read(use, n, a))
+        return " * ".join(f"(size_t)({extent(d)})"
                           for d in spec.dims)
 
 

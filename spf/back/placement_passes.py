@@ -7,7 +7,7 @@ coordinate) at its position.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..front.placement import Placement
 from ..front.terms import Aff, FloorDiv

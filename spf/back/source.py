@@ -5,11 +5,11 @@ from __future__ import annotations
 from ..assembly import AssemblyPlan, storage_c, strategy
 from ..assembly.merge import Run
 from ..assembly.merge_c import merge_function
+from ..decide.plan import Plan
 from ..errors import SpecError
-from ..middle.iteration_space import IterationSpace
 from ..front.layout import Layout
 from ..front.semiring import PLUS_TIMES, Semiring
-from ..decide.plan import Plan
+from ..middle.iteration_space import IterationSpace
 from . import ctree as t
 from .c_printer import CPrinter
 from .lower import KernelCode, Role, kernel_code

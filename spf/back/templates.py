@@ -1,7 +1,7 @@
 """The C templates shipped in ``templates/`` (installed as ``spf.templates``)."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -9,7 +9,7 @@ from string import Template
 TEMPLATE_DIR = Path(str(resources.files("spf.templates")))   # installed inside the spf namespace
 
 
-@lru_cache(maxsize=None)
+@cache
 def text(name: str) -> str:
     """The template file ``name`` as it is."""
     return (TEMPLATE_DIR / name).read_text()

@@ -20,9 +20,9 @@ import z3
 
 from ..front.isl_bridge import isl_limit
 from ..front.relation import Relation
+from ..front.terms import Aff, Constraint
 from ..middle.scan import Level, LevelKind, LoopNest
 from .smt import InstanceEncoder, Verdict
-from ..front.terms import Aff, Constraint
 
 
 @dataclass
@@ -125,7 +125,7 @@ class _Dependences:
 
         def resolve(c: Constraint) -> Constraint:
             for _ in range(len(defs) + 1):
-                c = c.substitute({v: d for v, d in defs.items()})
+                c = c.substitute(dict(defs.items()))
             return c
 
         base = [resolve(c) for c in cons]
@@ -164,7 +164,7 @@ def analyze(nest: LoopNest, parallel: bool = False, finds: bool = False,
     return analysis
 
 
-def _loop_report(deps: "_Dependences", k: int) -> LoopReport:
+def _loop_report(deps: _Dependences, k: int) -> LoopReport:
     """Whether loop ``deps.loops[k]`` carries a dependence: isl on the affine relation first,
     then Z3 with the layouts' properties."""
     expr, var = deps.nest.space.expr, deps.loops[k]
@@ -355,7 +355,7 @@ def tiling_legal(nest: LoopNest, original: list[str]) -> tuple[bool, str]:
     deps = _Dependences(nest)
     e = deps.enc
     e.terms = []
-    new = [v for v in deps.loops]
+    new = list(deps.loops)
 
     def before(order: list[str], a: int, b: int) -> z3.BoolRef:
         cases = []

@@ -12,8 +12,9 @@ import difflib
 import enum
 import re
 import shlex
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from ..errors import SpecError
 from ..finds import NAMES as ALGORITHMS
@@ -102,7 +103,7 @@ class KernelOptions:
         None, Form.NAMES, "loop variables outermost first: logical indices (i) or layout "
         "indices (A.pi); default: an order spf chooses and explains", ("A.pi", "A.pj"),
         metavar="VARS")
-    find: "str | Mapping[str, str]" = _option(
+    find: str | Mapping[str, str] = _option(
         "auto", Form.FIND, "the find algorithm of every guard loop, or per searched tensor; "
         "auto: the cheapest one Z3 proves valid, loop: keep the guard loop", "binsearch",
         choices=lambda: FIND_CHOICES, metavar="[TENSOR=]ALGORITHM")
@@ -111,7 +112,7 @@ class KernelOptions:
     bounds: tuple[Constraint, ...] = _option(
         (), Form.TEXT, "affine bounds restricting the dense iteration space", "j <= i",
         metavar="CONSTRAINTS")
-    tile: "Mapping[str, int] | None" = _option(
+    tile: Mapping[str, int] | None = _option(
         None, Form.SIZES, "strip-mine loops into tiles of the given sizes (a tile loop "
         "VAR_tile, e.g. A.pi_tile, is placed right before each, or where order names it)",
         {"A.pi": 256}, metavar="VAR=SIZE")
@@ -152,7 +153,7 @@ class KernelOptions:
                 object.__setattr__(self, o.name, _check(o, value, "<string>"))
 
     def resolved(self, expr: Expr, where: Callable[[str], tuple[int, int]] | None = None
-                 ) -> "KernelOptions":
+                 ) -> KernelOptions:
         """The options checked against ``expr`` (the tensors that find, share and mask name),
         with the Z3 time limit's default filled in; ``where(name)`` locates an option a kernel
         file gave (None: the call gave it)."""
@@ -284,7 +285,7 @@ def _pair(o: Option, value: Any, src: str) -> tuple[str, str] | None:
     return out, name
 
 
-def _find(o: Option, value: Any, src: str) -> "str | Mapping[str, str]":
+def _find(o: Option, value: Any, src: str) -> str | Mapping[str, str]:
     choices = value.values() if isinstance(value, Mapping) else [value]
     for choice in choices:
         if choice not in FIND_CHOICES:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .analysis import Analysis, VectorLoop, analyze, tiling_legal, vector_loop
-from ..concurrency import symbolic
 from ..assembly import AssemblyPlan, Mode, plan_assembly
+from ..concurrency import symbolic
 from ..errors import SpecError, SynthesisError
+from ..front.semiring import PLUS_TIMES, Semiring
+from ..front.terms import Aff
 from ..middle.iteration_space import IterationSpace
 from ..middle.order import inner_extents_stored_counts, output_order
 from ..middle.scan import LevelKind, LoopNest, scan
-from .synthesis import Decision, TileSkip, for_parallel, synthesize, tile_skips
-from ..front.semiring import PLUS_TIMES, Semiring
-from ..front.terms import Aff
 from ..middle.z3limit import Z3Limit
+from .analysis import Analysis, VectorLoop, analyze, tiling_legal, vector_loop
+from .synthesis import Decision, TileSkip, for_parallel, synthesize, tile_skips
 
 
 @dataclass
@@ -37,13 +37,13 @@ class Plan:
     vector: VectorLoop | None = None     # the innermost loop run as SIMD lanes
     no_simd: str = ""                    # why a dependence-free innermost loop stays scalar
     privatized: bool = False             # the parallel loop sums into per-thread copies
-    counting: "Plan | None" = None       # the nest counting the output's entries, if another
+    counting: Plan | None = None       # the nest counting the output's entries, if another
     order_why: str = ""                  # why planning changed the default loop order
     semiring: Semiring = PLUS_TIMES      # the statement's add and mul
     _analysis: Analysis | None = None
 
     @property
-    def count_plan(self) -> "Plan":
+    def count_plan(self) -> Plan:
         """The plan whose loops count the statement instances (``<name>_bound``): the
         default order's when the loops were reordered for the output (any order counts)."""
         return self.counting or self
@@ -120,7 +120,7 @@ def _unordered_reduction(plan: Plan) -> None:
     sr, analysis = plan.semiring, plan.analysis()
     loop = next((lp for lp in analysis.loops if lp.var == plan.parallel_loop), None)
     if loop is None or not (loop.reduction or loop.private_output) \
-            or sr.reorderable and (sr.omp or not loop.reduction):
+            or (sr.reorderable and (sr.omp or not loop.reduction)):
         return
     why = (f"loop {loop.var} is not run in parallel: its iterations reduce into the output "
            f"with {sr.name}'s add ({sr.add}), " + (

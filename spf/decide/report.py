@@ -52,7 +52,8 @@ def _levels(nest: LoopNest) -> list[str]:
             lines.append(f"  read {lv.call}")
         for g in lv.guards:
             lines.append(f"    guard: {g}"
-                         + ("  (find: guard loop)" if lv.kind is LevelKind.READ and g.is_eq else ""))
+                         + ("  (find: guard loop)" if lv.kind is LevelKind.READ and g.is_eq
+                            else ""))
         for g in lv.dropped:
             lines.append(f"    dropped: {g}  (implied by inner bounds and layout properties)")
     lines += [f"  statement guard: {g}" for g in nest.statement_guards]

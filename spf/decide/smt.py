@@ -8,15 +8,15 @@ reads that occur in a query, so no quantifiers reach the solver.
 from __future__ import annotations
 
 import itertools
-from typing import Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple
 
 import z3
 
 from ..concurrency import require, share_z3_context
+from ..front.terms import Aff, Constraint, FloorDiv, UFCall
 from ..middle.iteration_space import TensorUse
 from ..middle.scan import LevelKind, LoopNest
-from ..front.terms import Aff, Constraint, FloorDiv, UFCall
-
 
 share_z3_context()
 
@@ -190,7 +190,8 @@ class InstanceEncoder:
     def _local(self, a: Aff, use: TensorUse, k: int) -> z3.ArithRef:
         mapping = {f: Aff.var(use.symbol(f)) for f in use.layout.scalar_fields}
         qualified = a.substitute(mapping).map_calls(
-            lambda c: UFCall(use.symbol(c.name), c.args) if c.name in use.layout.index_arrays else c)
+            lambda c: UFCall(use.symbol(c.name), c.args) if c.name in use.layout.index_arrays
+            else c)
         return self.aff(qualified, k)
 
     # solving -----------------------------------------------------------------------------------

@@ -3,12 +3,12 @@ product statement per term and per part of each union input; each is planned on 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 from ..front.kernel_spec import Expr
-from ..front.terms import Constraint
 from ..front.layout import Layout
+from ..front.terms import Constraint
 
 
 @dataclass(frozen=True)
@@ -19,11 +19,11 @@ class Term:
     product: Expr
     layouts: dict[str, Layout]
     bounds: list[Constraint] | None
-    find: "str | dict[str, str]"
+    find: str | dict[str, str]
 
 
 def split_terms(expr: Expr, layouts: Mapping[str, Layout], bounds: list[Constraint],
-                find: "str | Mapping[str, str]", accumulate: bool) -> list[Term]:
+                find: str | Mapping[str, str], accumulate: bool) -> list[Term]:
     """The product statements of ``expr`` (``accumulate``: each adds into the output, which
     the kernel zeroes once)."""
     terms = []

@@ -10,22 +10,35 @@ guard loop stays.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ..concurrency import symbolic
 from ..errors import SynthesisError
-from ..finds import NAMES as ALGORITHMS, REGISTRY
+from ..finds import NAMES as ALGORITHMS
+from ..finds import REGISTRY
 from ..finds.base import CostTerms, FindContext
 from ..finds.checks import Checker, params_only
 from ..finds.model import Choice, Decision, Find
+from ..front.terms import Aff, Constraint, UFCall
 from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.scan import LevelKind, LoopNest
 from .smt import symbols_of as _symbols
-from ..front.terms import Aff, Constraint, UFCall
 
-__all__ = ["ALGORITHMS", "Choice", "Decision", "Find", "CostModel", "cost_model", "decide",
-           "detect_finds", "for_parallel", "synthesize", "TileSkip", "tile_skips"]
+__all__ = [
+    "ALGORITHMS",
+    "Choice",
+    "CostModel",
+    "Decision",
+    "Find",
+    "TileSkip",
+    "cost_model",
+    "decide",
+    "detect_finds",
+    "for_parallel",
+    "synthesize",
+    "tile_skips",
+]
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,7 +107,7 @@ def decide(nest: LoopNest, find: Find, requested: str) -> Decision:
             raise SynthesisError(f"find={requested!r} is not valid for the lookup of "
                                  f"{find.use.name} ({find.describe()}): {why}")
         return Decision(find, None, {"loop": Choice("loop")},
-                        {a: why for a in REGISTRY}, requested=requested)
+                        dict.fromkeys(REGISTRY, why), requested=requested)
     chk = Checker(nest, find)
     ctx = FindContext(nest, find, chk, chk.unique())
     valid: dict[str, Choice] = {}
@@ -166,7 +179,7 @@ class CostModel:
 
     searches: TensorUse
     length: Aff
-    terms: dict[str, "CostTerms"]      # per algorithm
+    terms: dict[str, CostTerms]      # per algorithm
 
 
 def cost_model(nest: LoopNest, find: Find, choices: list[Choice]) -> CostModel | None:
@@ -187,7 +200,7 @@ def cost_model(nest: LoopNest, find: Find, choices: list[Choice]) -> CostModel |
 
 
 @symbolic
-def synthesize(nest: LoopNest, find_option: "str | Mapping[str, str]") -> list[Decision]:
+def synthesize(nest: LoopNest, find_option: str | Mapping[str, str]) -> list[Decision]:
     """Decisions for every find of ``nest``; ``find_option`` is a name or per-tensor names."""
     decisions = []
     for f in detect_finds(nest):

@@ -18,8 +18,8 @@ from typing import ClassVar
 from ..back import ctree as t
 from ..back.names import CNames
 from ..back.templates import render
-from ..middle.scan import LoopNest
 from ..front.terms import Aff
+from ..middle.scan import LoopNest
 from .checks import Checker, algorithm3, place_state, rejection, state_candidates
 from .model import Choice, Decision, Find
 
@@ -77,25 +77,25 @@ class FindAlgorithm:
         return c
 
     # lowering ---------------------------------------------------------------------------
-    def declare(self, f: "FindLowering") -> list[t.Node]:
+    def declare(self, f: FindLowering) -> list[t.Node]:
         return []
 
-    def thread_private(self, f: "FindLowering", par: int) -> list[str]:
+    def thread_private(self, f: FindLowering, par: int) -> list[str]:
         """State variables each thread of the parallel loop at level ``par`` needs its own
         copy of."""
         return []
 
-    def allocate(self, f: "FindLowering") -> list[t.Node]:
+    def allocate(self, f: FindLowering) -> list[t.Node]:
         return []
 
-    def init(self, f: "FindLowering") -> list[t.Node]:
+    def init(self, f: FindLowering) -> list[t.Node]:
         return []
 
-    def open(self, f: "FindLowering", b: t.Builder) -> None:
+    def open(self, f: FindLowering, b: t.Builder) -> None:
         """Append the search and open the scope(s) in which ``f.var`` is a match."""
         raise NotImplementedError
 
-    def release(self, f: "FindLowering") -> list[t.Node]:
+    def release(self, f: FindLowering) -> list[t.Node]:
         return []
 
     def what(self, c: Choice) -> str:

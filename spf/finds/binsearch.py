@@ -2,10 +2,10 @@
 state, O(log L) per search."""
 from __future__ import annotations
 
+from ..back import ctree as t
 from .base import FindAlgorithm, FindContext, FindLowering
 from .checks import failed, missing_order_hint, rejection
 from .model import Choice
-from ..back import ctree as t
 
 
 class BinarySearch(FindAlgorithm):

@@ -20,15 +20,17 @@ so at worst the guard loop stays.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import z3
 
-from ..middle.scan import LevelKind, LoopNest
 from ..decide.smt import InstanceEncoder, symbols_of
 from ..front.terms import Aff
+from ..middle.scan import LevelKind, LoopNest
 from .model import Choice, Find
+
 
 class _Encoder(InstanceEncoder):
     """Instances of the loops enclosing one find, plus the find's template arguments."""
@@ -46,7 +48,8 @@ class _Encoder(InstanceEncoder):
     def in_range(self, q: z3.ArithRef, k: int) -> z3.BoolRef:
         lows = self.find.lows or [self.find.lo]
         highs = self.find.highs or [self.find.hi]
-        return z3.And(*[self.aff(lo, k) <= q for lo in lows], *[q <= self.aff(hi, k) for hi in highs])
+        return z3.And(*[self.aff(lo, k) <= q for lo in lows],
+                      *[q <= self.aff(hi, k) for hi in highs])
 
 
 def _lex_less(a: list, b: list):
@@ -199,7 +202,8 @@ def state_candidates(nest: LoopNest, find: Find, with_reduced: bool) -> list[str
     """M of Algorithm 3 in removal order: loop indices innermost first, then reduced indices."""
     outer = nest.levels[:find.level]
     loops = [lv.var for lv in outer if lv.kind is LevelKind.LOOP]
-    reduced = [lv.var for lv in outer if lv.kind is LevelKind.ASSIGN and lv.var in nest.space.indices]
+    reduced = [lv.var for lv in outer
+               if lv.kind is LevelKind.ASSIGN and lv.var in nest.space.indices]
     return list(reversed(loops)) + (list(reversed(reduced)) if with_reduced else [])
 
 
@@ -215,7 +219,7 @@ def algorithm3(candidates: list[str], test) -> tuple[list[str] | None, Any]:
     return state, ""
 
 
-def prefer_loops(nest: LoopNest, chk: "Checker", state: list[str], test) -> list[str]:
+def prefer_loops(nest: LoopNest, chk: Checker, state: list[str], test) -> list[str]:
     """Replace a reduced index by the loop indices it is computed from when it determines
     them (``i = A_pi``, or ``i = rowIdx(A_pi)`` with rowIdx injective): the same
     granularity, but a scalar state instead of an array."""
@@ -286,7 +290,8 @@ def place_state(nest: LoopNest, find: Find, state: list[str], reads: list[Aff],
     # what the initialisation reads must be defined where it runs (an array of states may
     # start each entry at the range of its own key: the row's first position, say)
     need = _variables(reads) - {find.var, key}
-    while not need <= {lv.var for lv in outer[:init] if lv.kind is not LevelKind.READ} and init < find.level:
+    while init < find.level \
+            and not need <= {lv.var for lv in outer[:init] if lv.kind is not LevelKind.READ}:
         prefix.append(outer[init].var)
         init = next((k for k in loops if k > init), find.level)
         if key is not None and key in prefix:

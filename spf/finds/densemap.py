@@ -16,8 +16,8 @@ from __future__ import annotations
 import z3
 
 from ..back import ctree as t
-from ..middle.scan import LevelKind, LoopNest
 from ..front.terms import Aff
+from ..middle.scan import LevelKind, LoopNest
 from .base import CostTerms, FindContext, FindLowering, MapAlgorithm
 from .checks import extent_of, failed, rejection, trip_counts
 from .model import Choice, Find

@@ -42,7 +42,8 @@ class HashMap(MapAlgorithm):
 
     def init(self, f: FindLowering) -> list[t.Node]:
         q = f"spf_q_{f.var}"
-        return [f.snippet("find_hashmap_build.c", ("spf_out_of_memory",), table=self.table(f), lo=f.lo(), end=f.end(),
+        return [f.snippet("find_hashmap_build.c", ("spf_out_of_memory",), table=self.table(f),
+                          lo=f.lo(), end=f.end(),
                           q=q, key_q=f.key_at(q)[0],
                           comment=f"HashMap for the find of {f.var}: coordinate -> positions "
                                   f"in [{f.lo()}, {f.hi()}]")]

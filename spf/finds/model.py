@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..middle.iteration_space import TensorUse
 from ..front.terms import Aff, UFCall
+from ..middle.iteration_space import TensorUse
 
 
 @dataclass

@@ -7,11 +7,20 @@ restarts) come from Algorithm 3.
 from __future__ import annotations
 
 from ..back import ctree as t
-from ..middle.scan import LoopNest
 from ..front.terms import Aff
+from ..middle.scan import LoopNest
 from .base import CostTerms, FindAlgorithm, FindContext, FindLowering
-from .checks import Failure, algorithm3, failed, missing_order_hint, place_state, \
-    prefer_loops, rejection, state_candidates, trip_counts
+from .checks import (
+    Failure,
+    algorithm3,
+    failed,
+    missing_order_hint,
+    place_state,
+    prefer_loops,
+    rejection,
+    state_candidates,
+    trip_counts,
+)
 from .model import Choice, Decision, Find
 
 _ORDERS = ((1, "<"), (-1, "<"), (1, ">"), (-1, ">"))

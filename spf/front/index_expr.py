@@ -5,8 +5,8 @@ They appear in a layout's value expression (``data[pj][pk][pl]``) and array exte
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping, Union
 
 from .syntax import Parser
 
@@ -26,17 +26,17 @@ class Call:
     """An index-array read ``f(args)``."""
 
     name: str
-    args: tuple["IExpr", ...]
+    args: tuple[IExpr, ...]
 
 
 @dataclass(frozen=True)
 class BinOp:
     op: str  # + - * /
-    lhs: "IExpr"
-    rhs: "IExpr"
+    lhs: IExpr
+    rhs: IExpr
 
 
-IExpr = Union[Num, Name, Call, BinOp]
+IExpr = Num | Name | Call | BinOp
 
 
 @dataclass(frozen=True)

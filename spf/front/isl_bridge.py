@@ -8,9 +8,9 @@ calls.  Projecting out a dimension therefore projects out every call that depend
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import islpy as isl
 
@@ -172,7 +172,8 @@ class Encoding:
             for k in range(bset.dim(isl.dim_type.param)):
                 v = int(c.get_coefficient_val(isl.dim_type.param, k).to_python())
                 if v:
-                    aff = aff + Aff.var(self.param_name(bset.get_dim_name(isl.dim_type.param, k)), v)
+                    name = self.param_name(bset.get_dim_name(isl.dim_type.param, k))
+                    aff = aff + Aff.var(name, v)
             for k, div in enumerate(divs):
                 v = int(c.get_coefficient_val(isl.dim_type.div, k).to_python())
                 if v:
@@ -191,7 +192,8 @@ def _arg_names(call: UFCall) -> set[str]:
     return out
 
 
-def encode(base_dims: Sequence[str], constraints: Sequence[Constraint] | Sequence[Sequence[Constraint]],
+def encode(base_dims: Sequence[str],
+           constraints: Sequence[Constraint] | Sequence[Sequence[Constraint]],
            extra_calls: Sequence[UFCall] = (), params: Sequence[str] | None = None) -> Encoding:
     """Build the encoding for ``base_dims`` and every UF call occurring in ``constraints``.
 
@@ -216,7 +218,7 @@ def encode(base_dims: Sequence[str], constraints: Sequence[Constraint] | Sequenc
     while pending:
         progressed = False
         for call in list(pending):
-            inner = {k for k in _calls_in_args(call)}
+            inner = set(_calls_in_args(call))
             if any(ic not in enc.var_of for ic in inner):
                 continue
             deps = [_pos for _pos, d in enumerate(enc.dims)

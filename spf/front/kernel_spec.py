@@ -13,13 +13,13 @@ A kernel spec file is TOML::
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import SpecError
-from .syntax import Parser, is_file, key_position, locate, parse_constraints, parse_toml, \
-    read_spec
+from .syntax import Parser, is_file, key_position, locate, parse_constraints, parse_toml, read_spec
 from .terms import Constraint
 
 
@@ -56,7 +56,7 @@ class Expr:
     def is_sum(self) -> bool:
         return len(self.terms) > 1
 
-    def products(self) -> list["Expr"]:
+    def products(self) -> list[Expr]:
         """One product statement per term (the statement itself for a product)."""
         if not self.is_sum:
             return [self]
@@ -72,7 +72,7 @@ class Expr:
         """The structural mask's tensor (see :meth:`with_mask`), if any."""
         return next((f.tensor for f in self.factors if f.pattern), None)
 
-    def with_mask(self, tensor: str) -> "Expr":
+    def with_mask(self, tensor: str) -> Expr:
         """The statement restricted to the entries of ``tensor`` (a structural mask with the
         output's indices): one more operand of every product, intersected like the others,
         whose values are not read."""

@@ -8,18 +8,27 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from . import index_expr as ie
 from ..concurrency import symbolic
 from ..errors import SpecError
+from . import index_expr as ie
 from .relation import Relation
-from .syntax import C_KEYWORDS, MAX_INT, is_file, key_position, locate, parse_aff, \
-    parse_toml, read_spec
+from .syntax import (
+    C_KEYWORDS,
+    MAX_INT,
+    is_file,
+    key_position,
+    locate,
+    parse_aff,
+    parse_toml,
+    read_spec,
+)
 from .terms import Aff, Constraint, UFCall
 
 LAYOUT_DIR = Path(str(resources.files("spf.layouts")))   # installed inside the spf namespace
@@ -152,7 +161,7 @@ class Layout:
             return "its relation has existential variables"
         return None
 
-    def parts(self) -> list["Layout"]:
+    def parts(self) -> list[Layout]:
         """One layout per disjunct of the relation (``[self]`` for one): the parts of a union
         layout (an ELL part and a COO part, say) share its fields and struct; a kernel runs
         one statement per part, and a tensor is checked part by part."""
@@ -162,7 +171,7 @@ class Layout:
         return [replace(self, relation=Relation(rel.in_vars, rel.out_vars, [conj], rel.exists),
                         part=k) for k, conj in enumerate(rel.disjuncts)]
 
-    def with_params(self, **params: int) -> "Layout":
+    def with_params(self, **params: int) -> Layout:
         """The same layout file loaded with other parameter values."""
         if not params:
             return self
@@ -171,7 +180,7 @@ class Layout:
         loaded = _load_file(self.source, tuple(sorted({**self.params, **params}.items())))
         return _params_fit(loaded.with_index_type(self.index_type))
 
-    def with_index_type(self, index_type: str) -> "Layout":
+    def with_index_type(self, index_type: str) -> Layout:
         """The same layout with its ``int`` fields (index arrays, sizes) of width
         ``index_type``: ``"int32"`` (the default) or ``"int64"``."""
         if index_type not in INDEX_WIDTHS:
@@ -239,7 +248,7 @@ def _name_key(path: Path) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def load_layout(name_or_path: "str | os.PathLike | Layout", index_type: str | None = None,
+def load_layout(name_or_path: str | os.PathLike | Layout, index_type: str | None = None,
                 **params: int) -> Layout:
     """Load a layout by name (from the search path) or by path, binding ``params``;
     ``index_type`` ("int32" or "int64") sets the width of its index fields (a Layout
@@ -266,7 +275,7 @@ def default_layout(order: int) -> Layout:
     return load_layout(_default_names("dense", str(order)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def default_layouts(table: str, key: str) -> tuple[str, ...]:
     """Layout names listed in ``layouts/defaults.toml`` under ``[table] key`` (a name or a
     list of names; empty when not listed): e.g. the layouts to try for a scipy matrix."""
@@ -290,7 +299,7 @@ def _default_names(table: str, key: str) -> Any:
     return names
 
 
-@lru_cache(maxsize=None)
+@cache
 def _defaults(path: Path) -> dict[str, Any]:
     return tomllib.loads(path.read_text())
 
@@ -359,7 +368,8 @@ class _Reader:
 
 
 @symbolic
-def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] | None = None) -> Layout:
+def parse_layout(text: str, source: str = "<string>",
+                 params: Mapping[str, int] | None = None) -> Layout:
     """Parse the TOML text of a layout file."""
     table = parse_toml(text, source)
     rd = _Reader(text, source)
@@ -387,7 +397,8 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
         raise rd.err(f"packer file {packer.split(':')[0]!r} not found next to the layout file",
                      "packer")
     dense_array = rd.string(table, "dense_array", required=False)
-    if dense_array is not None and (dense_array not in fields or fields[dense_array].ctype != VALUE_TYPE):
+    if dense_array is not None and (dense_array not in fields
+                                    or fields[dense_array].ctype != VALUE_TYPE):
         raise rd.err(f"dense_array {dense_array!r} is not a double array field", "dense_array")
     layout = Layout(name=name, source=source, description=str(table.get("description", "")),
                     relation=relation, value=value, shape=tuple(shape), fields=fields,
@@ -398,7 +409,7 @@ def parse_layout(text: str, source: str = "<string>", params: Mapping[str, int] 
     return layout
 
 
-def _parse_params(table: dict, rd: "_Reader", name: str,
+def _parse_params(table: dict, rd: _Reader, name: str,
                   params: Mapping[str, int] | None) -> dict[str, int]:
     """Parameters (compile-time constants): the file's defaults, overridden by ``params``."""
     raw_params = table.get("params", {})
@@ -421,7 +432,7 @@ def _parse_params(table: dict, rd: "_Reader", name: str,
     return bound
 
 
-def _parse_fields(table: dict, rd: "_Reader", bound: dict[str, int]) -> dict[str, FieldSpec]:
+def _parse_fields(table: dict, rd: _Reader, bound: dict[str, int]) -> dict[str, FieldSpec]:
     """The struct fields: scalars and arrays with extents over scalars and index arrays."""
     pnum = {k: ie.Num(v) for k, v in bound.items()}
     raw_fields = table.get("fields")
@@ -434,7 +445,7 @@ def _parse_fields(table: dict, rd: "_Reader", bound: dict[str, int]) -> dict[str
             raise rd.err(f"field name {fname!r} must be an identifier and not a C keyword "
                          "(it names a member of the C struct)", fname, fstart, at_key=True)
         if not isinstance(ftype, str):
-            raise rd.err(f"type of field {fname!r} must be a string such as \"int[numRows + 1]\"",
+            raise rd.err(f'type of field {fname!r} must be a string such as "int[numRows + 1]"',
                          fname, fstart)
         if fname in bound:
             raise rd.err(f"{fname!r} is both a field and a parameter", fname, fstart,
@@ -468,7 +479,7 @@ def _parse_fields(table: dict, rd: "_Reader", bound: dict[str, int]) -> dict[str
     return fields
 
 
-def _parse_relation(rel_text: str, rd: "_Reader", line: int, col: int, bound: dict[str, int],
+def _parse_relation(rel_text: str, rd: _Reader, line: int, col: int, bound: dict[str, int],
                     fields: dict[str, FieldSpec]) -> Relation:
     """The relation from layout indices to logical indices, every logical index determined."""
     source = rd.source
@@ -498,7 +509,7 @@ def _parse_relation(rel_text: str, rd: "_Reader", line: int, col: int, bound: di
     return relation
 
 
-def _parse_shape(table: dict, rd: "_Reader", relation: Relation, bound: dict[str, int],
+def _parse_shape(table: dict, rd: _Reader, relation: Relation, bound: dict[str, int],
                  scalars: set[str]) -> list[Aff]:
     raw_shape = table.get("shape")
     if not isinstance(raw_shape, list) or not all(isinstance(s, str) for s in raw_shape):
@@ -519,7 +530,7 @@ def _parse_shape(table: dict, rd: "_Reader", relation: Relation, bound: dict[str
     return shape
 
 
-def _parse_value(table: dict, rd: "_Reader", fields: dict[str, FieldSpec],
+def _parse_value(table: dict, rd: _Reader, fields: dict[str, FieldSpec],
                  bound: dict[str, int], relation: Relation, scalars: set[str]) -> ie.ArrayRef:
     """The value expression: a double array subscripted by layout indices and reads."""
     source = rd.source
@@ -628,7 +639,8 @@ def _list(table: Mapping[str, Any], key: str, rd: _Reader) -> list[Mapping[str, 
     return value
 
 
-def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Mapping[str, FieldSpec],
+def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader,
+                    index_arrays: Mapping[str, FieldSpec],
                     relation: Relation, scalars: set[str], bound: Mapping[str, int]) -> Property:
     where = f"property #{k + 1}"
     start = _table_start(rd.text, "properties", k)
@@ -643,7 +655,7 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader, index_arrays: Map
         raise err(f"{where}: kind must be one of {list(PROPERTY_KINDS)}, got {kind!r}", "kind")
     ufs = p.get("ufs", [p["uf"]] if "uf" in p else None)
     if not isinstance(ufs, list) or not ufs or not all(isinstance(u, str) for u in ufs):
-        raise err(f"{where} ({kind}): give the index array as uf = \"name\" "
+        raise err(f'{where} ({kind}): give the index array as uf = "name" '
                   "(or ufs = [...] for injectivity of a tuple)", "ufs" if "ufs" in p else "uf")
     for u in ufs:
         if u not in index_arrays:

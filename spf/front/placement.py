@@ -18,9 +18,10 @@ Their relation still says where each entry goes.  Every layout index is one of:
   consecutive slots, the bound field is the largest such group, and unused slots get a value
   the relation excludes (``0 <= colIdx(pi, pk)``: -1).
 
-The generated **analysis pass** (:mod:`spf.back.placement_passes`) over the source collects what the destination needs (which
-keys occur, how many entries each group has); Python turns those into the index arrays and
-sizes; a generated **fill pass** puts every value (and slot coordinate) at its position.
+The generated **analysis pass** (:mod:`spf.back.placement_passes`) over the source collects
+what the destination needs (which keys occur, how many entries each group has); Python turns
+those into the index arrays and sizes; a generated **fill pass** puts every value (and slot
+coordinate) at its position.
 Keys ranked globally are marked in a dense array over their range (it is as long as the
 shape's extents); keys ranked within groups are recorded per entry, ranked by numpy, and the
 fill pass reads each entry's position back in the same loop order.
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from ..errors import SpecError
 from .layout import Layout
@@ -96,8 +97,8 @@ class Placement:
         return self.ranked is not None and self.ranked.pointer is not None
 
 
-@lru_cache(maxsize=None)
-def placement_or_none(layout: Layout) -> "Placement | None":
+@cache
+def placement_or_none(layout: Layout) -> Placement | None:
     """How entries are placed in ``layout``, or None when spf cannot place them (cached)."""
     try:
         return placement_of(layout)
@@ -239,8 +240,8 @@ def _descending(layout: Layout, uf: str, group: tuple[str, ...], unit: int, fail
     for p in layout.properties:
         if p.uf != uf or p.kind not in ("monotonic", "periodic_monotonic", "covary_monotonic"):
             continue
-        scope = p.kind == "monotonic" and not group or \
-            p.kind == "periodic_monotonic" and tuple(p.period) == group
+        scope = (p.kind == "monotonic" and not group) or \
+            (p.kind == "periodic_monotonic" and tuple(p.period) == group)
         spacing = p.gap + (1 if p.order in ("<", ">") else 0)
         if not scope or spacing > unit:
             fail(f"property {p.kind} {p.formula()} does not hold for distinct keys ranked "

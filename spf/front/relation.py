@@ -9,7 +9,7 @@ by substitution (also inside UF arguments, so calls stay exact); isl does the re
 from __future__ import annotations
 
 import itertools
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .isl_bridge import encode, isl_limit
 from .syntax import parse_relation_text
@@ -38,7 +38,7 @@ class Relation:
     # construction ---------------------------------------------------------------------
     @staticmethod
     def parse(text: str, source: str = "<string>", line0: int = 1, col0: int = 1,
-              constants: Mapping[str, int] | None = None) -> "Relation":
+              constants: Mapping[str, int] | None = None) -> Relation:
         """Parse SPF syntax, e.g. ``{[p] -> [i] : 0 <= p < len and i = idx(p)}``."""
         parsed = parse_relation_text(text, source, line0, col0, constants)
         return Relation(parsed.in_vars, parsed.out_vars, parsed.disjuncts)
@@ -67,7 +67,7 @@ class Relation:
         return out
 
     # renaming -------------------------------------------------------------------------
-    def rename(self, mapping: Mapping[str, str]) -> "Relation":
+    def rename(self, mapping: Mapping[str, str]) -> Relation:
         """Rename variables or symbols; UF names are renamed when ``mapping`` names them."""
         sub = {k: Aff.var(v) for k, v in mapping.items()}
 
@@ -77,11 +77,12 @@ class Relation:
         def ren(c: Constraint) -> Constraint:
             return c.substitute(sub).map_calls(fix_call)
 
-        r = lambda names: tuple(mapping.get(n, n) for n in names)
+        def r(names: Iterable[str]) -> tuple[str, ...]:
+            return tuple(mapping.get(n, n) for n in names)
         return Relation(r(self.in_vars), None if self.out_vars is None else r(self.out_vars),
                         ([ren(c) for c in conj] for conj in self.disjuncts), r(self.exists))
 
-    def _freshen(self, avoid: set[str], only: Iterable[str] | None = None) -> "Relation":
+    def _freshen(self, avoid: set[str], only: Iterable[str] | None = None) -> Relation:
         """Rename variables and existentials (or just ``only``) that clash with ``avoid``."""
         mapping = {}
         for v in (self.vars + self.exists if only is None else tuple(only)):
@@ -90,11 +91,11 @@ class Relation:
         return self.rename(mapping) if mapping else self
 
     # algebra ----------------------------------------------------------------------------
-    def inverse(self) -> "Relation":
+    def inverse(self) -> Relation:
         assert self.out_vars is not None, "inverse of a set"
         return Relation(self.out_vars, self.in_vars, self.disjuncts, self.exists)
 
-    def compose(self, inner: "Relation") -> "Relation":
+    def compose(self, inner: Relation) -> Relation:
         """``self ∘ inner``: x -> o such that x -> i in ``inner`` and i -> o in ``self``."""
         assert inner.out_vars is not None and self.out_vars is not None
         if len(inner.out_vars) != len(self.in_vars):
@@ -109,20 +110,21 @@ class Relation:
         outer = outer._freshen((set(inner.vars) | set(inner.exists) | inner.symbols())
                                - set(mids))
         disj = [a + b for a in inner.disjuncts for b in outer.disjuncts]
-        rel = Relation(inner.in_vars, outer.out_vars, disj, inner.exists + outer.exists + tuple(mids))
+        rel = Relation(inner.in_vars, outer.out_vars, disj,
+                       inner.exists + outer.exists + tuple(mids))
         return rel._eliminate(mids)
 
-    def intersect(self, other: "Relation") -> "Relation":
+    def intersect(self, other: Relation) -> Relation:
         other = other._align(self)
         disj = [a + b for a in self.disjuncts for b in other.disjuncts]
         return Relation(self.in_vars, self.out_vars, disj, self.exists + other.exists)
 
-    def union(self, other: "Relation") -> "Relation":
+    def union(self, other: Relation) -> Relation:
         other = other._align(self)
         return Relation(self.in_vars, self.out_vars, self.disjuncts + other.disjuncts,
                         self.exists + other.exists)
 
-    def _align(self, like: "Relation") -> "Relation":
+    def _align(self, like: Relation) -> Relation:
         if (self.is_set != like.is_set or len(self.in_vars) != len(like.in_vars)
                 or len(self.out_vars or ()) != len(like.out_vars or ())):
             raise ValueError("relations of different arity")
@@ -131,27 +133,28 @@ class Relation:
         tmp = {v: f"_t{next(_fresh)}" for v in other.vars}
         return other.rename(tmp).rename({tmp[k]: v for k, v in mapping.items()})
 
-    def domain(self) -> "Relation":
+    def domain(self) -> Relation:
         return Relation(self.in_vars, None, self.disjuncts,
                         self.exists + (self.out_vars or ()))._eliminate(self.out_vars or ())
 
-    def range(self) -> "Relation":
+    def range(self) -> Relation:
         assert self.out_vars is not None
         return Relation(self.out_vars, None, self.disjuncts,
                         self.exists + self.in_vars)._eliminate(self.in_vars)
 
-    def flatten(self) -> "Relation":
+    def flatten(self) -> Relation:
         """The set over ``in_vars + out_vars`` (keeps layout indices as set variables)."""
         return Relation(self.vars, None, self.disjuncts, self.exists)
 
-    def project_out(self, names: Iterable[str]) -> "Relation":
+    def project_out(self, names: Iterable[str]) -> Relation:
         names = tuple(names)
-        keep = lambda vs: tuple(v for v in vs if v not in names)
+        def keep(vs: Iterable[str]) -> tuple[str, ...]:
+            return tuple(v for v in vs if v not in names)
         rel = Relation(keep(self.in_vars), None if self.out_vars is None else keep(self.out_vars),
                        self.disjuncts, self.exists + names)
         return rel._eliminate(names)
 
-    def _eliminate(self, names: Iterable[str]) -> "Relation":
+    def _eliminate(self, names: Iterable[str]) -> Relation:
         """Substitute away existential ``names`` that an equality defines (inside calls too)."""
         result = []
         for conj in self.disjuncts:
@@ -188,10 +191,12 @@ class Relation:
         return enc.isl_set([list(c) for c in self.disjuncts], self.exists), enc
 
     @isl_limit("simplifying a relation")
-    def simplify(self) -> "Relation":
-        """Let isl remove redundant constraints, eliminate plain existentials and merge disjuncts."""
+    def simplify(self) -> Relation:
+        """Let isl remove redundant constraints, eliminate plain existentials and merge
+        disjuncts."""
         s, enc = self.to_isl()
-        s = s.coalesce().remove_redundancies() if hasattr(s, "remove_redundancies") else s.coalesce()
+        s = s.coalesce()
+        s = s.remove_redundancies() if hasattr(s, "remove_redundancies") else s
         kept_exists = tuple(d for d in enc.dims if d in self.exists)
         return Relation(self.in_vars, self.out_vars, enc.decode_set(s), kept_exists)
 
@@ -200,9 +205,10 @@ class Relation:
         return self.to_isl()[0].is_empty()
 
     @isl_limit("testing a relation for inclusion")
-    def is_subset(self, other: "Relation") -> bool:
+    def is_subset(self, other: Relation) -> bool:
         other = other._align(self)
-        both = Relation(self.vars, None, self.disjuncts + other.disjuncts, self.exists + other.exists)
+        both = Relation(self.vars, None, self.disjuncts + other.disjuncts,
+                        self.exists + other.exists)
         enc = both._encoding()
         a = enc.isl_set([list(c) for c in self.disjuncts], self.exists)
         b = enc.isl_set([list(c) for c in other.disjuncts], other.exists)

@@ -13,8 +13,9 @@ Z3 over the reals.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..concurrency import share_z3_context, symbolic
 from ..errors import SpecError
@@ -32,8 +33,8 @@ class Semiring:
 
     add: str
     mul: str
-    zero: "float | str" = 0.0
-    one: "float | str" = 1.0
+    zero: float | str = 0.0
+    one: float | str = 1.0
     associative: bool | None = None
     commutative: bool | None = None
     name: str = "user-defined"

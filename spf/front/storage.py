@@ -18,12 +18,12 @@ this shape (blocked, diagonal, padded) are rejected with the reason.
 """
 from __future__ import annotations
 
-from enum import StrEnum
 from dataclasses import dataclass
-from functools import lru_cache
+from enum import StrEnum
+from functools import cache
 
-from . import index_expr as ie
 from ..errors import SpecError
+from . import index_expr as ie
 from .layout import Layout
 from .terms import Aff, UFCall
 
@@ -73,7 +73,7 @@ def storage_of(layout: Layout) -> Storage:
     return _Deriver(layout).run()
 
 
-@lru_cache(maxsize=None)
+@cache
 def storage_or_none(layout: Layout) -> Storage | None:
     """The storage levels of ``layout``, or None when spf cannot assemble it (cached)."""
     try:
@@ -243,7 +243,8 @@ class _Deriver:
         level, or ``data[p][q]...`` over it and the dense levels under it."""
         ref = self.layout.value
         subs = [s.name if isinstance(s, ie.Name) else "?" for s in ref.subscripts]
-        start = max((k for k, lv in enumerate(levels) if lv.kind is StorageKind.COMPRESSED), default=0)
+        start = max((k for k, lv in enumerate(levels) if lv.kind is StorageKind.COMPRESSED),
+                    default=0)
         chain = levels[start:]
         dims = self.layout.fields[ref.array].dims
         if subs == [lv.index for lv in chain] and all(

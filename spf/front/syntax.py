@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from ..errors import SpecError
 from .terms import Aff, Constraint, UFCall
@@ -179,7 +179,8 @@ class Parser:
             elif rhs.is_const:
                 result = result * rhs.const
             else:
-                raise self.error("non-affine product: one factor of '*' must be a constant", rhs_tok)
+                raise self.error("non-affine product: one factor of '*' must be a constant",
+                                 rhs_tok)
         if self.peek("/") or self.peek("%"):
             raise self.error(f"{self.tok.text!r} is not allowed in an affine expression", start)
         return result
@@ -308,7 +309,8 @@ class ParsedRelation:
 
 
 def parse_relation_text(text: str, source: str = "<string>", line0: int = 1,
-                        col0: int = 1, constants: Mapping[str, int] | None = None) -> ParsedRelation:
+                        col0: int = 1, constants: Mapping[str, int] | None = None
+                        ) -> ParsedRelation:
     """Parse ``{[..] -> [..] : formula}`` or ``{[..] : formula}``; ``constants`` are
     named integers (layout parameters) substituted while parsing."""
     p = Parser(text, source, line0, col0, constants)

@@ -7,11 +7,10 @@ term, while ``rowPtr(pi)`` and ``rowPtr(pi + 1)`` are different terms.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from math import gcd
-from typing import Callable, Iterable, Iterator, Mapping, Union
 
 
 @dataclass(frozen=True)
@@ -19,12 +18,12 @@ class UFCall:
     """A call ``name(args...)`` of an uninterpreted function (an index array)."""
 
     name: str
-    args: tuple["Aff", ...]
+    args: tuple[Aff, ...]
 
     def __str__(self) -> str:
         return f"{self.name}({', '.join(map(str, self.args))})"
 
-    def map_args(self, fn: Callable[["Aff"], "Aff"]) -> "UFCall":
+    def map_args(self, fn: Callable[[Aff], Aff]) -> UFCall:
         return UFCall(self.name, tuple(fn(a) for a in self.args))
 
 
@@ -32,14 +31,14 @@ class UFCall:
 class FloorDiv:
     """``floor(num / den)`` for a positive integer ``den`` (arises from isl projections)."""
 
-    num: "Aff"
+    num: Aff
     den: int
 
     def __str__(self) -> str:
         return f"floor(({self.num})/{self.den})"
 
 
-Atom = Union[str, UFCall, FloorDiv]
+Atom = str | UFCall | FloorDiv
 
 
 @lru_cache(maxsize=1 << 16)
@@ -54,7 +53,7 @@ def _atom_key(atom: Atom) -> tuple:
 class Aff:
     """An integer affine combination of atoms plus a constant."""
 
-    __slots__ = ("terms", "const", "_hash")
+    __slots__ = ("_hash", "const", "terms")
 
     def __init__(self, terms: Mapping[Atom, int] | Iterable[tuple[Atom, int]] = (),
                  const: int = 0):
@@ -71,30 +70,30 @@ class Aff:
 
     # construction -----------------------------------------------------------------
     @staticmethod
-    def var(name: Atom, coeff: int = 1) -> "Aff":
+    def var(name: Atom, coeff: int = 1) -> Aff:
         return Aff({name: coeff})
 
     @staticmethod
-    def num(value: int) -> "Aff":
+    def num(value: int) -> Aff:
         return Aff((), value)
 
     # algebra ----------------------------------------------------------------------
-    def __add__(self, other: "Aff | int") -> "Aff":
+    def __add__(self, other: Aff | int) -> Aff:
         other = _lift(other)
         return Aff(self.terms + other.terms, self.const + other.const)
 
     __radd__ = __add__
 
-    def __sub__(self, other: "Aff | int") -> "Aff":
+    def __sub__(self, other: Aff | int) -> Aff:
         return self + (-_lift(other))
 
-    def __rsub__(self, other: "Aff | int") -> "Aff":
+    def __rsub__(self, other: Aff | int) -> Aff:
         return _lift(other) - self
 
-    def __neg__(self) -> "Aff":
+    def __neg__(self) -> Aff:
         return self * -1
 
-    def __mul__(self, k: int) -> "Aff":
+    def __mul__(self, k: int) -> Aff:
         return Aff(((a, c * k) for a, c in self.terms), self.const * k)
 
     __rmul__ = __mul__
@@ -144,7 +143,7 @@ class Aff:
                 out |= a.num.calls()
         return out
 
-    def substitute(self, mapping: Mapping[Atom, "Aff"]) -> "Aff":
+    def substitute(self, mapping: Mapping[Atom, Aff]) -> Aff:
         """Replace atoms (also inside UF arguments) by affine terms."""
         result = Aff.num(self.const)
         for atom, coeff in self.terms:
@@ -162,10 +161,10 @@ class Aff:
             result = result + Aff.var(atom, coeff)
         return result
 
-    def rename(self, mapping: Mapping[str, str]) -> "Aff":
+    def rename(self, mapping: Mapping[str, str]) -> Aff:
         return self.substitute({k: Aff.var(v) for k, v in mapping.items()})
 
-    def map_calls(self, fn: Callable[[UFCall], UFCall]) -> "Aff":
+    def map_calls(self, fn: Callable[[UFCall], UFCall]) -> Aff:
         """Rewrite every UF call (inner calls first)."""
         terms = []
         for atom, coeff in self.terms:
@@ -201,7 +200,7 @@ class Aff:
         return f"Aff({self})"
 
 
-def _lift(x: "Aff | int") -> Aff:
+def _lift(x: Aff | int) -> Aff:
     return x if isinstance(x, Aff) else Aff.num(x)
 
 
@@ -233,7 +232,7 @@ class Constraint:
     is_eq: bool
 
     @staticmethod
-    def make(aff: Aff, is_eq: bool) -> "Constraint":
+    def make(aff: Aff, is_eq: bool) -> Constraint:
         g = 0
         for _, c in aff.terms:
             g = gcd(g, c)
@@ -243,24 +242,23 @@ class Constraint:
                     aff = Aff(((a, c // g) for a, c in aff.terms), aff.const // g)
             else:
                 aff = Aff(((a, c // g) for a, c in aff.terms), aff.const // g)  # floor
-        if is_eq:  # canonical sign: first coefficient positive
-            if aff.terms and aff.terms[0][1] < 0:
-                aff = -aff
+        if is_eq and aff.terms and aff.terms[0][1] < 0:  # canonical sign: first coeff. positive
+            aff = -aff
         return Constraint(aff, is_eq)
 
     @staticmethod
-    def ge(lhs: Aff, rhs: Aff) -> "Constraint":
+    def ge(lhs: Aff, rhs: Aff) -> Constraint:
         """``lhs >= rhs``."""
         return Constraint.make(lhs - rhs, False)
 
     @staticmethod
-    def eq(lhs: Aff, rhs: Aff) -> "Constraint":
+    def eq(lhs: Aff, rhs: Aff) -> Constraint:
         return Constraint.make(lhs - rhs, True)
 
-    def substitute(self, mapping: Mapping[Atom, Aff]) -> "Constraint":
+    def substitute(self, mapping: Mapping[Atom, Aff]) -> Constraint:
         return Constraint.make(self.aff.substitute(mapping), self.is_eq)
 
-    def map_calls(self, fn: Callable[[UFCall], UFCall]) -> "Constraint":
+    def map_calls(self, fn: Callable[[UFCall], UFCall]) -> Constraint:
         return Constraint.make(self.aff.map_calls(fn), self.is_eq)
 
     def names(self) -> set[str]:
@@ -284,7 +282,8 @@ class Constraint:
 
 def format_constraint(c: Constraint, atom_text: Callable[[object], str] = str,
                       eq_op: str = "=") -> str:
-    """SPF-style text: positive terms on the right (``rowPtr(pi) <= pj``, ``pj < rowPtr(pi + 1)``)."""
+    """SPF-style text: positive terms on the right (``rowPtr(pi) <= pj``,
+    ``pj < rowPtr(pi + 1)``)."""
     pos = [(a, k) for a, k in c.aff.terms if k > 0]
     neg = [(a, -k) for a, k in c.aff.terms if k < 0]
     const = c.aff.const

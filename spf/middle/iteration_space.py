@@ -90,7 +90,7 @@ class IterationSpace:
             out.insert(out.index(var), t)
         return out
 
-    def tiled(self, sizes: dict[str, int]) -> "IterationSpace":
+    def tiled(self, sizes: dict[str, int]) -> IterationSpace:
         """Tiling as a relation (paper Fig. 1(d)): each ``var`` gets a tile variable
         ``var_tile`` with ``size*var_tile <= var < size*var_tile + size``."""
         tiles = dict(self.tiles)

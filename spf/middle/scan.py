@@ -11,17 +11,17 @@
 """
 from __future__ import annotations
 
-from enum import StrEnum
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import islpy as isl
 
 from ..concurrency import require
 from ..errors import SpecError
 from ..front.isl_bridge import Encoding, encode, isl_limit
+from ..front.terms import Aff, Constraint, FloorDiv, UFCall
 from .iteration_space import IterationSpace
 from .z3limit import Z3Limit
-from ..front.terms import Aff, Constraint, FloorDiv, UFCall
 
 
 class LevelKind(StrEnum):
@@ -213,7 +213,8 @@ class Scanner:
         needs = {n for c in self.space.all_constraints
                  if not c.is_eq and c.aff.coeff(var) * sign > 0 for n in c.names()}
         culprits = [v for v in inner if v in needs]
-        shown = (lambda v: v if v in self.space.indices else v.replace("_", ".", 1))
+        def shown(v: str) -> str:
+            return v if v in self.space.indices else v.replace("_", ".", 1)
         if not culprits:
             raise SpecError(f"loop over {shown(var)} is unbounded: the layouts and bounds give "
                             f"no {side} bound")

@@ -9,11 +9,11 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Mapping
-
+from typing import Any
 
 from .. import __version__
 from ..errors import CompileError
@@ -34,7 +34,7 @@ def compiler() -> str:
     return os.environ.get("CC", "cc")
 
 
-@lru_cache(maxsize=None)
+@cache
 def is_gcc(cc: str) -> bool:
     """Whether the C compiler ``cc`` is gcc."""
     try:
@@ -162,7 +162,7 @@ def clear_cache(directory: Path | None = None) -> CacheUsage:
     return removed
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_library(path: str) -> ctypes.CDLL:
     return ctypes.CDLL(path)
 
@@ -170,7 +170,7 @@ def load_library(path: str) -> ctypes.CDLL:
 _INDEX_CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64}
 
 
-@lru_cache(maxsize=None)
+@cache
 def struct_type(layout: Layout) -> type[ctypes.Structure]:
     """The ctypes mirror of a layout's C struct (arrays as raw pointers)."""
     scalar = {"int": _INDEX_CTYPES[layout.index_type], "double": ctypes.c_double}

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from ..front import index_expr
-from . import build as runtime
+from ..assembly import strategy
 from ..errors import ArgumentError
-from ..middle.iteration_space import shared_fields
+from ..front import index_expr
 from ..front.layout import Layout
+from ..front.storage import StorageKind
+from ..middle.iteration_space import shared_fields
+from . import build as runtime
 from .memory import aligned_zeros
 from .operands import DenseStruct, Operand
 from .tensor import Tensor, generated, index_max, wider_hint
-from ..front.storage import StorageKind
-from ..assembly import strategy
 
 # An output whose zeros are dropped is sized by counting its statement instances without
 # reading values (``<name>_bound_slots``) when that bound is at most this many entries (about
@@ -250,7 +251,7 @@ class CompiledKernel:
             return self._assemble(values, out_shape)
         if not self.kernel.expr.output.indices:
             return self._run_scalar(args, values)
-        alive, address, result = self._dense_or_shared_output(args.get(self.output), out_shape,
+        _alive, address, result = self._dense_or_shared_output(args.get(self.output), out_shape,
                                                               keep)
         if self._fn(address, *values) != 0:
             raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")

@@ -15,7 +15,7 @@ SMALL = 1024
 _FLOAT64 = np.dtype(np.float64)
 
 
-def aligned_zeros(shape: int | tuple[int, ...], dtype: "np.typing.DTypeLike" = _FLOAT64
+def aligned_zeros(shape: int | tuple[int, ...], dtype: np.typing.DTypeLike = _FLOAT64
                   ) -> np.ndarray:
     """Zeros whose data starts on a :data:`ALIGNMENT`-byte boundary (lazily zeroed pages,
     like ``np.zeros``).  numpy aligns only to 16 bytes; a vectorized loop over an output row

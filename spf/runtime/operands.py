@@ -11,18 +11,17 @@ Any other object goes through the layout's packer or a generated conversion (a c
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
 
-from . import build as runtime
-from .memory import address
 from ..errors import ArgumentError
 from ..front.layout import Layout, Property
 from ..front.storage import Storage, StorageKind, storage_or_none
+from . import build as runtime
+from .memory import address
 from .tensor import Tensor, check_exact, check_integers, index_max, shown
-
 
 _FLOAT64 = np.dtype(np.float64)
 
@@ -40,7 +39,7 @@ class DenseStruct:
         self.top = index_max(layout)
 
     @staticmethod
-    def of(layout: Layout) -> "DenseStruct | None":
+    def of(layout: Layout) -> DenseStruct | None:
         """None unless ``layout`` is dense and its fields are exactly its extents and data."""
         if layout.dense_array is None:
             return None
@@ -285,7 +284,7 @@ def _coordinate_fields(storage: Storage, coords: Any, data: np.ndarray,
     return fields
 
 
-@lru_cache(maxsize=None)
+@cache
 def _proven_by_order(layout: Layout) -> frozenset[Property]:
     """Properties that entries sorted in storage order without duplicates satisfy (which
     :func:`spf.storage.storage_of` checked of every ordering property): the ordering and

@@ -8,13 +8,14 @@ reads, is solved; solving repeats until nothing new follows.  Nothing here knows
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..front import index_expr as ie
 from ..errors import ArgumentError
+from ..front import index_expr as ie
 from ..front.layout import Layout
 from ..front.terms import Aff
 

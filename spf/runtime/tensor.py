@@ -9,19 +9,20 @@ import ctypes
 import importlib.util
 import math
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..front import index_expr as ie
-from . import build as runtime
 from ..errors import ArgumentError
+from ..front import index_expr as ie
 from ..front.layout import INDEX_TYPE, Layout, Property, load_layout
-from .scalar_fields import derive_scalar_fields
 from ..front.storage import StorageKind, storage_or_none
+from . import build as runtime
+from .scalar_fields import derive_scalar_fields
 from .validate import check_structure
 
 VALUE_DTYPE = np.float64
@@ -41,7 +42,7 @@ def wider_hint(index_type: str) -> str:
     return "; use index_type='int64'" if index_type == "int32" else ""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _packer(spec: str):
     path, _, func = spec.partition(":")
     module_spec = importlib.util.spec_from_file_location(f"spf_packer_{abs(hash(path))}", path)
@@ -50,7 +51,7 @@ def _packer(spec: str):
     return module, func or "pack"
 
 
-def _as_layout(layout: "str | Layout", params: Mapping[str, int],
+def _as_layout(layout: str | Layout, params: Mapping[str, int],
                index_type: str | None = None) -> Layout:
     return load_layout(layout, index_type, **params)
 
@@ -79,7 +80,7 @@ def generated(name: str) -> Callable[..., Any]:
 class _Counting(threading.local):
     """The tensors whose stored entries the current thread is counting (:meth:`Tensor.padding`)."""
 
-    tensors: tuple["Tensor", ...] = ()
+    tensors: tuple[Tensor, ...] = ()
 
 
 _counting = _Counting()
@@ -99,7 +100,7 @@ class Tensor:
     fill: float = 0.0
 
     def __init__(self, layout: Layout, shape: Sequence[int], fields: Mapping[str, Any],
-                 check: bool = True, proven: "frozenset[Property]" = frozenset()):
+                 check: bool = True, proven: frozenset[Property] = frozenset()):
         """``proven``: properties that hold by construction of ``fields`` (not checked)."""
         self.layout = layout
         self.shape = as_shape(shape)
@@ -110,7 +111,7 @@ class Tensor:
         self._stored: int | None = None
 
     @classmethod
-    def _built(cls, layout: Layout, shape: tuple[int, ...], fields: dict[str, Any]) -> "Tensor":
+    def _built(cls, layout: Layout, shape: tuple[int, ...], fields: dict[str, Any]) -> Tensor:
         """A tensor whose fields spf itself just built (exact dtypes and sizes): not rechecked."""
         t = cls.__new__(cls)
         t.layout, t.shape, t.fields, t._struct = layout, shape, _frozen(fields), None
@@ -157,9 +158,9 @@ class Tensor:
 
     # constructors -------------------------------------------------------------------
     @classmethod
-    def from_arrays(cls, layout: "str | Layout", shape: Sequence[int],
+    def from_arrays(cls, layout: str | Layout, shape: Sequence[int],
                     arrays: Mapping[str, Any], params: Mapping[str, int] | None = None,
-                    check: bool = True, index_type: str | None = None) -> "Tensor":
+                    check: bool = True, index_type: str | None = None) -> Tensor:
         """Wrap existing arrays (converted to the index type, int32 unless ``index_type=
         "int64"``, and float64 when needed) after checking their sizes and, with ``check``,
         every property the layout declares.  Scalar fields that the shape or an array's
@@ -173,9 +174,9 @@ class Tensor:
         return cls(lay, shape, derive_scalar_fields(lay, shape, arrays), check)
 
     @classmethod
-    def from_coords(cls, layout: "str | Layout", shape: Sequence[int],
+    def from_coords(cls, layout: str | Layout, shape: Sequence[int],
                     coords: Sequence[Sequence[int]], values: Sequence[float],
-                    index_type: str | None = None, **params: int) -> "Tensor":
+                    index_type: str | None = None, **params: int) -> Tensor:
         """Pack nonzeros given as coordinate arrays (any order; duplicates are summed) with
         the layout's reference packer."""
         lay = _as_layout(layout, params, index_type)
@@ -214,8 +215,8 @@ class Tensor:
         return t
 
     @classmethod
-    def from_scipy(cls, layout: "str | Layout", matrix: Any, index_type: str | None = None,
-                   **params: int) -> "Tensor":
+    def from_scipy(cls, layout: str | Layout, matrix: Any, index_type: str | None = None,
+                   **params: int) -> Tensor:
         """A scipy.sparse matrix's stored entries (duplicates added, explicit zeros kept).
 
         Where spf can assemble or place ``layout``, the matrix's CSR arrays are wrapped as they
@@ -226,7 +227,8 @@ class Tensor:
         import scipy.sparse as sp
 
         if not sp.issparse(matrix):
-            raise ArgumentError(f"from_scipy expects a scipy.sparse matrix, got {type(matrix).__name__}")
+            raise ArgumentError("from_scipy expects a scipy.sparse matrix, got "
+                                f"{type(matrix).__name__}")
         lay = _as_layout(layout, params, index_type)
         src = generated("compressed_rows_layout")()
         if lay.order == 2 and src is not None and _generated(lay):
@@ -242,8 +244,8 @@ class Tensor:
         return cls.from_coords(lay, coo.shape, (coo.row, coo.col), coo.data)
 
     @classmethod
-    def from_dense(cls, layout: "str | Layout", array: Any, index_type: str | None = None,
-                   **params: int) -> "Tensor":
+    def from_dense(cls, layout: str | Layout, array: Any, index_type: str | None = None,
+                   **params: int) -> Tensor:
         """The nonzeros of a dense array (all of it for a dense layout): converted by generated
         code from a dense layout found by its shape where spf can assemble or place
         ``layout``, otherwise stored by the layout's reference packer."""
@@ -267,7 +269,7 @@ class Tensor:
         return cls.from_coords(lay, array.shape, nz, array[nz])
 
     # conversion ----------------------------------------------------------------------
-    def convert(self, dst: "str | Layout", **params: Any) -> "Tensor":
+    def convert(self, dst: str | Layout, **params: Any) -> Tensor:
         """This tensor in layout ``dst``, by generated code (:class:`spf.Conversion`;
         ``keep_zeros=True`` keeps entries equal to 0.0; other keywords are layout
         parameters)."""
@@ -275,7 +277,7 @@ class Tensor:
         out.fill = self.fill
         return out
 
-    def with_index_type(self, index_type: str) -> "Tensor":
+    def with_index_type(self, index_type: str) -> Tensor:
         """This tensor with index arrays and sizes of width ``index_type`` (``"int32"`` or
         ``"int64"``; copies of the index arrays, the values shared); ArgumentError naming a
         value that does not fit."""
@@ -328,7 +330,7 @@ class Tensor:
             return direct
         return _scipy_from_storage(self.convert(coordinate_layout(2, self.layout.index_type)))
 
-    def with_entries(self, coords: Sequence[np.ndarray], values: np.ndarray) -> "Tensor":
+    def with_entries(self, coords: Sequence[np.ndarray], values: np.ndarray) -> Tensor:
         """A tensor in this one's layout, shape and fill holding the given entries (unique
         coordinates), built through the coordinate layout and a generated conversion;
         explicit zeros are kept, and padding the layout needs is allowed."""
@@ -465,7 +467,7 @@ class _Plan:
     arrays: tuple[_ArrayField, ...]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _plan(layout: Layout) -> _Plan:
     arrays = tuple(_ArrayField(spec.name, spec.ctype == INDEX_TYPE, spec.dims,
                                tuple(ie.compiled(d) for d in spec.dims))
@@ -475,7 +477,7 @@ def _plan(layout: Layout) -> _Plan:
 
 def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
              check_properties: bool = True,
-             proven: "frozenset[Property]" = frozenset()) -> dict[str, Any]:
+             proven: frozenset[Property] = frozenset()) -> dict[str, Any]:
     """Convert and check fields against the layout: types, extents (dimension by dimension),
     shape, properties (but those in ``proven``; none without ``check_properties``) and the
     bounds of every read that generated code makes (:mod:`spf.validate`, always)."""
@@ -678,7 +680,7 @@ _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equ
 
 
 def _check_properties(layout: Layout, scalars: Mapping[str, int],
-                      arrays: Mapping[str, np.ndarray], proven: "frozenset[Property]") -> None:
+                      arrays: Mapping[str, np.ndarray], proven: frozenset[Property]) -> None:
     """Check the properties that can be checked array by array (range, monotonic,
     co-vary monotonic, injective); periodic monotonicity is checked by generated code
     (:mod:`spf.validate`)."""

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -21,12 +22,12 @@ MATRIX_MARKET = (".mtx", ".mtx.gz", ".mtx.bz2")
 KINDS = (".npz",) + MATRIX_MARKET
 
 
-def is_matrix_market(path: "str | os.PathLike") -> bool:
+def is_matrix_market(path: str | os.PathLike) -> bool:
     """Whether ``path`` is named like a Matrix Market file."""
     return os.fspath(path).endswith(MATRIX_MARKET)
 
 
-def load_tensor_file(layout: "str | Layout", path: "str | os.PathLike",
+def load_tensor_file(layout: str | Layout, path: str | os.PathLike,
                      params: Mapping[str, int] | None = None,
                      index_type: str | None = None) -> Tensor:
     """The tensor in ``path`` stored in ``layout`` (with layout ``params`` and ``index_type``),

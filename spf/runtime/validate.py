@@ -16,23 +16,23 @@ entry that gives a logical coordinate (``colIdx[5] = 7 is outside 0..numCols - 1
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Callable
+from functools import cache
 
-from ..front import index_expr as ie
-from . import build as runtime
 from ..back import ctree as t
 from ..back.levels import lower_levels
 from ..back.names import CNames, struct_name, used_names
 from ..back.source import render_file
 from ..concurrency import symbolic
 from ..errors import ArgumentError
-from ..middle.iteration_space import TensorUse, build
+from ..front import index_expr as ie
 from ..front.kernel_spec import parse_expr
 from ..front.layout import Layout, Property
-from ..middle.scan import LevelKind, LoopNest, scan
 from ..front.terms import UFCall, format_sum
+from ..middle.iteration_space import TensorUse, build
+from ..middle.scan import LevelKind, LoopNest, scan
+from . import build as runtime
 
 _OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -166,7 +166,7 @@ class _Checker:
     width: int           # the most values a failing test stores
 
 
-@lru_cache(maxsize=None)
+@cache
 def _checker(layout: Layout) -> _Checker:
     source, checked, reads = _checker_source(layout)
     lib = runtime.load_library(str(runtime.build_library(source)))
@@ -225,11 +225,12 @@ def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNam
         position = names.aff(calls[0].args[0])
         used |= calls[0].args[0].names() | set(periods)
         shown = names.written.aff(calls[0].args[0])
-        read = lambda pos: names.checked_read(use, prop.uf, [pos], [shown])  # noqa: E731
         prev = f"spf_prev{n}"
         hooks.setdefault(max(level_of[p] for p in periods), []).append(t.Assign(prev, "-1"))
         gap = f" + {prop.gap}" if prop.gap else ""
-        out_of_order = f"{prev} >= 0 && !({read(prev)}{gap} {_OPS[prop.order]} {read(position)})"
+        before = names.checked_read(use, prop.uf, [prev], [shown])
+        now = names.checked_read(use, prop.uf, [position], [shown])
+        out_of_order = f"{prev} >= 0 && !({before}{gap} {_OPS[prop.order]} {now})"
         statement.append(t.If(f"{position} != {prev}", [
             t.If(out_of_order, [t.Assign("*spf_bad", position), t.Return(str(n + 1))]),
             t.Assign(prev, position)]))

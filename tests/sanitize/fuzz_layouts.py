@@ -102,7 +102,8 @@ def reference(family: str, shape: tuple[int, int], a: dict, permuted: bool) -> n
     if family == "rows":
         for i in range(shape[0]):
             for p in range(a["rowPtr"][i], a["rowPtr"][i + 1]):
-                out[_ok(i, shape[0]), _ok(a["colIdx"][p], shape[1])] += value(_ok(p, len(a["data"])))
+                out[_ok(i, shape[0]), _ok(a["colIdx"][p], shape[1])] += \
+                    value(_ok(p, len(a["data"])))
     elif family == "coords":
         for p in range(len(a["rowIdx"])):
             out[_ok(a["rowIdx"][p], shape[0]), _ok(a["colIdx"][p], shape[1])] += value(p)

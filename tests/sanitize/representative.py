@@ -85,7 +85,8 @@ for ay, yl in [("CSC", "SV"), ("CSR", "SV_decreasing")]:
     y = k.compile()(A=spf.Tensor.from_scipy(ay, A), x=spf.Tensor.from_dense("SV", x))
     assert np.allclose(y.to_dense(), A @ x), (ay, yl)
 M3 = matrix(40, 40, 0.1, 13)
-k = spf.Kernel("C(i,j) = A(i,j) + B(i,j) - D(i,j)", {"A": "CSR", "B": "COO", "D": "DCSR", "C": "CSR"})
+k = spf.Kernel("C(i,j) = A(i,j) + B(i,j) - D(i,j)",
+               {"A": "CSR", "B": "COO", "D": "DCSR", "C": "CSR"})
 C = k.compile()(A=spf.Tensor.from_scipy("CSR", M1), B=spf.Tensor.from_scipy("COO", M3),
                 D=spf.Tensor.from_scipy("DCSR", SQ))
 assert np.allclose(C.to_dense(), (M1 + M3 - SQ).toarray())
