@@ -3,8 +3,6 @@
 Layouts are physical-to-logical relations with uninterpreted functions (``layouts/``);
 kernels are tensor index notation.  See README.md for the file formats and API.
 """
-__version__ = "0.1.0"
-
 from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisError
 
 # The API is imported on first use (PEP 562): ``import spf`` stays cheap (no islpy, z3, numpy
@@ -26,8 +24,20 @@ def _load_api() -> None:
         globals()[name] = getattr(importlib.import_module(f".{module}", __name__), name)
 
 
+def _version() -> str:
+    """The installed distribution's version: pyproject.toml is its one source."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("spf")
+    except PackageNotFoundError:    # imported from a checkout that was never installed
+        return "0+unknown"
+
+
 def __getattr__(name: str):
     import importlib
+    if name == "__version__":
+        globals()[name] = _version()
+        return globals()[name]
     if name in _LAZY:
         _load_api()
         return globals()[name]

@@ -33,3 +33,15 @@ def test_wheel_holds_layouts_and_templates_inside_spf(tmp_path):
     modules = {f"spf/{p.relative_to(ROOT / 'spf').as_posix()}"
                for p in (ROOT / "spf").rglob("*.py")}
     assert modules <= names, sorted(modules - names)
+
+
+def test_version_has_one_source():
+    """pyproject.toml defines the version; spf reads it from the installed package, and the
+    changelog has a section for it."""
+    import tomllib
+
+    import spf
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert spf.__version__ == declared
+    assert f"## {declared} " in (ROOT / "CHANGELOG.md").read_text()
+    assert "__version__ =" not in (ROOT / "spf" / "__init__.py").read_text()
