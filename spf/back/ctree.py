@@ -169,6 +169,7 @@ Definition = Function | Struct
 
 Node = (Comment | Declare | Assign | Call | Return | Goto | Label | Snippet | Block | For
         | While | If | Team)
+Nested = Block | For | While | If | Team   # nodes with a body
 _NESTED = (Block, For, While, If, Team)
 
 
@@ -204,7 +205,7 @@ class Builder:
     def add(self, *nodes: Node) -> None:
         self._body.extend(nodes)
 
-    def nest(self, node: Node) -> Node:
+    def nest(self, node: Nested) -> Nested:
         """Append ``node`` and make its body the insertion point."""
         self._body.append(node)
         self._stack.append((self._body, self._deferred))

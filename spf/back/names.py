@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ..front import index_expr as ie
 from ..front.layout import Layout
-from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint, format_sum
+from ..front.terms import Aff, Atom, Constraint, FloorDiv, UFCall, format_constraint, format_sum
 from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.scan import LevelKind, LoopNest
 
@@ -105,7 +105,7 @@ class CNames:
         tensor, _, fld = qualified.partition(".")
         return self.space.use(tensor), fld
 
-    def atom(self, atom: object) -> str:
+    def atom(self, atom: Atom) -> str:
         if isinstance(atom, UFCall):
             use, fld = self.tensor_of(atom.name)
             return self.array_read(use, fld, [self.aff(a) for a in atom.args])
@@ -207,7 +207,7 @@ def used_names(nest: LoopNest, statement_names: set[str],
     while changed:
         changed = False
         for lv in nest.levels:
-            if lv.kind is LevelKind.ASSIGN and lv.var in used:
+            if lv.kind is LevelKind.ASSIGN and lv.var in used and lv.expr is not None:
                 new = lv.expr.names() - used
                 if new:
                     used |= new

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .syntax import Parser
 
@@ -185,7 +186,7 @@ def to_c_with(e: IExpr, name_text: Callable[[str], str],
     return f"({lhs} {e.op} {rhs})"
 
 
-def evaluate(e: IExpr, env: Mapping[str, int], arrays: Mapping[str, object] | None = None) -> int:
+def evaluate(e: IExpr, env: Mapping[str, int], arrays: Mapping[str, Any] | None = None) -> int:
     """Evaluate with scalar ``env`` and index ``arrays`` (numpy arrays, flat)."""
     if isinstance(e, Num):
         return e.value
@@ -213,7 +214,7 @@ def evaluate(e: IExpr, env: Mapping[str, int], arrays: Mapping[str, object] | No
     return lhs // rhs
 
 
-Evaluator = Callable[[Mapping[str, int], Mapping[str, object]], int]
+Evaluator = Callable[[Mapping[str, int], Mapping[str, Any]], int]   # (scalars, arrays)
 
 
 def compiled(e: IExpr) -> Evaluator:
@@ -230,7 +231,7 @@ def compiled(e: IExpr) -> Evaluator:
             return lambda env, arrays: evaluate(e, env, arrays)
         arg, name = compiled(e.args[0]), e.name
 
-        def read(env: Mapping[str, int], arrays: Mapping[str, object]) -> int:
+        def read(env: Mapping[str, int], arrays: Mapping[str, Any]) -> int:
             arr, k = arrays[name], arg(env, arrays)
             if not 0 <= k < len(arr):
                 raise IndexError(f"{name}({k}) is out of bounds (length {len(arr)})")

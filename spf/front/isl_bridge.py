@@ -73,6 +73,13 @@ def _exhausted() -> bool:
     return False
 
 
+def _dim_name(obj: isl.Aff | isl.BasicSet, k: int) -> str:
+    """The name of parameter ``k`` (spf names every parameter it makes)."""
+    name = obj.get_dim_name(isl.dim_type.param, k)
+    assert name is not None, "an unnamed isl parameter"
+    return name
+
+
 def _safe(name: str) -> str:
     """An isl identifier for ``name``, one to one: never an isl keyword (``nan``, ``min``,
     ``exists``: names start with ``_``), ``.`` and ``'`` spelled out."""
@@ -143,7 +150,7 @@ class Encoding:
         for k in range(aff.dim(isl.dim_type.param)):
             c = scaled(aff.get_coefficient_val(isl.dim_type.param, k))
             if c:
-                num = num + Aff.var(self.param_name(aff.get_dim_name(isl.dim_type.param, k)), c)
+                num = num + Aff.var(self.param_name(_dim_name(aff, k)), c)
         for k in range(aff.dim(isl.dim_type.div)):
             c = scaled(aff.get_coefficient_val(isl.dim_type.div, k))
             if c:
@@ -172,7 +179,7 @@ class Encoding:
             for k in range(bset.dim(isl.dim_type.param)):
                 v = int(c.get_coefficient_val(isl.dim_type.param, k).to_python())
                 if v:
-                    name = self.param_name(bset.get_dim_name(isl.dim_type.param, k))
+                    name = self.param_name(_dim_name(bset, k))
                     aff = aff + Aff.var(name, v)
             for k, div in enumerate(divs):
                 v = int(c.get_coefficient_val(isl.dim_type.div, k).to_python())
@@ -202,7 +209,7 @@ def encode(base_dims: Sequence[str],
     """
     flat: list[Constraint] = []
     for item in constraints:
-        flat.extend(item if isinstance(item, (list, tuple)) else [item])
+        flat.extend([item] if isinstance(item, Constraint) else item)
     calls: set[UFCall] = set(extra_calls)
     names: set[str] = set()
     for c in flat:

@@ -105,7 +105,7 @@ class Relation:
         outer = self.rename(dict(zip(self.in_vars, mids)))
         inner = inner.rename(dict(zip(inner.out_vars, mids)))
         # names bound on one side must not capture names of the other side
-        inner = inner._freshen((set(outer.out_vars) | set(outer.exists) | outer.symbols())
+        inner = inner._freshen((set(outer.out_vars or ()) | set(outer.exists) | outer.symbols())
                                - set(mids), only=inner.exists)
         outer = outer._freshen((set(inner.vars) | set(inner.exists) | inner.symbols())
                                - set(mids))
@@ -157,8 +157,8 @@ class Relation:
     def _eliminate(self, names: Iterable[str]) -> Relation:
         """Substitute away existential ``names`` that an equality defines (inside calls too)."""
         result = []
-        for conj in self.disjuncts:
-            conj = list(conj)
+        for disjunct in self.disjuncts:
+            conj = list(disjunct)
             for name in names:
                 for c in conj:
                     if not c.is_eq or abs(c.aff.coeff(name)) != 1:
@@ -171,8 +171,8 @@ class Relation:
                     break
             result.append(conj)
         used: set[str] = set()
-        for conj in result:
-            for c in conj:
+        for kept in result:
+            for c in kept:
                 used |= c.names()
         exists = tuple(e for e in self.exists if e in used)
         return Relation(self.in_vars, self.out_vars, result, exists)

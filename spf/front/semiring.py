@@ -33,8 +33,8 @@ class Semiring:
 
     add: str
     mul: str
-    zero: float | str = 0.0
-    one: float | str = 1.0
+    zero: float = 0.0           # a number, or text such as "inf" (made a float)
+    one: float = 1.0
     associative: bool | None = None
     commutative: bool | None = None
     name: str = "user-defined"

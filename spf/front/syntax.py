@@ -61,7 +61,7 @@ def tokenize(text: str, source: str = "<string>", line0: int = 1, col0: int = 1)
         m = _TOKEN_RE.match(text, pos)
         if not m:
             raise SpecError(f"unexpected character {text[pos]!r}", source, line, col)
-        kind = m.lastgroup
+        kind = m.lastgroup or ""
         chunk = m.group()
         if kind != "ws":
             if chunk == "∧":

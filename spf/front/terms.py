@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from math import gcd
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class FloorDiv:
 
 
 Atom = str | UFCall | FloorDiv
+# atoms to affine terms: keyed by names, calls or floor divisions (a Mapping is invariant in its
+# key type, so a dict of names alone must be accepted too)
+Substitution = Mapping[Any, "Aff"]
 
 
 @lru_cache(maxsize=1 << 16)
@@ -143,7 +147,7 @@ class Aff:
                 out |= a.num.calls()
         return out
 
-    def substitute(self, mapping: Mapping[Atom, Aff]) -> Aff:
+    def substitute(self, mapping: Substitution) -> Aff:
         """Replace atoms (also inside UF arguments) by affine terms."""
         result = Aff.num(self.const)
         for atom, coeff in self.terms:
@@ -204,8 +208,8 @@ def _lift(x: Aff | int) -> Aff:
     return x if isinstance(x, Aff) else Aff.num(x)
 
 
-def format_sum(terms: Iterable[tuple[object, int]], const: int,
-               atom_text: Callable[[object], str] = str) -> str:
+def format_sum(terms: Iterable[tuple[Atom, int]], const: int,
+               atom_text: Callable[[Atom], str] = str) -> str:
     """Format ``sum(c*a) + const`` readably: ``pi + 1``, ``2*pj - k``, ``0``."""
     parts: list[str] = []
     for atom, coeff in terms:
@@ -255,7 +259,7 @@ class Constraint:
     def eq(lhs: Aff, rhs: Aff) -> Constraint:
         return Constraint.make(lhs - rhs, True)
 
-    def substitute(self, mapping: Mapping[Atom, Aff]) -> Constraint:
+    def substitute(self, mapping: Substitution) -> Constraint:
         return Constraint.make(self.aff.substitute(mapping), self.is_eq)
 
     def map_calls(self, fn: Callable[[UFCall], UFCall]) -> Constraint:
@@ -280,7 +284,7 @@ class Constraint:
         return format_constraint(self)
 
 
-def format_constraint(c: Constraint, atom_text: Callable[[object], str] = str,
+def format_constraint(c: Constraint, atom_text: Callable[[Atom], str] = str,
                       eq_op: str = "=") -> str:
     """SPF-style text: positive terms on the right (``rowPtr(pi) <= pj``,
     ``pj < rowPtr(pi + 1)``)."""

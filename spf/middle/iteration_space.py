@@ -7,6 +7,7 @@ the Q_X with the layout indices kept as set variables:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..errors import SpecError
@@ -41,6 +42,13 @@ class TensorUse:
         """This tensor's own layout-index variables (not those it shares)."""
         own = {p for p, _ in self.aliases}
         return tuple(self.var(p) for p in self.layout.indices if p not in own)
+
+    def global_call(self, call: UFCall) -> UFCall:
+        """A read of this tensor's index array (``colIdx(p)``) as the space names it
+        (``A.colIdx(p)``); other calls as they are."""
+        if call.name in self.layout.index_arrays:
+            return UFCall(self.symbol(call.name), call.args)
+        return call
 
     def symbol(self, field: str) -> str:
         """Name of a scalar field or index array in the iteration space (``A.numRows``);
@@ -130,7 +138,7 @@ def shared_fields(out: Layout, source: Layout) -> frozenset[str]:
     return frozenset(same)
 
 
-def build(expr: Expr, layouts: dict[str, Layout], bounds: list[Constraint] = (),
+def build(expr: Expr, layouts: dict[str, Layout], bounds: Sequence[Constraint] = (),
           share: tuple[str, str] | None = None, assemble: bool = False) -> IterationSpace:
     """Compose each tensor's layout with its access map and intersect (products).
 
@@ -247,7 +255,5 @@ def _range_facts(uses: list[TensorUse], constraints: list[Constraint]) -> list[C
                 for fact in use.layout.range_constraints(local):
                     mapping = {f: Aff.var(use.symbol(f)) for f in use.layout.scalar_fields}
                     facts.append(Constraint.make(
-                        fact.aff.substitute(mapping).map_calls(
-                            lambda c, u=use: UFCall(u.symbol(c.name), c.args)
-                            if c.name in u.layout.index_arrays else c), fact.is_eq))
+                        fact.aff.substitute(mapping).map_calls(use.global_call), fact.is_eq))
     return facts

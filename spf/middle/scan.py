@@ -50,7 +50,7 @@ class Level:
         v = Aff.var(self.var)
         out = [Constraint.ge(v * den, aff) for aff, den in self.lower]
         out += [Constraint.ge(aff, v * den) for aff, den in self.upper]
-        if self.kind is LevelKind.ASSIGN:
+        if self.kind is LevelKind.ASSIGN and self.expr is not None:
             out.append(Constraint.eq(v, self.expr))
         return out
 
@@ -249,7 +249,7 @@ def _prefer_named(nest: LoopNest) -> None:
     """Write index-array reads that an assignment names by that name (``x.idx(p) = j``)."""
     names: dict[UFCall, Aff] = {}
     for lv in nest.levels:
-        if lv.kind is LevelKind.ASSIGN:
+        if lv.kind is LevelKind.ASSIGN and lv.expr is not None:
             lv.expr = lv.expr.substitute(names)
             if len(lv.expr.terms) == 1 and lv.expr.const == 0 and lv.expr.terms[0][1] == 1 \
                     and isinstance(lv.expr.terms[0][0], UFCall):
