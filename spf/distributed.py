@@ -31,6 +31,8 @@ import numpy as np
 
 from .errors import ArgumentError, SpecError
 from .front.storage import storage_or_none
+from .kernel import Kernel
+from .runtime.compiled import CompiledKernel
 from .runtime.operands import Operand
 from .runtime.tensor import Tensor, register_generated
 
@@ -50,7 +52,7 @@ class Partition:
     why: str
 
 
-def partition_of(kernel: Any) -> Partition:
+def partition_of(kernel: Kernel) -> Partition:
     """The partition of ``kernel`` (a :class:`spf.Kernel` with one product)."""
     expr = kernel.expr
     if kernel.terms:
@@ -65,6 +67,7 @@ def partition_of(kernel: Any) -> Partition:
     if access is None:
         raise SpecError(f"distributed: the outermost loop {outer.var} runs over no sparse "
                         "operand's storage, so there are no entries to partition", expr.source)
+    owner = access.tensor
     storage = storage_or_none(kernel.layouts[owner])
     if not outer.carried and storage is not None:
         dim = storage.order[0]
@@ -196,7 +199,7 @@ class DistributedKernel:
     """``f(A=..., x=...)`` like the local call, run in ``parts`` parts on a Dask cluster
     (see the module docstring; ``partition`` says how and why)."""
 
-    def __init__(self, compiled: Any, client: Any, parts: int | None = None):
+    def __init__(self, compiled: CompiledKernel[Kernel], client: Any, parts: int | None = None):
         kernel = compiled.kernel
         if not all(hasattr(client, m) for m in ("scatter", "submit", "gather")):
             raise ArgumentError("distributed: client must be a dask.distributed.Client, got "
@@ -357,10 +360,9 @@ def concatenate_storage(parts: list[Tensor], spans: list[tuple[int, int]],
     return out
 
 
-def _combining_kernel(kernel: Any) -> Any:
+def _combining_kernel(kernel: Kernel) -> Kernel:
     """``C(idx) = P(idx) + Q(idx)`` in the output's layout under the kernel's semiring: the
     union of two partial outputs, equal coordinates combined by add."""
-    from .kernel import Kernel
     out = kernel.expr.output
     idx = ",".join(f"i{k}" for k in range(len(out.indices)))
     lay = kernel.layouts[out.tensor]

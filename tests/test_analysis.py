@@ -58,7 +58,7 @@ def test_fig7_dcsr_rowidx_monotonic_disproves_the_dependence():
     assert [lp.var for lp in a.loops] == ["A_pi", "A_pj"]
     pi = loop(a, "A_pi")
     assert not pi.carried and pi.dependence == ""
-    assert pi.disproved_by == [ROWIDX_MONOTONIC]
+    assert pi.disproved_by == (ROWIDX_MONOTONIC,)
     # the inner loop accumulates into y(rowIdx(A_pi)) of its own row: carried
     pj = loop(a, "A_pj")
     assert pj.carried and not pj.parallel
@@ -107,7 +107,7 @@ def test_fig7_without_the_property_carries_a_dependence(tmp_path):
     k = spf.Kernel(SPMV, {"A": str(path)}, parallel=True)
     a = k.analysis()
     pi = loop(a, "A_pi")
-    assert pi.carried and pi.disproved_by == []
+    assert pi.carried and pi.disproved_by == ()
     # two different stored rows A_pi < A_pi' with the same row index write the same y(i)
     rel = dependence_relation(pi.dependence)
     assert rel.in_vars == ("A_pi", "A_pj")
@@ -142,7 +142,7 @@ def test_csr_spmv_parallel_on_rows_by_isl():
     a = k.analysis()
     pi = loop(a, "A_pi")
     assert not pi.carried and pi.parallel
-    assert pi.disproved_by == ["isl (affine constraints)"]   # y(A_pi): no property needed
+    assert pi.disproved_by == ("isl (affine constraints)",)   # y(A_pi): no property needed
     assert loop(a, "A_pj").carried
     assert a.parallel_loop == "A_pi"
     assert f"{PRAGMA}\n    for (spf_index_t A_pi = 0;" in k.c_source()
@@ -186,8 +186,8 @@ def test_csc_inner_loop_is_free_but_not_chosen():
     a = spf.Kernel(SPMV, {"A": "CSC"}, parallel=True).analysis()
     pi = loop(a, "A_pi")
     assert not pi.carried and not pi.parallel
-    assert pi.disproved_by == [
-        "A: periodic_monotonic pj = pj' and a < a' -> rowIdx(a) < rowIdx(a')"]
+    assert pi.disproved_by == (
+        "A: periodic_monotonic pj = pj' and a < a' -> rowIdx(a) < rowIdx(a')",)
     assert "loop A_pi carries none but runs over one segment of a pointer array" \
         in a.parallel_reason and a.loops[0].private_output
 
@@ -200,7 +200,7 @@ def test_dia_shares_out_the_rows_of_each_diagonal():
     a = k.analysis()
     pd, pi = loop(a, "A_pd"), loop(a, "A_pi")
     assert pd.carried and not pd.parallel and "every thread" in pd.why
-    assert not pi.carried and pi.parallel and pi.disproved_by == ["isl (affine constraints)"]
+    assert not pi.carried and pi.parallel and pi.disproved_by == ("isl (affine constraints)",)
     assert a.parallel_loop == k.parallel_loop == "A_pi"
     src = k.c_source()
     assert "#pragma omp parallel\n    for (spf_index_t A_pd = 0;" in src
@@ -225,7 +225,7 @@ def test_spmspv_find_loop_carries_nothing_by_uniqueness(lx, proof):
     a = spf.Kernel(SPMV, {"A": "CSR", "x": lx}, parallel=True).analysis()
     assert a.parallel_loop == "A_pi"
     assert [lp.var for lp in a.loops] == ["A_pi", "A_pj", "x_p"]
-    assert loop(a, "x_p").disproved_by == [proof]
+    assert loop(a, "x_p").disproved_by == (proof,)
     assert "A.colIdx(A_pj) = x.idx(x_p)" in loop(a, "A_pj").dependence
 
 
@@ -236,10 +236,10 @@ def test_ttm_csf_parallel_on_root_fibres():
     assert [lp.var for lp in a.loops] == ["A_p0", "A_p1", "A_p2", "B_p1"]
     p0, p1, p2, last = a.loops
     assert not p0.carried and p0.parallel
-    assert p0.disproved_by == ["A: monotonic a < a' -> idx0(a) < idx0(a')"]
+    assert p0.disproved_by == ("A: monotonic a < a' -> idx0(a) < idx0(a')",)
     assert not p1.carried and "periodic_monotonic" in p1.disproved_by[0]
     assert p2.carried                                      # the contraction index k
-    assert not last.carried and last.disproved_by == ["isl (affine constraints)"]
+    assert not last.carried and last.disproved_by == ("isl (affine constraints)",)
     assert a.parallel_loop == "A_p0"
     assert f"{PRAGMA}\n    for (spf_index_t A_p0 = 0; A_p0 < A_n0; ++A_p0)" in k.c_source()
 

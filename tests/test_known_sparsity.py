@@ -114,7 +114,7 @@ def test_share_in_a_kernel_file(tmp_path):
     path.write_text('expr = "C(i,j,l) = A(i,j,k) * B(k,l)"\nshare = {C = "A"}\n'
                     '[layouts]\nA = "CSF"\nC = "CSF_CCD"\n')
     k = spf.Kernel(str(path))
-    assert k.share == ("C", "A")
+    assert k.options.share == ("C", "A")
     T = tensor3((4, 5, 6), 0.3, 9)
     B = np.random.default_rng(9).random((6, 16))
     C = k.compile()(A=spf.Tensor.from_dense("CSF", T), B=B)

@@ -98,7 +98,7 @@ def test_no_parallel_loop_without_a_proof(z3_times_out):
     # isl's proof needs no Z3: CSR rows stay parallel
     csr = spf.Kernel(SPMV, {"A": "CSR"}, parallel=True, z3_timeout_ms=1)
     assert csr.parallel_loop == "A_pi"
-    assert csr.analysis().loops[0].disproved_by == ["isl (affine constraints)"]
+    assert csr.analysis().loops[0].disproved_by == ("isl (affine constraints)",)
 
 
 def test_assembled_output_is_unordered(z3_times_out):
@@ -154,7 +154,7 @@ def test_timeout_sources(monkeypatch, tmp_path, capsys, z3_times_out):
     monkeypatch.setenv("SPF_Z3_TIMEOUT_MS", "7")
     assert spf.Kernel(SPMV, {"A": "CSR"}).nest.z3.timeout_ms == 7
     k = spf.Kernel(SPMV, {"A": "CSR"}, z3_timeout_ms=1)      # the option wins
-    assert k.z3_timeout_ms == 1 and k.nest.z3.timeout_ms == 1
+    assert k.options.z3_timeout_ms == 1 and k.nest.z3.timeout_ms == 1
     total = spf.Kernel("y(i) = A(i,j) * x(j) + B(i,j) * x(j)", {"A": "CSR", "B": "COO"},
                        z3_timeout_ms=3)
     assert {t.nest.z3.timeout_ms for t in total.terms} == {3}

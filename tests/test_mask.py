@@ -72,7 +72,7 @@ def test_masked_dot_products_into_the_masks_structure(parallel):
     per entry of M, the second row found by a forward scan."""
     k = spf.Kernel("C(i,j) = A(i,k) * B(j,k)", {"A": "CSR", "B": "CSR", "M": "CSR", "C": "CSR"},
                    mask={"C": "M"}, share={"C": "M"}, parallel=parallel)
-    assert k.order[:3] == ["M_pi", "A_pi", "M_pj"], k.order
+    assert k.order[:3] == ("M_pi", "A_pi", "M_pj"), k.order
     assert [d.chosen.algorithm for d in k.decisions] == ["seqiter"]
     assert "mask: M (structural)" in k.report()
     f = k.compile()

@@ -33,7 +33,7 @@ def random_csc(shape, density, seed, empty_cols=()):
 def test_csc_spmspv_is_driven_by_x(x_layout):
     k = spf.Kernel(SPMV, {"A": "CSC", "x": x_layout})
     assert k.order[0] == "x_p"
-    assert k.decisions == []                       # no find: A's column is located
+    assert k.decisions == ()                       # no find: A's column is located
     assert "x_p placed before A_pj: A_pj is located from j" in k.report()
     src = k.c_source()
     assert src.index("for (spf_index_t x_p") < src.index("A_colPtr[A_pj]")
@@ -78,7 +78,7 @@ def test_outer_product_driven_by_coo_entries():
     """C = A B with A in CSC and B in COO: B's entries locate A's column k."""
     expr = "C(i,j) = A(i,k) * B(k,j)"
     k = spf.Kernel(expr, {"A": "CSC", "B": "COO"}, name="csc_coo")
-    assert k.order[0] == "B_p" and k.decisions == []
+    assert k.order[0] == "B_p" and k.decisions == ()
     A = random_csc((6, 8), 0.4, 1, empty_cols=(3,))
     B = sp.random(8, 5, density=0.3, format="coo", random_state=2)
     C = k.compile()(A=spf.Tensor.from_scipy("CSC", A), B=spf.Tensor.from_scipy("COO", B))
@@ -87,12 +87,12 @@ def test_outer_product_driven_by_coo_entries():
 
 def test_given_order_is_kept():
     k = spf.Kernel(SPMV, {"A": "CSC", "x": "SV"}, order=["A.pj", "x.p", "A.pi"])
-    assert k.order[:3] == ["A_pj", "x_p", "A_pi"]
-    assert "  order:" not in k.report() and k.order_why == []
+    assert k.order[:3] == ("A_pj", "x_p", "A_pi")
+    assert "  order:" not in k.report() and k.order_why == ()
     assert len(k.decisions) == 1                   # the find of each column in x
 
 
 def test_no_move_without_an_index_array_read():
     """CSR SpMSpV: x's index is compared with A's column array (a find), not located."""
     k = spf.Kernel(SPMV, {"A": "CSR", "x": "SV"})
-    assert k.order[:2] == ["A_pi", "A_pj"] and k.order_why == []
+    assert k.order[:2] == ("A_pi", "A_pj") and k.order_why == ()

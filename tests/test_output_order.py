@@ -85,7 +85,7 @@ def test_bcsr_to_csr_runs_each_row_across_its_blocks():
     """i = B*pi + pk: both hoisted; the block loop moves inside (it runs over stored blocks),
     and the gap the layout declares between a row's blocks proves the columns increasing."""
     conv = spf.Conversion("BCSR", "CSR", B=3)
-    assert conv.kernel.order == ["A_pi", "A_pk", "A_pj", "A_pl"]
+    assert conv.kernel.order == ("A_pi", "A_pk", "A_pj", "A_pl")
     assert conv.kernel.assembly.direct
     assert "placed outermost (locating i from A_pi, A_pk)" in conv.report()
     rng = np.random.default_rng(11)
@@ -113,7 +113,7 @@ def test_dense_to_csc_keeps_the_row_major_walk():
 
 def test_given_order_is_not_changed():
     k = spf.Kernel("B(i,j) = A(i,j)", {"A": "DIA", "B": "CSR"}, order=["A_pd", "A_pi"])
-    assert k.order[:2] == ["A_pd", "A_pi"] and k.assembly.mode == "bucket"
+    assert k.order[:2] == ("A_pd", "A_pi") and k.assembly.mode == "bucket"
     assert "placed outermost" not in k.report()
 
 

@@ -105,8 +105,7 @@ def fresh_source(expr: str, layouts: dict, find="auto", params: dict | None = No
 
 def run_instrumented(kernel: spf.Kernel, src: str, counters: list[str], **args):
     """Compile ``src`` as ``kernel``'s C, run it, return (result, {counter: value})."""
-    kernel._source = src
-    f = kernel.compile()
+    f = spf.CompiledKernel(kernel, src)
     lib = spf.runtime.build.load_library(str(spf.runtime.build.build_library(src)))
     cells = {c: ctypes.c_longlong.in_dll(lib, c) for c in counters}
     for cell in cells.values():

@@ -118,7 +118,7 @@ def test_fig8_results(lb, guarded, compare):
         assert f"B_idx[(8*B_p_tile)] {lo} i && B_idx[(spf_min(8*B_p_tile + 8, B_len) - 1)] " \
                f"{hi} i" in src
     else:
-        assert k.analysis().tiles[0].guards == []
+        assert k.analysis().tiles[0].guards == ()
     for n, (a, b) in enumerate(dot_inputs()):
         got = f(A=pack("SV", a, n), B=pack(lb, b, n + 1))
         np.testing.assert_allclose(got, np.dot(a, b), rtol=1e-12, atol=1e-12,

@@ -10,6 +10,7 @@ its entries into a run first.  Any other term keeps the general path (sorted run
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..decide.synthesis import Decision
@@ -32,8 +33,8 @@ class Run:
     why: str                # the proof, for reports
 
 
-def operand_run(expr: Expr, layouts: dict[str, Layout], nest: LoopNest,
-                decisions: list[Decision], assembly: AssemblyPlan) -> Run | None:
+def operand_run(expr: Expr, layouts: Mapping[str, Layout], nest: LoopNest,
+                decisions: Sequence[Decision], assembly: AssemblyPlan) -> Run | None:
     """The run a term reads directly from its operand, or None when it needs one built."""
     tensors = [a for a in expr.factors if a.indices]
     if len(tensors) != 1 or len(expr.factors) != 1 or decisions:

@@ -1,6 +1,8 @@
 """What Z3 proves about the order in which a nest produces an output's coordinates."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import z3
 
 from ..decide.smt import InstanceEncoder, Verdict
@@ -8,7 +10,7 @@ from ..decide.synthesis import Decision
 from ..middle.scan import LevelKind, LoopNest
 
 
-def unordered_loops(decisions: list[Decision]) -> set[str]:
+def unordered_loops(decisions: Sequence[Decision]) -> set[str]:
     """Find loops whose matches may run out of position order (hash chains, backward scans)."""
     out = set()
     for d in decisions:
@@ -18,7 +20,7 @@ def unordered_loops(decisions: list[Decision]) -> set[str]:
 
 
 def ordered_prefix(nest: LoopNest, key: tuple[str, ...], descending: tuple[bool, ...],
-                    decisions: list[Decision]) -> tuple[int, str]:
+                    decisions: Sequence[Decision]) -> tuple[int, str]:
     """Longest prefix of ``key`` that is lexicographically non-decreasing in execution order."""
     if not any(lv.kind is LevelKind.LOOP for lv in nest.levels):
         return len(key), "the nest has no loop"
@@ -40,7 +42,7 @@ def ordered_prefix(nest: LoopNest, key: tuple[str, ...], descending: tuple[bool,
 
 
 def contiguous_group_level(nest: LoopNest, group: tuple[str, ...],
-                           decisions: list[Decision]) -> int | None:
+                           decisions: Sequence[Decision]) -> int | None:
     """The nest level after which the logical indices ``group`` are all known, when Z3
     proves them non-decreasing over that level's iterations: entries of one group then arrive
     one after the other, and a check there, once per iteration, sees every group change."""
@@ -48,7 +50,7 @@ def contiguous_group_level(nest: LoopNest, group: tuple[str, ...],
 
 
 def group_level(nest: LoopNest, group: tuple[str, ...], descending: tuple[bool, ...],
-                 decisions: list[Decision]) -> int | None:
+                 decisions: Sequence[Decision]) -> int | None:
     """The level after which the group's coordinates are all known, if the group is
     non-decreasing over that level's iterations, statement or not (then checking it once per
     iteration there, not per statement instance, never splits a group)."""

@@ -2,6 +2,8 @@
 ``templates/kernel.c`` with its struct typedefs and helpers, printed from the C tree."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from ..assembly import AssemblyPlan, storage_c, strategy
 from ..assembly.merge import Run
 from ..assembly.merge_c import merge_function
@@ -91,10 +93,10 @@ SLOTS_COMMENT = ("/* The statement instances, zeros included: a looser bound tha
                  "trims them afterwards). */\n")
 
 
-def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str, Layout],
+def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[str, Layout],
              terms: list[KernelCode], term_args: list[list[str]], out_space: IterationSpace,
              parallel: bool, assembly: AssemblyPlan | None = None,
-             bounds: list[KernelCode] = (), semiring: Semiring = PLUS_TIMES) -> str:
+             bounds: Sequence[KernelCode] = (), semiring: Semiring = PLUS_TIMES) -> str:
     """A sum by statement splitting (paper Sec. 4): one static function per product term,
     each adding into the output (a dense array or scalar), or each producing a sorted run of
     the assembled output's entries (``bounds``: the terms' instance counters); the kernel
@@ -131,7 +133,7 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: dict[str,
                        merge=assembly is not None, semiring=semiring)
 
 
-def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: dict[str, Layout],
+def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[str, Layout],
                 runs: list[Run], assembly: AssemblyPlan, bounds: list[KernelCode],
                 term_args: list[list[str]], semiring: Semiring = PLUS_TIMES) -> str:
     """A sum whose every term is an operand already stored in the output's storage order
@@ -153,7 +155,7 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: dict[s
                        before=extra)
 
 
-def _sum_params(expr, tensor_layouts: dict[str, Layout], assembly: AssemblyPlan | None,
+def _sum_params(expr, tensor_layouts: Mapping[str, Layout], assembly: AssemblyPlan | None,
                 layouts: dict[str, Layout]) -> list[str]:
     params = []
     out = expr.output.tensor

@@ -14,7 +14,8 @@ dependence and a tiling is not legal.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import z3
 
@@ -25,42 +26,45 @@ from ..middle.scan import Level, LevelKind, LoopNest
 from .smt import InstanceEncoder, Verdict
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoopReport:
     """What one loop of the nest carries and whether it runs in parallel."""
 
     var: str
     carried: bool
-    dependence: str            # the carried dependence relation, SPF syntax ("" if none)
-    disproved_by: list[str]    # "isl (affine constraints)" or the properties Z3 used
+    dependence: str                 # the carried dependence relation, SPF syntax ("" if none)
+    disproved_by: tuple[str, ...]   # "isl (affine constraints)" or the properties Z3 used
     parallel: bool = False
     reduction: bool = False    # carried dependences only through a scalar accumulator
     private_output: bool = False   # parallel with a private copy of the output per thread
     why: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TileReport:
+    """A tile loop and its tile-skipping conditions (paper Fig. 8), as C."""
+
     var: str
     size: int
     tile_var: str
-    guards: list[str] = field(default_factory=list)    # tile-skipping conditions (Fig. 8)
+    guards: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(frozen=True)
 class Analysis:
     """Result of :func:`analyze`; ``to_json()`` is the stable machine-readable form."""
 
     kernel: str
     output: str
-    loops: list[LoopReport]
+    loops: tuple[LoopReport, ...]
     parallel_loop: str | None
     parallel_reason: str
-    tiles: list[TileReport] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    tiles: tuple[TileReport, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"version": 1, **asdict(self)}
+        """The analysis as JSON's types (sequences as lists)."""
+        return {"version": 1, **_as_lists(asdict(self))}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=False)
@@ -84,6 +88,15 @@ class Analysis:
                 lines.append(f"  tile-skipping guard: {g}")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+
+def _as_lists(value: Any) -> Any:
+    """``value`` with every tuple inside it a list (JSON's arrays)."""
+    if isinstance(value, dict):
+        return {k: _as_lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_lists(v) for v in value]
+    return value
 
 
 # ---------------------------------------------------------------------------------------
@@ -156,11 +169,11 @@ def analyze(nest: LoopNest, parallel: bool = False, finds: bool = False,
     deps = _Dependences(nest)
     output = str(expr.output) + (" (accumulated with +=)" if expr.accumulate else
                                  " (a sum over the reduction indices)")
-    loops = [_loop_report(deps, k) for k in range(len(deps.loops))]
-    chosen, reason = _choose_parallel(nest, loops, parallel, private_ok)
-    analysis = Analysis(str(expr), output, loops, chosen, reason)
+    found = [_loop_report(deps, k) for k in range(len(deps.loops))]
+    loops, chosen, reason = _choose_parallel(nest, found, parallel, private_ok)
+    analysis = Analysis(str(expr), output, tuple(loops), chosen, reason)
     if chosen is not None and chosen != loops[0].var and finds:
-        _keep_serial_for_finds(analysis, expr.output.tensor)
+        return _keep_serial_for_finds(analysis, expr.output.tensor)
     return analysis
 
 
@@ -170,35 +183,33 @@ def _loop_report(deps: _Dependences, k: int) -> LoopReport:
     expr, var = deps.nest.space.expr, deps.loops[k]
     if not deps.out_indices:
         return LoopReport(var, True, f"every instance updates the scalar {expr.output.tensor}",
-                          [], reduction=True)
+                          (), reduction=True)
     with isl_limit(f"deciding whether loop {var} of {expr} carries a dependence", expr.source):
         rel = deps.relation(k)
         empty = rel.is_empty()
     if empty:
-        return LoopReport(var, False, "", ["isl (affine constraints)"])
+        return LoopReport(var, False, "", ("isl (affine constraints)",))
     verdict = deps.carried_at(k)
     if verdict.result == "unsat":
-        return LoopReport(var, False, "", verdict.used or ["Z3 (affine and UF terms)"])
+        return LoopReport(var, False, "", tuple(verdict.used or ["Z3 (affine and UF terms)"]))
     why = "" if verdict.result == "sat" else \
         f"{verdict.why}: assumed to carry it (the safe choice)"
-    return LoopReport(var, True, str(rel), [], why=why)
+    return LoopReport(var, True, str(rel), (), why=why)
 
 
-def _keep_serial_for_finds(ana: Analysis, out: str) -> None:
+def _keep_serial_for_finds(ana: Analysis, out: str) -> Analysis:
     """An inner parallel loop under finds: their states outside it would be shared by the
     threads running the outer loops, so nothing is parallel."""
-    for lp in ana.loops:
-        lp.parallel = False
-    ana.loops[0].why = ("not parallelized: iterations scatter into the shared "
-                        f"output {out} (privatization and atomics are not used)")
-    ana.notes.append(
-        f"not parallelized: loop {ana.parallel_loop} carries no dependence, but "
-        "it is an inner loop and the nest has finds, whose state the threads "
-        "running the outer loops would share")
-    ana.parallel_reason = (f"the outermost loop {ana.loops[0].var} carries a dependence "
-                           f"on {out}; the inner free loop {ana.parallel_loop} "
-                           "is not shared out because the nest has finds")
-    ana.parallel_loop = None
+    first, *rest = (replace(lp, parallel=False) for lp in ana.loops)
+    first = replace(first, why=("not parallelized: iterations scatter into the shared "
+                                f"output {out} (privatization and atomics are not used)"))
+    note = (f"not parallelized: loop {ana.parallel_loop} carries no dependence, but it is an "
+            "inner loop and the nest has finds, whose state the threads running the outer "
+            "loops would share")
+    reason = (f"the outermost loop {first.var} carries a dependence on {out}; the inner free "
+              f"loop {ana.parallel_loop} is not shared out because the nest has finds")
+    return replace(ana, loops=(first, *rest), notes=(*ana.notes, note), parallel_reason=reason,
+                   parallel_loop=None)
 
 
 @dataclass(frozen=True)
@@ -268,70 +279,70 @@ def vector_loop(nest: LoopNest, find_levels: list[int], reassociate: bool,
                                  "(reassociate=True: partial sums per lane)")
 
 
-def _choose_parallel(nest: LoopNest, loops: list[LoopReport], wanted: bool,
-                     private_ok: bool = False) -> tuple[str | None, str]:
-    if not loops:
-        return None, "the nest has no loop"
-    outer = loops[0]
+def _choose_parallel(nest: LoopNest, found: list[LoopReport], wanted: bool,
+                     private_ok: bool = False) -> tuple[list[LoopReport], str | None, str]:
+    """The loop reports with the parallel loop marked and explained, that loop (None: none)
+    and the reason."""
+    if not found:
+        return found, None, "the nest has no loop"
+    loops = list(found)
+    outer, out = loops[0], nest.space.expr.output.tensor
+    off = "" if wanted else "; parallel=False"
     if not outer.carried:
-        outer.parallel = wanted
-        proof = "; ".join(outer.disproved_by)
-        return (outer.var if wanted else None), (
-            f"loop {outer.var} carries no dependence ({proof})"
-            + ("" if wanted else "; parallel=False"))
+        loops[0] = replace(outer, parallel=wanted)
+        return loops, (outer.var if wanted else None), (
+            f"loop {outer.var} carries no dependence ({'; '.join(outer.disproved_by)}){off}")
     if outer.reduction:
-        outer.parallel = wanted
-        outer.why = "a scalar reduction: each thread accumulates privately (reduction(+:...))"
-        return (outer.var if wanted else None), (
-            f"loop {outer.var} carries only the reduction into the scalar "
-            f"{nest.space.expr.output.tensor}" + ("" if wanted else "; parallel=False"))
-    inner = next((lp for lp in loops[1:] if not lp.carried), None)
+        loops[0] = replace(outer, parallel=wanted, why="a scalar reduction: each thread "
+                           "accumulates privately (reduction(+:...))")
+        return loops, (outer.var if wanted else None), (
+            f"loop {outer.var} carries only the reduction into the scalar {out}{off}")
+    k, inner = next(((k, lp) for k, lp in enumerate(loops) if k and not lp.carried),
+                    (0, None))
     short = _short(nest.level(inner.var)) if inner is not None else ""
     if (inner is None or short) and wanted and private_ok:
-        return _privatize(nest, outer, inner, short)
-    if short:
-        _explain(outer, "not parallelized: iterations scatter into the shared output "
-                        f"{nest.space.expr.output.tensor}; loop {inner.var} carries no "
-                        f"dependence but {short}, too short to share out among threads")
-        return None, f"the outermost loop {outer.var} carries a dependence on " \
-                     f"{nest.space.expr.output.tensor}"
+        loops[0], reason = _privatize(out, outer, inner, short)
+        return loops, outer.var, reason
+    carried = f"the outermost loop {outer.var} carries a dependence on {out}"
+    if short and inner is not None:
+        loops[0] = _explained(outer, f"not parallelized: iterations scatter into the shared "
+                              f"output {out}; loop {inner.var} carries no dependence but "
+                              f"{short}, too short to share out among threads")
+        return loops, None, carried
     if inner is not None:
         # the loops outside it carry the dependence: every thread runs them, and the
         # iterations of this loop are shared out (a barrier ends each of its instances)
-        inner.parallel = wanted
+        loops[k] = replace(inner, parallel=wanted)
         if wanted:
-            _explain(outer, f"runs in every thread of the parallel region; loop {inner.var} "
-                            "inside it is shared out")
-        proof = "; ".join(inner.disproved_by)
-        return (inner.var if wanted else None), (
-            f"the outer loop {outer.var} carries a dependence on "
-            f"{nest.space.expr.output.tensor}; loop {inner.var} carries none ({proof}), so "
-            "its iterations are shared out among the threads, which all run the loops "
-            "outside it" + ("" if wanted else "; parallel=False"))
-    _explain(outer, "not parallelized: iterations scatter into the shared output "
-                    f"{nest.space.expr.output.tensor} (privatization and atomics are not used)")
-    return None, f"the outermost loop {outer.var} carries a dependence on " \
-                 f"{nest.space.expr.output.tensor}"
+            loops[0] = _explained(outer, f"runs in every thread of the parallel region; loop "
+                                  f"{inner.var} inside it is shared out")
+        return loops, (inner.var if wanted else None), (
+            f"the outer loop {outer.var} carries a dependence on {out}; loop {inner.var} "
+            f"carries none ({'; '.join(inner.disproved_by)}), so its iterations are shared "
+            f"out among the threads, which all run the loops outside it{off}")
+    loops[0] = _explained(outer, "not parallelized: iterations scatter into the shared output "
+                          f"{out} (privatization and atomics are not used)")
+    return loops, None, carried
 
 
-def _privatize(nest: LoopNest, outer: LoopReport, inner: LoopReport | None,
-               short: str) -> tuple[str, str]:
+def _privatize(out: str, outer: LoopReport, inner: LoopReport | None,
+               short: str) -> tuple[LoopReport, str]:
     """The scatter loop ``outer`` in parallel: each thread adds into its own zeroed copy of
-    the output, and the copies are summed into the output after the loop."""
-    out = nest.space.expr.output.tensor
-    outer.parallel = outer.private_output = True
-    _explain(outer, f"a scatter into {out}: each thread sums into a private copy of {out}, "
-                    f"the copies are added into {out} after the loop (one copy of {out} per "
-                    "thread; the rounding may differ from the serial kernel)")
+    the output ``out``, and the copies are summed into the output after the loop."""
+    loop = _explained(replace(outer, parallel=True, private_output=True),
+                      f"a scatter into {out}: each thread sums into a private copy of {out}, "
+                      f"the copies are added into {out} after the loop (one copy of {out} per "
+                      "thread; the rounding may differ from the serial kernel)")
     also = f"; loop {inner.var} carries none but {short}" if inner is not None else ""
-    return outer.var, (f"the outermost loop {outer.var} carries a dependence only through the "
-                       f"output {out}{also}: it runs in parallel with a private copy of {out} "
-                       "per thread, added into it at the end")
+    return loop, (f"the outermost loop {outer.var} carries a dependence only through the "
+                  f"output {out}{also}: it runs in parallel with a private copy of {out} "
+                  "per thread, added into it at the end")
 
 
-def _explain(loop: LoopReport, text: str) -> None:
-    """Add ``text`` to what the analysis says about ``loop`` (after a Z3 time-out, say)."""
-    loop.why = f"{loop.why}; {text}" if loop.why else text
+def _explained(loop: LoopReport, text: str) -> LoopReport:
+    """``loop`` with ``text`` added to what the analysis says about it (after a Z3 time-out,
+    say)."""
+    return replace(loop, why=f"{loop.why}; {text}" if loop.why else text)
 
 
 def _short(level: Level) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import keyword
 import re
 import shlex
 from collections.abc import Callable, Iterator, Mapping
@@ -19,7 +20,7 @@ from typing import Any
 from ..errors import SpecError
 from ..finds import NAMES as ALGORITHMS
 from ..front.kernel_spec import Expr, parse_bounds, parse_order
-from ..front.layout import INDEX_WIDTHS
+from ..front.layout import INDEX_WIDTHS, Layout
 from ..front.semiring import BUILTINS, PLUS_TIMES, Semiring, semiring_of
 from ..front.syntax import C_KEYWORDS
 from ..front.terms import Constraint
@@ -152,7 +153,8 @@ class KernelOptions:
             if value is not None:
                 object.__setattr__(self, o.name, _check(o, value, "<string>"))
 
-    def resolved(self, expr: Expr, where: Callable[[str], tuple[int, int]] | None = None
+    def resolved(self, expr: Expr,
+                 where: Callable[[str], tuple[int, int] | None] | None = None
                  ) -> KernelOptions:
         """The options checked against ``expr`` (the tensors that find, share and mask name),
         with the Z3 time limit's default filled in; ``where(name)`` locates an option a kernel
@@ -212,6 +214,59 @@ def check_given(values: Mapping[str, Any], source: str = "<string>",
                 raise
             raise SpecError(exc.detail, source, *where(name)) from None
     return checked
+
+
+def check_names(expr: Expr) -> None:
+    """SpecError when a tensor or index of ``expr`` is a name generated C may not use."""
+    for name in expr.tensors + expr.indices:
+        if name in C_RESERVED or keyword.iskeyword(name) or name.startswith("spf_"):
+            raise SpecError(f"name {name!r} is reserved (C keyword or spf_ prefix)",
+                            expr.source)
+
+
+def check_semiring_scope(semiring: Semiring, expr: Expr, assembled: bool) -> None:
+    """A sum's terms combine by the semiring's add (the union of their entries), as do
+    an assembled output's entries with equal coordinates; nothing is subtracted."""
+    if semiring.is_plus_times:
+        return
+    if assembled and not semiring.reorderable:
+        raise SpecError(f"semiring={semiring.name}: the output {expr.output.tensor!r} is "
+                        "assembled by the kernel, which combines entries with equal "
+                        "coordinates in an order it chooses (sorting, buckets), and add is "
+                        "not proven associative and commutative; use a dense output",
+                        expr.source)
+    if expr.sign < 0 or any(sign < 0 for sign, _ in expr.terms):
+        raise SpecError(f"semiring={semiring.name}: a subtracted product has no meaning in a "
+                        "semiring (terms are combined by add)", expr.source)
+
+
+def check_complement(options: KernelOptions, expr: Expr, output: Layout | None,
+                     assembled: bool) -> None:
+    """A complemented mask resets the mask's entries of a dense output, or removes them
+    from an assembled one, after the product (no pruning of the iteration); an output
+    sharing an input's structure (``output``: its layout) keeps that structure, so it takes
+    none."""
+    if not options.complement or options.share is None:
+        return
+    if output is not None and output.dense_array is None and not assembled:
+        raise SpecError(f"complement=True: the output {expr.output.tensor!r} shares "
+                        f"{options.share[1]!r}'s structure, which a complemented mask would "
+                        "have to change; use a dense output or one the kernel assembles",
+                        expr.source)
+
+
+def check_tile(tile: Mapping[str, int] | None, variables: list[str],
+               source: str) -> dict[str, int]:
+    """The tiled loop variables (``A_pi`` for ``A.pi``) and sizes (the sizes checked by the
+    form): SpecError for a name that is not one of ``variables``."""
+    out = {}
+    for name, size in (tile or {}).items():
+        var = name.replace(".", "_", 1)
+        if var not in variables:
+            raise SpecError(f"tile names {name!r}, which is not a variable of the iteration "
+                            "space", source)
+        out[var] = size
+    return out
 
 
 def option(name: str) -> Option:

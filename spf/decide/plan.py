@@ -7,40 +7,44 @@ lowering (:mod:`spf.back.lower`) consumes it and decides nothing.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
-from ..assembly import AssemblyPlan, Mode, plan_assembly
+from ..assembly import AssemblyPlan, Mode, for_stream, plan_assembly
 from ..concurrency import symbolic
 from ..errors import SpecError, SynthesisError
 from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.terms import Aff
-from ..middle.iteration_space import IterationSpace
+from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.order import inner_extents_stored_counts, output_order
 from ..middle.scan import LevelKind, LoopNest, scan
 from ..middle.z3limit import Z3Limit
 from .analysis import Analysis, VectorLoop, analyze, tiling_legal, vector_loop
+from .options import Table
 from .synthesis import Decision, TileSkip, for_parallel, synthesize, tile_skips
 
+_NO_SKIPS: Mapping[str, tuple[TileSkip, ...]] = Table({})
 
-@dataclass
+
+@dataclass(frozen=True)
 class Plan:
     """Loop order (``nest``), finds with their proofs (``decisions``), the parallel loop and
     its reason (``analysis``), tiling (``skips`` per tile loop) and the output's assembly."""
 
     nest: LoopNest
-    decisions: list[Decision]
+    decisions: tuple[Decision, ...]
     assembly: AssemblyPlan | None
     parallel_wanted: bool
     parallel_loop: str | None = None
-    skips: dict[str, list[TileSkip]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)      # what planning changed, and why
+    skips: Mapping[str, tuple[TileSkip, ...]] = _NO_SKIPS
+    notes: tuple[str, ...] = ()          # what planning changed, and why
     vector: VectorLoop | None = None     # the innermost loop run as SIMD lanes
     no_simd: str = ""                    # why a dependence-free innermost loop stays scalar
     privatized: bool = False             # the parallel loop sums into per-thread copies
-    counting: Plan | None = None       # the nest counting the output's entries, if another
+    counting: Plan | None = None         # the nest counting the output's entries, if another
     order_why: str = ""                  # why planning changed the default loop order
     semiring: Semiring = PLUS_TIMES      # the statement's add and mul
-    _analysis: Analysis | None = None
+    planned: Analysis | None = None      # the analysis planning made (a parallel loop asked)
 
     @property
     def count_plan(self) -> Plan:
@@ -59,118 +63,145 @@ class Plan:
                 for d in self.decisions if d.chosen is None}
 
     def analysis(self) -> Analysis:
-        """Dependences, the parallel loop with its reason, tiling and the notes (computed on
-        first use when no parallel loop was asked for: it costs Z3 queries)."""
-        if self._analysis is None:
-            out = self.space.expr.output
-            self._analysis = analyze(self.nest, self.parallel_wanted and self.assembly is None,
-                                     finds=bool(self.decisions),
-                                     private_ok=not self.decisions and bool(out.indices))
-        return self._analysis
+        """Dependences, the parallel loop with its reason, tiling and the notes: the analysis
+        planning made, else a new one (Z3 queries: its owner keeps it)."""
+        if self.planned is not None:
+            return self.planned
+        out = self.space.expr.output
+        return analyze(self.nest, self.parallel_wanted and self.assembly is None,
+                       finds=bool(self.decisions),
+                       private_ok=not self.decisions and bool(out.indices))
 
 
 @symbolic
 def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
-              assemble: bool, drop_zeros: bool, z3_timeout_ms: int,
-              tile: dict[str, int], reassociate: bool = False, reorder: bool = False,
-              semiring: Semiring = PLUS_TIMES) -> Plan:
+              drop_zeros: bool, z3_timeout_ms: int,
+              tile: Mapping[str, int], reassociate: bool = False, reorder: bool = False,
+              semiring: Semiring = PLUS_TIMES, stream: bool = False) -> Plan:
     """Every decision for the product kernel over ``space`` (see the module docstring).
-    ``reorder``: ``order`` is the default one, which an assembled output may change
-    (:func:`_output_ordered`)."""
-    nest = scan(space, order)
-    nest.z3 = Z3Limit(z3_timeout_ms)
+    The output is assembled when ``space`` has it as ``assembled``; ``reorder``: ``order``
+    is the default one, which an assembled output may change (:func:`_output_ordered`);
+    ``stream``: the product is a term of a sum, whose assembled output is a sorted, combined
+    run the union merges (:func:`~spf.assembly.for_stream`)."""
+    nest = scan(space, order, Z3Limit(z3_timeout_ms))
     _check_tiling(nest, tile)
-    decisions = synthesize(nest, find)
+    decisions = tuple(synthesize(nest, find))
     assembly = None
-    if assemble:
-        assembly = replace(plan_assembly(nest, space.assembled, decisions),
-                           drop_zeros=drop_zeros, semiring=semiring)
+    if space.assembled is not None:
+        assembly = _assembly(nest, space.assembled, decisions, drop_zeros, semiring)
     elif drop_zeros:
         raise SpecError("drop_zeros applies to an output assembled by the kernel (a sparse "
                         "layout without share=); this output is dense or shared",
                         space.expr.source)
     plan = Plan(nest, decisions, assembly, parallel, semiring=semiring)
     if assembly is not None and reorder and not tile and assembly.mode is not Mode.APPEND:
-        plan = _output_ordered(plan, order, find, z3_timeout_ms) or plan
-    if parallel and not assemble:
-        plan.parallel_loop = plan.analysis().parallel_loop
-        plan.privatized = any(lp.private_output for lp in plan.analysis().loops)
-        _unordered_reduction(plan)
-        if plan.parallel_loop is not None:
-            _adapt_finds_to_parallel(plan)
-    plan.skips = {t: tile_skips(nest, plan.decisions, t) for t in space.tiles}
+        plan = _output_ordered(plan, assembly, order, find, z3_timeout_ms) or plan
+    if parallel and assembly is None:
+        plan = _parallel(plan)
+    plan = replace(plan, skips=Table({t: tuple(tile_skips(nest, plan.decisions, t))
+                                      for t in space.tiles}))
     if assembly is None:
-        known = plan._analysis.loops[-1] if plan._analysis and plan._analysis.loops else None
-        if reassociate and semiring.omp is None:
-            plan.notes.append(f"reassociate=True ignored: {semiring.name}'s add has no OpenMP "
-                              "reduction operator")
-            reassociate = False
-        vector = vector_loop(nest, [d.find.level for d in plan.decisions], reassociate, known)
-        if vector is not None and not vector.lanes:
-            plan.no_simd = vector.why
-        elif vector is not None and vector.var != plan.parallel_loop:
-            plan.vector = vector
+        plan = _simd(plan, reassociate)
+    if stream and plan.assembly is not None:
+        plan = replace(plan, assembly=for_stream(plan.assembly))
     return plan
 
 
-def _unordered_reduction(plan: Plan) -> None:
+def _assembly(nest: LoopNest, output: TensorUse, decisions: Sequence[Decision],
+              drop_zeros: bool, semiring: Semiring) -> AssemblyPlan:
+    """How the nest assembles the output (with the statement's semiring and zeros)."""
+    return replace(plan_assembly(nest, output, list(decisions)), drop_zeros=drop_zeros,
+                   semiring=semiring)
+
+
+def _parallel(plan: Plan) -> Plan:
+    """``plan`` with the parallel loop of its analysis, unless the semiring forbids the
+    reordered reduction (:func:`_unordered_reduction`), and the finds adapted to it."""
+    analysis, notes = _unordered_reduction(plan.analysis(), plan.semiring)
+    loop = analysis.parallel_loop
+    decisions = plan.decisions
+    if loop is not None:
+        decisions, adapted = _adapt_finds_to_parallel(plan.nest, decisions, loop)
+        notes += adapted
+    return replace(plan, decisions=decisions, parallel_loop=loop, planned=analysis,
+                   privatized=any(lp.private_output for lp in analysis.loops),
+                   notes=plan.notes + notes)
+
+
+def _unordered_reduction(analysis: Analysis, sr: Semiring) -> tuple[Analysis, tuple[str, ...]]:
     """A parallel loop that reorders a reduction (per-thread copies of the output, or a
     scalar accumulator) stays serial when the semiring's add is not associative and
-    commutative; the analysis then says so."""
-    sr, analysis = plan.semiring, plan.analysis()
-    loop = next((lp for lp in analysis.loops if lp.var == plan.parallel_loop), None)
+    commutative; the analysis then says so (the note says it too)."""
+    loop = next((lp for lp in analysis.loops if lp.var == analysis.parallel_loop), None)
     if loop is None or not (loop.reduction or loop.private_output) \
             or (sr.reorderable and (sr.omp or not loop.reduction)):
-        return
+        return analysis, ()
     why = (f"loop {loop.var} is not run in parallel: its iterations reduce into the output "
            f"with {sr.name}'s add ({sr.add}), " + (
                "which is not proven associative and commutative" if not sr.reorderable else
                "which has no OpenMP reduction operator"))
-    plan.notes.append(why)
-    loop.parallel = loop.private_output = False
-    loop.why = why
-    analysis.parallel_loop, analysis.parallel_reason = None, why
-    plan.parallel_loop, plan.privatized = None, False
+    serial = replace(loop, parallel=False, private_output=False, why=why)
+    loops = tuple(serial if lp is loop else lp for lp in analysis.loops)
+    return replace(analysis, loops=loops, parallel_loop=None, parallel_reason=why), (why,)
 
 
-def _output_ordered(plan: Plan, order: list[str], find, z3_timeout_ms: int) -> Plan | None:
-    """The plan over :func:`output_order`'s loops when Z3 proves they append the output in
-    storage order and the loops moved inside run over counts of stored parts (not over a
-    dimension); the original loops still count the entries (``counting``)."""
-    space, a = plan.space, plan.assembly
+def _simd(plan: Plan, reassociate: bool) -> Plan:
+    """``plan`` with its SIMD loop (or why the innermost loop stays scalar)."""
+    note: tuple[str, ...] = ()
+    if reassociate and plan.semiring.omp is None:
+        note = (f"reassociate=True ignored: {plan.semiring.name}'s add has no OpenMP "
+                "reduction operator",)
+        reassociate = False
+    known = plan.planned.loops[-1] if plan.planned and plan.planned.loops else None
+    vector = vector_loop(plan.nest, [d.find.level for d in plan.decisions], reassociate, known)
+    if vector is not None and not vector.lanes:
+        return replace(plan, notes=plan.notes + note, no_simd=vector.why)
+    if vector is not None and vector.var != plan.parallel_loop:
+        return replace(plan, notes=plan.notes + note, vector=vector)
+    return replace(plan, notes=plan.notes + note)
+
+
+def _output_ordered(plan: Plan, a: AssemblyPlan, order: list[str], find,
+                    z3_timeout_ms: int) -> Plan | None:
+    """The plan over :func:`output_order`'s loops when Z3 proves they append the output
+    (``a``: the plan's assembly) in storage order and the loops moved inside run over counts
+    of stored parts (not over a dimension); the original loops still count the entries
+    (``counting``)."""
+    space = plan.space
     other = output_order(space, order, a.key)
     if other is None:
         return None
     new_order, moved, why = other
-    nest = scan(space, new_order)
-    nest.z3 = Z3Limit(z3_timeout_ms)
+    nest = scan(space, new_order, Z3Limit(z3_timeout_ms))
     inside = inner_extents_stored_counts(nest, moved)
     if inside is None:
         return None
-    decisions = synthesize(nest, find)
-    assembly = plan_assembly(nest, space.assembled, decisions)
+    decisions = tuple(synthesize(nest, find))
+    assembly = _assembly(nest, a.output, decisions, a.drop_zeros, a.semiring)
     if assembly.mode is not Mode.APPEND:
         return None
-    assembly = replace(assembly, drop_zeros=a.drop_zeros, semiring=a.semiring)
     return Plan(nest, decisions, assembly, plan.parallel_wanted, counting=plan,
                 semiring=plan.semiring, order_why=(
         f"{why}, and Z3 proved they do (no {a.mode} pass); {inside}; the bound pass counts "
         f"the entries in the order {', '.join(plan.nest.schedule)}"))
 
 
-def _adapt_finds_to_parallel(plan: Plan) -> None:
-    """Find states private to the threads (:func:`for_parallel`); notes say what changed."""
-    serial = plan.decisions
-    plan.decisions = for_parallel(plan.nest, serial, plan.parallel_loop)
-    for before, after in zip(serial, plan.decisions):
+def _adapt_finds_to_parallel(nest: LoopNest, serial: tuple[Decision, ...], loop: str
+                             ) -> tuple[tuple[Decision, ...], tuple[str, ...]]:
+    """Find states private to the threads of the parallel ``loop`` (:func:`for_parallel`),
+    and notes saying what changed."""
+    adapted = tuple(for_parallel(nest, serial, loop))
+    notes = []
+    for before, after in zip(serial, adapted):
         old = before.chosen.describe() if before.chosen else "guard loop"
         new = after.chosen.describe() if after.chosen else "guard loop"
         if old != new:
-            plan.notes.append(f"find of {after.find.use.name} ({after.find.var}): {old} became "
-                              f"{new} so that no find state is shared by parallel iterations")
+            notes.append(f"find of {after.find.use.name} ({after.find.var}): {old} became "
+                         f"{new} so that no find state is shared by parallel iterations")
+    return adapted, tuple(notes)
 
 
-def _check_tiling(nest: LoopNest, tile: dict[str, int]) -> None:
+def _check_tiling(nest: LoopNest, tile: Mapping[str, int]) -> None:
     """Tiled variables must be loops, and the tiled order legal (paper Sec. 5)."""
     if not tile:
         return

@@ -3,11 +3,13 @@ every find with the chosen template, its arguments, the other valid ones and why
 rejected, and the Z3 queries left undecided (``Kernel.report()``)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..middle.scan import LevelKind, LoopNest
 from .plan import Plan
 
 
-def plan_report(plan: Plan, z3_timeout_ms: int, order_why: list[str] = ()) -> str:
+def plan_report(plan: Plan, z3_timeout_ms: int, order_why: Sequence[str] = ()) -> str:
     """The plan of one product kernel, as text (``order_why``: why the default loop order
     moved loops)."""
     space, nest = plan.space, plan.nest

@@ -10,7 +10,7 @@ guard loop stays.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..concurrency import symbolic
@@ -119,18 +119,17 @@ def decide(nest: LoopNest, find: Find, requested: str) -> Decision:
         else:
             rejected[name] = result
     valid["loop"] = Choice("loop")
-    decision = Decision(find, None, valid, rejected, requested=requested)
+    alternatives: list[Choice] = []
     if requested != "auto":
         if requested not in valid:
             raise SynthesisError(
                 f"find={requested!r} is not valid for the lookup of {find.use.name} "
                 f"({find.describe()}): {rejected.get(requested, 'not applicable')}")
-        decision.chosen = valid[requested]
+        chosen = valid[requested]
     else:
-        decision.chosen, decision.alternatives = _auto(nest, find, valid)
-    if decision.chosen.algorithm == "loop":
-        decision.chosen = None
-    return decision
+        chosen, alternatives = _auto(nest, find, valid)
+    return Decision(find, None if chosen.algorithm == "loop" else chosen, valid, rejected,
+                    alternatives, requested)
 
 
 def _auto(nest: LoopNest, find: Find, valid: dict[str, Choice]) -> tuple[Choice, list[Choice]]:
@@ -212,7 +211,8 @@ def synthesize(nest: LoopNest, find_option: str | Mapping[str, str]) -> list[Dec
     return decisions
 
 
-def for_parallel(nest: LoopNest, decisions: list[Decision], par_var: str) -> list[Decision]:
+def for_parallel(nest: LoopNest, decisions: Sequence[Decision], par_var: str
+                 ) -> list[Decision]:
     """Adapt find choices to a parallel loop ``par_var``: a state initialised inside the
     parallel loop is private to the thread (SeqIter re-initialised per iteration); a map
     built before it is only read; a state shared across iterations is not allowed, so such a
@@ -251,7 +251,7 @@ def _private(nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:
     return REGISTRY[c.algorithm].private(nest, d, c, par)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TileSkip:
     """Tile skipping (paper Fig. 8) for a tile loop: the tiled loop is a guard loop searching
     ``call = target`` and Z3 proves the keys sorted (``compare``) over its range, so a tile
@@ -263,7 +263,8 @@ class TileSkip:
     compare: str        # "<": increasing keys, ">": decreasing
 
 
-def tile_skips(nest: LoopNest, decisions: list[Decision], tile_var: str) -> list[TileSkip]:
+def tile_skips(nest: LoopNest, decisions: Sequence[Decision], tile_var: str
+               ) -> list[TileSkip]:
     """The tile-skipping conditions that apply to the tile loop ``tile_var``."""
     var, _ = nest.space.tiles[tile_var]
     order = [lv.var for lv in nest.levels]

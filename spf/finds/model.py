@@ -9,7 +9,7 @@ from ..front.terms import Aff, UFCall
 from ..middle.iteration_space import TensorUse
 
 
-@dataclass
+@dataclass(frozen=True)
 class Find:
     """A guard loop that looks up positions of one tensor by coordinate."""
 
@@ -33,7 +33,7 @@ class Find:
         return f"{self.var} in [{self.lo}, {self.hi}] with {conds}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Choice:
     """A valid template (``algorithm``: a name in :data:`spf.finds.REGISTRY`, or ``"loop"``
     for the guard loop) with its synthesized arguments."""
@@ -60,8 +60,12 @@ class Choice:
         return ", ".join(parts)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decision:
+    """What synthesis decided for one find: the chosen template (None: the guard loop stays),
+    every valid one, why the others were rejected, and the alternatives Auto picks between
+    at run time."""
+
     find: Find
     chosen: Choice | None                       # None: keep the guard loop
     valid: dict[str, Choice] = field(default_factory=dict)

@@ -7,7 +7,7 @@ the Q_X with the layout indices kept as set variables:
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..errors import SpecError
@@ -138,7 +138,7 @@ def shared_fields(out: Layout, source: Layout) -> frozenset[str]:
     return frozenset(same)
 
 
-def build(expr: Expr, layouts: dict[str, Layout], bounds: Sequence[Constraint] = (),
+def build(expr: Expr, layouts: Mapping[str, Layout], bounds: Sequence[Constraint] = (),
           share: tuple[str, str] | None = None, assemble: bool = False) -> IterationSpace:
     """Compose each tensor's layout with its access map and intersect (products).
 
@@ -175,7 +175,7 @@ def build(expr: Expr, layouts: dict[str, Layout], bounds: Sequence[Constraint] =
     return IterationSpace(expr, uses, indices, constraints, facts, extent, assembled=assembled)
 
 
-def _uses(expr: Expr, layouts: dict[str, Layout],
+def _uses(expr: Expr, layouts: Mapping[str, Layout],
           share: tuple[str, str] | None) -> list[TensorUse]:
     """One use per tensor access with indices (output first)."""
     uses: list[TensorUse] = []

@@ -11,7 +11,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 import islpy as isl
@@ -260,7 +260,9 @@ def _prefer_named(nest: LoopNest) -> None:
     nest.statement_guards = [g.substitute(names) for g in nest.statement_guards]
 
 
-def scan(space: IterationSpace, order: list[str]) -> LoopNest:
-    """Scan ``space`` with loops in ``order`` (remaining variables follow)."""
+def scan(space: IterationSpace, order: list[str], z3: Z3Limit | None = None) -> LoopNest:
+    """Scan ``space`` with loops in ``order`` (remaining variables follow); ``z3``: the time
+    limit of later queries about the nest (default :data:`~spf.middle.z3limit.Z3_TIMEOUT_MS`)."""
     with isl_limit(f"scanning the iteration space of {space.expr}", space.expr.source):
-        return Scanner(space).scan(order)
+        nest = Scanner(space).scan(order)
+    return nest if z3 is None else replace(nest, z3=z3)

@@ -10,14 +10,17 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from ..assembly import strategy
+from ..assembly import AssemblyPlan, strategy
+from ..decide.options import KernelOptions
 from ..errors import ArgumentError
 from ..front import index_expr
+from ..front.kernel_spec import Expr
 from ..front.layout import Layout
+from ..front.semiring import Semiring
 from ..front.storage import StorageKind
 from ..middle.iteration_space import shared_fields
 from . import build as runtime
@@ -33,17 +36,52 @@ from .tensor import Tensor, generated, index_max, wider_hint
 SLOTS_ENTRIES = 1 << 24
 
 
-class CompiledKernel:
+class KernelLike(Protocol):
+    """What a compiled kernel reads of its kernel (an :class:`spf.Kernel`, in the layer above
+    this one)."""
+
+    @property
+    def expr(self) -> Expr: ...
+    @property
+    def layouts(self) -> Mapping[str, Layout]: ...
+    @property
+    def options(self) -> KernelOptions: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def semiring(self) -> Semiring: ...
+    @property
+    def index_type(self) -> str: ...
+    @property
+    def mask(self) -> str | None: ...
+    @property
+    def mask_layout(self) -> Layout | None: ...
+    @property
+    def read_densely(self) -> Mapping[str, Layout]: ...
+    @property
+    def assembly(self) -> AssemblyPlan | None: ...
+    @property
+    def parallel_loop(self) -> str | None: ...
+    def c_source(self) -> str: ...
+
+
+K = TypeVar("K", bound=KernelLike)
+
+
+class CompiledKernel(Generic[K]):
     """Callable ``f(A=..., x=...)``: checks every argument, runs the C, returns the output.
 
     A tensor argument is an :class:`~spf.tensor.Tensor` in the kernel's layout (checked when
     it was built; its struct is reused), a numpy array for a dense layout, or data as users
     hold it: a scipy.sparse matrix or array, a pydata ``sparse`` array (:mod:`spf.operands`:
-    wrapped without a copy where the layout's storage matches, checked on every call)."""
+    wrapped without a copy where the layout's storage matches, checked on every call).
+    ``source``: C to build instead of the kernel's own (a copy of it instrumented, say: the
+    same functions with the same signatures)."""
 
-    def __init__(self, kernel: Any):
+    def __init__(self, kernel: K, source: str | None = None):
         self.kernel = kernel
-        self.source = kernel.c_source()
+        self._given_source = source
+        self.source = kernel.c_source() if source is None else source
         flags = ("-fopenmp",) if kernel.parallel_loop else ()
         lib = runtime.load_library(str(runtime.build_library(self.source, flags)))
         self._lib = lib
@@ -52,23 +90,21 @@ class CompiledKernel:
         self.output = expr.output.tensor
         self._names = frozenset(self.inputs) | {self.output}
         self._masks = [a.tensor for a in expr.factors if a.pattern]
-        mask = getattr(kernel, "mask", None)
-        self._complement = Operand(mask, kernel.mask_layout) \
-            if getattr(kernel, "complement", False) else None
+        mask, mask_layout = kernel.mask, kernel.mask_layout    # only a complemented one has one
+        self._complement = Operand(mask, mask_layout) \
+            if mask is not None and mask_layout is not None else None
         if self._complement is not None:
-            self._names |= {mask}
+            self._names |= {self._complement.name}
         self._operands = [None if not a.indices else Operand(a.tensor, kernel.layouts[a.tensor])
                           for a in expr.factors]
         # fill values with a mul zero does not annihilate: operands read as dense arrays
-        self._densely = {name: Operand(name, lay)
-                         for name, lay in getattr(kernel, "read_densely", {}).items()}
+        self._densely = {name: Operand(name, lay) for name, lay in kernel.read_densely.items()}
         self._out_dense = DenseStruct.of(kernel.layouts[self.output]) if expr.output.indices \
             else None
         # a dense output the kernel allocates, with nothing to accumulate into
         self._dense_output = self._out_dense is not None and not expr.accumulate
         self._inputs = list(zip(self.inputs, self._operands))
-        semiring = getattr(kernel, "semiring", None)
-        self._semiring = None if semiring is None or semiring.is_plus_times else semiring
+        self._semiring = None if kernel.semiring.is_plus_times else kernel.semiring
         self._agree, self._out_source = _shape_plan(expr)
         # every input a tensor read as given, into a dense output of the usual struct
         self._plain = self._dense_output and self._out_dense.in_order and all(self._operands) \
@@ -80,12 +116,12 @@ class CompiledKernel:
             self._bound = _function(lib, f"{kernel.name}_bound", [ctypes.c_void_p] + inputs)
             self._bound_slots = _function(lib, f"{kernel.name}_bound_slots",
                                           [ctypes.c_void_p] + inputs) \
-                if kernel.assembly.drop_zeros and kernel.plan is not None else None
+                if kernel.assembly.drop_zeros else None
 
     def __reduce__(self) -> tuple:
         """Pickled as its kernel, which carries its C source: another process finds the
         library in its cache or compiles the source again."""
-        return (CompiledKernel, (self.kernel,))
+        return (CompiledKernel, (self.kernel, self._given_source))
 
     @staticmethod
     def _refuse_padding(name: str, bound: Any, why: str) -> None:
@@ -244,11 +280,12 @@ class CompiledKernel:
                     raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find "
                                       "state")
                 return array
-        if self.kernel.assembly is not None:
+        assembly = self.kernel.assembly
+        if assembly is not None:
             if self.output in args:
                 raise ArgumentError(f"do not pass the output {self.output!r}: it is assembled "
                                     "by the kernel")
-            return self._assemble(values, out_shape)
+            return self._assemble(assembly, values, out_shape)
         if not self.kernel.expr.output.indices:
             return self._run_scalar(args, values)
         _alive, address, result = self._dense_or_shared_output(args.get(self.output), out_shape,
@@ -318,11 +355,13 @@ class CompiledKernel:
                                         f"{name!r}{what}: the kernel would read values it has "
                                         "already overwritten; pass a copy of one of them")
 
-    def _assemble(self, inputs: list[Any], shape: tuple[int, ...]) -> Tensor:
+    def _assemble(self, assembly: AssemblyPlan, inputs: list[Any],
+                  shape: tuple[int, ...]) -> Tensor:
         """Count the statement instances (a bound on the entries), allocate the output
-        layout's arrays for that many, run the kernel into them and trim them."""
+        layout's arrays for that many (``assembly``: how the kernel builds it), run the
+        kernel into them and trim them."""
         k = self.kernel
-        storage = k.assembly.storage
+        storage = assembly.storage
         ext = [shape[d] for d in storage.order]
         if math.prod(max(n, 1) for n in ext) >= 2 ** 63:
             raise ArgumentError(f"output {self.output!r} of shape {shape} has more than 2^63 "
@@ -336,7 +375,7 @@ class CompiledKernel:
             if bound.value <= SLOTS_ENTRIES:
                 break
         top = index_max(storage.layout)
-        counts_first = strategy(k.assembly).counts_first     # it scatters every instance
+        counts_first = strategy(assembly).counts_first     # it scatters every instance
         if counts_first and bound.value > top:
             raise ArgumentError(f"output {self.output!r} would be scattered from "
                                 f"{bound.value} entries, more than index_type="
@@ -388,7 +427,9 @@ class CompiledKernel:
                        tensors: Mapping[str, Tensor]) -> Tensor:
         """The output of known sparsity: the source's index arrays and scalars, the extents
         for the remaining shape scalars, and a zeroed value array."""
-        _, source_name = self.kernel.share
+        share = self.kernel.options.share
+        assert share is not None, "a sparse output the kernel does not assemble is shared"
+        source_name = share[1]
         source = tensors[source_name]
         shared = shared_fields(layout, source.layout)
         if given is not None:

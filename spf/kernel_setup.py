@@ -1,0 +1,279 @@
+"""What a kernel is made from, resolved once: the statement (with a structural mask appended),
+the options, each tensor's Layout (sparse operands swapped for dense ones under fill values),
+a complemented mask's layout, the index width and whether the kernel assembles its output.
+
+:func:`resolve` turns what :class:`spf.Kernel` is given (a statement or a kernel file,
+layouts, parameters, options) into a :class:`Setup`, checking each piece where it is read;
+:mod:`spf.product_kernel` and :mod:`spf.sum_kernel` are built from it.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .decide.options import (
+    NAMES,
+    KernelOptions,
+    Table,
+    check_complement,
+    check_given,
+    check_names,
+    check_semiring_scope,
+)
+from .errors import SpecError
+from .front.kernel_spec import (
+    FILE_KEYS,
+    Expr,
+    KernelFile,
+    layout_params,
+    load_kernel_file,
+    parse_expr,
+    tensor_layouts,
+)
+from .front.layout import INDEX_WIDTHS, Layout, default_layout, load_layout
+from .front.storage import storage_of
+from .front.syntax import is_file
+from .middle.iteration_space import shared_fields
+from .middle.z3limit import z3_timeout
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A kernel's statement, options and layouts, resolved and checked (see the module
+    docstring); ``layouts`` and ``read_densely`` are read-only."""
+
+    expr: Expr                          # with a structural mask appended as a factor
+    options: KernelOptions
+    layouts: Mapping[str, Layout]       # every tensor with indices; a complemented mask not
+    read_densely: Mapping[str, Layout]  # fill values: the operands read densely, as given
+    mask_layout: Layout | None          # a complemented mask's layout
+    index_type: str
+    assembled: bool                     # the kernel builds the output's index arrays
+
+    @property
+    def name(self) -> str:
+        return self.options.name
+
+    @property
+    def mask(self) -> str | None:
+        """The mask tensor, if any."""
+        return self.options.mask[1] if self.options.mask else None
+
+    @property
+    def z3_timeout_ms(self) -> int:
+        """The time limit of each Z3 query (:meth:`KernelOptions.resolved` filled it in)."""
+        return z3_timeout(self.options.z3_timeout_ms, self.expr.source)
+
+    @property
+    def splits(self) -> bool:
+        """The statement runs as several product statements: a sum, or an input stored in a
+        union layout (one statement per part)."""
+        out = self.expr.output.tensor
+        return self.expr.is_sum or any(len(lay.parts()) > 1 for t, lay in self.layouts.items()
+                                       if t != out)
+
+    def complement_note(self) -> str:
+        """What a complemented mask does (it is not part of the plan; "" without one)."""
+        if self.mask_layout is None:
+            return ""
+        reset = ("removed (the output is rebuilt without them)" if self.assembled else
+                 "reset ('=': to the semiring's zero, '+=': to their values before the call)")
+        return (f"complement of {self.mask} ({self.mask_layout.name}): the product is "
+                f"computed for every element, then {self.mask}'s entries of "
+                f"{self.expr.output.tensor} are {reset}; the iteration is not pruned")
+
+    def fill_note(self) -> str:
+        """What absent entries mean for this kernel (a report line)."""
+        semiring = self.options.semiring
+        zero = semiring.zero_c()
+        if not self.options.fill_values:
+            same = ("reading absent entries as zero would give the same result (it "
+                    "annihilates mul)" if semiring.annihilates else
+                    "zero does not annihilate mul, so reading absent entries as zero "
+                    "(fill_values=True) would give another result")
+            return ("structural: products run over the entries the operands store, combined "
+                    f"by add; an output element no product reaches holds zero ({zero}); "
+                    + same)
+        if not self.read_densely:
+            return (f"fill values: absent entries are {zero}, which annihilates mul, so "
+                    "iterating over the stored entries gives the same result")
+        read = ", ".join(f"{name} ({lay.name})" for name, lay in sorted(self.read_densely.items()))
+        return (f"fill values: absent entries are {zero}, which does not annihilate mul, so "
+                f"every element takes part: {read} "
+                + ("is" if len(self.read_densely) == 1 else "are")
+                + f" read as dense arrays holding {zero} where nothing is stored (the "
+                "iteration space is dense)")
+
+    def notes(self) -> list[tuple[str, str]]:
+        """The mask and absent-entry notes, as (title, text) pairs for a file header or a
+        report."""
+        notes = [("mask", self.complement_note())] if self.options.complement else []
+        if not self.options.semiring.is_plus_times or self.options.fill_values:
+            notes.append(("absent entries", self.fill_note()))
+        return notes
+
+    def header(self) -> list[str]:
+        """The first lines of the generated file's header comment."""
+        return [f"Generated by spf: {self.expr}"] + [
+            f"{title[0].upper()}{title[1:]}: {text}" for title, text in self.notes()]
+
+
+def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions | None,
+            keywords: Mapping[str, Any]) -> Setup:
+    """The :class:`Setup` of ``Kernel(expr, layouts, params=, options=, **keywords)``."""
+    given, params = tensor_layouts(layouts), layout_params(params)
+    spec = load_kernel_file(expr) if isinstance(expr, str) and expr.endswith(".toml") else None
+    if spec is not None:
+        statement, named = spec.expr, {**spec.layouts, **given}
+        params = {**spec.params, **params}
+        in_file = {t: spec.entry_position("layouts", t) for t in spec.layouts if t not in given}
+    else:
+        statement = expr if isinstance(expr, Expr) else parse_expr(expr)
+        named, in_file = dict(given), {}
+    opts = _options(statement, spec, options, keywords)
+    mask = opts.mask[1] if opts.mask else None
+    if mask and not opts.complement:
+        statement = statement.with_mask(mask)
+    check_names(statement)
+    index_type = opts.index_type or _width_of_given(named)
+    mask_layout = _complement_layout(statement, mask, named, params, index_type) \
+        if opts.complement and mask else None
+    resolved = _resolve_layouts(statement, named, params, in_file, index_type)
+    read_densely = _read_densely(statement, opts, resolved, index_type)
+    assembled = _needs_assembly(statement, resolved, opts.share)
+    check_semiring_scope(opts.semiring, statement, assembled)
+    check_complement(opts, statement, resolved.get(statement.output.tensor), assembled)
+    return Setup(statement, opts, Table(resolved), Table(read_densely), mask_layout,
+                 index_type, assembled)
+
+
+def _options(expr: Expr, spec: KernelFile | None, options: KernelOptions | None,
+             keywords: Mapping[str, Any]) -> KernelOptions:
+    """The options: a kernel file's, overridden by those of the call (``options``, then the
+    keywords), checked against the statement."""
+    from_file = {} if spec is None else \
+        check_given(spec.options, spec.source, spec.position, FILE_KEYS)
+    called = {**_differing(options), **check_given(keywords, expr.source)}
+    if spec is None:
+        return KernelOptions(**called).resolved(expr)
+
+    def where(name: str) -> tuple[int, int] | None:     # a mistake made in the call: no line
+        return None if name in called else spec.position(name)
+
+    return KernelOptions(**{**from_file, **called}).resolved(expr, where)
+
+
+_DEFAULT_OPTIONS = KernelOptions()
+
+
+def _differing(options: KernelOptions | None) -> dict[str, Any]:
+    """The fields of ``options`` that differ from the defaults (what it gives)."""
+    if options is None:
+        return {}
+    if not isinstance(options, KernelOptions):
+        raise SpecError(f"options must be an spf.KernelOptions, got {type(options).__name__}")
+    return {name: getattr(options, name) for name in NAMES
+            if getattr(options, name) != getattr(_DEFAULT_OPTIONS, name)}
+
+
+def _width_of_given(layouts: Mapping[str, Any]) -> str:
+    """The index width of the Layout objects among ``layouts`` (the narrowest when none is
+    one); SpecError when they disagree."""
+    given = {lay.index_type for lay in layouts.values() if isinstance(lay, Layout)}
+    if len(given) > 1:
+        raise SpecError("the layouts given to one kernel must share an index_type, got "
+                        + ", ".join(f"{t}: {lay.index_type}" for t, lay in layouts.items()
+                                    if isinstance(lay, Layout)))
+    return given.pop() if given else INDEX_WIDTHS[0]
+
+
+def _complement_layout(expr: Expr, mask: str, layouts: dict[str, Any],
+                       params: dict[str, Any], index_type: str) -> Layout:
+    """A complemented mask is not an operand of the product: its layout is taken out of
+    ``layouts`` (and ``params``) and resolved here."""
+    out = expr.output
+    lay = layouts.pop(mask, None)
+    lay = load_layout(default_layout(len(out.indices)) if lay is None else lay, None,
+                      **dict(params.pop(mask, {}))).with_index_type(index_type)
+    if lay.order != len(out.indices):
+        raise SpecError(f"mask {mask!r}: its layout {lay.name} has {lay.order} indices, "
+                        f"the output {out} {len(out.indices)}", expr.source)
+    return lay
+
+
+def _resolve_layouts(expr: Expr, layouts: Mapping[str, Any],
+                     params: Mapping[str, Mapping[str, int]],
+                     in_file: Mapping[str, tuple[int, int]], index_type: str
+                     ) -> dict[str, Layout]:
+    """Each tensor's Layout; ``in_file``: where a kernel file names a tensor's layout."""
+    accesses = {a.tensor: a for a in (expr.output, *expr.factors)}
+    for tname in list(layouts) + list(params):
+        if tname not in accesses:
+            raise SpecError(f"layout given for {tname!r}, which is not a tensor of "
+                            f"{expr.text!r}", expr.source, *in_file.get(tname, (None, None)))
+    resolved: dict[str, Layout] = {}
+    for tname, acc in accesses.items():
+        at = in_file.get(tname, (None, None))
+        if not acc.indices:
+            if tname in layouts:
+                raise SpecError(f"{tname!r} is a scalar and takes no layout", expr.source, *at)
+            continue
+        lay = layouts.get(tname)
+        lay = default_layout(len(acc.indices)) if lay is None else lay
+        try:
+            resolved[tname] = load_layout(lay, None, **dict(params.get(tname, {}))) \
+                .with_index_type(index_type)
+        except SpecError as exc:
+            if tname not in in_file or exc.line is not None or is_file(Path(exc.source)):
+                raise       # given in the call, or an error of the layout's own file
+            raise SpecError(f"the layout of {tname!r}: {exc}", expr.source, *at) from None
+    return resolved
+
+
+def _read_densely(expr: Expr, opts: KernelOptions, layouts: dict[str, Layout],
+                  index_type: str) -> dict[str, Layout]:
+    """With ``fill_values`` and a mul that zero does not annihilate, an absent entry
+    changes the product, so no operand may skip it: each sparse operand is read from a
+    dense array holding the semiring's zero where it stores nothing (the runtime makes
+    it).  Its layout in ``layouts`` becomes the dense one; the returned map keeps the given
+    ones."""
+    if not opts.fill_values or opts.semiring.annihilates:
+        return {}
+    given: dict[str, Layout] = {}
+    for a in expr.factors:
+        lay = layouts.get(a.tensor)
+        if a.pattern or lay is None or lay.dense_array is not None or a.tensor in given:
+            continue
+        if opts.share and a.tensor == opts.share[1]:
+            raise SpecError(f"fill_values=True: {a.tensor!r} would be read densely (zero "
+                            f"does not annihilate {opts.semiring.name}'s mul), so it cannot "
+                            "also give the output's structure (share=)", expr.source)
+        given[a.tensor] = lay
+        layouts[a.tensor] = default_layout(len(a.indices)).with_index_type(index_type)
+    return given
+
+
+def _needs_assembly(expr: Expr, layouts: Mapping[str, Layout],
+                    share: tuple[str, str] | None) -> bool:
+    """A sparse output whose index arrays no input provides is assembled by the kernel."""
+    out = expr.output
+    lay = layouts.get(out.tensor)
+    if lay is None or lay.dense_array is not None:
+        return False
+    missing = list(lay.index_arrays)
+    if share is not None:
+        missing = [f for f in missing if f not in shared_fields(lay, layouts[share[1]])]
+        if missing:
+            raise SpecError(f"output {out.tensor!r} ({lay.name}) cannot share index arrays "
+                            f"{missing} with {share[1]!r}", expr.source)
+        return False
+    if expr.accumulate:
+        raise SpecError(f"'+=' into the sparse output {out.tensor!r} ({lay.name}): its "
+                        "structure is assembled by the kernel; use '='", expr.source)
+    try:
+        storage_of(lay)
+    except SpecError as exc:
+        raise SpecError(f"output {out.tensor!r}: {exc.detail}", expr.source) from None
+    return True

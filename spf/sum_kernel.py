@@ -1,0 +1,204 @@
+"""A sum kernel (paper Sec. 4, statement splitting): a sum, or a product reading an input
+stored in a union layout, runs as one product kernel per term and per part, each adding
+into the output; an assembled output is built from the terms' sorted runs, or merged level
+by level from the operands when every term is one stored in the output's order (``runs``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .assembly import AssemblyPlan
+from .assembly.merge import Run, operand_run
+from .back.lower import Role, kernel_code
+from .back.source import emit_merged, emit_sum
+from .concurrency import symbolic
+from .decide.analysis import Analysis
+from .decide.options import KernelOptions
+from .decide.plan import Plan
+from .decide.split import Term, split_terms
+from .decide.synthesis import Decision
+from .errors import SpecError
+from .kernel_setup import Setup, resolve
+from .middle.iteration_space import IterationSpace, build
+from .middle.scan import LoopNest
+from .product_kernel import ProductKernel
+
+
+@dataclass(frozen=True, eq=False)
+class SumKernel:
+    """The product kernels (``terms``) of ``setup``'s statement; the loop nest, space, order
+    and assembly shown for the whole are the first term's."""
+
+    setup: Setup
+    terms: tuple[ProductKernel, ...]
+
+    @classmethod
+    @symbolic
+    def build(cls, setup: Setup) -> SumKernel:
+        """One product kernel per term of ``setup``'s statement and per part of its union
+        inputs, the options' loop order given to the terms that have its variables."""
+        _check_supported(setup)
+        order = setup.options.order
+        terms = tuple(_term_kernel(setup, k, term) for k, term in enumerate(split_terms(
+            setup.expr, setup.layouts, list(setup.options.bounds), setup.options.find,
+            accumulate=not setup.assembled)))
+        if order:
+            used = {v for t in terms for v in t.order}
+            unknown = [v for v in order if v.replace(".", "_", 1) not in used]
+            if unknown:
+                raise SpecError(f"order names {unknown}, which no term of the sum has as a "
+                                "loop variable", setup.expr.source)
+        return cls(setup, terms)
+
+    # the first term's, or every term's ---------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.setup.name
+
+    @property
+    def space(self) -> IterationSpace:
+        return self.terms[0].space
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return self.terms[0].order
+
+    @property
+    def order_why(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def nest(self) -> LoopNest:
+        return self.terms[0].nest
+
+    @property
+    def decisions(self) -> tuple[Decision, ...]:
+        return tuple(d for t in self.terms for d in t.decisions)
+
+    @property
+    def assembly(self) -> AssemblyPlan | None:
+        return self.terms[0].assembly
+
+    @property
+    def parallel_loop(self) -> str | None:
+        return next((t.parallel_loop for t in self.terms if t.parallel_loop), None)
+
+    @property
+    def plan(self) -> Plan:
+        raise AttributeError("a sum has no single plan: each of its terms has one "
+                             "(kernel.terms[k].plan)")
+
+    @property
+    def analysis(self) -> Analysis:
+        """The first term's analysis."""
+        return self.terms[0].analysis
+
+    @property
+    def analyses(self) -> tuple[Analysis, ...]:
+        """One analysis per term."""
+        return tuple(t.analysis for t in self.terms)
+
+    # derived on first use --------------------------------------------------------------
+    @cached_property
+    @symbolic
+    def runs(self) -> tuple[Run, ...] | None:
+        """For an assembled sum whose every term is an operand stored in the output's storage
+        order (proved by Z3 per term): the runs the kernel merges level by level."""
+        runs = []
+        for t in self.terms:    # stop at the first term that is not a run: no more Z3 queries
+            a = t.assembly
+            run = None if a is None else operand_run(t.setup.expr, t.setup.layouts, t.nest,
+                                                     t.decisions, a)
+            if run is None:
+                return None
+            runs.append(run)
+        return tuple(runs)
+
+    @cached_property
+    @symbolic
+    def source(self) -> str:
+        """The kernel function calling one static function per term before it (an assembled
+        output: merging their runs), or the level-by-level merge of the operands."""
+        header = self.setup.header()
+        if self.runs and self.assembly is not None:
+            return self._merged_source(header, self.runs, self.assembly)
+        codes, args = [], []
+        for k, t in enumerate(self.terms):
+            header.append(f"Term {k} ({t.name}): {t.setup.expr}")
+            header += ["  " + h for h in t.header_lines()]
+            codes.append(kernel_code(t.plan, t.name, Role(target="stream")))
+            args.append(_arguments(t))
+        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", Role(count=True))
+                  for t in self.terms] if self.assembly else []
+        return emit_sum(self.name, header, self.setup.expr, self.setup.layouts, codes, args,
+                        self.space, self.parallel_loop is not None, self.assembly, bounds,
+                        self.setup.options.semiring)
+
+    def _merged_source(self, header: list[str], runs: tuple[Run, ...],
+                       assembly: AssemblyPlan) -> str:
+        header.append(f"Output {self.setup.expr.output.tensor}: assembled in "
+                      f"{assembly.storage.layout.name} by {self.name}_merge, which merges "
+                      "the operands level by level (no term copies its entries first):")
+        header += [f"  {run.operand} ({run.layout.name}): {run.why}" for run in runs]
+        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", Role(count=True))
+                  for t in self.terms]
+        return emit_merged(self.name, header, self.setup.expr, self.setup.layouts, list(runs),
+                           assembly, bounds, [_arguments(t) for t in self.terms],
+                           self.setup.options.semiring)
+
+    @symbolic
+    def report(self) -> str:
+        """The notes, the merge if any, and each term's report."""
+        notes = [f"{title}: {text}" for title, text in self.setup.notes()]
+        merged = [f"union: {self.name}_merge merges the operands' storage level by level "
+                  f"({run.operand}: {run.why}); the terms below only count entries"
+                  for run in self.runs or ()]
+        return "\n".join([f"kernel: {self.setup.expr} (statement splitting: one loop nest "
+                          "per term)"] + notes + merged
+                         + [f"--- term {k}\n{t.report()}" for k, t in enumerate(self.terms)])
+
+
+def _check_supported(setup: Setup) -> None:
+    """SpecError for the options a statement split into products does not support."""
+    opts = setup.options
+    for option, given in (("drop_zeros", opts.drop_zeros), ("tile", opts.tile),
+                          ("share", opts.share)):
+        if given:
+            raise SpecError(f"{option} is not supported {_split_reason(setup)}",
+                            setup.expr.source)
+
+
+def _split_reason(setup: Setup) -> str:
+    """The end of an "OPTION is not supported ..." message: what makes the kernel run as
+    several product statements (a sum, or inputs in union layouts)."""
+    if setup.expr.is_sum:
+        return "for sums yet"
+    out = setup.expr.output.tensor
+    unions = [f"{t!r} ({lay.name}) has {len(lay.parts())} parts"
+              for t, lay in setup.layouts.items() if t != out and len(lay.parts()) > 1]
+    return f"for union layouts yet: {', '.join(unions)}, each run as its own product statement"
+
+
+def _term_kernel(setup: Setup, k: int, term: Term) -> ProductKernel:
+    """The product kernel of ``term``, the ``k``-th, with the sum's options (the loop order
+    restricted to the term's variables), streaming its entries into the union."""
+    opts = setup.options
+    order = opts.order
+    if order is not None:
+        variables = build(term.product, term.layouts, term.bounds or [],
+                          assemble=setup.assembled).variables
+        order = tuple(v for v in order if v.replace(".", "_", 1) in variables) or None
+    options = KernelOptions(
+        order=order, find=term.find, parallel=opts.parallel, bounds=tuple(term.bounds or ()),
+        name=f"{opts.name}_term{k}", index_type=setup.index_type,
+        reassociate=opts.reassociate, z3_timeout_ms=opts.z3_timeout_ms,
+        semiring=opts.semiring)
+    return ProductKernel.build(resolve(term.product, term.layouts, None, options, {}),
+                               stream=True)
+
+
+def _arguments(term: ProductKernel) -> list[str]:
+    """The tensors a term's function takes, output first."""
+    expr = term.setup.expr
+    return [a.tensor for a in (expr.output, *expr.factors)]
