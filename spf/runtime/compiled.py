@@ -1,9 +1,9 @@
 """Compiled kernels: a shared library and the calls into it.
 
-Arguments become C struct pointers: a :class:`~spf.tensor.Tensor` carries its struct (built
+Arguments become C struct pointers: a :class:`spf.Tensor` carries its struct (built
 once, its arrays read-only), a dense numpy array gets one on the spot, and data as users hold
-it (scipy.sparse, pydata sparse) goes through :mod:`spf.operands`.  ``argtypes`` are set once
-per kernel, so a call costs a few microseconds beyond the C.
+it (scipy.sparse, pydata sparse) goes through :mod:`spf.runtime.operands`.  ``argtypes`` are
+set once per kernel, so a call costs a few microseconds beyond the C.
 """
 from __future__ import annotations
 
@@ -36,10 +36,11 @@ SLOTS_ENTRIES = 1 << 24
 class CompiledKernel:
     """Callable ``f(A=..., x=...)``: checks every argument, runs the C, returns the output.
 
-    A tensor argument is an :class:`~spf.tensor.Tensor` in the kernel's layout (checked when
+    A tensor argument is an :class:`spf.Tensor` in the kernel's layout (checked when
     it was built; its struct is reused), a numpy array for a dense layout, or data as users
-    hold it: a scipy.sparse matrix or array, a pydata ``sparse`` array (:mod:`spf.operands`:
-    wrapped without a copy where the layout's storage matches, checked on every call)."""
+    hold it: a scipy.sparse matrix or array, a pydata ``sparse`` array
+    (:mod:`spf.runtime.operands`: wrapped without a copy where the layout's storage matches,
+    checked on every call)."""
 
     def __init__(self, kernel: Any):
         self.kernel = kernel
