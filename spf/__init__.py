@@ -1,7 +1,7 @@
 """spf: a sparse polyhedral code generator for sparse tensor kernels.
 
 Layouts are physical-to-logical relations with uninterpreted functions (``layouts/``);
-kernels are tensor index notation.  See README.md for the file formats and API.
+kernels are tensor index notation.  See docs/ for the file formats and the API.
 """
 from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisError
 

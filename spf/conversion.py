@@ -46,7 +46,7 @@ class Conversion:
     ``params`` bind layout parameters (``B=4`` for BCSR); each goes to the layouts that
     declare it.  ``keep_zeros``: store entries equal to 0.0 (default: unless the source pads,
     see :func:`pads_with_zeros`).  Destinations placed by position (DIA, ELL: see
-    :mod:`spf.placement`) refuse to store more than 3 padding slots per entry (75%) unless
+    :mod:`spf.front.placement`) refuse to store more than 3 padding slots per entry (75%) unless
     ``allow_padding``.  ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
     """
 

@@ -1,4 +1,4 @@
-"""The ``spf`` command line, and the README's code blocks (which must keep working)."""
+"""The ``spf`` command line."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +15,8 @@ from conftest import assert_compiles_clean
 
 import spf
 from spf import cli
-from spf.front.kernel_spec import load_kernel_file
-from spf.front.layout import LAYOUT_DIR, parse_layout
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
 SPMV_FILE = ROOT / "tests" / "data" / "spmv.toml"
 
 
@@ -241,56 +237,3 @@ def test_analyze_errors_exit_2(args, message):
     assert proc.stdout == ""
 
 
-# ---------------------------------------------------------------------------------------
-# README
-def readme_blocks(lang: str) -> list[str]:
-    text = README.read_text()
-    return re.findall(rf"^```{lang}\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
-
-
-def test_readme_starts_with_the_two_commands():
-    text = README.read_text()
-    first_block = re.search(r"^```\n(.*?)^```", text, re.MULTILINE | re.DOTALL).group(1)
-    assert first_block.splitlines() == [
-        "python3 -m venv .venv && . .venv/bin/activate && pip install . && spf demo",
-        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test,distributed]" && '
-        "python -m pytest -q -n auto",
-    ]
-    assert text.index(first_block) < text.index("## ")
-    ci = (ROOT / ".ci" / "run").read_text().splitlines()   # CI runs what the README says
-    assert 'python -m pip install --quiet -e ".[test,distributed]"' in ci
-    assert "python -m pytest -q -n auto" in ci
-
-
-@pytest.mark.parametrize("index", range(len(readme_blocks("python"))))
-def test_readme_python_block_runs(index, monkeypatch, capsys):
-    monkeypatch.chdir(ROOT)   # the examples use paths such as tests/data/spmv.toml
-    code = readme_blocks("python")[index]
-    exec(compile(code, f"README.md python block #{index + 1}", "exec"), {"__name__": "readme"})
-
-
-def test_readme_toml_blocks_are_valid():
-    blocks = readme_blocks("toml")
-    assert blocks
-    for block in blocks:
-        table = tomllib.loads(block)
-        if "relation" in table:
-            # the documented layout file is the shipped one (comments aside)
-            lay = parse_layout(block, str(LAYOUT_DIR / f"{table['name']}.toml"))
-            shipped = spf.load_layout(table["name"])
-            assert str(lay.relation) == str(shipped.relation)
-            assert lay.fields == shipped.fields
-            assert lay.properties == shipped.properties
-            assert (lay.value, lay.shape, lay.packer) == \
-                (shipped.value, shipped.shape, shipped.packer)
-        else:
-            assert "expr" in table
-            assert block == SPMV_FILE.read_text()
-            assert load_kernel_file(SPMV_FILE).expr.text == table["expr"]
-
-
-def test_readme_lists_every_shipped_layout():
-    text = README.read_text()
-    missing = [n for n in spf.layout_names() if f"| `{n}` |" not in text]
-    assert not missing, (f"README's layouts table misses {missing}; regenerate it with "
-                         "`spf layouts --markdown`")

@@ -1,4 +1,5 @@
-"""Every row of the README's error catalog: the input raises the named error with that message."""
+"""Every row of the error catalog (docs/errors.md): the input raises the named error with that
+message."""
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ ROW = re.compile(r"^\| `(\w+)` \| `(.+?)` \| `(.+)` \|$")
 
 
 def catalog() -> list[tuple[str, str, str]]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "errors.md").read_text()
     body = text.split("<!-- error catalog: start -->")[1].split("<!-- error catalog: end -->")[0]
     rows = [ROW.match(line) for line in body.splitlines() if line.startswith("| `")]
     assert all(rows), "a catalog row does not have the form | `Error` | `input` | `message` |"

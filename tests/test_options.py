@@ -1,6 +1,6 @@
 """One options schema: every option of spf.KernelOptions is accepted by spf.Kernel's keywords, a
 kernel file, spf.evaluate and the spf command with the same meaning (the same checked options
-and the same C), and the README's table is the schema's."""
+and the same C), and the documentation's table (docs/kernels.md) is the schema's."""
 from __future__ import annotations
 
 import re
@@ -148,8 +148,8 @@ def test_cli_help_lists_every_option(capsys):
     assert all(o.flag in text for o in OPTIONS)
 
 
-def test_readme_table_is_the_schema():
-    text = (ROOT / "README.md").read_text()
+def test_docs_table_is_the_schema():
+    text = (ROOT / "docs" / "kernels.md").read_text()
     table = re.search(r"<!-- options table: start -->\n(.*?)\n<!-- options table: end -->",
                       text, re.S)
     assert table and table.group(1) == markdown_table()

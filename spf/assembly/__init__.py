@@ -1,6 +1,6 @@
 """How a kernel assembles a sparse output of unknown sparsity (paper Sec. 4, 8.5).
 
-The output's storage order comes from its layout (:mod:`spf.storage`).  Z3 decides how much
+The output's storage order comes from its layout (:mod:`spf.front.storage`).  Z3 decides how much
 of it the loop nest already produces in order (:mod:`.order`): the longest prefix of the
 storage-order coordinates that never decreases from one statement instance to the next (with
 the input layouts' properties; a find that may enumerate matches out of position order counts

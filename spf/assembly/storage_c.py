@@ -5,7 +5,7 @@ The statement hands each entry to one of two targets:
 
 - ``"output"`` (a kernel whose result is the output tensor): entries reach the output
   layout's own arrays in storage order, through ``<name>_append``, generated from
-  :class:`~spf.storage.Storage` alone.  For each entry, the first level whose coordinates
+  :class:`~spf.front.storage.Storage` alone.  For each entry, the first level whose coordinates
   differ from the previous entry's opens a new position there and at every level below it
   (dense: ``parent * extent + coord``; compressed: the next free position, its coordinate
   arrays written and the parent's pointer moved past it).  The arrays were sized by the

@@ -1,7 +1,7 @@
 """Prints a :mod:`spf.back.ctree` tree as C with OpenMP pragmas.
 
 A second target (ISPC, CUDA) is a second printer over the same tree: lowering does not change
-(see ARCHITECTURE.md, "Adding a target").
+(see docs/architecture.md, "How to add").
 """
 from __future__ import annotations
 

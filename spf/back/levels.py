@@ -20,7 +20,7 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
     runs right after level k opens (``hooks[-1]`` before the first level); ``parallel`` maps
     a loop variable to its parallel annotation, ``team`` names the loop run by a team of
     threads that share an inner loop, ``simd`` a loop variable to its SIMD annotation
-    (``finds``: :class:`FindLowering` objects)."""
+    (``finds``: :class:`~spf.finds.base.FindLowering` objects)."""
     parallel, simd = parallel or {}, simd or {}
     level_notes = level_notes or {}
     by_level = {f.find.level: f for f in finds}

@@ -2,8 +2,8 @@
 from which :class:`spf.Kernel`'s keywords, the kernel-file keys, :func:`spf.evaluate`'s
 keywords, the command line's flags, their validation and the documentation's table are all
 derived.  Each field's :class:`Option` says how the option is written (its :class:`Form`),
-what it means and how a value is checked; :meth:`KernelOptions.given` checks what one entry
-point was given, :meth:`KernelOptions.over` lays the call's options over a kernel file's, and
+what it means and how a value is checked; :func:`check_given` checks what one entry point
+was given (:class:`spf.Kernel` lays the call's options over a kernel file's), and
 :meth:`KernelOptions.resolved` checks the names they use against the statement.
 """
 from __future__ import annotations
@@ -94,9 +94,10 @@ def _option(default: Any, form: Form, help: str, example: Any, **more: Any) -> A
 @dataclass(frozen=True)
 class KernelOptions:
     """The options of :class:`spf.Kernel` besides the expression, the layouts and their
-    parameters, as checked values (mappings read-only).  Make them with :meth:`given`; every
-    entry point (Python keywords, kernel files, :func:`spf.evaluate`, the ``spf`` command)
-    goes through it."""
+    parameters, as checked values (mappings read-only): each value is checked by its form
+    when made (:func:`check_given` checks what an entry point was given first); every entry
+    point (Python keywords, kernel files, :func:`spf.evaluate`, the ``spf`` command) goes
+    through it."""
 
     name: str = _option("spf_kernel", Form.NAME, "the name of the generated C function",
                         "my_spmv", metavar="NAME")

@@ -215,7 +215,7 @@ class InstanceEncoder:
     def unsat(self, *parts: z3.BoolRef, query: str, fallback: str) -> tuple[bool, str]:
         """(True, "") when context ∧ parts ∧ properties is UNSAT; else (False, reason): a
         counterexample, or why Z3 gave no answer (then ``query`` and the ``fallback`` the
-        caller takes are recorded in the nest's :class:`Z3Limit`)."""
+        caller takes are recorded in the nest's :class:`~spf.middle.z3limit.Z3Limit`)."""
         solver, base_terms = self._solvers[self._current]
         solver.push()
         try:

@@ -171,7 +171,7 @@ class CostModel:
     of the tensor iterated by the enclosing loop), L the length of the searched range and
     R_T how often T's state is (re)initialised (products of loop trip counts and array-state
     extents), plus a fixed term (DenseMap: the map's size); a_T and b_T come from each
-    algorithm (:meth:`FindAlgorithm.cost`).  In units of
+    algorithm (:meth:`~spf.finds.base.FindAlgorithm.cost`).  In units of
     a quarter SeqIter step: SeqIter 4 * W + R * L (a restarted scan stops, on average, a
     quarter of the way through the range), HashMap 12 * W + 4 * R * L (a probe costs about
     three steps, an insertion one).  Calibrated on experiments/spmspv.py."""

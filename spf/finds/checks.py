@@ -263,7 +263,8 @@ def place_state(nest: LoopNest, find: Find, state: list[str], reads: list[Aff],
     """Make ``state`` implementable (paper A.3): a scalar initialised directly above the first
     enclosing loop not in the state, or an array of states over the one remaining state index
     (an inner loop index or a reduced index with a known extent).  ``reads``: what the
-    initialisation reads besides the searched position (:meth:`FindAlgorithm.init_reads`);
+    initialisation reads besides the searched position
+    (:meth:`~spf.finds.base.FindAlgorithm.init_reads`);
     every variable in them is defined above it.  Returns (state, init level, array key, key
     extent); init level -1 when it cannot be stored."""
     outer = nest.levels[:find.level]

@@ -1,6 +1,6 @@
 """Layout specs: a physical-to-logical relation with UFs, fields, value expression, properties.
 
-A layout file is TOML (see README "Layout files").  Everything format-specific lives in
+A layout file is TOML (see docs/layouts.md).  Everything format-specific lives in
 those files; this module only reads and checks them.
 """
 from __future__ import annotations

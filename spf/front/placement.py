@@ -1,6 +1,6 @@
 """Placement: destinations whose positions are computed from coordinates (paper 000, Sec. 4-5).
 
-Some layouts are not stored level by level (:mod:`spf.storage` rejects them): DIA, ELL, BCSR.
+Some layouts are not stored level by level (:mod:`spf.front.storage` rejects them): DIA, ELL, BCSR.
 Their relation still says where each entry goes.  Every layout index is one of:
 
 - a **coordinate**: it equals a logical coordinate ``g = p``, or a tile of one or the offset

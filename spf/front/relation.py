@@ -1,7 +1,7 @@
 """SPF sets and relations: Presburger formulas with uninterpreted-function calls.
 
 A :class:`Relation` ``{[in] -> [out] : d1 or d2 ...}`` holds disjuncts, each a conjunction
-of :class:`~spf.terms.Constraint`.  Names that are neither tuple variables nor declared
+of :class:`~spf.front.terms.Constraint`.  Names that are neither tuple variables nor declared
 existentials are symbolic constants.  Composition eliminates the intermediate variables
 by substitution (also inside UF arguments, so calls stay exact); isl does the rest
 (simplification, projection of plain variables, emptiness and subset tests).
@@ -186,7 +186,8 @@ class Relation:
         return any(name in a.names() for call in self.calls() for a in call.args)
 
     def to_isl(self):
-        """The isl set of this relation (flattened) and its :class:`Encoding`."""
+        """The isl set of this relation (flattened) and its
+        :class:`~spf.front.isl_bridge.Encoding`."""
         enc = self._encoding()
         return enc.isl_set([list(c) for c in self.disjuncts], self.exists), enc
 

@@ -1,9 +1,9 @@
 """Compiled kernels: a shared library and the calls into it.
 
-Arguments become C struct pointers: a :class:`~spf.tensor.Tensor` carries its struct (built
+Arguments become C struct pointers: a :class:`spf.Tensor` carries its struct (built
 once, its arrays read-only), a dense numpy array gets one on the spot, and data as users hold
-it (scipy.sparse, pydata sparse) goes through :mod:`spf.operands`.  ``argtypes`` are set once
-per kernel, so a call costs a few microseconds beyond the C.
+it (scipy.sparse, pydata sparse) goes through :mod:`spf.runtime.operands`.  ``argtypes`` are
+set once per kernel, so a call costs a few microseconds beyond the C.
 """
 from __future__ import annotations
 
@@ -71,12 +71,12 @@ K = TypeVar("K", bound=KernelLike)
 class CompiledKernel(Generic[K]):
     """Callable ``f(A=..., x=...)``: checks every argument, runs the C, returns the output.
 
-    A tensor argument is an :class:`~spf.tensor.Tensor` in the kernel's layout (checked when
+    A tensor argument is an :class:`spf.Tensor` in the kernel's layout (checked when
     it was built; its struct is reused), a numpy array for a dense layout, or data as users
-    hold it: a scipy.sparse matrix or array, a pydata ``sparse`` array (:mod:`spf.operands`:
-    wrapped without a copy where the layout's storage matches, checked on every call).
-    ``source``: C to build instead of the kernel's own (a copy of it instrumented, say: the
-    same functions with the same signatures)."""
+    hold it: a scipy.sparse matrix or array, a pydata ``sparse`` array
+    (:mod:`spf.runtime.operands`: wrapped without a copy where the layout's storage matches,
+    checked on every call).  ``source``: C to build instead of the kernel's own (a copy of it
+    instrumented, say: the same functions with the same signatures)."""
 
     def __init__(self, kernel: K, source: str | None = None):
         self.kernel = kernel

@@ -1,7 +1,7 @@
 """Kernel operands as users hold them: spf Tensors, numpy arrays, scipy.sparse, pydata sparse.
 
 A foreign sparse object is wrapped without a copy where the layout's storage levels
-(:mod:`spf.storage`, derived from its relation) have the object's shape: a dense level with
+(:mod:`spf.front.storage`, derived from its relation) have the object's shape: a dense level with
 a compressed level under it (scipy CSR when rows are outer, CSC when columns are), or one
 compressed level holding every coordinate (scipy COO, pydata COO).  scipy's canonical-format
 flag proves the ordering and uniqueness properties that storage order gives; everything
@@ -287,7 +287,7 @@ def _coordinate_fields(storage: Storage, coords: Any, data: np.ndarray,
 @cache
 def _proven_by_order(layout: Layout) -> frozenset[Property]:
     """Properties that entries sorted in storage order without duplicates satisfy (which
-    :func:`spf.storage.storage_of` checked of every ordering property): the ordering and
+    :func:`spf.front.storage.storage_of` checked of every ordering property): the ordering and
     uniqueness properties of the coordinate arrays, unless one is declared decreasing."""
     storage = storage_or_none(layout)
     if any(storage.descending):

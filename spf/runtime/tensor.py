@@ -313,7 +313,7 @@ class Tensor:
     def to_scipy(self):
         """The order-2 tensor as a scipy.sparse matrix.
 
-        Where the layout's storage levels (:func:`spf.storage.storage_of`) map onto a scipy
+        Where the layout's storage levels (:func:`spf.front.storage.storage_of`) map onto a scipy
         format, the matrix is built from copies of the tensor's arrays, stored entries
         included: a dense level over one dimension with a compressed level (pointer and one
         coordinate array) over the other gives CSR (rows outer) or CSC (columns outer); one
@@ -480,7 +480,7 @@ def validate(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any],
              proven: frozenset[Property] = frozenset()) -> dict[str, Any]:
     """Convert and check fields against the layout: types, extents (dimension by dimension),
     shape, properties (but those in ``proven``; none without ``check_properties``) and the
-    bounds of every read that generated code makes (:mod:`spf.validate`, always)."""
+    bounds of every read that generated code makes (:mod:`spf.runtime.validate`, always)."""
     plan = _plan(layout)
     if any(f not in fields for f in plan.scalars):
         fields = derive_scalar_fields(layout, shape, fields)
@@ -683,7 +683,7 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
                       arrays: Mapping[str, np.ndarray], proven: frozenset[Property]) -> None:
     """Check the properties that can be checked array by array (range, monotonic,
     co-vary monotonic, injective); periodic monotonicity is checked by generated code
-    (:mod:`spf.validate`)."""
+    (:mod:`spf.runtime.validate`)."""
     def call(name: str, args: list[int]) -> int:
         arr = arrays[name]
         if len(args) != 1 or not 0 <= args[0] < len(arr):
