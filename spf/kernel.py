@@ -8,9 +8,9 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from .assembly import AssemblyPlan, for_stream
+from .assembly import AssemblyPlan, FunctionRole, for_stream
 from .assembly.merge import Run, operand_run
-from .back.lower import Role, kernel_code, tile_condition
+from .back.lower import kernel_code, tile_condition
 from .back.names import CNames
 from .back.source import emit_kernel, emit_merged, emit_sum, header_lines
 from .concurrency import symbolic
@@ -420,9 +420,9 @@ class Kernel:
             for k, t in enumerate(self.terms):
                 header.append(f"Term {k} ({t.name}): {t.expr}")
                 header += ["  " + h for h in t._header_lines()]
-                codes.append(kernel_code(t.plan, t.name, Role(target="stream")))
+                codes.append(kernel_code(t.plan, t.name, FunctionRole.STREAM))
                 args.append([a.tensor for a in (t.expr.output, *t.expr.factors)])
-            bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", Role(count=True))
+            bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", FunctionRole.BOUND)
                       for t in self.terms] if self.assembly else []
             self._source = emit_sum(self.name, header, self.expr, self.layouts, codes,
                                            args, self.space, self.parallel_loop is not None,
@@ -449,7 +449,7 @@ class Kernel:
                       f"{self.assembly.storage.layout.name} by {self.name}_merge, which merges "
                       "the operands level by level (no term copies its entries first):")
         header += [f"  {run.operand} ({run.layout.name}): {run.why}" for run in self.runs]
-        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", Role(count=True))
+        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", FunctionRole.BOUND)
                   for t in self.terms]
         args = [[a.tensor for a in (t.expr.output, *t.expr.factors)] for t in self.terms]
         return emit_merged(self.name, header, self.expr, self.layouts, self.runs,
