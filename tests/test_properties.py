@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import z3
 
 import spf
@@ -237,6 +238,7 @@ def test_ordering_facts_per_kind():
         True, False, False, False, False, False]
     assert (down.descending("idx"), down.descending("other"), mono.descending("rowPtr"),
             rng.descending("colIdx")) == (True, None, False, None)
+    assert (covary.descending("colIdx"), covary.descending("rowIdx")) == (False, None)
     assert covary.ordered_arrays() == {"colIdx", "rowIdx"} and rng.ordered_arrays() == set()
     assert (mono.orders_within(()), mono.orders_within(("pi",)),
             periodic.orders_within(("pi",)), periodic.orders_within(()),
@@ -245,3 +247,52 @@ def test_ordering_facts_per_kind():
         True, True, True, False, False]
     assert (periodic.spacing, mono.spacing, Monotonic(("x",), "<", 3).spacing) == (1, 0, 4)
     assert [p.by_storage_order for p in (mono, rng, inj)] == [True, False, True]
+
+
+def variant(tmp_path, shipped: str, name: str, old: str, new: str):
+    """A copy of a shipped layout under another name, ``old`` replaced by ``new``, no packer."""
+    text = (spf.front.layout.LAYOUT_DIR / f"{shipped}.toml").read_text()
+    assert old in text
+    text = text.replace(old, new).replace(f'name = "{shipped}"', f'name = "{name}"')
+    path = tmp_path / f"{name}.toml"
+    path.write_text("\n".join(ln for ln in text.splitlines() if not ln.startswith("packer")))
+    return spf.load_layout(str(path))
+
+
+def test_decreasing_covary_order_is_assembled_decreasing(tmp_path):
+    from spf.front.storage import storage_of
+    from spf.runtime.operands import as_tensor
+    lay = variant(tmp_path, "SortedCOO", "DownCOO", 'with = "rowIdx"\norder = "<"',
+                  'with = "rowIdx"\norder = ">"')
+    assert storage_of(lay).descending == (False, True)
+    m = sp.random(7, 6, density=0.5, format="csr", random_state=3)
+    t = spf.Tensor.from_scipy("CSR", m).convert(lay)
+    rows, cols = np.asarray(t["rowIdx"]), np.asarray(t["colIdx"])
+    assert all(np.all(np.diff(cols[rows == i]) < 0) for i in range(7))
+    spf.Tensor(lay, t.shape, dict(t.fields))                 # its own check passes
+    np.testing.assert_array_equal(t.to_dense(), m.toarray())
+    with pytest.raises(spf.ArgumentError, match=r"'A': DownCOO tensor: 'colIdx' violates "
+                       r"covary_monotonic .* at positions \d+, \d+: rowIdx"):
+        as_tensor("A", m.tocoo(), lay)                      # scipy sorts rising: checked
+
+
+def test_injective_is_established_by_the_root_level_only(tmp_path):
+    from spf.front.storage import storage_of, storage_or_none
+    from spf.runtime.operands import as_tensor
+    rows = variant(tmp_path, "COO", "RowCOO", 'ufs = ["rowIdx", "colIdx"]', 'ufs = ["rowIdx"]')
+    with pytest.raises(spf.SpecError) as err:
+        storage_of(rows)
+    assert err.value.detail == (
+        "layout RowCOO cannot be assembled: property injective a != a' -> (rowIdx(a)) != "
+        "(rowIdx(a')) is not established by sorted assembly")
+    m = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]]))
+    with pytest.raises(spf.ArgumentError, match="'A': layout RowCOO cannot take"):
+        as_tensor("A", m.tocoo(), rows)        # no longer taken as proven by scipy's flag
+    dcsr = variant(tmp_path, "DCSR", "UniqueRowsDCSR", '[[properties]]\nkind = "range"\n'
+                   'uf = "rowIdx"', '[[properties]]\nkind = "injective"\nufs = ["rowIdx"]\n\n'
+                   '[[properties]]\nkind = "range"\nuf = "rowIdx"')
+    assert storage_or_none(dcsr) is not None          # the root level's rows are distinct
+    cols = variant(tmp_path, "DCSR", "UniqueColsDCSR", '[[properties]]\nkind = "range"\n'
+                   'uf = "colIdx"', '[[properties]]\nkind = "injective"\nufs = ["colIdx"]\n\n'
+                   '[[properties]]\nkind = "range"\nuf = "colIdx"')
+    assert storage_or_none(cols) is None

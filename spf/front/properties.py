@@ -155,8 +155,8 @@ class Property:
         return frozenset()
 
     def descending(self, array: str) -> bool | None:
-        """Whether it asks for ``array`` decreasing in storage order (None: it does not order
-        ``array`` over the whole tensor or within periods)."""
+        """Whether it asks for ``array`` decreasing in storage order (None: it does not
+        order ``array``)."""
         return None
 
     def non_decreasing(self) -> bool:
@@ -281,6 +281,14 @@ class Injective(Property):
             values = ", ".join(f"{u}[{dup}] = {arrays[u][dup]}" for u in self.ufs)
             raise ArgumentError(f"{self.violated(layout)}: position {dup} repeats position "
                                 f"{same} ({values})")
+
+    def unestablished(self, storage: StorageOrder) -> str | None:
+        # distinct entries have distinct coordinates at the root level only (below it, only
+        # within their parent's segment): the arrays must be all of the root's
+        root = {array for array, (level, _) in storage.place.items() if level == 0}
+        if set(self.ufs) != root:
+            return " is not established by sorted assembly"
+        return None
 
     def instances(self, reads: Reads) -> list[z3.BoolRef]:
         import z3
@@ -510,9 +518,6 @@ class CovaryMonotonic(Ordering):
 
     def ordered_arrays(self) -> frozenset[str]:
         return frozenset({self.uf, self.with_})
-
-    def descending(self, array: str) -> bool | None:
-        return None
 
     def sorted_gives(self, storage: StorageOrder) -> bool:
         order, dim_of = storage.order, storage.dim_of
