@@ -18,7 +18,7 @@ from typing import Any
 from ..concurrency import symbolic
 from ..errors import SpecError
 from . import index_expr as ie
-from .properties import KINDS, Property, PropertyKind, PropertyTable
+from .properties import KEYS, KINDS, Property, PropertyKind, PropertyTable
 from .relation import Relation
 from .syntax import (
     C_KEYWORDS,
@@ -621,8 +621,8 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader,
     prop = KINDS[PropertyKind(kind)].parse(PropertyTable(
         p, tuple(ufs), f"{where} ({kind})", {u: f.dims for u, f in index_arrays.items()},
         relation.in_vars, frozenset(scalars), err, affine))
-    unknown = set(p) - {"kind", "uf", "ufs", "order", "min", "max", "period", "with", "gap"}
+    unknown = set(p) - set(KEYS)
     if unknown:
-        raise err(f"{where}: unknown key(s) {sorted(unknown)}; property keys are kind, uf, "
-                  "ufs, order, min, max, period, with, gap", sorted(unknown)[0], at_key=True)
+        raise err(f"{where}: unknown key(s) {sorted(unknown)}; property keys are "
+                  f"{', '.join(KEYS)}", sorted(unknown)[0], at_key=True)
     return prop

@@ -6,7 +6,8 @@ instances over the index-array reads of a query (:meth:`instances`, through the
 :class:`Reads` view the encoder of :mod:`spf.decide.smt` gives it), and what sorting a
 tensor's entries in storage order without duplicates establishes of it (:meth:`unestablished`,
 asked by :mod:`spf.front.storage`).  Adding a kind is one class here, one member of
-:class:`PropertyKind` and its entry in :data:`KINDS`; nothing else compares kinds.
+:class:`PropertyKind`, its entry in :data:`KINDS` and any new key in :data:`KEYS`; nothing
+else compares kinds.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     import z3
 
 ORDERS = ("<", "<=", ">", ">=")
+KEYS = ("kind", "uf", "ufs", "order", "min", "max", "period", "with", "gap")   # of any kind
 _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
 
 
