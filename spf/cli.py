@@ -240,25 +240,8 @@ def _fields_text(lay) -> str:
                      for name, f in lay.fields.items())
 
 
-def _property_text(prop: dict) -> str:
-    kind = prop.get("kind")
-    ufs = ", ".join(prop.get("ufs", [prop.get("uf", "?")]))
-    if kind == "range":
-        lo, hi = prop.get("min"), prop.get("max")
-        return f"range({ufs}: {'' if lo is None else lo}..{'' if hi is None else hi})"
-    if kind == "injective":
-        return f"injective({ufs})"
-    extra = ""
-    if kind == "periodic_monotonic":
-        period = prop.get("period")
-        extra = f", period {', '.join([period] if isinstance(period, str) else period or [])}"
-    elif kind == "covary_monotonic":
-        extra = f", with {prop.get('with')}"
-    return f"{kind}({ufs} {prop.get('order')}{extra})"
-
-
 def _properties_text(lay) -> str:
-    return "; ".join(_property_text(p) for p in lay.raw.get("properties", [])) or "none"
+    return "; ".join(p.text() for p in lay.properties) or "none"
 
 
 def cmd_layouts(args: argparse.Namespace) -> int:

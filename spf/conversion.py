@@ -30,7 +30,7 @@ from .concurrency import symbolic
 from .errors import ArgumentError, SpecError
 from .front.layout import Layout, layout_names, load_layout
 from .front.placement import Placement, aff_range, placement_of
-from .front.storage import Storage, StorageKind, storage_of, storage_or_none
+from .front.storage import Storage, storage_of, storage_or_none
 from .kernel import Kernel
 from .runtime import build as runtime
 from .runtime.compiled import CompiledKernel
@@ -382,12 +382,11 @@ def _first_layout(fits: Callable[[Layout, Storage], bool]) -> Layout | None:
 def compressed_rows_layout() -> Layout | None:
     """A layout on the search path that holds scipy's CSR arrays as they are: a dense level of
     rows over a compressed level of columns (a pointer array, one index array) with no
-    ordering or injectivity property, so unsorted rows and duplicates are allowed."""
+    property that only sorted, duplicate-free entries satisfy, so unsorted rows and
+    duplicates are allowed."""
     return _first_layout(lambda lay, st: (
-        lay.order == 2 and st.order == (0, 1) and len(st.levels) == 2
-        and st.levels[0].kind is StorageKind.DENSE and st.levels[1].pointer is not None
-        and len(st.levels[1].coords) == 1 and st.free_tail == 1
-        and not any(p.kind == "injective" for p in lay.properties)))
+        lay.order == 2 and st.order == (0, 1) and st.is_dense_over_compressed()
+        and st.free_tail == 1 and not st.order_properties()))
 
 
 @cache
@@ -396,8 +395,7 @@ def coordinate_layout(order: int) -> Layout | None:
     (one compressed level over every dimension, no pointer), in any order, with a packer:
     what any tensor is rebuilt from, entry by entry."""
     return _first_layout(lambda lay, st: (
-        lay.order == order and len(st.levels) == 1 and st.levels[0].pointer is None
-        and len(st.levels[0].coords) == order and st.free_tail == order
+        lay.order == order and st.is_coordinate_list() and st.free_tail == order
         and lay.packer is not None))
 
 
@@ -407,8 +405,7 @@ def dense_layout(order: int) -> Layout | None:
     dense."""
     return _first_layout(lambda lay, st: (
         lay.order == order and lay.dense_array is not None
-        and st.order == tuple(range(order))
-        and all(lv.kind is StorageKind.DENSE for lv in st.levels)))
+        and st.order == tuple(range(order)) and st.is_all_dense()))
 
 
 register_generated(convert=convert, compressed_rows_layout=compressed_rows_layout,

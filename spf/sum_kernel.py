@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from .assembly import AssemblyPlan
+from .assembly import AssemblyPlan, FunctionRole
 from .assembly.merge import Run, operand_run
-from .back.lower import Role, kernel_code
+from .back.lower import kernel_code
 from .back.source import emit_merged, emit_sum
 from .concurrency import symbolic
 from .decide.analysis import Analysis
@@ -127,9 +127,9 @@ class SumKernel:
         for k, t in enumerate(self.terms):
             header.append(f"Term {k} ({t.name}): {t.setup.expr}")
             header += ["  " + h for h in t.header_lines()]
-            codes.append(kernel_code(t.plan, t.name, Role(target="stream")))
+            codes.append(kernel_code(t.plan, t.name, FunctionRole.STREAM))
             args.append(_arguments(t))
-        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", Role(count=True))
+        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", FunctionRole.BOUND)
                   for t in self.terms] if self.assembly else []
         return emit_sum(self.name, header, self.setup.expr, self.setup.layouts, codes, args,
                         self.space, self.parallel_loop is not None, self.assembly, bounds,
@@ -141,7 +141,7 @@ class SumKernel:
                       f"{assembly.storage.layout.name} by {self.name}_merge, which merges "
                       "the operands level by level (no term copies its entries first):")
         header += [f"  {run.operand} ({run.layout.name}): {run.why}" for run in runs]
-        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", Role(count=True))
+        bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", FunctionRole.BOUND)
                   for t in self.terms]
         return emit_merged(self.name, header, self.setup.expr, self.setup.layouts, list(runs),
                            assembly, bounds, [_arguments(t) for t in self.terms],

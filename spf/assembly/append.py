@@ -17,7 +17,7 @@ from ..decide.synthesis import Decision
 from ..front.storage import Storage
 from ..middle.scan import LoopNest
 from .base import CAPACITY, AssemblyStrategy, linear, linear_needs_extents, on_failure
-from .model import AssemblyPlan, Mode
+from .model import AssemblyPlan, FunctionRole, Mode
 from .order import non_decreasing, unordered_loops
 
 
@@ -55,13 +55,13 @@ class Append(AssemblyStrategy):
     def needs_extents(self, plan: AssemblyPlan) -> bool:
         return linear_needs_extents(plan, range(len(plan.key)))
 
-    def declare(self, plan: AssemblyPlan, target: str) -> list[t.Node]:
+    def declare(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
         if plan.direct:
             return []
         return [t.Declare("int64_t", "spf_last", "-1", note="key of the entry appended last")]
 
     def statement(self, plan: AssemblyPlan, rhs: str, kernel: str,
-                  target: str) -> list[t.Node]:
+                  role: FunctionRole) -> list[t.Node]:
         if plan.direct:
             return _direct(plan, rhs)
         out = plan.output.name
@@ -75,7 +75,7 @@ class Append(AssemblyStrategy):
                                             f"[spf_cur.pos{last}]", rhs)],
                      else_note="the same coordinates again")]
 
-    def finish(self, plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
+    def finish(self, plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
         out = plan.output.name
         return [t.Call(f"{kernel}_finish(&spf_cur, {out}, {out}_size)")]
 

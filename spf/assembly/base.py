@@ -14,7 +14,7 @@ from ..back import ctree as t
 from ..decide.synthesis import Decision
 from ..front.storage import Storage
 from ..middle.scan import LoopNest
-from .model import AssemblyPlan, Mode
+from .model import AssemblyPlan, FunctionRole, Mode
 
 CAPACITY = 2       # return code: the caller's bound was too small (never expected)
 
@@ -49,24 +49,24 @@ class AssemblyStrategy:
         return False
 
     # lowering ---------------------------------------------------------------------------
-    def declare(self, plan: AssemblyPlan, target: str) -> list[t.Node]:
+    def declare(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
         return []
 
     def statement(self, plan: AssemblyPlan, rhs: str, kernel: str,
-                  target: str) -> list[t.Node]:
+                  role: FunctionRole) -> list[t.Node]:
         raise NotImplementedError
 
-    def finish(self, plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
+    def finish(self, plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
         raise NotImplementedError
 
-    def release(self, plan: AssemblyPlan, target: str) -> list[t.Node]:
+    def release(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
         return []
 
     def start(self, plan: AssemblyPlan, kernel: str, inputs: list[str]) -> list[t.Node]:
         """Before the loops (a strategy that counts first: its first pass)."""
         return []
 
-    def group_check(self, plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
+    def group_check(self, plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
         """Where the ordered group is known (``plan.group_level``): hand over a finished
         group."""
         return []

@@ -11,7 +11,7 @@ from ..decide.synthesis import Decision
 from ..front.storage import Storage, StorageKind
 from ..middle.scan import LoopNest
 from .base import CAPACITY, AssemblyStrategy, on_failure
-from .model import AssemblyPlan, Mode
+from .model import AssemblyPlan, FunctionRole, Mode
 from .order import non_decreasing, unordered_loops
 
 
@@ -57,7 +57,7 @@ class Bucket(AssemblyStrategy):
                 f"segment, which is then {done}"
                 + (f" (Z3 proved {'; '.join(proofs)})" if proofs else ""))
 
-    def declare(self, plan: AssemblyPlan, target: str) -> list[t.Node]:
+    def declare(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
         level = plan.storage.levels[1]
         return [t.Declare("int", "spf_status", "0"),
                 t.Declare("spf_index_t *restrict", "spf_next",
@@ -79,13 +79,13 @@ class Bucket(AssemblyStrategy):
         return [t.Call(f"++spf_hist[{plan.key[0]}]")]
 
     def statement(self, plan: AssemblyPlan, rhs: str, kernel: str,
-                  target: str) -> list[t.Node]:
+                  role: FunctionRole) -> list[t.Node]:
         out, level = plan.output.name, plan.storage.levels[1]
         return [t.Declare("int64_t", "spf_q", f"spf_next[{plan.key[0]}]++", const=True),
                 t.Assign(f"{out}->{level.coords[0][1]}[spf_q]", f"(spf_index_t){plan.key[1]}"),
                 t.Assign(f"{out}->{plan.storage.value_array}[spf_q]", rhs)]
 
-    def finish(self, plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
+    def finish(self, plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
         out, level = plan.output.name, plan.storage.levels[1]
         nodes: list[t.Node] = [t.Assign(f"{out}_size[0]", "spf_ext[0]")]
         if plan.bucket_sorted and plan.unique:   # segments are final: only the pointers

@@ -3,7 +3,7 @@ nest gives it (:class:`AssemblyPlan`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum, StrEnum, auto
 
 from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.storage import Storage, StorageKind
@@ -20,6 +20,25 @@ class Mode(StrEnum):
     WORKSPACE = "workspace"
     BUCKET = "bucket"
     SORT = "sort"
+
+
+class FunctionRole(Enum):
+    """Which generated function of a kernel is lowered: the kernel itself or, for an
+    assembled output, a term of a sum or one of the counting passes (``<name>``: the
+    kernel's name)."""
+
+    OUTPUT = auto()         # ``<name>``: writes the output (an assembled one through its
+    #                         storage functions, :mod:`.storage_c`)
+    STREAM = auto()         # a term of a sum: writes a sorted (key, value) run the sum merges
+    BOUND = auto()          # ``<name>_bound``: counts statement instances (an upper bound on
+    #                         the entries)
+    BOUND_SLOTS = auto()    # ``<name>_bound_slots``: counts them without testing their values
+    HISTOGRAM = auto()      # ``<name>_histogram``: counts each bucket's entries (bucket mode)
+
+    @property
+    def counts(self) -> bool:
+        """A counting pass: it writes no entry and runs serially."""
+        return self in (FunctionRole.BOUND, FunctionRole.BOUND_SLOTS, FunctionRole.HISTOGRAM)
 
 
 @dataclass(frozen=True)

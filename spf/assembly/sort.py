@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..back import ctree as t
 from ..front.storage import Storage
 from .base import AssemblyStrategy, linear, linear_needs_extents, on_failure
-from .model import AssemblyPlan, Mode
+from .model import AssemblyPlan, FunctionRole, Mode
 
 
 class Sort(AssemblyStrategy):
@@ -25,18 +25,20 @@ class Sort(AssemblyStrategy):
     def needs_extents(self, plan: AssemblyPlan) -> bool:
         return linear_needs_extents(plan, range(len(plan.key)))
 
-    def declare(self, plan: AssemblyPlan, target: str) -> list[t.Node]:
-        return [t.Declare("spf_stream", "spf_entries", "{0}")] if target == "output" else []
+    def declare(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
+        if role is not FunctionRole.OUTPUT:
+            return []
+        return [t.Declare("spf_stream", "spf_entries", "{0}")]
 
     def statement(self, plan: AssemblyPlan, rhs: str, kernel: str,
-                  target: str) -> list[t.Node]:
-        stream = "&spf_entries" if target == "output" else plan.output.name
+                  role: FunctionRole) -> list[t.Node]:
+        stream = "&spf_entries" if role is FunctionRole.OUTPUT else plan.output.name
         return [on_failure(f"spf_stream_push({stream}, {linear(plan, range(len(plan.key)))}, "
                            f"{rhs})", "spf_out_of_memory")]
 
-    def finish(self, plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
+    def finish(self, plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
         out = plan.output.name
-        if target == "stream":
+        if role is FunctionRole.STREAM:
             return [t.Call(f"spf_stream_sort_combine({out})")]
         return [t.Call("spf_stream_sort_combine(&spf_entries)"),
                 t.For("int64_t spf_e = 0", "spf_e < spf_entries.n", "++spf_e",
@@ -45,8 +47,10 @@ class Sort(AssemblyStrategy):
                                   "spf_fail")], braces=False),
                 t.Call(f"{kernel}_finish(&spf_cur, {out}, {out}_size)")]
 
-    def release(self, plan: AssemblyPlan, target: str) -> list[t.Node]:
-        return [t.Call("spf_stream_free(&spf_entries)")] if target == "output" else []
+    def release(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
+        if role is not FunctionRole.OUTPUT:
+            return []
+        return [t.Call("spf_stream_free(&spf_entries)")]
 
 
 STRATEGY = Sort()

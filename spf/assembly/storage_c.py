@@ -1,9 +1,10 @@
 """An assembled output's storage functions as code-tree definitions (the cursor, append,
 finish, flush).
 
-The statement hands each entry to one of two targets:
+The statement hands each entry to one of two targets, by the function's role
+(:class:`~.model.FunctionRole`):
 
-- ``"output"`` (a kernel whose result is the output tensor): entries reach the output
+- ``OUTPUT`` (a kernel whose result is the output tensor): entries reach the output
   layout's own arrays in storage order, through ``<name>_append``, generated from
   :class:`~spf.front.storage.Storage` alone.  For each entry, the first level whose coordinates
   differ from the previous entry's opens a new position there and at every level below it
@@ -16,7 +17,7 @@ The statement hands each entry to one of two targets:
   pass (``<name>_histogram``) counts each dense position's entries, the kernel scatters
   every entry to its position's segment, and ``spf_bucket_finish`` sorts and combines the
   segments in place and writes the pointers.
-- ``"stream"`` (a term of a sum): entries are appended to a sorted (key, value) run, which
+- ``STREAM`` (a term of a sum): entries are appended to a sorted (key, value) run, which
   the sum merges with the other terms' runs before appending the union to the output.
 
 Keys are the output coordinates linearized row-major in storage order (``spf_ext[m]``:

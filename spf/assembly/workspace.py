@@ -10,7 +10,7 @@ from ..decide.synthesis import Decision
 from ..front.storage import Storage
 from ..middle.scan import LoopNest
 from .base import AssemblyStrategy, linear, linear_needs_extents, on_failure
-from .model import AssemblyPlan, Mode
+from .model import AssemblyPlan, FunctionRole, Mode
 from .order import group_level
 
 
@@ -52,7 +52,7 @@ class Workspace(AssemblyStrategy):
     def size(plan: AssemblyPlan) -> str:
         return " * ".join(f"spf_ext[{m}]" for m in range(plan.ordered, len(plan.key))) or "1"
 
-    def declare(self, plan: AssemblyPlan, target: str) -> list[t.Node]:
+    def declare(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
         out: list[t.Node] = [
             t.Declare("spf_workspace", "spf_ws"),
             on_failure(f"spf_ws_init(&spf_ws, {self.size(plan)}, "
@@ -63,35 +63,35 @@ class Workspace(AssemblyStrategy):
         return out
 
     def statement(self, plan: AssemblyPlan, rhs: str, kernel: str,
-                  target: str) -> list[t.Node]:
+                  role: FunctionRole) -> list[t.Node]:
         n = len(plan.key)
-        nodes = self.group_check(plan, kernel, target) if plan.group_level is None else []
+        nodes = self.group_check(plan, kernel, role) if plan.group_level is None else []
         nodes.append(t.Call(f"spf_ws_add(&spf_ws, {linear(plan, range(plan.ordered, n))}, "
                             f"{rhs})"))
         return nodes
 
-    def group_check(self, plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
+    def group_check(self, plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
         """Flush the workspace when the ordered coordinates (the group) change: per
         statement instance, or once per iteration of ``plan.group_level``."""
         if not plan.ordered:
             return []
         out = plan.output.name
         flush = on_failure(f"(spf_status = {kernel}_flush(&spf_ws, &spf_cur, {out}, "
-                           "spf_group))", "spf_fail") if target == "output" else \
+                           "spf_group))", "spf_fail") if role is FunctionRole.OUTPUT else \
             on_failure(f"spf_ws_flush(&spf_ws, {out}, spf_group)", "spf_out_of_memory")
         return [t.Declare("int64_t", "spf_group", linear(plan, range(plan.ordered)), const=True),
                 t.If("spf_group != spf_prefix", [flush, t.Assign("spf_prefix", "spf_group")])]
 
-    def finish(self, plan: AssemblyPlan, kernel: str, target: str) -> list[t.Node]:
+    def finish(self, plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
         out = plan.output.name
-        if target == "stream":
+        if role is FunctionRole.STREAM:
             return [on_failure(f"spf_ws.prefix >= 0 && spf_ws_flush(&spf_ws, {out}, -1)",
                                "spf_out_of_memory")]
         return [on_failure(f"spf_ws.prefix >= 0 && (spf_status = {kernel}_flush("
                            f"&spf_ws, &spf_cur, {out}, -1))", "spf_fail"),
                 t.Call(f"{kernel}_finish(&spf_cur, {out}, {out}_size)")]
 
-    def release(self, plan: AssemblyPlan, target: str) -> list[t.Node]:
+    def release(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
         return [t.Call("spf_ws_free(&spf_ws)")]
 
 

@@ -100,8 +100,7 @@ def _non_decreasing(space: IterationSpace, array: str) -> bool:
     """Whether a tensor's layout declares ``array`` (``A.rowPtr``) monotonic ``<=``/``<``."""
     for use in space.uses:
         for prop in use.layout.properties:
-            if prop.kind == "monotonic" and prop.order in ("<=", "<") and prop.gap >= 0 \
-                    and use.symbol(prop.uf) == array:
+            if prop.non_decreasing() and use.symbol(prop.uf) == array:
                 return True
     return False
 

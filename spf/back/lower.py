@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from ..assembly import FunctionRole, storage_c, strategy
 from ..assembly import lowering as assembly_c
-from ..assembly import storage_c, strategy
 from ..decide.plan import Plan
 from ..decide.synthesis import TileSkip, cost_model
 from ..finds import REGISTRY
@@ -55,30 +55,17 @@ class KernelCode:
     storage: list[t.Definition]    # the output's storage functions, put before the kernel
 
 
-@dataclass(frozen=True)
-class Role:
-    """Which function of an assembled output is lowered: the kernel writing the output
-    (``target="output"``) or a sorted run (``"stream"``, a term of a sum); ``count``: the
-    function counting statement instances (``<name>_bound``); ``histogram``: the one counting
-    each bucket's entries (bucket mode); ``slots``: count instances without testing their
-    values (``<name>_bound_slots``, an upper bound that reads no value)."""
-
-    target: str = "output"
-    count: bool = False
-    histogram: bool = False
-    slots: bool = False
-
-
 class KernelLowering:
     """Builds the tree of one kernel function (see :func:`kernel_code`)."""
 
-    def __init__(self, plan: Plan, name: str, role: Role, custom: CustomStatement | None):
+    def __init__(self, plan: Plan, name: str, role: FunctionRole,
+                 custom: CustomStatement | None):
         self.plan = plan
         self.nest, self.space, self.expr = plan.nest, plan.space, plan.space.expr
         self.name, self.decisions = name, list(plan.decisions)
         self.level_notes = plan.guard_notes()
         # the functions counting an assembled output's entries run serially
-        self.parallel_loop = None if role.count else plan.parallel_loop
+        self.parallel_loop = None if role.counts else plan.parallel_loop
         self.assembly, self.role, self.custom = plan.assembly, role, custom
         self.helpers: set[str] = set()
         direct = frozenset({self.expr.output.tensor}) \
@@ -94,7 +81,7 @@ class KernelLowering:
         self.semiring = plan.semiring
         if not self.semiring.is_plus_times:
             self.helpers.add("spf_math")
-        self.building = plan.assembly is not None and not role.count
+        self.building = plan.assembly is not None and not role.counts
         self.use_acc = False       # the statement sums into the local spf_acc
 
     # signature ------------------------------------------------------------------------
@@ -118,11 +105,11 @@ class KernelLowering:
     def _assembled_param(self, tensor: str) -> str:
         lay = self.assembly.output.layout
         self.layouts.setdefault(lay.key, lay)
-        if self.role.histogram:
+        if self.role is FunctionRole.HISTOGRAM:
             return "spf_index_t *restrict spf_hist"
-        if self.role.count:
+        if self.role.counts:
             return "int64_t *restrict spf_bound"
-        if self.role.target == "stream":
+        if self.role is FunctionRole.STREAM:
             return f"spf_stream *restrict {tensor}"
         return f"{struct_name(lay)} *restrict {tensor}, int64_t *restrict {tensor}_size"
 
@@ -154,7 +141,7 @@ class KernelLowering:
         if self.custom is not None:
             return None, "", set(self.custom.names)
         if a is not None:
-            return None, "", (set() if role.count else set(a.key))
+            return None, "", (set() if role.counts else set(a.key))
         if out_use is not None:
             return out_use, self.names.value(out_use), value_names(out_use)
         return None, f"*{self.expr.output.tensor}", set()
@@ -167,16 +154,17 @@ class KernelLowering:
             return self.custom.statement(value)
         if a is None:
             return [self.add_into("spf_acc" if use_acc else target, value())]
-        if role.count:   # a find's matched position is not needed to count the match
-            if role.slots:
+        if role.counts:   # a find's matched position is not needed to count the match
+            if role is FunctionRole.BOUND_SLOTS:
                 return [t.Call("++spf_n")]
-            if not role.histogram and a.drop_zeros:   # no branch on the data
+            if role is FunctionRole.BOUND and a.drop_zeros:   # no branch on the data
                 return [t.Assign("spf_n", f"({value()}) != {a.semiring.zero_c()}", "+=",
                                  note="zeros are not stored")]
-            nodes = strategy(a).count_statement(a) if role.histogram else [t.Call("++spf_n")]
+            nodes = strategy(a).count_statement(a) if role is FunctionRole.HISTOGRAM \
+                else [t.Call("++spf_n")]
         else:
             nodes = strategy(a).statement(a, "spf_v" if a.drop_zeros else value(), self.name,
-                                            role.target)
+                                            role)
         if a.drop_zeros:
             nodes = [t.Declare("double", "spf_v", value(), const=True),
                      t.If(f"spf_v != {a.semiring.zero_c()}", nodes, note="zeros are not stored")]
@@ -216,11 +204,12 @@ class KernelLowering:
         return versions + [chosen], runtime
 
 
-def kernel_code(plan: Plan, name: str, role: Role = Role(),
+def kernel_code(plan: Plan, name: str, role: FunctionRole = FunctionRole.OUTPUT,
                 custom: CustomStatement | None = None) -> KernelCode:
     """The signature and body of one kernel function of ``plan`` (returns 0, 1 when out of
     memory, 2 when an assembled output outgrows its arrays); ``role`` says which function of
-    an assembled output (see :class:`Role`); ``custom`` replaces the statement."""
+    a kernel (see :class:`~spf.assembly.model.FunctionRole`); ``custom`` replaces the
+    statement."""
     assembly = plan.assembly
     k = KernelLowering(plan, name, role, custom)
     signature = k.signature()
@@ -232,7 +221,7 @@ def kernel_code(plan: Plan, name: str, role: Role = Role(),
     runtimes = {REGISTRY[c.algorithm].runtime for d in k.decisions for c in d.candidates
                 if REGISTRY[c.algorithm].runtime}
     storage: list[t.Definition] = []
-    if k.building and role.target == "output" and strategy(assembly).cursor:
+    if k.building and role is FunctionRole.OUTPUT and strategy(assembly).cursor:
         storage = storage_c.functions(assembly.storage, name,
                                       struct_name(assembly.output.layout),
                                       strategy(assembly).flushes, assembly.any_order,
@@ -278,9 +267,9 @@ def lower_body(k: KernelLowering) -> None:
     stmt_names = k.operand_names()
     out_use, target, out_vars = k.output_target()
     stmt_names |= out_vars
-    if a is not None and role.count:
+    if a is not None and role.counts:
         stmt_names = (stmt_names if a.drop_zeros else set()) | (
-            {a.key[0]} if role.histogram else set())
+            {a.key[0]} if role is FunctionRole.HISTOGRAM else set())
     if not k.parallel_loop:
         k.nest, notes = coalesce(k.nest, k.space, lambda nest: k.used(stmt_names, nest),
                                  _fixed_levels(k))
@@ -290,11 +279,11 @@ def lower_body(k: KernelLowering) -> None:
     stateful = _stateful(versions)
     for f in stateful:
         b.add(*f.algorithm.declare(f))
-    if a is not None and role.count:
-        if not role.histogram:
+    if a is not None and role.counts:
+        if role is not FunctionRole.HISTOGRAM:
             b.add(t.Declare("int64_t", "spf_n", "0"))
     elif a is not None:    # before anything that can fail: the exits release it
-        b.add(*assembly_c.declare(a, k.names, k.name, role.target))
+        b.add(*assembly_c.declare(a, k.names, k.name, role))
     for f in stateful:
         b.add(*f.algorithm.allocate(f))
     if k.building and strategy(a).counts_first:
@@ -388,7 +377,7 @@ def _hooks(k: KernelLowering, acc_level: int, acc_target: str | None,
         hooks[acc_level] = open_acc
     if k.building and a.group_level is not None:
         _chain(hooks, a.group_level,
-               lambda b: b.add(*strategy(a).group_check(a, k.name, k.role.target)))
+               lambda b: b.add(*strategy(a).group_check(a, k.name, k.role)))
     ends = strategy(a).group_end(a) if k.building and len(a.key) > 1 else []
     if ends:
         order = [lv.var for lv in k.nest.levels]
@@ -522,18 +511,18 @@ def _exits(k: KernelLowering, stateful: list[FindLowering]) -> None:
     b, a, role = k.b, k.assembly, k.role
     if k.custom is not None and k.custom.epilogue:
         b.add(*k.custom.epilogue)
-    if role.count and not role.histogram:
+    if role.counts and role is not FunctionRole.HISTOGRAM:
         b.add(t.Assign("*spf_bound", "spf_n"))
     elif k.building:
-        b.add(*strategy(a).finish(a, k.name, role.target))
+        b.add(*strategy(a).finish(a, k.name, role))
     releases = [n for f in stateful for n in f.algorithm.release(f)]
     if k.building:
-        releases += strategy(a).release(a, role.target)
+        releases += strategy(a).release(a, role)
     if not releases and not k.building:
         b.add(t.Return("0"))
         return
     b.add(*releases, t.Return("0"))
-    failing = k.building and role.target == "output"
+    failing = k.building and role is FunctionRole.OUTPUT
     if t.jumps_to(b.root, "spf_out_of_memory"):
         b.add(t.Label("spf_out_of_memory"))
         if failing:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..assembly import AssemblyPlan, storage_c, strategy
+from ..assembly import AssemblyPlan, FunctionRole, storage_c, strategy
 from ..assembly.merge import Run
 from ..assembly.merge_c import merge_function
 from ..decide.plan import Plan
@@ -14,7 +14,7 @@ from ..front.semiring import PLUS_TIMES, Semiring
 from ..middle.iteration_space import IterationSpace
 from . import ctree as t
 from .c_printer import CPrinter
-from .lower import KernelCode, Role, kernel_code
+from .lower import KernelCode, kernel_code
 from .names import HELPERS, CNames, struct_name, struct_typedef
 from .templates import template, text
 
@@ -66,15 +66,15 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
     assembly = plan.assembly
     helpers = set(code.helpers)
     if assembly is not None:
-        bound = kernel_code(plan.count_plan, f"{name}_bound", Role(count=True))
+        bound = kernel_code(plan.count_plan, f"{name}_bound", FunctionRole.BOUND)
         helpers |= bound.helpers      # its loops may be another order's
         before += ("\n\n" if before else "") + BOUND_COMMENT + function(bound)
         if assembly.drop_zeros:
             slots = kernel_code(plan.count_plan, f"{name}_bound_slots",
-                                Role(count=True, slots=True))
+                                FunctionRole.BOUND_SLOTS)
             before += "\n\n" + SLOTS_COMMENT + function(slots)
         if strategy(assembly).counts_first:
-            hist = kernel_code(plan, f"{name}_histogram", Role(count=True, histogram=True))
+            hist = kernel_code(plan, f"{name}_histogram", FunctionRole.HISTOGRAM)
             before += ("\n\n/* Bucket mode, first pass: the entries of each "
                        f"{assembly.key[0]} (an upper bound: equal coordinates are added "
                        "later). */\n" + function(hist, static=True))

@@ -8,7 +8,7 @@ reads that occur in a query, so no quantifiers reach the solver.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import z3
@@ -143,51 +143,14 @@ class InstanceEncoder:
         new = [t for t in new if (t[0], t[2], tuple(a.get_id() for a in t[1])) not in old_ids]
         out = []
         for use in self.space.uses:
+            reads = _UseReads(self, use, new, old)
             for prop in use.layout.properties:
-                group = self._property(use, prop, new, old)
+                group = prop.instances(reads)
                 if group:
                     out.append((f"{use.name}: {prop.kind} {prop.formula()}", group))
         return out
 
-    def _property(self, use: TensorUse, prop, new: list, old: list) -> list[z3.BoolRef]:
-        qual = [use.symbol(u) for u in prop.ufs]
-        out = []
-        if prop.kind == "range":
-            for name, args, k in new:
-                if name == qual[0]:
-                    t = self.funcs[name](*args)
-                    if prop.lower is not None:
-                        out.append(t >= self._local(prop.lower, use, k))
-                    if prop.upper is not None:
-                        out.append(t <= self._local(prop.upper, use, k))
-            return out
-        mine_new = [(a, k) for n, a, k in new if n in qual and len(a) == 1]
-        mine_old = [(a, k) for n, a, k in old if n in qual and len(a) == 1]
-        pairs = [(x, y) for i, x in enumerate(mine_new) for y in mine_new[i + 1:] + mine_old]
-        if prop.kind == "injective":
-            fs = [self.func(u, 1) for u in qual]
-            for (a1, _), (a2, _) in pairs:
-                out.append(z3.Implies(a1[0] != a2[0], z3.Or(*[f(a1[0]) != f(a2[0]) for f in fs])))
-            return out
-        f = self.func(qual[0], 1)
-        periods = [use.var(p) for p in prop.period]
-        if prop.kind == "periodic_monotonic" and not all(p in self.outer_vars for p in periods):
-            return out
-        for first, second in pairs:
-            for (a1, k1), (a2, k2) in ((first, second), (second, first)):
-                x, y = a1[0], a2[0]
-                rel = _compare(prop.order, f(x) + prop.gap if prop.gap else f(x), f(y))
-                if prop.kind == "monotonic":
-                    out.append(z3.Implies(x < y, rel))
-                elif prop.kind == "periodic_monotonic":
-                    same = [self.var(p, k1) == self.var(p, k2) for p in periods]
-                    out.append(z3.Implies(z3.And(*same, x < y), rel))
-                elif prop.kind == "covary_monotonic":
-                    g = self.func(use.symbol(prop.with_), 1)
-                    out.append(z3.Implies(z3.And(g(x) == g(y), x < y), rel))
-        return out
-
-    def _local(self, a: Aff, use: TensorUse, k: int) -> z3.ArithRef:
+    def local(self, a: Aff, use: TensorUse, k: int) -> z3.ArithRef:
         mapping = {f: Aff.var(use.symbol(f)) for f in use.layout.scalar_fields}
         qualified = a.substitute(mapping).map_calls(
             lambda c: UFCall(use.symbol(c.name), c.args) if c.name in use.layout.index_arrays
@@ -262,5 +225,32 @@ class InstanceEncoder:
         return Verdict("unknown", [], self.limit.gave_up(solver, query, fallback))
 
 
-def _compare(order: str, a, b):
-    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[order]
+class _UseReads:
+    """One tensor's reads in one query, as its properties' instances need them
+    (:class:`spf.front.properties.Reads`): the encoder's terms of the tensor's arrays."""
+
+    def __init__(self, enc: InstanceEncoder, use: TensorUse, new: list, old: list):
+        self.enc, self.use, self.new, self.old = enc, use, new, old
+
+    def reads(self, array: str) -> list[tuple[z3.ArithRef, int]]:
+        name = self.use.symbol(array)
+        return [(self.enc.funcs[name](*args), k) for n, args, k in self.new if n == name]
+
+    def pairs(self, arrays: Sequence[str]) -> list[tuple[tuple[z3.ArithRef, int],
+                                                         tuple[z3.ArithRef, int]]]:
+        qual = [self.use.symbol(u) for u in arrays]
+        mine_new = [(a[0], k) for n, a, k in self.new if n in qual and len(a) == 1]
+        mine_old = [(a[0], k) for n, a, k in self.old if n in qual and len(a) == 1]
+        return [(x, y) for i, x in enumerate(mine_new) for y in mine_new[i + 1:] + mine_old]
+
+    def function(self, array: str) -> z3.FuncDeclRef:
+        return self.enc.func(self.use.symbol(array), 1)
+
+    def bound(self, a: Aff, k: int) -> z3.ArithRef:
+        return self.enc.local(a, self.use, k)
+
+    def enclosing(self, indices: Sequence[str]) -> bool:
+        return all(self.use.var(p) in self.enc.outer_vars for p in indices)
+
+    def index(self, name: str, k: int) -> z3.ArithRef:
+        return self.enc.var(self.use.var(name), k)

@@ -27,6 +27,7 @@ from typing import Any
 import z3
 
 from ..decide.smt import InstanceEncoder, symbols_of
+from ..front.properties import Ordering, ordering_kinds
 from ..front.terms import Aff
 from ..middle.scan import LevelKind, LoopNest
 from .model import Choice, Find
@@ -378,13 +379,12 @@ def params_only(a: Aff) -> bool:
 def missing_order_hint(find: Find) -> str:
     lay = find.use.layout
     names = {c.name.split(".", 1)[1] for c, _ in find.keys}
-    ordered = {p.uf for p in lay.properties
-               if p.kind in ("monotonic", "periodic_monotonic", "covary_monotonic")}
+    ordered = {p.uf for p in lay.properties if isinstance(p, Ordering)}
     missing = sorted(names - ordered)
     if missing:
-        return (f"layout {lay.name} declares no order property (monotonic, "
-                f"periodic_monotonic or covary_monotonic) for {', '.join(missing)}, which "
-                "an ordered search needs")
+        *kinds, last = ordering_kinds()
+        return (f"layout {lay.name} declares no order property ({', '.join(kinds)} or "
+                f"{last}) for {', '.join(missing)}, which an ordered search needs")
     return ""
 
 

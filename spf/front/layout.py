@@ -18,6 +18,7 @@ from typing import Any
 from ..concurrency import symbolic
 from ..errors import SpecError
 from . import index_expr as ie
+from .properties import KEYS, KINDS, Property, PropertyKind, PropertyTable
 from .relation import Relation
 from .syntax import (
     C_KEYWORDS,
@@ -35,8 +36,6 @@ LAYOUT_DIR = Path(str(resources.files("spf.layouts")))   # installed inside the 
 INDEX_TYPE = "int"
 VALUE_TYPE = "double"
 INDEX_WIDTHS = ("int32", "int64")   # what ``int`` fields are in C and numpy
-ORDERS = ("<", "<=", ">", ">=")
-PROPERTY_KINDS = ("range", "injective", "monotonic", "periodic_monotonic", "covary_monotonic")
 
 
 @dataclass(frozen=True)
@@ -50,53 +49,6 @@ class FieldSpec:
     @property
     def is_array(self) -> bool:
         return bool(self.dims)
-
-
-@dataclass(frozen=True)
-class Property:
-    """An index-array property of Table 1, for UF ``uf`` (argument ``a``, second instance ``a'``).
-
-    - ``range``: ``lower <= uf(a) <= upper``
-    - ``injective``: ``a != a' -> (ufs(a)) != (ufs(a'))`` (a tuple of UFs with the same argument)
-    - ``monotonic``: ``a < a' -> uf(a) <order> uf(a')``
-    - ``periodic_monotonic``: same period (layout indices ``period`` equal) and ``a < a'`` ->
-      ``uf(a) <order> uf(a')``
-    - ``covary_monotonic``: ``with_(a) = with_(a') and a < a' -> uf(a) <order> uf(a')``
-
-    The monotonic kinds take an optional ``gap``: ``uf(a) + gap <order> uf(a')`` (BCSR:
-    blocks of one row do not overlap, ``colIdx(a) + B <= colIdx(a')``).
-    """
-
-    kind: str
-    ufs: tuple[str, ...]
-    order: str | None = None
-    lower: Aff | None = None
-    upper: Aff | None = None
-    period: tuple[str, ...] = ()
-    with_: str | None = None
-    gap: int = 0
-
-    @property
-    def uf(self) -> str:
-        return self.ufs[0]
-
-    def formula(self) -> str:
-        f = self.uf
-        if self.kind == "range":
-            lo = "" if self.lower is None else f"{self.lower} <= "
-            hi = "" if self.upper is None else f" <= {self.upper}"
-            return f"{lo}{f}(a){hi}"
-        if self.kind == "injective":
-            tup = ", ".join(f"{u}(a)" for u in self.ufs)
-            tup2 = ", ".join(f"{u}(a')" for u in self.ufs)
-            return f"a != a' -> ({tup}) != ({tup2})"
-        pre = ""
-        if self.kind == "periodic_monotonic":
-            pre = " and ".join(f"{p} = {p}'" for p in self.period) + " and "
-        elif self.kind == "covary_monotonic":
-            pre = f"{self.with_}(a) = {self.with_}(a') and "
-        plus = f" + {self.gap}" if self.gap else ""
-        return f"{pre}a < a' -> {f}(a){plus} {self.order} {f}(a')"
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,14 +144,7 @@ class Layout:
 
     def range_constraints(self, call: UFCall) -> list[Constraint]:
         """Range facts that hold for ``call`` (a call of one of this layout's UFs)."""
-        out = []
-        for prop in self.properties:
-            if prop.kind == "range" and call.name == prop.uf:
-                if prop.lower is not None:
-                    out.append(Constraint.ge(Aff.var(call), prop.lower))
-                if prop.upper is not None:
-                    out.append(Constraint.ge(prop.upper, Aff.var(call)))
-        return out
+        return [c for prop in self.properties for c in prop.facts(call)]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.source})"
@@ -642,6 +587,7 @@ def _list(table: Mapping[str, Any], key: str, rd: _Reader) -> list[Mapping[str, 
 def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader,
                     index_arrays: Mapping[str, FieldSpec],
                     relation: Relation, scalars: set[str], bound: Mapping[str, int]) -> Property:
+    """Property #``k + 1``: its kind and index arrays here, the rest by its kind's class."""
     where = f"property #{k + 1}"
     start = _table_start(rd.text, "properties", k)
     end = _table_start(rd.text, "properties", k + 1) or len(rd.text)
@@ -651,8 +597,9 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader,
         return rd.err(message, key, start, end, at_key)
 
     kind = p.get("kind")
-    if kind not in PROPERTY_KINDS:
-        raise err(f"{where}: kind must be one of {list(PROPERTY_KINDS)}, got {kind!r}", "kind")
+    kinds = [k.value for k in PropertyKind]
+    if kind not in kinds:
+        raise err(f"{where}: kind must be one of {kinds}, got {kind!r}", "kind")
     ufs = p.get("ufs", [p["uf"]] if "uf" in p else None)
     if not isinstance(ufs, list) or not ufs or not all(isinstance(u, str) for u in ufs):
         raise err(f'{where} ({kind}): give the index array as uf = "name" '
@@ -661,18 +608,6 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader,
         if u not in index_arrays:
             raise err(f"{where} ({kind}): {u!r} is not an index array field",
                       "ufs" if "ufs" in p else "uf")
-    order = p.get("order")
-    if kind in ("monotonic", "periodic_monotonic", "covary_monotonic"):
-        if order not in ORDERS:
-            raise err(f"{where} ({kind}): order must be one of {list(ORDERS)}, got {order!r}",
-                      "order")
-        if len(ufs) != 1 or len(index_arrays[ufs[0]].dims) != 1:
-            raise err(f"{where} ({kind}): monotonicity is defined for one one-dimensional "
-                      "index array")
-    if kind == "injective" and (len({index_arrays[u].dims for u in ufs}) != 1
-                                or len(index_arrays[ufs[0]].dims) != 1):
-        raise err(f"{where} (injective): the index arrays must be one-dimensional, of one "
-                  "extent", "ufs" if "ufs" in p else "uf")
 
     def affine(key: str) -> Aff:
         """The value of ``key``: an integer, or a string affine in scalars and parameters."""
@@ -683,48 +618,11 @@ def _parse_property(p: Mapping[str, Any], k: int, rd: _Reader,
         line, col = rd.pos(value, key, start) if isinstance(value, str) else (None, None)
         return parse_aff(str(value), rd.source, line or 1, col or 1, bound)
 
-    lower = upper = None
-    if kind == "range":
-        for key in ("min", "max"):
-            if key in p:
-                a = affine(key)
-                if a.names() - scalars or a.calls():
-                    raise err(f"{where} (range): {key} must be affine in scalar fields and "
-                              f"parameters, got {p[key]!r}", key)
-                if key == "min":
-                    lower = a
-                else:
-                    upper = a
-        if lower is None and upper is None:
-            raise err(f"{where} (range): give min and/or max")
-    period: tuple[str, ...] = ()
-    if kind == "periodic_monotonic":
-        raw = p.get("period")
-        raw = [raw] if isinstance(raw, str) else raw
-        if not isinstance(raw, list) or not raw or any(v not in relation.in_vars for v in raw):
-            raise err(f"{where} (periodic_monotonic): period must name layout indices "
-                      f"of {list(relation.in_vars)}", "period")
-        period = tuple(raw)
-    with_ = None
-    if kind == "covary_monotonic":
-        with_ = p.get("with")
-        if not isinstance(with_, str) or with_ not in index_arrays:
-            raise err(f"{where} (covary_monotonic): 'with' must name an index array", "with")
-        if index_arrays[with_].dims != index_arrays[ufs[0]].dims:
-            raise err(f"{where} (covary_monotonic): 'with' must name an index array of the "
-                      f"extent of {ufs[0]!r}", "with")
-    gap = 0
-    if "gap" in p:
-        if kind not in ("monotonic", "periodic_monotonic", "covary_monotonic"):
-            raise err(f"{where} ({kind}): 'gap' applies to the monotonic kinds only", "gap")
-        value = affine("gap")
-        if not value.is_const or value.const < 0:
-            raise err(f"{where} ({kind}): gap must be a non-negative integer or parameter, "
-                      f"got {p['gap']!r}", "gap")
-        gap = value.const
-    unknown = set(p) - {"kind", "uf", "ufs", "order", "min", "max", "period", "with", "gap"}
+    prop = KINDS[PropertyKind(kind)].parse(PropertyTable(
+        p, tuple(ufs), f"{where} ({kind})", {u: f.dims for u, f in index_arrays.items()},
+        relation.in_vars, frozenset(scalars), err, affine))
+    unknown = set(p) - set(KEYS)
     if unknown:
-        raise err(f"{where}: unknown key(s) {sorted(unknown)}; property keys are kind, uf, "
-                  "ufs, order, min, max, period, with, gap", sorted(unknown)[0], at_key=True)
-    return Property(kind, tuple(ufs), order, lower, upper, period, with_, gap)
-
+        raise err(f"{where}: unknown key(s) {sorted(unknown)}; property keys are "
+                  f"{', '.join(KEYS)}", sorted(unknown)[0], at_key=True)
+    return prop

@@ -34,6 +34,7 @@ from functools import cache
 
 from ..errors import SpecError
 from .layout import Layout
+from .properties import Ordering
 from .terms import Aff, FloorDiv, UFCall
 
 
@@ -238,16 +239,13 @@ def _descending(layout: Layout, uf: str, group: tuple[str, ...], unit: int, fail
     """Whether ``uf``'s ordering property asks for decreasing keys; SpecError when distinct
     keys ranked ``group``-wise (multiples of ``unit``) cannot satisfy it."""
     for p in layout.properties:
-        if p.uf != uf or p.kind not in ("monotonic", "periodic_monotonic", "covary_monotonic"):
+        if not isinstance(p, Ordering) or p.uf != uf:
             continue
-        scope = (p.kind == "monotonic" and not group) or \
-            (p.kind == "periodic_monotonic" and tuple(p.period) == group)
-        spacing = p.gap + (1 if p.order in ("<", ">") else 0)
-        if not scope or spacing > unit:
+        if not p.orders_within(group) or p.spacing > unit:
             fail(f"property {p.kind} {p.formula()} does not hold for distinct keys ranked "
                  + (f"within each ({', '.join(group)})" if group else "over the whole tensor")
                  + (f" in steps of {unit}" if unit > 1 else ""))
-        return p.order in (">", ">=")
+        return p.is_descending
     return False
 
 

@@ -25,6 +25,7 @@ from functools import cache
 from ..errors import SpecError
 from . import index_expr as ie
 from .layout import Layout
+from .properties import Property, StorageOrder
 from .terms import Aff, UFCall
 
 
@@ -66,6 +67,34 @@ class Storage:
 
     def level_of(self, dim: int) -> int:
         return next(k for k, lv in enumerate(self.levels) if any(d == dim for d, _ in lv.coords))
+
+    # shapes: asked of the storage once, not re-derived by each caller ----------------------
+    def is_dense_over_compressed(self) -> bool:
+        """Two levels: a dense level over a compressed one whose positions run between a
+        pointer array's entries and give one coordinate through one index array (the
+        dense level's dimension is ``order[0]``)."""
+        if len(self.levels) != 2:
+            return False
+        outer, inner = self.levels
+        return outer.kind is StorageKind.DENSE and inner.pointer is not None \
+            and len(inner.coords) == 1
+
+    def is_coordinate_list(self) -> bool:
+        """One compressed level holding every coordinate in an index array, as many
+        positions as a scalar field says."""
+        return len(self.levels) == 1 and self.levels[0].kind is StorageKind.COMPRESSED
+
+    def is_all_dense(self) -> bool:
+        """Every level dense: a position for every coordinate."""
+        return all(lv.kind is StorageKind.DENSE for lv in self.levels)
+
+    def order_properties(self) -> tuple[Property, ...]:
+        """The properties that entries sorted in storage order without duplicates satisfy
+        (:func:`storage_of` checked it of each): those of kinds sorting can establish whose
+        arrays are all coordinate arrays.  None: any order, repeats allowed."""
+        coordinates = {a for lv in self.levels for _, a in lv.coords if a}
+        return tuple(p for p in self.layout.properties
+                     if p.by_storage_order and p.arrays() <= coordinates)
 
 
 def storage_of(layout: Layout) -> Storage:
@@ -189,48 +218,32 @@ class _Deriver:
 
     def _descending(self, array: str | None) -> bool:
         for prop in self.layout.properties:
-            if prop.kind in ("monotonic", "periodic_monotonic") and prop.uf == array:
-                return prop.order in (">", ">=")
+            down = prop.descending(array) if array else None
+            if down is not None:
+                return down
         return False
 
     def _check_properties(self, levels: list[StorageLevel], order: tuple[int, ...]) -> None:
         """Each ordering property must follow from sorted, duplicate-free storage order."""
-        pointers = {lv.pointer for lv in levels if lv.pointer}
         place: dict[str, tuple[int, int]] = {}     # array -> (level, position in the level)
         dim_of: dict[str, int] = {}
         for k, lv in enumerate(levels):
             for n, (d, arr) in enumerate(lv.coords):
                 if arr:
                     place[arr], dim_of[arr] = (k, n), d
+        facts = StorageOrder(frozenset(lv.pointer for lv in levels if lv.pointer), place,
+                             dim_of, order, tuple(lv.index for lv in levels),
+                             tuple(lv.parent for lv in levels))
         for prop in self.layout.properties:
-            if prop.kind in ("range", "injective"):
-                continue
-            what = f"property {prop.kind} {prop.formula()}"
-            if prop.uf in pointers:
-                if prop.kind != "monotonic" or prop.order != "<=" or prop.gap:
-                    self.fail(f"{what}: pointer arrays are filled non-decreasing (<=)")
-                continue
-            if prop.gap or prop.uf not in place:
-                self.fail(f"{what} is not established by sorted assembly")
-            k, n = place[prop.uf]
-            if prop.kind == "monotonic":
-                ok = order.index(dim_of[prop.uf]) == 0
-            elif prop.kind == "periodic_monotonic":
-                ok = n == 0 and k > 0 and levels[k].parent in prop.period and all(
-                    p in [lv.index for lv in levels[:k]] for p in prop.period)
-            else:   # covary_monotonic: sorted within equal values of the ``with`` array
-                ok = prop.with_ in dim_of and \
-                    order[:order.index(dim_of[prop.uf])] == (dim_of[prop.with_],)
-            if not ok:
-                self.fail(f"{what} is not established by sorted assembly")
+            why = prop.unestablished(facts)
+            if why:
+                self.fail(f"property {prop.kind} {prop.formula()}{why}")
 
     def _free_tail(self, last: StorageLevel) -> int:
         """How many coordinates of a compressed last level no ordering property mentions."""
         if last.kind is not StorageKind.COMPRESSED:
             return 0
-        ordered = {a for prop in self.layout.properties
-                   if prop.kind in ("monotonic", "periodic_monotonic", "covary_monotonic")
-                   for a in (prop.uf, prop.with_)}
+        ordered = {a for prop in self.layout.properties for a in prop.ordered_arrays()}
         free = 0
         for _, arr in reversed(last.coords):
             if arr in ordered:

@@ -7,20 +7,21 @@ compressed level holding every coordinate (scipy COO, pydata COO).  scipy's cano
 flag proves the ordering and uniqueness properties that storage order gives; everything
 else the layout declares is checked, on every call (the object's arrays stay the caller's).
 Any other object goes through the layout's packer or a generated conversion (a copy).
+Which fields hold which of scipy's arrays is :mod:`spf.runtime.scipy_io`'s.
 """
 from __future__ import annotations
 
 import ctypes
-from functools import cache
 from typing import Any
 
 import numpy as np
 
 from ..errors import ArgumentError
-from ..front.layout import Layout, Property
-from ..front.storage import Storage, StorageKind, storage_or_none
+from ..front.layout import Layout
+from ..front.storage import storage_or_none
 from . import build as runtime
 from .memory import address
+from .scipy_io import canonical, coordinate_fields, fields_of, proven_by_order, scipy_order
 from .tensor import Tensor, check_exact, check_integers, index_max, shown
 
 _FLOAT64 = np.dtype(np.float64)
@@ -221,80 +222,21 @@ def _from_scipy(m: Any, layout: Layout) -> Tensor:
         raise ArgumentError(f"a {kind} of shape {m.shape} has order {len(m.shape)}, but layout "
                             f"{layout.name} stores order-{layout.order} tensors")
     storage = storage_or_none(layout)
-    fields = _scipy_fields(m, storage) if storage is not None else None
-    if fields is None:
+    fields = None if storage is None else fields_of(m, storage)
+    if storage is None or fields is None:
         if m.format == "coo":    # scipy's conversions index with the coordinates unchecked
             _check_coordinates(f"a {kind}: ", m)
         return _packed(kind, layout, lambda: Tensor.from_scipy(layout, m))
-    canonical = _canonical(m)
-    proven = _proven_by_order(layout) if canonical and _scipy_order(m) == storage.order \
+    is_canonical = canonical(m)
+    proven = proven_by_order(layout) if is_canonical and scipy_order(m) == storage.order \
         else frozenset()
     try:
         return Tensor(layout, m.shape, fields, proven=proven)
     except ArgumentError as exc:
-        if canonical is not False:
+        if is_canonical is not False:
             raise
         raise ArgumentError(f"{exc} (the {kind} is not in scipy's canonical format: "
                             ".sum_duplicates() sorts its indices and adds up duplicates)") from None
-
-
-def _canonical(m: Any) -> bool | None:
-    """scipy's canonical-format flag (sorted, no duplicates); None when scipy cannot tell:
-    its test for CSR and CSC runs on index arrays of one of its index types only."""
-    if m.format in ("csr", "csc") and not (m.indptr.dtype == m.indices.dtype
-                                           and m.indices.dtype in (np.int32, np.int64)):
-        return None
-    return bool(getattr(m, "has_canonical_format", False))
-
-
-def _scipy_order(m: Any) -> tuple[int, ...]:
-    """The order scipy's canonical format sorts entries in: columns outer for CSC."""
-    return (1, 0) if m.format == "csc" else tuple(range(len(m.shape)))
-
-
-def _scipy_fields(m: Any, storage: Storage) -> dict[str, Any] | None:
-    """The layout's fields over ``m``'s own arrays, or None when its storage differs."""
-    levels = storage.levels
-    fields: dict[str, Any] = dict(zip(storage.shape_fields, m.shape))
-    if m.format in ("csr", "csc"):
-        if len(levels) != 2 or levels[0].kind is not StorageKind.DENSE or not levels[1].pointer \
-                or len(levels[1].coords) != 1 or not levels[1].coords[0][1] \
-                or storage.order != _scipy_order(m):
-            return None
-        nnz = int(m.indptr[-1]) if len(m.indptr) else 0
-        fields[levels[1].pointer] = m.indptr
-        fields[levels[1].coords[0][1]] = m.indices[:nnz]
-        fields[storage.value_array] = m.data[:nnz]
-        return fields
-    if m.format == "coo":
-        return _coordinate_fields(storage, m.coords, m.data, fields)
-    return None
-
-
-def _coordinate_fields(storage: Storage, coords: Any, data: np.ndarray,
-                       fields: dict[str, Any]) -> dict[str, Any] | None:
-    """Fields of a layout whose one level holds every coordinate (and its count)."""
-    levels = storage.levels
-    if len(levels) != 1 or not levels[0].count or not all(a for _, a in levels[0].coords):
-        return None
-    fields[levels[0].count] = len(data)
-    for dim, array in levels[0].coords:
-        fields[array] = coords[dim]
-    fields[storage.value_array] = data
-    return fields
-
-
-@cache
-def _proven_by_order(layout: Layout) -> frozenset[Property]:
-    """Properties that entries sorted in storage order without duplicates satisfy (which
-    :func:`spf.front.storage.storage_of` checked of every ordering property): the ordering and
-    uniqueness properties of the coordinate arrays, unless one is declared decreasing."""
-    storage = storage_or_none(layout)
-    if any(storage.descending):
-        return frozenset()
-    coordinates = {a for lv in storage.levels for _, a in lv.coords if a}
-    return frozenset(p for p in storage.layout.properties
-                     if p.kind != "range" and {*p.ufs, *filter(None, [p.with_])} <= coordinates)
 
 
 def _from_pydata(a: Any, layout: Layout) -> Tensor:
@@ -308,7 +250,7 @@ def _from_pydata(a: Any, layout: Layout) -> Tensor:
                             f"{layout.name} stores order-{layout.order} tensors")
     coo = a if type(a).__name__ == "COO" else a.tocoo()
     storage = storage_or_none(layout)
-    fields = _coordinate_fields(storage, coo.coords, coo.data, dict(zip(
+    fields = coordinate_fields(storage, coo.coords, coo.data, dict(zip(
         storage.shape_fields, coo.shape))) if storage is not None else None
     if fields is None:
         return _packed(kind, layout, lambda: Tensor.from_coords(layout, coo.shape,

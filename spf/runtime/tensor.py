@@ -19,10 +19,12 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..front import index_expr as ie
-from ..front.layout import INDEX_TYPE, Layout, Property, load_layout
-from ..front.storage import StorageKind, storage_or_none
+from ..front.layout import INDEX_TYPE, Layout, load_layout
+from ..front.properties import Property
+from ..front.storage import storage_or_none
 from . import build as runtime
 from .scalar_fields import derive_scalar_fields
+from .scipy_io import compressed_fields, matrix_of
 from .validate import check_structure
 
 VALUE_DTYPE = np.float64
@@ -234,11 +236,9 @@ class Tensor:
         if lay.order == 2 and src is not None and _generated(lay):
             src = src.with_index_type(lay.index_type)
             csr = sp.csr_matrix(matrix)
-            st = storage_or_none(src)
-            level = st.levels[1]
-            fields = {**dict(zip(st.shape_fields, csr.shape)), level.pointer: csr.indptr,
-                      level.coords[0][1]: csr.indices, st.value_array: csr.data}
-            given = cls(src, csr.shape, fields)
+            storage = storage_or_none(src)
+            assert storage is not None      # compressed_rows_layout found src by its storage
+            given = cls(src, csr.shape, compressed_fields(csr, storage))
             return given if lay == src else given.convert(lay, allow_padding=True)
         coo = matrix.tocoo()
         return cls.from_coords(lay, coo.shape, (coo.row, coo.col), coo.data)
@@ -325,10 +325,11 @@ class Tensor:
         if self.layout.order != 2:
             raise ArgumentError(f"to_scipy needs an order-2 tensor; layout {self.layout.name} "
                                 f"stores order-{self.layout.order} tensors")
-        direct = _scipy_from_storage(self)
+        direct = matrix_of(self.layout, self.shape, self.fields)
         if direct is not None:
             return direct
-        return _scipy_from_storage(self.convert(coordinate_layout(2, self.layout.index_type)))
+        coo = self.convert(coordinate_layout(2, self.layout.index_type))
+        return matrix_of(coo.layout, coo.shape, coo.fields)
 
     def with_entries(self, coords: Sequence[np.ndarray], values: np.ndarray) -> Tensor:
         """A tensor in this one's layout, shape and fill holding the given entries (unique
@@ -380,35 +381,6 @@ def _generated(layout: Layout) -> bool:
     """Whether spf converts into ``layout`` by generated code (assembled or placed)."""
     from ..front.placement import placement_or_none
     return storage_or_none(layout) is not None or placement_or_none(layout) is not None
-
-
-def _scipy_from_storage(t: Tensor) -> Any:
-    """The CSR, CSC or COO matrix read directly from ``t``'s arrays, or None when its
-    storage levels are not of one of those shapes."""
-    import scipy.sparse as sp
-    storage = storage_or_none(t.layout)
-    if storage is None:
-        return None
-    levels, shape = storage.levels, t.shape
-    values = t.values
-    if len(levels) == 2 and levels[0].kind is StorageKind.DENSE and levels[1].pointer \
-            and len(levels[1].coords) == 1 and levels[1].coords[0][1]:
-        fmt = {(0, 1): sp.csr_matrix, (1, 0): sp.csc_matrix}.get(storage.order)
-        outer = shape[storage.order[0]]
-        ptr = t.fields[levels[1].pointer][:outer + 1]
-        crd = t.fields[levels[1].coords[0][1]]
-        if fmt is None or len(ptr) != outer + 1 or ptr[0] != 0 or np.any(np.diff(ptr) < 0) \
-                or ptr[-1] > min(len(crd), len(values)):
-            return None
-        n = int(ptr[-1])
-        return fmt((values[:n].copy(), crd[:n].copy(), ptr.copy()), shape=shape)
-    if len(levels) == 1 and levels[0].count and len(levels[0].coords) == 2 \
-            and all(arr for _, arr in levels[0].coords):
-        n = t.fields[levels[0].count]
-        crd = dict(levels[0].coords)
-        rows, cols = t.fields[crd[0]][:n], t.fields[crd[1]][:n]
-        return sp.coo_matrix((values[:n].copy(), (rows.copy(), cols.copy())), shape=shape)
-    return None
 
 
 def _unpickled(layout: Layout, shape: tuple[int, ...], fields: dict[str, Any], fill: float,
@@ -676,65 +648,11 @@ def _inexact_integers(flat: np.ndarray) -> np.ndarray:
     return far
 
 
-_CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
-
-
 def _check_properties(layout: Layout, scalars: Mapping[str, int],
                       arrays: Mapping[str, np.ndarray], proven: frozenset[Property]) -> None:
-    """Check the properties that can be checked array by array (range, monotonic,
-    co-vary monotonic, injective); periodic monotonicity is checked by generated code
-    (:mod:`spf.runtime.validate`)."""
-    def call(name: str, args: list[int]) -> int:
-        arr = arrays[name]
-        if len(args) != 1 or not 0 <= args[0] < len(arr):
-            raise ArgumentError(f"{layout.name} tensor: a property reads {name}"
-                                f"{''.join(f'[{a}]' for a in args)}, outside {name}'s "
-                                f"{len(arr)} elements")
-        return int(arr[args[0]])
-
+    """Check the properties but those ``proven``, each by its kind
+    (:meth:`spf.front.properties.Property.check`; periodic monotonicity is checked by
+    generated code, :mod:`spf.runtime.validate`)."""
     for prop in layout.properties:
-        if proven and prop in proven:
-            continue
-        arr = arrays[prop.uf]
-        where = (lambda p: lambda: f"{layout.name} tensor: {p.uf!r} violates {p.kind} "
-                                   f"({p.formula()})")(prop)
-        if prop.kind == "range" and arr.size:
-            if prop.lower is not None:
-                lo = prop.lower.evaluate(scalars, call)
-                if arr.min() < lo:
-                    bad = int(np.flatnonzero(arr < lo)[0])
-                    raise ArgumentError(f"{where()} at position {bad}: {arr[bad]} < {lo}")
-            if prop.upper is not None:
-                hi = prop.upper.evaluate(scalars, call)
-                if arr.max() > hi:
-                    bad = int(np.flatnonzero(arr > hi)[0])
-                    raise ArgumentError(f"{where()} at position {bad}: {arr[bad]} > {hi}")
-        elif prop.kind == "monotonic" and arr.size > 1:
-            before = arr[:-1].astype(np.int64) + prop.gap if prop.gap else arr[:-1]
-            ok = _CMP[prop.order](before, arr[1:])
-            if not ok.all():
-                k = int(np.flatnonzero(~ok)[0])
-                raise ArgumentError(f"{where()} at positions {k}, {k + 1}: {arr[k]}, "
-                                    f"{arr[k + 1]}")
-        elif prop.kind == "covary_monotonic" and arr.size > 1:
-            g = arrays[prop.with_]
-            perm = np.argsort(g, kind="stable")
-            same = g[perm][:-1] == g[perm][1:]
-            ok = _CMP[prop.order](arr[perm][:-1].astype(np.int64) + prop.gap,
-                                  arr[perm][1:]) | ~same
-            if not ok.all():
-                k = int(np.flatnonzero(~ok)[0])
-                a, b = int(perm[k]), int(perm[k + 1])
-                raise ArgumentError(f"{where()} at positions {a}, {b}: {prop.with_}[{a}] = "
-                                    f"{prop.with_}[{b}] = {g[a]}, {prop.uf}[{a}] = {arr[a]}, "
-                                    f"{prop.uf}[{b}] = {arr[b]}")
-        elif prop.kind == "injective" and arr.size > 1:
-            cols = np.stack([arrays[u] for u in prop.ufs], axis=1)
-            uniq, first, inverse = np.unique(cols, axis=0, return_index=True,
-                                             return_inverse=True)
-            if len(uniq) != len(cols):
-                dup = sorted(set(range(len(cols))) - set(first.tolist()))[0]
-                same = int(first[inverse.reshape(-1)[dup]])
-                values = ", ".join(f"{u}[{dup}] = {arrays[u][dup]}" for u in prop.ufs)
-                raise ArgumentError(f"{where()}: position {dup} repeats position {same} "
-                                    f"({values})")
+        if not (proven and prop in proven):
+            prop.check(arrays, scalars, layout.name)

@@ -28,7 +28,8 @@ from ..concurrency import symbolic
 from ..errors import ArgumentError
 from ..front import index_expr as ie
 from ..front.kernel_spec import parse_expr
-from ..front.layout import Layout, Property
+from ..front.layout import Layout
+from ..front.properties import PeriodicMonotonic
 from ..front.terms import UFCall, format_sum
 from ..middle.iteration_space import TensorUse, build
 from ..middle.scan import LevelKind, LoopNest, scan
@@ -160,7 +161,7 @@ class _CheckedNames(CNames):
 @dataclass
 class _Checker:
     function: object
-    properties: list[Property]
+    properties: list[PeriodicMonotonic]
     reads: list[_Test]
     source: str
     width: int           # the most values a failing test stores
@@ -177,7 +178,7 @@ def _checker(layout: Layout) -> _Checker:
 
 
 @symbolic
-def _checker_source(layout: Layout) -> tuple[str, list[Property], list[_Test]]:
+def _checker_source(layout: Layout) -> tuple[str, list[PeriodicMonotonic], list[_Test]]:
     """The C of ``layout``'s check, the periodic properties it checks and its reads."""
     idx = ",".join(f"i{k}" for k in range(layout.order))
     space = build(parse_expr(f"v = T({idx})"), {"T": layout})
@@ -207,14 +208,15 @@ def _checker_source(layout: Layout) -> tuple[str, list[Property], list[_Test]]:
 
 
 def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNames,
-              hooks: dict[int, list[t.Node]]) -> tuple[list[t.Node], list[Property], set[str]]:
+              hooks: dict[int, list[t.Node]]
+              ) -> tuple[list[t.Node], list[PeriodicMonotonic], set[str]]:
     """Statements comparing each periodic-monotonic read with the previous one of its
     period (reset where the period's innermost index advances)."""
     level_of = {lv.var: k for k, lv in enumerate(nest.levels)}
     statement: list[t.Node] = []
-    checked: list[Property] = []
+    checked: list[PeriodicMonotonic] = []
     used: set[str] = set()
-    for prop in (p for p in layout.properties if p.kind == "periodic_monotonic"):
+    for prop in (p for p in layout.properties if isinstance(p, PeriodicMonotonic)):
         calls = [c for c in use.relation().calls() if c.name == use.symbol(prop.uf)
                  and len(c.args) == 1]
         periods = [use.var(p) for p in prop.period]
@@ -301,7 +303,7 @@ def _check_part(checker: _Checker, layout: Layout, struct: ctypes.Structure, fie
                             f"{test.message(list(at)[:len(test.stored)])}")
     if result and properties:
         prop = checker.properties[result - 1]
-        raise ArgumentError(f"{layout.name} tensor: {prop.uf!r} violates periodic_monotonic "
+        raise ArgumentError(f"{layout.name} tensor: {prop.uf!r} violates {prop.kind} "
                             f"({prop.formula()}, period {', '.join(prop.period)}) at position "
                             f"{bad.value}: {prop.uf}[{bad.value}] = "
                             f"{int(fields[prop.uf][bad.value])} is out of order")
