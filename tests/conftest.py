@@ -1,4 +1,20 @@
-"""Shared test helpers.
+"""Shared test helpers and the test lanes.
+
+Lanes (markers registered in pyproject.toml; ``--strict-markers`` makes a misspelt one an
+error):
+
+- ``python -m pytest -q -n auto``: the full suite, what CI runs.
+- ``python -m pytest -q -n 2 -m "not slow"``: the fast lane for development, every module
+  with a sample of each large parametrized family (the first minutes of feedback).
+- ``python -m pytest -q -m unit``: ``middle/`` and ``decide/`` alone (seconds): tests marked
+  ``unit`` fail if they compile C (:func:`_unit_tests_compile_nothing`).
+- ``-m sanitizer``, ``-m fuzz``, ``-m experiments``: generated C under AddressSanitizer and
+  UBSan; hypothesis and mutation fuzzers; the experiments in quick mode.  Sanitizer and
+  experiment tests are also ``slow``; fuzzers are ``slow`` where they take seconds.
+
+A test is ``slow`` when it takes seconds (``--durations``) or is one of many cases of a
+family: :func:`lanes` keeps a sample of a family in the fast lane (:func:`covering`: every
+value of every parameter at least once) and marks the other cases ``slow``.
 
 ``assert_compiles_clean(src)`` compiles generated C with ``cc -O3 -fopenmp-simd -Wall -Werror
 -c`` (the runtime compiles with ``-Wall``; tests hold generated code to zero warnings).  Import
@@ -9,7 +25,9 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable, Container, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,3 +50,39 @@ def assert_compiles_clean(src: str, flags: tuple[str, ...] = ()) -> None:
 @pytest.fixture
 def compiles_clean():
     return assert_compiles_clean
+
+
+# -- lanes ----------------------------------------------------------------------------------
+def covering(*dims: Sequence[Any]) -> set[tuple[Any, ...]]:
+    """A few combinations of the values of ``dims`` in which every value of every dimension
+    appears: the k-th combination takes the (k + j)-th value of dimension j, cycling (so two
+    dimensions with the same values pair different ones)."""
+    n = max(len(d) for d in dims)
+    return {tuple(d[(k + j) % len(d)] for j, d in enumerate(dims)) for k in range(n)}
+
+
+def lanes(cases: Iterable[Any], fast: Container[Any] | Callable[[Any], bool],
+          ids: Callable[[Any], str] | None = None) -> list[Any]:
+    """``cases`` as pytest parameter sets (a tuple case gives one value per argument), the
+    ones not in ``fast`` (or for which ``fast(case)`` is false) marked ``slow``."""
+    keep = fast if callable(fast) else fast.__contains__
+    out = []
+    for case in cases:
+        values = case if isinstance(case, tuple) else (case,)
+        out.append(pytest.param(*values, id=None if ids is None else ids(case),
+                                marks=() if keep(case) else pytest.mark.slow))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_compile_nothing(request, monkeypatch):
+    """A test marked ``unit`` fails if it calls the C compiler (``build_library``: kernels,
+    conversions and a tensor's generated checks all compile through it)."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(source: str, flags: tuple[str, ...] = ()) -> Path:
+        pytest.fail("a unit test compiled C (spf.runtime.build.build_library was called)")
+
+    from spf.runtime import build
+    monkeypatch.setattr(build, "build_library", refuse)

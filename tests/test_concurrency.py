@@ -132,6 +132,7 @@ def run_threads(layout_file: str) -> int:
     return len(results)
 
 
+@pytest.mark.slow
 def test_threads_build_and_evaluate_at_once(tmp_path, monkeypatch):
     """Each round in a fresh spawned process (nothing built yet in it, an empty cache):
     eight threads generate, compile and run different kernels, conversions and tensors."""
@@ -172,6 +173,7 @@ def _compile_at_once(barrier, cache: str, n: int) -> tuple[str, list[float]]:
     return f._lib._name, f(A=M, B=M).to_dense().ravel().tolist()
 
 
+@pytest.mark.slow
 def test_two_processes_compile_one_kernel_into_one_cache(tmp_path):
     cache = tmp_path / "cache"
     ctx = multiprocessing.get_context("spawn")
@@ -215,6 +217,7 @@ def _check_pickled(results: list[np.ndarray], M: sp.csr_matrix, x: np.ndarray) -
     np.testing.assert_array_equal(ell, M.toarray())
 
 
+@pytest.mark.slow
 def test_pickled_into_a_spawn_pool(tmp_path):
     """A spawn-start multiprocessing.Pool: one worker finds the libraries in the shared
     cache, one compiles them again from the C carried in the pickle (an empty cache)."""

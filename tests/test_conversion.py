@@ -158,6 +158,7 @@ def test_generated_conversions_compile_clean(compiles_clean):
         compiles_clean(spf.Conversion(s, d).c_source())
 
 
+@pytest.mark.fuzz
 @settings(max_examples=25, deadline=None)
 @given(m=st.integers(0, 12), n=st.integers(0, 12), density=st.floats(0, 1),
        seed=st.integers(0, 2 ** 16), src=st.sampled_from(["COO", "CSR", "CSC", "DIA"]),

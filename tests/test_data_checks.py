@@ -455,6 +455,7 @@ def _mutate(data: st.DataObject, t: spf.Tensor) -> tuple[Any, dict[str, Any]]:
     return shape, fields
 
 
+@pytest.mark.fuzz
 @pytest.mark.parametrize("name", spf.layout_names())
 @examples(50)
 @given(data=st.data())
@@ -473,6 +474,7 @@ def spmv():
     return spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}).compile()
 
 
+@pytest.mark.fuzz
 @examples(100)
 @given(data=st.data())
 def test_kernel_operands_raise_only_spf_errors(spmv, data):

@@ -4,11 +4,13 @@ import importlib
 
 import pytest
 
+pytestmark = pytest.mark.experiments
 EXPERIMENTS = ["goals", "codegen_time", "import_time", "call_overhead", "spmv", "spmspv",
                "spmspv_push", "spmspm", "ttm", "sparse_add", "conversion", "graphs",
                "distributed", "scaling_model"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_experiment_quick_mode(name):
     if name == "distributed":

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from conftest import assert_compiles_clean
+from conftest import assert_compiles_clean, covering, lanes
 
 import spf
 from spf.errors import SynthesisError
@@ -236,12 +236,14 @@ def _build(case: Case, name: str, algorithm: str) -> tuple[spf.Kernel, Callable]
     return k, k.compile()
 
 
-PAIRS = [pytest.param(case, name, id=f"{name}-{case.name}")
-         for name in spf.layout_names() for case in CASES[layout_of(name).order]]
+PAIRS = [(case, name) for name in spf.layout_names() for case in CASES[layout_of(name).order]]
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("case,name", PAIRS)
+# the fast lane: each (kernel, layout) pair with one algorithm, every algorithm in turn
+@pytest.mark.parametrize("case,name,algorithm", lanes(
+    [(*pair, a) for pair in PAIRS for a in ALGORITHMS],
+    {(*pair, a) for pair, a in covering(PAIRS, ALGORITHMS)},
+    lambda c: f"{c[1]}-{c[0].name}-{c[2]}"))
 def test_find_over_layout(case: Case, name: str, algorithm: str) -> None:
     built = _build(case, name, algorithm)
     if isinstance(built, str):

@@ -13,12 +13,13 @@ import functools
 
 import numpy as np
 import pytest
-from conftest import assert_compiles_clean
+from conftest import assert_compiles_clean, covering, lanes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spf
 
+pytestmark = pytest.mark.fuzz
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -130,8 +131,13 @@ def close(got, want) -> None:
 
 # --- SpMV and SpMSpV ------------------------------------------------------------------------
 FINDS = ["auto", "seqiter", "densemap", "hashmap", "binsearch", "loop"]
-MATRIX_VECTOR = [(a, "DenseVector", "auto") for a in MATRIX_LAYOUTS + ["CUDAmma16x16"]] + \
-    [(a, x, f) for a in MATRIX_LAYOUTS + ["CUDAmma16x16"] for x in VECTOR_LAYOUTS for f in FINDS]
+MATRICES = MATRIX_LAYOUTS + ["CUDAmma16x16"]
+MATRIX_VECTOR = [(a, "DenseVector", "auto") for a in MATRICES] + \
+    [(a, x, f) for a in MATRICES for x in VECTOR_LAYOUTS for f in FINDS]
+
+
+def ids(case: tuple) -> str:
+    return "-".join(map(str, case))
 
 
 def refused(find: str, layouts: tuple[str, ...]) -> bool:
@@ -157,7 +163,10 @@ def mma_operand(draw) -> Operand:
     return a
 
 
-@pytest.mark.parametrize("a_layout,x_layout,find", MATRIX_VECTOR)
+# the fast lane: every layout and find once, a dense x with every fourth matrix layout
+@pytest.mark.parametrize("a_layout,x_layout,find", lanes(
+    MATRIX_VECTOR, covering(MATRICES, VECTOR_LAYOUTS, FINDS)
+    | {(a, "DenseVector", "auto") for a in MATRICES[::4]}, ids))
 @SETTINGS
 @given(data=st.data())
 def test_matrix_vector(a_layout, x_layout, find, data):
@@ -177,9 +186,11 @@ def test_matrix_vector(a_layout, x_layout, find, data):
 
 
 # --- sparse dot product under every find choice ---------------------------------------------
-@pytest.mark.parametrize("find", FINDS)
-@pytest.mark.parametrize("b_layout", VECTOR_LAYOUTS)
-@pytest.mark.parametrize("a_layout", VECTOR_LAYOUTS)
+DOTS = [(a, b, f) for a in VECTOR_LAYOUTS for b in VECTOR_LAYOUTS for f in FINDS]
+
+
+@pytest.mark.parametrize("a_layout,b_layout,find", lanes(
+    DOTS, covering(VECTOR_LAYOUTS, VECTOR_LAYOUTS, FINDS), ids))
 @SETTINGS
 @given(data=st.data())
 def test_dot_product(a_layout, b_layout, find, data):
@@ -195,12 +206,13 @@ def test_dot_product(a_layout, b_layout, find, data):
 
 
 # --- SpMSpM: dense and assembled outputs ----------------------------------------------------
-PAIRS = [(x, y) for x in ("CSR", "DCSR", "COO", "BCSR", "CSR_unsorted")
-         for y in ("CSR", "CSC", "SortedCOO", "CSR_unsorted", "DIA")]
+LEFT = ("CSR", "DCSR", "COO", "BCSR", "CSR_unsorted")
+RIGHT = ("CSR", "CSC", "SortedCOO", "CSR_unsorted", "DIA")
+SPMSPM_DENSE = [(x, y, f) for x in LEFT for y in RIGHT for f in FINDS]
 
 
-@pytest.mark.parametrize("find", FINDS)
-@pytest.mark.parametrize("a_layout,b_layout", PAIRS)
+@pytest.mark.parametrize("a_layout,b_layout,find", lanes(
+    SPMSPM_DENSE, covering(LEFT, RIGHT, FINDS), ids))
 @settings(SETTINGS, max_examples=15)
 @given(data=st.data())
 def test_spmspm_dense_output(a_layout, b_layout, find, data):
@@ -215,9 +227,13 @@ def test_spmspm_dense_output(a_layout, b_layout, find, data):
     close(got, a @ b)
 
 
-@pytest.mark.parametrize("c_layout", ["CSR", "CSR_unsorted", "CSC", "DCSR", "COO", "SortedCOO"])
-@pytest.mark.parametrize("a_layout,b_layout", [("CSR", "CSR"), ("CSR_unsorted", "CSC"),
-                                               ("COO", "CSR")])
+SPARSE_PAIRS = [("CSR", "CSR"), ("CSR_unsorted", "CSC"), ("COO", "CSR")]
+SPARSE_OUTPUTS = ["CSR", "CSR_unsorted", "CSC", "DCSR", "COO", "SortedCOO"]
+
+
+@pytest.mark.parametrize("a_layout,b_layout,c_layout", lanes(
+    [(*p, c) for p in SPARSE_PAIRS for c in SPARSE_OUTPUTS],
+    {(*p, c) for p, c in covering(SPARSE_PAIRS, SPARSE_OUTPUTS)}, ids))
 @SETTINGS
 @given(data=st.data())
 def test_spmspm_sparse_output(a_layout, b_layout, c_layout, data):
@@ -230,12 +246,16 @@ def test_spmspm_sparse_output(a_layout, b_layout, c_layout, data):
 
 
 # --- element-wise products and sums into sparse outputs -------------------------------------
-@pytest.mark.parametrize("expr,op", [("C(i,j) = A(i,j) * B(i,j)", np.multiply),
-                                     ("C(i,j) = A(i,j) + B(i,j)", np.add),
-                                     ("C(i,j) = A(i,j) - B(i,j)", np.subtract)])
-@pytest.mark.parametrize("a_layout,b_layout,c_layout", [("CSR", "CSR", "CSR"),
-                                                        ("COO", "CSR_unsorted", "CSR"),
-                                                        ("DCSR", "CSC", "COO")])
+ELEMENTWISE = [("C(i,j) = A(i,j) * B(i,j)", np.multiply), ("C(i,j) = A(i,j) + B(i,j)", np.add),
+               ("C(i,j) = A(i,j) - B(i,j)", np.subtract)]
+ELEMENTWISE_LAYOUTS = [("CSR", "CSR", "CSR"), ("COO", "CSR_unsorted", "CSR"),
+                       ("DCSR", "CSC", "COO")]
+
+
+@pytest.mark.parametrize("a_layout,b_layout,c_layout,expr,op", lanes(
+    [(*lay, *e) for lay in ELEMENTWISE_LAYOUTS for e in ELEMENTWISE],
+    {(*lay, *e) for lay, e in covering(ELEMENTWISE_LAYOUTS, ELEMENTWISE)},
+    lambda case: "-".join([*case[:4], case[4].__name__])))
 @SETTINGS
 @given(data=st.data())
 def test_elementwise(expr, op, a_layout, b_layout, c_layout, data):

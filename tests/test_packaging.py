@@ -7,6 +7,8 @@ import zipfile
 from importlib import resources
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -18,6 +20,7 @@ def test_data_read_through_importlib_resources():
     assert (LAYOUT_DIR / "CSR.toml").is_file() and (TEMPLATE_DIR / "kernel.c").is_file()
 
 
+@pytest.mark.slow
 def test_wheel_holds_layouts_and_templates_inside_spf(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
                            "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)

@@ -30,7 +30,7 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import assert_compiles_clean
+from conftest import assert_compiles_clean, covering, lanes
 
 import spf
 
@@ -258,6 +258,14 @@ def _id(expr_name: str, layouts: dict) -> str:
     return f"{expr_name}-{'-'.join(layouts.values())}"
 
 
+def _specs(expr_name: str, names: str, *dims: list[str]) -> list:
+    """Every combination of layouts of ``dims`` for the tensors ``names`` as parameters; the
+    fast lane keeps a :func:`covering` sample."""
+    return lanes([dict(zip(names, c)) for c in itertools.product(*dims)],
+                 lambda spec: tuple(spec.values()) in covering(*dims),
+                 lambda spec: _id(expr_name, spec))
+
+
 # -- dot products ---------------------------------------------------------------------------
 N = 3000
 
@@ -285,7 +293,6 @@ def dot_cases(layouts: dict):
     return cases
 
 
-DOT_SPECS = [{"A": a, "B": b} for a, b in itertools.product(VECTORS, VECTORS)]
 DOT3_SPECS = [{"A": a, "B": b, "C": c} for a, b, c in [
     ("SV", "SV", "SV"), ("SV", "SV_decreasing", "SV_unsorted"),            # Fig. 11
     ("SV_unsorted", "SV", "SV_decreasing"), ("SV_decreasing", "SV_decreasing", "SV"),
@@ -293,12 +300,13 @@ DOT3_SPECS = [{"A": a, "B": b, "C": c} for a, b, c in [
     ("DenseVector", "DenseVector", "SV_decreasing"), ("DenseVector",) * 3]]
 
 
-@pytest.mark.parametrize("layouts", DOT_SPECS, ids=[_id("dot", s) for s in DOT_SPECS])
+@pytest.mark.parametrize("layouts", _specs("dot", "AB", VECTORS, VECTORS))
 def test_dot(layouts):
     run_all(DOT, layouts, dot_cases(layouts))
 
 
-@pytest.mark.parametrize("layouts", DOT3_SPECS, ids=[_id("dot3", s) for s in DOT3_SPECS])
+@pytest.mark.parametrize("layouts", lanes(DOT3_SPECS, lambda s: s in DOT3_SPECS[:2],
+                                         lambda s: _id("dot3", s)))
 def test_dot3(layouts):
     run_all(DOT3, layouts, dot_cases(layouts))
 
@@ -334,7 +342,6 @@ def spmv_cases(la: str, lx: str | None):
 
 
 SPMV_SPECS = [{"A": la} for la in MATRICES]
-SPMSPV_SPECS = [{"A": la, "x": lx} for la in MATRICES for lx in SPARSE_VECTORS]
 
 
 @pytest.mark.parametrize("layouts", SPMV_SPECS, ids=[_id("spmv", s) for s in SPMV_SPECS])
@@ -344,7 +351,7 @@ def test_spmv(layouts):
     run_all(SPMV, layouts, spmv_cases(la, None), params)
 
 
-@pytest.mark.parametrize("layouts", SPMSPV_SPECS, ids=[_id("spmspv", s) for s in SPMSPV_SPECS])
+@pytest.mark.parametrize("layouts", _specs("spmspv", "Ax", MATRICES, SPARSE_VECTORS))
 def test_spmspv(layouts):
     la = layouts["A"]
     params = {"A": SPMV_PARAMS[la]} if la in SPMV_PARAMS else None
@@ -366,10 +373,7 @@ def spmspm_cases(la: str, lb: str):
     return cases
 
 
-SPMSPM_SPECS = [{"A": a, "B": b} for a, b in itertools.product(SPMSPM_LAYOUTS, repeat=2)]
-
-
-@pytest.mark.parametrize("layouts", SPMSPM_SPECS, ids=[_id("spmspm", s) for s in SPMSPM_SPECS])
+@pytest.mark.parametrize("layouts", _specs("spmspm", "AB", SPMSPM_LAYOUTS, SPMSPM_LAYOUTS))
 def test_spmspm(layouts):
     run_all(SPMSPM, layouts, spmspm_cases(layouts["A"], layouts["B"]))
 

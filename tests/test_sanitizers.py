@@ -1,8 +1,10 @@
 """Generated C runs clean under AddressSanitizer and UndefinedBehaviorSanitizer.
 
-The representative script (tests/sanitize/representative.py) runs in a subprocess with the
-sanitizer runtimes preloaded and ``SPF_CFLAGS`` adding the sanitizer flags to every compile.
+The representative script (tests/sanitize/representative.py) runs in subprocesses, one per
+case, with the sanitizer runtimes preloaded and ``SPF_CFLAGS`` adding the sanitizer flags to
+every compile.
 """
+import importlib.util
 import os
 import subprocess
 import sys
@@ -11,6 +13,16 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent
+pytestmark = [pytest.mark.sanitizer, pytest.mark.slow]
+
+
+def _cases() -> list[str]:
+    """The representative script's case names."""
+    spec = importlib.util.spec_from_file_location("representative",
+                                                  HERE / "sanitize" / "representative.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.CASES)
 
 
 def _runtime(name: str) -> str | None:
@@ -26,10 +38,17 @@ def _runtime(name: str) -> str | None:
 ASAN, UBSAN = _runtime("libasan.so"), _runtime("libubsan.so")
 
 
-def sanitized_env(tmp_path: Path) -> dict:
+@pytest.fixture(scope="module")
+def sanitized_cache(tmp_path_factory) -> Path:
+    """One cache of sanitized builds for the cases a worker runs (the checks of the layouts
+    they share compile once)."""
+    return tmp_path_factory.mktemp("sanitized-cache")
+
+
+def sanitized_env(cache: Path) -> dict:
     env = dict(os.environ)
     env.update({
-        "SPF_CACHE_DIR": str(tmp_path / "cache"),
+        "SPF_CACHE_DIR": str(cache),
         "SPF_CFLAGS": "-fsanitize=address,undefined -fno-omit-frame-pointer "
                       "-fno-sanitize-recover=all",
         "LD_PRELOAD": f"{ASAN} {UBSAN}",
@@ -40,9 +59,10 @@ def sanitized_env(tmp_path: Path) -> dict:
 
 
 @pytest.mark.skipif(not (ASAN and UBSAN), reason="the C compiler has no sanitizer runtimes")
-def test_representative_kernels_under_asan_and_ubsan(tmp_path):
-    proc = subprocess.run([sys.executable, str(HERE / "sanitize" / "representative.py")],
-                          env=sanitized_env(tmp_path), capture_output=True, text=True,
+@pytest.mark.parametrize("case", _cases())
+def test_representative_kernels_under_asan_and_ubsan(sanitized_cache, case):
+    proc = subprocess.run([sys.executable, str(HERE / "sanitize" / "representative.py"), case],
+                          env=sanitized_env(sanitized_cache), capture_output=True, text=True,
                           timeout=1500)
     report = proc.stdout[-3000:] + proc.stderr[-6000:]
     assert proc.returncode == 0, report
@@ -50,12 +70,13 @@ def test_representative_kernels_under_asan_and_ubsan(tmp_path):
     assert "AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr, report
 
 
+@pytest.mark.fuzz
 @pytest.mark.skipif(not (ASAN and UBSAN), reason="the C compiler has no sanitizer runtimes")
-def test_custom_layout_fuzzer_under_asan_and_ubsan(tmp_path):
+def test_custom_layout_fuzzer_under_asan_and_ubsan(sanitized_cache):
     """A short profile of the crash fuzzer (tests/sanitize/fuzz_layouts.py; run it longer by
     hand with an example count): custom layouts with any subset of their properties and
     corrupted arrays; what passes validation runs clean and matches the dense reference."""
-    env = sanitized_env(tmp_path)
+    env = sanitized_env(sanitized_cache)
     env.setdefault("SPF_FUZZ_EXAMPLES", "60")
     proc = subprocess.run([sys.executable, str(HERE / "sanitize" / "fuzz_layouts.py")],
                           env=env, capture_output=True, text=True, timeout=1500)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import covering, lanes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -261,6 +262,7 @@ MORE_PAIRS = [("CSC", "COO", "CSR"), ("CSC", "COO", "SortedCOO"),
               ("CSR", "DCSR", "CSR"), ("COO", "COO", "CSR_unsorted"),
               ("CSR_unsorted", "CSR_unsorted", "CSR"), ("CSR", "CSR_unsorted", "DCSR")]
 SPMSPM_COMBOS = [(a, b, c) for a, b in FULL_PAIRS for c in OUTPUTS] + MORE_PAIRS
+FAST_SPMSPM = {(*p, c) for p, c in covering(FULL_PAIRS, OUTPUTS)} | set(MORE_PAIRS[::3])
 
 
 def run_spmspm(a_spec, b_spec, c_spec, A, B, parallel=False):
@@ -273,8 +275,7 @@ def run_spmspm(a_spec, b_spec, c_spec, A, B, parallel=False):
 
 
 @pytest.mark.parametrize("case", MATMUL_CASES, ids=[c[0] for c in MATMUL_CASES])
-@pytest.mark.parametrize("a_spec,b_spec,c_spec", SPMSPM_COMBOS,
-                         ids=["-".join(c) for c in SPMSPM_COMBOS])
+@pytest.mark.parametrize("a_spec,b_spec,c_spec", lanes(SPMSPM_COMBOS, FAST_SPMSPM, "-".join))
 def test_spmspm(a_spec, b_spec, c_spec, case):
     _, A, B = case
     run_spmspm(a_spec, b_spec, c_spec, A, B)
@@ -423,6 +424,7 @@ def test_parallel_kernel_with_assembled_output(c_spec):
             run_spmspm("CSR", "CSR", c_spec, A, B, parallel=True)
 
 
+@pytest.mark.fuzz
 @settings(max_examples=60, deadline=None)
 @given(m=st.integers(0, 9), n=st.integers(0, 9), p=st.integers(0, 9),
        da=st.floats(0, 1), db=st.floats(0, 1), seed=st.integers(0, 2 ** 16),

@@ -5,6 +5,7 @@ from functools import cache
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import covering, lanes
 
 import spf
 
@@ -77,11 +78,12 @@ def test_terms_do_not_read_implicit_zeros():
 
 
 SPARSE = ["CSR", "COO", "DCSR"]
+OUTPUTS = SPARSE + ["SortedCOO", "CSC"]
 
 
-@pytest.mark.parametrize("la,lb,lc", [
-    p for p in itertools.product(SPARSE, SPARSE, SPARSE + ["SortedCOO", "CSC"])
-    if p[0] <= p[1] or p[2] == "CSR"])
+@pytest.mark.parametrize("la,lb,lc", lanes(
+    [p for p in itertools.product(SPARSE, SPARSE, OUTPUTS) if p[0] <= p[1] or p[2] == "CSR"],
+    covering(SPARSE, SPARSE, OUTPUTS) | covering(SPARSE[::-1], SPARSE, OUTPUTS), "-".join))
 def test_sparse_sum_is_the_union(la, lb, lc):
     f = compiled("C(i,j) = A(i,j) + B(i,j)", (("A", la), ("B", lb), ("C", lc)))
     for shape, seed in [((8, 6), 4), ((1, 9), 5), ((9, 1), 6)]:
