@@ -125,7 +125,7 @@ def test_tile_skipping_of_a_sorted_guard_loop():
 
 # -- dependence analysis ------------------------------------------------------------------
 def loops(kernel: spf.Kernel) -> list[tuple[str, bool, list[str]]]:
-    return [(lp.var, lp.carried, lp.disproved_by) for lp in kernel.analysis().loops]
+    return [(lp.var, lp.carried, list(lp.disproved_by)) for lp in kernel.analysis().loops]
 
 
 def test_csr_rows_carry_nothing_by_isl():
@@ -166,8 +166,8 @@ def test_csc_inner_loop_is_free_but_too_short_to_share_out():
     parallel the columns scatter into private copies of y instead."""
     a = spf.Kernel(SPMV, {"A": "CSC"}).analysis()
     assert [(lp.var, lp.carried) for lp in a.loops] == [("A_pj", True), ("A_pi", False)]
-    assert a.loops[1].disproved_by == [
-        "A: periodic_monotonic pj = pj' and a < a' -> rowIdx(a) < rowIdx(a')"]
+    assert a.loops[1].disproved_by == (
+        "A: periodic_monotonic pj = pj' and a < a' -> rowIdx(a) < rowIdx(a')",)
     assert a.parallel_loop is None
     assert "runs over one segment of a pointer array" in a.loops[0].why
     parallel = spf.Kernel(SPMV, {"A": "CSC"}, parallel=True).analysis()
@@ -231,7 +231,7 @@ def test_options_given_to_a_sum_go_to_its_terms():
     k = spf.Kernel("y(i) = A(i,j) * x(j) + B(i,j) * x(j)", {"A": "CSR", "B": "COO"},
                    bounds="j <= i", name="two")
     assert [t.name for t in k.terms] == ["two_term0", "two_term1"]
-    assert [[str(c) for c in t.bounds] for t in k.terms] == [["j <= i"], ["j <= i"]]
+    assert [[str(c) for c in t.options.bounds] for t in k.terms] == [["j <= i"], ["j <= i"]]
 
 
 def test_options_a_sum_cannot_take():

@@ -99,30 +99,30 @@ def test_spaces_that_cannot_be_built(expr, layouts, options, message):
 ])
 def test_default_order_is_operand_by_operand(expr, layouts, order):
     k = spf.Kernel(expr, layouts)
-    assert k.order == order and k.order_why == []
+    assert list(k.order) == order and k.order_why == ()
 
 
 def test_locate_before_find_iterates_x_and_locates_the_csc_column():
     """Push SpMSpV: A_pj = j is a dense level, located from the j that x's index array
     gives, so x's loop moves before it (no find)."""
     k = spf.Kernel(SPMV, {"A": "CSC", "x": "SV"})
-    assert k.order == ["x_p", "A_pj", "A_pi"]
-    assert k.order_why == ["x_p placed before A_pj: A_pj is located from j, which x's index "
-                           "array gives at x_p (iterate x's entries, locate into A)"]
-    assert k.decisions == []
+    assert k.order == ("x_p", "A_pj", "A_pi")
+    assert k.order_why == ("x_p placed before A_pj: A_pj is located from j, which x's index "
+                           "array gives at x_p (iterate x's entries, locate into A)",)
+    assert k.decisions == ()
 
 
 def test_a_mask_drives_the_loops():
     k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "CSR", "M": "CSR"},
                    mask={"C": "M"})
-    assert k.order[:2] == ["M_pi", "A_pi"]
-    assert k.order_why == ["the mask M's loops placed first: its entries are the only output "
-                           "elements computed (no product is formed and then dropped)"]
+    assert k.order[:2] == ("M_pi", "A_pi")
+    assert k.order_why == ("the mask M's loops placed first: its entries are the only output "
+                           "elements computed (no product is formed and then dropped)",)
 
 
 def test_a_given_order_is_kept():
     k = spf.Kernel(SPMV, {"A": "CSR", "x": "SV"}, order=["x.p", "A.pi", "A.pj"])
-    assert k.order == ["x_p", "A_pi", "A_pj"] and k.order_why == []
+    assert k.order == ("x_p", "A_pi", "A_pj") and k.order_why == ()
 
 
 # -- scanning -------------------------------------------------------------------------------
