@@ -247,7 +247,7 @@ def _properties_text(lay) -> str:
 def cmd_layouts(args: argparse.Namespace) -> int:
     import textwrap
 
-    from .front.layout import layout_names, load_layout
+    from .front.layout_path import layout_names, load_layout
     status = 0
     if args.markdown:
         print("| Layout | Relation (layout indices -> logical indices) | Fields | Properties |")

@@ -28,7 +28,8 @@ from .back.source import function, render_file
 from .back.templates import text as template_text
 from .concurrency import symbolic
 from .errors import ArgumentError, SpecError
-from .front.layout import Layout, layout_names, load_layout
+from .front.layout import Layout
+from .front.layout_path import layout_names, load_layout
 from .front.placement import Placement, aff_range, placement_of
 from .front.storage import Storage, storage_of, storage_or_none
 from .kernel import Kernel
