@@ -10,8 +10,8 @@ from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisE
 # generated-code hooks of Tensor (filled by kernel and conversion) are always in place.
 _LAZY = {
     "CompiledKernel": "runtime.compiled", "Kernel": "kernel", "Conversion": "conversion",
-    "evaluate": "evaluation", "Layout": "front.layout", "layout_names": "front.layout",
-    "load_layout": "front.layout", "Relation": "front.relation", "Tensor": "runtime.tensor",
+    "evaluate": "evaluation", "Layout": "front.layout", "layout_names": "front.layout_path",
+    "load_layout": "front.layout_path", "Relation": "front.relation", "Tensor": "runtime.tensor",
     "Semiring": "front.semiring", "DistributedKernel": "distributed",
     "KernelOptions": "decide.options",
     "aslinearoperator": "linalg",

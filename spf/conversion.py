@@ -28,7 +28,8 @@ from .back.source import function, render_file
 from .back.templates import text as template_text
 from .concurrency import symbolic
 from .errors import ArgumentError, SpecError
-from .front.layout import Layout, layout_names, load_layout
+from .front.layout import Layout
+from .front.layout_path import layout_names, load_layout
 from .front.placement import Placement, aff_range, placement_of
 from .front.storage import Storage, storage_of, storage_or_none
 from .kernel import Kernel
@@ -54,7 +55,7 @@ class Conversion:
     def __init__(self, src: str | Layout, dst: str | Layout, *, name: str = "spf_convert",
                  keep_zeros: bool | None = None, allow_padding: bool = False,
                  index_type: str | None = None, **params: int):
-        src_lay, dst_lay = _bind(src, dst, params)
+        src_lay, dst_lay = bind_layouts(src, dst, params)
         widths = {lay.index_type for lay in (src, dst) if isinstance(lay, Layout)}
         if index_type is None and len(widths) > 1:
             raise SpecError(f"cannot convert {src_lay.name} ({src_lay.index_type}) to "
@@ -331,8 +332,8 @@ def _extent_field(extent: Any) -> str:
     return extent.terms[0][0]
 
 
-def _bind(src: str | Layout, dst: str | Layout,
-          params: Mapping[str, int]) -> tuple[Layout, Layout]:
+def bind_layouts(src: str | Layout, dst: str | Layout,
+                 params: Mapping[str, int]) -> tuple[Layout, Layout]:
     """Load both layouts, each with the parameters it declares; a parameter neither declares
     is an error naming both layouts' parameters."""
     a, b = load_layout(src), load_layout(dst)

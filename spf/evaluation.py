@@ -18,7 +18,8 @@ import numpy as np
 from .decide.options import NAMES
 from .errors import ArgumentError, SpfError
 from .front.kernel_spec import Expr, parse_expr
-from .front.layout import Layout, default_layout, default_layouts, load_layout
+from .front.layout import Layout
+from .front.layout_path import default_layout, default_layouts, load_layout
 from .kernel import Kernel
 from .runtime.compiled import CompiledKernel
 from .runtime.operands import as_tensor, check_arrays, is_pydata, is_scipy

@@ -32,9 +32,10 @@ from .front.kernel_spec import (
     parse_expr,
     tensor_layouts,
 )
-from .front.layout import INDEX_WIDTHS, Layout, default_layout, load_layout
+from .front.layout import INDEX_WIDTHS, Layout
+from .front.layout_path import default_layout, load_layout
 from .front.storage import storage_of
-from .front.syntax import is_file
+from .front.toml_source import is_file
 from .middle.iteration_space import shared_fields
 from .middle.z3limit import z3_timeout
 

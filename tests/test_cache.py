@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from spf import cli
+from spf.cli.cache import bytes_text
 from spf.errors import CompileError
 from spf.runtime import build as runtime
 
@@ -218,4 +219,4 @@ def test_python_m_spf_cache(cache):
 @pytest.mark.parametrize("size, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"),
                                         (5 * 1024 ** 2, "5.0 MiB"), (3 * 1024 ** 3, "3.0 GiB")])
 def test_sizes_for_people(size, text):
-    assert cli._bytes_text(size) == text
+    assert bytes_text(size) == text

@@ -150,6 +150,23 @@ def test_bad_output_path(tmp_path, capsys):
     assert "spf: error: cannot write" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("param", ["name", "allow_padding", "keep_zeros", "index_type"])
+def test_convert_param_named_like_a_conversion_keyword(param, tmp_path, capsys):
+    """``spf convert --param`` binds a layout parameter even when it is named like a keyword
+    of spf.Conversion (it used to become that keyword: ``name=4`` crashed with a TypeError,
+    ``allow_padding=1`` allowed padding)."""
+    assert cli.main(["convert", "COO", "CSR", "--param", f"{param}=1"]) == 2
+    assert re.fullmatch(rf"spf: error: .*CSR\.toml: unknown layout parameter\(s\) \['{param}'\]: "
+                        r"COO takes none, CSR takes none\n", capsys.readouterr().err)
+    text = (spf.front.layout_path.LAYOUT_DIR / "BCSR.toml").read_text()
+    path = tmp_path / "Blocks.toml"     # BCSR with its block size B renamed
+    path.write_text(re.sub(r"\bB\b", param, text).replace('packer = "BCSR.py"\n', ""))
+    assert cli.main(["convert", "COO", str(path), "--param", f"{param}=4"]) == 0
+    renamed = capsys.readouterr().out
+    assert cli.main(["convert", "COO", "BCSR", "--param", "B=4"]) == 0
+    assert renamed == capsys.readouterr().out
+
+
 # ---------------------------------------------------------------------------------------
 # spf analyze, and --parallel / --tile of spf generate (issue 4)
 def test_analyze_fig7_text(capsys):

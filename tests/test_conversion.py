@@ -265,7 +265,7 @@ def test_placement_splits_coordinates_into_tiles_and_ranks_keys_per_group(tmp_pa
     out = spf.Tensor.from_dense("COO", want).convert(str(tiled), allow_padding=True)
     assert out["tileRows"] == 4 and out["tileCols"] == 3 and out.values.size == 48
     np.testing.assert_array_equal(out.to_dense(), want)
-    text = (Path(spf.front.layout.load_layout("BCSR").source).read_text()
+    text = (Path(spf.front.layout_path.load_layout("BCSR").source).read_text()
             .replace('name = "BCSR"', 'name = "BCSR_desc"')
             .replace('packer = "BCSR.py"\n', "")
             .replace('period = "pi"\norder = "<="', 'period = "pi"\norder = ">="'))

@@ -20,7 +20,8 @@ import pytest
 import spf
 from spf import cli
 from spf.front.kernel_spec import load_kernel_file
-from spf.front.layout import LAYOUT_DIR, parse_layout
+from spf.front.layout_file import parse_layout
+from spf.front.layout_path import LAYOUT_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spf
-from spf.front.layout import LAYOUT_DIR
+from spf.front.layout_path import LAYOUT_DIR
 
 EXAMPLES = int(os.environ.get("SPF_FUZZ_EXAMPLES", "0")) or None
 FUZZ = settings(deadline=None, derandomize=True, database=None,

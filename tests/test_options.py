@@ -11,6 +11,7 @@ import pytest
 
 import spf
 from spf import cli, evaluation
+from spf.cli.kernel_options import build_kernel
 from spf.decide.options import NAMES, OPTIONS, cli_args, markdown_table, option, toml_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,8 +77,8 @@ def test_option_means_the_same_at_every_entry_point(name, tmp_path, capsys):
     # the command line: the kernel it builds, and the C `spf generate` prints
     args = ["generate", expr] + [a for t, lay in layouts.items() for a in ("-l", f"{t}={lay}")]
     args += [a for n, v in given.items() for a in cli_args(option(n), v)]
-    parsed = cli._parser().parse_args(args)
-    assert cli._build_kernel(parsed, parsed.subparser).options == python.options
+    parsed = cli.make_parser().parse_args(args)
+    assert build_kernel(parsed, parsed.subparser).options == python.options
     assert cli.main(args) == 0
     assert capsys.readouterr().out == source
 

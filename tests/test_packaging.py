@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_data_read_through_importlib_resources():
     from spf.back.templates import TEMPLATE_DIR
-    from spf.front.layout import LAYOUT_DIR
+    from spf.front.layout_path import LAYOUT_DIR
     assert resources.files("spf.layouts").joinpath("defaults.toml").is_file()
     assert resources.files("spf.templates").joinpath("kernel.c").is_file()
     assert (LAYOUT_DIR / "CSR.toml").is_file() and (TEMPLATE_DIR / "kernel.c").is_file()

@@ -251,7 +251,7 @@ def test_ordering_facts_per_kind():
 
 def variant(tmp_path, shipped: str, name: str, old: str, new: str):
     """A copy of a shipped layout under another name, ``old`` replaced by ``new``, no packer."""
-    text = (spf.front.layout.LAYOUT_DIR / f"{shipped}.toml").read_text()
+    text = (spf.front.layout_path.LAYOUT_DIR / f"{shipped}.toml").read_text()
     assert old in text
     text = text.replace(old, new).replace(f'name = "{shipped}"', f'name = "{name}"')
     path = tmp_path / f"{name}.toml"

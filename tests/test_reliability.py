@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 import spf
-from spf.front.layout import LAYOUT_DIR
+from spf.front.layout_path import LAYOUT_DIR
 
 M = sp.random(6, 6, density=0.4, format="csr", random_state=2)
 

@@ -37,7 +37,7 @@ def test_storage_shape_predicates_over_shipped_layouts(predicate):
 
 def test_shapes_come_from_the_relation_not_the_name(tmp_path):
     for name in ("CSC", "SortedCOO", "DenseMatrix", "DCSR"):
-        text = (spf.front.layout.LAYOUT_DIR / f"{name}.toml").read_text()
+        text = (spf.front.layout_path.LAYOUT_DIR / f"{name}.toml").read_text()
         text = text.replace(f'name = "{name}"', 'name = "Mine"')
         text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("packer"))
         (tmp_path / f"{name}.toml").write_text(text)

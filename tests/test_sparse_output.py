@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import spf
-from spf.front.layout import LAYOUT_DIR
+from spf.front.layout_path import LAYOUT_DIR
 from spf.front.storage import storage_of
 
 SPMSPM = "C(i,j) = A(i,k) * B(k,j)"

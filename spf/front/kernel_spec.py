@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from .syntax import Parser, is_file, key_position, locate, parse_constraints, parse_toml, read_spec
+from .syntax import Parser, parse_constraints
 from .terms import Constraint
+from .toml_source import TomlSource, is_file
 
 
 @dataclass(frozen=True)
@@ -154,10 +155,10 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
     terms: list[tuple[int, tuple[Access, ...]]] = []
     sign = -1 if p.accept("-") else 1
     while True:
-        factors = [_access(p)]
+        accesses = [_access(p)]
         while p.accept("*"):
-            factors.append(_access(p))
-        terms.append((sign, tuple(factors)))
+            accesses.append(_access(p))
+        terms.append((sign, tuple(accesses)))
         if p.accept("+"):
             sign = 1
         elif p.accept("-"):
@@ -229,54 +230,50 @@ class KernelFile:
     :meth:`position` locates)."""
 
     expr: Expr
+    file: TomlSource
     layouts: dict[str, str] = field(default_factory=dict)
     params: dict[str, dict[str, int]] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
-    source: str = "<string>"
-    text: str = ""
+
+    @property
+    def source(self) -> str:
+        return self.file.source
 
     def entry_position(self, table: str, key: str) -> tuple[int, int]:
         """The line and column of ``key`` in the table ``[table]`` (1, 1 when not found)."""
-        start = self.text.find(f"[{table}]")
-        line, key_col, _ = key_position(self.text, key, max(start, 0)) or (1, 1, 1)
-        return line, key_col
+        return self.file.position(key, self.file.table_start(table), at_key=True)
 
     def position(self, key: str, at_key: bool = False) -> tuple[int, int]:
         """The line and column of ``key``'s value (of the key itself with ``at_key``); 1, 1
         when it is not found."""
-        line, key_col, value_col = key_position(self.text, key) or (1, 1, 1)
-        return line, key_col if at_key else value_col
+        return self.file.position(key, at_key=at_key)
 
 
 def load_kernel_file(path: str | Path) -> KernelFile:
     """Read a kernel spec file (TOML): ``expr``, ``[layouts]``, ``[params.T]``; every other
     key is a kernel option (checked where the kernel is built)."""
-    source = str(path)
-    text = read_spec(path, "kernel file")
-    table = parse_toml(text, source)
+    file = TomlSource.read(path, "kernel file")
+    table = file.parse()
     if not isinstance(table.get("expr"), str):
-        line, _, col = key_position(text, "expr") or (1, 1, 1)
-        raise SpecError("missing 'expr' (tensor index notation, e.g. \"y(i) = A(i,j) * x(j)\")",
-                        source, line, col)
-    line, col = locate(text, table["expr"])
-    spec = KernelFile(parse_expr(table["expr"], source, line, col), source=source, text=text)
+        raise file.error("missing 'expr' (tensor index notation, e.g. \"y(i) = A(i,j) * x(j)\")",
+                         "expr")
+    line, col = file.value_position(table["expr"])
+    spec = KernelFile(parse_expr(table["expr"], file.source, line, col), file)
     layouts = table.get("layouts", {})
     if not isinstance(layouts, dict) or not all(isinstance(v, str) for v in layouts.values()):
-        raise SpecError("[layouts] must map tensor names to layout names or paths", source,
-                        *spec.position("layouts"))
+        raise file.error("[layouts] must map tensor names to layout names or paths", "layouts")
     # layout paths in a kernel file are relative to the file
     for name, lay in layouts.items():
         rel = Path(path).parent / lay
         spec.layouts[name] = str(rel) if (lay.endswith(".toml") and is_file(rel)) else lay
     params = table.get("params", {})
     if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
-        raise SpecError("[params.T] tables must map parameter names to integers", source,
-                        *spec.position("params"))
+        raise file.error("[params.T] tables must map parameter names to integers", "params")
     spec.params = params
     spec.options = {k: v for k, v in table.items() if k not in FILE_KEYS}
     if isinstance(spec.options.get("bounds"), str):      # parsed here, where its text is
-        bl, bc = locate(text, spec.options["bounds"])
-        spec.options["bounds"] = parse_bounds(spec.options["bounds"], source, bl, bc)
+        bl, bc = file.value_position(spec.options["bounds"])
+        spec.options["bounds"] = parse_bounds(spec.options["bounds"], file.source, bl, bc)
     return spec
 
 

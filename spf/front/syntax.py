@@ -17,11 +17,9 @@ Every error is a :class:`spf.SpecError` naming source, line and column.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import SpecError
 from .terms import Aff, Constraint, UFCall
@@ -345,65 +343,3 @@ def parse_constraints(text: str, source: str = "<string>", line0: int = 1,
     out = p.conjunction()
     p.expect_end()
     return out
-
-
-def is_file(path: Path) -> bool:
-    """Whether ``path`` names a file (False for names the system refuses: too long, ...)."""
-    try:
-        return path.is_file()
-    except OSError:
-        return False
-
-
-def read_spec(path: str | Path, what: str) -> str:
-    """The text of a spec file (``what`` names it in errors): UTF-8, universal newlines."""
-    try:
-        data = Path(path).read_bytes()
-    except (OSError, ValueError) as exc:    # ValueError: a NUL in the path
-        raise SpecError(f"cannot read {what}: {exc}", str(path)) from exc
-    try:
-        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
-    except UnicodeDecodeError as exc:
-        start = data.rfind(b"\n", 0, exc.start) + 1
-        line = data.count(b"\n", 0, start) + 1
-        col = len(data[start:exc.start].decode("utf-8", "replace")) + 1
-        raise SpecError(f"{what} is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be "
-                        "decoded", str(path), line, col) from None
-
-
-def locate(text: str, needle: str, start: int = 0) -> tuple[int, int]:
-    """1-based line and column of ``needle`` in ``text`` at or after offset ``start``
-    (1, 1 when not found)."""
-    pos = text.find(needle, start)
-    if pos < 0:
-        return 1, 1
-    line = text.count("\n", 0, pos) + 1
-    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
-    return line, col
-
-
-def key_position(text: str, key: str, start: int = 0) -> tuple[int, int, int] | None:
-    """(line, column of the key, column of its value) of the first ``key = value`` line, or
-    ``[key]`` / ``[key.sub]`` table header (whose value column is the key's), at or after
-    offset ``start`` of a TOML text; None when there is none."""
-    m = re.compile(rf"^[ \t]*(\[\[?[ \t]*)?({re.escape(key)})[ \t]*(=[ \t]*|[\].])",
-                   re.MULTILINE).search(text, start)
-    if not m:
-        return None
-    line_start = text.rfind("\n", 0, m.start()) + 1
-    key_col = m.start(2) - line_start + 1
-    value_col = m.end() - line_start + 1 if m.group(3).startswith("=") else key_col
-    return text.count("\n", 0, m.start()) + 1, key_col, value_col
-
-
-def parse_toml(text: str, source: str) -> dict:
-    """A TOML document; syntax errors become :class:`SpecError` with line and column."""
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
-        raise SpecError(f"invalid TOML: {exc}", source, line, col) from exc
-    except RecursionError:    # tomllib recurses once per nested array or inline table
-        raise SpecError("invalid TOML: arrays or inline tables nested too deeply",
-                        source) from None

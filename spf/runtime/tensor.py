@@ -19,7 +19,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..front import index_expr as ie
-from ..front.layout import INDEX_TYPE, Layout, load_layout
+from ..front.layout import INDEX_TYPE, Layout
+from ..front.layout_path import load_layout
 from ..front.properties import Property
 from ..front.storage import storage_or_none
 from . import build as runtime

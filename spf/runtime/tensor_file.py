@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
-from ..front.layout import Layout, load_layout
+from ..front.layout import Layout
+from ..front.layout_path import load_layout
 from .tensor import Tensor
 
 MATRIX_MARKET = (".mtx", ".mtx.gz", ".mtx.bz2")
