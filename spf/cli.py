@@ -374,7 +374,7 @@ def cmd_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(f"ok: {args.file} {verdict} of shape {tensor.shape} with {tensor.values.size} "
           "stored entries")
     if args.reads:
-        from .runtime.validate import checked_reads
+        from .read_check import checked_reads
         for part, reads in checked_reads(lay):
             where = f" (part {part} of the union)" if part is not None else ""
             print(f"reads checked in bounds{where}: {', '.join(reads)}")
@@ -422,7 +422,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import scipy.sparse as sp
 
     from .kernel import Kernel
-    from .runtime.tensor import Tensor
+    from .tensor import Tensor
 
     if args.size < 1 or not 0 <= args.density <= 1:
         print("spf: error: --size must be positive and --density within 0..1", file=sys.stderr)

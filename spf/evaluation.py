@@ -21,8 +21,9 @@ from .front.kernel_spec import Expr, parse_expr
 from .front.layout import Layout, default_layout, default_layouts, load_layout
 from .kernel import Kernel
 from .runtime.compiled import CompiledKernel
+from .runtime.fields import as_array
 from .runtime.operands import as_tensor, check_arrays, is_pydata, is_scipy
-from .runtime.tensor import Tensor, as_array
+from .tensor import Tensor
 
 KEYWORDS = ("params",) + NAMES     # besides the operands: layout parameters, kernel options
 
