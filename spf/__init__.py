@@ -6,12 +6,12 @@ kernels are tensor index notation.  See docs/ for the file formats and the API.
 from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisError
 
 # The API is imported on first use (PEP 562): ``import spf`` stays cheap (no islpy, z3, numpy
-# until a kernel, layout or tensor is needed).  Everything is imported together, so the
-# generated-code hooks of Tensor (filled by kernel and conversion) are always in place.
+# until a kernel, layout or tensor is needed).  Everything is imported together; the runtime
+# finds ``Tensor`` and ``DistributedKernel`` here, the layer above it (runtime/stored.py).
 _LAZY = {
     "CompiledKernel": "runtime.compiled", "Kernel": "kernel", "Conversion": "conversion",
     "evaluate": "evaluation", "Layout": "front.layout", "layout_names": "front.layout_path",
-    "load_layout": "front.layout_path", "Relation": "front.relation", "Tensor": "runtime.tensor",
+    "load_layout": "front.layout_path", "Relation": "front.relation", "Tensor": "tensor",
     "Semiring": "front.semiring", "DistributedKernel": "distributed",
     "KernelOptions": "decide.options",
     "aslinearoperator": "linalg",

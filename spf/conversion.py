@@ -35,8 +35,9 @@ from .front.storage import Storage, storage_of, storage_or_none
 from .kernel import Kernel
 from .runtime import build as runtime
 from .runtime.compiled import CompiledKernel
+from .runtime.fields import index_max, wider_hint
 from .runtime.memory import aligned_zeros
-from .runtime.tensor import Tensor, index_max, register_generated, wider_hint
+from .runtime.stored import StoredTensor, tensor_class
 
 _INDICES = "ijklmnop"
 
@@ -126,7 +127,7 @@ class Conversion:
                 + "; ".join(parts))
         return text
 
-    def compile(self) -> Callable[[Tensor], Tensor]:
+    def compile(self) -> Callable[[StoredTensor], StoredTensor]:
         """A callable converting a Tensor in ``src`` to a new Tensor in ``dst``."""
         if self.placement is not None:
             return _Placed(self)
@@ -167,24 +168,25 @@ class _Compiled:
         self.conversion = conversion
         self.fn = fn
 
-    def __call__(self, tensor: Tensor) -> Tensor:
+    def __call__(self, tensor: StoredTensor) -> StoredTensor:
         return self._run(self.fn, tensor)
 
-    def distributed(self, client: Any, parts: int | None = None) -> Callable[[Tensor], Tensor]:
+    def distributed(self, client: Any,
+                    parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:
         """This conversion run in parts on a Dask cluster: its kernel's
         :meth:`CompiledKernel.distributed` (row blocks of the source, joined in ``dst``)."""
         run = self.fn.distributed(client, parts)
         return lambda tensor: self._run(run, tensor)
 
-    def _run(self, fn: Callable[..., Any], tensor: Tensor) -> Tensor:
+    def _run(self, fn: Callable[..., Any], tensor: StoredTensor) -> StoredTensor:
         conv = self.conversion
-        if not isinstance(tensor, Tensor):
+        if not isinstance(tensor, StoredTensor):
             raise ArgumentError(f"a conversion from {conv.src.name} takes an spf.Tensor, got "
                                 f"{type(tensor).__name__}")
         out = fn(A=tensor)
-        if isinstance(out, Tensor):
+        if isinstance(out, StoredTensor):
             return out
-        return Tensor.from_dense(conv.dst, np.asarray(out).reshape(tensor.shape))
+        return tensor_class().from_dense(conv.dst, np.asarray(out).reshape(tensor.shape))
 
 
 def _placement_source(conv: Conversion) -> str:
@@ -226,18 +228,19 @@ class _Placed:
         :meth:`CompiledKernel.__reduce__`)."""
         return (_Placed, (self.conversion,))
 
-    def distributed(self, client: Any, parts: int | None = None) -> Callable[[Tensor], Tensor]:
+    def distributed(self, client: Any,
+                    parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:
         raise SpecError(f"a conversion into {self.conversion.dst.name} places entries by "
                         "position (an analysis pass over the whole source, then a fill pass); "
                         "it is not distributed", self.conversion.dst.source)
 
-    def __call__(self, tensor: Tensor) -> Tensor:
+    def __call__(self, tensor: StoredTensor) -> StoredTensor:
         conv, pl = self.conversion, self.conversion.placement
         width = conv.index_type
-        if not isinstance(tensor, Tensor) or tensor.layout != conv.src:
+        if not isinstance(tensor, StoredTensor) or tensor.layout != conv.src:
             raise ArgumentError(f"a conversion from {conv.src.name} takes an spf.Tensor in "
                                 f"{conv.src.name}, got "
-                                + (tensor.layout.name if isinstance(tensor, Tensor)
+                                + (tensor.layout.name if isinstance(tensor, StoredTensor)
                                    else type(tensor).__name__))
         shape = tuple(tensor.shape)
         order = list(pl.layout.indices)
@@ -318,7 +321,7 @@ class _Placed:
                   ctypes.c_int64(kmin), _ptr(bounds), ctypes.byref(src))
         # exact dtypes and sizes, properties established by construction (the tests check
         # them): not re-validated, as kernels' assembled outputs are not
-        t = Tensor._built(lay, shape, fields)
+        t = tensor_class()._built(lay, shape, fields)
         t.source_entries = n if slots > n else None
         return t
 
@@ -346,7 +349,7 @@ def bind_layouts(src: str | Layout, dst: str | Layout,
             b.with_params(**{k: v for k, v in params.items() if k in b.params}))
 
 
-def convert(tensor: Tensor, dst: str | Layout, **params: Any) -> Tensor:
+def convert(tensor: StoredTensor, dst: str | Layout, **params: Any) -> StoredTensor:
     """``tensor`` in layout ``dst`` (see :class:`Conversion`; compiled kernels are cached).
     A ``dst`` Layout of another index width gets the tensor's entries in that width: the
     conversion runs in the tensor's, then the index arrays are widened or narrowed (an
@@ -408,6 +411,3 @@ def dense_layout(order: int) -> Layout | None:
         lay.order == order and lay.dense_array is not None
         and st.order == tuple(range(order)) and st.is_all_dense()))
 
-
-register_generated(convert=convert, compressed_rows_layout=compressed_rows_layout,
-                   dense_layout=dense_layout, coordinate_layout=coordinate_layout)

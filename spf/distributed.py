@@ -34,7 +34,7 @@ from .front.storage import storage_or_none
 from .kernel import Kernel
 from .runtime.compiled import CompiledKernel
 from .runtime.operands import Operand
-from .runtime.tensor import Tensor, register_generated
+from .tensor import Tensor, tensor_of
 
 ROWS, NONZEROS = "rows", "nonzeros"
 
@@ -247,7 +247,7 @@ class DistributedKernel:
 
     def _parts(self, value: Any) -> list[tuple[Any, tuple]]:
         """The partitioned operand's parts as futures, cut and scattered once per Tensor."""
-        tensor = self._operand.tensor(value)
+        tensor = tensor_of(self._operand.tensor(value))
 
         def scatter() -> list[tuple[Any, tuple]]:
             pieces = cut(tensor, self.partition, self.parts)
@@ -398,9 +398,3 @@ def _combine_pair(blob: bytes | None, semiring: Any, a: Any, b: Any) -> Any:
         return semiring.add_value(a, b)
     return _compiled(blob)(P=a, Q=b)
 
-
-def distributed(compiled: Any, client: Any, parts: int | None = None) -> DistributedKernel:
-    return DistributedKernel(compiled, client, parts)
-
-
-register_generated(distributed=distributed)

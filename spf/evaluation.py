@@ -22,8 +22,9 @@ from .front.layout import Layout
 from .front.layout_path import default_layout, default_layouts, load_layout
 from .kernel import Kernel
 from .runtime.compiled import CompiledKernel
+from .runtime.fields import as_array
 from .runtime.operands import as_tensor, check_arrays, is_pydata, is_scipy
-from .runtime.tensor import Tensor, as_array
+from .tensor import Tensor
 
 KEYWORDS = ("params",) + NAMES     # besides the operands: layout parameters, kernel options
 

@@ -29,7 +29,6 @@ from .middle.iteration_space import IterationSpace
 from .middle.scan import LoopNest
 from .product_kernel import ProductKernel
 from .runtime.compiled import CompiledKernel
-from .runtime.tensor import register_generated
 from .sum_kernel import SumKernel
 
 
@@ -296,6 +295,3 @@ def pattern_kernel(layout: Layout) -> CompiledKernel[Kernel]:
     return Kernel(f"D({idx}) = T({idx}) * one", {"T": layout}, semiring="plus_pair",
                   name="spf_pattern").compile()
 
-
-register_generated(dense_copy_kernel=dense_copy_kernel, entry_count_kernel=entry_count_kernel,
-                   pattern_kernel=pattern_kernel)

@@ -19,7 +19,7 @@ from .evaluation import index_width, infer_operand
 from .front.layout import Layout
 from .front.layout_path import load_layout
 from .runtime.operands import as_tensor, is_pydata, is_scipy
-from .runtime.tensor import Tensor
+from .tensor import Tensor, tensor_of
 
 
 def aslinearoperator(A: Any, layout: str | Layout | None = None, **options: Any) -> Any:
@@ -89,4 +89,4 @@ def _matrix(A: Any, layout: str | Layout | None, width: str | None) -> Tensor:
         A = A.convert(lay)
     elif isinstance(A, np.ndarray) and lay.dense_array is None:
         A = Tensor.from_dense(lay, A)
-    return as_tensor("A", A, lay)
+    return tensor_of(as_tensor("A", A, lay))

@@ -17,7 +17,7 @@ from .errors import ArgumentError
 from .evaluation import compiled_kernel
 from .runtime.compiled import CompiledKernel
 from .runtime.operands import is_pydata, is_scipy
-from .runtime.tensor import Tensor
+from .tensor import Tensor
 
 
 class Product(enum.Enum):

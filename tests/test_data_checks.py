@@ -206,7 +206,7 @@ def test_a_coordinate_outside_the_shape_names_the_entry():
 @pytest.mark.parametrize("name", spf.layout_names())
 def test_the_generated_checks_compile_clean(name):
     """The read checks store the values their messages name; the C stays warning-free."""
-    from spf.runtime.validate import _checker
+    from spf.read_check import _checker
     lay = spf.load_layout(name, **PARAMS.get(name, {}))
     for part in lay.parts():
         assert_compiles_clean(_checker(part).source)

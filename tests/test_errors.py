@@ -220,6 +220,15 @@ def test_missing_packer_file(write_layout):
                  line=line_of(text, "packer ="))
 
 
+def test_packer_not_python(write_layout, tmp_path):
+    (tmp_path / "pack.txt").write_text("def pack(shape, coords, values, params): pass\n")
+    path = write_layout(BASE.replace('value = "data[pj]"', 'value = "data[pj]"\n'
+                                     'packer = "pack.txt:pack"'))
+    with pytest.raises(spf.ArgumentError, match=r"^packer '.*pack\.txt' is not a Python file "
+                                                r"\(a \.py file defining pack\)$"):
+        spf.Tensor.from_coords(path, (2, 2), ([0], [1]), [1.0])
+
+
 def test_unknown_layout_name():
     with pytest.raises(spf.SpecError) as info:
         spf.load_layout("NoSuchLayout")

@@ -86,10 +86,10 @@ def test_zero_copy_where_dtypes_match():
 
 
 def test_canonical_flag_proves_storage_order(monkeypatch):
-    from spf.runtime import tensor as tensor_module
+    from spf.runtime import fields
     skipped = []
-    real = tensor_module._check_properties
-    monkeypatch.setattr(tensor_module, "_check_properties",
+    real = fields._check_properties
+    monkeypatch.setattr(fields, "_check_properties",
                         lambda lay, s, a, proven: skipped.append(
                             sorted(p.kind for p in proven)) or real(lay, s, a, proven))
     m = matrices()["random"]

@@ -4,7 +4,7 @@ import pytest
 import scipy.sparse as sp
 
 import spf
-from spf.runtime.validate import _checker
+from spf.read_check import _checker
 
 PERIODIC = [n for n in spf.layout_names()
             if any(p.kind == "periodic_monotonic" for p in spf.load_layout(n).properties)]

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(f"ok: {args.file} {verdict} of shape {tensor.shape} with {tensor.values.size} "
           "stored entries")
     if args.reads:
-        from ..runtime.validate import checked_reads
+        from ..read_check import checked_reads
         for part, reads in checked_reads(lay):
             where = f" (part {part} of the union)" if part is not None else ""
             print(f"reads checked in bounds{where}: {', '.join(reads)}")

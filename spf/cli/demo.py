@@ -25,7 +25,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import numpy as np
     import scipy.sparse as sp
 
-    from ..runtime.tensor import Tensor
+    from ..tensor import Tensor
 
     if args.size < 1 or not 0 <= args.density <= 1:
         print("spf: error: --size must be positive and --density within 0..1", file=sys.stderr)

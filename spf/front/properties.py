@@ -449,7 +449,7 @@ class Monotonic(Ordering):
 class PeriodicMonotonic(Ordering):
     """Within one period (the layout indices ``period`` equal) ``a < a' -> uf(a) <order>
     uf(a')``: CSR's columns sorted within each row.  Checked by generated code
-    (:mod:`spf.runtime.validate`), which walks the periods; :meth:`check` does nothing."""
+    (:mod:`spf.read_check`), which walks the periods; :meth:`check` does nothing."""
 
     kind: ClassVar[PropertyKind] = PropertyKind.PERIODIC_MONOTONIC
     period: tuple[str, ...] = field(kw_only=True)

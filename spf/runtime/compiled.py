@@ -24,9 +24,10 @@ from ..front.semiring import Semiring
 from ..front.storage import StorageKind
 from ..middle.iteration_space import shared_fields
 from . import build as runtime
+from .fields import index_max, wider_hint
 from .memory import aligned_zeros
 from .operands import DenseStruct, Operand
-from .tensor import Tensor, generated, index_max, wider_hint
+from .stored import StoredTensor, tensor_class
 
 # An output whose zeros are dropped is sized by counting its statement instances without
 # reading values (``<name>_bound_slots``) when that bound is at most this many entries (about
@@ -128,14 +129,14 @@ class CompiledKernel(Generic[K]):
         """Under a semiring other than plus_times a stored 0.0 is an entry (``min_plus``: an
         edge of weight 0), and a mask's every stored slot is one, so padding spf added to fill
         a layout would change the result."""
-        if isinstance(bound, Tensor) and bound.padding():
+        if isinstance(bound, StoredTensor) and bound.padding():
             raise ArgumentError(
                 f"{name!r}: this {bound.layout.name} tensor stores {bound.padding()} padding "
                 f"entries (0.0) besides its {bound.source_entries} entries, and {why}; use a "
                 "layout that stores no padding, or build the tensor from arrays whose every "
                 "stored value is an entry (Tensor.from_arrays)")
 
-    def allocate_output(self, **inputs: Any) -> Tensor:
+    def allocate_output(self, **inputs: Any) -> StoredTensor:
         """An output tensor for these inputs (dense, or sharing an input's structure) holding
         the semiring's zero, e.g. to call the kernel repeatedly without allocating."""
         bound = {a.tensor: op.tensor(inputs[a.tensor])
@@ -157,13 +158,14 @@ class CompiledKernel(Generic[K]):
             return self._shared_output(layout, None, shape, bound)
         array = aligned_zeros(shape)
         array.fill(self.kernel.semiring.zero)
-        return self._filled(Tensor.from_dense(layout, array))
+        return self._filled(tensor_class().from_dense(layout, array))
 
     def distributed(self, client: Any, parts: int | None = None) -> Any:
         """This kernel run in ``parts`` parts (default: one per worker) on the Dask cluster of
         ``client`` (a ``dask.distributed.Client``): a callable with the same arguments
         (:class:`spf.DistributedKernel`)."""
-        return generated("distributed")(self, client, parts)
+        from .. import DistributedKernel  # the layer above, named through the package
+        return DistributedKernel(self, client, parts)
 
     def set_num_threads(self, n: int) -> None:
         """OpenMP threads for later calls of a parallel kernel (default: ``OMP_NUM_THREADS``)."""
@@ -194,16 +196,16 @@ class CompiledKernel(Generic[K]):
         args = dict(args)
         mask = self._complement.tensor(args.pop(name))
         self._refuse_padding(name, mask, "a mask's stored slot is an entry")
-        hit = generated("pattern_kernel")(mask.layout)(T=mask, one=1.0) != 0
+        hit = mask._entry_counts() != 0
         given = args.get(self.output)
         before = None
         if given is not None:      # checked before the call writes into it
-            old = given.to_dense() if isinstance(given, Tensor) else np.asarray(given)
+            old = given.to_dense() if isinstance(given, StoredTensor) else np.asarray(given)
             self._check_mask_shape(name, hit.shape, old.shape)
             before = old[hit] if self.kernel.expr.accumulate else None
         result = self._call(args)
         self._check_mask_shape(name, hit.shape, result.shape)
-        if isinstance(result, Tensor):
+        if isinstance(result, StoredTensor):
             return _without(result, hit)
         result[hit] = before if before is not None else self.kernel.semiring.zero
         return result
@@ -315,7 +317,7 @@ class CompiledKernel(Generic[K]):
         """(what to keep alive, struct address, what the call returns) for the output."""
         layout = self.kernel.layouts[self.output]
         if layout.dense_array is None:
-            tensors = {n: t for n, t in inputs.items() if isinstance(t, Tensor)}
+            tensors = {n: t for n, t in inputs.items() if isinstance(t, StoredTensor)}
             t = self._shared_output(layout, given, shape, tensors)
             if given is not None:
                 self._refuse_aliasing(t.values, inputs)
@@ -326,7 +328,7 @@ class CompiledKernel(Generic[K]):
                                     f"{self.output}=array")
             array = aligned_zeros(shape)
         else:
-            array = given.to_dense() if isinstance(given, Tensor) else given
+            array = given.to_dense() if isinstance(given, StoredTensor) else given
             if not isinstance(array, np.ndarray) or array.dtype != np.float64 \
                     or not array.flags.c_contiguous or array.shape != shape \
                     or not array.flags.writeable:
@@ -336,7 +338,7 @@ class CompiledKernel(Generic[K]):
             self._refuse_aliasing(array, inputs)
         struct = self._out_dense.struct(array) if self._out_dense else None
         if struct is None:   # a dense layout with more fields than extents and data
-            struct = Tensor.from_dense(layout, array).struct
+            struct = tensor_class().from_dense(layout, array).struct
         return struct, ctypes.addressof(struct), array
 
     def _refuse_aliasing(self, written: np.ndarray, inputs: Mapping[str, Any]) -> None:
@@ -344,7 +346,7 @@ class CompiledKernel(Generic[K]):
         the kernel would read entries it has already overwritten (no kernel is proven safe
         for that yet)."""
         for name, kept in inputs.items():
-            if isinstance(kept, Tensor):
+            if isinstance(kept, StoredTensor):
                 arrays = [(f" (its field {f!r})", a) for f, a in kept.fields.items()
                           if isinstance(a, np.ndarray)]
             else:
@@ -356,7 +358,7 @@ class CompiledKernel(Generic[K]):
                                         "already overwritten; pass a copy of one of them")
 
     def _assemble(self, assembly: AssemblyPlan, inputs: list[Any],
-                  shape: tuple[int, ...]) -> Tensor:
+                  shape: tuple[int, ...]) -> StoredTensor:
         """Count the statement instances (a bound on the entries), allocate the output
         layout's arrays for that many (``assembly``: how the kernel builds it), run the
         kernel into them and trim them."""
@@ -395,7 +397,7 @@ class CompiledKernel(Generic[K]):
             raise RuntimeError(f"kernel {k.name}: {self.output!r} outgrew the arrays sized by "
                                f"{k.name}_bound (a bug in spf; please report it)")
         _trim(storage, fields, size)
-        return self._filled(Tensor._built(storage.layout, tuple(shape), fields))
+        return self._filled(tensor_class()._built(storage.layout, tuple(shape), fields))
 
     def _extents(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
         """Extent of each index from the input shapes; they must agree within a term, and
@@ -424,7 +426,7 @@ class CompiledKernel(Generic[K]):
         return extents
 
     def _shared_output(self, layout: Layout, given: Any, shape: tuple[int, ...],
-                       tensors: Mapping[str, Tensor]) -> Tensor:
+                       tensors: Mapping[str, StoredTensor]) -> StoredTensor:
         """The output of known sparsity: the source's index arrays and scalars, the extents
         for the remaining shape scalars, and a zeroed value array."""
         share = self.kernel.options.share
@@ -433,7 +435,7 @@ class CompiledKernel(Generic[K]):
         source = tensors[source_name]
         shared = shared_fields(layout, source.layout)
         if given is not None:
-            if not isinstance(given, Tensor) or given.layout != layout:
+            if not isinstance(given, StoredTensor) or given.layout != layout:
                 raise ArgumentError(f"output {self.output!r} must be a Tensor in layout "
                                     f"{layout.name}")
             for f in shared:
@@ -457,16 +459,16 @@ class CompiledKernel(Generic[K]):
             size *= index_expr.evaluate(d, scalars, arrays)
         fields[value] = aligned_zeros(size)
         fields[value].fill(self.kernel.semiring.zero)    # what '=' and '+=' start from
-        return self._filled(Tensor(layout, shape, fields, check=False))
+        return self._filled(tensor_class()(layout, shape, fields, check=False))
 
-    def _filled(self, out: Tensor) -> Tensor:
+    def _filled(self, out: StoredTensor) -> StoredTensor:
         """``out``, the output tensor, whose absent elements hold the semiring's zero."""
         out.fill = self.kernel.semiring.zero
         return out
 
 
 
-def _without(tensor: Tensor, hit: np.ndarray) -> Tensor:
+def _without(tensor: StoredTensor, hit: np.ndarray) -> StoredTensor:
     """``tensor`` (assembled by a kernel) without its entries where ``hit`` is True: its
     entries as coordinate lists, filtered, converted back to its layout."""
     coords, values = tensor.entries()

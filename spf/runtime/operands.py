@@ -20,9 +20,10 @@ from ..errors import ArgumentError
 from ..front.layout import Layout
 from ..front.storage import storage_or_none
 from . import build as runtime
+from .fields import check_exact, check_integers, index_max, shown
 from .memory import address
 from .scipy_io import canonical, coordinate_fields, fields_of, proven_by_order, scipy_order
-from .tensor import Tensor, check_exact, check_integers, index_max, shown
+from .stored import StoredTensor, tensor_class
 
 _FLOAT64 = np.dtype(np.float64)
 
@@ -91,7 +92,7 @@ class Operand:
 
     def bind(self, value: Any) -> tuple[int, tuple[int, ...], Any]:
         """(struct address, logical shape, what must stay alive during the call)."""
-        if type(value) is Tensor and value.layout is self.layout:     # the common case, fast
+        if isinstance(value, StoredTensor) and value.layout is self.layout:   # common, fast
             return value.address, value.shape, value
         if type(value) is np.ndarray and self.dense is not None:
             struct = self.dense.struct(value)
@@ -100,26 +101,26 @@ class Operand:
         t = self.tensor(value)
         return t.address, t.shape, t
 
-    def tensor(self, value: Any) -> Tensor:
+    def tensor(self, value: Any) -> StoredTensor:
         """``value`` as a checked Tensor in this operand's layout."""
-        if isinstance(value, Tensor):
+        if isinstance(value, StoredTensor):
             if value.layout is not self.layout and value.layout != self.layout:
                 raise ArgumentError(_layout_mismatch(self.name, self.layout, value.layout))
             return value
         return as_tensor(self.name, value, self.layout)
 
 
-def as_tensor(name: str, value: Any, layout: Layout) -> Tensor:
+def as_tensor(name: str, value: Any, layout: Layout) -> StoredTensor:
     """A numpy array (dense layouts), scipy.sparse matrix or array, or pydata sparse array
     as a checked Tensor in ``layout``; ArgumentError naming ``name`` when it cannot be."""
-    if isinstance(value, Tensor):
+    if isinstance(value, StoredTensor):
         return Operand(name, layout).tensor(value)
     if isinstance(value, (np.ndarray, list, tuple)) and layout.dense_array is None:
         raise ArgumentError(f"{name!r} is in layout {layout.name}; pack it first with "
                             f"spf.Tensor.from_dense/from_scipy('{layout.name}', ...)")
     try:
         if isinstance(value, (np.ndarray, list, tuple)):
-            return Tensor.from_dense(layout, value)
+            return tensor_class().from_dense(layout, value)
         if is_scipy(value):
             return _from_scipy(value, layout)
         if is_pydata(value):
@@ -215,7 +216,7 @@ def _check_coordinates(where: str, m: Any) -> None:
                                 f"0..{n - 1}")
 
 
-def _from_scipy(m: Any, layout: Layout) -> Tensor:
+def _from_scipy(m: Any, layout: Layout) -> StoredTensor:
     kind = f"scipy.sparse {type(m).__name__} ({m.format})"
     check_arrays(kind, m, layout)
     if len(m.shape) != layout.order:
@@ -226,12 +227,12 @@ def _from_scipy(m: Any, layout: Layout) -> Tensor:
     if storage is None or fields is None:
         if m.format == "coo":    # scipy's conversions index with the coordinates unchecked
             _check_coordinates(f"a {kind}: ", m)
-        return _packed(kind, layout, lambda: Tensor.from_scipy(layout, m))
+        return _packed(kind, layout, lambda: tensor_class().from_scipy(layout, m))
     is_canonical = canonical(m)
     proven = proven_by_order(layout) if is_canonical and scipy_order(m) == storage.order \
         else frozenset()
     try:
-        return Tensor(layout, m.shape, fields, proven=proven)
+        return tensor_class()(layout, m.shape, fields, proven=proven)
     except ArgumentError as exc:
         if is_canonical is not False:
             raise
@@ -239,7 +240,7 @@ def _from_scipy(m: Any, layout: Layout) -> Tensor:
                             ".sum_duplicates() sorts its indices and adds up duplicates)") from None
 
 
-def _from_pydata(a: Any, layout: Layout) -> Tensor:
+def _from_pydata(a: Any, layout: Layout) -> StoredTensor:
     kind = f"pydata sparse {type(a).__name__}"
     check_arrays(kind, a, layout)
     if a.fill_value != 0:
@@ -253,12 +254,12 @@ def _from_pydata(a: Any, layout: Layout) -> Tensor:
     fields = coordinate_fields(storage, coo.coords, coo.data, dict(zip(
         storage.shape_fields, coo.shape))) if storage is not None else None
     if fields is None:
-        return _packed(kind, layout, lambda: Tensor.from_coords(layout, coo.shape,
-                                                                tuple(coo.coords), coo.data))
-    return Tensor(layout, coo.shape, fields)
+        return _packed(kind, layout, lambda: tensor_class().from_coords(
+            layout, coo.shape, tuple(coo.coords), coo.data))
+    return tensor_class()(layout, coo.shape, fields)
 
 
-def _packed(kind: str, layout: Layout, build: Any) -> Tensor:
+def _packed(kind: str, layout: Layout, build: Any) -> StoredTensor:
     """A copy in ``layout`` by its packer or a generated conversion."""
     try:
         return build()

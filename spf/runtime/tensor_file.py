@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..front.layout import Layout
 from ..front.layout_path import load_layout
-from .tensor import Tensor
+from .stored import StoredTensor, tensor_class
 
 MATRIX_MARKET = (".mtx", ".mtx.gz", ".mtx.bz2")
 KINDS = (".npz",) + MATRIX_MARKET
@@ -30,14 +30,14 @@ def is_matrix_market(path: str | os.PathLike) -> bool:
 
 def load_tensor_file(layout: str | Layout, path: str | os.PathLike,
                      params: Mapping[str, int] | None = None,
-                     index_type: str | None = None) -> Tensor:
+                     index_type: str | None = None) -> StoredTensor:
     """The tensor in ``path`` stored in ``layout`` (with layout ``params`` and ``index_type``),
     checked like ``Tensor.from_arrays(..., check=True)``: extents, shape, every property.
 
     An ``.npz`` holds one array per field, named by the field (scalar fields as 0-d integer
     arrays); the shape comes from the layout's ``shape``; a missing field or an array that is
     no field of the layout is an error.  A Matrix Market file holds a matrix, stored with
-    :meth:`Tensor.from_scipy` (an array-format one with :meth:`Tensor.from_dense`).
+    :meth:`spf.Tensor.from_scipy` (an array-format one with :meth:`spf.Tensor.from_dense`).
 
     Raises :class:`ArgumentError`, its message starting with the path, for a file that is
     missing, unreadable or of another kind, or whose data does not fit the layout;
@@ -60,7 +60,7 @@ def load_tensor_file(layout: str | Layout, path: str | os.PathLike,
         raise ArgumentError(f"{path}: {exc}") from None
 
 
-def _from_npz(layout: Layout, file: Path) -> Tensor:
+def _from_npz(layout: Layout, file: Path) -> StoredTensor:
     arrays = _read_npz(file)
     if {"format", "indptr"} <= set(arrays) and "format" not in layout.fields:
         raise ArgumentError(f"a scipy.sparse.save_npz matrix, not arrays named by the fields "
@@ -78,7 +78,7 @@ def _from_npz(layout: Layout, file: Path) -> Tensor:
                               for name, spec in layout.fields.items()}
     scalars = {k: v for k, v in fields.items() if isinstance(v, int)}
     shape = tuple(s.evaluate(scalars) for s in layout.shape)
-    return Tensor.from_arrays(layout, shape, fields)
+    return tensor_class().from_arrays(layout, shape, fields)
 
 
 def _scalar(name: str, array: np.ndarray) -> int:
@@ -121,10 +121,10 @@ def _read_matrix_market(file: Path) -> Any:
         raise ArgumentError(f"not a valid Matrix Market file: {exc}") from None
 
 
-def _from_matrix(layout: Layout, matrix: Any) -> Tensor:
+def _from_matrix(layout: Layout, matrix: Any) -> StoredTensor:
     """``matrix`` (scipy.sparse or, from an array-format file, numpy) stored in ``layout``."""
     if matrix.dtype.kind not in "biuf":
         raise ArgumentError(f"holds {matrix.dtype} values; spf tensors hold real numbers")
     if isinstance(matrix, np.ndarray):
-        return Tensor.from_dense(layout, matrix)
-    return Tensor.from_scipy(layout, matrix)
+        return tensor_class().from_dense(layout, matrix)
+    return tensor_class().from_scipy(layout, matrix)

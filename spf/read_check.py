@@ -12,28 +12,31 @@ by array, compares each index-array read with the previous one of its period.  A
 stores the values its message names: the position read and the array's extents
 (``colIdx[pj] = colIdx[7] falls outside colIdx, whose extent ... is 5``), or the index array
 entry that gives a logical coordinate (``colIdx[5] = 7 is outside 0..numCols - 1 = 0..4``).
+A :class:`spf.Tensor` runs the check when it is built, after its fields passed
+:func:`spf.runtime.fields.check_fields`.
 """
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
-from ..back import ctree as t
-from ..back.levels import lower_levels
-from ..back.names import CNames, struct_name, used_names
-from ..back.source import render_file
-from ..concurrency import symbolic
-from ..errors import ArgumentError
-from ..front import index_expr as ie
-from ..front.kernel_spec import parse_expr
-from ..front.layout import Layout
-from ..front.properties import PeriodicMonotonic
-from ..front.terms import UFCall, format_sum
-from ..middle.iteration_space import TensorUse, build
-from ..middle.scan import LevelKind, LoopNest, scan
-from . import build as runtime
+from .back import ctree as t
+from .back.levels import lower_levels
+from .back.names import CNames, struct_name, used_names
+from .back.source import render_file
+from .concurrency import symbolic
+from .errors import ArgumentError
+from .front import index_expr as ie
+from .front.kernel_spec import parse_expr
+from .front.layout import Layout
+from .front.properties import PeriodicMonotonic
+from .front.terms import Atom, UFCall, format_sum
+from .middle.iteration_space import TensorUse, build
+from .middle.scan import LevelKind, LoopNest, scan
+from .runtime import build as runtime
 
 _OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -43,7 +46,7 @@ class _AsWritten(CNames):
     """Terms as the layout file writes them, for messages: ``colIdx[slicePtr[ps] + pk]``
     (layout indices and fields without the tensor's prefix, reads with brackets)."""
 
-    def atom(self, atom: object) -> str:
+    def atom(self, atom: Atom) -> str:
         if isinstance(atom, UFCall):
             _, fld = self.tensor_of(atom.name)
             return f"{fld}[{']['.join(self.aff(a) for a in atom.args)}]"
@@ -80,7 +83,7 @@ class _CheckedNames(CNames):
     def __post_init__(self) -> None:
         self.written = _AsWritten(self.space, set())
 
-    def atom(self, atom: object) -> str:
+    def atom(self, atom: Atom) -> str:
         if isinstance(atom, UFCall):
             use, fld = self.tensor_of(atom.name)
             return self.checked_read(use, fld, [self.aff(a) for a in atom.args],
@@ -160,7 +163,7 @@ class _CheckedNames(CNames):
 
 @dataclass
 class _Checker:
-    function: object
+    function: Callable[..., int]
     properties: list[PeriodicMonotonic]
     reads: list[_Test]
     source: str
@@ -242,7 +245,7 @@ def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNam
 def _coordinates(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNames,
                  indices: list[str]) -> list[t.Node]:
     """A test per logical coordinate: within the tensor's shape."""
-    nodes = []
+    nodes: list[t.Node] = []
     for d, (i, extent) in enumerate(zip(indices, layout.shape)):
         shape = format_sum(extent.terms, extent.const, lambda a: f"{use.name}->{a}")
         nodes.append(names.leave_node(f"{i} < 0 || {i} >= {shape}",
@@ -282,7 +285,7 @@ def _value_check(use: TensorUse, names: _CheckedNames) -> t.If:
                             [names.written.index_expr(s) for s in ref.subscripts])
 
 
-def check_structure(layout: Layout, fields: dict, properties: bool = True) -> None:
+def check_structure(layout: Layout, fields: Mapping[str, Any], properties: bool = True) -> None:
     """Raise :class:`ArgumentError` if generated code would read one of ``fields``' arrays
     out of bounds (or make a logical coordinate outside the shape), or (with ``properties``)
     if they violate a periodic-monotonicity property the layout declares."""
@@ -291,8 +294,8 @@ def check_structure(layout: Layout, fields: dict, properties: bool = True) -> No
         _check_part(_checker(part), layout, struct, fields, properties)
 
 
-def _check_part(checker: _Checker, layout: Layout, struct: ctypes.Structure, fields: dict,
-                properties: bool) -> None:
+def _check_part(checker: _Checker, layout: Layout, struct: ctypes.Structure,
+                fields: Mapping[str, Any], properties: bool) -> None:
     bad = ctypes.c_int64(-1)
     at = (ctypes.c_int64 * checker.width)()
     result = checker.function(ctypes.addressof(struct), ctypes.addressof(bad),

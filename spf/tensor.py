@@ -1,0 +1,262 @@
+"""The public Tensor: a layout and the arrays and scalars of its struct, checked against it.
+
+A Tensor's data and the checks of its fields are the runtime's (:mod:`spf.runtime.stored`,
+:mod:`spf.runtime.fields`); here are what takes generated code: the check of every read generated
+code makes (:mod:`spf.read_check`), the constructors that convert (:mod:`spf.conversion`) and
+the conversions and unpacking (:mod:`spf.conversion`, the built-in kernels of :mod:`spf.kernel`).
+Packing from coordinates goes through the layout's packer (:mod:`spf.runtime.packing`).
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .conversion import (
+    compressed_rows_layout,
+    convert,
+    coordinate_layout,
+    dense_layout,
+)
+from .errors import ArgumentError
+from .front.layout import Layout
+from .front.layout_path import load_layout
+from .front.placement import placement_or_none
+from .front.properties import Property
+from .front.storage import storage_or_none
+from .kernel import dense_copy_kernel, entry_count_kernel, pattern_kernel
+from .read_check import check_structure
+from .runtime.fields import as_array, as_shape, check_exact, shown
+from .runtime.packing import pack_coords, pack_dense
+from .runtime.scalar_fields import derive_scalar_fields
+from .runtime.scipy_io import compressed_fields, matrix_of
+from .runtime.stored import StoredTensor
+
+
+class _Counting(threading.local):
+    """The tensors whose stored entries the current thread is counting (:meth:`Tensor.padding`)."""
+
+    tensors: tuple[Tensor, ...] = ()
+
+
+_counting = _Counting()
+
+
+class Tensor(StoredTensor):
+    """A tensor stored in a layout; fields are reachable as ``t["rowPtr"]`` or ``t.fields``.
+
+    What was checked stays true: ``fields`` is a read-only mapping and its arrays are
+    read-only views (of the arrays given, when their dtype already matched) or copies.
+    Writing to an array you passed in, through your own reference, bypasses this.
+
+    ``fill`` is the value of the elements the tensor does not store: 0.0, or for the output
+    of a kernel under a semiring, that semiring's zero (``inf`` for min_plus)."""
+
+    _stored: int | None = None      # the entries its layout's relation yields, once counted
+
+    def __init__(self, layout: Layout, shape: Sequence[int], fields: Mapping[str, Any],
+                 check: bool = True, proven: frozenset[Property] = frozenset()):
+        """``proven``: properties that hold by construction of ``fields`` (not checked)."""
+        super().__init__(layout, shape, fields, check, proven)
+        check_structure(layout, self.fields, check)   # every read in bounds; periodic order
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its layout, shape, fields and fill (a worker rebuilds its struct)."""
+        return (_unpickled, (self.layout, self.shape, dict(self.fields), self.fill,
+                             self.source_entries))
+
+    def padding(self) -> int:
+        """Entries the layout stores that spf added while packing or converting the tensor
+        (a DIA diagonal's or a BCSR block's slots with no source entry, holding 0.0): 0 for
+        a tensor wrapped from arrays as given, whose stored entries are all entries."""
+        if self.source_entries is None or self in _counting.tensors:
+            return 0              # the counting kernel's own check of this tensor sees none
+        if self._stored is None:
+            _counting.tensors += (self,)
+            try:
+                stored = int(entry_count_kernel(self.layout)(T=self, one=1.0))
+            finally:
+                _counting.tensors = _counting.tensors[:-1]
+            self._stored = stored
+        return max(0, self._stored - self.source_entries)
+
+    # constructors -------------------------------------------------------------------
+    @classmethod
+    def from_arrays(cls, layout: str | Layout, shape: Sequence[int],
+                    arrays: Mapping[str, Any], params: Mapping[str, int] | None = None,
+                    check: bool = True, index_type: str | None = None) -> Tensor:
+        """Wrap existing arrays (converted to the index type, int32 unless ``index_type=
+        "int64"``, and float64 when needed) after checking their sizes and, with ``check``,
+        every property the layout declares.  Scalar fields that the shape or an array's
+        length determines (``numRows``, ``len``, ``nnz``) may be left out; given ones must
+        agree with them."""
+        lay = load_layout(layout, index_type, **(params or {}))
+        extents = as_shape(shape)
+        if not isinstance(arrays, Mapping):
+            raise ArgumentError(f"{lay.name} tensor: the fields must be a mapping of field names "
+                                f"to arrays and integers, got {shown(arrays)}")
+        return cls(lay, extents, derive_scalar_fields(lay, extents, arrays), check)
+
+    @classmethod
+    def from_coords(cls, layout: str | Layout, shape: Sequence[int], coords: Any, values: Any,
+                    index_type: str | None = None, **params: int) -> Tensor:
+        """Pack nonzeros given as coordinate arrays (any order; duplicates are summed) with
+        the layout's reference packer."""
+        lay = load_layout(layout, index_type, **params)
+        extents = as_shape(shape)
+        fields, entries = pack_coords(lay, extents, coords, values)
+        t = cls(lay, extents, fields)
+        t.source_entries = entries
+        return t
+
+    @classmethod
+    def from_scipy(cls, layout: str | Layout, matrix: Any, index_type: str | None = None,
+                   **params: int) -> Tensor:
+        """A scipy.sparse matrix's stored entries (duplicates added, explicit zeros kept).
+
+        Where spf can assemble or place ``layout``, the matrix's CSR arrays are wrapped as they
+        are in a layout found by its shape (:func:`spf.conversion.compressed_rows_layout`),
+        checked, and converted by generated code; otherwise the layout's reference packer
+        stores them (in the matrix's order).  Padding is stored as the layout needs it (the
+        conversions' padding policy does not apply: the layout was asked for)."""
+        import scipy.sparse as sp
+
+        if not sp.issparse(matrix):
+            raise ArgumentError("from_scipy expects a scipy.sparse matrix, got "
+                                f"{type(matrix).__name__}")
+        lay = load_layout(layout, index_type, **params)
+        src = compressed_rows_layout()
+        if lay.order == 2 and src is not None and _generated(lay):
+            src = src.with_index_type(lay.index_type)
+            csr = sp.csr_matrix(matrix)
+            storage = storage_or_none(src)
+            assert storage is not None      # compressed_rows_layout found src by its storage
+            given = cls(src, csr.shape, compressed_fields(csr, storage))
+            return given if lay == src else given.convert(lay, allow_padding=True)
+        coo = matrix.tocoo()
+        return cls.from_coords(lay, coo.shape, (coo.row, coo.col), coo.data)
+
+    @classmethod
+    def from_dense(cls, layout: str | Layout, array: Any, index_type: str | None = None,
+                   **params: int) -> Tensor:
+        """The nonzeros of a dense array (all of it for a dense layout): converted by generated
+        code from a dense layout found by its shape where spf can assemble or place
+        ``layout``, otherwise stored by the layout's reference packer."""
+        lay = load_layout(layout, index_type, **params)
+        data = as_array("", "array", array)
+        if data.dtype.kind not in "biuf":
+            raise ArgumentError(f"expected a real numeric array, got dtype {data.dtype}")
+        check_exact(f"{lay.name} tensor: ", "array", data)
+        if data.ndim != lay.order:
+            raise ArgumentError(f"layout {lay.name} stores order-{lay.order} tensors, got shape "
+                                f"{data.shape}")
+        src = dense_layout(data.ndim)
+        if lay.dense_array is None and src is not None and _generated(lay):
+            return cls.from_dense(src.with_index_type(lay.index_type), data).convert(
+                lay, allow_padding=True)
+        fields = pack_dense(lay, data)
+        if fields is not None:
+            return cls(lay, data.shape, fields)
+        nz = np.nonzero(data)
+        return cls.from_coords(lay, data.shape, nz, data[nz])
+
+    # conversion ----------------------------------------------------------------------
+    def convert(self, dst: str | Layout, **params: Any) -> Tensor:
+        """This tensor in layout ``dst``, by generated code (:class:`spf.Conversion`;
+        ``keep_zeros=True`` keeps entries equal to 0.0; other keywords are layout
+        parameters)."""
+        out = convert(self, dst, **params)
+        out.fill = self.fill
+        return tensor_of(out)
+
+    # access --------------------------------------------------------------------------
+    def to_dense(self, fill: float | None = None) -> np.ndarray:
+        """The logical tensor as a dense array (computed by a generated kernel), with
+        ``fill`` (default: the tensor's) where it stores no entry."""
+        fill = self.fill if fill is None else fill
+        if fill != 0.0 and self.padding():
+            raise ArgumentError(f"to_dense(fill={fill}): this {self.layout.name} tensor stores "
+                                f"{self.padding()} padding slots (0.0) that spf added, which "
+                                "cannot be told from entries, so nothing marks where the fill "
+                                "goes; convert it to a layout without padding first")
+        dense = dense_copy_kernel(self.layout)(T=self)
+        if fill != 0.0:
+            dense[self._entry_counts() == 0] = fill
+        return dense
+
+    def _entry_counts(self) -> np.ndarray:
+        return pattern_kernel(self.layout)(T=self, one=1.0)
+
+    def to_scipy(self) -> Any:
+        """The order-2 tensor as a scipy.sparse matrix.
+
+        Where the layout's storage levels (:func:`spf.front.storage.storage_of`) map onto a scipy
+        format, the matrix is built from copies of the tensor's arrays, stored entries
+        included: a dense level over one dimension with a compressed level (pointer and one
+        coordinate array) over the other gives CSR (rows outer) or CSC (columns outer); one
+        compressed root level with both coordinate arrays gives COO.  Any other layout is
+        converted to COO by generated code first (its nonzeros: padding and explicit zeros
+        are not kept).  scipy reads the entries it does not store as 0, whatever ``fill``
+        is: the structure is what carries a semiring result's meaning.
+        """
+        if self.layout.order != 2:
+            raise ArgumentError(f"to_scipy needs an order-2 tensor; layout {self.layout.name} "
+                                f"stores order-{self.layout.order} tensors")
+        direct = matrix_of(self.layout, self.shape, self.fields)
+        if direct is not None:
+            return direct
+        coo = self.convert(_coordinate_layout(2, self.layout.index_type))
+        return matrix_of(coo.layout, coo.shape, coo.fields)
+
+    def with_entries(self, coords: Sequence[np.ndarray], values: np.ndarray) -> Tensor:
+        """A tensor in this one's layout, shape and fill holding the given entries (unique
+        coordinates), built through the coordinate layout and a generated conversion;
+        explicit zeros are kept, and padding the layout needs is allowed."""
+        coo = _coordinate_layout(self.layout.order, self.layout.index_type)
+        out = Tensor.from_coords(coo, self.shape, coords, values) \
+            .convert(self.layout, keep_zeros=True, allow_padding=True)
+        out.fill = self.fill
+        return out
+
+    def entries(self) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+        """The stored entries: one coordinate array per dimension and the values, read
+        through a generated conversion to a coordinate layout (explicit zeros kept, padding
+        spf added not)."""
+        coo = self.convert(_coordinate_layout(self.layout.order, self.layout.index_type))
+        storage = storage_or_none(coo.layout)
+        assert storage is not None      # coordinate_layout found the layout by its storage
+        (level,) = storage.levels
+        coords = {d: array for d, array in level.coords if array is not None}
+        return (tuple(np.asarray(coo.fields[coords[d]], np.int64)
+                      for d in range(self.layout.order)), np.asarray(coo.values))
+
+
+def _coordinate_layout(order: int, index_type: str) -> Layout:
+    """The layout on the search path storing order-``order`` tensors as coordinate lists
+    (:func:`spf.conversion.coordinate_layout`), at ``index_type``."""
+    lay = coordinate_layout(order)
+    if lay is None:
+        raise ArgumentError(f"no layout on the search path stores order-{order} tensors as "
+                            "coordinate lists with a packer")
+    return lay.with_index_type(index_type)
+
+
+def _generated(layout: Layout) -> bool:
+    """Whether spf converts into ``layout`` by generated code (assembled or placed)."""
+    return storage_or_none(layout) is not None or placement_or_none(layout) is not None
+
+
+def tensor_of(t: StoredTensor) -> Tensor:
+    """``t``, built or wrapped below the api layer, as what it is: every tensor is a
+    :class:`Tensor` (the runtime builds them with :func:`spf.runtime.stored.tensor_class`)."""
+    assert isinstance(t, Tensor)
+    return t
+
+
+def _unpickled(layout: Layout, shape: tuple[int, ...], fields: dict[str, Any], fill: float,
+               source_entries: int | None) -> Tensor:
+    t = Tensor._built(layout, shape, fields)
+    t.fill, t.source_entries = fill, source_entries
+    return t
