@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from .assembly import AssemblyPlan
-from .back.lower import tile_condition
+from .back.levels import tile_condition
 from .back.names import CNames
 from .back.source import emit_kernel, header_lines
 from .concurrency import symbolic

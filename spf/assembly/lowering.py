@@ -1,22 +1,56 @@
-"""The C tree of an assembled output's bookkeeping in a kernel: what every strategy shares
-(the extents, the cursor, the stream of a term of a sum) around what its own module adds.
+"""The C tree of an assembled output's side of each generated function: what every strategy
+shares (the parameter, the extents, the cursor, the stream of a term of a sum, the counting
+passes' statements) around what the strategy's own module adds; :mod:`spf.back.lower` asks
+for each piece by the function's role.
 
 The statement hands each entry to one of two targets, by the function's role
 (:class:`~.model.FunctionRole`): ``OUTPUT`` (the kernel writes the output tensor: entries
 reach its arrays through ``<kernel>_append``, see :mod:`.storage_c`) or ``STREAM`` (a term
 of a sum: a sorted (key, value) run the sum merges with the other terms' runs).  Keys are
 the output coordinates linearized row-major in storage order (``spf_ext[m]``: extent of
-coordinate m; one stored decreasing is flipped).
+coordinate m; one stored decreasing is flipped).  The counting passes write no entry:
+``BOUND`` counts the statement instances into ``spf_n`` (only the nonzero ones when zeros
+are not stored), ``BOUND_SLOTS`` counts them all without reading a value, ``HISTOGRAM``
+counts each bucket's entries (the strategy's :meth:`~.base.AssemblyStrategy.count_statement`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..back import ctree as t
-from . import strategy
+from ..back.levels import Hook
+from ..back.names import CNames, struct_name
+from . import storage_c, strategy
 from .model import AssemblyPlan, FunctionRole
 
 
-def declare(plan: AssemblyPlan, names, kernel: str, role: FunctionRole) -> list[t.Node]:
-    """Extents of the key coordinates, the cursor (output), the strategy's state."""
+def param(plan: AssemblyPlan, tensor: str, role: FunctionRole) -> str:
+    """The C parameter(s) through which the function hands over what it produces."""
+    if role is FunctionRole.HISTOGRAM:
+        return "spf_index_t *restrict spf_hist"
+    if role.counts:
+        return "int64_t *restrict spf_bound"
+    if role is FunctionRole.STREAM:
+        return f"spf_stream *restrict {tensor}"
+    return (f"{struct_name(plan.output.layout)} *restrict {tensor}, "
+            f"int64_t *restrict {tensor}_size")
+
+
+def reads(plan: AssemblyPlan, role: FunctionRole, operands: set[str]) -> set[str]:
+    """The names the statement reads, given those the factors' values read: the key's; a
+    counting pass reads the values only to skip zeros, the histogram its bucket's
+    coordinate."""
+    if not role.counts:
+        return operands | set(plan.key)
+    bucket = {plan.key[0]} if role is FunctionRole.HISTOGRAM else set()
+    return (operands if plan.drop_zeros else set()) | bucket
+
+
+def declare(plan: AssemblyPlan, names: CNames, kernel: str, role: FunctionRole) -> list[t.Node]:
+    """The count (a counting pass); else the extents of the key coordinates, the cursor
+    (output), the strategy's state."""
+    if role.counts:
+        return [] if role is FunctionRole.HISTOGRAM else [t.Declare("int64_t", "spf_n", "0")]
     s = strategy(plan)
     out: list[t.Node] = [t.Comment(f"{plan.describe()}.")]
     if role is FunctionRole.OUTPUT or s.needs_extents(plan):
@@ -32,3 +66,78 @@ def declare(plan: AssemblyPlan, names, kernel: str, role: FunctionRole) -> list[
     if role is FunctionRole.STREAM:
         out.append(t.Assign(f"{plan.output.name}->n", "0"))
     return out
+
+
+def start(plan: AssemblyPlan, kernel: str, role: FunctionRole,
+          inputs: list[str]) -> list[t.Node]:
+    """Before the loops of the kernel or a term: the first pass of a strategy that counts
+    first (``inputs``: the arguments it passes on)."""
+    s = strategy(plan)
+    return s.start(plan, kernel, inputs) if s.counts_first and not role.counts else []
+
+
+def statement(plan: AssemblyPlan, value: Callable[[], str], kernel: str,
+              role: FunctionRole) -> list[t.Node]:
+    """The statement for the product ``value()`` (printed only where it is used); a
+    counting pass does not need a find's matched position to count the match."""
+    zero = plan.semiring.zero_c()
+    nodes: list[t.Node]
+    if role is FunctionRole.BOUND_SLOTS:
+        return [t.Call("++spf_n")]
+    if role is FunctionRole.BOUND and plan.drop_zeros:   # no branch on the data
+        return [t.Assign("spf_n", f"({value()}) != {zero}", "+=", note="zeros are not stored")]
+    if role is FunctionRole.BOUND:
+        nodes = [t.Call("++spf_n")]
+    elif role is FunctionRole.HISTOGRAM:
+        nodes = strategy(plan).count_statement(plan)
+    else:
+        nodes = strategy(plan).statement(plan, "spf_v" if plan.drop_zeros else value(), kernel,
+                                         role)
+    if plan.drop_zeros:
+        nodes = [t.Declare("double", "spf_v", value(), const=True),
+                 t.If(f"spf_v != {zero}", nodes, note="zeros are not stored")]
+    return nodes
+
+
+def hooks(plan: AssemblyPlan, kernel: str, role: FunctionRole,
+          order: list[str]) -> list[tuple[int, Hook]]:
+    """Code run where a nest level opens (``order``: the levels' variables): the strategy's
+    check of a finished group where the ordered group is known, and what ends a group of
+    the coordinates above the output's last level."""
+    if role.counts:
+        return []
+    s = strategy(plan)
+    out: list[tuple[int, Hook]] = []
+    if plan.group_level is not None:
+        out.append((plan.group_level, lambda b: b.add(*s.group_check(plan, kernel, role))))
+    ends = s.group_end(plan) if len(plan.key) > 1 else []
+    if ends:
+        def end_group(b: t.Builder) -> None:
+            for n in reversed(ends):
+                b.defer(n)
+        out.append((max(order.index(c) for c in plan.key[:-1]), end_group))
+    return out
+
+
+def finish(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
+    """After the loops: a bound pass stores its count; the kernel or a term finishes its
+    output."""
+    if role is FunctionRole.HISTOGRAM:
+        return []
+    if role.counts:
+        return [t.Assign("*spf_bound", "spf_n")]
+    return strategy(plan).finish(plan, kernel, role)
+
+
+def release(plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
+    """What the strategy's state releases on every exit."""
+    return [] if role.counts else strategy(plan).release(plan, role)
+
+
+def storage(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Definition]:
+    """The output's storage functions the kernel calls, defined before it."""
+    s = strategy(plan)
+    if role is not FunctionRole.OUTPUT or not s.cursor:
+        return []
+    return storage_c.functions(plan.storage, kernel, struct_name(plan.output.layout), s.flushes,
+                               plan.any_order, plan.last_only)

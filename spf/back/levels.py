@@ -1,8 +1,10 @@
-"""Lowering of a scanned loop nest's levels (loops, assignments, guards, finds) to the C tree."""
+"""Lowering of a scanned loop nest's levels (loops, assignments, guards, finds) to the C tree,
+and the condition under which a tile loop's tile can hold a match (tile skipping)."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..decide.synthesis import TileSkip
 from ..front.terms import Aff, Constraint, UFCall
 from ..middle.scan import LevelKind, LoopNest
 from . import ctree as t
@@ -73,3 +75,17 @@ def is_key_guard(g: Constraint, call: UFCall, e: Aff) -> bool:
     """``g`` is the find condition ``call = e`` (its template tests it, not an ``if``)."""
     k = g.aff.coeff(call)
     return g.is_eq and abs(k) == 1 and (g.aff - Aff.var(call, k)) * -k == e
+
+
+def tile_condition(nest: LoopNest, skip: TileSkip, names: CNames) -> str:
+    """``first <= last && key(first) <= target && key(last) >= target`` (increasing keys)."""
+    lv = nest.level(skip.var)
+    first = loop_bound(names, lv.lower, upper=False)
+    last = f"{loop_bound(names, lv.upper, upper=True)} - 1"
+
+    def key_at(pos: str) -> str:
+        return names.aff(Aff.var(skip.call).substitute({skip.var: Aff.var(pos)}))
+    lo_op, hi_op = ("<=", ">=") if skip.compare == "<" else (">=", "<=")
+    target = names.aff(skip.target)
+    return (f"{first} <= {last} && {key_at(f'({first})')} {lo_op} {target} && "
+            f"{key_at(f'({last})')} {hi_op} {target}")

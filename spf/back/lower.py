@@ -1,29 +1,36 @@
-"""Lowering: one kernel function as a C tree, from the scanned nest and the decisions.
+"""Lowering: one generated function as a C tree, from the scanned nest and the decisions.
 
-A reduction whose output element is fixed across the inner loops is accumulated in a local
-scalar; finds are lowered by their algorithm (:mod:`spf.finds`); an assembled output's
-statement and bookkeeping come from its strategy (:mod:`spf.assembly`).
+:class:`KernelLowering` is the driver: the signature, the declarations, the statement, the
+loop nest with its hooks and parallel annotations, the exits.  A reduction whose output
+element is fixed across the inner loops is accumulated in a local scalar.  The policies are
+modules of their own: finds are lowered by their algorithm (:mod:`spf.finds`), Auto's
+run-time choice between them by :mod:`.auto_choice`, a privatized parallel loop by
+:mod:`.privatize`, the levels of the nest by :mod:`.levels`; an assembled output's side of
+each function (its parameter, state, statement, exits; the counting passes) comes from
+:mod:`spf.assembly.lowering`.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from ..assembly import FunctionRole, storage_c, strategy
+from ..assembly import FunctionRole
 from ..assembly import lowering as assembly_c
 from ..decide.plan import Plan
-from ..decide.synthesis import TileSkip, cost_model
 from ..finds import REGISTRY
 from ..finds.base import FindLowering
-from ..finds.model import Choice, Decision
+from ..finds.model import Decision
+from ..front.kernel_spec import Access
 from ..front.layout import Layout
 from ..front.terms import Aff
 from ..middle.iteration_space import TensorUse
 from ..middle.scan import LevelKind, LoopNest
+from . import auto_choice
 from . import ctree as t
 from .coalesce import coalesce
-from .levels import Hook, is_key_guard, lower_levels
-from .names import CNames, loop_bound, struct_name, used_names, value_names
+from .levels import Hook, is_key_guard, lower_levels, tile_condition
+from .names import CNames, struct_name, used_names, value_names
+from .privatize import private_region, redirect
 
 
 class CustomStatement:
@@ -35,8 +42,9 @@ class CustomStatement:
 
     def __init__(self, params: list[str],
                  statement: Callable[[Callable[[], str]], list[t.Node]],
-                 names: set[str], prologue: list[t.Node] = (), epilogue: list[t.Node] = (),
-                 at: tuple[int, list[t.Node]] | None = None):
+                 names: set[str], prologue: Sequence[t.Node] = (),
+                 epilogue: Sequence[t.Node] = (),
+                 at: tuple[int, Sequence[t.Node]] | None = None):
         self.params, self.statement, self.names = params, statement, names
         self.prologue, self.epilogue = list(prologue), list(epilogue)
         self.at = at
@@ -55,11 +63,22 @@ class KernelCode:
     storage: list[t.Definition]    # the output's storage functions, put before the kernel
 
 
+def kernel_code(plan: Plan, name: str, role: FunctionRole = FunctionRole.OUTPUT,
+                custom: CustomStatement | None = None) -> KernelCode:
+    """The signature and body of one kernel function of ``plan`` (returns 0, 1 when out of
+    memory, 2 when an assembled output outgrows its arrays); ``role`` says which function of
+    a kernel (see :class:`~spf.assembly.model.FunctionRole`); ``custom`` replaces the
+    statement."""
+    return KernelLowering(plan, name, role, custom).code()
+
+
 class KernelLowering:
     """Builds the tree of one kernel function (see :func:`kernel_code`)."""
 
     def __init__(self, plan: Plan, name: str, role: FunctionRole,
                  custom: CustomStatement | None):
+        assert not role.counts or plan.assembly is not None, \
+            f"a {role.name} pass counting the entries of an output that is not assembled"
         self.plan = plan
         self.nest, self.space, self.expr = plan.nest, plan.space, plan.space.expr
         self.name, self.decisions = name, list(plan.decisions)
@@ -74,8 +93,7 @@ class KernelLowering:
         # a scatter loop in parallel: every thread adds into its own copy of the output
         self.privatized = plan.privatized and bool(self.parallel_loop) and custom is None
         if self.privatized:
-            out = self.space.use(self.expr.output.tensor)
-            self.names.redirect[out.name, out.layout.value.array] = "spf_mine"
+            redirect(self.names, self.space.use(self.expr.output.tensor))
         self.layouts: dict[str, Layout] = {}
         self.b = t.Builder()
         self.semiring = plan.semiring
@@ -84,34 +102,43 @@ class KernelLowering:
         self.building = plan.assembly is not None and not role.counts
         self.use_acc = False       # the statement sums into the local spf_acc
 
+    def code(self) -> KernelCode:
+        """The function: its signature, then its body after the hoisted field reads."""
+        signature = self.signature()
+        self.body()
+        hoisted: list[t.Node] = [t.Declare(h.ctype, h.local, h.member, const=h.const)
+                                 for h in self.names.hoisted()]
+        if hoisted:
+            hoisted.insert(0, t.Comment("the tensors' fields, read once (restrict: no output "
+                                        "overlaps an input)"))
+        runtimes = {REGISTRY[c.algorithm].runtime for d in self.decisions for c in d.candidates
+                    if REGISTRY[c.algorithm].runtime}
+        a = self.assembly
+        storage = assembly_c.storage(a, self.name, self.role) if a is not None else []
+        return KernelCode(signature, hoisted + self.b.root, self.helpers, self.layouts,
+                          runtimes, self.building, storage)
+
     # signature ------------------------------------------------------------------------
     def signature(self) -> str:
-        params = []
-        for acc in (self.expr.output, *self.expr.factors):
-            if self.custom is not None and acc is self.expr.output:
-                params += self.custom.params
-            elif not acc.indices:
-                ctype = "double *restrict" if acc is self.expr.output else "double"
-                params.append(f"{ctype} {acc.tensor}")
-            elif self.assembly is not None and acc is self.expr.output:
-                params.append(self._assembled_param(acc.tensor))
-            else:
-                use = self.space.use(acc.tensor)
-                self.layouts.setdefault(use.layout.key, use.layout)
-                const = "" if use.is_output else "const "
-                params.append(f"{const}{struct_name(use.layout)} *restrict {use.name}")
+        """``int <name>(<the output's parameters>, <each factor's>)``."""
+        params = [p for acc in (self.expr.output, *self.expr.factors) for p in self._params(acc)]
         return f"int {self.name}({', '.join(params)})"
 
-    def _assembled_param(self, tensor: str) -> str:
-        lay = self.assembly.output.layout
-        self.layouts.setdefault(lay.key, lay)
-        if self.role is FunctionRole.HISTOGRAM:
-            return "spf_index_t *restrict spf_hist"
-        if self.role.counts:
-            return "int64_t *restrict spf_bound"
-        if self.role is FunctionRole.STREAM:
-            return f"spf_stream *restrict {tensor}"
-        return f"{struct_name(lay)} *restrict {tensor}, int64_t *restrict {tensor}_size"
+    def _params(self, acc: Access) -> list[str]:
+        """The C parameters of one access (recording the layouts whose structs they use)."""
+        output = acc is self.expr.output
+        if self.custom is not None and output:
+            return self.custom.params
+        if not acc.indices:
+            return [f"{'double *restrict' if output else 'double'} {acc.tensor}"]
+        if self.assembly is not None and output:
+            lay = self.assembly.output.layout
+            self.layouts.setdefault(lay.key, lay)
+            return [assembly_c.param(self.assembly, acc.tensor, self.role)]
+        use = self.space.use(acc.tensor)
+        self.layouts.setdefault(use.layout.key, use.layout)
+        const = "" if use.is_output else "const "
+        return [f"{const}{struct_name(use.layout)} *restrict {use.name}"]
 
     # statement ------------------------------------------------------------------------
     def operand_names(self) -> set[str]:
@@ -135,40 +162,30 @@ class KernelLowering:
     def output_target(self) -> tuple[TensorUse | None, str, set[str]]:
         """The dense output's use (None otherwise), the C of the element the statement adds
         into, and the indices that select it."""
-        a, role = self.assembly, self.role
-        out_use = None if not self.expr.output.indices or a or self.custom \
-            else self.space.use(self.expr.output.tensor)
         if self.custom is not None:
             return None, "", set(self.custom.names)
-        if a is not None:
-            return None, "", (set() if role.counts else set(a.key))
-        if out_use is not None:
-            return out_use, self.names.value(out_use), value_names(out_use)
-        return None, f"*{self.expr.output.tensor}", set()
+        if self.assembly is not None:
+            return None, "", set(self.assembly.key)
+        if not self.expr.output.indices:
+            return None, f"*{self.expr.output.tensor}", set()
+        out_use = self.space.use(self.expr.output.tensor)
+        return out_use, self.names.value(out_use), value_names(out_use)
+
+    def statement_names(self, out_vars: set[str]) -> set[str]:
+        """The names the statement reads (``out_vars``: the indices selecting its element)."""
+        operands = self.operand_names()
+        if self.assembly is not None and self.custom is None:
+            return assembly_c.reads(self.assembly, self.role, operands)
+        return operands | out_vars
 
     def statement(self, value: Callable[[], str], target: str, use_acc: bool) -> list[t.Node]:
         """The statement for the product ``value()`` (printed only where it is used: the
         fields a value reads are declared only then)."""
-        a, role = self.assembly, self.role
         if self.custom is not None:
             return self.custom.statement(value)
-        if a is None:
-            return [self.add_into("spf_acc" if use_acc else target, value())]
-        if role.counts:   # a find's matched position is not needed to count the match
-            if role is FunctionRole.BOUND_SLOTS:
-                return [t.Call("++spf_n")]
-            if role is FunctionRole.BOUND and a.drop_zeros:   # no branch on the data
-                return [t.Assign("spf_n", f"({value()}) != {a.semiring.zero_c()}", "+=",
-                                 note="zeros are not stored")]
-            nodes = strategy(a).count_statement(a) if role is FunctionRole.HISTOGRAM \
-                else [t.Call("++spf_n")]
-        else:
-            nodes = strategy(a).statement(a, "spf_v" if a.drop_zeros else value(), self.name,
-                                            role)
-        if a.drop_zeros:
-            nodes = [t.Declare("double", "spf_v", value(), const=True),
-                     t.If(f"spf_v != {a.semiring.zero_c()}", nodes, note="zeros are not stored")]
-        return nodes
+        if self.assembly is not None:
+            return assembly_c.statement(self.assembly, value, self.name, self.role)
+        return [self.add_into("spf_acc" if use_acc else target, value())]
 
     def used(self, stmt_names: set[str], nest: LoopNest | None = None) -> set[str]:
         """The names the lowered code reads: the statement's, the nest's bounds and guards,
@@ -185,173 +202,211 @@ class KernelLowering:
             used |= {c.array_key for c in d.candidates if c.array_key}
         return used
 
-    # finds ----------------------------------------------------------------------------
-    def lowering(self, d: Decision, c: Choice, used: set[str]) -> FindLowering:
-        return FindLowering(d, c, self.names, REGISTRY[c.algorithm], d.find.var in used)
+    # body -----------------------------------------------------------------------------
+    def body(self) -> None:
+        """Declarations, the loop nest (one version per run-time choice), the exits."""
+        out_use, target, out_vars = self.output_target()
+        stmt_names = self.statement_names(out_vars)
+        if not self.parallel_loop:
+            self.nest, notes = coalesce(self.nest, self.space,
+                                        lambda nest: self.used(stmt_names, nest),
+                                        self._fixed_levels())
+            self.level_notes = {**self.level_notes, **notes}
+        used = self.used(stmt_names)
+        versions, runtime = auto_choice.versions(self.decisions, self.names, used)
+        stateful = auto_choice.stateful(versions)
+        self._declare(stateful)
+        positions = [i for i, lv in enumerate(self.nest.levels) if lv.var in out_vars]
+        acc_level = max(positions) if positions else -1
+        plain = self.assembly is None and self.custom is None    # an update of a dense output
+        use_acc = plain and \
+            any(lv.kind is LevelKind.LOOP for lv in self.nest.levels[acc_level + 1:])
+        # each element written once, by a store of its whole sum: no zeroing pass, no re-read
+        store = use_acc and out_use is not None and not self.expr.accumulate and \
+            _stores_every_element(self.nest, self.decisions, acc_level)
+        if plain and not self.expr.accumulate and not store and not self.privatized:
+            self.b.add(*self._zero_output(out_use))
+        hooks = self._hooks(acc_level, target if use_acc else None, store)
+        statement = self.statement(self.product, target, use_acc)
+        self.use_acc = use_acc
+        reduction = ["spf_acc"] if use_acc and acc_level == -1 else []
+        auto_choice.lower_versions(
+            self.b, self.nest, self.names, versions, runtime,
+            lambda finds: self._nest(finds, used, statement, hooks, reduction))
+        self._exits(stateful)
 
-    def versions(self, used: set[str]) -> tuple[list[list[FindLowering]], Decision | None]:
-        """One list of find lowerings per version of the nest: the chosen templates, and
-        for Auto's run-time choice one version per alternative of its decision (first);
-        ``used``: the names the code reads."""
-        chosen = [self.lowering(d, d.chosen, used) for d in self.decisions
-                  if d.chosen is not None]
-        runtime = next((d for d in self.decisions if d.alternatives), None)
-        if runtime is None:
-            return [chosen], None
-        versions = [[self.lowering(d, alt if d is runtime else d.chosen, used)
-                     for d in self.decisions if d.chosen is not None]
-                    for alt in runtime.alternatives]
-        return versions + [chosen], runtime
+    def _declare(self, stateful: list[FindLowering]) -> None:
+        """The finds' state, the assembled output's (before anything that can fail: the exits
+        release it), the allocations, what runs before the loops."""
+        b, a = self.b, self.assembly
+        for f in stateful:
+            b.add(*f.algorithm.declare(f))
+        if a is not None:
+            b.add(*assembly_c.declare(a, self.names, self.name, self.role))
+        for f in stateful:
+            b.add(*f.algorithm.allocate(f))
+        if a is not None:
+            inputs = [acc.tensor if not acc.indices else self.space.use(acc.tensor).name
+                      for acc in self.expr.factors]
+            b.add(*assembly_c.start(a, self.name, self.role, inputs))
+        if self.custom is not None and self.custom.prologue:
+            b.add(*self.custom.prologue)
 
+    def _fixed_levels(self) -> set[int]:
+        """Levels a loop transformation must leave in place: the finds' (their loops, key
+        reads and state resets) and those where code is hooked in (groups, tiles, custom)."""
+        fixed: set[int] = set()
+        for d in self.decisions:
+            fixed |= {d.find.level, *d.find.key_levels}
+            fixed |= {c.init_level for c in d.candidates if c.init_level is not None}
+        if self.assembly is not None and self.assembly.group_level is not None:
+            fixed.add(self.assembly.group_level)
+        if self.custom is not None and self.custom.at is not None:
+            fixed.add(self.custom.at[0])
+        names = [lv.var for lv in self.nest.levels]
+        fixed |= {names.index(tile) for tile in self.space.tiles if tile in names}
+        return fixed
 
-def kernel_code(plan: Plan, name: str, role: FunctionRole = FunctionRole.OUTPUT,
-                custom: CustomStatement | None = None) -> KernelCode:
-    """The signature and body of one kernel function of ``plan`` (returns 0, 1 when out of
-    memory, 2 when an assembled output outgrows its arrays); ``role`` says which function of
-    a kernel (see :class:`~spf.assembly.model.FunctionRole`); ``custom`` replaces the
-    statement."""
-    assembly = plan.assembly
-    k = KernelLowering(plan, name, role, custom)
-    signature = k.signature()
-    lower_body(k)
-    hoisted = [t.Declare(h.ctype, h.local, h.member, const=h.const) for h in k.names.hoisted()]
-    if hoisted:
-        hoisted.insert(0, t.Comment("the tensors' fields, read once (restrict: no output "
-                                    "overlaps an input)"))
-    runtimes = {REGISTRY[c.algorithm].runtime for d in k.decisions for c in d.candidates
-                if REGISTRY[c.algorithm].runtime}
-    storage: list[t.Definition] = []
-    if k.building and role is FunctionRole.OUTPUT and strategy(assembly).cursor:
-        storage = storage_c.functions(assembly.storage, name,
-                                      struct_name(assembly.output.layout),
-                                      strategy(assembly).flushes, assembly.any_order,
-                                      assembly.last_only)
-    return KernelCode(signature, hoisted + k.b.root, k.helpers, k.layouts, runtimes, k.building,
-                      storage)
+    def _zero_output(self, out_use: TensorUse | None) -> list[t.Node]:
+        """The output set to the semiring's zero before the loops add into it."""
+        out, zero = self.expr.output.tensor, self.semiring.zero_c()
+        if out_use is None:
+            return [t.Assign(f"*{out}", zero)]
+        arr = out_use.layout.value.array
+        size, data = self.names.extent_product(out_use, arr), self.names.field(out_use, arr)
+        if self.parallel_loop or zero != "0.0":   # with all threads (it can be large), or a fill
+            fill: list[t.Node] = [] if zero == "0.0" else [t.Comment(
+                f"elements no product reaches hold {self.semiring.name}'s zero, {zero}")]
+            return fill + [t.For("size_t spf_z = 0", f"spf_z < {size}", "++spf_z",
+                                 [t.Assign(f"{data}[spf_z]", zero)],
+                                 braces=False, parallel=t.Parallel(t.Schedule.STATIC)
+                                 if self.parallel_loop else None)]
+        return [t.Call(f"memset({data}, 0, sizeof(double) * {size})")]
 
+    def _hooks(self, acc_level: int, acc_target: str | None, store: bool) -> dict[int, Hook]:
+        """What runs where a level opens: the accumulator, the assembly's group code, the
+        custom statement's, the tile-skipping guards."""
+        hooks: dict[int, Hook] = {}
+        if acc_target is not None:
+            def open_acc(b: t.Builder) -> None:
+                b.add(t.Declare("double", "spf_acc", self.semiring.zero_c()))
+                b.defer(t.Assign(acc_target, "spf_acc") if store
+                        else self.add_into(acc_target, "spf_acc"))
+            hooks[acc_level] = open_acc
+        order = [lv.var for lv in self.nest.levels]
+        a = self.assembly
+        more = assembly_c.hooks(a, self.name, self.role, order) if a is not None else []
+        if self.custom is not None and self.custom.at is not None:
+            level, nodes = self.custom.at
+            more.append((level, lambda b: b.add(*nodes)))
+        for level, hook in more + self._tile_skips(order):
+            _chain(hooks, level, hook)
+        return hooks
 
-def cost_nodes(k: KernelLowering, d: Decision) -> list[t.Node]:
-    """The comment and the constants of Auto's run-time choice for ``d``."""
-    model = cost_model(k.nest, d.find, d.candidates)
-    owner = model.searches
-    names = k.names
-    searches = f"(int64_t)({names.extent_product(owner, owner.layout.value.array)})"
-    length = f"(int64_t)({names.aff(model.length)})"
-    nodes: list[t.Node] = []
-    formula = []
-    for c in [d.chosen] + d.alternatives:
-        cost = model.terms[c.algorithm]
-        product = " * ".join([f"(int64_t)({names.aff(r)})" for r in cost.resets] + [length])
-        per = "" if cost.per_element == 1 else f"{cost.per_element} * "
-        fixed = f" + (int64_t)({names.aff(cost.fixed)})" if cost.fixed is not None else ""
-        nodes.append(t.Declare("int64_t", f"spf_cost_{c.algorithm}",
-                               f"{cost.per_search} * {searches} + {per}{product}{fixed}",
-                               const=True))
-        formula.append(f"cost({REGISTRY[c.algorithm].title}) = {cost.per_search} * W + "
-                       f"{per}R_{c.algorithm} * L" + (" + X" if fixed else ""))
-    titles = [REGISTRY[c.algorithm].title for c in [d.chosen] + d.alternatives]
-    both = len(titles) == 2
-    sized = any(model.terms[c.algorithm].fixed is not None for c in d.candidates)
-    comment = (f"Auto: {', '.join(titles[:-1])} and {titles[-1]} are "
-               f"{'both' if both else 'all'} valid; pick the "
-               f"{'cheaper' if both else 'cheapest'} from the operand sizes:\n"
-               + ",\n".join(formula)
-               + f"\n(W searches, L range length, R state resets{', X map size' if sized else ''}"
-               "; see CostModel).")
-    return [t.Comment(comment)] + nodes
+    def _tile_skips(self, order: list[str]) -> list[tuple[int, Hook]]:
+        """An ``if`` at each tile loop that skips the tiles no match can be in."""
+        out: list[tuple[int, Hook]] = []
+        for tile in self.space.tiles:
+            conds = [tile_condition(self.nest, skip, self.names)
+                     for skip in self.plan.skips.get(tile, [])]
+            if conds:
+                def skip(b: t.Builder, conds: list[str] = conds) -> None:
+                    b.add(t.Comment("skip tiles that cannot hold a match (the keys are sorted)"))
+                    b.nest(t.If(" && ".join(conds)))
+                out.append((order.index(tile), skip))
+        return out
 
+    # the nest -------------------------------------------------------------------------
+    def _nest(self, finds: list[FindLowering], used: set[str], statement: list[t.Node],
+              hooks: dict[int, Hook], reduction: list[str]) -> None:
+        """One version of the nest around ``statement``, in parallel as planned."""
+        parallel, team = self._parallel(finds, reduction)
+        if self.privatized and self.parallel_loop:
+            loop = self.parallel_loop
 
-def lower_body(k: KernelLowering) -> None:
-    """Declarations, the loop nest (one version per run-time choice), the exits."""
-    b, a, role = k.b, k.assembly, k.role
-    stmt_names = k.operand_names()
-    out_use, target, out_vars = k.output_target()
-    stmt_names |= out_vars
-    if a is not None and role.counts:
-        stmt_names = (stmt_names if a.drop_zeros else set()) | (
-            {a.key[0]} if role is FunctionRole.HISTOGRAM else set())
-    if not k.parallel_loop:
-        k.nest, notes = coalesce(k.nest, k.space, lambda nest: k.used(stmt_names, nest),
-                                 _fixed_levels(k))
-        k.level_notes = {**k.level_notes, **notes}
-    used = k.used(stmt_names)
-    versions, runtime = k.versions(used)
-    stateful = _stateful(versions)
-    for f in stateful:
-        b.add(*f.algorithm.declare(f))
-    if a is not None and role.counts:
-        if role is not FunctionRole.HISTOGRAM:
-            b.add(t.Declare("int64_t", "spf_n", "0"))
-    elif a is not None:    # before anything that can fail: the exits release it
-        b.add(*assembly_c.declare(a, k.names, k.name, role))
-    for f in stateful:
-        b.add(*f.algorithm.allocate(f))
-    if k.building and strategy(a).counts_first:
-        inputs = [acc.tensor if not acc.indices else k.space.use(acc.tensor).name
-                  for acc in k.expr.factors]
-        b.add(*strategy(a).start(a, k.name, inputs))
-    if k.custom is not None and k.custom.prologue:
-        b.add(*k.custom.prologue)
-    positions = [i for i, lv in enumerate(k.nest.levels) if lv.var in out_vars]
-    acc_level = max(positions) if positions else -1
-    use_acc = a is None and k.custom is None and \
-        any(lv.kind is LevelKind.LOOP for lv in k.nest.levels[acc_level + 1:])
-    # each element written once, by a store of its whole sum: no zeroing pass, no re-read
-    store = use_acc and out_use is not None and not k.expr.accumulate and \
-        _stores_every_element(k.nest, k.decisions, acc_level)
-    if a is None and k.custom is None and not k.expr.accumulate and not store \
-            and not k.privatized:
-        b.add(*_zero_output(k, out_use))
-    hooks = _hooks(k, acc_level, target if use_acc else None, store)
-    statement = k.statement(k.product, target, use_acc)
-    k.use_acc = use_acc
-    reduction = ["spf_acc"] if use_acc and acc_level == -1 else []
-    if runtime is None:
-        _nest(k, versions[0], used, statement, hooks, reduction)
-    else:
-        b.add(*cost_nodes(k, runtime))
-        _runtime_choice(k, runtime, versions, used, statement, hooks, reduction)
-    _exits(k, stateful)
+            def loops(annotation: t.Parallel) -> None:
+                self._levels(finds, used, statement, hooks, {**parallel, loop: annotation}, None)
+            private_region(self.b, self.names, self.space.use(self.expr.output.tensor),
+                           self.semiring, self.expr.accumulate, self.add_into, parallel[loop],
+                           loops)
+            return
+        depth = self.b.depth
+        self._levels(finds, used, statement, hooks, parallel, team)
+        self.b.close_to(depth)
+        self.b.flush()
 
+    def _levels(self, finds: list[FindLowering], used: set[str], statement: list[t.Node],
+                hooks: dict[int, Hook], parallel: dict[str, t.Parallel],
+                team: str | None) -> None:
+        """The nest's levels around ``statement`` (see :func:`.levels.lower_levels`)."""
+        lower_levels(self.b, self.nest, self.names, used, finds, statement, hooks,
+                     self.level_notes, parallel, team, self._simd())
 
-def _fixed_levels(k: KernelLowering) -> set[int]:
-    """Levels a loop transformation must leave in place: the finds' (their loops, key
-    reads and state resets) and those where code is hooked in (groups, tiles, custom)."""
-    fixed: set[int] = set()
-    for d in k.decisions:
-        fixed |= {d.find.level, *d.find.key_levels}
-        fixed |= {c.init_level for c in d.candidates if c.init_level is not None}
-    if k.assembly is not None and k.assembly.group_level is not None:
-        fixed.add(k.assembly.group_level)
-    if k.custom is not None and k.custom.at is not None:
-        fixed.add(k.custom.at[0])
-    names = [lv.var for lv in k.nest.levels]
-    fixed |= {names.index(tile) for tile in k.space.tiles if tile in names}
-    return fixed
+    def _parallel(self, finds: list[FindLowering],
+                  reduction: list[str]) -> tuple[dict[str, t.Parallel], str | None]:
+        """The parallel loop's annotation, and the loop a team of threads runs when the
+        parallel loop is an inner one (every thread runs the outer loops; the iterations
+        of this one are shared)."""
+        loop = self.parallel_loop
+        if not loop:
+            return {}, None
+        loops = [lv.var for lv in self.nest.levels if lv.kind is LevelKind.LOOP]
+        par = [lv.var for lv in self.nest.levels].index(loop)
+        private = [v for f in finds for v in f.algorithm.thread_private(f, par)]
+        outer = loop == loops[0]
+        even = not outer or self._even_iterations(par)
+        annotation = t.Parallel(t.Schedule.STATIC if even else t.Schedule.GUIDED, team=outer,
+                                private=private, reduction=reduction,
+                                reduction_op=self.semiring.omp or "+")
+        return {loop: annotation}, None if outer else loops[0]
 
+    def _even_iterations(self, par: int) -> bool:
+        """Whether every iteration of level ``par`` does the same work: each loop inside it
+        runs a fixed number of times (bounds of sizes and constants only: no index array, no
+        enclosing index) and no find runs inside it.  Then equal contiguous shares (a static
+        schedule) balance the threads; otherwise guided."""
+        indices = {lv.var for lv in self.nest.levels}
+        inner = self.nest.levels[par + 1:]
+        return not any(aff.calls() or aff.names() & indices
+                       for lv in inner if lv.kind is LevelKind.LOOP
+                       for aff, _ in lv.lower + lv.upper) \
+            and not any(d.find.level > par for d in self.decisions)
 
-def _stateful(versions: list[list[FindLowering]]) -> list[FindLowering]:
-    """The finds whose state is declared: every chosen one and each alternative once."""
-    out = list(versions[-1])
-    for version in versions[:-1]:
-        out += [f for f in version if f.choice is not f.decision.chosen]
-    return out
+    def _simd(self) -> dict[str, t.Simd]:
+        """The plan's SIMD loop (a sum kept in ``spf_acc`` as the lanes' partial sums), unless
+        the statement is not a plain update (a custom pass, an assembled output)."""
+        v = self.plan.vector
+        if v is None or self.custom is not None or self.assembly is not None:
+            return {}
+        if v.reduction:
+            return {v.var: t.Simd(["spf_acc"], self.semiring.omp or "+")} if self.use_acc else {}
+        return {v.var: t.Simd()}
 
-
-def _zero_output(k: KernelLowering, out_use: TensorUse | None) -> list[t.Node]:
-    out, zero = k.expr.output.tensor, k.semiring.zero_c()
-    if out_use is None:
-        return [t.Assign(f"*{out}", zero)]
-    arr = out_use.layout.value.array
-    size = k.names.extent_product(out_use, arr)
-    if k.parallel_loop or zero != "0.0":   # with all threads (it can be large), or a fill
-        fill = [] if zero == "0.0" else [t.Comment(f"elements no product reaches hold "
-                                                   f"{k.semiring.name}'s zero, {zero}")]
-        return fill + [t.For("size_t spf_z = 0", f"spf_z < {size}", "++spf_z",
-                             [t.Assign(f"{k.names.field(out_use, arr)}[spf_z]", zero)],
-                             braces=False, parallel=t.Parallel(t.Schedule.STATIC)
-                             if k.parallel_loop else None)]
-    return [t.Call(f"memset({k.names.field(out_use, arr)}, 0, sizeof(double) * {size})")]
+    # exits ----------------------------------------------------------------------------
+    def _exits(self, stateful: list[FindLowering]) -> None:
+        """The epilogue, the output finished, the releases and ``return``; with a label for
+        each way out that a failure jumps to."""
+        b, a, role = self.b, self.assembly, self.role
+        if self.custom is not None and self.custom.epilogue:
+            b.add(*self.custom.epilogue)
+        if a is not None:
+            b.add(*assembly_c.finish(a, self.name, role))
+        releases = [n for f in stateful for n in f.algorithm.release(f)]
+        if a is not None:
+            releases += assembly_c.release(a, role)
+        if not releases and not self.building:
+            b.add(t.Return("0"))
+            return
+        b.add(*releases, t.Return("0"))
+        failing = self.building and role is FunctionRole.OUTPUT
+        if t.jumps_to(b.root, "spf_out_of_memory"):
+            b.add(t.Label("spf_out_of_memory"))
+            if failing:
+                b.add(t.Assign("spf_status", "1"))
+        if failing:
+            b.add(t.Label("spf_fail"), *releases, t.Return("spf_status"))
+        else:
+            b.add(*releases, t.Return("1"))
 
 
 def _chain(hooks: dict[int, Hook], level: int, hook: Hook) -> None:
@@ -363,188 +418,6 @@ def _chain(hooks: dict[int, Hook], level: int, hook: Hook) -> None:
             previous(b)
         hook(b)
     hooks[level] = both
-
-
-def _hooks(k: KernelLowering, acc_level: int, acc_target: str | None,
-           store: bool) -> dict[int, Hook]:
-    hooks: dict[int, Hook] = {}
-    a = k.assembly
-    if acc_target is not None:
-        def open_acc(b: t.Builder) -> None:
-            b.add(t.Declare("double", "spf_acc", k.semiring.zero_c()))
-            b.defer(t.Assign(acc_target, "spf_acc") if store
-                    else k.add_into(acc_target, "spf_acc"))
-        hooks[acc_level] = open_acc
-    if k.building and a.group_level is not None:
-        _chain(hooks, a.group_level,
-               lambda b: b.add(*strategy(a).group_check(a, k.name, k.role)))
-    ends = strategy(a).group_end(a) if k.building and len(a.key) > 1 else []
-    if ends:
-        order = [lv.var for lv in k.nest.levels]
-        _chain(hooks, max(order.index(c) for c in a.key[:-1]),
-               lambda b: [b.defer(n) for n in reversed(ends)])
-    if k.custom is not None and k.custom.at is not None:
-        level, nodes = k.custom.at
-        _chain(hooks, level, lambda b: b.add(*nodes))
-    for tile in k.space.tiles:
-        conds = [tile_condition(k.nest, skip, k.names) for skip in k.plan.skips.get(tile, [])]
-        if conds:
-            def skip(b: t.Builder, conds=conds) -> None:
-                b.add(t.Comment("skip tiles that cannot hold a match (the keys are sorted)"))
-                b.nest(t.If(" && ".join(conds)))
-            _chain(hooks, [lv.var for lv in k.nest.levels].index(tile), skip)
-    return hooks
-
-
-def _nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
-          statement: list[t.Node], hooks: dict[int, Hook], reduction: list[str]) -> None:
-    b = k.b
-    depth = b.depth
-    parallel: dict[str, t.Parallel] = {}
-    team = None
-    if k.parallel_loop:
-        loops = [lv.var for lv in k.nest.levels if lv.kind is LevelKind.LOOP]
-        par = [lv.var for lv in k.nest.levels].index(k.parallel_loop)
-        private = [v for f in finds for v in f.algorithm.thread_private(f, par)]
-        outer = k.parallel_loop == loops[0]
-        if not outer:     # every thread runs the outer loops; this one's iterations are shared
-            team = loops[0]
-        even = not outer or _even_iterations(k, par)
-        parallel[k.parallel_loop] = t.Parallel(
-            t.Schedule.STATIC if even else t.Schedule.GUIDED, team=outer, private=private,
-            reduction=reduction, reduction_op=k.semiring.omp or "+")
-    if k.privatized:
-        _private_nest(k, finds, used, statement, hooks, parallel)
-        return
-    lower_levels(b, k.nest, k.names, used, finds, statement, hooks, k.level_notes, parallel,
-                 team, _simd(k))
-    b.close_to(depth)
-    b.flush()
-
-
-def _even_iterations(k: KernelLowering, par: int) -> bool:
-    """Whether every iteration of level ``par`` does the same work: each loop inside it runs
-    a fixed number of times (bounds of sizes and constants only: no index array, no enclosing
-    index) and no find runs inside it.  Then equal contiguous shares (a static schedule)
-    balance the threads; otherwise guided."""
-    indices = {lv.var for lv in k.nest.levels}
-    inner = k.nest.levels[par + 1:]
-    return not any(aff.calls() or aff.names() & indices
-                   for lv in inner if lv.kind is LevelKind.LOOP for aff, _ in lv.lower + lv.upper) \
-        and not any(d.find.level > par for d in k.decisions)
-
-
-def _private_nest(k: KernelLowering, finds: list[FindLowering], used: set[str],
-                  statement: list[t.Node], hooks: dict[int, Hook],
-                  parallel: dict[str, t.Parallel]) -> None:
-    """The nest in a parallel region whose threads share out the outer loop, each adding into
-    its own copy of the output (``spf_mine``, zeroed by that thread: in parallel, and in the
-    cache of the core that uses it); after the loop the threads share out the elements,
-    summing the team's copies into the output."""
-    b, depth = k.b, k.b.depth
-    out = k.space.use(k.expr.output.tensor)
-    arr = out.layout.value.array
-    size, data = k.names.extent_product(out, arr), k.names.field(out, arr, own=True)
-    k.helpers.add("spf_omp")
-    b.add(t.Comment(f"a private copy of {out.name} per thread, zeroed by its thread, added "
-                    f"into {out.name} after the loop (+ 1: malloc(0) may return NULL)"),
-          t.Declare("size_t", "spf_size", size, const=True),
-          t.Declare("int", "spf_threads", "spf_max_threads()", const=True),
-          t.If("spf_size > (SIZE_MAX / sizeof(double) - 1) / (size_t)spf_threads",
-               [t.Return("1")], braces=False),
-          t.Declare("double", "*spf_priv",
-                    "malloc(((size_t)spf_threads * spf_size + 1) * sizeof(double))"),
-          t.If("!spf_priv", [t.Return("1")], braces=False))
-    b.nest(t.Team())
-    b.nest(t.Block())
-    b.add(t.Declare("int", "spf_team", "spf_team_size()", const=True),
-          t.Declare("double *restrict", "spf_mine",
-                    "spf_priv + (size_t)spf_thread() * spf_size"),
-          t.For("size_t spf_z = 0", "spf_z < spf_size", "++spf_z",
-                [t.Assign("spf_mine[spf_z]", k.semiring.zero_c())], braces=False))
-    parallel[k.parallel_loop] = replace(parallel[k.parallel_loop], team=False)
-    lower_levels(b, k.nest, k.names, used, finds, statement, hooks, k.level_notes, parallel,
-                 None, _simd(k))
-    b.close_to(depth + 2)
-    b.flush()
-    add = [k.add_into("spf_s", "spf_priv[(size_t)spf_t * spf_size + spf_z]")]
-    b.add(t.For("size_t spf_z = 0", "spf_z < spf_size", "++spf_z", [
-        t.Declare("double", "spf_s", f"{data}[spf_z]" if k.expr.accumulate
-                  else k.semiring.zero_c()),
-        t.For("int spf_t = 0", "spf_t < spf_team", "++spf_t", add, braces=False),
-        t.Assign(f"{data}[spf_z]", "spf_s")], parallel=t.Parallel(t.Schedule.STATIC, team=False)))
-    b.close_to(depth)
-    b.add(t.Call("free(spf_priv)"))
-
-
-def _simd(k: KernelLowering) -> dict[str, t.Simd]:
-    """The plan's SIMD loop (a sum kept in ``spf_acc`` as the lanes' partial sums), unless
-    the statement is not a plain update (a custom pass, an assembled output)."""
-    v = k.plan.vector
-    if v is None or k.custom is not None or k.assembly is not None:
-        return {}
-    if v.reduction:
-        return {v.var: t.Simd(["spf_acc"], k.semiring.omp or "+")} if k.use_acc else {}
-    return {v.var: t.Simd()}
-
-
-def _runtime_choice(k: KernelLowering, d: Decision, versions: list[list[FindLowering]],
-                    used: set[str], statement: list[t.Node], hooks: dict[int, Hook],
-                    reduction: list[str]) -> None:
-    """``if (cost of alternative 1 is least) {nest 1} else if ... else {nest}``."""
-    b = k.b
-    chosen = f"spf_cost_{d.chosen.algorithm}"
-    alts = [f"spf_cost_{c.algorithm}" for c in d.alternatives]
-    for i, (version, cost) in enumerate(zip(versions, alts)):
-        cond = " && ".join([f"{cost} < {chosen}"] + [f"{cost} <= {later}"
-                                                     for later in alts[i + 1:]])
-        node = t.If(cond)
-        b.nest(node)
-        _nest(k, version, used, statement, hooks, reduction)
-        b.close()
-        b.nest_else(node)
-    _nest(k, versions[-1], used, statement, hooks, reduction)
-    b.close_to(b.depth - len(alts))
-
-
-def _exits(k: KernelLowering, stateful: list[FindLowering]) -> None:
-    b, a, role = k.b, k.assembly, k.role
-    if k.custom is not None and k.custom.epilogue:
-        b.add(*k.custom.epilogue)
-    if role.counts and role is not FunctionRole.HISTOGRAM:
-        b.add(t.Assign("*spf_bound", "spf_n"))
-    elif k.building:
-        b.add(*strategy(a).finish(a, k.name, role))
-    releases = [n for f in stateful for n in f.algorithm.release(f)]
-    if k.building:
-        releases += strategy(a).release(a, role)
-    if not releases and not k.building:
-        b.add(t.Return("0"))
-        return
-    b.add(*releases, t.Return("0"))
-    failing = k.building and role is FunctionRole.OUTPUT
-    if t.jumps_to(b.root, "spf_out_of_memory"):
-        b.add(t.Label("spf_out_of_memory"))
-        if failing:
-            b.add(t.Assign("spf_status", "1"))
-    if failing:
-        b.add(t.Label("spf_fail"), *releases, t.Return("spf_status"))
-    else:
-        b.add(*releases, t.Return("1"))
-
-
-def tile_condition(nest: LoopNest, skip: TileSkip, names: CNames) -> str:
-    """``first <= last && key(first) <= target && key(last) >= target`` (increasing keys)."""
-    lv = nest.level(skip.var)
-    first = loop_bound(names, lv.lower, upper=False)
-    last = f"{loop_bound(names, lv.upper, upper=True)} - 1"
-
-    def key_at(pos: str) -> str:
-        return names.aff(Aff.var(skip.call).substitute({skip.var: Aff.var(pos)}))
-    lo_op, hi_op = ("<=", ">=") if skip.compare == "<" else (">=", "<=")
-    target = names.aff(skip.target)
-    return (f"{first} <= {last} && {key_at(f'({first})')} {lo_op} {target} && "
-            f"{key_at(f'({last})')} {hi_op} {target}")
 
 
 def _stores_every_element(nest: LoopNest, decisions: list[Decision], acc_level: int) -> bool:
