@@ -121,3 +121,43 @@ def test_golden_c_compiles_clean(name):
 def test_no_stale_golden_files():
     stale = sorted(p.stem for p in GOLDEN.glob("*.c") if p.stem not in CASES)
     assert not stale, f"golden files without a case: {stale}"
+
+
+_HASHES = """
+import hashlib, json, sys
+sys.path.insert(0, sys.argv[1])
+import spf
+from test_golden import CASES, kernel
+cases = dict(CASES)
+for name in spf.layout_names():      # every shipped layout read into a dense output
+    lay = spf.load_layout(name, **({"B": 2} if "B" in spf.load_layout(name).params else {}))
+    idx = ",".join("ijk"[:lay.order])
+    cases[f"copy_{name}"] = kernel(f"D({idx}) = T({idx})", {"T": lay})
+import os, tempfile
+from test_reliability import SELL       # a slot's column read through two index arrays
+path = os.path.join(tempfile.mkdtemp(), "SELL.toml")
+with open(path, "w") as fh:
+    fh.write(SELL)
+sell = spf.load_layout(path)
+sell = sell.with_params(**{p: 4 for p in sell.params})
+cases["copy_sell"] = kernel("D(i,j) = T(i,j)", {"T": sell})
+print(json.dumps({name: hashlib.sha256(make().encode()).hexdigest()
+                  for name, make in cases.items()}))
+"""
+
+
+@pytest.mark.slow
+def test_generated_c_does_not_depend_on_the_hash_seed():
+    """Two processes with different string hash seeds generate the same C for every case
+    (a choice made by iterating a set once named the index array of a comment by chance)."""
+    import json
+    import subprocess
+    import sys
+    runs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        proc = subprocess.run([sys.executable, "-c", _HASHES, str(Path(__file__).parent)],
+                              capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout))
+    assert runs[0] == runs[1], sorted(k for k in runs[0] if runs[0][k] != runs[1][k])

@@ -237,8 +237,8 @@ def scatter_store(nest: LoopNest, level: int) -> str | None:
     indirect: dict[str, str] = {}      # variable -> the index array it comes from
     for lv in nest.levels[level + 1:]:
         if lv.kind is LevelKind.ASSIGN and lv.expr is not None:
-            source = next((c.name for c in lv.expr.calls()), None) or next(
-                (indirect[n] for n in lv.expr.names() if n in indirect), None)
+            source = next((c.name for c in sorted(lv.expr.calls(), key=str)), None) or next(
+                (indirect[n] for n in sorted(lv.expr.names()) if n in indirect), None)
             if source is not None:
                 indirect[lv.var] = source
     hit = sorted(out_vars & indirect.keys())
