@@ -154,10 +154,10 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
     terms: list[tuple[int, tuple[Access, ...]]] = []
     sign = -1 if p.accept("-") else 1
     while True:
-        factors = [_access(p)]
+        accesses = [_access(p)]
         while p.accept("*"):
-            factors.append(_access(p))
-        terms.append((sign, tuple(factors)))
+            accesses.append(_access(p))
+        terms.append((sign, tuple(accesses)))
         if p.accept("+"):
             sign = 1
         elif p.accept("-"):
