@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, SpecError
-from .front.storage import storage_or_none
+from .front.storage import Storage, StorageLevel, storage_or_none
 from .kernel import Kernel
 from .runtime.compiled import CompiledKernel
 from .runtime.operands import Operand
@@ -50,6 +50,12 @@ class Partition:
     dim: int | None
     out_axis: int | None
     why: str
+
+    def cut_axes(self) -> tuple[int, int]:
+        """``rows``: the operand's dimension cut into ranges and the output dimension they are."""
+        if self.dim is None or self.out_axis is None:
+            raise ValueError(f"a {self.mode} partition cuts no dimension")
+        return self.dim, self.out_axis
 
 
 def partition_of(kernel: Kernel) -> Partition:
@@ -103,18 +109,18 @@ def cut(tensor: Tensor, partition: Partition, parts: int) -> list[tuple[Tensor, 
     return _cut_entries(tensor, partition, parts)
 
 
-def _ordered_root(storage: Any) -> bool:
+def _ordered_root(storage: Storage) -> bool:
     """The root level's positions follow its coordinate (dense, or compressed and sorted)."""
     return storage.levels[0].kind.value == "dense" or storage.free_tail < len(storage.order)
 
 
-def _cut_storage(tensor: Tensor, storage: Any, partition: Partition,
+def _cut_storage(tensor: Tensor, storage: Storage, partition: Partition,
                  parts: int) -> list[tuple[Tensor, tuple]]:
     """Root positions cut where the running count of entries below them (the composed
     pointer arrays) crosses each ``1/parts`` of the total."""
     root = storage.levels[0]
     dense = root.kind.value == "dense"
-    count = tensor.shape[root.coords[0][0]] if dense else int(tensor.fields[root.count])
+    count = _root_positions(tensor, root)
     starts = np.arange(count + 1)
     for level in storage.levels[1:]:
         starts = (np.asarray(tensor.fields[level.pointer])[starts] if level.pointer
@@ -125,16 +131,24 @@ def _cut_storage(tensor: Tensor, storage: Any, partition: Partition,
     if dense or partition.mode == NONZEROS:
         spans = [(int(a), int(b)) for a, b in itertools.pairwise(cuts)]
     else:                                  # sorted compressed root: coordinate ranges
-        crd = np.asarray(tensor.fields[root.coords[0][1]])
-        edge = [0] + [int(crd[c]) if c < count else tensor.shape[partition.dim]
-                      for c in cuts[1:-1]] + [tensor.shape[partition.dim]]
+        crd = np.asarray(tensor.fields[root.arrays[0]])
+        extent = tensor.shape[partition.cut_axes()[0]]
+        edge = [0] + [int(crd[c]) if c < count else extent for c in cuts[1:-1]] + [extent]
         spans = list(itertools.pairwise(edge))
     return [(_slice(tensor, storage, int(a), int(b)),
              span if partition.mode == ROWS else ())
             for (a, b), span in zip(itertools.pairwise(cuts), spans)]
 
 
-def _slice(tensor: Tensor, storage: Any, first: int, last: int) -> Tensor:
+def _root_positions(tensor: Tensor, root: StorageLevel) -> int:
+    """How many positions ``tensor``'s root level has: its coordinate's extent (dense) or
+    its count field (compressed)."""
+    if root.count is None:
+        return tensor.shape[root.coords[0][0]]
+    return int(tensor.fields[root.count])
+
+
+def _slice(tensor: Tensor, storage: Storage, first: int, last: int) -> Tensor:
     """``tensor`` with only root positions ``first..last-1`` and the entries below them, in
     its layout and shape (a dense root keeps every position, the others empty)."""
     fields = tensor.fields
@@ -173,20 +187,20 @@ def _cut_entries(tensor: Tensor, partition: Partition,
                  parts: int) -> list[tuple[Tensor, tuple]]:
     coords, values = tensor.entries()
     n = values.size
+    pieces: list[tuple[np.ndarray, tuple[int, ...]]] = []     # entries kept, span
     if partition.mode == ROWS:
-        extent = tensor.shape[partition.dim]
-        counts = np.bincount(coords[partition.dim], minlength=extent)
+        dim = partition.cut_axes()[0]
+        extent = tensor.shape[dim]
+        counts = np.bincount(coords[dim], minlength=extent)
         ends = np.searchsorted(np.cumsum(counts), [n * (k + 1) / parts for k in range(parts)],
                                side="left") + 1
         bounds = np.minimum(np.concatenate([[0], ends]), extent)
         bounds[-1] = extent
-        pieces = []
         for lo, hi in itertools.pairwise(bounds):
-            keep = (coords[partition.dim] >= lo) & (coords[partition.dim] < hi)
+            keep = (coords[dim] >= lo) & (coords[dim] < hi)
             pieces.append((keep, (int(lo), int(hi))))
     else:
         edges = [n * k // parts for k in range(parts + 1)]
-        pieces = []
         for lo, hi in itertools.pairwise(edges):
             keep = np.zeros(n, bool)
             keep[lo:hi] = True
@@ -267,12 +281,13 @@ class DistributedKernel:
 
     # results -------------------------------------------------------------------------
     def _concatenate(self, results: list[Any], spans: list[tuple]) -> Any:
+        axis = self.partition.cut_axes()[1]
         if isinstance(results[0], np.ndarray):
-            return np.concatenate(results, axis=self.partition.out_axis)
-        joined = concatenate_storage(results, spans, self.partition.out_axis)
+            return np.concatenate(results, axis=axis)
+        joined = concatenate_storage(results, spans, axis)
         if joined is not None:
             return joined
-        first, axis = results[0], self.partition.out_axis
+        first = results[0]
         entries = []
         for part, (lo, hi) in zip(results, spans):     # a part's own slice only
             coords, values = part.entries()
@@ -336,7 +351,7 @@ def concatenate_storage(parts: list[Tensor], spans: list[tuple[int, int]],
     else:                               # the root positions whose coordinate is in the span
         own = []
         for p, (lo, hi) in zip(parts, spans):
-            crd = np.asarray(p.fields[root.coords[0][1]])[:int(p.fields[root.count])]
+            crd = np.asarray(p.fields[root.arrays[0]])[:_root_positions(p, root)]
             own.append((int(np.searchsorted(crd, lo)), int(np.searchsorted(crd, hi))))
     arrays: dict[str, np.ndarray] = {}
     for k, level in enumerate(storage.levels):
@@ -385,8 +400,10 @@ def _compiled(blob: bytes) -> Any:
 
 
 def _run_part(blob: bytes, args: dict[str, Any], span: tuple, axis: int | None) -> Any:
+    """The kernel run on one part's ``args``: for rows, only the part's ``span`` of output
+    dimension ``axis`` is returned (``axis`` None: nonzeros, the whole partial output)."""
     out = _compiled(blob)(**args)
-    if span and isinstance(out, np.ndarray):      # rows: only this part's slice travels
+    if axis is not None and span and isinstance(out, np.ndarray):   # only its slice travels
         index = [slice(None)] * out.ndim
         index[axis] = slice(*span)
         return out[tuple(index)]

@@ -295,6 +295,17 @@ def test_bcsr_placement_report_padding_and_c():
     np.testing.assert_array_equal(out.to_dense(), blocky)
 
 
+def test_placement_needs_a_dense_layout_of_the_destinations_order(monkeypatch):
+    """A placed conversion runs its loops into a dense stand-in output: with no dense layout
+    of the destination's order on the search path, the error says so."""
+    monkeypatch.setattr(spf.conversion, "dense_layout", lambda order: None)
+    with pytest.raises(spf.SpecError, match=r"ELL\.toml: cannot convert into layout ELL: its "
+                       r"entries are placed by position from the loops of a conversion into a "
+                       r"dense layout, and no dense layout of order 2 is on the layout search "
+                       r"path$"):
+        spf.Conversion("CSR", "ELL")
+
+
 @pytest.mark.parametrize("dst", ["BCSR", "ELL", "DIA"])
 def test_placement_of_unordered_entries_and_duplicates(dst):
     """COO entries in no order: groups are bucketed before their keys are ranked (BCSR), slots

@@ -88,7 +88,7 @@ class _MergeWriter:
         return sum(len(lv.coords) for lv in self.out.levels[:k])
 
     # levels -------------------------------------------------------------------------------
-    def level(self, k: int, parent: str | None, places: list[_Place]) -> list[t.Node]:
+    def level(self, k: int, parent: str | None, places: list[_Place | None]) -> list[t.Node]:
         lv = self.out.levels[k]
         if lv.kind is StorageKind.DENSE:
             return self._dense(k, parent, places)
@@ -148,8 +148,10 @@ class _MergeWriter:
         out_lv = self.out.levels[k]
         present = [r for r, place in enumerate(places) if place is not None]
         nodes: list[t.Node] = []
-        for r in present:
-            lv, place = self.runs[r].storage.levels[k], places[r]
+        for r, place in enumerate(places):
+            if place is None:
+                continue
+            lv = self.runs[r].storage.levels[k]
             if lv.pointer:
                 ptr = self.field(f"r{r}", lv.pointer)
                 start, stop = f"{ptr}[{place.pos}]", f"{ptr}[{place.pos} + 1]"
@@ -201,12 +203,13 @@ class _MergeWriter:
             step.append(t.Declare("int64_t", key, smallest, const=True))
         has: dict[int, str | None] = dict.fromkeys(alive)
         if len(alive) > 1:
-            has = {r: f"h{r}_{k}" for r in alive}
-            step += [t.Declare("int", has[r], f"k{r}_{k} == {key}", const=True)
-                     for r in alive]
+            flags = {r: f"h{r}_{k}" for r in alive}
+            step += [t.Declare("int", flag, f"k{r}_{k} == {key}", const=True)
+                     for r, flag in flags.items()]
+            has.update(flags)
         step += [t.If(f"next{k} >= cap{k}", [t.Return(str(CAPACITY))], braces=False),
                  t.Declare("int64_t", f"o{k}", f"next{k}++", const=True)]
-        for m, (_, arr) in enumerate(self.out.levels[k].coords):
+        for m, arr in enumerate(self.out.levels[k].arrays):
             step.append(t.Assign(f"{self.field('out', arr)}[o{k}]", self._pick(k, m, has)))
         places = [_Place(f"q{r}_{k}", has[r]) if r in has else None
                   for r in range(len(self.runs))]
@@ -221,7 +224,7 @@ class _MergeWriter:
         first = self.first(k)
         out_dims = [d for d, _ in self.out.levels[k].coords]
         text = ""
-        for m, (_, arr) in enumerate(lv.coords):
+        for m, arr in enumerate(lv.arrays):
             c = f"(int64_t){self.field(f'r{r}', arr)}[{q}]"
             down = self.out.descending[first + m]
             if len(lv.coords) == 1:
@@ -238,7 +241,7 @@ class _MergeWriter:
             first = self.first(k)
             return f"(spf_index_t){'-' if self.out.descending[first] else ''}key{k}"
         runs = list(has)
-        reads = [f"{self.field(f'r{r}', self.runs[r].storage.levels[k].coords[m][1])}[q{r}_{k}]"
+        reads = [f"{self.field(f'r{r}', self.runs[r].storage.levels[k].arrays[m])}[q{r}_{k}]"
                  for r in runs]
         text = reads[-1]
         for n in range(len(runs) - 2, -1, -1):

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..back import ctree as t
-from ..front.storage import Storage, StorageKind
+from ..front.storage import Storage, StorageKind, StorageLevel
 from .base import CAPACITY
 
 
@@ -41,7 +41,7 @@ class _Shape:
     struct: str
 
     @property
-    def levels(self):
+    def levels(self) -> tuple[StorageLevel, ...]:
         return self.storage.levels
 
     @property
@@ -130,7 +130,7 @@ def _append(sh: _Shape) -> t.Function:
     body: list[t.Node] = []
     for k, lv in enumerate(levels):
         below = f"key - c->base{k - 1}" if k else "key"
-        opens = [t.Declare("int64_t", "r", below)]
+        opens: list[t.Node] = [t.Declare("int64_t", "r", below)]
         coords = _decode(sh, k, opens)
         if k < n_levels - 1:
             opens += [t.Assign(f"c->base{k}", "key - r"),
@@ -193,11 +193,10 @@ def _finish(sh: _Shape) -> t.Function:
             body.append(t.Assign(f"size[{k}]", f"{parent}c->ext{sh.first[k]}"))
         else:
             body.append(t.Assign(f"size[{k}]", f"c->next{k}"))
-    parents = {lv.index: k for k, lv in enumerate(levels)}
-    for lv in levels:
-        if lv.pointer:
+    for k, lv in enumerate(levels):
+        if lv.pointer:          # its parent is the level above
             ptr = f"out->{lv.pointer}"
-            body.append(t.For("int64_t q = 1", f"q <= size[{parents[lv.parent]}]", "++q", [
+            body.append(t.For("int64_t q = 1", f"q <= size[{k - 1}]", "++q", [
                 t.If(f"{ptr}[q] < {ptr}[q - 1]", [t.Assign(f"{ptr}[q]", f"{ptr}[q - 1]")],
                      braces=False)], braces=False))
     return t.Function(f"static void {sh.kernel}_finish(const {sh.cursor} *restrict c, "

@@ -113,11 +113,11 @@ def _derived(nest: LoopNest, p: str) -> set[str]:
         changed = False
         for lv in nest.levels:
             if lv.kind is LevelKind.ASSIGN and lv.var not in out and lv.var != p \
-                    and lv.expr.names() & out:
+                    and lv.assigned.names() & out:
                 out.add(lv.var)
                 changed = True
-            if lv.kind is LevelKind.READ and lv.call is not None and lv.var not in out \
-                    and lv.call.args and any(a.names() & out for a in lv.call.args):
+            if lv.kind is LevelKind.READ and lv.var not in out \
+                    and any(a.names() & out for a in lv.read_call.args):
                 out.add(lv.var)
                 changed = True
     return out

@@ -51,7 +51,7 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
                     b.nest(t.Team())
                 _open_loop(b, lv, names, parallel.get(lv.var), simd.get(lv.var))
         elif lv.kind is LevelKind.ASSIGN and lv.var in used:
-            b.add(t.Declare("spf_index_t", lv.var, names.aff(lv.expr), const=True))
+            b.add(t.Declare("spf_index_t", lv.var, names.aff(lv.assigned), const=True))
         guards = [g for g in lv.guards
                   if not any(is_key_guard(g, call, e) for call, e in key_guards[k])]
         if guards:

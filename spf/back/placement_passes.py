@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..front.placement import Placement
-from ..front.terms import Aff, FloorDiv
+from ..front.placement import Placement, logical_dim
+from ..front.terms import Aff, Atom, FloorDiv
 from . import ctree as t
 from .lower import CustomStatement
 
@@ -25,12 +25,11 @@ FILL_PARAMS = ["double *restrict spf_data", "spf_index_t *restrict spf_slot",
 
 
 def aff_text(a: Aff, names: list[str], cast: bool = False) -> str:
-    """``a`` over logical atoms (``_d<k>``: ``names[k]``) as text, or as C (``cast``: each
+    """``a`` over logical atoms (``d<k>``: ``names[k]``) as text, or as C (``cast``: each
     coordinate as int64_t)."""
-    def atom(x) -> str:
-        if isinstance(x, FloorDiv):
-            return f"({atom(x.num.terms[0][0])} / {x.den})"
-        return f"(int64_t){names[int(x[1:])]}" if cast else names[int(x[1:])]
+    def atom(x: Atom) -> str:
+        name = f"(int64_t){names[logical_dim(x)]}" if cast else names[logical_dim(x)]
+        return f"({name} / {x.den})" if isinstance(x, FloorDiv) else name
     parts = [atom(x) if k == 1 else f"-{atom(x)}" if k == -1 else f"{k} * {atom(x)}"
              for x, k in a.terms]
     if a.const or not parts:
@@ -42,7 +41,7 @@ def aff_text(a: Aff, names: list[str], cast: bool = False) -> str:
     return text
 
 
-def _offset_of(a: Aff):
+def _offset_of(a: Aff) -> tuple[Atom, int] | None:
     """``(d, c)`` when ``a`` is ``d - c * floor(d / c)``."""
     if len(a.terms) == 2 and a.const == 0:
         (x, k), (y, n) = a.terms
@@ -69,12 +68,8 @@ class _Coords(dict):
 
 
 def _aff_names(a: Aff, names: list[str]) -> set[str]:
-    """The logical indices ``a`` reads (its atoms are ``_d<k>``, floor divisions of them)."""
-    out = set()
-    for x, _ in a.terms:
-        atom = x.num.terms[0][0] if isinstance(x, FloorDiv) else x
-        out.add(names[int(atom[1:])])
-    return out
+    """The logical indices ``a`` reads (its atoms are ``d<k>``, floor divisions of them)."""
+    return {names[logical_dim(x)] for x, _ in a.terms}
 
 
 def _linear(pl: Placement, indices: tuple[str, ...], value_of: dict[str, str]) -> str:
@@ -162,7 +157,7 @@ class _Passes:
         data = f"spf_data[{_linear(pl, pl.value, value_of)}]"
         op = "=" if pl.slot else "+="
         prologue: list[t.Node] = [_counter()] if rk and rk.pointer else []
-        at = None
+        at: tuple[int, list[t.Node]] | None = None
         if pl.slot and group_level is not None:
             prologue += [t.Declare("int64_t", "spf_group", "-1",
                                    note="the group's slot counter (its entries arrive together)"),

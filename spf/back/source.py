@@ -2,7 +2,7 @@
 ``templates/kernel.c`` with its struct typedefs and helpers, printed from the C tree."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from ..assembly import AssemblyPlan, FunctionRole, storage_c, strategy
 from ..assembly.merge import Run
@@ -238,7 +238,7 @@ def _add_terms(name: str, expr, term_args: list[list[str]], out_space: Iteration
 
 
 def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout],
-                signature: str, body: list[t.Node], runtimes: set[str] = frozenset(),
+                signature: str, body: list[t.Node], runtimes: Collection[str] = frozenset(),
                 assembly: bool = False, before: str = "", merge: bool = False,
                 semiring: Semiring = PLUS_TIMES) -> str:
     """The whole C file from ``templates/kernel.c`` (``runtimes``: helper files from

@@ -128,7 +128,7 @@ class _Dependences:
     def relation(self, k: int) -> Relation:
         """The dependence carried by loop k as an SPF relation over the loop indices."""
         nest = self.nest
-        defs = {lv.var: lv.expr for lv in nest.levels if lv.kind is LevelKind.ASSIGN}
+        defs = {lv.var: lv.assigned for lv in nest.levels if lv.kind is LevelKind.ASSIGN}
         cons: list[Constraint] = []
         for lv in nest.levels:
             if lv.kind is LevelKind.ASSIGN:
@@ -236,9 +236,9 @@ def scatter_store(nest: LoopNest, level: int) -> str | None:
     out_vars = set(nest.space.use(out.tensor).vars)
     indirect: dict[str, str] = {}      # variable -> the index array it comes from
     for lv in nest.levels[level + 1:]:
-        if lv.kind is LevelKind.ASSIGN and lv.expr is not None:
-            source = next((c.name for c in sorted(lv.expr.calls(), key=str)), None) or next(
-                (indirect[n] for n in sorted(lv.expr.names()) if n in indirect), None)
+        if lv.kind is LevelKind.ASSIGN:
+            source = next((c.name for c in sorted(lv.assigned.calls(), key=str)), None) or next(
+                (indirect[n] for n in sorted(lv.assigned.names()) if n in indirect), None)
             if source is not None:
                 indirect[lv.var] = source
     hit = sorted(out_vars & indirect.keys())

@@ -62,7 +62,7 @@ def detect_finds(nest: LoopNest) -> list[Find]:
             if rl.kind is not LevelKind.READ:
                 continue
             for g in rl.guards:
-                key = _key_of(g, rl.call, lv.var, outer)
+                key = _key_of(g, rl.read_call, lv.var, outer)
                 if key is not None:
                     keys.append(key)
                     key_levels.append(j)

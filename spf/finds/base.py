@@ -124,8 +124,8 @@ class MapAlgorithm(FindAlgorithm):
         state, why = algorithm3(cands, ctx.checker.fixed_between_builds)
         if state is None:
             return rejection([("", why)])
-        state, init, _, _ = place_state(ctx.nest, ctx.find, state, self.init_reads(ctx.find),
-                                        allow_array=False)
+        state, init, _ = place_state(ctx.nest, ctx.find, state, self.init_reads(ctx.find),
+                                     allow_array=False)
         return state, init
 
     def private(self, nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:

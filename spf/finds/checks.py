@@ -30,7 +30,7 @@ from ..decide.smt import InstanceEncoder, symbols_of
 from ..front.properties import Ordering, ordering_kinds
 from ..front.terms import Aff
 from ..middle.scan import LevelKind, LoopNest
-from .model import Choice, Find
+from .model import Choice, Find, StateArray
 
 
 class _Encoder(InstanceEncoder):
@@ -228,11 +228,11 @@ def prefer_loops(nest: LoopNest, chk: Checker, state: list[str], test) -> list[s
         lv = nest.level(var)
         if lv.kind is not LevelKind.ASSIGN:
             continue
-        loops = _loops_of(nest, lv.expr)
+        loops = _loops_of(nest, lv.assigned)
         trial = [s for s in state if s != var] + [n for n in loops if n not in state]
         if not loops or not test(trial)[0]:
             continue
-        if lv.expr.calls() and not chk.determines(var, loops)[0]:
+        if lv.assigned.calls() and not chk.determines(var, loops)[0]:
             continue
         state = trial
     return state
@@ -247,7 +247,7 @@ def _loops_of(nest: LoopNest, a: Aff) -> list[str]:
         if lv.kind is LevelKind.LOOP:
             out.append(name)
         elif lv.kind is LevelKind.ASSIGN:
-            out.extend(n for n in _loops_of(nest, lv.expr) if n not in out)
+            out.extend(n for n in _loops_of(nest, lv.assigned) if n not in out)
     return out
 
 
@@ -260,14 +260,15 @@ def _is_var(nest: LoopNest, name: str) -> bool:
 
 
 def place_state(nest: LoopNest, find: Find, state: list[str], reads: list[Aff],
-                allow_array: bool = True) -> tuple[list[str], int, str | None, Aff | None]:
+                allow_array: bool = True) -> tuple[list[str], int, StateArray | None]:
     """Make ``state`` implementable (paper A.3): a scalar initialised directly above the first
     enclosing loop not in the state, or an array of states over the one remaining state index
     (an inner loop index or a reduced index with a known extent).  ``reads``: what the
     initialisation reads besides the searched position
     (:meth:`~spf.finds.base.FindAlgorithm.init_reads`);
-    every variable in them is defined above it.  Returns (state, init level, array key, key
-    extent); init level -1 when it cannot be stored."""
+    every variable in them is defined above it.  Returns (state, init level, the array of
+    states or None); init level ``find.level`` when the state is initialised before each
+    search."""
     outer = nest.levels[:find.level]
     loops = [k for k, lv in enumerate(outer) if lv.kind is LevelKind.LOOP]
     prefix: list[str] = []
@@ -281,27 +282,26 @@ def place_state(nest: LoopNest, find: Find, state: list[str], reads: list[Aff],
     fixed = {lv.var for lv in outer[:init]}
     prefix += [s for s in state if s in fixed and s not in prefix]
     rest = [s for s in state if s not in prefix]
-    key, extent = (rest[0], extent_of(nest, rest[0])) if len(rest) == 1 and allow_array \
-        else (None, None)
-    if rest and (key is None or extent is None):
+    extent = extent_of(nest, rest[0]) if len(rest) == 1 and allow_array else None
+    array = StateArray(rest[0], extent) if extent is not None else None
+    if rest and array is None:
         # no array can hold it: keep every enclosing loop up to the deepest state index
         deepest = max(k for k, lv in enumerate(outer) if lv.var in state)
         prefix = [outer[k].var for k in loops if k <= deepest]
         init = next((k for k in loops if k > deepest), find.level)
-        key = extent = None
     # what the initialisation reads must be defined where it runs (an array of states may
     # start each entry at the range of its own key: the row's first position, say)
-    need = _variables(reads) - {find.var, key}
+    need = _variables(reads) - {find.var} - ({array.key} if array else set())
     while init < find.level \
             and not need <= {lv.var for lv in outer[:init] if lv.kind is not LevelKind.READ}:
         prefix.append(outer[init].var)
         init = next((k for k in loops if k > init), find.level)
-        if key is not None and key in prefix:
-            key = extent = None
-    if key is not None and key in {lv.var for lv in outer[:init]}:
-        prefix.append(key)      # the key is fixed between two initialisations: a scalar
-        key = extent = None
-    return prefix + ([key] if key else []), init, key, extent
+        if array is not None and array.key in prefix:
+            array = None
+    if array is not None and array.key in {lv.var for lv in outer[:init]}:
+        prefix.append(array.key)      # the key is fixed between two initialisations: a scalar
+        array = None
+    return prefix + ([array.key] if array else []), init, array
 
 
 def _variables(affs: list[Aff]) -> set[str]:
@@ -393,8 +393,8 @@ def trip_counts(nest: LoopNest, choice: Choice) -> list[Aff] | None:
     array-state extents computable at function entry; None when one is not."""
     out = []
     for var in choice.state:
-        if var == choice.array_key:
-            out.append(choice.key_extent)
+        if choice.array is not None and var == choice.array.key:
+            out.append(choice.array.extent)
             continue
         lv = nest.level(var)
         if lv.kind is not LevelKind.LOOP:

@@ -34,6 +34,14 @@ class Find:
 
 
 @dataclass(frozen=True)
+class StateArray:
+    """A find's state kept per value of one state index: ``key``, ``0 <= key < extent``."""
+
+    key: str
+    extent: Aff
+
+
+@dataclass(frozen=True)
 class Choice:
     """A valid template (``algorithm``: a name in :data:`spf.finds.REGISTRY`, or ``"loop"``
     for the guard loop) with its synthesized arguments."""
@@ -44,13 +52,17 @@ class Choice:
     state: list[str] = field(default_factory=list)
     unique: bool = True                 # at most one match per search
     init_level: int | None = None       # state (re)initialised just above this level
-    array_key: str | None = None        # state index keying an array of states
-    key_extent: Aff | None = None       # 0 <= array_key < key_extent
+    array: StateArray | None = None     # an array of states (None: one scalar state)
     why: str = ""
     stateful: bool = False              # has state initialised at init_level
     in_order: bool = True               # matches of one search visited in position order
     detail: str = ""                    # the algorithm's arguments, for reports
     extra: dict = field(default_factory=dict)   # further arguments of its algorithm
+
+    @property
+    def array_key(self) -> str | None:
+        """The state index keying the array of states (None: a scalar state)."""
+        return self.array.key if self.array is not None else None
 
     def describe(self) -> str:
         parts = [self.algorithm] + ([self.detail] if self.detail else [])

@@ -21,7 +21,7 @@ from .checks import (
     state_candidates,
     trip_counts,
 )
-from .model import Choice, Decision, Find
+from .model import Choice, Decision, Find, StateArray
 
 _ORDERS = ((1, "<"), (-1, "<"), (1, ">"), (-1, ">"))
 
@@ -66,16 +66,16 @@ class SeqIter(FindAlgorithm):
                 reasons.append((label, why))
                 continue
             state = prefer_loops(nest, chk, state, test)
-            state, init, key, extent = place_state(nest, find, state, self.init_reads(find))
-            return self.choice(direction, compare, state, ctx.unique, init, key, extent)
+            state, init, array = place_state(nest, find, state, self.init_reads(find))
+            return self.choice(direction, compare, state, ctx.unique, init, array)
         return rejection(reasons, missing_order_hint(find))
 
     @staticmethod
-    def choice(direction: int, compare: str, state: list[str], unique: bool, init, key=None,
-               extent=None, why: str = "") -> Choice:
+    def choice(direction: int, compare: str, state: list[str], unique: bool, init: int,
+               array: StateArray | None = None, why: str = "") -> Choice:
         detail = f"{'forward' if direction > 0 else 'backward'}, advancing while key " \
                  f"{compare} target"
-        return Choice("seqiter", direction, compare, state, unique, init, key, extent, why,
+        return Choice("seqiter", direction, compare, state, unique, init, array, why,
                       stateful=True, in_order=direction > 0 or unique, detail=detail)
 
     def cost(self, nest: LoopNest, find: Find, choice: Choice) -> CostTerms | None:
@@ -83,9 +83,9 @@ class SeqIter(FindAlgorithm):
         return None if resets is None else CostTerms(4, 1, resets)
 
     def private(self, nest: LoopNest, d: Decision, c: Choice, par: int) -> Choice | None:
-        if c.array_key:
+        if c.array is not None:
             shared_ok = c.init_level is not None and c.init_level <= par \
-                and c.array_key == nest.levels[par].var
+                and c.array.key == nest.levels[par].var
             return c if shared_ok else None
         if c.init_level is not None and c.init_level > par:
             return c
@@ -99,50 +99,51 @@ class SeqIter(FindAlgorithm):
         return f"spf_pos_{f.var}"
 
     def declare(self, f: FindLowering) -> list[t.Node]:
-        if f.choice.array_key:
+        if f.choice.array is not None:
             return [t.Declare("spf_index_t", f"*{self.state(f)}", "NULL")]
         return [t.Declare("spf_index_t", self.state(f), "0")]
 
     def thread_private(self, f: FindLowering, par: int) -> list[str]:
         c = f.choice
-        return [self.state(f)] if not c.array_key and c.init_level > par else []
+        reset_inside = c.init_level is not None and c.init_level > par
+        return [self.state(f)] if c.array is None and reset_inside else []
 
     def allocate(self, f: FindLowering) -> list[t.Node]:
-        if not f.choice.array_key:
+        array = f.choice.array
+        if array is None:
             return []
-        extent = f.names.aff(f.choice.key_extent)
+        extent = f.names.aff(array.extent)
         f.names.helpers.add("spf_max")
         return [t.Assign(self.state(f), f"malloc(sizeof(spf_index_t) * (size_t)spf_max(1, "
                                         f"{extent}))"),
                 t.If(f"!{self.state(f)}", [t.Goto("spf_out_of_memory")], braces=False)]
 
     def init(self, f: FindLowering) -> list[t.Node]:
-        c = f.choice
-        if not c.array_key:
+        c, array = f.choice, f.choice.array
+        if array is None:
             return [t.Assign(self.state(f), f.lo() if c.direction > 0 else f.hi())]
         bound = f.find.lo if c.direction > 0 else f.find.hi
-        first = f.names.aff(bound.substitute({c.array_key: Aff.var("spf_t")}))
-        return [t.For("spf_index_t spf_t = 0", f"spf_t < {f.names.aff(c.key_extent)}",
+        first = f.names.aff(bound.substitute({array.key: Aff.var("spf_t")}))
+        return [t.For("spf_index_t spf_t = 0", f"spf_t < {f.names.aff(array.extent)}",
                       "++spf_t", [t.Assign(f"{self.state(f)}[spf_t]", first)], braces=False)]
 
     def open(self, f: FindLowering, b: t.Builder) -> None:
-        c = f.choice
+        c, array = f.choice, f.choice.array
         cur = self.state(f)
-        if c.array_key:
+        if array is not None:
             cur = f"spf_cur_{f.var}"
             # a value that no match can have (e.g. ELL padding) must not index the array
-            b.nest(t.If(f"{c.array_key} >= 0 && {c.array_key} < "
-                        f"{f.names.aff(c.key_extent)}"))
-            b.add(t.Declare("spf_index_t", cur, f"{self.state(f)}[{c.array_key}]"))
+            b.nest(t.If(f"{array.key} >= 0 && {array.key} < {f.names.aff(array.extent)}"))
+            b.add(t.Declare("spf_index_t", cur, f"{self.state(f)}[{array.key}]"))
         step = "++" if c.direction > 0 else "--"
         b.add(f.snippet("find_seqiter.c", in_range=f.in_range(cur, c.direction > 0),
                         advance=f.advance(cur), step=f"{step}{cur}"))
-        if c.array_key:
-            b.add(t.Assign(f"{self.state(f)}[{c.array_key}]", cur))
+        if array is not None:
+            b.add(t.Assign(f"{self.state(f)}[{array.key}]", cur))
         f.match(b, cur, c.direction > 0)
 
     def release(self, f: FindLowering) -> list[t.Node]:
-        return [t.Call(f"free({self.state(f)})")] if f.choice.array_key else []
+        return [t.Call(f"free({self.state(f)})")] if f.choice.array is not None else []
 
     def what(self, c: Choice) -> str:
         return (f"SeqIter: scans {'forward' if c.direction > 0 else 'backward'} "

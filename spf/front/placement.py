@@ -29,13 +29,18 @@ fill pass reads each entry's position back in the same loop order.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import NoReturn
 
 from ..errors import SpecError
 from .layout import Layout
 from .properties import Ordering
-from .terms import Aff, FloorDiv, UFCall
+from .relation import Conj
+from .terms import Aff, Atom, FloorDiv, UFCall
+
+Fail = Callable[[str], NoReturn]
 
 
 def _dim(d: int) -> Aff:
@@ -44,6 +49,14 @@ def _dim(d: int) -> Aff:
 
 def _tile(d: int, size: int) -> Aff:
     return Aff.var(FloorDiv(_dim(d), size))
+
+
+def logical_dim(atom: Atom) -> int:
+    """The logical dimension ``k`` a logical atom (``d<k>`` or ``floor(d<k> / c)``) reads."""
+    name = atom.num.as_name() if isinstance(atom, FloorDiv) else atom
+    if not isinstance(name, str):
+        raise ValueError(f"{atom} is not a logical atom")
+    return int(name[1:])
 
 
 @dataclass(frozen=True)
@@ -69,10 +82,10 @@ class Slot:
 @dataclass(frozen=True)
 class Placement:
     layout: Layout
-    coordinates: dict          # layout index -> Aff over logical atoms (d0, floor(d0/c), ...)
+    coordinates: dict[str, Aff]    # layout index -> Aff over logical atoms (d0, floor(d0/c))
     ranked: Ranked | None
     slot: Slot | None
-    bounds: dict               # layout index -> scalar field, constant, or None (pointer)
+    bounds: dict[str, str | int | None]   # layout index -> scalar field, constant, None (pointer)
     value: tuple[str, ...]     # layout indices subscripting the value array
 
     def group(self) -> tuple[str, ...]:
@@ -87,9 +100,7 @@ class Placement:
             a = self.coordinates[p]
             if len(a.terms) != 1 or a.const or a.terms[0][1] != 1:
                 return None
-            atom = a.terms[0][0]
-            name = atom.num.terms[0][0] if isinstance(atom, FloorDiv) else atom
-            dims.append(int(name[1:]))
+            dims.append(logical_dim(a.terms[0][0]))
         return tuple(dims)
 
     @property
@@ -109,7 +120,7 @@ def placement_or_none(layout: Layout) -> Placement | None:
 
 def placement_of(layout: Layout) -> Placement:
     """How entries are placed in ``layout``; SpecError naming what does not fit."""
-    def fail(why: str):
+    def fail(why: str) -> NoReturn:
         raise SpecError(f"layout {layout.name} cannot be placed: {why}", layout.source)
 
     rel = layout.relation
@@ -119,7 +130,7 @@ def placement_of(layout: Layout) -> Placement:
     conj = rel.disjuncts[0]
     outs = list(rel.out_vars or ())
     indices = list(layout.indices)
-    sizes = {p: c for p in indices if (c := _constant_extent(conj, p)) is not None}
+    sizes = {p: n for p in indices if (n := _constant_extent(conj, p)) is not None}
     coordinates: dict[str, Aff] = {}
     defs: list[tuple[int, Aff, int]] = []           # g = value (+ an offset of tile size)
     for c in conj:
@@ -148,7 +159,8 @@ def placement_of(layout: Layout) -> Placement:
             coordinates[single] = _dim(dim)
         else:
             defs.append((dim, value, 1))
-    ranked = slot = None
+    ranked: Ranked | None = None
+    slot: Slot | None = None
     for dim, value, size in defs:
         calls = [(a, k) for a, k in value.terms if isinstance(a, UFCall)]
         plain = [a for a, k in value.terms if isinstance(a, str)]
@@ -157,9 +169,10 @@ def placement_of(layout: Layout) -> Placement:
         call = calls[0][0]
         args = []
         for a in call.args:
-            if _single_index(a, indices) is None or a != Aff.var(a.terms[0][0]):
+            index = _single_index(a, indices)
+            if index is None or a != Aff.var(index):
                 fail(f"{call} is not read at layout indices")
-            args.append(a.terms[0][0])
+            args.append(index)
         free = [a for a in args if a not in coordinates]
         if len(free) != 1:
             fail(f"{call} has {len(free)} arguments that are not coordinates (one is needed)")
@@ -169,10 +182,12 @@ def placement_of(layout: Layout) -> Placement:
             key = target - rest.substitute(coordinates)
             unit = math.gcd(key.const, *(k for _, k in key.terms)) or 1
             pointer = _pointer(conj, free[0])
-            group = (pointer[1],) if pointer else ()
-            if pointer and pointer[1] not in coordinates:
-                fail(f"{free[0]} runs over {pointer[0]}({pointer[1]}) but {pointer[1]} is "
-                     "not a coordinate")
+            group: tuple[str, ...] = ()
+            if pointer is not None:
+                ptr, q = pointer
+                if not isinstance(q, str) or q not in coordinates:
+                    fail(f"{free[0]} runs over {ptr}({q}) but {q} is not a coordinate")
+                group = (q,)
             ranked = Ranked(free[0], call.name,
                             Aff(((a, k // unit) for a, k in key.terms), key.const // unit),
                             unit, _descending(layout, call.name, group, unit, fail), group,
@@ -207,7 +222,7 @@ def _single_index(a: Aff, indices: list[str]) -> str | None:
     return None
 
 
-def _constant_extent(conj, p: str) -> int | None:
+def _constant_extent(conj: Conj, p: str) -> int | None:
     """``c`` when the relation bounds ``p`` by the constants ``0 <= p < c``."""
     lower = upper = None
     for c in conj:
@@ -220,7 +235,7 @@ def _constant_extent(conj, p: str) -> int | None:
     return upper if lower == 0 and upper is not None and upper > 0 else None
 
 
-def _pointer(conj, p: str) -> tuple[str, str] | None:
+def _pointer(conj: Conj, p: str) -> tuple[str, Atom] | None:
     """``(ptr, q)`` when the relation bounds ``p`` by ``ptr(q) <= p < ptr(q + 1)``."""
     for c in conj:
         if c.is_eq or c.aff.coeff(p) != 1 or len(c.aff.terms) != 2 or c.aff.const:
@@ -235,7 +250,7 @@ def _pointer(conj, p: str) -> tuple[str, str] | None:
     return None
 
 
-def _descending(layout: Layout, uf: str, group: tuple[str, ...], unit: int, fail) -> bool:
+def _descending(layout: Layout, uf: str, group: tuple[str, ...], unit: int, fail: Fail) -> bool:
     """Whether ``uf``'s ordering property asks for decreasing keys; SpecError when distinct
     keys ranked ``group``-wise (multiples of ``unit``) cannot satisfy it."""
     for p in layout.properties:
@@ -249,18 +264,17 @@ def _descending(layout: Layout, uf: str, group: tuple[str, ...], unit: int, fail
     return False
 
 
-def _upper_field(layout: Layout, conj, p: str, fail) -> str:
+def _upper_field(layout: Layout, conj: Conj, p: str, fail: Fail) -> str:
     for c in conj:
         if c.is_eq or c.aff.coeff(p) != -1:
             continue
-        rest = c.aff + Aff.var(p) + Aff.num(1)       # field - 1 - p >= 0
-        if rest.const == 0 and len(rest.terms) == 1 and rest.terms[0][1] == 1 \
-                and rest.terms[0][0] in layout.scalar_fields:
-            return rest.terms[0][0]
+        field = (c.aff + Aff.var(p) + Aff.num(1)).as_name()       # field - 1 - p >= 0
+        if field is not None and field in layout.scalar_fields:
+            return field
     fail(f"layout index {p} is not bounded by a scalar field (p < field) or a constant")
 
 
-def _fill(layout: Layout, conj, call: UFCall, fail) -> int:
+def _fill(layout: Layout, conj: Conj, call: UFCall, fail: Fail) -> int:
     """A value of ``call``'s array that the relation excludes (an unused slot)."""
     for c in conj:
         if not c.is_eq and c.aff.coeff(call) == 1 and len(c.aff.terms) == 1:
@@ -269,13 +283,11 @@ def _fill(layout: Layout, conj, call: UFCall, fail) -> int:
          "marked")
 
 
-def _atom_range(atom, shape: tuple[int, ...]) -> tuple[int, int]:
+def _atom_range(atom: Atom, shape: tuple[int, ...]) -> tuple[int, int]:
     """Smallest and largest value of a logical atom (``d1``, ``floor(d1/4)``) over ``shape``
     (an empty range, hi < lo, when the dimension is empty)."""
-    if isinstance(atom, FloorDiv):
-        (name, _), = atom.num.terms
-        return 0, (shape[int(name[1:])] - 1) // atom.den
-    return 0, shape[int(atom[1:])] - 1
+    hi = shape[logical_dim(atom)] - 1
+    return 0, hi // atom.den if isinstance(atom, FloorDiv) else hi
 
 
 def aff_range(a: Aff, shape: tuple[int, ...]) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
+from typing import NoReturn
 
 from ..errors import SpecError
 from . import index_expr as ie
@@ -48,6 +49,14 @@ class StorageLevel:
     pointer: str | None = None                  # ptr(parent) <= index < ptr(parent + 1)
     count: str | None = None                    # root: scalar field = number of positions
     extent: str | None = None                   # dense: scalar field = number of coordinates
+
+    @property
+    def arrays(self) -> tuple[str, ...]:
+        """The index arrays holding a compressed level's coordinates, in order (one each)."""
+        arrays = tuple(a for _, a in self.coords if a is not None)
+        if len(arrays) != len(self.coords):
+            raise ValueError(f"level {self.index} ({self.kind}) holds a coordinate in no array")
+        return arrays
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,7 @@ class _Deriver:
         self.indices = list(layout.indices)
         self.out = list(rel.out_vars or ())
 
-    def fail(self, why: str) -> None:
+    def fail(self, why: str) -> NoReturn:
         raise SpecError(f"layout {self.layout.name} cannot be assembled: {why}",
                         self.layout.source)
 
@@ -130,10 +139,10 @@ class _Deriver:
         lay = self.layout
         shape_fields = []
         for d, e in enumerate(lay.shape):
-            if not (len(e.terms) == 1 and e.const == 0 and e.terms[0][1] == 1
-                    and isinstance(e.terms[0][0], str)):
+            field = e.as_name()
+            if field is None:
                 self.fail(f"the extent of dimension {d} ({e}) is not a scalar field")
-            shape_fields.append(e.terms[0][0])
+            shape_fields.append(field)
         coords = self._coordinates()
         levels: list[StorageLevel] = []
         for k, p in enumerate(self.indices):
@@ -169,10 +178,9 @@ class _Deriver:
                     out.setdefault(atom, []).append((dim, None))
                     continue
                 if isinstance(atom, UFCall) and len(atom.args) == 1:
-                    arg = atom.args[0]
-                    if len(arg.terms) == 1 and arg.const == 0 and arg.terms[0][1] == 1 \
-                            and arg.terms[0][0] in self.indices:
-                        out.setdefault(arg.terms[0][0], []).append((dim, atom.name))
+                    arg = atom.args[0].as_name()
+                    if arg is not None and arg in self.indices:
+                        out.setdefault(arg, []).append((dim, atom.name))
                         continue
             self.fail(f"coordinate {g} = {value} is neither a layout index nor an index "
                       "array read at one layout index")
@@ -180,7 +188,8 @@ class _Deriver:
 
     def _bounds(self, p: str) -> tuple[list[Aff], list[Aff]]:
         later = set(self.indices[self.indices.index(p) + 1:])
-        lower, upper = [], []
+        lower: list[Aff] = []
+        upper: list[Aff] = []
         for c in self.conj:
             k = c.aff.coeff(p)
             if not k or c.is_eq or any(g in c.names() for g in self.out):
@@ -195,10 +204,10 @@ class _Deriver:
             self.fail(f"layout index {p} needs exactly one lower and one upper bound")
         return lower, upper
 
-    def _level(self, p: str, parent: str | None, coords, lower, upper,
-               shape_fields: list[str]) -> StorageLevel:
+    def _level(self, p: str, parent: str | None, coords: tuple[tuple[int, str | None], ...],
+               lower: list[Aff], upper: list[Aff], shape_fields: list[str]) -> StorageLevel:
         lo, hi = lower[0], upper[0]
-        scalar = _single_name(hi + 1)
+        scalar = (hi + 1).as_name()
         if lo == Aff.num(0) and scalar in self.layout.scalar_fields:
             if coords == ((coords[0][0], None),) and len(coords) == 1:
                 if shape_fields[coords[0][0]] != scalar:
@@ -261,7 +270,7 @@ class _Deriver:
         chain = levels[start:]
         dims = self.layout.fields[ref.array].dims
         if subs == [lv.index for lv in chain] and all(
-                lv.kind is StorageKind.DENSE and dims[m] == ie.Name(lv.extent)
+                lv.extent is not None and dims[m] == ie.Name(lv.extent)    # dense, that long
                 for m, lv in enumerate(chain) if m > 0):
             return
         shown = "".join(f"[{ie.to_c(s, str, _call_text)}]" for s in ref.subscripts)
@@ -271,9 +280,3 @@ class _Deriver:
 
 def _call_text(name: str, args: list[str]) -> str:
     return f"{name}({', '.join(args)})"
-
-
-def _single_name(a: Aff) -> str | None:
-    if a.const == 0 and len(a.terms) == 1 and a.terms[0][1] == 1 and isinstance(a.terms[0][0], str):
-        return a.terms[0][0]
-    return None

@@ -122,6 +122,13 @@ class Aff:
     def atoms(self) -> Iterator[Atom]:
         return (a for a, _ in self.terms)
 
+    def as_name(self) -> str | None:
+        """The plain name this Aff is (``1 * name`` and nothing else), or None."""
+        if self.const != 0 or len(self.terms) != 1:
+            return None
+        atom, coeff = self.terms[0]
+        return atom if coeff == 1 and isinstance(atom, str) else None
+
     def names(self) -> set[str]:
         """All plain names used, including inside UF arguments and floor divisions."""
         out: set[str] = set()

@@ -46,12 +46,26 @@ class Level:
     guards: list[Constraint] = field(default_factory=list)
     dropped: list[Constraint] = field(default_factory=list)     # guards proven redundant
 
+    @property
+    def assigned(self) -> Aff:
+        """The value an assignment level gives its variable."""
+        if self.kind is not LevelKind.ASSIGN or self.expr is None:
+            raise ValueError(f"level {self.var} ({self.kind}) is not an assignment")
+        return self.expr
+
+    @property
+    def read_call(self) -> UFCall:
+        """The index-array read a read level stands for."""
+        if self.kind is not LevelKind.READ or self.call is None:
+            raise ValueError(f"level {self.var} ({self.kind}) is not an index-array read")
+        return self.call
+
     def bound_constraints(self) -> list[Constraint]:
         v = Aff.var(self.var)
         out = [Constraint.ge(v * den, aff) for aff, den in self.lower]
         out += [Constraint.ge(aff, v * den) for aff, den in self.upper]
-        if self.kind is LevelKind.ASSIGN and self.expr is not None:
-            out.append(Constraint.eq(v, self.expr))
+        if self.kind is LevelKind.ASSIGN:
+            out.append(Constraint.eq(v, self.assigned))
         return out
 
 

@@ -102,14 +102,19 @@ class CompiledKernel(Generic[K]):
         self._densely = {name: Operand(name, lay) for name, lay in kernel.read_densely.items()}
         self._out_dense = DenseStruct.of(kernel.layouts[self.output]) if expr.output.indices \
             else None
-        # a dense output the kernel allocates, with nothing to accumulate into
-        self._dense_output = self._out_dense is not None and not expr.accumulate
+        # the struct of a dense output the kernel allocates, with nothing to accumulate into
+        self._dense_output = self._out_dense if not expr.accumulate else None
         self._inputs = list(zip(self.inputs, self._operands))
         self._semiring = None if kernel.semiring.is_plus_times else kernel.semiring
         self._agree, self._out_source = _shape_plan(expr)
-        # every input a tensor read as given, into a dense output of the usual struct
-        self._plain = self._dense_output and self._out_dense.in_order and all(self._operands) \
-            and not (self._densely or self._masks or self._semiring)
+        # the plain call: every input a tensor read as given, into a dense output of the
+        # usual struct
+        self._plain: tuple[DenseStruct, list[tuple[str, Operand]]] | None = None
+        tensors = [(name, op) for name, op in self._inputs if op is not None]
+        out = self._dense_output
+        if out is not None and out.in_order and len(tensors) == len(self._inputs) \
+                and not (self._densely or self._masks or self._semiring):
+            self._plain = (out, tensors)
         inputs = [ctypes.c_void_p if op else ctypes.c_double for op in self._operands]
         self._fn = _function(lib, kernel.name,
                              [ctypes.c_void_p] * (2 if kernel.assembly else 1) + inputs)
@@ -181,20 +186,20 @@ class CompiledKernel(Generic[K]):
                                 f"kernel takes {self.inputs} (and optionally the output "
                                 f"{self.output!r})")
         if self._complement is not None:
-            return self._call_complemented(args)
-        if self._plain and self.output not in args:
-            return self._call_plain(args)
+            return self._call_complemented(self._complement, args)
+        if self._plain is not None and self.output not in args:
+            return self._call_plain(args, *self._plain)
         return self._call(args)
 
-    def _call_complemented(self, args: dict[str, Any]) -> Any:
-        """The product everywhere, then the mask's entries of the dense output reset (to the
-        semiring's zero for '=', to their previous values for '+='), or removed from the
-        assembled output."""
-        name = self._complement.name
+    def _call_complemented(self, complement: Operand, args: dict[str, Any]) -> Any:
+        """The product everywhere, then the entries of the mask ``complement`` in the dense
+        output reset (to the semiring's zero for '=', to their previous values for '+='), or
+        removed from the assembled output."""
+        name = complement.name
         if name not in args:
             raise ArgumentError(f"missing argument {name!r} (the complemented mask)")
         args = dict(args)
-        mask = self._complement.tensor(args.pop(name))
+        mask = complement.tensor(args.pop(name))
         self._refuse_padding(name, mask, "a mask's stored slot is an entry")
         hit = mask._entry_counts() != 0
         given = args.get(self.output)
@@ -248,13 +253,14 @@ class CompiledKernel(Generic[K]):
             values.append(address)
         return values, shapes, keep
 
-    def _call_plain(self, args: Mapping[str, Any]) -> Any:
-        """The common call, kept short: tensor inputs read as given, the dense output
+    def _call_plain(self, args: Mapping[str, Any], output: DenseStruct,
+                    inputs: list[tuple[str, Operand]]) -> Any:
+        """The common call, kept short: tensor ``inputs`` read as given, the dense ``output``
         allocated here (no output passed); anything else goes through :meth:`_call`."""
         values = []
         shapes = {}
         keep = []
-        for name, op in self._inputs:
+        for name, op in inputs:
             value = args.get(name)
             if value is None:
                 return self._call(args)
@@ -266,7 +272,7 @@ class CompiledKernel(Generic[K]):
                 self._extents(shapes)
         shape = tuple([shapes[a][d] for a, d in self._out_source])
         array = aligned_zeros(shape)
-        out = self._out_dense.fresh(array, shape)       # alive until the call returns
+        out = output.fresh(array, shape)       # alive until the call returns
         if self._fn(ctypes.addressof(out), *values) != 0:
             raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
         return array
@@ -274,9 +280,9 @@ class CompiledKernel(Generic[K]):
     def _call(self, args: Mapping[str, Any]) -> Any:
         values, shapes, keep = self._bind(args)
         out_shape = self._output_shape(shapes)
-        if self._dense_output and self.output not in args:
+        if self._dense_output is not None and self.output not in args:
             array = aligned_zeros(out_shape)
-            struct = self._out_dense.struct(array)
+            struct = self._dense_output.struct(array)
             if struct is not None:
                 if self._fn(ctypes.addressof(struct), *values) != 0:
                     raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find "
@@ -445,8 +451,9 @@ class CompiledKernel(Generic[K]):
             return self._filled(given)
         fields: dict[str, Any] = {f: source.fields[f] for f in shared}
         for dim, expr in enumerate(layout.shape):
-            if len(expr.terms) == 1 and expr.terms[0][1] == 1 and expr.const == 0:
-                fields.setdefault(expr.terms[0][0], shape[dim])
+            field = expr.as_name()
+            if field is not None:
+                fields.setdefault(field, shape[dim])
         value = layout.value.array
         scalars = {k: v for k, v in fields.items() if isinstance(v, int)}
         arrays = {k: v for k, v in fields.items() if not isinstance(v, int)}
