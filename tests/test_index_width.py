@@ -165,7 +165,7 @@ def test_tensor_of_other_width_is_refused_before_any_c_runs():
 def test_assembled_output_beyond_the_width_is_an_error(monkeypatch):
     """An output needing more positions than the index type holds is refused, not wrapped:
     the width's largest value is lowered to 5 so that the path runs on small data."""
-    import spf.runtime.compiled as kernel_module
+    import spf.runtime.assembled as kernel_module
     a = sp.random(6, 6, density=0.6, format="csr", random_state=3)
     f = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "CSR"}).compile()
     A = spf.Tensor.from_scipy("CSR", a)

@@ -170,8 +170,8 @@ def test_sizing_without_reading_values_is_trimmed(monkeypatch, slots_limit):
     """Dropping zeros: the output is sized by counting slots (no value read) when that is
     small, else by counting nonzero values; either way the arrays end trimmed to the
     nonzeros, and the row pointers are written once per row."""
-    from spf.runtime import compiled
-    monkeypatch.setattr(compiled, "SLOTS_ENTRIES", slots_limit)
+    from spf.runtime import assembled
+    monkeypatch.setattr(assembled, "SLOTS_ENTRIES", slots_limit)
     conv = spf.Conversion("DIA", "CSR")
     src = conv.c_source()
     assert "int spf_convert_bound_slots(" in src

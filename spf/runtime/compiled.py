@@ -8,33 +8,24 @@ set once per kernel, so a call costs a few microseconds beyond the C.
 from __future__ import annotations
 
 import ctypes
-import math
 from collections.abc import Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from ..assembly import AssemblyPlan, strategy
+from ..assembly import AssemblyPlan
 from ..decide.options import KernelOptions
 from ..errors import ArgumentError
 from ..front import index_expr
 from ..front.kernel_spec import Expr
 from ..front.layout import Layout
 from ..front.semiring import Semiring
-from ..front.storage import StorageKind
 from ..middle.iteration_space import shared_fields
 from . import build as runtime
-from .fields import index_max, wider_hint
+from .assembled import run_assembling
 from .memory import aligned_zeros
 from .operands import DenseStruct, Operand
 from .stored import StoredTensor, tensor_class
-
-# An output whose zeros are dropped is sized by counting its statement instances without
-# reading values (``<name>_bound_slots``) when that bound is at most this many entries (about
-# 200 MB of int32 indices and doubles, mostly never touched, trimmed after the kernel), as
-# scipy sizes DIA -> CSR; above it, by counting the nonzero values (``<name>_bound``), so a
-# mostly-zero dense input does not reserve memory for all of its slots.
-SLOTS_ENTRIES = 1 << 24
 
 
 class KernelLike(Protocol):
@@ -365,45 +356,13 @@ class CompiledKernel(Generic[K]):
 
     def _assemble(self, assembly: AssemblyPlan, inputs: list[Any],
                   shape: tuple[int, ...]) -> StoredTensor:
-        """Count the statement instances (a bound on the entries), allocate the output
-        layout's arrays for that many (``assembly``: how the kernel builds it), run the
-        kernel into them and trim them."""
-        k = self.kernel
-        storage = assembly.storage
-        ext = [shape[d] for d in storage.order]
-        if math.prod(max(n, 1) for n in ext) >= 2 ** 63:
-            raise ArgumentError(f"output {self.output!r} of shape {shape} has more than 2^63 "
-                                "coordinates; its keys would overflow int64")
-        bound = ctypes.c_int64(0)
+        """The output the kernel assembles (``assembly``: how), sized, built and trimmed by
+        :func:`spf.runtime.assembled.run_assembling`."""
         sizers = [self._bound] if self._bound_slots is None else [self._bound_slots, self._bound]
-        for sizer in sizers:        # counting without reading values suffices if it sizes little
-            if sizer(ctypes.addressof(bound), *inputs) != 0:
-                raise MemoryError(f"kernel {k.name}: out of memory while sizing "
-                                  f"{self.output!r}")
-            if bound.value <= SLOTS_ENTRIES:
-                break
-        top = index_max(storage.layout)
-        counts_first = strategy(assembly).counts_first     # it scatters every instance
-        if counts_first and bound.value > top:
-            raise ArgumentError(f"output {self.output!r} would be scattered from "
-                                f"{bound.value} entries, more than index_type="
-                                f"{k.index_type!r} can address" + wider_hint(k.index_type))
-        caps = _level_capacities(storage, ext, bound.value, top, counts_first)
-        fields = _storage_fields(storage, shape, caps)
-        size = np.array(caps, dtype=np.int64)
-        struct = runtime.make_struct(storage.layout, fields)
-        status = self._fn(ctypes.addressof(struct), runtime.address(size), *inputs)
-        if status == 1:
-            raise MemoryError(f"kernel {k.name}: out of memory while assembling {self.output!r}")
-        if status != 0:
-            if max(caps) == top:
-                raise ArgumentError(f"output {self.output!r} has more stored positions than "
-                                    f"index_type={k.index_type!r} can address"
-                                    + wider_hint(k.index_type))
-            raise RuntimeError(f"kernel {k.name}: {self.output!r} outgrew the arrays sized by "
-                               f"{k.name}_bound (a bug in spf; please report it)")
-        _trim(storage, fields, size)
-        return self._filled(tensor_class()._built(storage.layout, tuple(shape), fields))
+        fields = run_assembling(assembly, self._fn, sizers, inputs, shape,
+                                self.kernel.name, self.output)
+        layout = assembly.storage.layout
+        return self._filled(tensor_class()._built(layout, tuple(shape), fields))
 
     def _extents(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
         """Extent of each index from the input shapes; they must agree within a term, and
@@ -481,55 +440,6 @@ def _without(tensor: StoredTensor, hit: np.ndarray) -> StoredTensor:
     coords, values = tensor.entries()
     keep = ~hit[coords] if values.size else np.zeros(0, bool)
     return tensor.with_entries([c[keep] for c in coords], values[keep])
-
-
-def _level_capacities(storage, ext: list[int], bound: int, top: int,
-                      scatter: bool = False) -> list[int]:
-    """Positions to allocate per level: exact for dense levels; for a compressed level at
-    most one per entry (``bound``) and per distinct coordinate prefix (``scatter``: one per
-    statement instance, combined only afterwards); at most ``top`` (the index type's
-    largest value)."""
-    caps: list[int] = []
-    coords = 0
-    for k, lv in enumerate(storage.levels):
-        coords += len(lv.coords)
-        if lv.kind is StorageKind.DENSE:
-            cap = (caps[-1] if k else 1) * ext[coords - 1]
-        else:
-            cap = bound if scatter else min(bound, math.prod(ext[:coords]))
-        caps.append(min(cap, top))
-    return caps
-
-
-def _storage_fields(storage, shape: tuple[int, ...], caps: list[int]) -> dict[str, Any]:
-    """The output layout's fields with room for ``caps`` positions per level (pointer
-    arrays zeroed; values zeroed when the last level is dense, as it has no entry for
-    every position)."""
-    fields: dict[str, Any] = {f: int(n) for f, n in zip(storage.shape_fields, shape)}
-    for k, lv in enumerate(storage.levels):
-        if lv.count:
-            fields[lv.count] = 0
-        if lv.pointer:
-            fields[lv.pointer] = np.zeros(caps[k - 1] + 1, dtype=storage.layout.index_type)
-        for _, arr in lv.coords:
-            if arr:
-                fields[arr] = np.empty(caps[k], dtype=storage.layout.index_type)
-    alloc = np.zeros if storage.levels[-1].kind is StorageKind.DENSE else np.empty
-    fields[storage.value_array] = alloc(caps[-1], dtype=np.float64)
-    return fields
-
-
-def _trim(storage, fields: dict[str, Any], size: np.ndarray) -> None:
-    """Shrink the arrays (in place: realloc) to the positions each level used."""
-    for k, lv in enumerate(storage.levels):
-        if lv.count:
-            fields[lv.count] = int(size[k])
-        if lv.pointer:
-            fields[lv.pointer].resize(int(size[k - 1]) + 1, refcheck=False)
-        for _, arr in lv.coords:
-            if arr:
-                fields[arr].resize(int(size[k]), refcheck=False)
-    fields[storage.value_array].resize(int(size[-1]), refcheck=False)
 
 
 def _function(lib: ctypes.CDLL, name: str, argtypes: list[Any]) -> Any:

@@ -1,0 +1,114 @@
+"""The output a kernel assembles, from Python's side: its statement instances counted (a
+bound on its entries), its layout's arrays allocated for that many level by level, the kernel
+run into them and the arrays trimmed to what it used."""
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..assembly import AssemblyPlan, strategy
+from ..errors import ArgumentError
+from ..front.storage import Storage, StorageKind
+from . import build as runtime
+from .fields import index_max, wider_hint
+
+# An output whose zeros are dropped is sized by counting its statement instances without
+# reading values (``<name>_bound_slots``) when that bound is at most this many entries (about
+# 200 MB of int32 indices and doubles, mostly never touched, trimmed after the kernel), as
+# scipy sizes DIA -> CSR; above it, by counting the nonzero values (``<name>_bound``), so a
+# mostly-zero dense input does not reserve memory for all of its slots.
+SLOTS_ENTRIES = 1 << 24
+
+
+def run_assembling(assembly: AssemblyPlan, fn: Callable[..., int],
+                   sizers: Sequence[Callable[..., int]], inputs: Sequence[Any],
+                   shape: tuple[int, ...], name: str, output: str) -> dict[str, Any]:
+    """The fields of ``output`` (of ``shape``) built by the kernel function ``fn`` on
+    ``inputs``: counted by the first of ``sizers`` (``<name>_bound_slots``, then
+    ``<name>_bound``) whose bound is small enough, allocated, filled and trimmed.  ``kernel``
+    is the kernel's name."""
+    storage = assembly.storage
+    ext = [shape[d] for d in storage.order]
+    width = storage.layout.index_type
+    if math.prod(max(n, 1) for n in ext) >= 2 ** 63:
+        raise ArgumentError(f"output {output!r} of shape {shape} has more than 2^63 "
+                            "coordinates; its keys would overflow int64")
+    bound = ctypes.c_int64(0)
+    for sizer in sizers:        # counting without reading values suffices if it sizes little
+        if sizer(ctypes.addressof(bound), *inputs) != 0:
+            raise MemoryError(f"kernel {name}: out of memory while sizing {output!r}")
+        if bound.value <= SLOTS_ENTRIES:
+            break
+    top = index_max(storage.layout)
+    counts_first = strategy(assembly).counts_first     # it scatters every instance
+    if counts_first and bound.value > top:
+        raise ArgumentError(f"output {output!r} would be scattered from {bound.value} entries, "
+                            f"more than index_type={width!r} can address" + wider_hint(width))
+    caps = _level_capacities(storage, ext, bound.value, top, counts_first)
+    fields = _storage_fields(storage, shape, caps)
+    size = np.array(caps, dtype=np.int64)
+    struct = runtime.make_struct(storage.layout, fields)
+    status = fn(ctypes.addressof(struct), runtime.address(size), *inputs)
+    if status == 1:
+        raise MemoryError(f"kernel {name}: out of memory while assembling {output!r}")
+    if status != 0:
+        if max(caps) == top:
+            raise ArgumentError(f"output {output!r} has more stored positions than "
+                                f"index_type={width!r} can address" + wider_hint(width))
+        raise RuntimeError(f"kernel {name}: {output!r} outgrew the arrays sized by {name}_bound "
+                           "(a bug in spf; please report it)")
+    _trim(storage, fields, size)
+    return fields
+
+
+def _level_capacities(storage: Storage, ext: list[int], bound: int, top: int,
+                      scatter: bool = False) -> list[int]:
+    """Positions to allocate per level: exact for dense levels; for a compressed level at
+    most one per entry (``bound``) and per distinct coordinate prefix (``scatter``: one per
+    statement instance, combined only afterwards); at most ``top`` (the index type's
+    largest value)."""
+    caps: list[int] = []
+    coords = 0
+    for k, lv in enumerate(storage.levels):
+        coords += len(lv.coords)
+        if lv.kind is StorageKind.DENSE:
+            cap = (caps[-1] if k else 1) * ext[coords - 1]
+        else:
+            cap = bound if scatter else min(bound, math.prod(ext[:coords]))
+        caps.append(min(cap, top))
+    return caps
+
+
+def _storage_fields(storage: Storage, shape: tuple[int, ...], caps: list[int]) -> dict[str, Any]:
+    """The output layout's fields with room for ``caps`` positions per level (pointer
+    arrays zeroed; values zeroed when the last level is dense, as it has no entry for
+    every position)."""
+    fields: dict[str, Any] = {f: int(n) for f, n in zip(storage.shape_fields, shape)}
+    for k, lv in enumerate(storage.levels):
+        if lv.count:
+            fields[lv.count] = 0
+        if lv.pointer:
+            fields[lv.pointer] = np.zeros(caps[k - 1] + 1, dtype=storage.layout.index_type)
+        for _, arr in lv.coords:
+            if arr:
+                fields[arr] = np.empty(caps[k], dtype=storage.layout.index_type)
+    alloc = np.zeros if storage.levels[-1].kind is StorageKind.DENSE else np.empty
+    fields[storage.value_array] = alloc(caps[-1], dtype=np.float64)
+    return fields
+
+
+def _trim(storage: Storage, fields: dict[str, Any], size: np.ndarray) -> None:
+    """Shrink the arrays (in place: realloc) to the positions each level used."""
+    for k, lv in enumerate(storage.levels):
+        if lv.count:
+            fields[lv.count] = int(size[k])
+        if lv.pointer:
+            fields[lv.pointer].resize(int(size[k - 1]) + 1, refcheck=False)
+        for _, arr in lv.coords:
+            if arr:
+                fields[arr].resize(int(size[k]), refcheck=False)
+    fields[storage.value_array].resize(int(size[-1]), refcheck=False)
