@@ -35,7 +35,7 @@ from .front.storage import Storage, storage_of, storage_or_none
 from .kernel import Kernel
 from .runtime import build as runtime
 from .runtime.compiled import CompiledKernel
-from .runtime.fields import index_max, wider_hint
+from .runtime.fields import check_built_ranges, index_max, wider_hint
 from .runtime.memory import aligned_zeros
 from .runtime.stored import StoredTensor, tensor_class
 
@@ -337,6 +337,7 @@ class _Placed:
                   ctypes.c_int64(kmin), _ptr(bounds), ctypes.byref(src))
         # exact dtypes and sizes, properties established by construction (the tests check
         # them): not re-validated, as kernels' assembled outputs are not
+        check_built_ranges(lay, fields, f"conversion {conv.name} into {lay.name}")
         t = tensor_class()._built(lay, shape, fields)
         t.source_entries = n if slots > n else None
         return t

@@ -331,3 +331,43 @@ def test_placement_of_unordered_entries_and_duplicates(dst):
     out = t.convert(dst, allow_padding=True, **PARAMS.get(dst, {}))
     np.testing.assert_array_equal(out.to_dense(), dup.toarray())
     spf.Tensor(out.layout, out.shape, out.fields, check=True)
+
+
+def _narrowed(tmp_path, layout: str, uf: str, bound: str, value: str) -> str:
+    """``layout``'s file with the range of ``uf`` narrowed (``bound``: min or max), saved."""
+    text = Path(spf.load_layout(layout).source).read_text()
+    text = text.replace(f'name = "{layout}"', f'name = "{layout}Narrow"')
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("packer"))
+    head, sep, rest = text.partition(f'kind = "range"\nuf = "{uf}"\n')
+    assert sep, f"{layout} declares no range of {uf}"
+    rest = "\n".join(f'{bound} = "{value}"' if line.startswith(f"{bound} =") else line
+                     for line in rest.split("\n"))
+    path = tmp_path / f"{layout}Narrow.toml"
+    path.write_text(head + sep + rest + "\n")
+    return str(path)
+
+
+def test_an_entry_a_narrowed_range_excludes_is_refused(tmp_path):
+    """A layout whose range is narrower than its shape cannot store every entry: a conversion
+    or a kernel writing one there is an ArgumentError (it built a tensor that broke the
+    layout's own property without a word); entries inside the range are written."""
+    csr1 = _narrowed(tmp_path, "CSR", "colIdx", "min", "1")
+    ell = _narrowed(tmp_path, "ELL", "colIdx", "max", "numCols - 2")
+    outside = spf.Tensor.from_dense("CSR", np.array([[1.0, 0, 2], [0, 3, 0]]))
+    inside = spf.Tensor.from_dense("CSR", np.array([[0, 1.0, 0], [0, 3, 0]]))   # column 1
+    want = ("CSRNarrow tensor: 'colIdx' violates range (1 <= colIdx(a) <= numCols - 1) at "
+            "position 0: 0 < 1 (the layout cannot store that entry)")
+    with pytest.raises(spf.ArgumentError) as err:
+        outside.convert(csr1)
+    assert str(err.value) == "output 'B' of kernel spf_convert: " + want
+    spgemm = spf.Kernel("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR", "C": csr1}).compile()
+    with pytest.raises(spf.ArgumentError) as err:
+        spgemm(A=outside, B=outside)
+    assert str(err.value) == "output 'C' of kernel spf_kernel: " + want
+    with pytest.raises(spf.ArgumentError, match=r"conversion spf_convert into ELLNarrow: "
+                       r"ELLNarrow tensor: 'colIdx' violates range \(-1 <= colIdx\(a\) <= "
+                       r"numCols - 2\) at position 1: 2 > 1"):
+        outside.convert(ell)
+    for dst in (csr1, ell):
+        np.testing.assert_array_equal(inside.convert(dst).to_dense(), inside.to_dense())
+    np.testing.assert_array_equal(spgemm(A=inside, B=inside).to_dense(), inside.to_dense() ** 2)
