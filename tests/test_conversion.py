@@ -3,6 +3,7 @@ dense matrix it stores, on edge cases, with the destination's declared propertie
 spf's own property checks."""
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import covering, lanes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,9 +57,9 @@ def check(out: spf.Tensor, dst: str, want: np.ndarray, keep_zeros: bool = False)
         assert np.count_nonzero(out.values) == out.values.size == np.count_nonzero(want)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("dst", DESTINATIONS)
-@pytest.mark.parametrize("src", SOURCES)
+@pytest.mark.parametrize("src,dst,case", lanes(
+    itertools.product(SOURCES, DESTINATIONS, CASES), covering(SOURCES, DESTINATIONS, list(CASES)),
+    "-".join))
 def test_conversion(src, dst, case):
     t = pack(src, CASES[case])
     want = t.to_dense()
@@ -196,9 +198,8 @@ def test_from_scipy_and_from_dense_go_through_generated_conversions():
 PLACED = ["DIA", "ELL", "BCSR"]
 
 
-@pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("dst", PLACED)
-@pytest.mark.parametrize("src", SOURCES)
+@pytest.mark.parametrize("src,dst,case", lanes(
+    itertools.product(SOURCES, PLACED, CASES), covering(SOURCES, PLACED, list(CASES)), "-".join))
 def test_placed_conversion(src, dst, case):
     """Destinations placed by position: the analysis pass finds the diagonals (DIA: offsets
     -(M-1)..N-1 on rectangular shapes), the widest row (ELL) or the occupied blocks of each

@@ -17,7 +17,7 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import assert_compiles_clean
+from conftest import assert_compiles_clean, covering, lanes
 
 import spf
 
@@ -176,8 +176,13 @@ def spmspm_case(la: str, lb: str, ka: str, kb: str, seed: int, b_param: int = 8)
     np.testing.assert_allclose(C, a @ b, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("la,lb", list(itertools.product(SPMSPM_LAYOUTS, repeat=2)))
-@pytest.mark.parametrize("ka,kb,seed", SPMSPM_CASES)
+SPMSPM_PAIRS = list(itertools.product(SPMSPM_LAYOUTS, repeat=2))
+
+
+@pytest.mark.parametrize("la,lb,ka,kb,seed", lanes(
+    [(*pair, *case) for pair in SPMSPM_PAIRS for case in SPMSPM_CASES],
+    {(*pair, *case) for pair, case in covering(SPMSPM_PAIRS, SPMSPM_CASES)},
+    lambda c: "-".join(map(str, c))))
 def test_spmspm_dense_output(la, lb, ka, kb, seed):
     spmspm_case(la, lb, ka, kb, seed)
 

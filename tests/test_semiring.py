@@ -3,6 +3,7 @@ outputs, on every matrix layout that stores no padding; checked against numpy re
 computed entry by entry over the stored entries (GraphBLAS's structural semantics)."""
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
+from conftest import covering, lanes
 
 import spf
 from spf.front.semiring import BUILTINS
@@ -49,9 +51,9 @@ CASES = [(matrix(40, 30, 0.15, 1), "random 40 x 30"), (matrix(1, 1, 1.0, 2), "on
          (sp.csr_matrix((5, 7)), "empty"), (matrix(60, 9, 0.05, 3), "empty rows, tall")]
 
 
-@pytest.mark.parametrize("name", sorted(BUILTINS))
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("name,layout,parallel", lanes(
+    itertools.product(sorted(BUILTINS), LAYOUTS, [False, True]),
+    covering(sorted(BUILTINS), LAYOUTS, [False, True]), lambda c: f"{c[0]}-{c[1]}-{c[2]}"))
 def test_spmv_every_builtin_semiring(name, layout, parallel):
     k = spf.Kernel(SPMV, {"A": layout}, semiring=name, parallel=parallel).compile()
     for m, what in CASES:

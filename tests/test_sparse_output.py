@@ -469,9 +469,10 @@ SPMSPV_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", SPMSPV_CASES, ids=[c[0] for c in SPMSPV_CASES])
-@pytest.mark.parametrize("a_spec,x_spec,y_spec", SPMSPV_COMBOS,
-                         ids=["-".join(c) for c in SPMSPV_COMBOS])
+@pytest.mark.parametrize("a_spec,x_spec,y_spec,case", lanes(
+    [(*combo, case) for combo in SPMSPV_COMBOS for case in SPMSPV_CASES],
+    lambda c: (c[:3], c[3][0]) in covering(SPMSPV_COMBOS, [name for name, *_ in SPMSPV_CASES]),
+    lambda c: "-".join([*c[:3], c[3][0]])))
 def test_spmspv(a_spec, x_spec, y_spec, case):
     _, A, x = case
     _, f = kernel(SPMSPV, (("A", a_spec), ("x", x_spec), ("y", y_spec)))
