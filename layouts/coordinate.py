@@ -1,4 +1,4 @@
-"""Reference packers for coordinate (COO) layouts of order 2 and 3."""
+"""Reference packers for coordinate (COO) layouts: order 2, order 3 and any order."""
 import numpy as np
 
 
@@ -19,3 +19,10 @@ def pack_sorted(shape, coords, values, params):
 def pack3_as_given(shape, coords, values, params):
     return {"dim0": shape[0], "dim1": shape[1], "dim2": shape[2], "nnz": len(values),
             "idx0": coords[0], "idx1": coords[1], "idx2": coords[2], "data": values}
+
+
+def pack_any_order(shape, coords, values, params):
+    """COOTensor: one coordinate array per dimension (``idx0`` ..), in the order given."""
+    fields = {f"dim{d}": n for d, n in enumerate(shape)}
+    fields.update({f"idx{d}": c for d, c in enumerate(coords)})
+    return {**fields, "nnz": len(values), "data": values}

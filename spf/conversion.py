@@ -29,7 +29,7 @@ from .back.templates import text as template_text
 from .concurrency import symbolic
 from .errors import ArgumentError, SpecError
 from .front.layout import Layout
-from .front.layout_path import layout_names, load_layout
+from .front.layout_path import for_order, layout_names, load_layout
 from .front.placement import Placement, aff_range, placement_of
 from .front.storage import Storage, storage_of, storage_or_none
 from .kernel import Kernel
@@ -362,8 +362,11 @@ def bind_layouts(src: str | Layout, dst: str | Layout,
         raise SpecError(f"unknown layout parameter(s) {unknown}: {a.name} takes "
                         f"{sorted(a.params) or 'none'}, {b.name} takes "
                         f"{sorted(b.params) or 'none'}", b.source)
-    return (a.with_params(**{k: v for k, v in params.items() if k in a.params}),
-            b.with_params(**{k: v for k, v in params.items() if k in b.params}))
+    a = a.with_params(**{k: v for k, v in params.items() if k in a.params})
+    b = b.with_params(**{k: v for k, v in params.items() if k in b.params})
+    if a.order_param is not None and b.order_param is None:
+        a = for_order(a, b.order, params)       # a file for every order takes the other's
+    return a, for_order(b, a.order, params)
 
 
 def convert(tensor: StoredTensor, dst: str | Layout, **params: Any) -> StoredTensor:
@@ -390,11 +393,18 @@ def _cached(src: Layout, dst: str | Layout, keep: bool | None,
     return _COMPILED[key]
 
 
-def _first_layout(fits: Callable[[Layout, Storage], bool]) -> Layout | None:
-    """The first layout on the search path (without parameters) whose storage ``fits``."""
+def _first_layout(fits: Callable[[Layout, Storage], bool], order: int | None = None
+                  ) -> Layout | None:
+    """The first layout on the search path without parameters (but its order, bound to
+    ``order``, in a file written for every order) whose storage ``fits``."""
     for name in layout_names():
         lay = load_layout(name)
-        st = storage_or_none(lay) if not lay.params else None
+        if order is not None and lay.order_param is not None \
+                and set(lay.params) == {lay.order_param}:
+            lay = for_order(lay, order)
+            st = storage_or_none(lay)
+        else:
+            st = storage_or_none(lay) if not lay.params else None
         if st is not None and fits(lay, st):
             return lay
     return None
@@ -418,7 +428,7 @@ def coordinate_layout(order: int) -> Layout | None:
     what any tensor is rebuilt from, entry by entry."""
     return _first_layout(lambda lay, st: (
         lay.order == order and st.is_coordinate_list() and st.free_tail == order
-        and lay.packer is not None))
+        and lay.packer is not None), order)
 
 
 @cache
@@ -427,5 +437,5 @@ def dense_layout(order: int) -> Layout | None:
     dense."""
     return _first_layout(lambda lay, st: (
         lay.order == order and lay.dense_array is not None
-        and st.order == tuple(range(order)) and st.is_all_dense()))
+        and st.order == tuple(range(order)) and st.is_all_dense()), order)
 

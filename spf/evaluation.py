@@ -19,7 +19,7 @@ from .decide.options import NAMES
 from .errors import ArgumentError, SpfError
 from .front.kernel_spec import Expr, parse_expr
 from .front.layout import Layout
-from .front.layout_path import default_layout, default_layouts, load_layout
+from .front.layout_path import default_layout, default_layouts, for_order, load_layout
 from .kernel import Kernel
 from .runtime.compiled import CompiledKernel
 from .runtime.fields import as_array
@@ -168,7 +168,7 @@ def infer_operand(name: str, value: Any, width: str | None, caller: str,
     reasons = []
     for candidate in candidates:
         try:
-            t = as_tensor(name, value, _layout(candidate, 0, width, _search_path()))
+            t = as_tensor(name, value, _layout(candidate, value.ndim, width, _search_path()))
         except SpfError as exc:
             reasons.append(f"{candidate}: {exc}")
             continue
@@ -183,9 +183,10 @@ def _search_path() -> str:
 
 @lru_cache(maxsize=256)
 def _layout(name: str | None, order: int, width: str | None, search_path: str) -> Layout:
-    """Layout ``name`` (the dense one of ``order`` when None) of index width ``width``, looked up
+    """Layout ``name`` (the dense one of ``order`` when None; a file written for every order
+    bound to ``order``) of index width ``width``, looked up
     once per layout search path (name lookups touch the file system)."""
-    lay = default_layout(order) if name is None else load_layout(name)
+    lay = default_layout(order) if name is None else for_order(load_layout(name), order)
     return lay if width is None else lay.with_index_type(width)
 
 

@@ -140,7 +140,7 @@ def test_examples_are_counted():
 @pytest.mark.parametrize("page", [p for p in PAGES if blocks(p, "toml")], ids=page_id)
 def test_toml_blocks_are_the_shipped_files(page):
     """A documented layout file is the shipped one (comments aside); a documented kernel file
-    is tests/data/spmv.toml."""
+    is tests/data/spmv.toml; a documented defaults file has only the shipped one's tables."""
     for block in blocks(page, "toml"):
         table = tomllib.loads(block.code)
         if "relation" in table:
@@ -151,6 +151,9 @@ def test_toml_blocks_are_the_shipped_files(page):
             assert lay.properties == shipped.properties
             assert (lay.value, lay.shape, lay.packer) == \
                 (shipped.value, shipped.shape, shipped.packer)
+        elif "expr" not in table:       # a defaults.toml: tables of the shipped one
+            shipped = tomllib.loads((LAYOUT_DIR / "defaults.toml").read_text())
+            assert set(table) <= set(shipped), sorted(set(table) - set(shipped))
         else:
             assert block.code == SPMV_FILE.read_text()
             assert load_kernel_file(SPMV_FILE).expr.text == table["expr"]

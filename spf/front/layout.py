@@ -62,6 +62,7 @@ class Layout:
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     index_type: str = "int32"
     part: int | None = None     # which disjunct of a union layout's relation (see parts())
+    order_param: str | None = None  # the parameter that is the order (a file for every order)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Layout) and self.key == other.key

@@ -16,6 +16,7 @@ from typing import Any
 from ..concurrency import symbolic
 from ..errors import SpecError
 from . import index_expr as ie
+from .dims import expand as expand_dims
 from .layout import VALUE_TYPE, FieldSpec, Layout, check_param
 from .properties import KEYS, KINDS, Property, PropertyKind, PropertyTable
 from .relation import Relation
@@ -24,7 +25,8 @@ from .terms import Aff
 from .toml_source import TomlSource, is_file, name_position, read_spec
 
 _KEYS = ("name", "description", "relation", "value", "shape", "fields", "params", "properties",
-         "packer", "dense_array")
+         "packer", "dense_array", "order")
+MAX_GENERIC_ORDER = 16      # a file for every order: orders 1 .. 16
 
 
 @lru_cache(maxsize=256)
@@ -63,7 +65,11 @@ def parse_layout(text: str, source: str = "<string>",
     name = file.string(table, "name") or ""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name):
         raise file.error(f"layout name {name!r} must be an identifier", "name")
-    names = _parse_fields(table, file, _parse_params(table, file, name, params))
+    bound = _parse_params(table, file, name, params)
+    order_param = _order_param(table, file, name, bound)
+    if order_param is not None:
+        table = expand_dims(table, bound[order_param])
+    names = _parse_fields(table, file, bound)
     rel_text = file.string(table, "relation") or ""
     line, col = file.value_position(rel_text, "relation")
     relation = _parse_relation(rel_text, file, line, col, names)
@@ -75,7 +81,7 @@ def parse_layout(text: str, source: str = "<string>",
                     relation=relation, value=value, shape=shape, fields=names.fields,
                     params=names.params, properties=properties, loader=load_file,
                     packer=_packer(table, file), dense_array=_dense_array(table, file, names),
-                    raw=table)
+                    raw=table, order_param=order_param)
     _check_has_entries(layout, line, col)
     return layout
 
@@ -102,6 +108,21 @@ def _parse_params(table: dict, file: TomlSource, name: str,
         check_param(name, k, v, file.source)
         bound[k] = v
     return bound
+
+
+def _order_param(table: dict, file: TomlSource, name: str, bound: dict[str, int]) -> str | None:
+    """The parameter that is the order of a file written for every order (``order = "N"``),
+    checked to be a parameter bound to an order spf supports; None for other files."""
+    if "order" not in table:
+        return None
+    param = table["order"]
+    if not isinstance(param, str) or param not in bound:
+        raise file.error(f"'order' must name one of the layout's parameters "
+                         f"({sorted(bound) or 'it has none'}), got {param!r}", "order")
+    if not 1 <= bound[param] <= MAX_GENERIC_ORDER:
+        raise SpecError(f"layout {name}: its order {param} = {bound[param]} must be between 1 "
+                        f"and {MAX_GENERIC_ORDER}", file.source)
+    return param
 
 
 def _parse_fields(table: dict, file: TomlSource, bound: dict[str, int]) -> _Names:

@@ -1,11 +1,13 @@
 """Layouts by name: the search path (``$SPF_LAYOUT_PATH``, then the shipped layouts, the
 package data ``spf.layouts``), loading a layout by name, path or object with its parameters,
-and the default layouts listed in ``layouts/defaults.toml``.
+the default layouts listed in the ``defaults.toml`` files of the search path, and binding
+the order of a layout file written for every order.
 """
 from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Container
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -13,10 +15,11 @@ from typing import Any
 
 from ..errors import SpecError
 from .layout import Layout
-from .layout_file import load_file
+from .layout_file import MAX_GENERIC_ORDER, load_file
 from .toml_source import is_file
 
 LAYOUT_DIR = Path(str(resources.files("spf.layouts")))   # installed inside the spf namespace
+DEFAULTS = "defaults.toml"    # the default layouts, in any directory of the search path
 
 
 def layout_dirs() -> list[Path]:
@@ -85,35 +88,63 @@ def load_layout(name_or_path: str | os.PathLike | Layout, index_type: str | None
     return layout if index_type is None else layout.with_index_type(index_type)
 
 
+def for_order(layout: Layout, order: int, given: Container[str] = ()) -> Layout:
+    """``layout`` for a tensor of ``order`` dimensions: a file written for every order gets
+    its order parameter bound to ``order`` unless it is among the ``given`` parameters;
+    other layouts are returned as they are (their order is checked where they are used)."""
+    param = layout.order_param
+    if param is None or param in given or layout.order == order:
+        return layout
+    if not 1 <= order <= MAX_GENERIC_ORDER:
+        raise SpecError(f"layout {layout.name} describes orders 1 to {MAX_GENERIC_ORDER}, "
+                        f"not {order}", layout.source)
+    return layout.with_params(**{param: order})
+
+
 def default_layout(order: int) -> Layout:
-    """The layout used for a tensor of ``order`` dimensions that was given no layout."""
-    return load_layout(_default_names("dense", str(order)))
+    """The layout used for a tensor of ``order`` dimensions that was given no layout: the one
+    ``defaults.toml`` lists under ``[dense]`` for the order, else under ``[dense] any``."""
+    names = default_layouts("dense", str(order))
+    if not names:
+        raise SpecError(f"no default layout for order {order}: no defaults.toml on the "
+                        f"layout search path lists [dense] {order} or [dense] any",
+                        str(LAYOUT_DIR / DEFAULTS))
+    layout = for_order(load_layout(names[0]), order)
+    if layout.order != order:
+        raise SpecError(f"the default layout for order {order}, {layout.name}, stores "
+                        f"order-{layout.order} tensors", str(layout.source))
+    return layout
+
+
+def default_layouts(table: str, key: str) -> tuple[str, ...]:
+    """Layout names listed under ``[table] key`` in the ``defaults.toml`` files of the layout
+    search path (the first file that lists the key; where none does and ``key`` is an order,
+    the first that lists ``any``; empty when none lists either): e.g. the layouts to try for
+    a scipy matrix.  A file on ``$SPF_LAYOUT_PATH`` comes before the shipped one."""
+    return _default_names(table, key, tuple(layout_dirs()))
 
 
 @cache
-def default_layouts(table: str, key: str) -> tuple[str, ...]:
-    """Layout names listed in ``layouts/defaults.toml`` under ``[table] key`` (a name or a
-    list of names; empty when not listed): e.g. the layouts to try for a scipy matrix."""
-    try:
-        names = _default_names(table, key)
-    except SpecError:
-        return ()
-    return (names,) if isinstance(names, str) else tuple(names)
-
-
-def _default_names(table: str, key: str) -> Any:
-    path = LAYOUT_DIR / "defaults.toml"
-    try:
-        data = _defaults(path)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SpecError(f"cannot read default layouts: {exc}", str(path)) from exc
-    names = data.get(table, {}).get(key)
-    if names is None:
-        what = f"order {key}" if table == "dense" else f"[{table}] {key}"
-        raise SpecError(f"no default layout for {what}", str(path))
-    return names
+def _default_names(table: str, key: str, dirs: tuple[Path, ...]) -> tuple[str, ...]:
+    files = [(d / DEFAULTS, _defaults(d / DEFAULTS)) for d in dirs if is_file(d / DEFAULTS)]
+    for wanted in (key, "any") if key.isdigit() else (key,):
+        for path, data in files:
+            section = data.get(table, {})
+            names = section.get(wanted) if isinstance(section, dict) else None
+            if names is None:
+                continue
+            if isinstance(names, str):
+                return (names,)
+            if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+                return tuple(names)
+            raise SpecError(f"[{table}] {wanted} must be a layout name or a list of layout "
+                            f"names, got {names!r}", str(path))
+    return ()
 
 
 @cache
 def _defaults(path: Path) -> dict[str, Any]:
-    return tomllib.loads(path.read_text())
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(f"cannot read default layouts: {exc}", str(path)) from exc
