@@ -395,16 +395,16 @@ def _cached(src: Layout, dst: str | Layout, keep: bool | None,
 
 def _first_layout(fits: Callable[[Layout, Storage], bool], order: int | None = None
                   ) -> Layout | None:
-    """The first layout on the search path without parameters (but its order, bound to
-    ``order``, in a file written for every order) whose storage ``fits``."""
-    for name in layout_names():
-        lay = load_layout(name)
-        if order is not None and lay.order_param is not None \
-                and set(lay.params) == {lay.order_param}:
-            lay = for_order(lay, order)
-            st = storage_or_none(lay)
-        else:
-            st = storage_or_none(lay) if not lay.params else None
+    """The first layout on the search path without parameters whose storage ``fits``; where
+    none does, the first file written for every order (its order, its only parameter, bound
+    to ``order``)."""
+    layouts = [load_layout(name) for name in layout_names()]
+    candidates = [lay for lay in layouts if not lay.params]
+    if order is not None:
+        candidates += [for_order(lay, order) for lay in layouts
+                       if lay.order_param is not None and set(lay.params) == {lay.order_param}]
+    for lay in candidates:
+        st = storage_or_none(lay)
         if st is not None and fits(lay, st):
             return lay
     return None
