@@ -347,7 +347,7 @@ LAYOUT_FILES = [
      "'rowPtr(0)'"),
     (lambda t: t.replace('packer = "CSR.py"', 'packer = "CSR.py"\ncolour = 1'),
      "7:1: unknown key 'colour'; expected one of ['dense_array', 'description', 'fields', "
-     "'name', 'packer', 'params', 'properties', 'relation', 'shape', 'value']"),
+     "'name', 'order', 'packer', 'params', 'properties', 'relation', 'shape', 'value']"),
 ]
 
 
@@ -370,7 +370,7 @@ def _dense(name: str, order: int) -> np.ndarray:
         return np.diag(np.arange(16.0))
     if name == "LowerTri":
         return np.tril(np.arange(1.0, 17.0).reshape(4, 4))
-    shape = {1: (7,), 2: (4, 6), 3: (3, 2, 4)}[order]
+    shape = {1: (7,), 2: (4, 6), 3: (3, 2, 4), 4: (2, 3, 1, 4)}[order]
     values = np.round(rng.random(shape) * 4)
     values[values < 2] = 0
     values[0] = 0

@@ -15,11 +15,12 @@ from spf.runtime.scipy_io import coordinate_fields, fields_of, matrix_of, proven
 
 SHAPES = {   # predicate -> the shipped layouts whose storage has that shape
     "is_dense_over_compressed": {"CSR", "CSR_unsorted", "CSC"},
-    "is_coordinate_list": {"COO", "COO3", "SortedCOO", "SV", "SV_decreasing", "SV_unsorted"},
-    "is_all_dense": {"DenseMatrix", "DenseTensor3", "DenseVector"},
+    "is_coordinate_list": {"COO", "COO3", "COOTensor", "SortedCOO", "SV", "SV_decreasing",
+                           "SV_unsorted"},
+    "is_all_dense": {"DenseMatrix", "DenseTensor", "DenseTensor3", "DenseVector"},
 }
-ASSEMBLED = {"COO", "COO3", "CSC", "CSF", "CSF_CCD", "CSR", "CSR_unsorted", "DCSR",
-             "DenseMatrix", "DenseTensor3", "DenseVector", "SV", "SV_decreasing",
+ASSEMBLED = {"COO", "COO3", "COOTensor", "CSC", "CSF", "CSF_CCD", "CSR", "CSR_unsorted", "DCSR",
+             "DenseMatrix", "DenseTensor", "DenseTensor3", "DenseVector", "SV", "SV_decreasing",
              "SV_unsorted", "SortedCOO"}
 
 
