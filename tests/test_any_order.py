@@ -172,6 +172,8 @@ def test_a_default_of_the_wrong_order_is_refused(tmp_path, monkeypatch):
                                      r"\(\['R'\]\), got 'Q'"),
     (("R = 2", "R = 0"), "layout SortedCoords: its order R = 0 must be between 1 and 16"),
     (("R = 2", "R = 17"), "its order R = 17 must be between 1 and 16"),
+    (('nnz = "int"', 'nnz = "int"\nd1 = "int"'), "layout SortedCoords: field 'd1' is written "
+                                                 "twice"),
     (('"c#" = "int[nnz]"', '"c#" = "int[$(nnz]"'), r"'\$\(' at offset 4 of 'int\[\$\(nnz\]' "
                                                    "is never closed"),
 ])

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import SpecError
-
 
 def expand(table: dict[str, Any], n: int) -> dict[str, Any]:
-    """The layout file's table written out for order ``n``."""
+    """The layout file's table written out for order ``n`` (ValueError: an unclosed
+    ``$(``)."""
     out: dict[str, Any] = {}
     for key, value in table.items():
         if key == "fields" and isinstance(value, dict):
@@ -43,7 +42,7 @@ def _repeats(text: str) -> list[tuple[int, int, str, str]]:
                 bar = pos
             pos += 1
         if depth:
-            raise SpecError(f"'$(' at offset {start} of {text!r} is never closed")
+            raise ValueError(f"'$(' at offset {start} of {text!r} is never closed")
         body = text[start + 2:pos - 1] if bar < 0 else text[start + 2:bar]
         found.append((start, pos, body, ", " if bar < 0 else text[bar + 1:pos - 1]))
         start = text.find("$(", pos)
@@ -90,10 +89,12 @@ def _fields(fields: dict[str, Any], n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, ctype in fields.items():
         ctype = _value(ctype, n)
-        if "#" in name or _has_dim(ctype):
-            out.update({name.replace("#", str(d)): _at(ctype, d) for d in range(n)})
-        else:
-            out[name] = ctype
+        copies = range(n) if "#" in name or _has_dim(ctype) else [None]
+        for d in copies:
+            field = name if d is None else name.replace("#", str(d))
+            if field in out:
+                raise ValueError(f"field {field!r} is written twice (by {name!r})")
+            out[field] = ctype if d is None else _at(ctype, d)
     return out
 
 

@@ -68,7 +68,10 @@ def parse_layout(text: str, source: str = "<string>",
     bound = _parse_params(table, file, name, params)
     order_param = _order_param(table, file, name, bound)
     if order_param is not None:
-        table = expand_dims(table, bound[order_param])
+        try:
+            table = expand_dims(table, bound[order_param])
+        except ValueError as exc:
+            raise SpecError(f"layout {name}: {exc}", file.source) from None
     names = _parse_fields(table, file, bound)
     rel_text = file.string(table, "relation") or ""
     line, col = file.value_position(rel_text, "relation")
