@@ -398,16 +398,19 @@ def _first_layout(fits: Callable[[Layout, Storage], bool], order: int | None = N
     """The first layout on the search path without parameters whose storage ``fits``; where
     none does, the first file written for every order (its order, its only parameter, bound
     to ``order``)."""
-    layouts = [load_layout(name) for name in layout_names()]
-    candidates = [lay for lay in layouts if not lay.params]
-    if order is not None:
-        candidates += [for_order(lay, order) for lay in layouts
-                       if lay.order_param is not None and set(lay.params) == {lay.order_param}]
-    for lay in candidates:
+    def fitting(lay: Layout) -> bool:
         st = storage_or_none(lay)
-        if st is not None and fits(lay, st):
+        return st is not None and fits(lay, st)
+
+    generic = []
+    for name in layout_names():
+        lay = load_layout(name)
+        if not lay.params and fitting(lay):
             return lay
-    return None
+        if order is not None and lay.order_param is not None \
+                and set(lay.params) == {lay.order_param}:
+            generic.append(for_order(lay, order))
+    return next((lay for lay in generic if fitting(lay)), None)
 
 
 @cache

@@ -33,7 +33,7 @@ from .front.kernel_spec import (
     tensor_layouts,
 )
 from .front.layout import INDEX_WIDTHS, Layout
-from .front.layout_path import default_layout, for_order, load_layout
+from .front.layout_path import default_layout, load_for_order
 from .front.storage import storage_of
 from .front.toml_source import is_file
 from .middle.iteration_space import shared_fields
@@ -196,9 +196,9 @@ def _complement_layout(expr: Expr, mask: str, layouts: dict[str, Any],
     ``layouts`` (and ``params``) and resolved here."""
     out = expr.output
     lay = layouts.pop(mask, None)
-    given = dict(params.pop(mask, {}))
-    lay = for_order(load_layout(default_layout(len(out.indices)) if lay is None else lay, None,
-                                **given), len(out.indices), given).with_index_type(index_type)
+    lay = load_for_order(default_layout(len(out.indices)) if lay is None else lay,
+                         len(out.indices), None, **dict(params.pop(mask, {}))
+                         ).with_index_type(index_type)
     if lay.order != len(out.indices):
         raise SpecError(f"mask {mask!r}: its layout {lay.name} has {lay.order} indices, "
                         f"the output {out} {len(out.indices)}", expr.source)
@@ -225,9 +225,9 @@ def _resolve_layouts(expr: Expr, layouts: Mapping[str, Any],
         lay = layouts.get(tname)
         lay = default_layout(len(acc.indices)) if lay is None else lay
         try:
-            given = dict(params.get(tname, {}))
-            resolved[tname] = for_order(load_layout(lay, None, **given), len(acc.indices),
-                                        given).with_index_type(index_type)
+            resolved[tname] = load_for_order(lay, len(acc.indices), None,
+                                             **dict(params.get(tname, {}))
+                                             ).with_index_type(index_type)
         except SpecError as exc:
             if tname not in in_file or exc.line is not None or is_file(Path(exc.source)):
                 raise       # given in the call, or an error of the layout's own file

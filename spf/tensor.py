@@ -22,7 +22,7 @@ from .conversion import (
 )
 from .errors import ArgumentError
 from .front.layout import Layout
-from .front.layout_path import for_order, load_layout
+from .front.layout_path import load_for_order
 from .front.placement import placement_or_none
 from .front.properties import Property
 from .front.storage import storage_or_none
@@ -93,8 +93,7 @@ class Tensor(StoredTensor):
         length determines (``numRows``, ``len``, ``nnz``) may be left out; given ones must
         agree with them."""
         extents = as_shape(shape)
-        lay = for_order(load_layout(layout, index_type, **(params or {})), len(extents),
-                        params or {})
+        lay = load_for_order(layout, len(extents), index_type, **(params or {}))
         if not isinstance(arrays, Mapping):
             raise ArgumentError(f"{lay.name} tensor: the fields must be a mapping of field names "
                                 f"to arrays and integers, got {shown(arrays)}")
@@ -106,7 +105,7 @@ class Tensor(StoredTensor):
         """Pack nonzeros given as coordinate arrays (any order; duplicates are summed) with
         the layout's reference packer."""
         extents = as_shape(shape)
-        lay = for_order(load_layout(layout, index_type, **params), len(extents), params)
+        lay = load_for_order(layout, len(extents), index_type, **params)
         fields, entries = pack_coords(lay, extents, coords, values)
         t = cls(lay, extents, fields)
         t.source_entries = entries
@@ -127,7 +126,7 @@ class Tensor(StoredTensor):
         if not sp.issparse(matrix):
             raise ArgumentError("from_scipy expects a scipy.sparse matrix, got "
                                 f"{type(matrix).__name__}")
-        lay = for_order(load_layout(layout, index_type, **params), 2, params)
+        lay = load_for_order(layout, 2, index_type, **params)
         src = compressed_rows_layout()
         if lay.order == 2 and src is not None and _generated(lay):
             src = src.with_index_type(lay.index_type)
@@ -146,7 +145,7 @@ class Tensor(StoredTensor):
         code from a dense layout found by its shape where spf can assemble or place
         ``layout``, otherwise stored by the layout's reference packer."""
         data = as_array("", "array", array)
-        lay = for_order(load_layout(layout, index_type, **params), data.ndim, params)
+        lay = load_for_order(layout, data.ndim, index_type, **params)
         if data.dtype.kind not in "biuf":
             raise ArgumentError(f"expected a real numeric array, got dtype {data.dtype}")
         check_exact(f"{lay.name} tensor: ", "array", data)

@@ -101,6 +101,13 @@ def for_order(layout: Layout, order: int, given: Container[str] = ()) -> Layout:
     return layout.with_params(**{param: order})
 
 
+def load_for_order(name_or_path: str | os.PathLike | Layout, order: int,
+                   index_type: str | None = None, /, **params: int) -> Layout:
+    """:func:`load_layout` for a tensor of ``order`` dimensions (:func:`for_order`: a file
+    written for every order takes ``order`` unless ``params`` give its order)."""
+    return for_order(load_layout(name_or_path, index_type, **params), order, params)
+
+
 def default_layout(order: int) -> Layout:
     """The layout used for a tensor of ``order`` dimensions that was given no layout: the one
     ``defaults.toml`` lists under ``[dense]`` for the order, else under ``[dense] any``."""
