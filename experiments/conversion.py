@@ -27,6 +27,13 @@ library's format:
   diagonals inner (scipy 1.17's dia_tocsr), the output allocated for every in-range slot and
   trimmed, as scipy does.
 
+Destinations written by their relations (spf/front/writing.py), against the nearest library
+routine: CSR -> ELLPACK_R (the ELL C baseline plus numpy's row lengths), CSR -> CSR4 (a copy
+of scipy's CSR arrays), CSR -> BlockedELL and CSR -> CSB with 8 x 8 blocks (scipy's
+``tobsr((8, 8))``, the nearest blocked format it has; BlockedELL on the block-structured
+matrix), CSR -> SymCSR on the symmetric matrices (scipy's ``triu``).  HiCOO (order 3) has no
+library routine in this experiment.
+
 scipy has no DCSR: no contender.  Every output is checked against the input (structure and
 values).  Median of >= 5 runs after a warm-up, contenders interleaved per round, each
 freeing its previous output first.
@@ -68,8 +75,12 @@ from .matrices import matrices
 BLOCK = 8
 PAIRS = [("COO", "CSR"), ("CSR", "CSC"), ("CSC", "CSR"), ("CSR", "DCSR"), ("DIA", "CSR"),
          ("DenseMatrix", "CSR"), ("CSR", "DIA"), ("COO", "DIA"), ("CSC", "DIA"),
-         ("CSR", "ELL"), ("CSC", "ELL"), ("CSR", "BCSR"), ("COO", "BCSR"), ("BCSR", "CSR")]
-ONLY_ON = {"DIA": ("laplace2d", "laplace3d", "banded"), "BCSR": ("block8",)}
+         ("CSR", "ELL"), ("CSC", "ELL"), ("CSR", "BCSR"), ("COO", "BCSR"), ("BCSR", "CSR"),
+         ("CSR", "ELLPACK_R"), ("CSR", "CSR4"), ("CSR", "BlockedELL"), ("CSR", "CSB"),
+         ("CSR", "SymCSR")]
+ONLY_ON = {"DIA": ("laplace2d", "laplace3d", "banded"), "BCSR": ("block8",),
+           "BlockedELL": ("block8",)}
+BLOCKED = ("BCSR", "BlockedELL", "CSB")      # layouts taking the block size B
 DENSE_MAX_BYTES = 256 * 2 ** 20
 # the issue's targets: contender (or "best": the fastest library route) -> library / spf
 TARGETS = {("COO", "CSR"): {"scipy": 1.0, "mkl": 1.29}, ("CSR", "CSC"): {"scipy": 1.0},
@@ -194,6 +205,16 @@ def library_routes(src: str, dst: str, a: sp.csr_matrix, coo: sp.coo_matrix,
     elif dst == "ELL":
         name = "C baseline" if src == "CSR" else "scipy tocsr + C baseline"
         routes[name] = _ell_route((lambda: a) if src == "CSR" else csc.tocsr, baseline)
+    elif dst == "ELLPACK_R":          # ELL plus the row lengths
+        ell = _ell_route(lambda: a, baseline)
+        routes["C baseline (ELL) + row lengths"] = lambda: (ell(), np.diff(a.indptr))[0]
+    elif dst == "CSR4":               # the nearest: a copy of scipy's CSR arrays
+        routes["scipy copy"] = a.copy
+    elif dst in ("BlockedELL", "CSB"):   # the nearest blocked format scipy has: BSR
+        if all(e % BLOCK == 0 for e in a.shape):
+            routes["scipy tobsr"] = lambda: a.tobsr(blocksize=(BLOCK, BLOCK))
+    elif dst == "SymCSR":             # the upper triangle, as scipy extracts it
+        routes["scipy triu"] = lambda: ("upper", sp.triu(a, format="csr"))
     if mkl.load() is not None:
         if (src, dst) == ("COO", "CSR"):
             h = mkl.coo(coo)
@@ -225,8 +246,12 @@ def _as_csr(out: Any, shape: tuple[int, int]) -> sp.csr_matrix:
         m = mkl.export_bsr(out[1], shape)
     elif isinstance(out, tuple) and out[0] == "ell":
         m = _ell_to_csr(*out[1:])
+    elif isinstance(out, tuple) and out[0] == "upper":
+        m = out[1] + sp.triu(out[1], 1, format="csr").T
     else:
         m = sp.csr_matrix(out)
+        if getattr(out, "format", "") == "bsr":
+            m.eliminate_zeros()     # the padding of blocks scipy stores
     m = m.tocsr()
     m.sort_indices()
     return m
@@ -239,8 +264,10 @@ def run_pair(name: str, a: sp.csr_matrix, src: str, dst: str,
     coo = _shuffled_coo(a, 7)
     t = _spf_input(src, a, coo)
     c, f = conv[src, dst]
-    mode = "placement" if c.placement is not None else c.kernel.assembly.mode \
-        if c.kernel.assembly else "dense"
+    mode = "placement" if c.placement is not None else "written" if c.writing is not None \
+        else c.kernel.assembly.mode if c.kernel.assembly else "dense"
+    if dst == "SymCSR" and (a != a.T).nnz:
+        return [{**base, "contender": "spf", "status": "skipped: not symmetric"}]
     results: dict[str, Any] = {}
 
     def timed_call(who: str, fn: Callable[[], Any]) -> Callable[[], None]:
@@ -276,7 +303,7 @@ def _spf_input(src: str, a: sp.csr_matrix, coo: sp.coo_matrix) -> spf.Tensor:
             "rowIdx": coo.row, "colIdx": coo.col, "data": coo.data})
     if src == "DenseMatrix":
         return spf.Tensor.from_dense("DenseMatrix", a.toarray())
-    return spf.Tensor.from_scipy(src, a, **({"B": BLOCK} if src == "BCSR" else {}))
+    return spf.Tensor.from_scipy(src, a, **({"B": BLOCK} if src in BLOCKED else {}))
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -289,7 +316,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     t0 = time.perf_counter()
     conv = {}
     for s, d in PAIRS:
-        c = spf.Conversion(s, d, B=BLOCK) if "BCSR" in (s, d) else spf.Conversion(s, d)
+        c = spf.Conversion(s, d, B=BLOCK) if {s, d} & set(BLOCKED) else spf.Conversion(s, d)
         conv[s, d] = (c, c.compile())
     baseline = _ell_baseline()
     print(f"generated and compiled {len(conv)} conversions in {time.perf_counter() - t0:.1f} s")

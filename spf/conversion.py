@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable, Mapping
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -29,11 +28,14 @@ from .back.templates import text as template_text
 from .concurrency import symbolic
 from .errors import ArgumentError, SpecError
 from .front.layout import Layout
-from .front.layout_path import for_order, layout_names, load_layout
-from .front.placement import Placement, aff_range, placement_of
-from .front.storage import Storage, storage_of, storage_or_none
+from .front.layout_path import for_order, load_layout
+from .front.placement import Placement, aff_range, placement_of, placement_or_none
+from .front.stand_ins import compressed_rows_layout, coordinate_layout, dense_layout
+from .front.storage import storage_of, storage_or_none
+from .front.writing import WritePlan, write_plan
 from .kernel import Kernel
 from .runtime import build as runtime
+from .runtime import writer
 from .runtime.compiled import CompiledKernel
 from .runtime.fields import check_built_ranges, index_max, wider_hint
 from .runtime.memory import aligned_zeros
@@ -78,10 +80,16 @@ class Conversion:
         self.name = name
         dense_dst = self.dst.dense_array is not None
         self.placement: Placement | None = None
+        self.writing: WritePlan | None = None
         out = self.dst
         if not dense_dst and storage_or_none(self.dst) is None:
-            self.placement = _placement_or_both_reasons(self.dst)
-            out = _stand_in(self.dst)           # the loops only: a stand-in output
+            # the placement passes run over one loop nest: a union source (one nest per
+            # part) is read into an entry list and written instead
+            self.placement, self.writing = _placed_or_written(
+                self.dst, placeable=len(self.src.relation.disjuncts) == 1)
+            # the loops only (a stand-in output): placed entries by the placement's passes,
+            # written ones read into a coordinate list first
+            out = _stand_in(self.dst) if self.placement else _entry_list(self.dst, width)
         self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": out}, name=name,
                              drop_zeros=not self.keep_zeros and not dense_dst
                              and self.placement is None, index_type=width)
@@ -100,6 +108,10 @@ class Conversion:
     def report(self) -> str:
         """How the destination is assembled and why (the kernel's report)."""
         text = self.kernel.report()
+        if self.writing is not None:
+            return (text + f"\nwritten into {self.dst.name} from the entry list, as its "
+                    "relation solves for each entry's position: "
+                    + self.writing.describe(tuple(_INDICES[:self.dst.order])))
         if self.placement is not None:
             pl = self.placement
             names = list(_INDICES[:self.dst.order])
@@ -131,6 +143,8 @@ class Conversion:
         """A callable converting a Tensor in ``src`` to a new Tensor in ``dst``."""
         if self.placement is not None:
             return _Placed(self, self.placement)
+        if self.writing is not None:
+            return _Written(self, self.writing, self.kernel.compile())
         return _Compiled(self, self.kernel.compile())
 
 
@@ -158,21 +172,37 @@ def _stand_in(layout: Layout) -> Layout:
     return out
 
 
-def _placement_or_both_reasons(layout: Layout) -> Placement:
-    """How entries are placed into ``layout``; SpecError naming why it can be neither
-    assembled in storage order nor placed by position."""
-    why = layout.written_as_one_conjunction()
-    if why:
-        raise SpecError(f"cannot convert into layout {layout.name}: {why}", layout.source)
+def _entry_list(layout: Layout, width: str) -> Layout:
+    """The coordinate layout a conversion written by its relation reads entries into."""
+    out = coordinate_layout(layout.order)
+    if out is None:
+        raise SpecError(f"cannot convert into layout {layout.name}: its entries are written "
+                        "from an entry list, and no coordinate layout of order "
+                        f"{layout.order} is on the layout search path", layout.source)
+    return out.with_index_type(width)
+
+
+def _placed_or_written(layout: Layout, placeable: bool
+                       ) -> tuple[Placement | None, WritePlan | None]:
+    """How entries go into ``layout`` when it is not assembled in storage order: placed by
+    position (generated passes), else written by its relation's solution; SpecError naming
+    why each way fails."""
+    placement = placement_or_none(layout) \
+        if placeable and layout.written_as_one_conjunction() is None else None
+    if placement is not None:
+        return placement, None
     try:
-        return placement_of(layout)
-    except SpecError as placed:
-        try:
-            storage_of(layout)
-        except SpecError as assembled:
-            raise SpecError(f"cannot convert into layout {layout.name}: {assembled.detail}; "
-                            f"and {placed.detail}", layout.source) from None
-        raise
+        return None, write_plan(layout)
+    except SpecError as written:
+        reasons = []
+        for attempt in (storage_of, placement_of):
+            try:
+                attempt(layout)
+            except SpecError as e:
+                reasons.append(e.detail)
+        reasons.append(written.detail)
+        raise SpecError(f"cannot convert into layout {layout.name}: "
+                        + "; and ".join(reasons), layout.source) from None
 
 
 class _Compiled:
@@ -343,6 +373,35 @@ class _Placed:
         return t
 
 
+class _Written:
+    """Runs a conversion written by its destination's relation: the source read into an
+    entry list by generated code, then :func:`spf.runtime.writer.write`."""
+
+    def __init__(self, conv: Conversion, plan: WritePlan, read: CompiledKernel):
+        self.conversion, self.plan, self.read = conv, plan, read
+
+    def distributed(self, client: Any,
+                    parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:
+        raise SpecError(f"a conversion into {self.conversion.dst.name} is written from the "
+                        "whole entry list; it is not distributed", self.conversion.dst.source)
+
+    def __call__(self, tensor: StoredTensor) -> StoredTensor:
+        conv = self.conversion
+        if not isinstance(tensor, StoredTensor) or tensor.layout != conv.src:
+            raise ArgumentError(f"a conversion from {conv.src.name} takes an spf.Tensor in "
+                                f"{conv.src.name}, got "
+                                + (tensor.layout.name if isinstance(tensor, StoredTensor)
+                                   else type(tensor).__name__))
+        out = writer.rewritten(self.read(A=tensor), conv.dst)
+        slots, n = out.values.size, out.source_entries
+        if n is not None and slots > 4 * n and not conv.allow_padding:
+            raise ArgumentError(
+                f"{conv.dst.name} would store {n} entries in {slots} slots "
+                f"({100 * (1 - n / slots):.0f}% padding, over 75%); pass allow_padding=True "
+                "to convert anyway")
+        return out
+
+
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:
     return ctypes.c_void_p(a.ctypes.data)
 
@@ -393,52 +452,5 @@ def _cached(src: Layout, dst: str | Layout, keep: bool | None,
     return _COMPILED[key]
 
 
-def _first_layout(fits: Callable[[Layout, Storage], bool], order: int | None = None
-                  ) -> Layout | None:
-    """The first layout on the search path without parameters whose storage ``fits``; where
-    none does, the first file written for every order (its order, its only parameter, bound
-    to ``order``)."""
-    def fitting(lay: Layout) -> bool:
-        st = storage_or_none(lay)
-        return st is not None and fits(lay, st)
-
-    generic = []
-    for name in layout_names():
-        lay = load_layout(name)
-        if not lay.params and fitting(lay):
-            return lay
-        if order is not None and lay.order_param is not None \
-                and set(lay.params) == {lay.order_param}:
-            generic.append(for_order(lay, order))
-    return next((lay for lay in generic if fitting(lay)), None)
-
-
-@cache
-def compressed_rows_layout() -> Layout | None:
-    """A layout on the search path that holds scipy's CSR arrays as they are: a dense level of
-    rows over a compressed level of columns (a pointer array, one index array) with no
-    property that only sorted, duplicate-free entries satisfy, so unsorted rows and
-    duplicates are allowed."""
-    return _first_layout(lambda lay, st: (
-        lay.order == 2 and st.order == (0, 1) and st.is_dense_over_compressed()
-        and st.free_tail == 1 and not st.order_properties()))
-
-
-@cache
-def coordinate_layout(order: int) -> Layout | None:
-    """A layout on the search path that stores an order-``order`` tensor as coordinate lists
-    (one compressed level over every dimension, no pointer), in any order, with a packer:
-    what any tensor is rebuilt from, entry by entry."""
-    return _first_layout(lambda lay, st: (
-        lay.order == order and st.is_coordinate_list() and st.free_tail == order
-        and lay.packer is not None), order)
-
-
-@cache
-def dense_layout(order: int) -> Layout | None:
-    """A layout on the search path storing an order-``order`` array row-major, all levels
-    dense."""
-    return _first_layout(lambda lay, st: (
-        lay.order == order and lay.dense_array is not None
-        and st.order == tuple(range(order)) and st.is_all_dense()), order)
-
+__all__ = ["Conversion", "compressed_rows_layout", "convert", "coordinate_layout",
+           "dense_layout", "pads_with_zeros"]

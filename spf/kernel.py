@@ -125,6 +125,12 @@ class Kernel:
         return self._body.setup.layouts
 
     @property
+    def written(self) -> Layout | None:
+        """The output's layout when the kernel assembles an entry list that is then written
+        into it (see :mod:`spf.front.writing`); ``layouts`` has the entry list's."""
+        return self._body.setup.written
+
+    @property
     def name(self) -> str:
         """The name of the generated C function."""
         return self.options.name

@@ -34,8 +34,10 @@ from .front.kernel_spec import (
 )
 from .front.layout import INDEX_WIDTHS, Layout
 from .front.layout_path import default_layout, load_for_order
-from .front.storage import storage_of
+from .front.stand_ins import coordinate_layout
+from .front.storage import storage_of, storage_or_none
 from .front.toml_source import is_file
+from .front.writing import write_plan, write_plan_or_none
 from .middle.iteration_space import shared_fields
 from .middle.z3limit import z3_timeout
 
@@ -52,6 +54,8 @@ class Setup:
     mask_layout: Layout | None          # a complemented mask's layout
     index_type: str
     assembled: bool                     # the kernel builds the output's index arrays
+    written: Layout | None = None       # the output's layout when assembled as an entry list
+                                        # and then written as that layout's relation says
 
     @property
     def name(self) -> str:
@@ -111,6 +115,12 @@ class Setup:
         """The mask and absent-entry notes, as (title, text) pairs for a file header or a
         report."""
         notes = [("mask", self.complement_note())] if self.options.complement else []
+        if self.written is not None:
+            out = self.expr.output.tensor
+            notes.append(("output", f"{out} is assembled as an entry list "
+                          f"({self.layouts[out].name}), then written into "
+                          f"{self.written.name} as its relation says where each entry goes "
+                          "(its storage levels cannot be appended to in order)"))
         if not self.options.semiring.is_plus_times or self.options.fill_values:
             notes.append(("absent entries", self.fill_note()))
         return notes
@@ -142,12 +152,15 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     mask_layout = _complement_layout(statement, mask, named, params, index_type) \
         if opts.complement and mask else None
     resolved = _resolve_layouts(statement, named, params, in_file, index_type)
+    written = _written_output(statement, resolved, opts.share)
+    if written is not None:
+        resolved = {**resolved, statement.output.tensor: _entry_list(written)}
     read_densely = _read_densely(statement, opts, resolved, index_type)
     assembled = _needs_assembly(statement, resolved, opts.share)
     check_semiring_scope(opts.semiring, statement, assembled)
     check_complement(opts, statement, resolved.get(statement.output.tensor), assembled)
     return Setup(statement, opts, Table(resolved), Table(read_densely), mask_layout,
-                 index_type, assembled)
+                 index_type, assembled, written)
 
 
 def _options(expr: Expr, spec: KernelFile | None, options: KernelOptions | None,
@@ -258,6 +271,26 @@ def _read_densely(expr: Expr, opts: KernelOptions, layouts: dict[str, Layout],
     return given
 
 
+def _written_output(expr: Expr, layouts: Mapping[str, Layout],
+                    share: tuple[str, str] | None) -> Layout | None:
+    """The output's layout when it is sparse, not assembled level by level, and written by
+    its relation's solution from an entry list (:mod:`spf.front.writing`)."""
+    lay = layouts.get(expr.output.tensor)
+    if lay is None or lay.dense_array is not None or share is not None or expr.accumulate \
+            or storage_or_none(lay) is not None or write_plan_or_none(lay) is None:
+        return None
+    return lay
+
+
+def _entry_list(layout: Layout) -> Layout:
+    out = coordinate_layout(layout.order)
+    if out is None:
+        raise SpecError(f"an output in {layout.name} is assembled as an entry list, and no "
+                        f"coordinate layout of order {layout.order} is on the layout search "
+                        "path", layout.source)
+    return out.with_index_type(layout.index_type)
+
+
 def _needs_assembly(expr: Expr, layouts: Mapping[str, Layout],
                     share: tuple[str, str] | None) -> bool:
     """A sparse output whose index arrays no input provides is assembled by the kernel."""
@@ -278,5 +311,10 @@ def _needs_assembly(expr: Expr, layouts: Mapping[str, Layout],
     try:
         storage_of(lay)
     except SpecError as exc:
+        try:
+            write_plan(lay)
+        except SpecError as unwritten:
+            raise SpecError(f"output {out.tensor!r}: {exc.detail}; and {unwritten.detail}",
+                            expr.source) from None
         raise SpecError(f"output {out.tensor!r}: {exc.detail}", expr.source) from None
     return True

@@ -26,6 +26,7 @@ from .front.layout_path import load_for_order
 from .front.placement import placement_or_none
 from .front.properties import Property
 from .front.storage import storage_or_none
+from .front.writing import write_plan_or_none
 from .kernel import dense_copy_kernel, entry_count_kernel, pattern_kernel
 from .read_check import check_structure
 from .runtime.fields import as_array, as_shape, check_exact, shown
@@ -244,8 +245,10 @@ def _coordinate_layout(order: int, index_type: str) -> Layout:
 
 
 def _generated(layout: Layout) -> bool:
-    """Whether spf converts into ``layout`` by generated code (assembled or placed)."""
-    return storage_or_none(layout) is not None or placement_or_none(layout) is not None
+    """Whether spf converts into ``layout`` by generated code (assembled, placed, or read
+    into an entry list and written as its relation says, when it has no packer of its own)."""
+    return storage_or_none(layout) is not None or placement_or_none(layout) is not None \
+        or (layout.packer is None and write_plan_or_none(layout) is not None)
 
 
 def tensor_of(t: StoredTensor) -> Tensor:

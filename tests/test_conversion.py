@@ -133,8 +133,9 @@ def test_conversion_errors():
         spf.Conversion("CSR", "CSF")
     with pytest.raises(spf.SpecError, match="unknown layout parameter"):
         spf.Conversion("CSR", "BCSR", X=3)
-    with pytest.raises(spf.SpecError, match="CUDAmma16x16 cannot be placed: coordinate gj"):
-        spf.Conversion("CSR", "CUDAmma16x16")
+    with pytest.raises(spf.ArgumentError, match=r"CUDAmma16x16 cannot hold both entries "
+                                                r"\(0, 0\) and \(0, 1\)"):
+        spf.Tensor.from_dense("CSR", np.ones((16, 16))).convert("CUDAmma16x16")
     f = spf.Conversion("CSR", "CSC").compile()
     with pytest.raises(spf.ArgumentError, match=r"takes an spf.Tensor"):
         f(np.eye(3))

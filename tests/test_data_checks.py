@@ -370,6 +370,9 @@ def _dense(name: str, order: int) -> np.ndarray:
         return np.diag(np.arange(16.0))
     if name == "LowerTri":
         return np.tril(np.arange(1.0, 17.0).reshape(4, 4))
+    if name == "SymCSR":            # symmetric
+        upper = np.triu(np.round(rng.random((5, 5)) * 3))
+        return upper + np.triu(upper, 1).T
     shape = {1: (7,), 2: (4, 6), 3: (3, 2, 4), 4: (2, 3, 1, 4)}[order]
     values = np.round(rng.random(shape) * 4)
     values[values < 2] = 0

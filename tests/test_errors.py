@@ -354,9 +354,10 @@ def test_bounds_syntax_error():
 
 
 def test_output_layout_that_cannot_be_assembled():
-    kernel_error("output 'Y'", "layout DIA cannot be assembled",
-                 "coordinate gj = pi + offset(pd)",
-                 args=("Y(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "Y": "DIA"}))
+    """'+=' keeps the output's structure: DIA cannot be assembled in order, and an output
+    written from an entry list would be replaced, so the refusal names the assembly."""
+    kernel_error("'+=' into the sparse output 'Y' (DIA)", "use '='",
+                 args=("Y(i,j) += A(i,j) * B(i,j)", {"A": "CSR", "Y": "DIA"}))
 
 
 def test_accumulate_into_assembled_output():

@@ -253,15 +253,16 @@ def test_hyb_as_input_and_conversion_source(name):
         np.testing.assert_allclose(t.convert(dst).to_dense(), dense, err_msg=dst)
 
 
-def test_hyb_refusals_and_checks():
-    with pytest.raises(spf.SpecError, match="output 'C': layout HYB cannot be assembled: its "
-                                            "relation is a union of 2 parts: spf reads, checks "
-                                            "and converts from a union layout but does not "
-                                            "write into one"):
-        spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "HYB"})
-    with pytest.raises(spf.SpecError, match="cannot convert into layout HYB: its relation is "
-                                            "a union of 2 parts"):
-        spf.Conversion("CSR", "HYB")
+def test_hyb_written_and_checked():
+    """Written into, HYB's first part (ELL) takes every entry and its COO part is left empty
+    (nnz = 0): a union part left empty is accepted."""
+    m = sp.random(12, 9, density=0.3, format="csr", random_state=3)
+    c = spf.Kernel("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR", "C": "HYB"}).compile()(
+        A=spf.Tensor.from_scipy("CSR", m), B=spf.Tensor.from_scipy("CSR", m))
+    np.testing.assert_allclose(c.to_dense(), m.multiply(m).toarray())
+    t = spf.Tensor.from_scipy("CSR", m).convert("HYB")
+    assert t["nnz"] == 0 and t["width"] == max(np.diff(m.indptr))
+    np.testing.assert_allclose(t.to_dense(), m.toarray())
     good = {"colIdx": [[0], [1], [-1]], "rowIdx": [0], "cooCol": [2], "data": [1.0, 2.0, 0.0, 3.0]}
     t = spf.Tensor.from_arrays("HYB", (3, 3), good)
     np.testing.assert_allclose(t.to_dense(), [[1, 0, 3], [0, 2, 0], [0, 0, 0]])

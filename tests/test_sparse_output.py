@@ -406,9 +406,16 @@ def test_assembled_output_argument_errors():
 
 
 @pytest.mark.parametrize("c_spec", ["BCSR", "ELL", "DIA"])
-def test_outputs_that_cannot_be_assembled(c_spec):
-    with pytest.raises(spf.SpecError, match=f"layout {c_spec} cannot be assembled"):
-        spf.Kernel(SPMSPM, {"A": "CSR", "B": "CSR", "C": c_spec})
+def test_outputs_not_assembled_in_order_are_written(c_spec):
+    """An output whose levels cannot be appended to in order is assembled as an entry list
+    and written as its relation says (spf.front.writing)."""
+    k = spf.Kernel(SPMSPM, {"A": "CSR", "B": "CSR", "C": c_spec})
+    assert k.written.name == c_spec and k.layouts["C"].name == "COO"
+    a = sp.random(9, 7, density=0.3, format="csr", random_state=1)
+    b = sp.random(7, 11, density=0.3, format="csr", random_state=2)
+    c = k.compile()(A=spf.Tensor.from_scipy("CSR", a), B=spf.Tensor.from_scipy("CSR", b))
+    assert c.layout.name == c_spec
+    np.testing.assert_allclose(c.to_dense(), (a @ b).toarray())
 
 
 @pytest.mark.parametrize("c_spec", ["CSR", "COO"])

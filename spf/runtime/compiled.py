@@ -27,6 +27,7 @@ from .fields import check_built_ranges
 from .memory import aligned_zeros
 from .operands import DenseStruct, Operand
 from .stored import StoredTensor, tensor_class
+from .writer import rewritten
 
 
 class KernelLike(Protocol):
@@ -55,6 +56,8 @@ class KernelLike(Protocol):
     def assembly(self) -> AssemblyPlan | None: ...
     @property
     def parallel_loop(self) -> str | None: ...
+    @property
+    def written(self) -> Layout | None: ...
     def c_source(self) -> str: ...
 
 
@@ -365,7 +368,9 @@ class CompiledKernel(Generic[K]):
         layout = assembly.storage.layout
         check_built_ranges(layout, fields, f"output {self.output!r} of kernel "
                                            f"{self.kernel.name}")
-        return self._filled(tensor_class()._built(layout, tuple(shape), fields))
+        built = tensor_class()._built(layout, tuple(shape), fields)
+        written = self.kernel.written
+        return self._filled(built if written is None else rewritten(built, written))
 
     def _extents(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
         """Extent of each index from the input shapes; they must agree within a term, and

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, SpecError
 from ..front.layout import Layout
+from ..front.writing import write_plan
 from .fields import (
     VALUE_DTYPE,
     as_array,
@@ -27,6 +28,7 @@ from .fields import (
     shown,
     wider_hint,
 )
+from .writer import write
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
 
@@ -59,13 +61,24 @@ def pack_coords(layout: Layout, shape: tuple[int, ...], coords: Any,
     arrays, data = _sum_duplicates(*_entries(f"{layout.name} tensor: ", shape, coords, values),
                                    shape)
     if not layout.packer:
-        raise ArgumentError(f"layout {layout.name} has no packer; build it with from_arrays")
+        return _written(layout, shape, arrays, data), len(data)
     module, func = _packer(layout.packer)
     try:
         fields = getattr(module, func)(shape, tuple(arrays), data, dict(layout.params))
     except ValueError as exc:   # the packer cannot store this tensor
         raise ArgumentError(f"layout {layout.name} cannot store this tensor: {exc}") from None
     return fields, len(data)
+
+
+def _written(layout: Layout, shape: tuple[int, ...], arrays: Any, data: np.ndarray
+             ) -> dict[str, Any]:
+    """The fields of a layout without a packer, written as its relation says."""
+    try:
+        plan = write_plan(layout)
+    except SpecError as e:
+        raise ArgumentError(f"layout {layout.name} has no packer and {e.detail}; build it "
+                            "with from_arrays") from None
+    return write(plan, shape, arrays, data, layout.index_type)[0]
 
 
 def pack_dense(layout: Layout, array: np.ndarray) -> dict[str, Any] | None:

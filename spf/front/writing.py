@@ -1,0 +1,454 @@
+"""Writing entries into a layout, solved from its relation (paper 000: remap, analysis,
+assembly; here derived from any relation that says where each entry goes).
+
+The relation of one part (disjunct) is read as equations for its unknowns, given an entry's
+logical coordinates ``g``:
+
+- an **equality** with one unknown (a layout index or an index array read) gives it as an
+  affine function of ``g`` (``gi = pi``; ``gj = colIdx(pk)``; ``offset(pd) = gj - gi``); one
+  whose other unknowns are multiples of ``c`` and whose last unknown lies in ``[0, c)`` splits
+  into that unknown, ``T mod c``, and the rest, ``c * floor(T / c)`` (aligned tiles:
+  ``gi = B*bi + ri``; ``gj = B*blockCol(bi, k) + rj``; ``gi = B*bI(b) + eI(k)``, the range of
+  ``eI`` stated by the relation or a ``range`` property);
+- a layout index no equality gives is a **position**: entries whose earlier layout indices and
+  whose index-array reads at it (its **keys**) are equal share it; distinct keys get
+  consecutive positions in key order (decreasing where an ordering property says so).  Its
+  bounds say where the positions of a group start: ``ptr(a) <= p < ptr(a + 1)`` (a pointer
+  array, its prefix sums), ``start(a) <= p < end(a)`` (two arrays), or ``0 <= p < U`` (ranks
+  within the group: ``U`` a constant, a scalar field set to the largest group, or an array over
+  the group's indices set to each group's size).
+
+Every field the relation reads is then determined: scalar extents from the shape, pointers and
+bounds from the counts, index arrays from the keys, the value array from its subscripts.  Every
+constraint of the part is checked per entry after writing (an entry the layout cannot hold is
+an error naming the entry and the constraint).  The other parts of a union layout are read
+back over the positions written and must give exactly the remaining entries (symmetric storage:
+the mirror images); a part whose fields the first does not determine is left empty.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from typing import NoReturn
+
+from ..errors import SpecError
+from . import index_expr as ie
+from .layout import Layout
+from .relation import Conj
+from .terms import Aff, Atom, Constraint, FloorDiv, UFCall
+
+
+class Start(Enum):
+    """Where a position index's group of positions starts."""
+
+    POINTER = "pointer"     # ptr(a) <= p < ptr(a + 1): prefix sums of the groups' sizes
+    RANGE = "range"         # start(a) <= p < end(a): two arrays
+    RANK = "rank"           # 0 <= p < U: the rank within its group
+
+
+@dataclass(frozen=True)
+class Solved:
+    """``atom`` (a layout index or an index array read) ``= value / divisor`` for an entry,
+    ``value`` over the logical coordinates (and floor divisions of them)."""
+
+    atom: Atom
+    value: Aff
+    divisor: int = 1
+
+
+@dataclass(frozen=True)
+class Position:
+    """A layout index whose value is the position of its keys within its group."""
+
+    index: str
+    keys: tuple[UFCall, ...]            # solved index-array reads at this index
+    descending: tuple[bool, ...]        # per key
+    group: tuple[str, ...]              # the layout indices before it
+    start: Start
+    lower: UFCall | None                # POINTER, RANGE: where its group starts
+    upper: Aff                          # the exclusive upper bound as written
+    tight: bool                         # every position below ``upper`` holds an entry
+    also: tuple[str, ...] = ()          # scalar fields bounding it too: the largest group
+
+    @property
+    def bound_field(self) -> str | None:
+        """The scalar field or array a RANK position's upper bound names, or None."""
+        if self.start is not Start.RANK:
+            return None
+        name = self.upper.as_name()
+        if name is not None:
+            return name
+        call = _single_call(self.upper)
+        return call.name if call else None
+
+
+@dataclass(frozen=True)
+class PartWrite:
+    """How one part of a relation places an entry: solved atoms in order, positions, the
+    scalar extents of coordinate indices, and what unused slots of index arrays hold."""
+
+    conj: Conj
+    solved: tuple[Solved, ...]
+    positions: tuple[Position, ...]
+    extents: tuple[tuple[str, Aff], ...]        # scalar field, coordinate index value (+1 = it)
+    filters: tuple[Aff, ...]                    # >= 0 over logical coordinates: the part's share
+    fills: tuple[tuple[str, int], ...]          # index array -> value of an unused slot
+
+    def solution(self, atom: Atom) -> Solved | None:
+        return next((s for s in self.solved if s.atom == atom), None)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """How entries are written into ``layout``: its first part writes them, the other parts
+    (``others``) are read back over the written positions."""
+
+    layout: Layout
+    first: PartWrite
+    others: tuple[Conj, ...]
+    produced: frozenset[str]            # fields the first part determines
+    emptied: tuple[str, ...]            # scalar fields set to 0 (parts left empty)
+    sized: tuple[str, ...] = ()         # scalar fields only sizing arrays: what is written
+
+    def describe(self, names: tuple[str, ...]) -> str:
+        """One line per decision, for the conversion's report."""
+        logical = dict(zip(self.layout.relation.out_vars or (), names))
+        text = []
+        for s in self.first.solved:
+            value = s.value.rename(logical)
+            text.append(f"{s.atom} = {value}" + (f" / {s.divisor}" if s.divisor != 1 else ""))
+        for p in self.first.positions:
+            keys = ", ".join(map(str, p.keys))
+            where = {Start.POINTER: f"from {p.lower} (prefix sums of the groups' sizes)",
+                     Start.RANGE: f"from {p.lower} to {p.upper} (each group's start and end)",
+                     Start.RANK: f"the rank within ({', '.join(p.group)}), below {p.upper}"}
+            text.append(f"{p.index} = position of ({keys}) "
+                        f"{'decreasing' if any(p.descending) else 'increasing'}, "
+                        + where[p.start])
+        for field, _ in self.first.extents:
+            text.append(f"{field} = the extent of its coordinate")
+        for uf, fill in self.first.fills:
+            text.append(f"unused {uf} = {fill}")
+        if self.others:
+            text.append(f"parts 1-{len(self.others)} read back over the written positions"
+                        + (f" ({', '.join(self.emptied)} = 0)" if self.emptied else ""))
+        return "; ".join(text)
+
+
+@cache
+def write_plan_or_none(layout: Layout) -> WritePlan | None:
+    """How entries are written into ``layout``, or None when its relation does not say."""
+    try:
+        return write_plan(layout)
+    except SpecError:
+        return None
+
+
+def write_plan(layout: Layout) -> WritePlan:
+    """How entries are written into ``layout``; SpecError naming what its relation leaves
+    open."""
+    rel = layout.relation
+    if rel.exists:
+        _fail(layout, "its relation has existential variables")
+    first = _Solver(layout, rel.disjuncts[0]).run()
+    produced = shape_fields(layout) | _produced(first, layout)
+    emptied: list[str] = []
+    for conj in rel.disjuncts[1:]:
+        for c in conj:
+            field = _root_count(c, layout, produced)
+            if field is not None and field not in produced:
+                emptied.append(field)
+                produced.add(field)
+    _check_arrays(layout, produced, emptied)
+    sized = tuple(f for f, spec in layout.fields.items() if f not in produced
+                  and not spec.is_array and _sizes_an_array(layout, f))
+    missing = [f for f, spec in layout.fields.items()
+               if f not in produced and f not in sized and not spec.is_array]
+    if missing:
+        _fail(layout, f"the scalar field(s) {', '.join(missing)} are given neither by the "
+              "shape, nor by a bound of a layout index, nor as an extent of an array")
+    return WritePlan(layout, first, tuple(rel.disjuncts[1:]), frozenset(produced),
+                     tuple(emptied), sized)
+
+
+def _check_arrays(layout: Layout, produced: set[str], emptied: list[str]) -> None:
+    """Every array is determined, or belongs to a part left empty (an extent is emptied)."""
+    for f, spec in layout.fields.items():
+        if f in produced or not spec.is_array:
+            continue
+        if any(n in emptied for d in spec.dims for n in ie.names(d)):
+            continue
+        _fail(layout, f"the array {f} is given neither by an equality of the relation nor as "
+              "a bound of a layout index (spf would have to choose its contents)")
+
+
+def _sizes_an_array(layout: Layout, field: str) -> bool:
+    """Whether ``field`` is an extent of an array (``int[nnzSlots]``), as it is written."""
+    return any(isinstance(d, ie.Name) and d.name == field
+               for spec in layout.fields.values() for d in spec.dims)
+
+
+def shape_fields(layout: Layout) -> set[str]:
+    """The scalar fields naming the logical extents."""
+    return {name for e in layout.shape if (name := e.as_name()) is not None}
+
+
+def _fail(layout: Layout, why: str) -> NoReturn:
+    raise SpecError(f"layout {layout.name} cannot be written: {why}", layout.source)
+
+
+def _produced(part: PartWrite, layout: Layout) -> set[str]:
+    out = {s.atom.name for s in part.solved if isinstance(s.atom, UFCall)}
+    out |= {f for f, _ in part.extents}
+    for p in part.positions:
+        if p.lower is not None:
+            out.add(p.lower.name)
+        call = _single_call(p.upper)
+        if call is not None:
+            out.add(call.name)
+        elif (name := p.upper.as_name()) is not None:
+            out.add(name)
+        out |= set(p.also)
+    out.add(layout.value.array)
+    return out
+
+
+def _root_count(c: Constraint, layout: Layout, produced: set[str]) -> str | None:
+    """The scalar field ``N`` of ``p < N`` in another part (setting it to 0 empties it)."""
+    if c.is_eq:
+        return None
+    names = [a for a, k in c.aff.terms if isinstance(a, str) and k == 1]
+    idx = [a for a, k in c.aff.terms if isinstance(a, str) and k == -1]
+    if len(c.aff.terms) == 2 and len(names) == 1 and len(idx) == 1 and c.aff.const == -1 \
+            and names[0] in layout.scalar_fields and idx[0] in layout.indices:
+        return names[0]
+    return None
+
+
+def _single_call(a: Aff) -> UFCall | None:
+    if a.const == 0 and len(a.terms) == 1 and a.terms[0][1] == 1 \
+            and isinstance(a.terms[0][0], UFCall):
+        return a.terms[0][0]
+    return None
+
+
+class _Solver:
+    """Solves one part's equalities, then its position indices, in layout order."""
+
+    def __init__(self, layout: Layout, conj: Conj):
+        self.layout, self.conj = layout, conj
+        self.logical = set(layout.relation.out_vars or ())
+        self.indices = list(layout.indices)
+        self.solved: dict[Atom, Solved] = {}
+
+    def fail(self, why: str) -> NoReturn:
+        _fail(self.layout, why)
+
+    def run(self) -> PartWrite:
+        self._solve_equalities()
+        positions = tuple(self._position(p) for p in self.indices if p not in self.solved)
+        extents = tuple(self._extents())
+        fills = tuple(self._fills(positions))
+        filters = tuple(a for c in self.conj if not c.is_eq
+                        if self._logical_only(a := self._known(c.aff)))
+        return PartWrite(self.conj, tuple(self.solved.values()), positions, extents,
+                         filters, fills)
+
+    # equalities ------------------------------------------------------------------------
+    def _is_known(self, atom: Atom) -> bool:
+        return (isinstance(atom, str) and atom in self.logical) \
+            or isinstance(atom, FloorDiv) or atom in self.solved
+
+    def _known(self, a: Aff) -> Aff:
+        """``a`` with every solved atom replaced by its value (a plain substitution keyed by
+        the atoms as written)."""
+        out = Aff.num(a.const)
+        for atom, k in a.terms:
+            s = self.solved.get(atom)
+            done = s is not None and s.divisor == 1
+            out = out + (s.value * k if s is not None and done else Aff.var(atom, k))
+        return out
+
+    def _logical_only(self, a: Aff) -> bool:
+        return all(self._is_known(atom) and atom not in self.solved for atom, _ in a.terms) \
+            and bool(a.terms)
+
+    def _solve_equalities(self) -> None:
+        pending = [c.aff for c in self.conj if c.is_eq]
+        while pending:
+            left = []
+            for aff in pending:
+                rest = self._step(aff)
+                left.extend(rest)
+            if len(left) == len(pending) and all(a in pending for a in left):
+                eq = " ; ".join(f"{a} = 0" for a in left)
+                self.fail(f"the equalities {eq} do not give their unknowns from the logical "
+                          "coordinates (no unknown is alone, and none lies in [0, c) beside "
+                          "multiples of c)")
+            pending = left
+
+    def _step(self, aff: Aff) -> list[Aff]:
+        """Solve what ``aff == 0`` gives; the equations left (itself when nothing)."""
+        aff = self._known(aff)
+        unknown = [(a, k) for a, k in aff.terms if not self._is_known(a)]
+        if not unknown:
+            return []
+        known = Aff([(a, k) for a, k in aff.terms if self._is_known(a)], aff.const)
+        if len(unknown) == 1:
+            (atom, k), = unknown
+            value = known * (-1 if k > 0 else 1)
+            if all(c % k == 0 for _, c in value.terms) and value.const % k == 0:
+                value, k = Aff(((a, c // abs(k)) for a, c in value.terms),
+                               value.const // abs(k)), 1
+            self._set(atom, value, abs(k))
+            return []
+        for atom, k in unknown:
+            size = self._constant_size(atom)
+            if abs(k) != 1 or size is None or size < 2:
+                continue
+            sign = k
+            target = known * -sign                  # atom + others = target
+            tile = FloorDiv(target, size)
+            self._set(atom, target - Aff.var(tile, size), 1)
+            others = Aff([(a, kk * sign) for a, kk in unknown if a != atom])
+            return [others - Aff.var(tile, size)]
+        return [aff]
+
+    def _set(self, atom: Atom, value: Aff, divisor: int) -> None:
+        if isinstance(atom, FloorDiv):
+            self.fail(f"floor({atom.num} / {atom.den}) of layout indices cannot be solved for")
+        self.solved[atom] = Solved(atom, value, divisor)
+
+    def _constant_size(self, atom: Atom) -> int | None:
+        """``c`` when ``0 <= atom < c`` (the relation's bounds, or a range property)."""
+        facts = list(self.conj)
+        if isinstance(atom, UFCall):
+            facts += self.layout.range_constraints(atom)
+        lower = upper = None
+        for c in facts:
+            if c.is_eq or len(c.aff.terms) != 1 or c.aff.terms[0][0] != atom:
+                continue
+            k = c.aff.terms[0][1]
+            if k == 1 and c.aff.const == 0:
+                lower = 0
+            elif k == -1:
+                upper = c.aff.const + 1
+        return upper if lower == 0 and upper is not None else None
+
+    # positions --------------------------------------------------------------------------
+    def _position(self, p: str) -> Position:
+        keys = tuple(s.atom for s in self.solved.values()
+                     if isinstance(s.atom, UFCall) and p in Aff.var(s.atom).names())
+        nested = [k for k in keys if any(a.calls() for a in k.args)]
+        if nested:
+            self.fail(f"{nested[0]} is read at a position computed from another index array: "
+                      f"the relation does not say which position of {nested[0].name} an "
+                      "entry takes")
+        if not keys:
+            self.fail(f"layout index {p} is neither given by the logical coordinates nor the "
+                      "position of an index array's entries (no index array read at "
+                      f"{p} is given by the coordinates)")
+        group = tuple(self.indices[:self.indices.index(p)])
+        lower, upper, also = self._bounds(p)
+        descending = tuple(self._descending(k.name) for k in keys)
+        if lower == Aff.num(0):
+            call = _single_call(upper)
+            if upper.is_const or upper.as_name() in self.layout.scalar_fields:
+                tight = not group and not upper.is_const
+            elif call is not None and all(n in group for n in Aff.var(call).names()):
+                tight = set(Aff.var(call).names()) == set(group)
+            else:
+                self.fail(f"layout index {p} < {upper}: the bound is neither a constant, a "
+                          "scalar field nor an index array read at earlier layout indices")
+            return Position(p, keys, descending, group, Start.RANK, None, upper, tight, also)
+        lo, hi = _single_call(lower), _single_call(upper)
+        if lo is None or hi is None:
+            self.fail(f"layout index {p} runs from {lower} to {upper}: neither 0 nor an "
+                      "index array read at earlier layout indices")
+        for call in (lo, hi):
+            if not Aff.var(call).names() <= set(group):
+                self.fail(f"{call} bounds {p} but reads layout indices after it")
+        if lo.name == hi.name:
+            if len(lo.args) != 1 or hi.args[0] != lo.args[0] + 1:
+                self.fail(f"{p} runs from {lo} to {hi}: a pointer array bounds a group by "
+                          "two consecutive entries")
+            return Position(p, keys, descending, group, Start.POINTER, lo, upper, True)
+        if lo.args != hi.args:
+            self.fail(f"{p} runs from {lo} to {hi}: start and end arrays are read at the same "
+                      "arguments")
+        return Position(p, keys, descending, group, Start.RANGE, lo, upper, True)
+
+    def _bounds(self, p: str) -> tuple[Aff, Aff, tuple[str, ...]]:
+        """``(lower, exclusive upper, other upper scalar fields)`` of ``p`` as written, not
+        involving the logical coordinates: where an array and scalar fields both bound it
+        (``pk < rowLen(pi)`` and ``pk < width``), the array is its bound and the scalar fields
+        are set to the largest group."""
+        later = set(self.indices[self.indices.index(p) + 1:])
+        lower: list[Aff] = []
+        upper: list[Aff] = []
+        for c in self.conj:
+            k = c.aff.coeff(p)
+            if c.is_eq or abs(k) != 1 or (c.names() - {p}) & (self.logical | later):
+                continue
+            rest = c.aff - Aff.var(p, k)
+            (lower if k > 0 else upper).append(rest * -1 if k > 0 else rest + 1)
+        also = tuple(n for u in upper if (n := u.as_name()) in self.layout.scalar_fields)
+        if len(upper) > 1 and len(also) == len(upper) - 1:
+            upper = [u for u in upper if u.as_name() not in also]
+        else:
+            also = ()
+        if len(lower) != 1 or len(upper) != 1:
+            self.fail(f"layout index {p} needs one lower and one upper bound (found "
+                      f"{len(lower)} and {len(upper)})")
+        return lower[0], upper[0], also
+
+    def _descending(self, array: str) -> bool:
+        for prop in self.layout.properties:
+            down = prop.descending(array)
+            if down is not None:
+                return down
+        return False
+
+    # sizes and padding -------------------------------------------------------------------
+    def _extents(self) -> list[tuple[str, Aff]]:
+        """Scalar fields bounding a coordinate index (``p < F``): the index's largest
+        value over the shape, plus one."""
+        out = []
+        for p in self.indices:
+            s = self.solved.get(p)
+            if s is None:
+                continue
+            for c in self.conj:
+                if c.is_eq or c.aff.coeff(p) != -1 or len(c.aff.terms) != 2:
+                    continue
+                field = (c.aff + Aff.var(p) + Aff.num(1)).as_name()
+                if field in self.layout.scalar_fields and field not in self._shape_fields():
+                    if s.divisor != 1:
+                        self.fail(f"the extent {field} of {p} = ({s.value}) / {s.divisor}")
+                    out.append((field, s.value))
+        return out
+
+    def _shape_fields(self) -> set[str]:
+        return shape_fields(self.layout)
+
+    def _fills(self, positions: tuple[Position, ...]) -> list[tuple[str, int]]:
+        """Unused slots below a bound no group fills must hold a value the relation
+        excludes (``0 <= colIdx(pi, pk)``: -1)."""
+        loose = {p.index for p in positions if not p.tight}
+        out = []
+        for s in self.solved.values():
+            if not isinstance(s.atom, UFCall) or not Aff.var(s.atom).names() & loose:
+                continue
+            fill = self._excluded(s.atom)
+            if fill is None:
+                self.fail(f"unused slots of {s.atom.name} cannot be marked: nothing in the "
+                          f"relation excludes a value of {s.atom} (as 0 <= {s.atom} would)")
+            out.append((s.atom.name, fill))
+        return out
+
+    def _excluded(self, call: UFCall) -> int | None:
+        for c in self.conj:
+            if not c.is_eq and c.aff.coeff(call) == 1 and len(c.aff.terms) == 1:
+                return -c.aff.const - 1
+        return None

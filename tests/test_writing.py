@@ -1,0 +1,219 @@
+"""Writing into layouts that are not stored level by level, as their relations solve for each
+entry's position (spf.front.writing, spf.runtime.writer): conversions into them, tensors
+built in them, kernel outputs in them, checked against scipy and numpy."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import covering, lanes
+
+import spf
+from spf.errors import ArgumentError, SpecError
+from spf.front.layout_path import load_layout
+from spf.front.writing import Start, write_plan
+
+NEW_2D = ["ELLPACK_R", "CSR4", "BlockedELL", "CSB", "SymCSR"]
+
+
+def _matrix(kind: str, shape: tuple[int, int], symmetric: bool, seed: int = 0) -> sp.csr_matrix:
+    """Random test matrices: empty rows, one nonzero, the empty matrix, dense rows."""
+    rng = np.random.default_rng(seed)
+    if kind == "empty":
+        m = sp.csr_matrix(shape)
+    elif kind == "one":
+        m = sp.csr_matrix(([2.5], ([shape[0] - 1], [0])), shape=shape)
+    else:
+        d = rng.random(shape) * (rng.random(shape) < 0.3)
+        d[min(1, shape[0] - 1)] = 0.0                  # an empty row
+        m = sp.csr_matrix(d)
+    if symmetric:
+        m = sp.csr_matrix(m + m.T)
+    return m
+
+
+SHAPES = [(13, 11), (8, 8), (1, 9), (17, 4)]
+KINDS = ["random", "empty", "one"]
+CASES = [(lay, kind, shape) for lay in NEW_2D for kind in KINDS for shape in SHAPES]
+FAST = covering(NEW_2D, KINDS, SHAPES)
+
+
+@pytest.mark.parametrize("layout,kind,shape", lanes(CASES, FAST))
+def test_conversion_into_new_layouts_matches_scipy(layout, kind, shape):
+    symmetric = layout == "SymCSR"
+    if symmetric:
+        shape = (shape[0], shape[0])
+    m = _matrix(kind, shape, symmetric)
+    for src in ("CSR", "COO"):          # COO: unsorted entries (from_scipy keeps its order)
+        coo = m.tocoo()
+        perm = np.random.default_rng(1).permutation(coo.nnz)
+        unsorted = sp.coo_matrix((coo.data[perm], (coo.row[perm], coo.col[perm])), shape)
+        t = spf.Tensor.from_scipy(src, unsorted if src == "COO" else m)
+        out = t.convert(layout, allow_padding=True)
+        assert out.layout.name == layout
+        np.testing.assert_array_equal(out.to_dense(), m.toarray())
+        back = out.convert("CSR")
+        np.testing.assert_array_equal(back.to_dense(), m.toarray())
+
+
+@pytest.mark.parametrize("layout", NEW_2D)
+def test_kernels_read_the_new_layouts(layout):
+    m = _matrix("random", (12, 12), layout == "SymCSR", seed=3)
+    t = spf.Tensor.from_scipy(layout, m)
+    x = np.arange(12, dtype=float)
+    np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * x(j)", A=t, x=x), m @ x)
+    X = np.random.default_rng(0).random((12, 3))
+    np.testing.assert_allclose(spf.evaluate("Y(i,k) = A(i,j) * X(j,k)", A=t, X=X), m @ X)
+
+
+@pytest.mark.parametrize("layout", ["ELLPACK_R", "CSR4", "BlockedELL", "CSB", "ELL", "DIA",
+                                    "HYB"])
+def test_spgemm_output_in_a_written_layout(layout):
+    a = _matrix("random", (14, 9), False, seed=4)
+    b = _matrix("random", (9, 10), False, seed=5)
+    k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": layout})
+    assert k.written is not None and k.written.name == layout
+    assert "written into" in k.c_source().split("*/")[0]
+    c = k.compile()(A=spf.Tensor.from_scipy("CSR", a), B=spf.Tensor.from_scipy("CSR", b))
+    assert c.layout.name == layout
+    np.testing.assert_allclose(c.to_dense(), (a @ b).toarray())
+
+
+def test_symmetric_output_and_refusal_of_an_unsymmetric_result():
+    s = _matrix("random", (10, 10), True, seed=6)
+    k = spf.Kernel("C(i,j) = A(i,j) + B(i,j)", {"A": "CSR", "B": "CSR", "C": "SymCSR"})
+    fn = k.compile()
+    c = fn(A=spf.Tensor.from_scipy("CSR", s), B=spf.Tensor.from_scipy("CSR", 2 * s))
+    np.testing.assert_allclose(c.to_dense(), 3 * s.toarray())
+    u = sp.csr_matrix(np.triu(s.toarray(), 1))        # no mirror: not symmetric
+    with pytest.raises(ArgumentError, match=r"SymCSR cannot hold these entries.*would be "
+                                            r"read back, but the source has no entry there"):
+        fn(A=spf.Tensor.from_scipy("CSR", u), B=spf.Tensor.from_scipy("CSR", u))
+    d = s.toarray()
+    d[2, 5] += 1.0                                    # mirrored values differ
+    with pytest.raises(ArgumentError, match=r"\(5, 2\): value .* read back .* through two "
+                                            "parts of the relation differ"):
+        spf.Tensor.from_dense("CSR", d).convert("SymCSR")
+
+
+def test_hicoo_order_3_against_numpy():
+    rng = np.random.default_rng(7)
+    d = rng.random((9, 6, 11)) * (rng.random((9, 6, 11)) < 0.2)
+    t = spf.Tensor.from_dense("COO3", d).convert("HiCOO")
+    np.testing.assert_array_equal(t.to_dense(), d)
+    assert t["numBlocks"] == len({(i // 4, j // 4, k // 4) for i, j, k in zip(*np.nonzero(d))})
+    v = rng.random(11)
+    np.testing.assert_allclose(spf.evaluate("y(i,j) = T(i,j,k) * v(k)", T=t, v=v),
+                               np.einsum("ijk,k->ij", d, v))
+    two = spf.Tensor.from_dense("COO3", d).convert("HiCOO", B=2)
+    np.testing.assert_array_equal(two.to_dense(), d)
+    empty = spf.Tensor.from_dense("COO3", np.zeros((3, 0, 2))).convert("HiCOO")
+    assert empty["numBlocks"] == 0 and empty.to_dense().shape == (3, 0, 2)
+
+
+def test_write_plans_name_each_decision():
+    plan = write_plan(load_layout("CSB"))
+    assert [p.start for p in plan.first.positions] == [Start.RANGE]
+    text = spf.Conversion("CSR", "CSB").report()
+    assert "written into CSB" in text and "lowRow(k) = i - 4*floor((i)/4)" in text
+    assert "numBlockRows = the extent of its coordinate" in text
+    ell_r = write_plan(load_layout("ELLPACK_R"))
+    (pk,) = ell_r.first.positions
+    assert pk.start is Start.RANK and pk.tight and pk.also == ("width",)
+    assert write_plan(load_layout("BlockedELL")).first.fills == (("blockCol", -1),)
+
+
+def test_entries_a_layout_cannot_hold_are_refused_by_name():
+    d = np.zeros((16, 16))
+    d[4, 0] = d[4, 1] = 1.0                 # one value per aligned pair of columns
+    with pytest.raises(ArgumentError, match=r"cannot hold both entries \(4, 0\) and \(4, 1\)"):
+        spf.Tensor.from_dense("CSR", d).convert("CUDAmma16x16")
+
+
+def test_a_users_layout_outside_the_package(tmp_path, monkeypatch):
+    """The concepts work on a layout file the user writes: aligned tiles, start/end arrays
+    over a block grid, a row-length bound, a union part left empty."""
+    text = """name = "MyTiles"
+relation = "RELATION"
+value = "v[k]"
+shape = ["nr", "nc"]
+
+[params]
+T = 3
+
+[fields]
+nr = "int"
+nc = "int"
+nbr = "int"
+n = "int"
+tStart = "int[nbr]"
+tEnd = "int[nbr]"
+off = "int[n]"
+col = "int[n]"
+v = "double[n]"
+"""
+    relation = ("{[bi, k] -> [gi, gj] : 0 <= bi < nbr and tStart(bi) <= k < tEnd(bi) and "
+                "0 <= off(k) < T and gi = T*bi + off(k) and gj = col(k)}")
+    path = tmp_path / "MyTiles.toml"
+    path.write_text(text.replace("RELATION", relation))
+    m = _matrix("random", (10, 7), False, seed=8)
+    t = spf.Tensor.from_scipy("CSR", m).convert(str(path))
+    np.testing.assert_array_equal(t.to_dense(), m.toarray())
+    assert t["nbr"] == 4 and list(t["tEnd"] - t["tStart"]) == [
+        m[3 * b:3 * b + 3].nnz for b in range(4)]
+    monkeypatch.setenv("SPF_LAYOUT_PATH", str(tmp_path))
+    shutil.copy(load_layout("ELLPACK_R").source, tmp_path / "MyELLR.toml")
+    (tmp_path / "MyELLR.toml").write_text(
+        (tmp_path / "MyELLR.toml").read_text().replace('"ELLPACK_R"', '"MyELLR"'))
+    u = spf.Tensor.from_scipy("MyELLR", m)
+    np.testing.assert_array_equal(u.to_dense(), m.toarray())
+    assert list(u["rowLen"]) == list(np.diff(m.indptr))
+
+
+def test_what_the_relation_leaves_open_is_named(tmp_path):
+    path = tmp_path / "Loose.toml"
+    path.write_text("""name = "Loose"
+relation = "{[p] -> [gi, gj] : 0 <= p < n and gi = r(p) and gj = c(p)}"
+value = "v[p]"
+shape = ["nr", "nc"]
+
+[fields]
+nr = "int"
+nc = "int"
+n = "int"
+extra = "int"
+r = "int[n]"
+c = "int[n]"
+v = "double[n]"
+""")
+    with pytest.raises(SpecError, match=r"Loose cannot be written: the scalar field\(s\) "
+                                        "extra are given neither"):
+        write_plan(load_layout(str(path)))
+    padded = tmp_path / "Padded.toml"
+    padded.write_text("""name = "Padded"
+relation = "{[pi, pk] -> [gi, gj] : 0 <= pi < nr and 0 <= pk < w and gi = pi and gj = c(pi, pk)}"
+value = "v[pi][pk]"
+shape = ["nr", "nc"]
+
+[fields]
+nr = "int"
+nc = "int"
+w = "int"
+c = "int[nr][w]"
+v = "double[nr][w]"
+""")
+    with pytest.raises(SpecError, match="unused slots of c cannot be marked"):
+        write_plan(load_layout(str(padded)))
+    with pytest.raises(SpecError, match=r"cannot convert into layout Padded: .*unused slots"):
+        spf.Conversion("CSR", str(padded))
+
+
+def test_padding_policy_applies_to_written_destinations():
+    d = np.zeros((40, 40))
+    d[np.arange(40), (5 * np.arange(40)) % 40] = 1.0    # one entry per 4x4 block
+    t = spf.Tensor.from_dense("CSR", d)
+    with pytest.raises(ArgumentError, match="padding, over 75%"):
+        t.convert("BlockedELL")
+    np.testing.assert_array_equal(t.convert("BlockedELL", allow_padding=True).to_dense(), d)
