@@ -3,7 +3,14 @@
 Layouts are physical-to-logical relations with uninterpreted functions (``layouts/``);
 kernels are tensor index notation.  See docs/ for the file formats and the API.
 """
-from .errors import ArgumentError, CompileError, SpecError, SpfError, SynthesisError
+from .errors import (
+    ArgumentError,
+    CompileError,
+    GuardLoopWarning,
+    SpecError,
+    SpfError,
+    SynthesisError,
+)
 
 # The API is imported on first use (PEP 562): ``import spf`` stays cheap (no islpy, z3, numpy
 # until a kernel, layout or tensor is needed).  Everything is imported together; the runtime
@@ -56,6 +63,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "DistributedKernel",
+           "GuardLoopWarning",
            "Kernel", "KernelOptions", "Layout", "Relation",
            "Semiring", "SpecError", "SpfError", "SynthesisError", "Tensor", "aslinearoperator",
            "evaluate",

@@ -5,6 +5,11 @@ argument from a missing property.
 """
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from types import FrameType
+
 
 class SpfError(Exception):
     """Base class of all spf errors."""
@@ -38,3 +43,24 @@ class ArgumentError(SpfError, ValueError):
 class CompileError(SpfError):
     """The C compiler rejected generated code (a bug in spf: please report it) or could not
     be run (``$CC``)."""
+
+
+class GuardLoopWarning(UserWarning):
+    """A lookup stays a guard loop (a scan of every position per iteration of the loops
+    outside it) because no find template is valid: the kernel is right but may be slow."""
+
+
+def warn_user(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the first caller outside the spf package (and the
+    standard library's decorators between)."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    level = 1
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and _internal(frame.f_code.co_filename, package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level + 1)
+
+
+def _internal(filename: str, package: str) -> bool:
+    return os.path.abspath(filename).startswith(package) or filename.startswith("<frozen") \
+        or os.path.basename(filename) == "contextlib.py"

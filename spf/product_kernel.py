@@ -18,7 +18,7 @@ from .decide.options import check_tile
 from .decide.plan import Plan, make_plan
 from .decide.report import plan_report
 from .decide.synthesis import Decision
-from .errors import SpecError
+from .errors import GuardLoopWarning, SpecError, warn_user
 from .kernel_setup import Setup
 from .middle.iteration_space import IterationSpace, build
 from .middle.order import default_order
@@ -53,6 +53,8 @@ class ProductKernel:
                          drop_zeros=opts.drop_zeros, reassociate=opts.reassociate,
                          z3_timeout_ms=setup.z3_timeout_ms, tile=tile,
                          reorder=opts.order is None, semiring=opts.semiring, stream=stream)
+        for warning in plan.guard_loop_warnings():
+            warn_user(f"{setup.name}: {warning}", GuardLoopWarning)
         placed = set(order)         # planning may reorder them (Plan.order_why)
         return cls(setup, space, tuple(v for v in plan.nest.schedule if v in placed),
                    tuple(why), plan)

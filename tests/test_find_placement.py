@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -344,3 +345,27 @@ def test_dense_map_refused_when_a_rebuild_reads_other_keys(tmp_path) -> None:
         assert_compiles_clean(k.c_source())
         assert k.compile()(A=pack("CSR", a, 0), B=B) == pytest.approx(np.sum(a * dense),
                                                                        rel=1e-12)
+
+
+def test_a_lookup_left_a_guard_loop_warns_with_the_reason() -> None:
+    """Issue 38: an order-4 COO dot product looks B up by four coordinates, which no template
+    can; the kernel says so as a GuardLoopWarning and in its report, with each reason."""
+    with pytest.warns(spf.GuardLoopWarning, match=r"the lookup of B at B_p .* stays a guard "
+                                                  r"loop, scanning every position of B for "
+                                                  r"each iteration of A_p: no find template "
+                                                  r"is valid \(.*hashmap: HashMap keys are "
+                                                  "single coordinates"):
+        k = spf.Kernel("v = A(i,j,k,l) * B(i,j,k,l)", {"A": "COOTensor", "B": "COOTensor"})
+    assert "\nwarning: the lookup of B" in k.report()
+    rng = np.random.default_rng(0)
+    a = rng.random((3, 2, 4, 2)) * (rng.random((3, 2, 4, 2)) < 0.5)
+    b = rng.random((3, 2, 4, 2)) * (rng.random((3, 2, 4, 2)) < 0.5)
+    got = k.compile()(A=spf.Tensor.from_dense("COOTensor", a),
+                      B=spf.Tensor.from_dense("COOTensor", b))
+    np.testing.assert_allclose(got, np.sum(a * b))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # asked for, or a template found: silent
+        spf.Kernel("v = A(i,j,k,l) * B(i,j,k,l)", {"A": "COOTensor", "B": "COOTensor"},
+                   find="loop")
+        assert "warning:" not in spf.Kernel("v = A(i,j) * B(i,j)",
+                                            {"A": "CSR", "B": "CSR"}).report()

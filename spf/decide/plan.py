@@ -62,6 +62,23 @@ class Plan:
                             "template applies; see kernel.report())"
                 for d in self.decisions if d.chosen is None}
 
+    def guard_loop_warnings(self) -> list[str]:
+        """Why each lookup spf was free to replace stays a guard loop (no template valid)."""
+        out = []
+        for d in self.decisions:
+            if d.chosen is not None or d.requested == "loop":
+                continue
+            outside = [lv.var for lv in self.nest.levels[:d.find.level]
+                       if lv.kind is LevelKind.LOOP]
+            why = "; ".join(f"{name}: {text.split(chr(10))[0].split('; ')[0]}"
+                            for name, text in d.rejected.items())
+            out.append(f"the lookup of {d.find.use.name} at {d.find.describe()} stays a guard "
+                       f"loop, scanning every position of {d.find.use.name} "
+                       + (f"for each iteration of {', '.join(outside)}" if outside
+                          else "once")
+                       + f": no find template is valid ({why})")
+        return out
+
     def analysis(self) -> Analysis:
         """Dependences, the parallel loop with its reason, tiling and the notes: the analysis
         planning made, else a new one (Z3 queries: its owner keeps it)."""

@@ -16,6 +16,7 @@ def plan_report(plan: Plan, z3_timeout_ms: int, order_why: Sequence[str] = ()) -
     lines = [f"kernel: {space.expr}"]
     for use in space.uses:
         lines.append(f"  {use.name}: {use.layout.name} {use.relation()}")
+    lines += [f"warning: {w}" for w in plan.guard_loop_warnings()]
     lines.append(f"iteration space: {space}")
     if space.expr.mask:
         lines.append(f"mask: {space.expr.mask} (structural): one more operand, intersected; "
