@@ -37,7 +37,7 @@ from .kernel import Kernel
 from .runtime import build as runtime
 from .runtime import writer
 from .runtime.compiled import CompiledKernel
-from .runtime.fields import check_built_ranges, index_max, wider_hint
+from .runtime.fields import check_built_ranges, index_max, wider_hint, with_derived
 from .runtime.memory import aligned_zeros
 from .runtime.stored import StoredTensor, tensor_class
 
@@ -367,6 +367,7 @@ class _Placed:
                   ctypes.c_int64(kmin), _ptr(bounds), ctypes.byref(src))
         # exact dtypes and sizes, properties established by construction (the tests check
         # them): not re-validated, as kernels' assembled outputs are not
+        fields = dict(with_derived(lay, fields))
         check_built_ranges(lay, fields, f"conversion {conv.name} into {lay.name}")
         t = tensor_class()._built(lay, shape, fields)
         t.source_entries = n if slots > n else None

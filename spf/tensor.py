@@ -29,7 +29,7 @@ from .front.storage import storage_or_none
 from .front.writing import write_plan_or_none
 from .kernel import dense_copy_kernel, entry_count_kernel, pattern_kernel
 from .read_check import check_structure
-from .runtime.fields import as_array, as_shape, check_exact, shown
+from .runtime.fields import as_array, as_shape, check_exact, shown, with_derived
 from .runtime.packing import pack_coords, pack_dense
 from .runtime.scalar_fields import derive_scalar_fields
 from .runtime.scipy_io import compressed_fields, matrix_of
@@ -98,7 +98,8 @@ class Tensor(StoredTensor):
         if not isinstance(arrays, Mapping):
             raise ArgumentError(f"{lay.name} tensor: the fields must be a mapping of field names "
                                 f"to arrays and integers, got {shown(arrays)}")
-        return cls(lay, extents, derive_scalar_fields(lay, extents, arrays), check)
+        return cls(lay, extents, derive_scalar_fields(lay, extents, with_derived(lay, arrays)),
+                   check)
 
     @classmethod
     def from_coords(cls, layout: str | Layout, shape: Sequence[int], coords: Any, values: Any,

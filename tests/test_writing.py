@@ -217,3 +217,64 @@ def test_padding_policy_applies_to_written_destinations():
     with pytest.raises(ArgumentError, match="padding, over 75%"):
         t.convert("BlockedELL")
     np.testing.assert_array_equal(t.convert("BlockedELL", allow_padding=True).to_dense(), d)
+
+
+def test_sell_slices_with_derived_slice_pointers():
+    """SELL-C: slot k of row C*s + r at slicePtr(s) + C*k + r, slicePtr derived as
+    prefix_sum(C * sliceWidth); written, read, and a kernel's output."""
+    m = _matrix("random", (13, 9), False, seed=9)
+    for c in (1, 4, 8):
+        t = spf.Tensor.from_scipy("CSR", m).convert("SELL", C=c, allow_padding=True)
+        np.testing.assert_array_equal(t.to_dense(), m.toarray())
+        rows = np.diff(m.indptr)
+        widths = [rows[c * s:c * s + c].max(initial=0) for s in range(-(-13 // c))]
+        assert list(t["sliceWidth"]) == widths
+        assert list(t["slicePtr"]) == list(np.concatenate([[0], np.cumsum(widths) * c]))
+        x = np.arange(9.0)
+        np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * x(j)", A=t, x=x), m @ x)
+    k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "SELL"})
+    c = k.compile()(A=spf.Tensor.from_scipy("CSR", m),
+                    B=spf.Tensor.from_scipy("CSR", sp.csr_matrix(m.T)))
+    np.testing.assert_allclose(c.to_dense(), (m @ m.T).toarray())
+
+
+def test_derived_fields_are_computed_inverted_and_checked():
+    m = _matrix("random", (6, 5), False, seed=10)
+    lengths = np.diff(m.indptr)
+    t = spf.Tensor.from_arrays("CSR_lengths", m.shape, {"rowLen": lengths,
+                                                        "colIdx": m.indices, "data": m.data})
+    np.testing.assert_array_equal(t["rowPtr"], m.indptr)
+    np.testing.assert_array_equal(t.to_dense(), m.toarray())
+    u = spf.Tensor.from_arrays("CSR_lengths", m.shape, {"rowPtr": m.indptr,
+                                                        "colIdx": m.indices, "data": m.data})
+    np.testing.assert_array_equal(u["rowLen"], lengths)
+    with pytest.raises(ArgumentError, match=r"rowPtr must be prefix_sum\(rowLen\) \(derived\); "
+                                            "it differs at 0"):
+        spf.Tensor.from_arrays("CSR_lengths", m.shape, {
+            "rowLen": lengths, "rowPtr": m.indptr + 1, "colIdx": m.indices, "data": m.data})
+    with pytest.raises(ArgumentError, match=r"rowPtr is derived as prefix_sum\(rowLen\), so it "
+                                            "starts at 0"):
+        spf.Tensor.from_arrays("CSR_lengths", m.shape, {
+            "rowPtr": m.indptr + 1, "colIdx": m.indices, "data": m.data})
+    # written by a conversion (the pointer array, then its source) and as a kernel output
+    w = spf.Tensor.from_scipy("COO", m).convert("CSR_lengths")
+    np.testing.assert_array_equal(w["rowLen"], lengths)
+    y = spf.evaluate("C(i,j) = A(i,j) * B(i,j)", A=w, B=w, layouts={"C": "CSR_lengths"})
+    np.testing.assert_allclose(y.to_dense(), m.multiply(m).toarray())
+
+
+@pytest.mark.parametrize("text,message", [
+    ('rowPtr = "sum(rowLen)"', "must be prefix_sum"),
+    ('rowPtr = "prefix_sum(K * rowLen)"', "the factor 'K' must be"),
+    ('rowPtr = "prefix_sum(numRows)"', "its source 'numRows' must be a one-dimensional int"),
+    ('data = "prefix_sum(rowLen)"', "its field 'data' must be a one-dimensional int"),
+    ("rowPtr = 3", "must be a string"),
+])
+def test_derived_field_errors_name_the_file(tmp_path, text, message):
+    source = load_layout("CSR_lengths").source
+    with open(source) as f:
+        body = f.read().replace('rowPtr = "prefix_sum(rowLen)"', text)
+    path = tmp_path / "Bad.toml"
+    path.write_text(body)
+    with pytest.raises(SpecError, match=rf"Bad.toml:\d+:\d+: .*{message}"):
+        load_layout(str(path))

@@ -74,8 +74,9 @@ def _relation_text(lay: Layout) -> str:
 
 def _fields_text(lay: Layout) -> str:
     """Fields as written in the layout file (parameters not substituted)."""
-    raw = lay.raw.get("fields", {})
+    raw, derived = lay.raw.get("fields", {}), lay.raw.get("derived", {})
     return ", ".join(f"{name}: {_one_line(raw.get(name, f.ctype))}"
+                     + (f" = {derived[name]}" if name in derived else "")
                      for name, f in lay.fields.items())
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import SpecError
 from . import index_expr as ie
+from .derived import Derived
 from .properties import Property
 from .relation import Relation
 from .syntax import MAX_INT
@@ -63,6 +64,7 @@ class Layout:
     index_type: str = "int32"
     part: int | None = None     # which disjunct of a union layout's relation (see parts())
     order_param: str | None = None  # the parameter that is the order (a file for every order)
+    derived: Mapping[str, Derived] = field(default_factory=dict, compare=False)  # [derived]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Layout) and self.key == other.key

@@ -16,6 +16,7 @@ from typing import Any
 from ..concurrency import symbolic
 from ..errors import SpecError
 from . import index_expr as ie
+from .derived import Derived, parse_derived
 from .dims import expand as expand_dims
 from .layout import VALUE_TYPE, FieldSpec, Layout, check_param
 from .properties import KEYS, KINDS, Property, PropertyKind, PropertyTable
@@ -25,7 +26,7 @@ from .terms import Aff
 from .toml_source import TomlSource, is_file, name_position, read_spec
 
 _KEYS = ("name", "description", "relation", "value", "shape", "fields", "params", "properties",
-         "packer", "dense_array", "order")
+         "packer", "dense_array", "order", "derived")
 MAX_GENERIC_ORDER = 16      # a file for every order: orders 1 .. 16
 
 
@@ -84,9 +85,37 @@ def parse_layout(text: str, source: str = "<string>",
                     relation=relation, value=value, shape=shape, fields=names.fields,
                     params=names.params, properties=properties, loader=load_file,
                     packer=_packer(table, file), dense_array=_dense_array(table, file, names),
-                    raw=table, order_param=order_param)
+                    raw=table, order_param=order_param,
+                    derived=_parse_derived(table, file, names))
     _check_has_entries(layout, line, col)
     return layout
+
+
+def _parse_derived(table: dict, file: TomlSource, names: _Names) -> dict[str, Derived]:
+    """The ``[derived]`` table: index arrays computed from others (``prefix_sum``)."""
+    raw = table.get("derived", {})
+    if not isinstance(raw, dict):
+        raise file.error("'derived' must be a table of field = expression", "derived")
+    start = file.table_start("derived")
+    out: dict[str, Derived] = {}
+    for fname, text in raw.items():
+        if not isinstance(text, str):
+            raise file.error(f"derived field {fname!r} must be a string such as "
+                             '"prefix_sum(rowLen)"', fname, start)
+        try:
+            d = parse_derived(fname, text, dict(names.params))
+        except ValueError as exc:
+            raise file.error(str(exc), fname, start) from None
+        for what, name in (("field", d.field), ("source", d.source)):
+            spec = names.fields.get(name)
+            if spec is None or not spec.is_index_array or len(spec.dims) != 1:
+                raise file.error(f"derived field {fname!r}: its {what} {name!r} must be a "
+                                 "one-dimensional int array of [fields]", fname, start)
+        if d.source == d.field or d.source in raw:
+            raise file.error(f"derived field {fname!r}: its source {d.source!r} must be a "
+                             "field that is not derived", fname, start)
+        out[fname] = d
+    return out
 
 
 def _parse_params(table: dict, file: TomlSource, name: str,

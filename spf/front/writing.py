@@ -153,6 +153,10 @@ def write_plan(layout: Layout) -> WritePlan:
         _fail(layout, "its relation has existential variables")
     first = _Solver(layout, rel.disjuncts[0]).run()
     produced = shape_fields(layout) | _produced(first, layout)
+    for d in layout.derived.values():       # a derived field and its source give each other
+        if d.field in produced or d.source in produced:
+            produced |= {d.field, d.source}
+    _check_nested(layout, first, produced)
     emptied: list[str] = []
     for conj in rel.disjuncts[1:]:
         for c in conj:
@@ -170,6 +174,17 @@ def write_plan(layout: Layout) -> WritePlan:
               "shape, nor by a bound of a layout index, nor as an extent of an array")
     return WritePlan(layout, first, tuple(rel.disjuncts[1:]), frozenset(produced),
                      tuple(emptied), sized)
+
+
+def _check_nested(layout: Layout, part: PartWrite, produced: set[str]) -> None:
+    """Index arrays read inside the arguments of the arrays written must be determined."""
+    for s in part.solved:
+        if isinstance(s.atom, UFCall):
+            for a in s.atom.args:
+                for call in a.calls():
+                    if call.name not in produced:
+                        _fail(layout, f"{s.atom} is read at a position computed from "
+                              f"{call.name}, which nothing determines")
 
 
 def _check_arrays(layout: Layout, produced: set[str], emptied: list[str]) -> None:
@@ -303,6 +318,10 @@ class _Solver:
                                value.const // abs(k)), 1
             self._set(atom, value, abs(k))
             return []
+        for atom, _ in unknown:
+            if self._constant_size(atom) == 1:          # 0 <= atom < 1
+                self._set(atom, Aff.num(0), 1)
+                return [self._known(aff)]
         for atom, k in unknown:
             size = self._constant_size(atom)
             if abs(k) != 1 or size is None or size < 2:
@@ -340,11 +359,13 @@ class _Solver:
     def _position(self, p: str) -> Position:
         keys = tuple(s.atom for s in self.solved.values()
                      if isinstance(s.atom, UFCall) and p in Aff.var(s.atom).names())
-        nested = [k for k in keys if any(a.calls() for a in k.args)]
-        if nested:
-            self.fail(f"{nested[0]} is read at a position computed from another index array: "
-                      f"the relation does not say which position of {nested[0].name} an "
-                      "entry takes")
+        later = set(self.indices[self.indices.index(p) + 1:])
+        ahead = [k for k in keys if Aff.var(k).names() & later]
+        if ahead:
+            self.fail(f"{ahead[0]} is read at a position that depends on a later layout index "
+                      f"({', '.join(sorted(Aff.var(ahead[0]).names() & later))}): the "
+                      f"relation does not say which position of {ahead[0].name} an entry "
+                      f"takes at {p}")
         if not keys:
             self.fail(f"layout index {p} is neither given by the logical coordinates nor the "
                       "position of an index array's entries (no index array read at "

@@ -23,7 +23,7 @@ from ..front.semiring import Semiring
 from ..middle.iteration_space import shared_fields
 from . import build as runtime
 from .assembled import run_assembling
-from .fields import check_built_ranges
+from .fields import check_built_ranges, with_derived
 from .memory import aligned_zeros
 from .operands import DenseStruct, Operand
 from .stored import StoredTensor, tensor_class
@@ -366,6 +366,7 @@ class CompiledKernel(Generic[K]):
         fields = run_assembling(assembly, self._fn, sizers, inputs, shape,
                                 self.kernel.name, self.output)
         layout = assembly.storage.layout
+        fields = dict(with_derived(layout, fields))     # a derived field's source, say
         check_built_ranges(layout, fields, f"output {self.output!r} of kernel "
                                            f"{self.kernel.name}")
         built = tensor_class()._built(layout, tuple(shape), fields)

@@ -190,6 +190,7 @@ def check_fields(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, An
     ``check_properties``).  The bounds of the reads generated code makes are checked by
     generated code (:mod:`spf.read_check`), on what this returns."""
     plan = _plan(layout)
+    fields = with_derived(layout, fields)
     if any(f not in fields for f in plan.scalars):
         fields = derive_scalar_fields(layout, shape, fields)
     if len(fields) != len(layout.fields) or any(f not in fields for f in layout.fields):
@@ -238,6 +239,38 @@ def _missing_or_extra(layout: Layout, fields: Mapping[str, Any]) -> None:
     extra = [f for f in fields if f not in layout.fields]
     raise ArgumentError(f"{layout.name} tensor: unknown field(s) {extra}; fields are "
                         f"{list(layout.fields)}")
+
+
+def with_derived(layout: Layout, fields: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``fields`` with the layout's derived fields (``[derived]``) computed from their sources,
+    or the sources from the fields when only those are given; ArgumentError when both are
+    given and disagree, or a field no source gives."""
+    if not layout.derived or not all(d.field in fields or d.source in fields
+                                     for d in layout.derived.values()):
+        return fields
+    out = dict(fields)
+    where = f"{layout.name} tensor: "
+    for d in layout.derived.values():
+        given = _array(layout, d.field, True, out[d.field]).reshape(-1) \
+            if d.field in out else None
+        if d.source in out:
+            made = d.compute(_array(layout, d.source, True, out[d.source]).reshape(-1))
+            if given is None:
+                out[d.field] = made
+            elif given.shape != made.shape or (given != made).any():
+                at = int(np.flatnonzero(given != made)[0]) if given.shape == made.shape \
+                    else "its length"
+                raise ArgumentError(f"{where}{d.field} must be {d.text()} (derived); it "
+                                    f"differs at {at}")
+        else:
+            assert given is not None
+            source = d.invert(given)
+            if source is None:
+                raise ArgumentError(f"{where}{d.field} is derived as {d.text()}, so it starts "
+                                    f"at 0 and grows by multiples of {d.scale}; got "
+                                    f"{shown(given)}")
+            out[d.source] = source
+    return out
 
 
 def _scalar(layout: Layout, field: str, value: Any) -> int:

@@ -130,6 +130,7 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
         scalars[field] = 0
     for p in part.positions:
         _place(p, env, scalars, arrays, width, lay)
+        _derive(lay, arrays, scalars, width)
     _sized(plan, env, arrays, scalars)
     fills = dict(part.fills)
     for s in part.solved:
@@ -230,6 +231,17 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
         end = _single_name(p.upper)
         arrays.allocate(end, scalars, 0, width)[:] = begin[1:]
     env[p.index] = begin[at] + rank if n else np.zeros(0, np.int64)
+
+
+def _derive(lay: Layout, arrays: _Arrays, scalars: dict[str, int], width: np.dtype) -> None:
+    """Derived fields whose source is written (or sources whose field is), once."""
+    for d in lay.derived.values():
+        if d.source in arrays.flat and d.field not in arrays.flat:
+            arrays.allocate(d.field, scalars, 0, width)[:] = d.compute(arrays.flat[d.source])
+        elif d.field in arrays.flat and d.source not in arrays.flat:
+            source = d.invert(arrays.flat[d.field])
+            assert source is not None       # the writer's pointers start at 0 and grow
+            arrays.allocate(d.source, scalars, 0, width)[:] = source
 
 
 def _sized(plan: WritePlan, env: Env, arrays: _Arrays, scalars: dict[str, int]) -> None:
