@@ -32,7 +32,7 @@ from .errors import ArgumentError
 from .front import index_expr as ie
 from .front.kernel_spec import parse_expr
 from .front.layout import Layout
-from .front.properties import PeriodicMonotonic
+from .front.properties import PeriodicMonotonic, Range
 from .front.terms import Atom, UFCall, format_sum
 from .middle.iteration_space import TensorUse, build
 from .middle.scan import LevelKind, LoopNest, scan
@@ -69,6 +69,7 @@ class _Test:
     what: str
     stored: tuple[str, ...]
     message: Callable[[list[int]], str]
+    is_property: bool = False           # a declared property (range), not a bound
 
 
 @dataclass
@@ -79,6 +80,7 @@ class _CheckedNames(CNames):
 
     reads: list[_Test] = field(default_factory=list)
     extents: dict[str, str] = field(default_factory=dict)   # C variable -> its value
+    ranges: bool = True             # test the value of each read against its declared range
 
     def __post_init__(self) -> None:
         self.written = _AsWritten(self.space, set())
@@ -94,8 +96,32 @@ class _CheckedNames(CNames):
                      shown: list[str]) -> str:
         """The read of ``fld`` at ``args`` (written ``fld[shown]``), leaving when out of
         bounds."""
-        return (f"({{ {self.guard(use, fld, args, shown)} "
-                f"{self.array_read(use, fld, args)}; }})")
+        read = self.array_read(use, fld, args)
+        tests = self._range_tests(use, fld, args, shown) if self.ranges else []
+        if not tests:
+            return f"({{ {self.guard(use, fld, args, shown)} {read}; }})"
+        value = "spf_value"
+        checks = " ".join(self.leave(cond.replace("@", value), test) for cond, test in tests)
+        return (f"({{ {self.guard(use, fld, args, shown)} const int64_t {value} = {read}; "
+                f"{checks} {value}; }})")
+
+    def _range_tests(self, use: TensorUse, fld: str, args: list[str],
+                     shown: list[str]) -> list[tuple[str, _Test]]:
+        """The tests of a read's value against the ranges declared for ``fld`` (``@``
+        stands for the value): ranges hold on the slots the relation reads, not on others."""
+        out = []
+        what = f"{fld}[{']['.join(shown)}]"
+        for prop in use.layout.properties:
+            if not isinstance(prop, Range) or prop.uf != fld:
+                continue
+            for bound, op in ((prop.lower, "<"), (prop.upper, ">")):
+                if bound is None:
+                    continue
+                limit = format_sum(bound.terms, bound.const, lambda a: f"{use.name}->{a}")
+                out.append((f"@ {op} {limit}", _Test(
+                    what, ("spf_value", limit, *args), _range_message(prop, what, op),
+                    is_property=True)))
+        return out
 
     def guard(self, use: TensorUse, fld: str, args: list[str], shown: list[str]) -> str:
         """``if (an index is outside its extent) leave;`` for a read of ``fld`` at ``args``
@@ -161,6 +187,14 @@ class _CheckedNames(CNames):
         return [(f"spf_at[{k}]", f"(int64_t)({value})") for k, value in enumerate(test.stored)]
 
 
+def _range_message(prop: Range, what: str, op: str) -> Callable[[list[int]], str]:
+    """The message of a read whose value ``v[0]`` is beyond the bound ``v[1]`` (the read's
+    position in ``v[2:]``)."""
+    return lambda v: (f"{prop.uf!r} violates {prop.kind} ({prop.formula()}) at the read "
+                      f"{what} = {prop.uf}{''.join(f'[{x}]' for x in v[2:])}: "
+                      f"{v[0]} {op} {v[1]}")
+
+
 @dataclass
 class _Checker:
     function: Callable[..., int]
@@ -171,8 +205,8 @@ class _Checker:
 
 
 @cache
-def _checker(layout: Layout) -> _Checker:
-    source, checked, reads = _checker_source(layout)
+def _checker(layout: Layout, ranges: bool = True) -> _Checker:
+    source, checked, reads = _checker_source(layout, ranges)
     lib = runtime.load_library(str(runtime.build_library(source)))
     fn = lib.spf_check
     fn.restype = ctypes.c_int
@@ -181,13 +215,15 @@ def _checker(layout: Layout) -> _Checker:
 
 
 @symbolic
-def _checker_source(layout: Layout) -> tuple[str, list[PeriodicMonotonic], list[_Test]]:
-    """The C of ``layout``'s check, the periodic properties it checks and its reads."""
+def _checker_source(layout: Layout, ranges: bool = True
+                    ) -> tuple[str, list[PeriodicMonotonic], list[_Test]]:
+    """The C of ``layout``'s check, the periodic properties it checks and its reads (with
+    ``ranges``, each read's value against its declared range too)."""
     idx = ",".join(f"i{k}" for k in range(layout.order))
     space = build(parse_expr(f"v = T({idx})"), {"T": layout})
     use = space.use("T")
     nest = scan(space, list(use.vars))
-    names = _CheckedNames(space, set())
+    names = _CheckedNames(space, set(), ranges=ranges)
     hooks: dict[int, list[t.Node]] = {}
     statement, checked, used = _periodic(layout, use, nest, names, hooks)
     statement += _coordinates(layout, use, nest, names, idx.split(","))
@@ -291,7 +327,7 @@ def check_structure(layout: Layout, fields: Mapping[str, Any], properties: bool 
     if they violate a periodic-monotonicity property the layout declares."""
     struct = runtime.make_struct(layout, fields)
     for part in layout.parts():      # a union layout part by part: each scans as one nest
-        _check_part(_checker(part), layout, struct, fields, properties)
+        _check_part(_checker(part, properties), layout, struct, fields, properties)
 
 
 def _check_part(checker: _Checker, layout: Layout, struct: ctypes.Structure,
@@ -315,5 +351,6 @@ def _check_part(checker: _Checker, layout: Layout, struct: ctypes.Structure,
 def checked_reads(layout: Layout) -> list[tuple[int | None, list[str]]]:
     """Per part of the layout (one unless its relation is a union): the distinct reads the
     generated check tests for every tensor (none is taken as proven by a property)."""
-    return [(part.part, [w for w in dict.fromkeys(r.what for r in _checker(part).reads)
+    return [(part.part, [w for w in dict.fromkeys(r.what for r in _checker(part).reads
+                                                  if not r.is_property)
                          if "spf_" not in w]) for part in layout.parts()]

@@ -79,7 +79,7 @@ def test_col_idx_out_of_range(tmp_path, capsys):
     path = savez(tmp_path / "bad.npz", **{**CSR, "colIdx": [0, 2, 1, 1, 4]})
     assert check_error(capsys, "CSR", path) == (
         f"{path}: CSR tensor: 'colIdx' violates range (0 <= colIdx(a) <= numCols - 1) at "
-        "position 4: 4 > 3")
+        "the read colIdx[pj] = colIdx[4]: 4 > 3")
 
 
 def test_col_idx_unsorted_within_a_row(tmp_path, capsys):

@@ -346,8 +346,8 @@ LAYOUT_FILES = [
      "28:7: property #3 (range): min must be affine in scalar fields and parameters, got "
      "'rowPtr(0)'"),
     (lambda t: t.replace('packer = "CSR.py"', 'packer = "CSR.py"\ncolour = 1'),
-     "7:1: unknown key 'colour'; expected one of ['dense_array', 'description', 'fields', "
-     "'name', 'order', 'packer', 'params', 'properties', 'relation', 'shape', 'value']"),
+     "7:1: unknown key 'colour'; expected one of ['dense_array', 'derived', 'description', "
+     "'fields', 'name', 'order', 'packer', 'params', 'properties', 'relation', 'shape', 'value']"),
 ]
 
 

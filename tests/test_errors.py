@@ -593,8 +593,8 @@ def test_from_arrays_length_mismatch():
 
 
 def test_from_arrays_index_out_of_range():
-    with pytest.raises(spf.ArgumentError, match=r"'colIdx' violates range .* at position 1: "
-                                                r"3 > 2"):
+    with pytest.raises(spf.ArgumentError, match=r"'colIdx' violates range .* at the read "
+                                                r"colIdx\[pj\] = colIdx\[1\]: 3 > 2"):
         csr_arrays(colIdx=[0, 3])
     with pytest.raises(spf.ArgumentError, match="'colIdx' violates range"):
         csr_arrays(colIdx=[-1, 0])

@@ -198,7 +198,8 @@ def test_scipy_operand_checked_on_every_call(spmv):
     np.testing.assert_allclose(spmv["CSR"](A=m, x=x), m.toarray() @ x)
     m.indices[3] = 10_000                      # past the last column
     with pytest.raises(spf.ArgumentError, match=r"'A': CSR tensor: 'colIdx' violates range .* "
-                                                r"at position 3: 10000 > 19"):
+                                                r"at the read colIdx\[pj\] = colIdx\[3\]: "
+                                                r"10000 > 19"):
         spmv["CSR"](A=m, x=x)
     m = matrices()["random"].copy()
     m.indptr[5] = m.indptr[6] + 1              # a row that ends before it starts

@@ -278,3 +278,21 @@ def test_derived_field_errors_name_the_file(tmp_path, text, message):
     path.write_text(body)
     with pytest.raises(SpecError, match=rf"Bad.toml:\d+:\d+: .*{message}"):
         load_layout(str(path))
+
+
+def test_ranges_hold_on_the_slots_the_relation_reads():
+    """Four-array CSR may leave gaps between rows: a range is checked on the slots the
+    relation reads, so garbage in a gap is accepted and a bad read slot is not (issue 38)."""
+    fields = {"rowStart": [0, 4], "rowEnd": [2, 5], "colIdx": [1, 2, -7, 99, 0],
+              "data": [1.0, 2.0, 0.0, 0.0, 3.0]}
+    t = spf.Tensor.from_arrays("CSR4", (2, 3), fields)
+    np.testing.assert_array_equal(t.to_dense(), [[0, 1, 2], [3, 0, 0]])
+    np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * x(j)", A=t, x=np.ones(3)),
+                               [3, 3])
+    with pytest.raises(ArgumentError, match=r"CSR4 tensor: 'colIdx' violates range .* at the "
+                                            r"read colIdx\[pj\] = colIdx\[4\]: 5 > 2"):
+        spf.Tensor.from_arrays("CSR4", (2, 3), {**fields, "colIdx": [1, 2, -7, 99, 5]})
+    # unchecked properties: the read's bounds are still checked, its range not
+    u = spf.Tensor.from_arrays("CSR4", (2, 3), {**fields, "colIdx": [1, 2, -7, 99, 2]},
+                               check=False)
+    assert u["colIdx"][4] == 2

@@ -98,6 +98,13 @@ class Layout:
         part = "" if self.part is None else f"#{self.part}"
         return f"{self.name}[{params}]{width}{part}@{self.source}"
 
+    @cached_property
+    def read_arrays(self) -> frozenset[str]:
+        """The index arrays the relation (any part) or the value subscripts read."""
+        names = {c.name for c in self.relation.calls()}
+        names |= {c.name for s in self.value.subscripts for c in ie.calls(s)}
+        return frozenset(names)
+
     def written_as_one_conjunction(self) -> str | None:
         """Why spf cannot write entries into this layout's relation (an output or a
         conversion destination must be one conjunction without existentials), or None."""

@@ -308,7 +308,10 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
     """Check the properties but those ``proven``, each by its kind
     (:meth:`spf.front.properties.Property.check`; periodic monotonicity is checked by
     generated code, :mod:`spf.read_check`)."""
+    read = layout.read_arrays
     for prop in layout.properties:
+        if isinstance(prop, Range) and prop.uf in read:
+            continue        # on the slots the relation reads, by spf.read_check
         if not (proven and prop in proven):
             prop.check(arrays, scalars, layout.name)
 
