@@ -24,7 +24,7 @@ from .errors import ArgumentError
 from .front.layout import Layout
 from .front.layout_path import load_for_order
 from .front.placement import placement_or_none
-from .front.properties import Property
+from .front.properties import Property, Unique
 from .front.storage import storage_or_none
 from .front.writing import write_plan_or_none
 from .kernel import dense_copy_kernel, entry_count_kernel, pattern_kernel
@@ -62,6 +62,20 @@ class Tensor(StoredTensor):
         """``proven``: properties that hold by construction of ``fields`` (not checked)."""
         super().__init__(layout, shape, fields, check, proven)
         check_structure(layout, self.fields, check)   # every read in bounds; periodic order
+        if check and any(isinstance(p, Unique) and p not in proven
+                         for p in layout.properties):
+            self._check_unique()
+
+    def _check_unique(self) -> None:
+        """The entries the relation reads have distinct coordinates (a ``unique``
+        property): as many stored entries as distinct coordinates among them."""
+        stored = int(entry_count_kernel(self.layout)(T=self, one=1.0))
+        distinct = len(self.entries()[1])
+        if stored != distinct:
+            prop = next(p for p in self.layout.properties if isinstance(p, Unique))
+            raise ArgumentError(f"{prop.violated(self.layout.name)}: its {stored} stored "
+                                f"entries have {distinct} distinct coordinates (an entry "
+                                "is stored twice)")
 
     def __reduce__(self) -> tuple:
         """Pickled as its layout, shape, fields and fill (a worker rebuilds its struct)."""

@@ -338,7 +338,7 @@ LAYOUT_FILES = [
      "5:9: 'shape' must be a list of strings (the logical extent of each dimension)"),
     (lambda t: t.replace('kind = "monotonic"', 'kind = "sorted"'),
      "16:8: property #1: kind must be one of ['range', 'injective', 'monotonic', "
-     "'periodic_monotonic', 'covary_monotonic'], got 'sorted'"),
+     "'periodic_monotonic', 'covary_monotonic', 'unique'], got 'sorted'"),
     (lambda t: t.replace('order = "<="', 'order = "<="\n  extra = 1'),
      "19:3: property #1: unknown key(s) ['extra']; property keys are kind, uf, ufs, order, "
      "min, max, period, with, gap"),

@@ -296,3 +296,16 @@ def test_ranges_hold_on_the_slots_the_relation_reads():
     u = spf.Tensor.from_arrays("CSR4", (2, 3), {**fields, "colIdx": [1, 2, -7, 99, 2]},
                                check=False)
     assert u["colIdx"][4] == 2
+
+
+def test_a_composite_coordinate_stored_twice_is_refused():
+    """HiCOO's coordinate is a block's coordinate times B plus an offset: two blocks with
+    the same block coordinates may repeat an entry, which `unique` refuses (it was summed)."""
+    fields = {"numBlocks": 2, "bPtr": [0, 1, 2], "bI": [0, 0], "bJ": [0, 0], "bK": [0, 0],
+              "eI": [1, 1], "eJ": [2, 2], "eK": [3, 3], "data": [1.0, 2.0]}
+    with pytest.raises(ArgumentError, match=r"HiCOO tensor: its entries violate unique .*: its "
+                                            r"2 stored entries have 1 distinct coordinates"):
+        spf.Tensor.from_arrays("HiCOO", (4, 4, 4), fields)
+    ok = {**fields, "bK": [0, 1]}
+    t = spf.Tensor.from_arrays("HiCOO", (8, 8, 8), ok)
+    assert t.to_dense()[1, 2, 3] == 1.0 and t.to_dense()[1, 2, 7] == 2.0

@@ -38,6 +38,7 @@ class PropertyKind(StrEnum):
     MONOTONIC = "monotonic"
     PERIODIC_MONOTONIC = "periodic_monotonic"
     COVARY_MONOTONIC = "covary_monotonic"
+    UNIQUE = "unique"
 
 
 @dataclass(frozen=True)
@@ -300,6 +301,38 @@ class Injective(Property):
 
 
 @dataclass(frozen=True)
+class Unique(Property):
+    """No two stored entries have the same logical coordinates, however the relation
+    composes them from ``ufs`` (HiCOO: a block's coordinates times the block size plus the
+    offsets in it): a composite coordinate repeats no tuple.  Checked on a tensor's entries
+    as the relation reads them (:meth:`spf.Tensor.__init__`), not array by array."""
+
+    kind: ClassVar[PropertyKind] = PropertyKind.UNIQUE
+    by_storage_order: ClassVar[bool] = False
+
+    @classmethod
+    def parse(cls, table: PropertyTable) -> Unique:
+        _no_gap(table)
+        return cls(table.ufs)
+
+    def formula(self) -> str:
+        return f"entries at distinct coordinates (composed from {', '.join(self.ufs)})"
+
+    def text(self) -> str:
+        return f"{self.kind}({', '.join(self.ufs)})"
+
+    def violated(self, layout: str) -> str:
+        return f"{layout} tensor: its entries violate {self.kind} ({self.formula()})"
+
+    def check(self, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int],
+              layout: str) -> None:
+        return          # on the entries, by the tensor (it needs the relation's reads)
+
+    def instances(self, reads: Reads) -> list[z3.BoolRef]:
+        return []
+
+
+@dataclass(frozen=True)
 class Ordering(Property):
     """The monotonic kinds: ``<premise> and a < a' -> uf(a) + gap <order> uf(a')`` for one
     one-dimensional index array (``gap``: BCSR's blocks of one row do not overlap,
@@ -548,7 +581,7 @@ class CovaryMonotonic(Ordering):
 KINDS: dict[PropertyKind, type[Property]] = {
     PropertyKind.RANGE: Range, PropertyKind.INJECTIVE: Injective,
     PropertyKind.MONOTONIC: Monotonic, PropertyKind.PERIODIC_MONOTONIC: PeriodicMonotonic,
-    PropertyKind.COVARY_MONOTONIC: CovaryMonotonic}
+    PropertyKind.COVARY_MONOTONIC: CovaryMonotonic, PropertyKind.UNIQUE: Unique}
 
 
 def ordering_kinds() -> list[PropertyKind]:
