@@ -388,7 +388,8 @@ def describe(rows: list[dict]) -> str:
             continue
         per = {lib: {r["matrix"]: float(r["ratio_vs_spf"]) for r in mine
                      if r["contender"] == lib} for lib in libs}
-        best = {m: min(per[lib][m] for lib in libs if m in per[lib]) for m in spf_rows}
+        best = {m: min(per[lib][m] for lib in libs if m in per[lib]) for m in spf_rows
+                if any(m in per[lib] for lib in libs)}
         geo = {lib: geomean(list(v.values())) for lib, v in per.items()}
         geo["best"] = geomean(list(best.values()))
         routes = ", ".join(f"{lib} {geo[lib]:.2f}x" for lib in libs)

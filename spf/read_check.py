@@ -33,7 +33,7 @@ from .front import index_expr as ie
 from .front.kernel_spec import parse_expr
 from .front.layout import Layout
 from .front.properties import PeriodicMonotonic, Range
-from .front.terms import Atom, UFCall, format_sum
+from .front.terms import Aff, Atom, UFCall, format_sum
 from .middle.iteration_space import TensorUse, build
 from .middle.scan import LevelKind, LoopNest, scan
 from .runtime import build as runtime
@@ -117,7 +117,9 @@ class _CheckedNames(CNames):
             for bound, op in ((prop.lower, "<"), (prop.upper, ">")):
                 if bound is None:
                     continue
-                limit = format_sum(bound.terms, bound.const, lambda a: f"{use.name}->{a}")
+                names = {p: Aff.var(use.var(p)) for p in use.layout.indices}
+                names.update({f: Aff.var(use.symbol(f)) for f in use.layout.scalar_fields})
+                limit = self.aff(bound.substitute(names))
                 out.append((f"@ {op} {limit}", _Test(
                     what, ("spf_value", limit, *args), _range_message(prop, what, op),
                     is_property=True)))

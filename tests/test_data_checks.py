@@ -343,8 +343,8 @@ LAYOUT_FILES = [
      "19:3: property #1: unknown key(s) ['extra']; property keys are kind, uf, ufs, order, "
      "min, max, period, with, gap"),
     (lambda t: t.replace('min = "0"\nmax = "numCols - 1"', 'min = "rowPtr(0)"'),
-     "28:7: property #3 (range): min must be affine in scalar fields and parameters, got "
-     "'rowPtr(0)'"),
+     "28:7: property #3 (range): min must be affine in scalar fields, parameters and layout "
+     "indices, got 'rowPtr(0)'"),
     (lambda t: t.replace('packer = "CSR.py"', 'packer = "CSR.py"\ncolour = 1'),
      "7:1: unknown key 'colour'; expected one of ['dense_array', 'derived', 'description', "
      "'fields', 'name', 'order', 'packer', 'params', 'properties', 'relation', 'shape', 'value']"),

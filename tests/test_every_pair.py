@@ -23,8 +23,8 @@ SQUARE = {"SymCSR": 16, "LowerTri": 16, "CUDAmma16x16": 16}
 
 
 def _restrict(name: str, d: np.ndarray) -> np.ndarray:
-    if name == "SymCSR":
-        return np.triu(d) + np.triu(d, 1).T
+    if name == "SymCSR":        # the entries whose mirror is an entry too, made equal
+        return np.where((d != 0) & (d.T != 0), np.triu(d) + np.triu(d, 1).T, 0.0)
     if name == "LowerTri":
         return np.tril(d)
     if name == "CUDAmma16x16":
@@ -58,8 +58,12 @@ def _data(order: int, names: tuple[str, ...], seed: int) -> np.ndarray:
     d = rng.random(shape) * (rng.random(shape) < 0.3)
     if order >= 2:
         d[min(2, shape[0] - 1)] = 0.0              # an empty row (slice)
-    for n in (*names, *names):            # twice: both restrictions hold at the end
-        d = _restrict(n, d)
+    for _ in range(8):                      # until every restriction holds at once
+        before = d
+        for n in names:
+            d = _restrict(n, d)
+        if np.array_equal(before, d):
+            break
     return d
 
 

@@ -821,7 +821,8 @@ def test_relation_without_entries(tmp_path, old, new, why):
     ('min = "0"\nmax', "min = [0]\nmax", "min",
      "property #3 (range): min must be an integer or a string (an affine expression), got [0]"),
     ('min = "0"\nmax', 'min = "nope(0)"\nmax', "min",
-     "property #3 (range): min must be affine in scalar fields and parameters, got 'nope(0)'"),
+     "property #3 (range): min must be affine in scalar fields, parameters and layout indices, "
+     "got 'nope(0)'"),
     ('period = "pi"', 'period = "pi"\ngap = 1.5', "gap",
      "property #4 (periodic_monotonic): gap must be an integer or a string (an affine "
      "expression), got 1.5"),

@@ -309,3 +309,41 @@ def test_a_composite_coordinate_stored_twice_is_refused():
     ok = {**fields, "bK": [0, 1]}
     t = spf.Tensor.from_arrays("HiCOO", (8, 8, 8), ok)
     assert t.to_dense()[1, 2, 3] == 1.0 and t.to_dense()[1, 2, 7] == 2.0
+
+
+def test_a_bound_in_terms_of_another_coordinate():
+    """SymCSR stores the upper triangle: `colIdx(pk) >= pi` is a range naming a layout index.
+    A stored lower-triangle entry was read by neither part and silently lost; now it is
+    refused when the tensor is built, and the guard it equals is dropped from kernels."""
+    m = _matrix("random", (9, 9), True, seed=11)
+    t = spf.Tensor.from_scipy("CSR", m).convert("SymCSR")
+    fields = dict(t.fields)
+    col = fields["colIdx"].copy()
+    row = 4
+    col[fields["rowPtr"][row]] = 1                  # column 1 in row 4: below the diagonal
+    with pytest.raises(ArgumentError, match=r"SymCSR tensor: 'colIdx' violates range "
+                                            r"\(pi <= colIdx\(a\) <= numRows - 1\) at the read "
+                                            r"colIdx\[pk\] = colIdx\[\d+\]: 1 < 4"):
+        spf.Tensor.from_arrays("SymCSR", (9, 9), {**fields, "colIdx": col})
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "SymCSR"})
+    assert "dropped: A_pi <= A.colIdx(A_pk)" in k.report()
+    x = np.arange(9.0)
+    np.testing.assert_allclose(k.compile()(A=t, x=x), m @ x)
+
+
+def test_floor_division_in_a_range_bound():
+    """BlockedELL's block columns lie in 0..(numCols - 1) / B (floor division): checked at
+    the reads, and used by Z3 (the guard 4*blockCol < numCols is dropped)."""
+    m = _matrix("random", (13, 11), False, seed=12)
+    t = spf.Tensor.from_scipy("CSR", m).convert("BlockedELL", allow_padding=True)
+    (prop,) = t.layout.properties
+    assert str(prop.upper) == "floor((numCols - 1)/4)"
+    fields = dict(t.fields)
+    bad = fields["blockCol"].copy()
+    bad.reshape(-1)[0] = 3
+    with pytest.raises(ArgumentError, match=r"'blockCol' violates range \(-1 <= blockCol\(a\) "
+                                            r"<= floor\(\(numCols - 1\)/4\)\) .*: 3 > 2"):
+        spf.Tensor.from_arrays("BlockedELL", (13, 11), {**fields, "blockCol": bad})
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "BlockedELL"})
+    assert "dropped: 4*A.blockCol(A_bi, A_bk) < A.numCols" in k.report()
+    np.testing.assert_allclose(k.compile()(A=t, x=np.ones(11)), m @ np.ones(11))

@@ -397,7 +397,7 @@ def _parse_property(p: Mapping[str, Any], k: int, file: TomlSource, names: _Name
             raise err(f"{where} ({kind}): {key} must be an integer or a string (an affine "
                       f"expression), got {value!r}", key)
         line, col = file.value_position(value, key, start) if isinstance(value, str) else (1, 1)
-        return parse_aff(str(value), file.source, line, col, names.params)
+        return parse_aff(str(value), file.source, line, col, names.params, divisions=True)
 
     prop = KINDS[PropertyKind(kind)].parse(PropertyTable(
         p, tuple(ufs), f"{where} ({kind})", {u: f.dims for u, f in names.index_arrays.items()},

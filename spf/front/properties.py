@@ -184,6 +184,7 @@ class Range(Property):
     by_storage_order: ClassVar[bool] = False
     lower: Aff | None = None
     upper: Aff | None = None
+    relative: tuple[str, ...] = ()      # layout indices a bound names (colIdx(pk) >= pi)
 
     @classmethod
     def parse(cls, table: PropertyTable) -> Range:
@@ -191,14 +192,17 @@ class Range(Property):
         for key in ("min", "max"):
             if key in table.keys:
                 a = table.affine(key)
-                if a.names() - table.scalars or a.calls():
-                    raise table.error(f"{table.label}: {key} must be affine in scalar fields "
-                                      f"and parameters, got {table.keys[key]!r}", key)
+                if a.names() - table.scalars - set(table.indices) or a.calls():
+                    raise table.error(f"{table.label}: {key} must be affine in scalar fields, "
+                                      "parameters and layout indices, got "
+                                      f"{table.keys[key]!r}", key)
                 bounds[key] = a
         if not bounds:
             raise table.error(f"{table.label}: give min and/or max")
         _no_gap(table)
-        return cls(table.ufs, bounds.get("min"), bounds.get("max"))
+        relative = tuple(sorted({n for b in bounds.values() for n in b.names()}
+                                & set(table.indices)))
+        return cls(table.ufs, bounds.get("min"), bounds.get("max"), relative)
 
     def formula(self) -> str:
         lo = "" if self.lower is None else f"{self.lower} <= "
@@ -210,9 +214,8 @@ class Range(Property):
         hi = "" if self.upper is None else self.upper
         return f"{self.kind}({', '.join(self.ufs)}: {lo}..{hi})"
 
-    def facts(self, call: UFCall) -> list[Constraint]:
-        if call.name != self.uf:
-            return []
+    def bounds_of(self, call: UFCall) -> list[Constraint]:
+        """``lower <= call <= upper`` as written (layout indices included)."""
         out = []
         if self.lower is not None:
             out.append(Constraint.ge(Aff.var(call), self.lower))
@@ -220,10 +223,17 @@ class Range(Property):
             out.append(Constraint.ge(self.upper, Aff.var(call)))
         return out
 
+    def facts(self, call: UFCall) -> list[Constraint]:
+        """The bounds of any read of the array; none when they name layout indices (those
+        hold only where the relation reads it: :mod:`spf.middle.iteration_space`)."""
+        if call.name != self.uf or self.relative:
+            return []
+        return self.bounds_of(call)
+
     def check(self, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int],
               layout: str) -> None:
         arr = arrays[self.uf]
-        if not arr.size:
+        if not arr.size or self.relative:       # relative: at the reads (spf.read_check)
             return
         if self.lower is not None:
             lo = self.lower.evaluate(scalars)

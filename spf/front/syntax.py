@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..errors import SpecError
-from .terms import Aff, Constraint, UFCall
+from .terms import Aff, Constraint, FloorDiv, UFCall
 
 _TOKEN_RE = re.compile(r"""
     (?P<ws>[ \t\r\n]+)
@@ -95,6 +95,7 @@ class Parser:
         self.tokens = tokenize(text, source, line0, col0)
         self.i = 0
         self.depth = 0
+        self.divisions = False      # "x / c": floor division by a positive constant
 
     @property
     def tok(self) -> Token:
@@ -179,6 +180,14 @@ class Parser:
             else:
                 raise self.error("non-affine product: one factor of '*' must be a constant",
                                  rhs_tok)
+        while self.divisions and self.peek("/"):
+            self.i += 1
+            den_tok = self.tok
+            den = self.factor()
+            if not den.is_const or den.const <= 0:
+                raise self.error("'/' divides by a positive constant (floor division)", den_tok)
+            result = Aff.num(result.const // den.const) if result.is_const \
+                else Aff.var(FloorDiv(result, den.const))
         if self.peek("/") or self.peek("%"):
             raise self.error(f"{self.tok.text!r} is not allowed in an affine expression", start)
         return result
@@ -329,8 +338,10 @@ def parse_relation_text(text: str, source: str = "<string>", line0: int = 1,
 
 
 def parse_aff(text: str, source: str = "<string>", line0: int = 1, col0: int = 1,
-              constants: Mapping[str, int] | None = None) -> Aff:
+              constants: Mapping[str, int] | None = None, divisions: bool = False) -> Aff:
+    """An affine expression; with ``divisions``, ``x / c`` is ``floor(x / c)``."""
     p = Parser(text, source, line0, col0, constants)
+    p.divisions = divisions
     result = p.aff()
     p.expect_end()
     return result

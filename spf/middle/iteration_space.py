@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from ..errors import SpecError
 from ..front.kernel_spec import Expr
 from ..front.layout import Layout
+from ..front.properties import Range
 from ..front.relation import Relation
 from ..front.terms import Aff, Constraint, UFCall
 
@@ -171,7 +172,8 @@ def build(expr: Expr, layouts: Mapping[str, Layout], bounds: Sequence[Constraint
         constraints = [c.substitute(substitution) for c in constraints]
         facts = [c.substitute(substitution) for c in facts]
     constraints = list(dict.fromkeys(c for c in constraints if not c.is_trivial))
-    facts = [c for c in dict.fromkeys(facts) if not c.is_trivial and c not in constraints]
+    facts = [c for c in dict.fromkeys(facts) if not c.is_trivial]   # a fact may be a guard:
+    # it holds for the data, so the guard it equals can be dropped
     return IterationSpace(expr, uses, indices, constraints, facts, extent, assembled=assembled)
 
 
@@ -252,8 +254,23 @@ def _range_facts(uses: list[TensorUse], constraints: list[Constraint]) -> list[C
         for use in uses:
             if use.owner_of(call):
                 local = UFCall(call.name[len(use.name) + 1:], call.args)
-                for fact in use.layout.range_constraints(local):
-                    mapping = {f: Aff.var(use.symbol(f)) for f in use.layout.scalar_fields}
+                mapping = {f: Aff.var(use.symbol(f)) for f in use.layout.scalar_fields}
+                for fact in [*use.layout.range_constraints(local), *_relative(use, local)]:
                     facts.append(Constraint.make(
                         fact.aff.substitute(mapping).map_calls(use.global_call), fact.is_eq))
     return facts
+
+
+def _relative(use: TensorUse, local: UFCall) -> list[Constraint]:
+    """The bounds of a range naming layout indices (``colIdx(pk) >= pi``), for a read the
+    use's relation makes with those indices (``colIdx(A_pk) >= A_pi``): they hold there."""
+    out: list[Constraint] = []
+    indices = {p: Aff.var(use.var(p)) for p in use.layout.indices}
+    for prop in use.layout.properties:
+        if not isinstance(prop, Range) or not prop.relative or prop.uf != local.name:
+            continue
+        for call in use.layout.relation.calls():
+            if call.name == local.name and call.map_args(lambda a: a.substitute(indices)) \
+                    == local:
+                out += [c.substitute(indices) for c in prop.bounds_of(local)]
+    return out
