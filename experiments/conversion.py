@@ -82,6 +82,7 @@ ONLY_ON = {"DIA": ("laplace2d", "laplace3d", "banded"), "BCSR": ("block8",),
            "BlockedELL": ("block8",)}
 BLOCKED = ("BCSR", "BlockedELL", "CSB")      # layouts taking the block size B
 DENSE_MAX_BYTES = 256 * 2 ** 20
+CSB_MAX_BLOCKS = 2 ** 22        # CSB's start and end arrays cover the whole block grid
 # the targets: contender (or "best": the fastest library route) -> library / spf
 TARGETS = {("COO", "CSR"): {"scipy": 1.0, "mkl": 1.29}, ("CSR", "CSC"): {"scipy": 1.0},
            ("CSR", "DIA"): {"best": 1.8}, ("CSR", "ELL"): {"best": 1.36},
@@ -268,6 +269,11 @@ def run_pair(name: str, a: sp.csr_matrix, src: str, dst: str,
         else c.kernel.assembly.mode if c.kernel.assembly else "dense"
     if dst == "SymCSR" and (a != a.T).nnz:
         return [{**base, "contender": "spf", "status": "skipped: not symmetric"}]
+    grid = -(-a.shape[0] // BLOCK) * -(-a.shape[1] // BLOCK)
+    if dst == "CSB" and grid > CSB_MAX_BLOCKS:
+        return [{**base, "contender": "spf",
+                 "status": f"skipped: CSB's {BLOCK} x {BLOCK} block grid would have {grid} "
+                           "blocks (two arrays of that length)"}]
     results: dict[str, Any] = {}
 
     def timed_call(who: str, fn: Callable[[], Any]) -> Callable[[], None]:

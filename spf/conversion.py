@@ -65,7 +65,10 @@ class Conversion:
                             f"{dst_lay.name} ({dst_lay.index_type}): a conversion runs in one "
                             "index width; pass index_type=, or convert the tensor with "
                             "Tensor.convert, which widens or narrows the result", dst_lay.source)
-        width = index_type or src_lay.index_type       # a Layout object brings its own
+        # a Layout object brings its own width; a layout declaring int64 arrays needs int64
+        wide = "int64" if "int64" in (src_lay.index_type, dst_lay.index_type) \
+            and not widths else None
+        width = index_type or wide or src_lay.index_type
         self.src, self.dst = src_lay.with_index_type(width), dst_lay.with_index_type(width)
         self.index_type = width
         if self.src.order != self.dst.order:
@@ -82,7 +85,7 @@ class Conversion:
         self.placement: Placement | None = None
         self.writing: WritePlan | None = None
         out = self.dst
-        if not dense_dst and storage_or_none(self.dst) is None:
+        if not dense_dst and (storage_or_none(self.dst) is None or self.dst.mixed_widths):
             # the placement passes run over one loop nest: a union source (one nest per
             # part) is read into an entry list and written instead
             self.placement, self.writing = _placed_or_written(
@@ -393,13 +396,7 @@ class _Written:
                                 f"{conv.src.name}, got "
                                 + (tensor.layout.name if isinstance(tensor, StoredTensor)
                                    else type(tensor).__name__))
-        out = writer.rewritten(self.read(A=tensor), conv.dst)
-        slots, n = out.values.size, out.source_entries
-        if n is not None and slots > 4 * n and not conv.allow_padding:
-            raise ArgumentError(
-                f"{conv.dst.name} would store {n} entries in {slots} slots "
-                f"({100 * (1 - n / slots):.0f}% padding, over 75%); pass allow_padding=True "
-                "to convert anyway")
+        out = writer.rewritten(self.read(A=tensor), conv.dst, conv.allow_padding)
         return out
 
 
@@ -436,6 +433,10 @@ def convert(tensor: StoredTensor, dst: str | Layout, **params: Any) -> StoredTen
     ArgumentError names a value that does not fit)."""
     keep = params.pop("keep_zeros", None)
     width = tensor.layout.index_type
+    target = dst if isinstance(dst, Layout) else load_layout(dst)
+    if width == "int32" and any(f.width == "int64" for f in target.fields.values()):
+        # it declares int64 arrays: its loops run in 64 bits, so the tensor is widened
+        return convert(tensor.with_index_type("int64"), dst, keep_zeros=keep, **params)
     if isinstance(dst, Layout) and dst.index_type != width:
         out = convert(tensor, dst.with_index_type(width), keep_zeros=keep, **params)
         return out.with_index_type(dst.index_type)

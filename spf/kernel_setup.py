@@ -33,7 +33,7 @@ from .front.kernel_spec import (
     tensor_layouts,
 )
 from .front.layout import INDEX_WIDTHS, Layout
-from .front.layout_path import default_layout, load_for_order
+from .front.layout_path import default_layout, load_for_order, load_layout
 from .front.stand_ins import coordinate_layout
 from .front.storage import storage_of, storage_or_none
 from .front.toml_source import is_file
@@ -200,7 +200,20 @@ def _width_of_given(layouts: Mapping[str, Any]) -> str:
         raise SpecError("the layouts given to one kernel must share an index_type, got "
                         + ", ".join(f"{t}: {lay.index_type}" for t, lay in layouts.items()
                                     if isinstance(lay, Layout)))
-    return given.pop() if given else INDEX_WIDTHS[0]
+    if given:
+        return given.pop()
+    # a layout named whose index arrays are declared int64 runs the kernel in 64 bits
+    wide = any(_own_width(lay) == "int64" for lay in layouts.values() if isinstance(lay, str))
+    return "int64" if wide else INDEX_WIDTHS[0]
+
+
+def _own_width(name: str) -> str:
+    """The index type a layout file declares by its fields' widths (int32 when it cannot be
+    loaded: resolving it reports why)."""
+    try:
+        return load_layout(name).index_type
+    except SpecError:
+        return INDEX_WIDTHS[0]
 
 
 def _complement_layout(expr: Expr, mask: str, layouts: dict[str, Any],
@@ -277,7 +290,8 @@ def _written_output(expr: Expr, layouts: Mapping[str, Layout],
     its relation's solution from an entry list (:mod:`spf.front.writing`)."""
     lay = layouts.get(expr.output.tensor)
     if lay is None or lay.dense_array is not None or share is not None or expr.accumulate \
-            or storage_or_none(lay) is not None or write_plan_or_none(lay) is None:
+            or (storage_or_none(lay) is not None and not lay.mixed_widths) \
+            or write_plan_or_none(lay) is None:
         return None
     return lay
 

@@ -332,16 +332,16 @@ LAYOUT_FILES = [
      "1:1: missing [fields] table (struct fields and their types)"),
     (lambda t: t.replace('name = "CSR"\n', ""), "1:1: missing required key 'name'"),
     (lambda t: t.replace('numCols = "int"', 'numCols = "float"'),
-     "10:11: field 'numCols': type 'float' must be int or double with optional [extent] "
-     "suffixes"),
+     "10:11: field 'numCols': type 'float' must be int, int32, int64 or double with optional "
+     "[extent] suffixes"),
     (lambda t: t.replace('shape = ["numRows", "numCols"]', 'shape = "numRows"'),
      "5:9: 'shape' must be a list of strings (the logical extent of each dimension)"),
-    (lambda t: t.replace('kind = "monotonic"', 'kind = "sorted"'),
+    (lambda t: t.replace('kind = "monotonic"', 'kind = "ascending"'),
      "16:8: property #1: kind must be one of ['range', 'injective', 'monotonic', "
-     "'periodic_monotonic', 'covary_monotonic', 'unique'], got 'sorted'"),
+     "'periodic_monotonic', 'covary_monotonic', 'unique', 'sorted'], got 'ascending'"),
     (lambda t: t.replace('order = "<="', 'order = "<="\n  extra = 1'),
      "19:3: property #1: unknown key(s) ['extra']; property keys are kind, uf, ufs, order, "
-     "min, max, period, with, gap"),
+     "min, max, period, with, gap, along"),
     (lambda t: t.replace('min = "0"\nmax = "numCols - 1"', 'min = "rowPtr(0)"'),
      "28:7: property #3 (range): min must be affine in scalar fields, parameters and layout "
      "indices, got 'rowPtr(0)'"),

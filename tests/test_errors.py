@@ -155,9 +155,9 @@ def test_unknown_symbol_in_relation(write_layout):
 
 
 def test_bad_property_kind(write_layout):
-    text = BASE.replace('kind = "range"', 'kind = "sorted"')
-    layout_error(write_layout(text), "property #2", "kind must be one of", "'sorted'",
-                 line=line_of(text, 'kind = "sorted"'))
+    text = BASE.replace('kind = "range"', 'kind = "ascending"')
+    layout_error(write_layout(text), "property #2", "kind must be one of", "'ascending'",
+                 line=line_of(text, 'kind = "ascending"'))
 
 
 def test_bad_property_order(write_layout):
@@ -180,7 +180,7 @@ def test_unknown_property_key(write_layout):
 
 def test_bad_field_type(write_layout):
     text = BASE.replace('numCols = "int"', 'numCols = "long"')
-    layout_error(write_layout(text), "field 'numCols'", "'long'", "int or double",
+    layout_error(write_layout(text), "field 'numCols'", "'long'", "int, int32, int64 or double",
                  line=line_of(text, 'numCols = "long"'))
 
 

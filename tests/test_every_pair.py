@@ -92,19 +92,20 @@ def test_every_layout_is_a_kernel_output(order, name):
     d = _data(order, (name,), seed=3)
     e = _data(order, (name,), seed=4) * 2
     lay = _layout(name, order)
-    coo = "COOTensor"
-    a, b = (spf.Tensor.from_dense(_layout(coo, order), x) for x in (d, e))
+    coo = _layout("COOTensor", order).with_index_type(lay.index_type)   # one kernel, one width
+    a, b = (spf.Tensor.from_dense(coo, x) for x in (d, e))
     k = spf.Kernel(f"C({','.join(idx)}) = A({','.join(idx)}) * B({','.join(idx)})",
-                   {"A": _layout(coo, order), "B": _layout(coo, order), "C": lay})
+                   {"A": coo, "B": coo, "C": lay})
     c = k.compile()(A=a, B=b)
     np.testing.assert_allclose(_dense(c), d * e)
     if order == 2 and name not in SQUARE:
-        m = spf.Tensor.from_dense("CSR", d)
+        m = spf.Tensor.from_dense("CSR", d, index_type=lay.index_type)
         x = np.random.default_rng(5).random(d.shape[1])
-        y = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR", "y": "SV"}).compile()(A=m, x=x)
+        y = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR", "y": "SV"},
+                       index_type=lay.index_type).compile()(A=m, x=x)
         np.testing.assert_allclose(y.to_dense(), d @ x)
         prod = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": lay})
-        bt = spf.Tensor.from_dense("CSR", e.T.copy())
+        bt = spf.Tensor.from_dense("CSR", e.T.copy(), index_type=lay.index_type)
         np.testing.assert_allclose(_dense(prod.compile()(A=m, B=bt)), d @ e.T)
     if order == 3:
         v = np.arange(d.shape[2], dtype=float)
@@ -120,7 +121,7 @@ def _dense(x) -> np.ndarray:
 def written_by(name: str, order: int) -> str:
     """How a conversion from the coordinate layout writes into ``name``."""
     lay = _layout(name, order)
-    conv = spf.Conversion(_layout("COOTensor", order), lay)
+    conv = spf.Conversion(_layout("COOTensor", order), lay, index_type=lay.index_type)
     if conv.placement is not None:
         return "placed by generated passes"
     if conv.writing is not None:

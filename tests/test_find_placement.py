@@ -149,7 +149,8 @@ def kinds(name: str) -> tuple[str, ...]:
     return ("random",) if name in full else ("random", "one", "empty")
 
 
-def pack(name: str, dense: np.ndarray, seed: int) -> spf.Tensor | np.ndarray:
+def pack(name: str, dense: np.ndarray, seed: int,
+         index_type: str = "int32") -> spf.Tensor | np.ndarray:
     """``dense`` in layout ``name``, packed from coordinates in a shuffled order."""
     if name in ("DenseVector", "DenseMatrix", "DenseTensor3"):
         return dense
@@ -157,7 +158,7 @@ def pack(name: str, dense: np.ndarray, seed: int) -> spf.Tensor | np.ndarray:
     perm = np.random.default_rng(seed).permutation(len(coords[0]))
     coords = tuple(c[perm] for c in coords)
     return spf.Tensor.from_coords(name, dense.shape, coords, dense[coords],
-                                  **PARAMS.get(name, {}))
+                                  index_type=index_type, **PARAMS.get(name, {}))
 
 
 def driver(shape: tuple[int, ...], rng) -> np.ndarray:
@@ -197,25 +198,27 @@ def _inputs(case: Case, name: str, kind: str, seed: int) -> tuple[dict, np.ndarr
     """The operands of ``case`` with the layout ``name`` under test, and numpy's answer."""
     rng = np.random.default_rng(seed)
     lay = layout_of(name)
+    width = lay.index_type          # the kernel's: every operand packed in it
     t = stored(name, shape_of(lay, {1: (9,), 2: (7, 5), 3: (4, 3, 5)}[lay.order]), kind, rng)
     pattern = t != 0
-    args = {case.target: pack(name, t, seed)}
+    args = {case.target: pack(name, t, seed, width)}
     if case.expr.startswith("v = a(i)"):
         a = driver(t.shape, rng)
-        args["a"] = a if case.layouts[0][1] == "DenseVector" else pack("SV", a, seed)
+        args["a"] = a if case.layouts[0][1] == "DenseVector" else pack("SV", a, seed, width)
         return args, np.sum(a * t)
     if case.name == "mask" and lay.order == 1:
         a, x = driver((t.shape[0], 6), rng), rng.uniform(-1, 1, 6)
-        return {**args, "A": pack("CSR", a, seed), "x": x}, (a @ x) * pattern
+        return {**args, "A": pack("CSR", a, seed, width), "x": x}, (a @ x) * pattern
     if case.name == "mask" and lay.order == 2:
         a, b = driver((t.shape[0], 4), rng), driver((4, t.shape[1]), rng)
-        return {**args, "A": pack("CSR", a, seed), "B": pack("CSR", b, seed)}, (a @ b) * pattern
+        return ({**args, "A": pack("CSR", a, seed, width), "B": pack("CSR", b, seed, width)},
+                (a @ b) * pattern)
     if case.name == "mask":
         a, u = driver(t.shape[:2] + (3,), rng), rng.uniform(-1, 1, (3, t.shape[2]))
-        return ({**args, "A": pack("CSF", a, seed), "U": u},
+        return ({**args, "A": pack("CSF", a, seed, width), "U": u},
                 np.einsum("ijl,lk->ijk", a, u) * pattern)
     a = driver(t.shape, rng)
-    args["A"] = pack(case.layouts[0][1], a, seed)
+    args["A"] = pack(case.layouts[0][1], a, seed, width)
     return args, (a * t).sum(axis=1) if case.parallel else np.sum(a * t)
 
 

@@ -129,7 +129,7 @@ def test_entries_a_layout_cannot_hold_are_refused_by_name():
     d = np.zeros((16, 16))
     d[4, 0] = d[4, 1] = 1.0                 # one value per aligned pair of columns
     with pytest.raises(ArgumentError, match=r"cannot hold both entries \(4, 0\) and \(4, 1\)"):
-        spf.Tensor.from_dense("CSR", d).convert("CUDAmma16x16")
+        spf.Tensor.from_dense("CSR", d).convert("CUDAmma16x16", allow_padding=True)
 
 
 def test_a_users_layout_outside_the_package(tmp_path, monkeypatch):
@@ -347,3 +347,76 @@ def test_floor_division_in_a_range_bound():
     k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "BlockedELL"})
     assert "dropped: 4*A.blockCol(A_bi, A_bk) < A.numCols" in k.report()
     np.testing.assert_allclose(k.compile()(A=t, x=np.ones(11)), m @ np.ones(11))
+
+
+def test_sorted_along_a_dimension_enables_ordered_lookups():
+    """ELLPACK-R's columns are sorted along each row (`sorted`, along dimension 1) on the
+    slots the relation reads: a lookup into its rows gets an ordered search, unsorted rows
+    are refused, and slots past a row's length may hold anything."""
+    m = _matrix("random", (12, 10), False, seed=13)
+    t = spf.Tensor.from_scipy("CSR", m).convert("ELLPACK_R")
+    a = spf.Tensor.from_scipy("CSR", m)
+    for find in ("binsearch", "seqiter", "auto"):
+        k = spf.Kernel("v = A(i,j) * B(i,j)", {"A": "CSR", "B": "ELLPACK_R"}, find=find)
+        chosen = next(line for line in k.report().splitlines() if "chosen:" in line)
+        assert "guard loop" not in chosen, chosen
+        np.testing.assert_allclose(k.compile()(A=a, B=t), m.multiply(m).sum())
+    fields = dict(t.fields)
+    col = fields["colIdx"].copy().reshape(12, -1)
+    row = int(np.argmax(fields["rowLen"]))
+    col[row, [0, 1]] = col[row, [1, 0]]
+    with pytest.raises(ArgumentError, match=r"ELLPACK_R tensor: 'colIdx' violates sorted "
+                                            r"\(colIdx < along dimension 1, the others "
+                                            r"fixed\): the read at 1 along dimension 1"):
+        spf.Tensor.from_arrays("ELLPACK_R", (12, 10), {**fields, "colIdx": col})
+    tail = fields["colIdx"].copy().reshape(12, -1)
+    short = int(np.argmin(fields["rowLen"]))
+    tail[short, -1] = 0                                 # past the row's length: not read
+    u = spf.Tensor.from_arrays("ELLPACK_R", (12, 10), {**fields, "colIdx": tail})
+    np.testing.assert_array_equal(u.to_dense(), m.toarray())
+
+
+def test_index_widths_per_field(compiles_clean):
+    """CSR_wideptr: rowPtr int64 (more than 2^31 entries), colIdx int32. The layout's loops
+    run in 64 bits; each array keeps its own width in numpy, in the C struct and in every
+    output spf writes (issue 38, item 4)."""
+    lay = load_layout("CSR_wideptr")
+    assert lay.index_type == "int64"
+    assert (lay.dtype_of("rowPtr"), lay.dtype_of("colIdx")) == ("int64", "int32")
+    a = _matrix("random", (14, 9), False, seed=14)
+    b = _matrix("random", (9, 11), False, seed=15)
+    t = spf.Tensor.from_scipy("CSR_wideptr", a)
+    assert (t["rowPtr"].dtype, t["colIdx"].dtype) == (np.int64, np.int32)
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR_wideptr"})
+    assert "int64_t *restrict rowPtr;" in k.c_source()
+    assert "int32_t *restrict colIdx;" in k.c_source()
+    compiles_clean(k.c_source())
+    np.testing.assert_allclose(k.compile()(A=t, x=np.arange(9.0)), a @ np.arange(9.0))
+    prod = spf.Kernel("C(i,j) = A(i,k) * B(k,j)",
+                      {"A": "CSR_wideptr", "B": "CSR_wideptr", "C": "CSR_wideptr"})
+    compiles_clean(prod.c_source())
+    c = prod.compile()(A=t, B=spf.Tensor.from_scipy("CSR_wideptr", b))
+    assert (c["rowPtr"].dtype, c["colIdx"].dtype) == (np.int64, np.int32)
+    np.testing.assert_allclose(c.to_dense(), (a @ b).toarray())
+    for dst in ("CSC", "ELL", "SELL", "COO"):           # out of it, every way of writing
+        np.testing.assert_array_equal(t.convert(dst, allow_padding=True).to_dense(),
+                                      a.toarray())
+    back = spf.Tensor.from_scipy("COO", a, index_type="int64").convert("CSR_wideptr")
+    assert back["colIdx"].dtype == np.int32
+    np.testing.assert_array_equal(back.to_dense(), a.toarray())
+    with pytest.raises(SpecError, match="declares rowPtr int64: its loops run in 64 bits"):
+        lay.with_index_type("int32")
+    with pytest.raises(ArgumentError, match=r"colIdx\[0\] = 4294967296 does not fit "
+                                            "index_type='int32'"):
+        spf.Tensor.from_arrays("CSR_wideptr", (1, 3), {
+            "rowPtr": [0, 1], "colIdx": np.array([2 ** 32]), "data": [1.0]})
+
+
+def test_a_width_on_a_scalar_field_is_refused(tmp_path):
+    with open(load_layout("CSR_wideptr").source) as f:
+        body = f.read().replace('numCols = "int"', 'numCols = "int64"')
+    path = tmp_path / "W.toml"
+    path.write_text(body)
+    with pytest.raises(SpecError, match=r"W.toml:\d+:\d+: field 'numCols': a width \(int64\) "
+                                        "is given to index arrays"):
+        load_layout(str(path))

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..back import ctree as t
+from ..back.names import field_ctype
 from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.storage import Storage, StorageKind
 from .base import CAPACITY
@@ -46,16 +47,21 @@ class _MergeWriter:
     def field(owner: str, name: str) -> str:
         return f"{owner}_{name}"
 
+    @staticmethod
+    def _elem(storage: Storage, name: str) -> str:
+        """The C type of an index array's elements (its own width or spf_index_t)."""
+        return field_ctype(storage.layout.fields[name])
+
     def hoisted(self) -> list[t.Node]:
         nodes: list[t.Node] = []
         for k, lv in enumerate(self.out.levels):
             for _, arr in lv.coords:
                 if arr:
-                    nodes.append(t.Declare("spf_index_t *restrict", self.field("out", arr),
-                                           f"out->{arr}"))
+                    nodes.append(t.Declare(f"{self._elem(self.out, arr)} *restrict",
+                                           self.field("out", arr), f"out->{arr}"))
             if lv.pointer:
-                nodes.append(t.Declare("spf_index_t *restrict", self.field("out", lv.pointer),
-                                       f"out->{lv.pointer}"))
+                nodes.append(t.Declare(f"{self._elem(self.out, lv.pointer)} *restrict",
+                                       self.field("out", lv.pointer), f"out->{lv.pointer}"))
             if lv.kind is StorageKind.DENSE:
                 nodes.append(t.Declare("int64_t", f"ext{k}", f"out->{lv.extent}", const=True))
             else:
@@ -67,8 +73,9 @@ class _MergeWriter:
         for r, run in enumerate(self.runs):
             for lv in run.storage.levels:
                 names = [arr for _, arr in lv.coords if arr] + ([lv.pointer] if lv.pointer else [])
-                nodes += [t.Declare("spf_index_t *restrict", self.field(f"r{r}", a),
-                                    f"r{r}->{a}", const=True) for a in names]
+                nodes += [t.Declare(f"{self._elem(run.storage, a)} *restrict",
+                                    self.field(f"r{r}", a), f"r{r}->{a}", const=True)
+                          for a in names]
             nodes.append(t.Declare("double *restrict", f"r{r}_val",
                                    f"r{r}->{run.storage.value_array}", const=True))
         return nodes

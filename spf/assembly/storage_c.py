@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..back import ctree as t
+from ..back.names import field_ctype
 from ..front.storage import Storage, StorageKind, StorageLevel
 from .base import CAPACITY
 
@@ -230,14 +231,22 @@ def _flush(sh: _Shape, any_order: bool, last_only: bool) -> t.Function:
                       + ", start group next")
 
 
+def _elem(storage: Storage, field: str) -> str:
+    """The C type of an output index array's elements (its own width or spf_index_t)."""
+    return field_ctype(storage.layout.fields[field])
+
+
 def _flush_last_level(sh: _Shape) -> list[t.Node]:
     storage, last = sh.storage, sh.levels[-1]
     k, m = len(sh.levels) - 1, sh.n_dims - 1
+    crd_array = last.arrays[0]
     crd = "ws->size - 1 - list[t]" if storage.descending[m] else "list[t]"
     extend: list[t.Node] = [
-        t.Declare("spf_index_t *restrict", "crd", f"out->{last.coords[0][1]} + local.next{k} - 1"),
+        t.Declare(f"{_elem(storage, crd_array)} *restrict", "crd",
+                  f"out->{last.coords[0][1]} + local.next{k} - 1"),
         t.Declare("double *restrict", "dst", f"out->{storage.value_array} + local.next{k} - 1"),
-        t.For("int64_t t = 1", "t < n", "++t", [t.Assign("crd[t]", f"(spf_index_t)({crd})"),
+        t.For("int64_t t = 1", "t < n", "++t", [t.Assign(
+            "crd[t]", f"({_elem(storage, crd_array)})({crd})"),
                                                t.Assign("dst[t]", "val[list[t]]")]),
         t.Assign(f"local.next{k}", "n - 1", "+="),
         t.Assign(f"local.pos{k}", f"local.next{k} - 1")]

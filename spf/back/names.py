@@ -5,12 +5,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..front import index_expr as ie
-from ..front.layout import Layout
+from ..front.layout import FieldSpec, Layout
 from ..front.terms import Aff, Atom, Constraint, FloorDiv, UFCall, format_constraint, format_sum
 from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.scan import LevelKind, LoopNest
 
 C_TYPES = {"int": "spf_index_t", "double": "double"}
+WIDTH_C_TYPES = {"int32": "int32_t", "int64": "int64_t"}
+
+
+def field_ctype(spec: FieldSpec) -> str:
+    """The C type of a field's elements: its own width, else the layout's index type
+    (``spf_index_t``) or ``double``."""
+    return WIDTH_C_TYPES[spec.width] if spec.width else C_TYPES[spec.ctype]
 
 HELPERS = {
     "spf_math": "#include <math.h>",
@@ -40,7 +47,7 @@ def struct_typedef(layout: Layout) -> str:
              f"/* {layout.name} */",
              f"typedef struct {struct_name(layout)} {{"]
     for f in layout.fields.values():
-        ctype = C_TYPES[f.ctype]
+        ctype = field_ctype(f)
         if f.is_array:
             extents = "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})")
                                 for d in f.dims)
@@ -95,7 +102,7 @@ class CNames:
                     kv[0][1]))):
             use = self.space.use(tensor)
             spec = use.layout.fields[fld]
-            ctype = C_TYPES[spec.ctype]
+            ctype = field_ctype(spec)
             writes = use.is_output and fld == use.layout.value.array
             out.append(Hoisted(f"{ctype} *restrict" if spec.is_array else ctype, local,
                                f"{tensor}->{fld}", const=not writes))

@@ -246,6 +246,16 @@ class _UseReads:
     def function(self, array: str) -> z3.FuncDeclRef:
         return self.enc.func(self.use.symbol(array), 1)
 
+    def tuple_pairs(self, array: str, arity: int) -> list[tuple[
+            tuple[tuple[z3.ArithRef, ...], int], tuple[tuple[z3.ArithRef, ...], int]]]:
+        name = self.use.symbol(array)
+        new = [(tuple(a), k) for n, a, k in self.new if n == name and len(a) == arity]
+        old = [(tuple(a), k) for n, a, k in self.old if n == name and len(a) == arity]
+        return [(x, y) for i, x in enumerate(new) for y in new[i + 1:] + old]
+
+    def function_of(self, array: str, arity: int) -> z3.FuncDeclRef:
+        return self.enc.func(self.use.symbol(array), arity)
+
     def bound(self, a: Aff, k: int) -> z3.ArithRef:
         return self.enc.local(a, self.use, k)
 

@@ -31,6 +31,7 @@ class FieldSpec:
     name: str
     ctype: str  # "int" (index type) or "double" (value type)
     dims: tuple[ie.IExpr, ...] = ()
+    width: str | None = None    # an index array's own width ("int32", "int64"), else the layout's
 
     @property
     def is_array(self) -> bool:
@@ -143,7 +144,22 @@ class Layout:
                             f"got {index_type!r}")
         if index_type == self.index_type:
             return self
+        wide = [f.name for f in self.fields.values() if f.width == "int64"]
+        if index_type == "int32" and wide:
+            raise SpecError(f"layout {self.name} declares {', '.join(wide)} int64: its loops run "
+                            "in 64 bits, so its index type cannot be 'int32'", self.source)
         return _params_fit(replace(self, index_type=index_type))
+
+    @property
+    def mixed_widths(self) -> bool:
+        """Whether an index array has a width other than the layout's index type (the
+        generated assembly templates work in one width: such a layout is written from an
+        entry list, :mod:`spf.front.writing`)."""
+        return any(f.width not in (None, self.index_type) for f in self.fields.values())
+
+    def dtype_of(self, field: str) -> str:
+        """The numpy dtype of an ``int`` field: its own width, else the layout's index type."""
+        return self.fields[field].width or self.index_type
 
     def range_constraints(self, call: UFCall) -> list[Constraint]:
         """Range facts that hold for ``call`` (a call of one of this layout's UFs)."""

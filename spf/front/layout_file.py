@@ -18,7 +18,7 @@ from ..errors import SpecError
 from . import index_expr as ie
 from .derived import Derived, parse_derived
 from .dims import expand as expand_dims
-from .layout import VALUE_TYPE, FieldSpec, Layout, check_param
+from .layout import INDEX_TYPE, INDEX_WIDTHS, VALUE_TYPE, FieldSpec, Layout, check_param
 from .properties import KEYS, KINDS, Property, PropertyKind, PropertyTable
 from .relation import Relation
 from .syntax import C_KEYWORDS, MAX_INT, parse_aff
@@ -86,9 +86,16 @@ def parse_layout(text: str, source: str = "<string>",
                     params=names.params, properties=properties, loader=load_file,
                     packer=_packer(table, file), dense_array=_dense_array(table, file, names),
                     raw=table, order_param=order_param,
-                    derived=_parse_derived(table, file, names))
+                    derived=_parse_derived(table, file, names),
+                    index_type=_widest(names.fields))
     _check_has_entries(layout, line, col)
     return layout
+
+
+def _widest(fields: Mapping[str, FieldSpec]) -> str:
+    """The layout's index type: int32, or int64 when an index array is declared int64 (the
+    loops over its positions run in 64 bits)."""
+    return "int64" if any(f.width == "int64" for f in fields.values()) else "int32"
 
 
 def _parse_derived(table: dict, file: TomlSource, names: _Names) -> dict[str, Derived]:
@@ -191,10 +198,10 @@ def _parse_field(fname: str, ftype: Any, file: TomlSource, bound: dict[str, int]
     if fname in bound:
         raise file.error(f"{fname!r} is both a field and a parameter", fname, fstart,
                          at_key=True)
-    m = re.fullmatch(r"\s*(int|double)\s*((?:\[[^\]]*\]\s*)*)", ftype)
+    m = re.fullmatch(r"\s*(int32|int64|int|double)\s*((?:\[[^\]]*\]\s*)*)", ftype)
     if not m:
-        raise file.error(f"field {fname!r}: type {ftype!r} must be int or double with optional "
-                         "[extent] suffixes", fname, fstart)
+        raise file.error(f"field {fname!r}: type {ftype!r} must be int, int32, int64 or double "
+                         "with optional [extent] suffixes", fname, fstart)
     pnum = {k: ie.Num(v) for k, v in bound.items()}
     dims = []
     for dm in re.finditer(r"\[([^\]]*)\]", m.group(2)):
@@ -205,7 +212,11 @@ def _parse_field(fname: str, ftype: Any, file: TomlSource, bound: dict[str, int]
                                   pnum))
     if m.group(1) == VALUE_TYPE and not dims:
         raise file.error(f"field {fname!r}: a double field must be an array", fname, fstart)
-    return FieldSpec(fname, m.group(1), tuple(dims))
+    width = m.group(1) if m.group(1) in INDEX_WIDTHS else None
+    if width is not None and not dims:
+        raise file.error(f"field {fname!r}: a width ({width}) is given to index arrays; a "
+                         "scalar field has the layout's index type (int)", fname, fstart)
+    return FieldSpec(fname, INDEX_TYPE if width else m.group(1), tuple(dims), width)
 
 
 def _parse_relation(rel_text: str, file: TomlSource, line: int, col: int,

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     import z3
 
 ORDERS = ("<", "<=", ">", ">=")
-KEYS = ("kind", "uf", "ufs", "order", "min", "max", "period", "with", "gap")   # of any kind
+KEYS = ("kind", "uf", "ufs", "order", "min", "max", "period", "with", "gap",
+        "along")   # of any kind
 _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
 
 
@@ -39,6 +40,7 @@ class PropertyKind(StrEnum):
     PERIODIC_MONOTONIC = "periodic_monotonic"
     COVARY_MONOTONIC = "covary_monotonic"
     UNIQUE = "unique"
+    SORTED = "sorted"
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,16 @@ class Reads(Protocol):
 
     def function(self, array: str) -> z3.FuncDeclRef:
         """The one-argument Z3 function of ``array``."""
+        ...
+
+    def tuple_pairs(self, array: str, arity: int) -> list[tuple[
+            tuple[tuple[z3.ArithRef, ...], int], tuple[tuple[z3.ArithRef, ...], int]]]:
+        """The pairs of ``arity``-argument reads of ``array``, new with new and new with old:
+        ((arguments, instance), (arguments, instance))."""
+        ...
+
+    def function_of(self, array: str, arity: int) -> z3.FuncDeclRef:
+        """The ``arity``-argument Z3 function of ``array``."""
         ...
 
     def bound(self, a: Aff, k: int) -> z3.ArithRef:
@@ -343,6 +355,58 @@ class Unique(Property):
 
 
 @dataclass(frozen=True)
+class Sorted(Property):
+    """Along dimension ``along`` of a multi-dimensional index array, the others fixed,
+    ``a < a' -> uf(..., a, ...) <order> uf(..., a', ...)``: ELLPACK-R's columns sorted
+    within each row.  Holds on the slots the relation reads, and is checked there by
+    generated code (:mod:`spf.read_check`), comparing consecutive reads."""
+
+    kind: ClassVar[PropertyKind] = PropertyKind.SORTED
+    by_storage_order: ClassVar[bool] = False
+    order: str = "<"
+    along: int = 0
+    rank: int = 2                       # the array's number of dimensions
+
+    @classmethod
+    def parse(cls, table: PropertyTable) -> Sorted:
+        order = table.keys.get("order")
+        if order not in _CMP:
+            raise table.error(f"{table.label}: order must be one of {list(_CMP)}", "order")
+        dims = table.arrays[table.ufs[0]]
+        along = table.keys.get("along")
+        if isinstance(along, bool) or not isinstance(along, int) or not 0 <= along < len(dims) \
+                or len(dims) < 2:
+            raise table.error(f"{table.label}: along must be a dimension (0 to "
+                              f"{len(dims) - 1}) of a multi-dimensional index array", "along")
+        _no_gap(table)
+        return cls(table.ufs, order, along, len(dims))
+
+    def formula(self) -> str:
+        return f"{self.uf} {self.order} along dimension {self.along}, the others fixed"
+
+    def text(self) -> str:
+        return f"{self.kind}({self.uf} {self.order}, along {self.along})"
+
+    def ordered_arrays(self) -> frozenset[str]:
+        return frozenset(self.ufs)
+
+    def check(self, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int],
+              layout: str) -> None:
+        return None         # on the slots the relation reads (spf.read_check)
+
+    def instances(self, reads: Reads) -> list[z3.BoolRef]:
+        import z3
+        out = []
+        f = reads.function_of(self.uf, self.rank)
+        for first, second in reads.tuple_pairs(self.uf, self.rank):
+            for (x, _), (y, _) in ((first, second), (second, first)):
+                same = [x[i] == y[i] for i in range(len(x)) if i != self.along]
+                out.append(z3.Implies(z3.And(*same, x[self.along] < y[self.along]),
+                                      _compare(self.order, f(*x), f(*y))))
+        return out
+
+
+@dataclass(frozen=True)
 class Ordering(Property):
     """The monotonic kinds: ``<premise> and a < a' -> uf(a) + gap <order> uf(a')`` for one
     one-dimensional index array (``gap``: BCSR's blocks of one row do not overlap,
@@ -591,7 +655,8 @@ class CovaryMonotonic(Ordering):
 KINDS: dict[PropertyKind, type[Property]] = {
     PropertyKind.RANGE: Range, PropertyKind.INJECTIVE: Injective,
     PropertyKind.MONOTONIC: Monotonic, PropertyKind.PERIODIC_MONOTONIC: PeriodicMonotonic,
-    PropertyKind.COVARY_MONOTONIC: CovaryMonotonic, PropertyKind.UNIQUE: Unique}
+    PropertyKind.COVARY_MONOTONIC: CovaryMonotonic, PropertyKind.UNIQUE: Unique,
+    PropertyKind.SORTED: Sorted}
 
 
 def ordering_kinds() -> list[PropertyKind]:

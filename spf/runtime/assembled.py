@@ -49,6 +49,7 @@ def run_assembling(assembly: AssemblyPlan, fn: Callable[..., int],
         raise ArgumentError(f"output {output!r} would be scattered from {bound.value} entries, "
                             f"more than index_type={width!r} can address" + wider_hint(width))
     caps = _level_capacities(storage, ext, bound.value, top, counts_first)
+    _check_narrow_fields(storage, shape, caps, output)
     fields = _storage_fields(storage, shape, caps)
     size = np.array(caps, dtype=np.int64)
     struct = runtime.make_struct(storage.layout, fields)
@@ -63,6 +64,20 @@ def run_assembling(assembly: AssemblyPlan, fn: Callable[..., int],
                            "(a bug in spf; please report it)")
     _trim(storage, fields, size)
     return fields
+
+
+def _check_narrow_fields(storage: Storage, shape: tuple[int, ...], caps: list[int],
+                         output: str) -> None:
+    """An index array declared narrower than the layout (``int32`` in an ``int64`` layout)
+    must hold every coordinate of the shape and every position allocated."""
+    lay = storage.layout
+    need = max([*shape, *caps, 0])
+    for name in lay.index_arrays:
+        top = int(np.iinfo(lay.dtype_of(name)).max)
+        if need > top:
+            raise ArgumentError(f"output {output!r}: {lay.name}'s {name} is "
+                                f"{lay.dtype_of(name)}, which cannot hold {need} (the output's "
+                                "extents and positions)")
 
 
 def _level_capacities(storage: Storage, ext: list[int], bound: int, top: int,
@@ -92,10 +107,11 @@ def _storage_fields(storage: Storage, shape: tuple[int, ...], caps: list[int]) -
         if lv.count:
             fields[lv.count] = 0
         if lv.pointer:
-            fields[lv.pointer] = np.zeros(caps[k - 1] + 1, dtype=storage.layout.index_type)
+            fields[lv.pointer] = np.zeros(caps[k - 1] + 1,
+                                          dtype=storage.layout.dtype_of(lv.pointer))
         for _, arr in lv.coords:
             if arr:
-                fields[arr] = np.empty(caps[k], dtype=storage.layout.index_type)
+                fields[arr] = np.empty(caps[k], dtype=storage.layout.dtype_of(arr))
     alloc = np.zeros if storage.levels[-1].kind is StorageKind.DENSE else np.empty
     fields[storage.value_array] = alloc(caps[-1], dtype=np.float64)
     return fields

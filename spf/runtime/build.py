@@ -183,4 +183,11 @@ def struct_type(layout: Layout) -> type[ctypes.Structure]:
 def make_struct(layout: Layout, fields: Mapping[str, Any]) -> ctypes.Structure:
     """A struct instance pointing at checked numpy arrays (the caller keeps them alive)."""
     cls = struct_type(layout)
+    for name, v in fields.items():      # C reads each array as its declared element type
+        spec = layout.fields.get(name)
+        if spec is not None and spec.is_array and spec.ctype != "double" \
+                and getattr(v, "dtype", None) is not None and v.dtype != layout.dtype_of(name):
+            raise TypeError(f"{layout.name}.{name} has dtype {v.dtype}, not the "
+                            f"{layout.dtype_of(name)} the C struct declares (a bug in spf: "
+                            "please report it)")
     return cls(**{name: v if isinstance(v, int) else address(v) for name, v in fields.items()})

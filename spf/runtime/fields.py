@@ -93,9 +93,10 @@ def check_integers(where: str, what: str, name: str, arr: np.ndarray) -> None:
 
 
 def _check_fits(layout: Layout, field: str, arr: np.ndarray) -> None:
-    """Every value of the integer array ``arr`` fits the layout's index type."""
-    top = index_max(layout)
-    if not arr.size or np.can_cast(arr.dtype, np.dtype(layout.index_type), "safe"):
+    """Every value of the integer array ``arr`` fits the field's index type."""
+    width = layout.dtype_of(field) if field in layout.fields else layout.index_type
+    top = _INDEX_MAX[width]
+    if not arr.size or np.can_cast(arr.dtype, np.dtype(width), "safe"):
         return
     flat = arr.reshape(-1)
     if int(flat.max()) <= top and (arr.dtype.kind == "u" or int(flat.min()) >= -top - 1):
@@ -103,12 +104,12 @@ def _check_fits(layout: Layout, field: str, arr: np.ndarray) -> None:
     bad = flat > top if arr.dtype.kind == "u" else (flat < -top - 1) | (flat > top)
     k = int(np.flatnonzero(bad)[0])
     value = int(flat[k])
-    hint = wider_hint(layout.index_type)
+    hint = wider_hint(width)
     if value > _INDEX_MAX["int64"]:    # only an unsigned array gets here
         hint = (f" (as a signed 64-bit integer it is {value - 2 ** 64}: a negative value "
                 "stored in an unsigned array? pass signed integers)")
     raise ArgumentError(f"{layout.name} tensor: {position(field, k, arr.shape)} = {value} "
-                        f"does not fit index_type={layout.index_type!r} (at most {top}){hint}")
+                        f"does not fit index_type={width!r} (at most {top}){hint}")
 
 
 _EXACT = 2 ** 53     # every integer of at most this magnitude is a float64
@@ -256,7 +257,7 @@ def with_derived(layout: Layout, fields: Mapping[str, Any]) -> Mapping[str, Any]
         if d.source in out:
             made = d.compute(_array(layout, d.source, True, out[d.source]).reshape(-1))
             if given is None:
-                out[d.field] = made
+                out[d.field] = _narrowed(layout, d.field, made)
             elif given.shape != made.shape or (given != made).any():
                 at = int(np.flatnonzero(given != made)[0]) if given.shape == made.shape \
                     else "its length"
@@ -269,8 +270,14 @@ def with_derived(layout: Layout, fields: Mapping[str, Any]) -> Mapping[str, Any]
                 raise ArgumentError(f"{where}{d.field} is derived as {d.text()}, so it starts "
                                     f"at 0 and grows by multiples of {d.scale}; got "
                                     f"{shown(given)}")
-            out[d.source] = source
+            out[d.source] = _narrowed(layout, d.source, source)
     return out
+
+
+def _narrowed(layout: Layout, field: str, arr: np.ndarray) -> np.ndarray:
+    """A derived int64 array in the field's dtype (ArgumentError when a value does not fit)."""
+    _check_fits(layout, field, arr)
+    return arr.astype(layout.dtype_of(field))
 
 
 def _scalar(layout: Layout, field: str, value: Any) -> int:
@@ -292,7 +299,8 @@ def _array(layout: Layout, field: str, is_index: bool, value: Any) -> np.ndarray
     if arr.ndim == 0:
         raise ArgumentError(f"{where}{field!r} is an array field; got {shown(value)}")
     if is_index:
-        dtype = np.dtype(layout.index_type)
+        dtype = np.dtype(layout.dtype_of(field) if field in layout.fields
+                         else layout.index_type)
         check_integers(where, f"index array {field!r}", field, arr)
         _check_fits(layout, field, arr)
     else:

@@ -56,10 +56,12 @@ class StoredTensor:
 
     @classmethod
     def _built(cls, layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any]) -> Self:
-        """A tensor whose fields spf itself just built (exact dtypes and sizes): not rechecked."""
+        """A tensor whose fields spf itself just built (exact sizes): not rechecked; an index
+        array declared narrower or wider than the index type it was built in is cast to its
+        own width (its values fit: the builder sized them)."""
         t = cls.__new__(cls)
         t.layout, t.shape = layout, shape
-        t._store(fields)
+        t._store({f: _as_declared(layout, f, v) for f, v in fields.items()})
         return t
 
     @property
@@ -148,6 +150,13 @@ class StoredTensor:
         """How many entries the layout's relation yields at each coordinate, as a dense array
         (nonzero where the tensor has an entry), by a generated kernel."""
         raise NotImplementedError
+
+
+def _as_declared(layout: Layout, field: str, value: Any) -> Any:
+    spec = layout.fields.get(field)
+    if spec is None or spec.width is None or not isinstance(value, np.ndarray):
+        return value
+    return np.ascontiguousarray(value, dtype=spec.width)
 
 
 def _frozen(fields: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -44,7 +44,7 @@ class _Arrays:
             raise ArgumentError(f"{self.layout.name}: {name} would have extents {dims}")
         size = math.prod(dims)
         arr = aligned_zeros(max(size, 1))[:size] if dtype == np.float64 \
-            else np.full(size, fill, dtype)
+            else np.full(size, fill, np.int64)      # cast to the field's width at the end
         self.flat[name], self.dims[name] = arr, dims
         return arr
 
@@ -96,9 +96,11 @@ def _ie_vec(e: ie.IExpr, env: Env, arrays: _Arrays) -> Any:
 
 
 def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
-          values: np.ndarray, index_type: str) -> tuple[dict[str, Any], int]:
+          values: np.ndarray, index_type: str, allow_padding: bool = True
+          ) -> tuple[dict[str, Any], int]:
     """The fields of a tensor of ``shape`` in ``plan.layout`` holding the entries, and how
-    many value slots it stores (entries plus padding)."""
+    many value slots it stores (entries plus padding); without ``allow_padding``, more than
+    3 padding slots per entry is refused before anything that large is allocated."""
     lay = plan.layout
     width = np.dtype(index_type)
     outs = list(lay.relation.out_vars or ())
@@ -132,6 +134,7 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
         _place(p, env, scalars, arrays, width, lay)
         _derive(lay, arrays, scalars, width)
     _sized(plan, env, arrays, scalars)
+    _check_padding(lay, scalars, arrays, len(values), allow_padding)
     fills = dict(part.fills)
     for s in part.solved:
         if isinstance(s.atom, UFCall) and s.atom.name not in arrays.flat:
@@ -150,12 +153,15 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
     _check(part.conj, lay, env, arrays, scalars, outs)
     if plan.others:
         _read_back(plan, env, arrays, scalars, env_all, values_all, outs)
-    top = index_max(lay)
     fields: dict[str, Any] = dict(scalars)
     for name, arr in arrays.flat.items():
-        if name != lay.value.array and arr.size and (arr.max() > top or arr.min() < -top):
-            raise ArgumentError(f"{lay.name}: {name} holds values beyond index_type="
-                                f"{index_type!r}{wider_hint(index_type)}")
+        if name != lay.value.array:
+            kind = lay.dtype_of(name)
+            top = int(np.iinfo(kind).max)
+            if arr.size and (arr.max() > top or arr.min() < -top):
+                raise ArgumentError(f"{lay.name}: {name} holds values beyond {kind}"
+                                    + wider_hint(kind))
+            arr = arr.astype(kind)
         fields[name] = arr.reshape(arrays.dims[name])
     for name in list(fields):
         if name in scalars and name not in lay.fields:
@@ -163,17 +169,34 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
     return fields, int(data.size)
 
 
-def rewritten(t: StoredTensor, layout: Layout) -> StoredTensor:
+def rewritten(t: StoredTensor, layout: Layout, allow_padding: bool = True) -> StoredTensor:
     """``t`` (in a coordinate-list layout: one compressed level) written into ``layout``."""
     (level,) = storage_of(t.layout).levels
     arrays = {d: a for d, a in level.coords if a is not None}
     coords = [np.asarray(t.fields[arrays[d]], np.int64) for d in range(layout.order)]
     fields, slots = write(write_plan(layout), tuple(t.shape), coords,
-                          np.asarray(t.values), layout.index_type)
+                          np.asarray(t.values), layout.index_type, allow_padding)
     out = tensor_class()(layout, t.shape, fields)
     n = len(coords[0]) if coords else 1
     out.source_entries = n if slots > n else None
     return out
+
+
+def _check_padding(lay: Layout, scalars: Mapping[str, int], arrays: _Arrays, n: int,
+                   allow_padding: bool) -> None:
+    """The value array's size, known before it is allocated: at most 4 slots per entry
+    unless padding is allowed, and at most what the index type addresses."""
+    dims = [ie.evaluate(d, scalars, arrays.flat) for d in lay.fields[lay.value.array].dims]
+    slots = math.prod(dims)
+    if slots > index_max(lay):
+        raise ArgumentError(f"{lay.name} would need {slots} slots, more than "
+                            f"index_type={lay.index_type!r} can address"
+                            + wider_hint(lay.index_type))
+    if not allow_padding and slots > 4 * max(n, 1) and slots > n:
+        raise ArgumentError(
+            f"{lay.name} would store {n} entries in {slots} slots "
+            f"({100 * (1 - n / slots):.0f}% padding, over 75%); pass allow_padding=True "
+            "to convert anyway")
 
 
 def _taken(part: PartWrite, env: Env, n: int) -> Vec:
