@@ -40,9 +40,12 @@ class SumKernel:
         inputs, the options' loop order given to the terms that have its variables."""
         _check_supported(setup)
         order = setup.options.order
-        terms = tuple(_term_kernel(setup, k, term) for k, term in enumerate(split_terms(
-            setup.expr, setup.layouts, list(setup.options.bounds), setup.options.find,
-            accumulate=not setup.assembled)))
+        split = split_terms(setup.expr, setup.layouts, list(setup.options.bounds),
+                            setup.options.find, accumulate=not setup.assembled)
+        # a part of a union the bounds leave empty (SymCSR's mirrored half under i <= j)
+        # contributes nothing: its term is left out
+        kept = [t for t in split if not _empty(t, setup)] or split[:1]
+        terms = tuple(_term_kernel(setup, k, term) for k, term in enumerate(kept))
         if order:
             used = {v for t in terms for v in t.order}
             unknown = [v for v in order if v.replace(".", "_", 1) not in used]
@@ -178,6 +181,12 @@ def _split_reason(setup: Setup) -> str:
     unions = [f"{t!r} ({lay.name}) has {len(lay.parts())} parts"
               for t, lay in setup.layouts.items() if t != out and len(lay.parts()) > 1]
     return f"for union layouts yet: {', '.join(unions)}, each run as its own product statement"
+
+
+def _empty(term: Term, setup: Setup) -> bool:
+    """Whether ``term``'s iteration space holds no point (its constraints contradict)."""
+    space = build(term.product, term.layouts, term.bounds or [], assemble=setup.assembled)
+    return space.relation().is_empty()
 
 
 def _term_kernel(setup: Setup, k: int, term: Term) -> ProductKernel:

@@ -420,3 +420,16 @@ def test_a_width_on_a_scalar_field_is_refused(tmp_path):
     with pytest.raises(SpecError, match=r"W.toml:\d+:\d+: field 'numCols': a width \(int64\) "
                                         "is given to index arrays"):
         load_layout(str(path))
+
+
+@pytest.mark.parametrize("bounds,mask", [("i <= j", lambda d: np.triu(d)),
+                                         ("j <= i", lambda d: np.tril(d)),
+                                         ("i < j", lambda d: np.triu(d, 1))])
+def test_bounds_that_empty_a_part_of_a_union(bounds, mask):
+    """Under i <= j, SymCSR's mirrored part holds nothing: its term is left out (it was
+    refused as 'unbounded')."""
+    m = _matrix("random", (9, 9), True, seed=16)
+    t = spf.Tensor.from_scipy("CSR", m).convert("SymCSR")
+    x = np.arange(9.0)
+    y = spf.evaluate("y(i) = A(i,j) * x(j)", A=t, x=x, bounds=bounds)
+    np.testing.assert_allclose(y, mask(m.toarray()) @ x)
