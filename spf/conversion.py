@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -433,8 +434,7 @@ def convert(tensor: StoredTensor, dst: str | Layout, **params: Any) -> StoredTen
     ArgumentError names a value that does not fit)."""
     keep = params.pop("keep_zeros", None)
     width = tensor.layout.index_type
-    target = dst if isinstance(dst, Layout) else load_layout(dst)
-    if width == "int32" and any(f.width == "int64" for f in target.fields.values()):
+    if width == "int32" and _declares_int64(dst):
         # it declares int64 arrays: its loops run in 64 bits, so the tensor is widened
         return convert(tensor.with_index_type("int64"), dst, keep_zeros=keep, **params)
     if isinstance(dst, Layout) and dst.index_type != width:
@@ -444,6 +444,19 @@ def convert(tensor: StoredTensor, dst: str | Layout, **params: Any) -> StoredTen
 
 
 _COMPILED: dict[tuple, Callable[[StoredTensor], StoredTensor]] = {}
+
+
+def _declares_int64(dst: str | Layout) -> bool:
+    """Whether ``dst`` declares an int64 index array (its loops run in 64 bits); a name is
+    looked up once, as the compiled conversions are."""
+    if isinstance(dst, Layout):
+        return any(f.width == "int64" for f in dst.fields.values())
+    return _name_declares_int64(str(dst))
+
+
+@cache
+def _name_declares_int64(name: str) -> bool:
+    return _declares_int64(load_layout(name))
 
 
 def _cached(src: Layout, dst: str | Layout, keep: bool | None,

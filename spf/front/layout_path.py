@@ -70,7 +70,8 @@ def load_layout(name_or_path: str | os.PathLike | Layout, index_type: str | None
                 **params: int) -> Layout:
     """Load a layout by name (from the search path) or by path, binding ``params``;
     ``index_type`` ("int32" or "int64") sets the width of its index fields (a Layout
-    object keeps its own when None; files load as int32)."""
+    object keeps its own when None; files load as int32, or int64 when they declare an
+    int64 index array)."""
     if isinstance(name_or_path, Layout):
         lay = name_or_path.with_params(**params)
         return lay if index_type is None else lay.with_index_type(index_type)

@@ -78,7 +78,7 @@ def _written(layout: Layout, shape: tuple[int, ...], arrays: Any, data: np.ndarr
     except SpecError as e:
         raise ArgumentError(f"layout {layout.name} has no packer and {e.detail}; build it "
                             "with from_arrays") from None
-    return write(plan, shape, arrays, data, layout.index_type)[0]
+    return write(plan, shape, arrays, data)[0]
 
 
 def pack_dense(layout: Layout, array: np.ndarray) -> dict[str, Any] | None:

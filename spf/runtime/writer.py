@@ -20,7 +20,7 @@ from ..front.layout import Layout
 from ..front.relation import Conj
 from ..front.storage import storage_of
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
-from ..front.writing import PartWrite, Position, Start, WritePlan, shape_fields, write_plan
+from ..front.writing import PartWrite, Position, Start, WritePlan, write_plan
 from .fields import index_max, wider_hint
 from .memory import aligned_zeros
 from .stored import StoredTensor, tensor_class
@@ -37,14 +37,15 @@ class _Arrays:
         self.flat: dict[str, np.ndarray] = {}
         self.dims: dict[str, tuple[int, ...]] = {}
 
-    def allocate(self, name: str, scalars: Mapping[str, int], fill: float | int,
-                 dtype: Any) -> np.ndarray:
+    def allocate(self, name: str, scalars: Mapping[str, int], fill: int = 0) -> np.ndarray:
+        """``name`` sized by its extents: the value array zeroed (64-byte aligned), an
+        index array filled with ``fill`` in int64 (cast to its width at the end)."""
         dims = tuple(ie.evaluate(d, scalars, self.flat) for d in self.layout.fields[name].dims)
         if any(d < 0 for d in dims):
             raise ArgumentError(f"{self.layout.name}: {name} would have extents {dims}")
         size = math.prod(dims)
-        arr = aligned_zeros(max(size, 1))[:size] if dtype == np.float64 \
-            else np.full(size, fill, np.int64)      # cast to the field's width at the end
+        arr = aligned_zeros(max(size, 1))[:size] if name == self.layout.value.array \
+            else np.full(size, fill, np.int64)
         self.flat[name], self.dims[name] = arr, dims
         return arr
 
@@ -96,13 +97,12 @@ def _ie_vec(e: ie.IExpr, env: Env, arrays: _Arrays) -> Any:
 
 
 def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
-          values: np.ndarray, index_type: str, allow_padding: bool = True
+          values: np.ndarray, allow_padding: bool = True
           ) -> tuple[dict[str, Any], int]:
     """The fields of a tensor of ``shape`` in ``plan.layout`` holding the entries, and how
     many value slots it stores (entries plus padding); without ``allow_padding``, more than
     3 padding slots per entry is refused before anything that large is allocated."""
     lay = plan.layout
-    width = np.dtype(index_type)
     outs = list(lay.relation.out_vars or ())
     env: Env = {g: np.asarray(c, np.int64) for g, c in zip(outs, coords)}
     values = np.asarray(values, np.float64)
@@ -131,22 +131,22 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
     for field in plan.emptied:
         scalars[field] = 0
     for p in part.positions:
-        _place(p, env, scalars, arrays, width, lay)
-        _derive(lay, arrays, scalars, width)
+        _place(p, env, scalars, arrays, lay)
+        _derive(lay, arrays, scalars)
     _sized(plan, env, arrays, scalars)
     _check_padding(lay, scalars, arrays, len(values), allow_padding)
     fills = dict(part.fills)
     for s in part.solved:
         if isinstance(s.atom, UFCall) and s.atom.name not in arrays.flat:
-            arrays.allocate(s.atom.name, scalars, fills.get(s.atom.name, 0), width)
+            arrays.allocate(s.atom.name, scalars, fills.get(s.atom.name, 0))
     for s in part.solved:
         if isinstance(s.atom, UFCall):
             off = arrays.offset(s.atom.name, [vec(x, env, arrays) for x in s.atom.args])
             _store(lay, arrays.flat[s.atom.name], off, env[str(s.atom)], s.atom.name, env, outs)
     for name, spec in lay.fields.items():
         if spec.is_array and name not in arrays.flat and name != lay.value.array:
-            arrays.allocate(name, scalars, 0, width)
-    data = arrays.allocate(lay.value.array, scalars, 0, np.float64)
+            arrays.allocate(name, scalars)
+    data = arrays.allocate(lay.value.array, scalars)
     off = arrays.offset(lay.value.array, [_ie_vec(s, {**scalars, **env}, arrays)
                                           for s in lay.value.subscripts])
     _store_values(lay, data, off, values, env, outs)
@@ -175,7 +175,7 @@ def rewritten(t: StoredTensor, layout: Layout, allow_padding: bool = True) -> St
     arrays = {d: a for d, a in level.coords if a is not None}
     coords = [np.asarray(t.fields[arrays[d]], np.int64) for d in range(layout.order)]
     fields, slots = write(write_plan(layout), tuple(t.shape), coords,
-                          np.asarray(t.values), layout.index_type, allow_padding)
+                          np.asarray(t.values), allow_padding)
     out = tensor_class()(layout, t.shape, fields)
     n = len(coords[0]) if coords else 1
     out.source_entries = n if slots > n else None
@@ -221,17 +221,17 @@ def _solve(part: PartWrite, env: Env, outs: list[str]) -> None:
 
 
 def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
-           width: np.dtype, lay: Layout) -> None:
+           lay: Layout) -> None:
     """The position of every entry at layout index ``p`` and the arrays bounding it."""
     keys = [-env[str(k)] if down else env[str(k)] for k, down in zip(p.keys, p.descending)]
     n = len(keys[0])
     if p.start is Start.RANK:
         rank = _ranks([env[g] for g in p.group], keys, n)[0]
         env[p.index] = rank
-        _rank_bound(p, env, scalars, arrays, width, lay, rank)
+        _rank_bound(p, env, scalars, arrays, lay, rank)
         return
     assert p.lower is not None
-    starts = arrays.allocate(p.lower.name, scalars, 0, width)
+    starts = arrays.allocate(p.lower.name, scalars)
     if p.start is Start.POINTER:
         size = len(starts) - 1
         at = np.broadcast_to(vec(p.lower.args[0], env, arrays), (n,))
@@ -252,19 +252,19 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
     else:
         starts[:] = begin[:-1]
         end = _single_name(p.upper)
-        arrays.allocate(end, scalars, 0, width)[:] = begin[1:]
+        arrays.allocate(end, scalars)[:] = begin[1:]
     env[p.index] = begin[at] + rank if n else np.zeros(0, np.int64)
 
 
-def _derive(lay: Layout, arrays: _Arrays, scalars: dict[str, int], width: np.dtype) -> None:
+def _derive(lay: Layout, arrays: _Arrays, scalars: dict[str, int]) -> None:
     """Derived fields whose source is written (or sources whose field is), once."""
     for d in lay.derived.values():
         if d.source in arrays.flat and d.field not in arrays.flat:
-            arrays.allocate(d.field, scalars, 0, width)[:] = d.compute(arrays.flat[d.source])
+            arrays.allocate(d.field, scalars)[:] = d.compute(arrays.flat[d.source])
         elif d.field in arrays.flat and d.source not in arrays.flat:
             source = d.invert(arrays.flat[d.field])
             assert source is not None       # the writer's pointers start at 0 and grow
-            arrays.allocate(d.source, scalars, 0, width)[:] = source
+            arrays.allocate(d.source, scalars)[:] = source
 
 
 def _sized(plan: WritePlan, env: Env, arrays: _Arrays, scalars: dict[str, int]) -> None:
@@ -351,7 +351,7 @@ def _changes(cols: list[Vec], order: Vec) -> Vec:
 
 
 def _rank_bound(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
-                width: np.dtype, lay: Layout, rank: Vec) -> None:
+                lay: Layout, rank: Vec) -> None:
     """The upper bound of a RANK position: checked (a constant, a given scalar), or set to
     the largest group (a scalar field) or to each group's size (an array)."""
     largest = int(rank.max()) + 1 if rank.size else 0
@@ -361,7 +361,7 @@ def _rank_bound(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
     call = next((a for a, _ in p.upper.terms if isinstance(a, UFCall)), None) \
         if len(p.upper.terms) == 1 and not p.upper.const else None
     if call is not None and name is None:
-        bound = arrays.allocate(call.name, scalars, 0, width)
+        bound = arrays.allocate(call.name, scalars)
         off = arrays.offset(call.name, [vec(x, env, arrays) for x in call.args])
         if rank.size:
             np.maximum.at(bound, off, rank + 1)
@@ -509,4 +509,3 @@ def _refuse(lay: Layout, env: Env, k: int, outs: list[str], aff: Aff,
                         f"relation requires {shown}")
 
 
-__all__ = ["rewritten", "shape_fields", "vec", "write"]
