@@ -283,11 +283,7 @@ class _Placed:
     def __call__(self, tensor: StoredTensor) -> StoredTensor:
         conv, pl = self.conversion, self.placement
         width = conv.index_type
-        if not isinstance(tensor, StoredTensor) or tensor.layout != conv.src:
-            raise ArgumentError(f"a conversion from {conv.src.name} takes an spf.Tensor in "
-                                f"{conv.src.name}, got "
-                                + (tensor.layout.name if isinstance(tensor, StoredTensor)
-                                   else type(tensor).__name__))
+        _check_source(conv, tensor)
         shape = tuple(tensor.shape)
         order = list(pl.layout.indices)
         rk = pl.ranked
@@ -392,13 +388,18 @@ class _Written:
 
     def __call__(self, tensor: StoredTensor) -> StoredTensor:
         conv = self.conversion
-        if not isinstance(tensor, StoredTensor) or tensor.layout != conv.src:
-            raise ArgumentError(f"a conversion from {conv.src.name} takes an spf.Tensor in "
-                                f"{conv.src.name}, got "
-                                + (tensor.layout.name if isinstance(tensor, StoredTensor)
-                                   else type(tensor).__name__))
+        _check_source(conv, tensor)
         out = writer.rewritten(self.read(A=tensor), conv.dst, conv.allow_padding)
         return out
+
+
+def _check_source(conv: Conversion, tensor: Any) -> None:
+    """ArgumentError unless ``tensor`` is an spf.Tensor in the conversion's source layout."""
+    if not isinstance(tensor, StoredTensor) or tensor.layout != conv.src:
+        raise ArgumentError(f"a conversion from {conv.src.name} takes an spf.Tensor in "
+                            f"{conv.src.name}, got "
+                            + (tensor.layout.name if isinstance(tensor, StoredTensor)
+                               else type(tensor).__name__))
 
 
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:
@@ -450,7 +451,7 @@ def _declares_int64(dst: str | Layout) -> bool:
     """Whether ``dst`` declares an int64 index array (its loops run in 64 bits); a name is
     looked up once, as the compiled conversions are."""
     if isinstance(dst, Layout):
-        return any(f.width == "int64" for f in dst.fields.values())
+        return bool(dst.int64_arrays)
     return _name_declares_int64(str(dst))
 
 

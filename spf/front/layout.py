@@ -144,11 +144,16 @@ class Layout:
                             f"got {index_type!r}")
         if index_type == self.index_type:
             return self
-        wide = [f.name for f in self.fields.values() if f.width == "int64"]
-        if index_type == "int32" and wide:
-            raise SpecError(f"layout {self.name} declares {', '.join(wide)} int64: its loops run "
-                            "in 64 bits, so its index type cannot be 'int32'", self.source)
+        if index_type == "int32" and self.int64_arrays:
+            raise SpecError(f"layout {self.name} declares {', '.join(self.int64_arrays)} int64: "
+                            "its loops run in 64 bits, so its index type cannot be 'int32'",
+                            self.source)
         return _params_fit(replace(self, index_type=index_type))
+
+    @property
+    def int64_arrays(self) -> tuple[str, ...]:
+        """The index arrays declared ``int64`` (the layout's loops then run in 64 bits)."""
+        return tuple(f.name for f in self.fields.values() if f.width == "int64")
 
     @property
     def mixed_widths(self) -> bool:
