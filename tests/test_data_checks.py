@@ -338,10 +338,11 @@ LAYOUT_FILES = [
      "5:9: 'shape' must be a list of strings (the logical extent of each dimension)"),
     (lambda t: t.replace('kind = "monotonic"', 'kind = "ascending"'),
      "16:8: property #1: kind must be one of ['range', 'injective', 'monotonic', "
-     "'periodic_monotonic', 'covary_monotonic', 'unique', 'sorted'], got 'ascending'"),
+     "'periodic_monotonic', 'covary_monotonic', 'unique', 'sorted', 'permutation', "
+     "'linear'], got 'ascending'"),
     (lambda t: t.replace('order = "<="', 'order = "<="\n  extra = 1'),
      "19:3: property #1: unknown key(s) ['extra']; property keys are kind, uf, ufs, order, "
-     "min, max, period, with, gap, along"),
+     "min, max, period, with, gap, along, window, holds, for"),
     (lambda t: t.replace('min = "0"\nmax = "numCols - 1"', 'min = "rowPtr(0)"'),
      "28:7: property #3 (range): min must be affine in scalar fields, parameters and layout "
      "indices, got 'rowPtr(0)'"),

@@ -13,13 +13,16 @@ from spf.front.properties import (
     KINDS,
     CovaryMonotonic,
     Injective,
+    Linear,
     Monotonic,
     Ordering,
     PeriodicMonotonic,
+    Permutation,
     PropertyKind,
     Range,
     ordering_kinds,
 )
+from spf.front.syntax import parse_constraints
 from spf.front.terms import Aff
 
 
@@ -176,6 +179,12 @@ class StubReads:
     def function(self, array):
         return self.funcs[array]
 
+    def function_of(self, array, arity):
+        return self.funcs[array]
+
+    def arguments(self, array, arity):
+        return [((self.x,), 1), ((self.y,), 2)]
+
     def bound(self, a, k):
         return z3.IntVal(a.evaluate({"n": 10}))
 
@@ -212,6 +221,18 @@ def holds(prop, reads: StubReads, claim) -> bool:
      lambda r: z3.Implies(z3.And(r.funcs["g"](r.x) == r.funcs["g"](r.y), r.x < r.y),
                           r.funcs["f"](r.x) <= r.funcs["f"](r.y)),
      lambda r: z3.Implies(r.x < r.y, r.funcs["f"](r.x) <= r.funcs["f"](r.y))),
+    (Permutation(("f",), Aff.var("n")),
+     lambda r: z3.And(z3.Implies(r.x != r.y, r.funcs["f"](r.x) != r.funcs["f"](r.y)),
+                      r.funcs["f"](r.x) >= 0, r.funcs["f"](r.y) <= 9),
+     lambda r: r.funcs["f"](r.x) <= 8),
+    (Linear(("f", "g"), tuple(parse_constraints("f(s + 1) - f(s) = 2 * g(s)")),
+            tuple(parse_constraints("0 <= s < n")), ("s",)),
+     lambda r: z3.And(z3.Implies(z3.And(r.x >= 0, r.x < 10), r.funcs["f"](r.x + 1)
+                                 == r.funcs["f"](r.x) + 2 * r.funcs["g"](r.x)),
+                      z3.Implies(z3.And(r.y >= 1, r.y < 11), r.funcs["f"](r.y)
+                                 == r.funcs["f"](r.y - 1) + 2 * r.funcs["g"](r.y - 1))),
+     lambda r: z3.Implies(r.x == 10, r.funcs["f"](r.x + 1) == r.funcs["f"](r.x)
+                          + 2 * r.funcs["g"](r.x))),
 ])
 def test_instances_prove_the_formula_and_no_more(prop, claim, not_claim):
     reads = StubReads()

@@ -3,6 +3,7 @@ entry's position (spf.front.writing, spf.runtime.writer): conversions into them,
 built in them, kernel outputs in them, checked against scipy and numpy."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -15,7 +16,7 @@ from spf.errors import ArgumentError, SpecError
 from spf.front.layout_path import load_layout
 from spf.front.writing import Start, write_plan
 
-NEW_2D = ["ELLPACK_R", "CSR4", "BlockedELL", "CSB", "SymCSR"]
+NEW_2D = ["ELLPACK_R", "CSR4", "BlockedELL", "CSB", "SymCSR", "SELL_sigma"]
 
 
 def _matrix(kind: str, shape: tuple[int, int], symmetric: bool, seed: int = 0) -> sp.csr_matrix:
@@ -433,3 +434,175 @@ def test_bounds_that_empty_a_part_of_a_union(bounds, mask):
     x = np.arange(9.0)
     y = spf.evaluate("y(i) = A(i,j) * x(j)", A=t, x=x, bounds=bounds)
     np.testing.assert_allclose(y, mask(m.toarray()) @ x)
+
+
+def _sigma_order(lengths: np.ndarray, window: int) -> np.ndarray:
+    """Rows by decreasing length, stably, within windows of ``window`` rows (numpy)."""
+    out = []
+    for w in range(0, len(lengths), window):
+        block = lengths[w:w + window]
+        out.extend(w + np.argsort(-block, kind="stable"))
+    return np.asarray(out, np.int64)
+
+
+@pytest.mark.parametrize("c,sigma", [(1, 1), (4, 1), (4, 8), (2, 64), (8, 16)])
+def test_sell_c_sigma_sorts_rows_within_windows(c, sigma):
+    """SELL-C-sigma: perm orders the rows by length within windows of sigma, the slices of C
+    positions are padded to their longest row; written, read, a kernel's input and output."""
+    m = _matrix("random", (37, 23), False, seed=11)
+    m = sp.csr_matrix(m + sp.diags(np.arange(1.0, 24.0), 14, shape=(37, 23)))  # uneven rows
+    t = spf.Tensor.from_scipy("CSR", m).convert("SELL_sigma", C=c, sigma=sigma,
+                                                allow_padding=True)
+    np.testing.assert_array_equal(t.to_dense(), m.toarray())
+    lengths = np.diff(m.indptr)
+    perm = _sigma_order(lengths, sigma)
+    np.testing.assert_array_equal(t["perm"], perm)
+    by_position = lengths[perm]
+    widths = [by_position[c * s:c * s + c].max(initial=0) for s in range(-(-37 // c))]
+    np.testing.assert_array_equal(t["sliceWidth"], widths)
+    x = np.arange(23.0)
+    for parallel in (False, True):
+        f = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": t.layout}, parallel=parallel).compile()
+        np.testing.assert_allclose(f(A=t, x=x), m @ x)
+    k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": t.layout})
+    out = k.compile()(A=spf.Tensor.from_scipy("CSR", m),
+                      B=spf.Tensor.from_scipy("CSR", sp.csr_matrix(m.T)))
+    np.testing.assert_allclose(out.to_dense(), (m @ m.T).toarray())
+
+
+def test_sell_sigma_padding_shrinks_with_sigma():
+    """Sorting within larger windows stores fewer padding slots on rows of uneven length."""
+    rng = np.random.default_rng(12)
+    lengths = rng.integers(0, 30, 200)
+    rows = np.repeat(np.arange(200), lengths)
+    cols = np.concatenate([rng.choice(40, n, replace=False) for n in lengths])
+    m = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(200, 40))
+    slots = [spf.Tensor.from_scipy("CSR", m).convert("SELL_sigma", C=8, sigma=s,
+                                                     allow_padding=True)["slicePtr"][-1]
+             for s in (1, 32, 200)]
+    assert slots[0] > slots[1] > slots[2] >= m.nnz
+
+
+def test_a_permutation_is_checked_and_proves_parallel_writes(tmp_path):
+    """A user's row-permuted CSR (rows ordered by decreasing length over the whole matrix):
+    written and read; a perm that is not a permutation is refused; without the property the
+    kernel's writes through perm cannot be proven distinct (each thread sums into a copy) and
+    the layout is written as a list of the rows that have entries."""
+    text = """name = "PermCSR"
+relation = "{[p, q] -> [gi, gj] : 0 <= p < nr and gi = perm(p) and ptr(p) <= q < ptr(p + 1) \
+and gj = col(q)}"
+value = "v[q]"
+shape = ["nr", "nc"]
+
+[fields]
+nr = "int"
+nc = "int"
+perm = "int[nr]"
+ptr = "int[nr + 1]"
+col = "int[ptr(nr)]"
+v = "double[ptr(nr)]"
+PROPERTY"""
+    prop = '\n[[properties]]\nkind = "permutation"\nuf = "perm"\norder = ">="\n'
+    path = tmp_path / "PermCSR.toml"
+    path.write_text(text.replace("PROPERTY", prop))
+    m = _matrix("random", (11, 6), False, seed=13)
+    t = spf.Tensor.from_scipy("CSR", m).convert(str(path))
+    np.testing.assert_array_equal(t.to_dense(), m.toarray())
+    np.testing.assert_array_equal(t["perm"], np.argsort(-np.diff(m.indptr), kind="stable"))
+    x = np.arange(6.0)
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": str(path)}, parallel=True)
+    assert " * Parallel (OpenMP): loop A_p\n" in k.c_source()     # rows written once
+    np.testing.assert_allclose(k.compile()(A=t, x=x), m @ x)
+    fields = {k: t[k] for k in ("ptr", "col", "v")}
+    for perm, message in [([0] * 11, "position 1 repeats the value 0 of position 0"),
+                          (list(range(1, 12)), "at position 10: 11 is outside 0..10")]:
+        with pytest.raises(ArgumentError, match=message):
+            spf.Tensor.from_arrays(str(path), m.shape, {**fields, "perm": perm})
+    bare = tmp_path / "BarePermCSR.toml"
+    bare.write_text(text.replace("PROPERTY", "").replace('"PermCSR"', '"BarePermCSR"'))
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": str(bare)}, parallel=True)
+    assert "loop A_p, each thread summing into a private copy of y" in k.c_source()
+    u = spf.Tensor.from_scipy("CSR", m).convert(str(bare))     # rows with entries first
+    np.testing.assert_array_equal(u.to_dense(), m.toarray())
+    np.testing.assert_allclose(k.compile()(A=u, x=x), m @ x)
+
+
+SELL_LINEAR = """name = "SELLx"
+relation = "{[s, r, k] -> [gi, gj] : 0 <= s < numSlices and 0 <= r < C and 0 <= k < \
+sliceWidth(s) and gi = C*s + r and gi < numRows and gj = colIdx(slicePtr(s) + C*k + r) and \
+0 <= colIdx(slicePtr(s) + C*k + r)}"
+value = "data[slicePtr(s) + C*k + r]"
+shape = ["numRows", "numCols"]
+
+[params]
+C = 2
+
+[fields]
+numRows = "int"
+numCols = "int"
+numSlices = "int"
+sliceWidth = "int[numSlices]"
+slicePtr = "int[numSlices + 1]"
+colIdx = "int[slicePtr(numSlices)]"
+data = "double[slicePtr(numSlices)]"
+
+[[properties]]
+kind = "range"
+uf = "colIdx"
+min = "-1"
+max = "numCols - 1"
+
+[[properties]]
+kind = "linear"
+HOLDS
+"""
+
+
+def test_a_linear_constraint_between_arrays(tmp_path):
+    """A SELL whose slice pointers are a field, not derived: the constraint between the two
+    arrays is checked when a tensor is built, so a slice width that overruns its slice (and
+    would read the next slice's slots) is refused, naming the slice and the values."""
+    path = tmp_path / "SELLx.toml"
+    path.write_text(SELL_LINEAR.replace("HOLDS", 'holds = "slicePtr(0) = 0 and slicePtr(s + 1) '
+                                        '- slicePtr(s) = C * sliceWidth(s)"\n'
+                                        'for = "0 <= s < numSlices"'))
+    d = np.array([[1, 0, 2.], [0, 0, 3], [4, 5, 6], [0, 0, 0], [7, 0, 0.]])
+    good = {"sliceWidth": [2, 3, 1], "slicePtr": [0, 4, 10, 12],
+            "colIdx": [0, 2, 2, -1, 0, -1, 1, -1, 2, -1, 0, -1],
+            "data": [1, 3, 2, 0, 4, 0, 5, 0, 6, 0, 7, 0.]}
+    t = spf.Tensor.from_arrays(str(path), d.shape, good)
+    np.testing.assert_array_equal(t.to_dense(), d)
+    np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * x(j)", A=t, x=np.ones(3)),
+                               d.sum(axis=1))
+    with pytest.raises(ArgumentError) as err:
+        spf.Tensor.from_arrays(str(path), d.shape, {**good, "slicePtr": [0, 4, 8, 12]})
+    assert str(err.value) == (
+        "SELLx tensor: its arrays violate linear (slicePtr(0) = 0 and slicePtr(s + 1) = "
+        "slicePtr(s) + 2*sliceWidth(s) for s >= 0 and s < numSlices) at s = 1: slicePtr(s + 1) "
+        "= slicePtr(s) + 2*sliceWidth(s) fails (slicePtr(s + 1) = 8, slicePtr(s) = 4, "
+        "sliceWidth(s) = 3)")
+    with pytest.raises(ArgumentError, match=r"slicePtr\(0\) = 0 fails \(slicePtr\(0\) = 1\)"):
+        spf.Tensor.from_arrays(str(path), d.shape, {**good, "slicePtr": [1, 5, 11, 13],
+                                                    "colIdx": good["colIdx"] + [-1],
+                                                    "data": good["data"] + [0.0]})
+    csr4 = {"rowStart": [0, 3], "rowEnd": [2, 2], "colIdx": [0, 1, 0], "data": [1.0, 2, 3]}
+    with pytest.raises(ArgumentError, match=r"CSR4 tensor: its arrays violate linear "
+                                            r"\(rowStart\(i\) <= rowEnd\(i\) .* at i = 1: "):
+        spf.Tensor.from_arrays("CSR4", (2, 2), csr4)
+
+
+@pytest.mark.parametrize("holds,message", [
+    ('holds = "slicePtr(s + 1) <= slicePtr(s) + 9"',
+     "'s' is neither a scalar field nor a variable bounded below and above by 'for'"),
+    ('holds = "data(s) <= 1"\nfor = "0 <= s < 2"', "'data', which is not an index array"),
+    ('holds = "slicePtr(s, s) >= 0"\nfor = "0 <= s < 2"', "it has 1 dimensions"),
+    ('holds = "slicePtr(s) >= 0"\nfor = "0 <= s < sliceWidth(0)"',
+     "'for' bounds its variables by scalar fields and constants only"),
+    ('for = "0 <= s < 2"', 'give holds = "<comparisons joined by and>"'),
+    ('uf = "slicePtr"\nholds = "slicePtr(0) = 0"', "a linear property names its arrays"),
+])
+def test_linear_property_errors_name_the_key(tmp_path, holds, message):
+    path = tmp_path / "SELLx.toml"
+    path.write_text(SELL_LINEAR.replace("HOLDS", holds))
+    with pytest.raises(SpecError, match=re.escape(message)):
+        load_layout(str(path))

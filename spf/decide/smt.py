@@ -256,6 +256,10 @@ class _UseReads:
     def function_of(self, array: str, arity: int) -> z3.FuncDeclRef:
         return self.enc.func(self.use.symbol(array), arity)
 
+    def arguments(self, array: str, arity: int) -> list[tuple[tuple[z3.ArithRef, ...], int]]:
+        name = self.use.symbol(array)
+        return [(tuple(a), k) for n, a, k in self.new if n == name and len(a) == arity]
+
     def bound(self, a: Aff, k: int) -> z3.ArithRef:
         return self.enc.local(a, self.use, k)
 

@@ -21,8 +21,8 @@ from .dims import expand as expand_dims
 from .layout import INDEX_TYPE, INDEX_WIDTHS, VALUE_TYPE, FieldSpec, Layout, check_param
 from .properties import KEYS, KINDS, Property, PropertyKind, PropertyTable
 from .relation import Relation
-from .syntax import C_KEYWORDS, MAX_INT, parse_aff
-from .terms import Aff
+from .syntax import C_KEYWORDS, MAX_INT, parse_aff, parse_constraints
+from .terms import Aff, Constraint
 from .toml_source import TomlSource, is_file, name_position, read_spec
 
 _KEYS = ("name", "description", "relation", "value", "shape", "fields", "params", "properties",
@@ -393,7 +393,9 @@ def _parse_property(p: Mapping[str, Any], k: int, file: TomlSource, names: _Name
     if kind not in kinds:
         raise err(f"{where}: kind must be one of {kinds}, got {kind!r}", "kind")
     ufs = p.get("ufs", [p["uf"]] if "uf" in p else None)
-    if not isinstance(ufs, list) or not ufs or not all(isinstance(u, str) for u in ufs):
+    if ufs is None and KINDS[PropertyKind(kind)].names_its_arrays:
+        ufs = []
+    elif not isinstance(ufs, list) or not ufs or not all(isinstance(u, str) for u in ufs):
         raise err(f'{where} ({kind}): give the index array as uf = "name" '
                   "(or ufs = [...] for injectivity of a tuple)", "ufs" if "ufs" in p else "uf")
     for u in ufs:
@@ -410,9 +412,18 @@ def _parse_property(p: Mapping[str, Any], k: int, file: TomlSource, names: _Name
         line, col = file.value_position(value, key, start) if isinstance(value, str) else (1, 1)
         return parse_aff(str(value), file.source, line, col, names.params, divisions=True)
 
+    def conjunction(key: str) -> list[Constraint]:
+        """The value of ``key``: a string, a conjunction of comparisons."""
+        value = p[key]
+        if not isinstance(value, str):
+            raise err(f"{where} ({kind}): {key} must be a string (comparisons joined by "
+                      f"'and'), got {value!r}", key)
+        line, col = file.value_position(value, key, start)
+        return parse_constraints(value, file.source, line, col, names.params)
+
     prop = KINDS[PropertyKind(kind)].parse(PropertyTable(
         p, tuple(ufs), f"{where} ({kind})", {u: f.dims for u, f in names.index_arrays.items()},
-        relation.in_vars, names.scalars, err, affine))
+        relation.in_vars, names.scalars, err, affine, conjunction))
     unknown = set(p) - set(KEYS)
     if unknown:
         raise err(f"{where}: unknown key(s) {sorted(unknown)}; property keys are "

@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 
 from ..errors import ArgumentError, SpecError
+from . import index_expr as ie
 from .index_expr import IExpr
-from .terms import Aff, Constraint, UFCall
+from .terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
 
 if TYPE_CHECKING:
     import z3
 
 ORDERS = ("<", "<=", ">", ">=")
 KEYS = ("kind", "uf", "ufs", "order", "min", "max", "period", "with", "gap",
-        "along")   # of any kind
+        "along", "window", "holds", "for")   # of any kind
 _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
 
 
@@ -41,6 +42,8 @@ class PropertyKind(StrEnum):
     COVARY_MONOTONIC = "covary_monotonic"
     UNIQUE = "unique"
     SORTED = "sorted"
+    PERMUTATION = "permutation"
+    LINEAR = "linear"
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class PropertyTable:
     scalars: frozenset[str]                      # scalar fields
     error: Callable[..., SpecError]              # (message, key=None, at_key=False)
     affine: Callable[[str], Aff]                 # the value of a key, parsed as affine
+    conjunction: Callable[[str], list[Constraint]]  # ... parsed as comparisons joined by and
 
     def key_of_ufs(self) -> str:
         return "ufs" if "ufs" in self.keys else "uf"
@@ -102,6 +106,10 @@ class Reads(Protocol):
         """The ``arity``-argument Z3 function of ``array``."""
         ...
 
+    def arguments(self, array: str, arity: int) -> list[tuple[tuple[z3.ArithRef, ...], int]]:
+        """The new ``arity``-argument reads of ``array``: (arguments, instance)."""
+        ...
+
     def bound(self, a: Aff, k: int) -> z3.ArithRef:
         """``a`` (over the tensor's scalar fields and index arrays) at instance ``k``."""
         ...
@@ -124,6 +132,7 @@ class Property:
 
     kind: ClassVar[PropertyKind]
     by_storage_order: ClassVar[bool] = True
+    names_its_arrays: ClassVar[bool] = False     # its formula names its arrays (no uf key)
     ufs: tuple[str, ...]
 
     @property
@@ -407,6 +416,311 @@ class Sorted(Property):
 
 
 @dataclass(frozen=True)
+class Permutation(Property):
+    """``uf`` is a permutation of ``0 .. n - 1`` (``n`` its extent): injective, each value in
+    range.  ``order`` (``>=`` or ``<=``) says how spf orders it when it writes a tensor:
+    positions by the number of entries at their values (SELL-C-sigma: rows by length,
+    longest first), stably within windows of ``window`` consecutive positions (the whole
+    array when absent); without it, spf writes the identity.  Data read may hold any
+    permutation: the order is a choice of the writer, not an invariant."""
+
+    kind: ClassVar[PropertyKind] = PropertyKind.PERMUTATION
+    by_storage_order: ClassVar[bool] = False
+    extent: Aff | None = None           # n, when the extent is affine
+    order: str | None = None
+    window: Aff | None = None
+
+    @classmethod
+    def parse(cls, table: PropertyTable) -> Permutation:
+        dims = table.arrays[table.ufs[0]]
+        if len(table.ufs) != 1 or len(dims) != 1:
+            raise table.error(f"{table.label}: a permutation is one one-dimensional index "
+                              "array", table.key_of_ufs())
+        order = table.keys.get("order")
+        if order not in (None, ">=", "<="):
+            raise table.error(f"{table.label}: order must be '>=' (positions by decreasing "
+                              f"entry counts) or '<=', got {order!r}", "order")
+        window = None
+        if "window" in table.keys:
+            window = table.affine("window")
+            if not window.is_const or window.const < 1:
+                raise table.error(f"{table.label}: window must be a positive integer or "
+                                  f"parameter, got {table.keys['window']!r}", "window")
+            if order is None:
+                raise table.error(f"{table.label}: a window orders within it; give order too",
+                                  "window")
+        _no_gap(table)
+        return cls(table.ufs, _affine_extent(dims[0]), order, window)
+
+    def formula(self) -> str:
+        n = self.extent if self.extent is not None else "n"
+        return f"{self.uf} is a permutation of 0..{n} - 1"
+
+    def text(self) -> str:
+        how = "" if self.order is None else f", entry counts {self.order}"
+        win = "" if self.window is None else f" within {self.window}"
+        return f"{self.kind}({self.uf}{how}{win})"
+
+    def facts(self, call: UFCall) -> list[Constraint]:
+        if call.name != self.uf or self.extent is None:
+            return []
+        return [Constraint.ge(Aff.var(call), Aff.num(0)),
+                Constraint.ge(self.extent - 1, Aff.var(call))]
+
+    def check(self, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int],
+              layout: str) -> None:
+        arr = arrays[self.uf]
+        n = arr.size
+        outside = (arr < 0) | (arr >= n)
+        if outside.any():
+            bad = int(np.flatnonzero(outside)[0])
+            raise ArgumentError(f"{self.violated(layout)} at position {bad}: {arr[bad]} is "
+                                f"outside 0..{n - 1}")
+        seen = np.full(n, -1, np.int64)
+        seen[arr[::-1]] = np.arange(n - 1, -1, -1)     # the first position of each value
+        repeated = seen[arr] != np.arange(n)
+        if repeated.any():
+            bad = int(np.flatnonzero(repeated)[0])
+            raise ArgumentError(f"{self.violated(layout)}: position {bad} repeats the value "
+                                f"{arr[bad]} of position {seen[arr[bad]]}")
+
+    def unestablished(self, storage: StorageOrder) -> str | None:
+        return (": sorted assembly stores the coordinates that have entries, a permutation "
+                "holds every value once")
+
+    def instances(self, reads: Reads) -> list[z3.BoolRef]:
+        import z3
+        f = reads.function(self.uf)
+        out = [z3.Implies(a1 != a2, f(a1) != f(a2)) for (a1, _), (a2, _) in reads.pairs(self.ufs)]
+        if self.extent is not None:
+            for t, k in reads.reads(self.uf):
+                out += [t >= 0, t < reads.bound(self.extent, k)]
+        return out
+
+
+@dataclass(frozen=True)
+class Linear(Property):
+    """Affine constraints between index arrays, for every value of their variables in a
+    box: ``holds = "slicePtr(s + 1) - slicePtr(s) = C * sliceWidth(s)"`` ``for = "0 <= s <
+    numSlices"``.  Checked on a tensor's arrays once, vectorized over the box; given to Z3
+    as instances at the reads of a query (each read of an array the constraint reads at its
+    variables, plus constants, fixes them)."""
+
+    kind: ClassVar[PropertyKind] = PropertyKind.LINEAR
+    by_storage_order: ClassVar[bool] = False
+    names_its_arrays: ClassVar[bool] = True
+    holds: tuple[Constraint, ...] = ()
+    domain: tuple[Constraint, ...] = ()
+    variables: tuple[str, ...] = ()
+    dims: tuple[tuple[str, tuple[IExpr, ...]], ...] = ()     # each array read: its extents
+
+    @classmethod
+    def parse(cls, table: PropertyTable) -> Linear:
+        if table.ufs:
+            raise table.error(f"{table.label}: a linear property names its arrays in 'holds' "
+                              "(no uf key)", table.key_of_ufs())
+        if "holds" not in table.keys:
+            raise table.error(f'{table.label}: give holds = "<comparisons joined by and>"')
+        holds = table.conjunction("holds")
+        domain = table.conjunction("for") if "for" in table.keys else []
+        every = [*holds, *domain]
+        calls = {c for x in every for c in x.calls()}
+        for c in calls:
+            if c.name not in table.arrays:
+                raise table.error(f"{table.label}: {c} reads {c.name!r}, which is not an index "
+                                  "array", "holds")
+            if len(c.args) != len(table.arrays[c.name]):
+                raise table.error(f"{table.label}: {c} reads {c.name!r} with {len(c.args)} "
+                                  f"arguments; it has {len(table.arrays[c.name])} dimensions",
+                                  "holds")
+        if any(isinstance(a, FloorDiv) for x in every for a in x.aff.atoms()):
+            raise table.error(f"{table.label}: floor division is not allowed here", "holds")
+        names = {n for x in every for n in x.aff.names()}
+        variables = tuple(sorted(names - table.scalars))
+        for v in variables:
+            lower = any(x.aff.coeff(v) > 0 for x in domain if not x.is_eq)
+            upper = any(x.aff.coeff(v) < 0 for x in domain if not x.is_eq)
+            if not (lower and upper):
+                raise table.error(f"{table.label}: {v!r} is neither a scalar field nor a "
+                                  "variable bounded below and above by 'for'",
+                                  "for" if "for" in table.keys else "holds")
+        if any(x.calls() for x in domain):
+            raise table.error(f"{table.label}: 'for' bounds its variables by scalar fields and "
+                              "constants only", "for")
+        _no_gap(table)
+        arrays = tuple(sorted({c.name for c in calls}))
+        return cls(arrays, tuple(holds), tuple(domain), variables,
+                   tuple((a, table.arrays[a]) for a in arrays))
+
+    def formula(self) -> str:
+        text = " and ".join(format_constraint(c) for c in self.holds)
+        if self.domain:
+            text += " for " + " and ".join(format_constraint(c) for c in self.domain)
+        return text
+
+    def text(self) -> str:
+        return f"{self.kind}({self.formula()})"
+
+    def violated(self, layout: str) -> str:
+        return f"{layout} tensor: its arrays violate {self.kind} ({self.formula()})"
+
+    def check(self, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int],
+              layout: str) -> None:
+        points = self._box(scalars)
+        if points is None:
+            return
+        n = len(next(iter(points.values()))) if points else 1
+        extents = {a: tuple(ie.evaluate(d, scalars, arrays) for d in dims)
+                   for a, dims in self.dims}
+        box = _Box({**scalars, **points}, arrays, extents, self, layout, points)
+
+        def at(a: Aff) -> np.ndarray:
+            return np.broadcast_to(_np_value(a, box), (n,))
+
+        for c in self.holds:
+            value = at(c.aff)
+            bad = np.flatnonzero(value != 0 if c.is_eq else value < 0)
+            if bad.size:
+                k = int(bad[0])
+                reads = ", ".join(f"{call} = {at(Aff.var(call))[k]}"
+                                  for call in sorted(c.calls(), key=str))
+                raise ArgumentError(f"{self.violated(layout)}{box.where(k)}: "
+                                    f"{format_constraint(c)} fails ({reads})")
+
+    def _box(self, scalars: Mapping[str, int]) -> dict[str, np.ndarray] | None:
+        """The variables' values over the box ``for`` bounds (None: the box is empty)."""
+        ranges = []
+        for v in self.variables:
+            lo, hi = -(1 << 62), 1 << 62
+            for c in self.domain:
+                k = c.aff.coeff(v)
+                if c.is_eq or not k or len(c.aff.names() - set(scalars)) != 1:
+                    continue
+                rest = (c.aff - Aff.var(v, k)).evaluate(scalars)
+                if k > 0:
+                    lo = max(lo, -(rest // k))
+                else:
+                    hi = min(hi, rest // -k)
+            if hi < lo:
+                return None
+            ranges.append(np.arange(lo, hi + 1, dtype=np.int64))
+        grids = np.meshgrid(*ranges, indexing="ij") if ranges else []
+        points = {v: g.ravel() for v, g in zip(self.variables, grids)}
+        env: dict[str, Any] = {**scalars, **points}
+        keep = np.ones(len(grids[0].ravel()) if grids else 1, bool)
+        for c in self.domain:
+            value = np.asarray(c.aff.evaluate(env) if not points else _np_affine(c.aff, env))
+            keep &= np.broadcast_to(value == 0 if c.is_eq else value >= 0, keep.shape)
+        if not keep.any():
+            return None
+        return {v: x[keep] for v, x in points.items()}
+
+    def instances(self, reads: Reads) -> list[z3.BoolRef]:
+        import z3
+        out = []
+        for c in {c for h in self.holds for c in h.calls()}:
+            shift = _shifts(c, self.variables)
+            if shift is None:
+                continue
+            for args, k in reads.arguments(c.name, len(c.args)):
+                env = {v: args[i] - shift[i][1] for i, v in
+                       ((i, s[0]) for i, s in enumerate(shift)) if v is not None}
+                if set(env) != set(self.variables):
+                    continue
+                where = [_z3_constraint(d, env, reads, k) for d in self.domain]
+                what = [_z3_constraint(h, env, reads, k) for h in self.holds]
+                out.append(z3.Implies(z3.And(*where), z3.And(*what)))
+        return out
+
+
+def _shifts(call: UFCall, variables: tuple[str, ...]) -> list[tuple[str | None, int]] | None:
+    """Per argument of ``call``: ``(v, c)`` for an argument ``v + c`` (``None`` for a
+    constant argument); None when an argument is anything else."""
+    out: list[tuple[str | None, int]] = []
+    for a in call.args:
+        if a.is_const:
+            out.append((None, a.const))
+        elif len(a.terms) == 1 and a.terms[0][1] == 1 and a.terms[0][0] in variables:
+            out.append((str(a.terms[0][0]), a.const))
+        else:
+            return None
+    return out
+
+
+def _z3_constraint(c: Constraint, env: Mapping[str, Any], reads: Reads, k: int) -> Any:
+    value = _z3_value(c.aff, env, reads, k)
+    return value == 0 if c.is_eq else value >= 0
+
+
+def _z3_value(a: Aff, env: Mapping[str, Any], reads: Reads, k: int) -> Any:
+    total: Any = a.const
+    for atom, coeff in a.terms:
+        if isinstance(atom, str):
+            term = env[atom] if atom in env else reads.bound(Aff.var(atom), k)
+        else:
+            assert isinstance(atom, UFCall)
+            f = reads.function_of(atom.name, len(atom.args))
+            term = f(*[_z3_value(x, env, reads, k) for x in atom.args])
+        total = total + coeff * term
+    return total
+
+
+def _np_affine(a: Aff, env: Mapping[str, Any]) -> Any:
+    total: Any = np.int64(a.const)
+    for atom, k in a.terms:
+        total = total + np.int64(k) * env[str(atom)]
+    return total
+
+
+@dataclass(frozen=True)
+class _Box:
+    """A linear property's variables over its box, and the arrays it reads."""
+
+    env: Mapping[str, Any]                      # scalars and the variables' values
+    arrays: Mapping[str, np.ndarray]
+    extents: Mapping[str, tuple[int, ...]]
+    prop: Linear
+    layout: str
+    points: Mapping[str, np.ndarray]
+
+    def where(self, k: int) -> str:
+        at = ", ".join(f"{v} = {self.points[v][k]}" for v in self.prop.variables)
+        return f" at {at}" if at else ""
+
+
+def _np_value(a: Aff, box: _Box) -> Any:
+    """``a`` over the box, reading the arrays; ArgumentError naming a read out of bounds."""
+    total: Any = np.int64(a.const)
+    for atom, k in a.terms:
+        if isinstance(atom, str):
+            value = box.env[atom]
+        else:
+            assert isinstance(atom, UFCall)
+            dims = box.extents[atom.name]
+            flat: Any = np.int64(0)
+            inside: Any = True
+            for x, n in zip((_np_value(x, box) for x in atom.args), dims):
+                inside = inside & (x >= 0) & (x < n)
+                flat = flat * n + x
+            if not np.all(inside):
+                bad = int(np.flatnonzero(np.broadcast_to(~inside, np.shape(flat) or (1,)))[0])
+                raise ArgumentError(f"{box.prop.violated(box.layout)}: {atom} reads outside "
+                                    f"{atom.name} (extents {list(dims)}){box.where(bad)}")
+            value = np.asarray(box.arrays[atom.name]).reshape(-1)[flat].astype(np.int64)
+        total = total + np.int64(k) * value
+    return total
+
+
+def _affine_extent(e: IExpr) -> Aff | None:
+    """An array extent written as a name or a number, as an affine term."""
+    if isinstance(e, ie.Num):
+        return Aff.num(e.value)
+    if isinstance(e, ie.Name):
+        return Aff.var(e.name)
+    return None
+
+
+@dataclass(frozen=True)
 class Ordering(Property):
     """The monotonic kinds: ``<premise> and a < a' -> uf(a) + gap <order> uf(a')`` for one
     one-dimensional index array (``gap``: BCSR's blocks of one row do not overlap,
@@ -656,7 +970,8 @@ KINDS: dict[PropertyKind, type[Property]] = {
     PropertyKind.RANGE: Range, PropertyKind.INJECTIVE: Injective,
     PropertyKind.MONOTONIC: Monotonic, PropertyKind.PERIODIC_MONOTONIC: PeriodicMonotonic,
     PropertyKind.COVARY_MONOTONIC: CovaryMonotonic, PropertyKind.UNIQUE: Unique,
-    PropertyKind.SORTED: Sorted}
+    PropertyKind.SORTED: Sorted, PropertyKind.PERMUTATION: Permutation,
+    PropertyKind.LINEAR: Linear}
 
 
 def ordering_kinds() -> list[PropertyKind]:

@@ -215,6 +215,10 @@ class _Deriver:
                               f"coordinate ({shape_fields[coords[0][0]]})")
                 return StorageLevel(p, StorageKind.DENSE, coords, parent, extent=scalar)
             if parent is None and all(arr for _, arr in coords):
+                if scalar in shape_fields:
+                    self.fail(f"compressed level {p} counts its positions in {scalar}, a "
+                              "logical extent: storing only the coordinates that have "
+                              "entries would change the shape")
                 return StorageLevel(p, StorageKind.COMPRESSED, coords, None, count=scalar)
         if parent is not None and all(arr for _, arr in coords):
             ptr = next((a.terms[0][0] for a in [lo] if len(a.terms) == 1 and a.const == 0

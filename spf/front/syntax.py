@@ -348,9 +348,10 @@ def parse_aff(text: str, source: str = "<string>", line0: int = 1, col0: int = 1
 
 
 def parse_constraints(text: str, source: str = "<string>", line0: int = 1,
-                      col0: int = 1) -> list[Constraint]:
-    """Parse a conjunction such as ``j <= i and 0 <= k``."""
-    p = Parser(text, source, line0, col0)
+                      col0: int = 1, constants: Mapping[str, int] | None = None
+                      ) -> list[Constraint]:
+    """Parse a conjunction such as ``j <= i and 0 <= k`` (``constants`` substituted)."""
+    p = Parser(text, source, line0, col0, constants)
     out = p.conjunction()
     p.expect_end()
     return out

@@ -35,6 +35,7 @@ from typing import NoReturn
 from ..errors import SpecError
 from . import index_expr as ie
 from .layout import Layout
+from .properties import Permutation
 from .relation import Conj
 from .terms import Aff, Atom, Constraint, FloorDiv, UFCall
 
@@ -55,6 +56,25 @@ class Solved:
     atom: Atom
     value: Aff
     divisor: int = 1
+
+
+@dataclass(frozen=True)
+class Permuted:
+    """A permutation array read at unknown layout indices (``gi = perm(C*s + r)``): spf
+    chooses it by its property's order (positions by the entry count of their values,
+    within windows), and solves the indices through its inverse, ``perm⁻¹(gi)``."""
+
+    array: str
+    value: Aff                          # the logical coordinate it gives, over ``g``
+    descending: bool | None             # None: the identity
+    window: int | None                  # None: the whole array
+
+    @property
+    def inverse(self) -> str:
+        return self.array + INVERSE
+
+
+INVERSE = "⁻¹"      # suffix of an inverse permutation's name (no field can have it)
 
 
 @dataclass(frozen=True)
@@ -94,6 +114,7 @@ class PartWrite:
     extents: tuple[tuple[str, Aff], ...]        # scalar field, coordinate index value (+1 = it)
     filters: tuple[Aff, ...]                    # >= 0 over logical coordinates: the part's share
     fills: tuple[tuple[str, int], ...]          # index array -> value of an unused slot
+    permuted: tuple[Permuted, ...] = ()
 
     def solution(self, atom: Atom) -> Solved | None:
         return next((s for s in self.solved if s.atom == atom), None)
@@ -115,6 +136,12 @@ class WritePlan:
         """One line per decision, for the conversion's report."""
         logical = dict(zip(self.layout.relation.out_vars or (), names))
         text = []
+        for q in self.first.permuted:
+            text.append(f"{q.array} = positions ordered by their entry count "
+                        + ("(identity)" if q.descending is None else
+                           f"{'decreasing' if q.descending else 'increasing'}"
+                           + (f" within windows of {q.window}" if q.window else ""))
+                        + f", {q.inverse} its inverse")
         for s in self.first.solved:
             value = s.value.rename(logical)
             text.append(f"{s.atom} = {value}" + (f" / {s.divisor}" if s.divisor != 1 else ""))
@@ -256,6 +283,7 @@ class _Solver:
         self.logical = set(layout.relation.out_vars or ())
         self.indices = list(layout.indices)
         self.solved: dict[Atom, Solved] = {}
+        self.permuted: list[Permuted] = []
 
     def fail(self, why: str) -> NoReturn:
         _fail(self.layout, why)
@@ -268,12 +296,13 @@ class _Solver:
         filters = tuple(a for c in self.conj if not c.is_eq
                         if self._logical_only(a := self._known(c.aff)))
         return PartWrite(self.conj, tuple(self.solved.values()), positions, extents,
-                         filters, fills)
+                         filters, fills, tuple(self.permuted))
 
     # equalities ------------------------------------------------------------------------
     def _is_known(self, atom: Atom) -> bool:
         return (isinstance(atom, str) and atom in self.logical) \
-            or isinstance(atom, FloorDiv) or atom in self.solved
+            or isinstance(atom, FloorDiv) or atom in self.solved \
+            or (isinstance(atom, UFCall) and atom.name.endswith(INVERSE))
 
     def _known(self, a: Aff) -> Aff:
         """``a`` with every solved atom replaced by its value (a plain substitution keyed by
@@ -287,7 +316,7 @@ class _Solver:
 
     def _logical_only(self, a: Aff) -> bool:
         return all(self._is_known(atom) and atom not in self.solved for atom, _ in a.terms) \
-            and bool(a.terms)
+            and bool(a.terms) and not a.calls()
 
     def _solve_equalities(self) -> None:
         pending = [c.aff for c in self.conj if c.is_eq]
@@ -317,7 +346,7 @@ class _Solver:
                 value, k = Aff(((a, c // abs(k)) for a, c in value.terms),
                                value.const // abs(k)), 1
             self._set(atom, value, abs(k))
-            return []
+            return self._through_inverse(atom, value, abs(k))
         for atom, _ in unknown:
             if self._constant_size(atom) == 1:          # 0 <= atom < 1
                 self._set(atom, Aff.num(0), 1)
@@ -333,6 +362,22 @@ class _Solver:
             others = Aff([(a, kk * sign) for a, kk in unknown if a != atom])
             return [others - Aff.var(tile, size)]
         return [aff]
+
+    def _through_inverse(self, atom: Atom, value: Aff, divisor: int) -> list[Aff]:
+        """For ``perm(arg) = value`` with unknowns in ``arg`` and ``perm`` a permutation: the
+        equation ``arg = perm⁻¹(value)`` (else nothing)."""
+        if not isinstance(atom, UFCall) or len(atom.args) != 1 or divisor != 1 \
+                or all(self._is_known(a) for a, _ in atom.args[0].terms):
+            return []
+        prop = next((p for p in self.layout.properties
+                     if isinstance(p, Permutation) and p.uf == atom.name), None)
+        if prop is None:
+            return []
+        descending = None if prop.order is None else prop.order == ">="
+        window = None if prop.window is None else prop.window.const
+        q = Permuted(atom.name, value, descending, window)
+        self.permuted.append(q)
+        return [atom.args[0] - Aff.var(UFCall(q.inverse, (value,)))]
 
     def _set(self, atom: Atom, value: Aff, divisor: int) -> None:
         if isinstance(atom, FloorDiv):

@@ -20,7 +20,7 @@ from ..front.layout import Layout
 from ..front.relation import Conj
 from ..front.storage import storage_of
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
-from ..front.writing import PartWrite, Position, Start, WritePlan, write_plan
+from ..front.writing import PartWrite, Permuted, Position, Start, WritePlan, write_plan
 from .fields import index_max, wider_hint
 from .memory import aligned_zeros
 from .stored import StoredTensor, tensor_class
@@ -124,9 +124,11 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
             if not ok.all():
                 _refuse(lay, env, int(np.flatnonzero(~ok)[0]), outs, f)
     arrays = _Arrays(lay)
-    _solve(part, env, outs)
+    for q in part.permuted:
+        _permute(q, env, scalars, arrays, outs)
+    _solve(part, env, outs, arrays)
     for field, value in part.extents:
-        hi = _range(value, dict(zip(outs, shape)))[1]
+        hi = _range(value, dict(zip(outs, shape)), arrays)[1]
         scalars[field] = max(hi + 1, 0)
     for field in plan.emptied:
         scalars[field] = 0
@@ -155,6 +157,8 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
         _read_back(plan, env, arrays, scalars, env_all, values_all, outs)
     fields: dict[str, Any] = dict(scalars)
     for name, arr in arrays.flat.items():
+        if name not in lay.fields:
+            continue            # an inverse permutation
         if name != lay.value.array:
             kind = lay.dtype_of(name)
             top = int(np.iinfo(kind).max)
@@ -207,9 +211,31 @@ def _taken(part: PartWrite, env: Env, n: int) -> Vec:
     return taken
 
 
-def _solve(part: PartWrite, env: Env, outs: list[str]) -> None:
+def _permute(q: Permuted, env: Env, scalars: Mapping[str, int], arrays: _Arrays,
+             outs: list[str]) -> None:
+    """The permutation ``q.array`` (positions ordered by the entry count of their values,
+    stably within windows) and its inverse."""
+    perm = arrays.allocate(q.array, scalars)
+    n = len(perm)
+    at = np.broadcast_to(np.asarray(vec(q.value, env), np.int64), env[outs[0]].shape)
+    outside = (at < 0) | (at >= n)
+    if outside.any():
+        _refuse_entry(env, int(np.flatnonzero(outside)[0]), outs,
+                      f"{q.value} is outside the {n} values of the permutation {q.array}")
+    if q.descending is None:
+        perm[:] = np.arange(n)
+    else:
+        counts = np.bincount(at, minlength=n)
+        window = np.arange(n) // (q.window or max(n, 1))
+        perm[:] = np.lexsort((-counts if q.descending else counts, window))
+    inverse = np.empty(n, np.int64)
+    inverse[perm] = np.arange(n)
+    arrays.flat[q.inverse], arrays.dims[q.inverse] = inverse, (n,)
+
+
+def _solve(part: PartWrite, env: Env, outs: list[str], arrays: _Arrays) -> None:
     for s in part.solved:
-        value = vec(s.value, env)
+        value = vec(s.value, env, arrays)
         value = np.broadcast_to(np.asarray(value, np.int64), env[outs[0]].shape if outs else ())
         if s.divisor != 1:
             bad = np.flatnonzero(value % s.divisor)
@@ -481,13 +507,16 @@ def _logical_values(conj: Conj, outs: list[str], points: Env, arrays: _Arrays,
     return out
 
 
-def _range(a: Aff, extents: Mapping[str, int]) -> tuple[int, int]:
-    """Interval of ``a`` (over logical coordinates) over the shape."""
+def _range(a: Aff, extents: Mapping[str, int], arrays: _Arrays) -> tuple[int, int]:
+    """Interval of ``a`` (over logical coordinates and inverse permutations) over the
+    shape."""
     lo = hi = a.const
     for atom, k in a.terms:
         if isinstance(atom, FloorDiv):
-            nlo, nhi = _range(atom.num, extents)
+            nlo, nhi = _range(atom.num, extents, arrays)
             alo, ahi = nlo // atom.den, nhi // atom.den
+        elif isinstance(atom, UFCall):          # perm⁻¹(g): a position of the permutation
+            alo, ahi = 0, arrays.dims[atom.name][0] - 1
         else:
             alo, ahi = 0, extents[str(atom)] - 1
         lo, hi = (lo + k * ahi, hi + k * alo) if k < 0 else (lo + k * alo, hi + k * ahi)
