@@ -606,3 +606,66 @@ def test_linear_property_errors_name_the_key(tmp_path, holds, message):
     path.write_text(SELL_LINEAR.replace("HOLDS", holds))
     with pytest.raises(SpecError, match=re.escape(message)):
         load_layout(str(path))
+
+
+@pytest.mark.parametrize("kind", ["random", "empty", "one", "empty_slice"])
+def test_csr_slices_pointers_over_two_levels(kind):
+    """An order-3 tensor as a list of CSR slices: slicePtr(t) + rowPtr(t, i) <= p <
+    slicePtr(t) + rowPtr(t, i + 1); written (each slice's row pointers from 0), read by TTV,
+    converted on, and a kernel's output; a slice pointer that overlaps is refused."""
+    rng = np.random.default_rng(14)
+    d = rng.random((4, 6, 5)) * (rng.random((4, 6, 5)) < 0.3)
+    if kind == "empty":
+        d[:] = 0.0
+    elif kind == "one":
+        d[:] = 0.0
+        d[3, 5, 0] = 2.5
+    elif kind == "empty_slice":
+        d[1] = 0.0
+        d[:, 2] = 0.0
+    t = spf.Tensor.from_dense("COO3", d).convert("CSRSlices")
+    np.testing.assert_array_equal(t.to_dense(), d)
+    per_slice = (d != 0).sum(axis=(1, 2))
+    np.testing.assert_array_equal(t["slicePtr"], np.concatenate([[0], np.cumsum(per_slice)]))
+    rows = (d != 0).sum(axis=2)
+    np.testing.assert_array_equal(np.reshape(t["rowPtr"], (4, 7)), np.concatenate(
+        [np.zeros((4, 1), int), np.cumsum(rows, axis=1)], axis=1))
+    x = rng.random(5)
+    np.testing.assert_allclose(spf.evaluate("y(t,i) = A(t,i,j) * x(j)", A=t, x=x), d @ x)
+    np.testing.assert_array_equal(t.convert("CSF").to_dense(), d)
+    k = spf.Kernel("C(t,i,j) = A(t,i,j) * B(t,i,j)", {"A": "CSF", "B": "CSF", "C": "CSRSlices"})
+    csf = spf.Tensor.from_dense("CSF", d)
+    np.testing.assert_allclose(k.compile()(A=csf, B=csf).to_dense(), d * d)
+
+
+def test_two_level_pointers_in_a_users_layout_and_their_refusals(tmp_path):
+    text = """name = "Batched"
+relation = "{[t, i, p] -> [gt, gi, gj] : 0 <= t < nb and 0 <= i < nr and \
+base(t) + ptr(t, i) <= p < base(t) + ptr(t, i + 1) and gt = t and gi = i and gj = col(p)}"
+value = "v[p]"
+shape = ["nb", "nr", "nc"]
+
+[fields]
+nb = "int"
+nr = "int"
+nc = "int"
+base = "int[nb]"
+ptr = "int[nb][nr + 1]"
+col = "int[n]"
+v = "double[n]"
+n = "int"
+"""
+    path = tmp_path / "Batched.toml"
+    path.write_text(text)
+    d = np.zeros((3, 2, 4))
+    d[0, 1, 2], d[2, 0, 0], d[2, 0, 3] = 1.0, 2.0, 3.0
+    t = spf.Tensor.from_dense("COO3", d).convert(str(path))
+    np.testing.assert_array_equal(t.to_dense(), d)
+    assert list(t["base"]) == [0, 1, 1] and t["n"] == 3
+    wrong = tmp_path / "Wrong.toml"
+    wrong.write_text(text.replace("base(t) + ptr(t, i) <= p < base(t) + ptr(t, i + 1)",
+                                  "base(i) + ptr(t, i) <= p < base(i) + ptr(t, i + 1)")
+                     .replace('"Batched"', '"Wrong"').replace("int[nb]", "int[nr]"))
+    with pytest.raises(SpecError, match=r"Wrong cannot be written: layout index p runs from "
+                                        r".*: pointers over two levels are O\(a\) \+ P\(a, b\)"):
+        write_plan(load_layout(str(wrong)))

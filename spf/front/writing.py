@@ -46,6 +46,7 @@ class Start(Enum):
     POINTER = "pointer"     # ptr(a) <= p < ptr(a + 1): prefix sums of the groups' sizes
     RANGE = "range"         # start(a) <= p < end(a): two arrays
     RANK = "rank"           # 0 <= p < U: the rank within its group
+    NESTED = "nested"       # O(a) + P(a, b) <= p < O(a) + P(a, b + 1): pointers over two levels
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class Position:
     upper: Aff                          # the exclusive upper bound as written
     tight: bool                         # every position below ``upper`` holds an entry
     also: tuple[str, ...] = ()          # scalar fields bounding it too: the largest group
+    outer: UFCall | None = None         # NESTED: the outer pointer array read O(a)
 
     @property
     def bound_field(self) -> str | None:
@@ -148,6 +150,8 @@ class WritePlan:
         for p in self.first.positions:
             keys = ", ".join(map(str, p.keys))
             where = {Start.POINTER: f"from {p.lower} (prefix sums of the groups' sizes)",
+                     Start.NESTED: f"from {p.outer} + {p.lower} (prefix sums of the outer "
+                                   "groups' sizes, plus of the groups' sizes within each)",
                      Start.RANGE: f"from {p.lower} to {p.upper} (each group's start and end)",
                      Start.RANK: f"the rank within ({', '.join(p.group)}), below {p.upper}"}
             text.append(f"{p.index} = position of ({keys}) "
@@ -244,8 +248,9 @@ def _produced(part: PartWrite, layout: Layout) -> set[str]:
     out = {s.atom.name for s in part.solved if isinstance(s.atom, UFCall)}
     out |= {f for f, _ in part.extents}
     for p in part.positions:
-        if p.lower is not None:
-            out.add(p.lower.name)
+        for c in (p.lower, p.outer):
+            if c is not None:
+                out.add(c.name)
         call = _single_call(p.upper)
         if call is not None:
             out.add(call.name)
@@ -429,6 +434,8 @@ class _Solver:
                           "scalar field nor an index array read at earlier layout indices")
             return Position(p, keys, descending, group, Start.RANK, None, upper, tight, also)
         lo, hi = _single_call(lower), _single_call(upper)
+        if (lo is None or hi is None) and len(lower.calls()) == 2:
+            return self._nested(p, keys, descending, group, lower, upper)
         if lo is None or hi is None:
             self.fail(f"layout index {p} runs from {lower} to {upper}: neither 0 nor an "
                       "index array read at earlier layout indices")
@@ -444,6 +451,24 @@ class _Solver:
             self.fail(f"{p} runs from {lo} to {hi}: start and end arrays are read at the same "
                       "arguments")
         return Position(p, keys, descending, group, Start.RANGE, lo, upper, True)
+
+    def _nested(self, p: str, keys: tuple[UFCall, ...], descending: tuple[bool, ...],
+                group: tuple[str, ...], lower: Aff, upper: Aff) -> Position:
+        """``O(a) + P(a, b) <= p < O(a) + P(a, b + 1)``: a list of compressed groups (an
+        order-3 tensor as CSR slices: ``slicePtr(t) + rowPtr(t, i)``)."""
+        calls = [a for a, k in lower.terms if isinstance(a, UFCall) and k == 1]
+        inner = next((c for c in calls if len(c.args) == 2 and upper - lower == Aff.var(
+            UFCall(c.name, (c.args[0], c.args[1] + 1))) - Aff.var(c)), None)
+        outer = next((c for c in calls if c is not inner), None)
+        if inner is None or outer is None or lower.const or len(lower.terms) != 2 \
+                or outer.args != inner.args[:1]:
+            self.fail(f"layout index {p} runs from {lower} to {upper}: pointers over two "
+                      "levels are O(a) + P(a, b) <= p < O(a) + P(a, b + 1)")
+        for call in (inner, outer):
+            if not Aff.var(call).names() <= set(group):
+                self.fail(f"{call} bounds {p} but reads layout indices after it")
+        return Position(p, keys, descending, group, Start.NESTED, inner, upper, True,
+                        outer=outer)
 
     def _bounds(self, p: str) -> tuple[Aff, Aff, tuple[str, ...]]:
         """``(lower, exclusive upper, other upper scalar fields)`` of ``p`` as written, not

@@ -257,6 +257,9 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
         _rank_bound(p, env, scalars, arrays, lay, rank)
         return
     assert p.lower is not None
+    if p.start is Start.NESTED:
+        _place_nested(p, env, scalars, arrays, lay, keys)
+        return
     starts = arrays.allocate(p.lower.name, scalars)
     if p.start is Start.POINTER:
         size = len(starts) - 1
@@ -280,6 +283,39 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
         end = _single_name(p.upper)
         arrays.allocate(end, scalars)[:] = begin[1:]
     env[p.index] = begin[at] + rank if n else np.zeros(0, np.int64)
+
+
+def _place_nested(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
+                  lay: Layout, keys: list[Vec]) -> None:
+    """``O(a) + P(a, b) <= p < O(a) + P(a, b + 1)``: ``P(a, :)`` the prefix sums of the groups'
+    sizes within ``a`` (from 0), ``O`` the prefix sums of the outer groups' sizes."""
+    assert p.lower is not None and p.outer is not None
+    outs = list(lay.relation.out_vars or ())
+    inner = arrays.allocate(p.lower.name, scalars)
+    rows, width = arrays.dims[p.lower.name]
+    n = len(keys[0])
+    args = [np.broadcast_to(vec(x, env, arrays), (n,)) for x in p.lower.args]
+    at = arrays.offset(p.lower.name, args)
+    after = arrays.offset(p.lower.name, [args[0], args[1] + 1])
+    bad = np.flatnonzero((at < 0) | (after < 0))
+    if bad.size:
+        _refuse_entry(env, int(bad[0]), outs, f"{p.lower} is outside {p.lower.name}'s "
+                      f"{rows} x {width} pointers")
+    rank, first_of_key, _ = _ranks([at], keys, n)
+    counts = np.bincount(at[first_of_key], minlength=rows * width).reshape(rows, width) \
+        if n else np.zeros((rows, width), np.int64)
+    local = np.zeros((rows, width), np.int64)
+    local[:, 1:] = np.cumsum(counts[:, :-1], axis=1)
+    inner[:] = local.reshape(-1)
+    outer = arrays.allocate(p.outer.name, scalars)
+    if len(outer) not in (rows, rows + 1):
+        raise ArgumentError(f"{lay.name}: {p.outer.name} has {len(outer)} entries, "
+                            f"{p.lower.name} {rows} rows; pointers over two levels need "
+                            f"{rows} or {rows + 1}")
+    begin = np.concatenate([[0], np.cumsum(local[:, -1])]).astype(np.int64)
+    outer[:] = begin[:len(outer)]
+    env[p.index] = begin[args[0]] + local.reshape(-1)[at] + rank if n \
+        else np.zeros(0, np.int64)
 
 
 def _derive(lay: Layout, arrays: _Arrays, scalars: dict[str, int]) -> None:
