@@ -31,8 +31,9 @@ Destinations written by their relations (spf/front/writing.py), against the near
 routine: CSR -> ELLPACK_R (the ELL C baseline plus numpy's row lengths), CSR -> CSR4 (a copy
 of scipy's CSR arrays), CSR -> BlockedELL and CSR -> CSB with 8 x 8 blocks (scipy's
 ``tobsr((8, 8))``, the nearest blocked format it has; BlockedELL on the block-structured
-matrix), CSR -> SymCSR on the symmetric matrices (scipy's ``triu``).  HiCOO (order 3) has no
-library routine in this experiment.
+matrix), CSR -> SymCSR on the symmetric matrices (scipy's ``triu``), CSR -> SELL_sigma with
+C = 8, sigma = 256 (the ELL C baseline plus numpy's order of the rows by length).  HiCOO and
+CSRSlices (order 3) have no library routine in this experiment.
 
 scipy has no DCSR: no contender.  Every output is checked against the input (structure and
 values).  Median of >= 5 runs after a warm-up, contenders interleaved per round, each
@@ -77,10 +78,11 @@ PAIRS = [("COO", "CSR"), ("CSR", "CSC"), ("CSC", "CSR"), ("CSR", "DCSR"), ("DIA"
          ("DenseMatrix", "CSR"), ("CSR", "DIA"), ("COO", "DIA"), ("CSC", "DIA"),
          ("CSR", "ELL"), ("CSC", "ELL"), ("CSR", "BCSR"), ("COO", "BCSR"), ("BCSR", "CSR"),
          ("CSR", "ELLPACK_R"), ("CSR", "CSR4"), ("CSR", "BlockedELL"), ("CSR", "CSB"),
-         ("CSR", "SymCSR")]
+         ("CSR", "SymCSR"), ("CSR", "SELL_sigma")]
 ONLY_ON = {"DIA": ("laplace2d", "laplace3d", "banded"), "BCSR": ("block8",),
            "BlockedELL": ("block8",)}
 BLOCKED = ("BCSR", "BlockedELL", "CSB")      # layouts taking the block size B
+SELL_PARAMS = {"C": 8, "sigma": 256}           # SELL-C-sigma's slice height and sort window
 DENSE_MAX_BYTES = 256 * 2 ** 20
 CSB_MAX_BLOCKS = 2 ** 22        # CSB's start and end arrays cover the whole block grid
 # the issue's targets: contender (or "best": the fastest library route) -> library / spf
@@ -214,6 +216,10 @@ def library_routes(src: str, dst: str, a: sp.csr_matrix, coo: sp.coo_matrix,
     elif dst in ("BlockedELL", "CSB"):   # the nearest blocked format scipy has: BSR
         if all(e % BLOCK == 0 for e in a.shape):
             routes["scipy tobsr"] = lambda: a.tobsr(blocksize=(BLOCK, BLOCK))
+    elif dst == "SELL_sigma":         # ELL plus the rows' order by length
+        ell = _ell_route(lambda: a, baseline)
+        routes["C baseline (ELL) + row order"] = lambda: (
+            ell(), np.argsort(-np.diff(a.indptr), kind="stable"))[0]
     elif dst == "SymCSR":             # the upper triangle, as scipy extracts it
         routes["scipy triu"] = lambda: ("upper", sp.triu(a, format="csr"))
     if mkl.load() is not None:
@@ -322,7 +328,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     t0 = time.perf_counter()
     conv = {}
     for s, d in PAIRS:
-        c = spf.Conversion(s, d, B=BLOCK) if {s, d} & set(BLOCKED) else spf.Conversion(s, d)
+        params = {"B": BLOCK} if {s, d} & set(BLOCKED) else SELL_PARAMS \
+            if d == "SELL_sigma" else {}
+        c = spf.Conversion(s, d, **params)
         conv[s, d] = (c, c.compile())
     baseline = _ell_baseline()
     print(f"generated and compiled {len(conv)} conversions in {time.perf_counter() - t0:.1f} s")

@@ -669,3 +669,38 @@ n = "int"
     with pytest.raises(SpecError, match=r"Wrong cannot be written: layout index p runs from "
                                         r".*: pointers over two levels are O\(a\) \+ P\(a, b\)"):
         write_plan(load_layout(str(wrong)))
+
+
+def test_a_dcsr_of_blocks_written_outside_the_package(tmp_path):
+    """Block coordinates plus in-block offsets over a doubly compressed list of block rows:
+    the block row a rank among the block rows that have entries, the block column a position
+    under the block row's pointer, the offsets aligned tiles; rectangular, not a multiple of
+    the block size."""
+    path = tmp_path / "DCSRBlocks.toml"
+    path.write_text("""name = "DCSRBlocks"
+relation = "{[pb, pk, ri, rj] -> [gi, gj] : 0 <= pb < nbr and blockPtr(pb) <= pk < \
+blockPtr(pb + 1) and 0 <= ri < B and 0 <= rj < B and gi = B*blockRow(pb) + ri and \
+gj = B*blockCol(pk) + rj and gi < nr and gj < nc}"
+value = "data[pk][ri][rj]"
+shape = ["nr", "nc"]
+
+[params]
+B = 3
+
+[fields]
+nr = "int"
+nc = "int"
+nbr = "int"
+blockRow = "int[nbr]"
+blockPtr = "int[nbr + 1]"
+blockCol = "int[blockPtr(nbr)]"
+data = "double[blockPtr(nbr)][B][B]"
+""")
+    for kind in ("random", "empty", "one"):
+        m = _matrix(kind, (20, 14), False, seed=15)
+        t = spf.Tensor.from_scipy("CSR", m).convert(str(path), allow_padding=True)
+        np.testing.assert_array_equal(t.to_dense(), m.toarray())
+        rows = sorted({i // 3 for i in m.nonzero()[0]})
+        assert t["nbr"] == len(rows) and list(t["blockRow"]) == rows
+        x = np.arange(14.0)
+        np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * x(j)", A=t, x=x), m @ x)

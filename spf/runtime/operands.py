@@ -139,8 +139,14 @@ def _layout_mismatch(name: str, want: Layout, got: Layout) -> str:
         if lay.index_type != other.index_type:
             text += f" (index_type={lay.index_type!r})"
         return text
+    hint = ""
+    if want.index_type != got.index_type and (want.name, want.source, dict(want.params)) == \
+            (got.name, got.source, dict(got.params)):
+        hint = (f"; one kernel runs in one index width: build the tensor with index_type="
+                f"{want.index_type!r} (spf.Tensor.from_scipy/from_arrays/from_dense take it), "
+                "or give every layout the same width")
     return (f"{name!r}: the kernel was generated for layout {describe(want, got)} but got a "
-            f"tensor in layout {describe(got, want)}")
+            f"tensor in layout {describe(got, want)}{hint}")
 
 
 def is_scipy(value: Any) -> bool:
