@@ -216,7 +216,10 @@ def library_routes(src: str, dst: str, a: sp.csr_matrix, coo: sp.coo_matrix,
     elif dst in ("BlockedELL", "CSB"):   # the nearest blocked format scipy has: BSR
         if all(e % BLOCK == 0 for e in a.shape):
             routes["scipy tobsr"] = lambda: a.tobsr(blocksize=(BLOCK, BLOCK))
-    elif dst == "SELL_sigma":         # ELL plus the rows' order by length
+    elif dst == "SELL_sigma":         # ELL plus the rows' order by length, where ELL fits
+        rows = np.diff(a.indptr)
+        if a.shape[0] * int(rows.max(initial=0)) > 4 * max(a.nnz, 1):
+            return routes         # ELL would be over 75% padding (rmat: 31 GB)
         ell = _ell_route(lambda: a, baseline)
         routes["C baseline (ELL) + row order"] = lambda: (
             ell(), np.argsort(-np.diff(a.indptr), kind="stable"))[0]
