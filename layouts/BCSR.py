@@ -24,7 +24,7 @@ def pack(shape, coords, values, params):
         k = start
         while k < end:
             c0 = int(cols[k])
-            block = np.zeros((b, b))
+            block = np.zeros((b, b), dtype=values.dtype)
             while k < end and cols[k] < c0 + b:
                 block[rows[k] - b * bi, cols[k] - c0] = values[k]
                 k += 1
@@ -32,7 +32,7 @@ def pack(shape, coords, values, params):
             blocks.append(block)
         row_ptr.append(len(col_idx))
         start = end
-    data = np.array(blocks).reshape(-1) if blocks else np.zeros(0)
+    data = np.array(blocks, dtype=values.dtype).reshape(-1) if blocks else np.zeros(0, values.dtype)
     return {"numRows": n_rows, "numCols": n_cols, "numBlockRows": n_block_rows,
             "rowPtr": np.array(row_ptr), "colIdx": np.array(col_idx, dtype=np.int64),
             "data": data}

@@ -10,7 +10,7 @@ def pack(shape, coords, values, params):
     fi, fj = fibres // dim1, fibres % dim1
     roots, first = np.unique(fi, return_index=True)
     ptr1 = np.append(first, len(fibres))
-    data = np.zeros((len(fibres), width))
+    data = np.zeros((len(fibres), width), dtype=values.dtype)
     np.add.at(data, (where, k), values)
     return {"dim0": dim0, "dim1": dim1, "width": width, "n0": len(roots), "idx0": roots,
             "ptr1": ptr1, "idx1": fj, "data": data.reshape(-1)}

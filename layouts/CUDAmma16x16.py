@@ -15,7 +15,7 @@ def pack(shape, coords, values, params):
         r, pj = divmod(p, 8)
         raise ValueError(f"CUDAmma16x16 keeps at most one nonzero per aligned column pair; row {r} "
                          f"has nonzeros in both columns {2 * pj} and {2 * pj + 1}")
-    data = np.zeros((16, 8), dtype=np.float64)
+    data = np.zeros((16, 8), dtype=values.dtype)
     offset = np.zeros(512, dtype=np.int64)
     data[rows, cols // 2] = values
     offset[32 * rows + 4 * (cols // 2) + 1] = cols % 2

@@ -20,7 +20,7 @@ def pack(shape, coords, values, params):
     rows, cols, values, slot, counts = row_slots(n_rows, coords, values)
     width = int(counts.max()) if len(values) else 0
     col_idx = np.full((n_rows, width), -1, dtype=np.int64)
-    data = np.zeros((n_rows, width), dtype=np.float64)
+    data = np.zeros((n_rows, width), dtype=values.dtype)
     col_idx[rows, slot] = cols
     data[rows, slot] = values
     return {"numRows": n_rows, "numCols": n_cols, "width": width, "colIdx": col_idx,

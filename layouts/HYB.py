@@ -11,7 +11,7 @@ def pack(shape, coords, values, params):
     width = max(1, int(np.median(counts))) if n_rows else 1
     in_ell = slot < width
     col_idx = np.full((n_rows, width), -1, dtype=np.int64)
-    ell = np.zeros((n_rows, width), dtype=np.float64)
+    ell = np.zeros((n_rows, width), dtype=values.dtype)
     col_idx[rows[in_ell], slot[in_ell]] = cols[in_ell]
     ell[rows[in_ell], slot[in_ell]] = values[in_ell]
     coo = ~in_ell

@@ -12,6 +12,6 @@ def pack(shape, coords, values, params):
         k = int(above[0])
         raise ValueError(f"LowerTri cannot store entry ({int(rows[k])}, {int(cols[k])}) above "
                          f"the diagonal ({above.size} such entries)")
-    data = np.zeros(n_rows * (n_rows + 1) // 2, dtype=np.float64)
+    data = np.zeros(n_rows * (n_rows + 1) // 2, dtype=values.dtype)
     data[rows * (rows + 1) // 2 + cols] = values
     return {"numRows": n_rows, "data": data}

@@ -70,7 +70,9 @@ class Conversion:
         wide = "int64" if "int64" in (src_lay.index_type, dst_lay.index_type) \
             and not widths else None
         width = index_type or wide or src_lay.index_type
-        self.src, self.dst = src_lay.with_index_type(width), dst_lay.with_index_type(width)
+        # a conversion keeps the values' type (the source's)
+        self.src = src_lay.with_index_type(width)
+        self.dst = dst_lay.with_index_type(width).with_value_type(self.src.value_type)
         self.index_type = width
         if self.src.order != self.dst.order:
             raise SpecError(f"cannot convert {self.src.name} (order {self.src.order}) to "
@@ -93,7 +95,8 @@ class Conversion:
                 self.dst, placeable=len(self.src.relation.disjuncts) == 1)
             # the loops only (a stand-in output): placed entries by the placement's passes,
             # written ones read into a coordinate list first
-            out = _stand_in(self.dst) if self.placement else _entry_list(self.dst, width)
+            out = (_stand_in(self.dst) if self.placement else _entry_list(self.dst, width)
+                   ).with_value_type(self.src.value_type)
         self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": out}, name=name,
                              drop_zeros=not self.keep_zeros and not dense_dst
                              and self.placement is None, index_type=width)
@@ -256,7 +259,8 @@ def _placement_source(conv: Conversion, pl: Placement) -> str:
         before = template_text("placement.c") + "\n\n" + before
     return render_file(header, code.helpers | first.helpers,
                               list(code.layouts.values()), code.signature, code.body,
-                              code.runtimes | first.runtimes, before=before)
+                              code.runtimes | first.runtimes, before=before,
+                              typing=k.plan.typing)
 
 
 class _Placed:
@@ -359,7 +363,7 @@ class _Placed:
             slot_arr = np.full(max(math.prod(bound[a] for a in pl.slot.args), 1),
                                pl.slot.fill, width)
             fields[pl.slot.uf] = slot_arr[:math.prod(bound[a] for a in pl.slot.args)]
-        data = aligned_zeros(max(slots, 1))
+        data = aligned_zeros(max(slots, 1), lay.value_type.dtype)
         fields[lay.value.array] = data[:slots]
         bounds = np.array([bound[p] for p in order], np.int64)
         nxt = np.zeros_like(count)

@@ -20,6 +20,7 @@ from .errors import ArgumentError, SpfError
 from .front.kernel_spec import Expr, parse_expr
 from .front.layout import Layout
 from .front.layout_path import default_layout, default_layouts, for_order, load_layout
+from .front.value_types import VALUE_TYPES, ValueType
 from .kernel import Kernel
 from .runtime.compiled import CompiledKernel
 from .runtime.fields import as_array
@@ -69,6 +70,10 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, str | Layout] | N
             chosen[output.tensor] = sparse_out
     elif output.tensor in asked:
         chosen[output.tensor] = asked[output.tensor]
+    if "dtype" not in options:
+        types = {n: t.name for n, v in operands.items() if (t := _operand_type(v)) is not None}
+        if any(not VALUE_TYPES[t].is_float64 for t in types.values()):
+            options = {**options, "dtype": types}
     kernel = _kernel(parsed, chosen, options)
     if out is not None:
         bound[output.tensor] = out
@@ -80,6 +85,17 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, str | Layout] | N
         import scipy.sparse as sp
         return sp.csr_array(result.to_scipy())
     return result
+
+
+def _operand_type(value: Any) -> ValueType | None:
+    """The value type an operand brings (a Tensor's, an array's or a sparse matrix's), or
+    None (a number: numpy's weak promotion; or a type the operand's check will refuse)."""
+    if isinstance(value, Tensor):
+        return value.layout.value_type
+    dtype = getattr(value, "dtype", None)
+    if not isinstance(dtype, np.dtype) or np.ndim(value) == 0:
+        return None
+    return VALUE_TYPES.get(dtype.name)
 
 
 def clear_cache() -> None:
@@ -168,7 +184,9 @@ def infer_operand(name: str, value: Any, width: str | None, caller: str,
     reasons = []
     for candidate in candidates:
         try:
-            t = as_tensor(name, value, _layout(candidate, value.ndim, width, _search_path()))
+            lay = _layout(candidate, value.ndim, width, _search_path())
+            t = as_tensor(name, value, lay.with_value_type(_operand_type(value) or
+                                                           lay.value_type))
         except SpfError as exc:
             reasons.append(f"{candidate}: {exc}")
             continue

@@ -24,6 +24,7 @@ from .decide.synthesis import Decision
 from .front.kernel_spec import Expr
 from .front.layout import Layout
 from .front.semiring import Semiring
+from .front.value_types import Typing
 from .kernel_setup import Setup, resolve
 from .middle.iteration_space import IterationSpace
 from .middle.scan import LoopNest
@@ -143,6 +144,11 @@ class Kernel:
     def index_type(self) -> str:
         """The width of index arrays, sizes and loop indices."""
         return self._body.setup.index_type
+
+    @property
+    def typing(self) -> Typing:
+        """The value types: each tensor's, the output's, the accumulator's."""
+        return self._body.setup.typing
 
     @property
     def mask(self) -> str | None:
@@ -290,7 +296,7 @@ def entry_count_kernel(layout: Layout) -> CompiledKernel[Kernel]:
     yields for a tensor (stored slots outside it, such as ELL's padding, are not counted)."""
     idx = ",".join(f"i{k}" for k in range(layout.order))
     return Kernel(f"n = T({idx}) * one", {"T": layout}, semiring="plus_pair",
-                  name="spf_entry_count").compile()
+                  name="spf_entry_count", dtype={"n": "float64", "one": "float64"}).compile()
 
 
 @cache
@@ -299,5 +305,5 @@ def pattern_kernel(layout: Layout) -> CompiledKernel[Kernel]:
     relation yields at each coordinate (nonzero where the tensor has an entry)."""
     idx = ",".join(f"i{k}" for k in range(layout.order))
     return Kernel(f"D({idx}) = T({idx}) * one", {"T": layout}, semiring="plus_pair",
-                  name="spf_pattern").compile()
+                  name="spf_pattern", dtype={"D": "float64", "one": "float64"}).compile()
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .decide.options import (
     NAMES,
     KernelOptions,
@@ -37,6 +39,15 @@ from .front.layout_path import default_layout, load_for_order, load_layout
 from .front.stand_ins import coordinate_layout
 from .front.storage import storage_of, storage_or_none
 from .front.toml_source import is_file
+from .front.value_types import (
+    FLOAT64,
+    FLOAT64_TYPING,
+    Kind,
+    Typing,
+    ValueType,
+    result_type,
+    value_type,
+)
 from .front.writing import write_plan, write_plan_or_none
 from .middle.iteration_space import shared_fields
 from .middle.z3limit import z3_timeout
@@ -56,6 +67,7 @@ class Setup:
     assembled: bool                     # the kernel builds the output's index arrays
     written: Layout | None = None       # the output's layout when assembled as an entry list
                                         # and then written as that layout's relation says
+    typing: Typing = FLOAT64_TYPING     # each tensor's value type, the output's, the sums'
 
     @property
     def name(self) -> str:
@@ -152,6 +164,9 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     mask_layout = _complement_layout(statement, mask, named, params, index_type) \
         if opts.complement and mask else None
     resolved = _resolve_layouts(statement, named, params, in_file, index_type)
+    typing = _typing(statement, opts, named, resolved)
+    _check_semiring_types(opts, typing, statement)
+    resolved = {t: lay.with_value_type(typing.of(t)) for t, lay in resolved.items()}
     written = _written_output(statement, resolved, opts.share)
     if written is not None:
         resolved = {**resolved, statement.output.tensor: _entry_list(written)}
@@ -160,7 +175,57 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     check_semiring_scope(opts.semiring, statement, assembled)
     check_complement(opts, statement, resolved.get(statement.output.tensor), assembled)
     return Setup(statement, opts, Table(resolved), Table(read_densely), mask_layout,
-                 index_type, assembled, written)
+                 index_type, assembled, written, typing)
+
+
+def _check_semiring_types(opts: KernelOptions, typing: Typing, expr: Expr) -> None:
+    """Semirings other than plus_times are defined on real floating types (their zeros and
+    functions are the C library's doubles: inf, fmin, fmax)."""
+    semiring = opts.semiring
+    if semiring.is_plus_times:
+        return
+    for vt in (typing.output, typing.accumulate):
+        if vt.kind is not Kind.FLOAT:
+            raise SpecError(f"semiring={semiring.name} is not defined for {vt.name} values "
+                            f"(the output {expr.output.tensor!r}); it is defined for float32 "
+                            "and float64", expr.source)
+
+
+def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
+            layouts: Mapping[str, Layout]) -> Typing:
+    """Each tensor's value type (``dtype=``, per tensor or for all, else a Layout object's
+    own, else float64; scalars take the output's unless named), the output's (given, else
+    numpy's promotion of the inputs' with layouts) and the accumulator's."""
+    given = opts.dtype
+    out = expr.output.tensor
+    mask = opts.mask[1] if opts.mask else None
+
+    def declared(tensor: str) -> ValueType | None:
+        if isinstance(given, str):
+            return value_type(given)
+        if given is not None and tensor in given:
+            return value_type(given[tensor])
+        lay = named.get(tensor)
+        return lay.value_type if isinstance(lay, Layout) else None
+
+    if given is not None and not isinstance(given, str):
+        tensors = {a.tensor for a in (expr.output, *expr.factors)}
+        for name in given:
+            if name not in tensors:
+                raise SpecError(f"dtype names {name!r}, which is not a tensor of "
+                                f"{expr.text!r}", expr.source)
+    types = {a.tensor: t for a in expr.factors if (t := declared(a.tensor)) is not None}
+    inputs = [types.get(a.tensor, FLOAT64) for a in expr.factors
+              if a.tensor in layouts and a.tensor != mask]
+    output = declared(out) or result_type(*inputs)
+    acc = value_type(opts.accumulate) if opts.accumulate else output
+    if opts.accumulate and not np.can_cast(output.dtype, acc.dtype, "safe"):
+        raise SpecError(f"accumulate={acc.name}: the output {out!r} is {output.name}; the "
+                        "sums are accumulated in a type at least as wide", expr.source)
+    every = {a.tensor: types.get(a.tensor, output if a.tensor not in layouts else FLOAT64)
+             for a in expr.factors}
+    every[out] = output
+    return Typing(tuple(sorted(every.items())), output, acc)
 
 
 def _options(expr: Expr, spec: KernelFile | None, options: KernelOptions | None,

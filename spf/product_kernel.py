@@ -52,7 +52,8 @@ class ProductKernel:
         plan = make_plan(space, order, opts.find, parallel=opts.parallel,
                          drop_zeros=opts.drop_zeros, reassociate=opts.reassociate,
                          z3_timeout_ms=setup.z3_timeout_ms, tile=tile,
-                         reorder=opts.order is None, semiring=opts.semiring, stream=stream)
+                         reorder=opts.order is None, semiring=opts.semiring, stream=stream,
+                         typing=setup.typing)
         for warning in plan.guard_loop_warnings():
             warn_user(f"{setup.name}: {warning}", GuardLoopWarning)
         placed = set(order)         # planning may reorder them (Plan.order_why)

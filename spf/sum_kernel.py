@@ -136,7 +136,7 @@ class SumKernel:
                   for t in self.terms] if self.assembly else []
         return emit_sum(self.name, header, self.setup.expr, self.setup.layouts, codes, args,
                         self.space, self.parallel_loop is not None, self.assembly, bounds,
-                        self.setup.options.semiring)
+                        self.setup.options.semiring, self.setup.typing)
 
     def _merged_source(self, header: list[str], runs: tuple[Run, ...],
                        assembly: AssemblyPlan) -> str:
@@ -148,7 +148,7 @@ class SumKernel:
                   for t in self.terms]
         return emit_merged(self.name, header, self.setup.expr, self.setup.layouts, list(runs),
                            assembly, bounds, [_arguments(t) for t in self.terms],
-                           self.setup.options.semiring)
+                           self.setup.options.semiring, self.setup.typing)
 
     @symbolic
     def report(self) -> str:
@@ -202,7 +202,9 @@ def _term_kernel(setup: Setup, k: int, term: Term) -> ProductKernel:
         order=order, find=term.find, parallel=opts.parallel, bounds=tuple(term.bounds or ()),
         name=f"{opts.name}_term{k}", index_type=setup.index_type,
         reassociate=opts.reassociate, z3_timeout_ms=opts.z3_timeout_ms,
-        semiring=opts.semiring)
+        semiring=opts.semiring, accumulate=opts.accumulate,
+        dtype={a.tensor: setup.typing.of(a.tensor).name
+               for a in (term.product.output, *term.product.factors)})
     return ProductKernel.build(resolve(term.product, term.layouts, None, options, {}),
                                stream=True)
 

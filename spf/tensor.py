@@ -26,10 +26,11 @@ from .front.layout_path import load_for_order
 from .front.placement import placement_or_none
 from .front.properties import Property, Unique
 from .front.storage import storage_or_none
+from .front.value_types import VALUE_TYPES, ValueType, value_type
 from .front.writing import write_plan_or_none
 from .kernel import dense_copy_kernel, entry_count_kernel, pattern_kernel
 from .read_check import check_structure
-from .runtime.fields import as_array, as_shape, check_exact, shown, with_derived
+from .runtime.fields import as_array, as_shape, check_cast, shown, with_derived
 from .runtime.packing import pack_coords, pack_dense
 from .runtime.scalar_fields import derive_scalar_fields
 from .runtime.scipy_io import compressed_fields, matrix_of
@@ -101,27 +102,36 @@ class Tensor(StoredTensor):
     @classmethod
     def from_arrays(cls, layout: str | Layout, shape: Sequence[int],
                     arrays: Mapping[str, Any], params: Mapping[str, int] | None = None,
-                    check: bool = True, index_type: str | None = None) -> Tensor:
+                    check: bool = True, index_type: str | None = None,
+                    dtype: Any = None) -> Tensor:
         """Wrap existing arrays (converted to the index type, int32 unless ``index_type=
-        "int64"``, and float64 when needed) after checking their sizes and, with ``check``,
-        every property the layout declares.  Scalar fields that the shape or an array's
-        length determines (``numRows``, ``len``, ``nnz``) may be left out; given ones must
-        agree with them."""
+        "int64"``) after checking their sizes and, with ``check``, every property the layout
+        declares.  The values keep their type unless ``dtype`` is given (see
+        :func:`typed`).  Scalar fields that the shape or an array's length determines
+        (``numRows``, ``len``, ``nnz``) may be left out; given ones must agree with them."""
         extents = as_shape(shape)
         lay = load_for_order(layout, len(extents), index_type, **(params or {}))
         if not isinstance(arrays, Mapping):
             raise ArgumentError(f"{lay.name} tensor: the fields must be a mapping of field names "
                                 f"to arrays and integers, got {shown(arrays)}")
+        given = arrays.get(lay.value.array)
+        lay, values = typed(lay, dtype, None if given is None else
+                            as_array(f"{lay.name} tensor: ", lay.value.array, given),
+                            lay.value.array)
+        if values is not None:
+            arrays = {**arrays, lay.value.array: values}
         return cls(lay, extents, derive_scalar_fields(lay, extents, with_derived(lay, arrays)),
                    check)
 
     @classmethod
     def from_coords(cls, layout: str | Layout, shape: Sequence[int], coords: Any, values: Any,
-                    index_type: str | None = None, **params: int) -> Tensor:
+                    index_type: str | None = None, dtype: Any = None, **params: int
+                    ) -> Tensor:
         """Pack nonzeros given as coordinate arrays (any order; duplicates are summed) with
-        the layout's reference packer."""
+        the layout's reference packer; the values keep their type unless ``dtype`` is given."""
         extents = as_shape(shape)
         lay = load_for_order(layout, len(extents), index_type, **params)
+        lay, values = typed(lay, dtype, as_array(f"{lay.name} tensor: ", "values", values))
         fields, entries = pack_coords(lay, extents, coords, values)
         t = cls(lay, extents, fields)
         t.source_entries = entries
@@ -129,7 +139,7 @@ class Tensor(StoredTensor):
 
     @classmethod
     def from_scipy(cls, layout: str | Layout, matrix: Any, index_type: str | None = None,
-                   **params: int) -> Tensor:
+                   dtype: Any = None, **params: int) -> Tensor:
         """A scipy.sparse matrix's stored entries (duplicates added, explicit zeros kept).
 
         Where spf can assemble or place ``layout``, the matrix's CSR arrays are wrapped as they
@@ -143,9 +153,15 @@ class Tensor(StoredTensor):
             raise ArgumentError("from_scipy expects a scipy.sparse matrix, got "
                                 f"{type(matrix).__name__}")
         lay = load_for_order(layout, 2, index_type, **params)
+        lay, _ = typed(lay, dtype, np.zeros(0, matrix.dtype))
+        if matrix.dtype != lay.value_type.dtype:
+            if dtype is None:       # a Layout object's type: the values must keep theirs
+                check_cast(f"{lay.name} tensor: ", "values", matrix.tocoo().data,
+                           lay.value_type)
+            matrix = matrix.astype(lay.value_type.dtype)
         src = compressed_rows_layout()
         if lay.order == 2 and src is not None and _generated(lay):
-            src = src.with_index_type(lay.index_type)
+            src = src.with_index_type(lay.index_type).with_value_type(lay.value_type)
             csr = sp.csr_matrix(matrix)
             storage = storage_or_none(src)
             assert storage is not None      # compressed_rows_layout found src by its storage
@@ -156,21 +172,25 @@ class Tensor(StoredTensor):
 
     @classmethod
     def from_dense(cls, layout: str | Layout, array: Any, index_type: str | None = None,
-                   **params: int) -> Tensor:
+                   dtype: Any = None, **params: int) -> Tensor:
         """The nonzeros of a dense array (all of it for a dense layout): converted by generated
         code from a dense layout found by its shape where spf can assemble or place
-        ``layout``, otherwise stored by the layout's reference packer."""
+        ``layout``, otherwise stored by the layout's reference packer.  The values keep the
+        array's type unless ``dtype`` is given."""
         data = as_array("", "array", array)
         lay = load_for_order(layout, data.ndim, index_type, **params)
-        if data.dtype.kind not in "biuf":
-            raise ArgumentError(f"expected a real numeric array, got dtype {data.dtype}")
-        check_exact(f"{lay.name} tensor: ", "array", data)
+        if data.dtype.kind not in "biufc":
+            raise ArgumentError(f"expected a numeric array, got dtype {data.dtype}")
+        lay, typed_data = typed(lay, dtype, data, "array")
+        assert typed_data is not None
+        data = typed_data
         if data.ndim != lay.order:
             raise ArgumentError(f"layout {lay.name} stores order-{lay.order} tensors, got shape "
                                 f"{data.shape}")
         src = dense_layout(data.ndim)
         if lay.dense_array is None and src is not None and _generated(lay):
-            return cls.from_dense(src.with_index_type(lay.index_type), data).convert(
+            return cls.from_dense(src.with_index_type(lay.index_type).with_value_type(
+                lay.value_type), data).convert(
                 lay, allow_padding=True)
         fields = pack_dense(lay, data)
         if fields is not None:
@@ -247,6 +267,35 @@ class Tensor(StoredTensor):
         coords = {d: array for d, array in level.coords if array is not None}
         return (tuple(np.asarray(coo.fields[coords[d]], np.int64)
                       for d in range(self.layout.order)), np.asarray(coo.values))
+
+
+def typed(lay: Layout, dtype: Any, values: np.ndarray | None, name: str = "values"
+          ) -> tuple[Layout, np.ndarray | None]:
+    """``lay`` holding values of ``dtype`` when given (``values`` cast to it: asked for),
+    else of a Layout object's own type when it is not float64, else of the values' type
+    (float16 held as float32, extended precision as float64), and ``values`` in that type
+    (ArgumentError when that would change one)."""
+    if dtype is not None:
+        vt = value_type(dtype, "dtype")
+        return lay.with_value_type(vt), None if values is None else values.astype(vt.dtype)
+    vt = lay.value_type if not lay.value_type.is_float64 or values is None \
+        else _held(values.dtype, f"{lay.name} tensor: {name}")
+    lay = lay.with_value_type(vt)
+    if values is None:
+        return lay, None
+    check_cast(f"{lay.name} tensor: ", name, values, vt)
+    return lay, values.astype(vt.dtype, copy=False)
+
+
+def _held(dtype: np.dtype, what: str) -> ValueType:
+    """The value type data of ``dtype`` keeps (ArgumentError naming ``what`` otherwise)."""
+    if dtype.name in VALUE_TYPES:
+        return VALUE_TYPES[dtype.name]
+    if dtype.kind == "f":
+        return VALUE_TYPES["float32" if dtype.itemsize < 4 else "float64"]
+    if dtype.kind == "c":
+        return VALUE_TYPES["complex128"]
+    return value_type(dtype, what)      # ArgumentError listing the supported types
 
 
 def _coordinate_layout(order: int, index_type: str) -> Layout:

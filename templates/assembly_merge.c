@@ -15,7 +15,7 @@ static int spf_stream_merge(spf_stream *restrict out, const spf_stream *runs, in
         if (best < 0)
             return 0;
         const int64_t key = runs[best].key[head[best]];
-        double val = runs[best].val[head[best]++];
+        spf_value_t val = runs[best].val[head[best]++];
         for (int r = best + 1; r < count; ++r)
             if (head[r] < runs[r].n && runs[r].key[head[r]] == key)
                 val = spf_add(val, runs[r].val[head[r]++]);

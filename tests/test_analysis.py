@@ -258,7 +258,7 @@ def test_dot_product_is_a_scalar_reduction():
     # every run-time branch (DenseMap, HashMap) reduces over the parallel loop
     assert len(re.findall(rf"{re.escape(PRAGMA)} reduction\(\+:spf_acc\)\n *for "
                           r"\(spf_index_t A_p = 0;", src)) == 2
-    assert src.index("double spf_acc = 0.0;") < src.index(PRAGMA) < src.index("*v += spf_acc;")
+    assert src.index("spf_acc_t spf_acc = 0.0;") < src.index(PRAGMA) < src.index("*v += spf_acc;")
     a_serial = spf.Kernel(DOT, {"A": "SV", "B": "SV_unsorted"}).analysis()
     assert a_serial.parallel_loop is None and not a_serial.loops[0].parallel
     assert a_serial.loops[0].reduction

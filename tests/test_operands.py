@@ -128,8 +128,8 @@ def test_bad_scipy_operands(spmv):
     m = matrices()["random"]
     x = np.ones(m.shape[1])
     with pytest.raises(spf.ArgumentError, match=r"'A': a scipy.sparse csr_matrix \(csr\) of "
-                                                "dtype complex128 cannot be used: spf kernels "
-                                                r"compute with real float64 values \(layout CSR\)"):
+                                                "dtype complex128 cannot be used: the kernel "
+                                                r"computes it as float64 \(layout CSR\)"):
         spmv["CSR"](A=m.astype(complex), x=x)
     np.testing.assert_allclose(spmv["CSR"](A=(m * 10).astype(np.int64), x=x),
                                (m * 10).astype(np.int64) @ x)

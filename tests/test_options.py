@@ -32,6 +32,8 @@ CASES = {
     "reassociate": (SPMV, True, {}),
     "index_type": (SPMV, "int64", {}),
     "z3_timeout_ms": (SPMV, 5000, {}),
+    "dtype": (SPMV, "float32", {}),
+    "accumulate": (SPMV, "float64", {"dtype": "float32"}),
     "semiring": (SPMV, "min_plus", {}),
     "mask": (MASKED, {"C": "M"}, {}),
     "complement": (MASKED, True, {"mask": {"C": "M"}}),
@@ -43,16 +45,17 @@ def test_every_option_has_a_case():
     assert set(CASES) == set(NAMES)
 
 
-def _operands(kernel: spf.Kernel, layouts: dict, index_type: str | None) -> dict:
+def _operands(kernel: spf.Kernel, layouts: dict, index_type: str | None,
+              dtype: str = "float64") -> dict:
     """Random operands of the kernel's inputs (its mask too) in their layouts (dense ones
-    as numpy)."""
+    as numpy), of ``dtype``."""
     rng = np.random.default_rng(0)
     orders = {a.tensor: len(a.indices) for a in kernel.expr.factors}
     if kernel.mask:
         orders[kernel.mask] = len(kernel.expr.output.indices)
     out = {}
     for name, order in orders.items():
-        dense = rng.random((4,) * order) * (rng.random((4,) * order) < .5)
+        dense = (rng.random((4,) * order) * (rng.random((4,) * order) < .5)).astype(dtype)
         lay = layouts.get(name)
         out[name] = dense if lay is None else \
             spf.Tensor.from_dense(lay, dense, index_type=index_type)
@@ -84,7 +87,8 @@ def test_option_means_the_same_at_every_entry_point(name, tmp_path, capsys):
 
     # spf.evaluate: the kernel it builds and keeps
     evaluation.clear_cache()
-    operands = _operands(python, layouts, given.get("index_type"))
+    operands = _operands(python, layouts, given.get("index_type"),
+                         given.get("dtype", "float64"))
     spf.evaluate(expr, layouts=layouts, **operands, **given)
     (compiled,) = evaluation._kernels.values()
     assert compiled.kernel.options == python.options
@@ -103,7 +107,7 @@ def test_options_object_and_keywords():
     (lambda: spf.Kernel(*SPMV, paralel=True),
      "<string>: unknown option 'paralel' (did you mean 'parallel'?); the options are name, "
      "order, find, parallel, bounds, tile, share, drop_zeros, reassociate, index_type, "
-     "z3_timeout_ms, semiring, mask, complement, fill_values"),
+     "z3_timeout_ms, dtype, accumulate, semiring, mask, complement, fill_values"),
     (lambda: spf.Kernel(*SPMV, tile={"A.pi": 0}),
      "<string>: tile size of 'A.pi' must be a positive integer, got 0"),
     (lambda: spf.KernelOptions(share={"C": "A", "D": "B"}),

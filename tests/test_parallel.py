@@ -147,7 +147,7 @@ def check_c(kernel: spf.Kernel, expr: str, lay: dict) -> None:
     if kernel.plan.privatized:  # threads share out the scatter loop, each into its own copy
         assert not kernel.decisions and want == loops[0]
         assert "#pragma omp parallel\n    {\n        const int spf_team = spf_team_size();\n" \
-            "        double *restrict spf_mine = " in src, src
+            "        spf_acc_t *restrict spf_mine = " in src, src
         assert re.search(rf"#pragma omp for schedule\((guided,32|static)\)\n\s*"
                          rf"for \(spf_index_t {want} = ", src)
         assert "private copy" in analysis.parallel_reason
@@ -522,7 +522,7 @@ def test_parallel_kernel_zeroes_a_passed_output(layout):
 def test_private_copies_accumulate_into_the_output(layout):
     """``y += A x`` with a scatter loop: the private copies are added to y's old values."""
     k = spf.Kernel("y(i) += A(i,j) * x(j)", {"A": layout}, parallel=True)
-    assert k.plan.privatized and "double spf_s = y_data[spf_z];" in k.c_source()
+    assert k.plan.privatized and "spf_acc_t spf_s = y_data[spf_z];" in k.c_source()
     f = k.compile()
     rng = np.random.default_rng(11)
     for shape, density in (((50, 30), 0.2), ((1, 1), 1.0), ((0, 3), 0.0), ((7, 5), 0.0)):

@@ -94,7 +94,7 @@ def statement(plan: AssemblyPlan, value: Callable[[], str], kernel: str,
         nodes = strategy(plan).statement(plan, "spf_v" if plan.drop_zeros else value(), kernel,
                                          role)
     if plan.drop_zeros:
-        nodes = [t.Declare("double", "spf_v", value(), const=True),
+        nodes = [t.Declare("spf_value_t", "spf_v", value(), const=True),
                  t.If(f"spf_v != {zero}", nodes, note="zeros are not stored")]
     return nodes
 

@@ -50,7 +50,7 @@ class _MergeWriter:
     @staticmethod
     def _elem(storage: Storage, name: str) -> str:
         """The C type of an index array's elements (its own width or spf_index_t)."""
-        return field_ctype(storage.layout.fields[name])
+        return field_ctype(storage.layout.fields[name], storage.layout)
 
     def hoisted(self) -> list[t.Node]:
         nodes: list[t.Node] = []
@@ -67,7 +67,8 @@ class _MergeWriter:
             else:
                 nodes += [t.Declare("int64_t", f"cap{k}", f"size[{k}]", const=True),
                           t.Declare("int64_t", f"next{k}", "0")]
-        nodes.append(t.Declare("double *restrict", "out_val", f"out->{self.out.value_array}"))
+        nodes.append(t.Declare("spf_value_t *restrict", "out_val",
+                               f"out->{self.out.value_array}"))
         nodes += [t.Declare("int64_t", f"dim{d}", f"out->{f}", const=True)
                   for d, f in enumerate(self.out.shape_fields) if self._dim_used(d)]
         for r, run in enumerate(self.runs):
@@ -76,7 +77,7 @@ class _MergeWriter:
                 nodes += [t.Declare(f"{self._elem(run.storage, a)} *restrict",
                                     self.field(f"r{r}", a), f"r{r}->{a}", const=True)
                           for a in names]
-            nodes.append(t.Declare("double *restrict", f"r{r}_val",
+            nodes.append(t.Declare(f"{run.storage.layout.value_type.c} *restrict", f"r{r}_val",
                                    f"r{r}->{run.storage.value_array}", const=True))
         return nodes
 
@@ -118,7 +119,7 @@ class _MergeWriter:
             return [t.Assign(f"out_val[{here}]", text)]
         note = ("the sum of the runs that have the entry" if self.semiring.is_plus_times else
                 f"the runs that have the entry, combined by {self.semiring.add}")
-        nodes: list[t.Node] = [t.Declare("double", "v", self.semiring.zero_c(), note=note)]
+        nodes: list[t.Node] = [t.Declare("spf_value_t", "v", self.semiring.zero_c(), note=note)]
         for r, place in present:
             add = self._add_into("v", r, f"r{r}_val[{place.pos}]")
             nodes.append(add if place.has is None else t.If(place.has, [add], braces=False))

@@ -153,7 +153,7 @@ def _append(sh: _Shape) -> t.Function:
                     else t.Block(opens, note=note))
     body += [t.Assign(f"out->{storage.value_array}[c->pos{n_levels - 1}]", "val"), t.Return()]
     return t.Function(f"static inline int {sh.kernel}_append({sh.cursor} *restrict c, "
-                      f"{sh.struct} *restrict out, int64_t key, double val)", body,
+                      f"{sh.struct} *restrict out, int64_t key, spf_value_t val)", body,
                       f"one entry after the previous one; {CAPACITY} if a level is full")
 
 
@@ -213,7 +213,7 @@ def _flush(sh: _Shape, any_order: bool, last_only: bool) -> t.Function:
     body: list[t.Node] = [
         t.Declare("int64_t", "base", "ws->prefix * ws->size", const=True), take,
         t.Declare("int64_t *restrict", "list", "ws->list", const=True),
-        t.Declare("double *restrict", "val", "ws->val", const=True),
+        t.Declare("spf_value_t *restrict", "val", "ws->val", const=True),
         t.Declare(cur, "local", "*c", note="in registers while the group is appended"),
         t.Declare("int", "status", "0")]
     if last_only:
@@ -233,7 +233,7 @@ def _flush(sh: _Shape, any_order: bool, last_only: bool) -> t.Function:
 
 def _elem(storage: Storage, field: str) -> str:
     """The C type of an output index array's elements (its own width or spf_index_t)."""
-    return field_ctype(storage.layout.fields[field])
+    return field_ctype(storage.layout.fields[field], storage.layout)
 
 
 def _flush_last_level(sh: _Shape) -> list[t.Node]:
@@ -244,7 +244,8 @@ def _flush_last_level(sh: _Shape) -> list[t.Node]:
     extend: list[t.Node] = [
         t.Declare(f"{_elem(storage, crd_array)} *restrict", "crd",
                   f"out->{last.coords[0][1]} + local.next{k} - 1"),
-        t.Declare("double *restrict", "dst", f"out->{storage.value_array} + local.next{k} - 1"),
+        t.Declare("spf_value_t *restrict", "dst",
+                  f"out->{storage.value_array} + local.next{k} - 1"),
         t.For("int64_t t = 1", "t < n", "++t", [t.Assign(
             "crd[t]", f"({_elem(storage, crd_array)})({crd})"),
                                                t.Assign("dst[t]", "val[list[t]]")]),

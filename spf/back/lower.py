@@ -23,6 +23,7 @@ from ..finds.model import Decision
 from ..front.kernel_spec import Access
 from ..front.layout import Layout
 from ..front.terms import Aff
+from ..front.value_types import Kind
 from ..middle.iteration_space import TensorUse
 from ..middle.scan import LevelKind, LoopNest
 from . import auto_choice
@@ -130,7 +131,8 @@ class KernelLowering:
         if self.custom is not None and output:
             return self.custom.params
         if not acc.indices:
-            return [f"{'double *restrict' if output else 'double'} {acc.tensor}"]
+            ctype = self.plan.typing.of(acc.tensor).c
+            return [f"{ctype + ' *restrict' if output else ctype} {acc.tensor}"]
         if self.assembly is not None and output:
             lay = self.assembly.output.layout
             self.layouts.setdefault(lay.key, lay)
@@ -150,6 +152,9 @@ class KernelLowering:
         """The product of the factors (C); a mask's value is not a factor."""
         factors = [self.names.value(self.space.use(acc.tensor)) if acc.indices else acc.tensor
                    for acc in self.expr.factors if not acc.pattern]
+        if self.plan.typing.output.kind is Kind.BOOL and self.semiring.is_plus_times:
+            rhs = " && ".join(factors) if len(factors) > 1 else factors[0]
+            return rhs              # booleans: times is and (no sign: '-' is refused)
         rhs = self.semiring.mul_c(factors)
         return f"-({rhs})" if self.expr.sign < 0 else rhs
 
@@ -281,7 +286,7 @@ class KernelLowering:
                                  [t.Assign(f"{data}[spf_z]", zero)],
                                  braces=False, parallel=t.Parallel(t.Schedule.STATIC)
                                  if self.parallel_loop else None)]
-        return [t.Call(f"memset({data}, 0, sizeof(double) * {size})")]
+        return [t.Call(f"memset({data}, 0, sizeof(spf_value_t) * {size})")]
 
     def _hooks(self, acc_level: int, acc_target: str | None, store: bool) -> dict[int, Hook]:
         """What runs where a level opens: the accumulator, the assembly's group code, the
@@ -289,7 +294,7 @@ class KernelLowering:
         hooks: dict[int, Hook] = {}
         if acc_target is not None:
             def open_acc(b: t.Builder) -> None:
-                b.add(t.Declare("double", "spf_acc", self.semiring.zero_c()))
+                b.add(t.Declare("spf_acc_t", "spf_acc", self.semiring.zero_c()))
                 b.defer(t.Assign(acc_target, "spf_acc") if store
                         else self.add_into(acc_target, "spf_acc"))
             hooks[acc_level] = open_acc

@@ -5,19 +5,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..front import index_expr as ie
-from ..front.layout import FieldSpec, Layout
+from ..front.layout import INDEX_TYPE, FieldSpec, Layout
 from ..front.terms import Aff, Atom, Constraint, FloorDiv, UFCall, format_constraint, format_sum
 from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.scan import LevelKind, LoopNest
 
-C_TYPES = {"int": "spf_index_t", "double": "double"}
 WIDTH_C_TYPES = {"int32": "int32_t", "int64": "int64_t"}
 
 
-def field_ctype(spec: FieldSpec) -> str:
-    """The C type of a field's elements: its own width, else the layout's index type
-    (``spf_index_t``) or ``double``."""
-    return WIDTH_C_TYPES[spec.width] if spec.width else C_TYPES[spec.ctype]
+def field_ctype(spec: FieldSpec, layout: Layout) -> str:
+    """The C type of a field's elements: an index array's own width, else the layout's index
+    type (``spf_index_t``); a value array's, the layout's value type."""
+    if spec.ctype == INDEX_TYPE:
+        return WIDTH_C_TYPES[spec.width] if spec.width else "spf_index_t"
+    return layout.value_type.c
 
 HELPERS = {
     "spf_math": "#include <math.h>",
@@ -39,7 +40,8 @@ HELPERS = {
 
 def struct_name(layout: Layout) -> str:
     suffix = "".join(f"_{k}{v}" for k, v in sorted(layout.params.items()))
-    return f"spf_{layout.name}{suffix}"
+    values = "" if layout.value_type.is_float64 else f"_{layout.value_type.name}"
+    return f"spf_{layout.name}{suffix}{values}"
 
 
 def struct_typedef(layout: Layout) -> str:
@@ -47,7 +49,7 @@ def struct_typedef(layout: Layout) -> str:
              f"/* {layout.name} */",
              f"typedef struct {struct_name(layout)} {{"]
     for f in layout.fields.values():
-        ctype = field_ctype(f)
+        ctype = field_ctype(f, layout)
         if f.is_array:
             extents = "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})")
                                 for d in f.dims)
@@ -102,7 +104,7 @@ class CNames:
                     kv[0][1]))):
             use = self.space.use(tensor)
             spec = use.layout.fields[fld]
-            ctype = field_ctype(spec)
+            ctype = field_ctype(spec, use.layout)
             writes = use.is_output and fld == use.layout.value.array
             out.append(Hoisted(f"{ctype} *restrict" if spec.is_array else ctype, local,
                                f"{tensor}->{fld}", const=not writes))

@@ -18,7 +18,7 @@ ANALYSIS_PARAMS = ["uint8_t *restrict spf_present", "spf_index_t *restrict spf_c
                    "int64_t *restrict spf_entries", "int64_t *restrict spf_keys",
                    "int64_t spf_capacity", "int64_t spf_kmin", "int64_t spf_stride",
                    "const int64_t *restrict spf_bound"]
-FILL_PARAMS = ["double *restrict spf_data", "spf_index_t *restrict spf_slot",
+FILL_PARAMS = ["spf_value_t *restrict spf_data", "spf_index_t *restrict spf_slot",
                "spf_index_t *restrict spf_next", "const spf_index_t *restrict spf_rank",
                "const int64_t *restrict spf_pos", "int64_t spf_kmin",
                "const int64_t *restrict spf_bound"]
@@ -91,7 +91,7 @@ def _unless_zero(drop_zeros: bool, body: Callable[[Value], list[t.Node]]
     being nonzero."""
     if not drop_zeros:
         return body
-    return lambda value: [t.Declare("double", "spf_v", value(), const=True),
+    return lambda value: [t.Declare("spf_value_t", "spf_v", value(), const=True),
                           t.If("spf_v != 0.0", body(lambda: "spf_v"),
                                note="zeros are not stored")]
 

@@ -37,15 +37,15 @@ def private_region(b: t.Builder, names: CNames, out: TensorUse, semiring: Semiri
                     f"into {out.name} after the loop (+ 1: malloc(0) may return NULL)"),
           t.Declare("size_t", "spf_size", size, const=True),
           t.Declare("int", "spf_threads", "spf_max_threads()", const=True),
-          t.If("spf_size > (SIZE_MAX / sizeof(double) - 1) / (size_t)spf_threads",
+          t.If("spf_size > (SIZE_MAX / sizeof(spf_acc_t) - 1) / (size_t)spf_threads",
                [t.Return("1")], braces=False),
-          t.Declare("double", "*spf_priv",
-                    "malloc(((size_t)spf_threads * spf_size + 1) * sizeof(double))"),
+          t.Declare("spf_acc_t", "*spf_priv",
+                    "malloc(((size_t)spf_threads * spf_size + 1) * sizeof(spf_acc_t))"),
           t.If("!spf_priv", [t.Return("1")], braces=False))
     b.nest(t.Team())
     b.nest(t.Block())
     b.add(t.Declare("int", "spf_team", "spf_team_size()", const=True),
-          t.Declare("double *restrict", MINE, "spf_priv + (size_t)spf_thread() * spf_size"),
+          t.Declare("spf_acc_t *restrict", MINE, "spf_priv + (size_t)spf_thread() * spf_size"),
           t.For("size_t spf_z = 0", "spf_z < spf_size", "++spf_z",
                 [t.Assign(f"{MINE}[spf_z]", semiring.zero_c())], braces=False))
     loops(replace(parallel, team=False))
@@ -53,7 +53,7 @@ def private_region(b: t.Builder, names: CNames, out: TensorUse, semiring: Semiri
     b.flush()
     total = [add("spf_s", "spf_priv[(size_t)spf_t * spf_size + spf_z]")]
     b.add(t.For("size_t spf_z = 0", "spf_z < spf_size", "++spf_z", [
-        t.Declare("double", "spf_s", f"{data}[spf_z]" if accumulate else semiring.zero_c()),
+        t.Declare("spf_acc_t", "spf_s", f"{data}[spf_z]" if accumulate else semiring.zero_c()),
         t.For("int spf_t = 0", "spf_t < spf_team", "++spf_t", total, braces=False),
         t.Assign(f"{data}[spf_z]", "spf_s")], parallel=t.Parallel(t.Schedule.STATIC, team=False)))
     b.close_to(depth)

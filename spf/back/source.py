@@ -11,6 +11,7 @@ from ..decide.plan import Plan
 from ..errors import SpecError
 from ..front.layout import Layout
 from ..front.semiring import PLUS_TIMES, Semiring
+from ..front.value_types import FLOAT64_TYPING, Typing
 from ..middle.iteration_space import IterationSpace
 from . import ctree as t
 from .c_printer import CPrinter
@@ -80,7 +81,7 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
                        "later). */\n" + function(hist, static=True))
     return render_file(header_lines, helpers, list(code.layouts.values()), code.signature,
                        code.body, code.runtimes, assembly=code.assembly, before=before,
-                       semiring=plan.semiring)
+                       semiring=plan.semiring, typing=plan.typing)
 
 
 BOUND_COMMENT = ("/* The number of statement instances: an upper bound on the output's "
@@ -96,7 +97,8 @@ SLOTS_COMMENT = ("/* The statement instances, zeros included: a looser bound tha
 def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[str, Layout],
              terms: list[KernelCode], term_args: list[list[str]], out_space: IterationSpace,
              parallel: bool, assembly: AssemblyPlan | None = None,
-             bounds: Sequence[KernelCode] = (), semiring: Semiring = PLUS_TIMES) -> str:
+             bounds: Sequence[KernelCode] = (), semiring: Semiring = PLUS_TIMES,
+             typing: Typing = FLOAT64_TYPING) -> str:
     """A sum by statement splitting (paper Sec. 4): one static function per product term,
     each adding into the output (a dense array or scalar), or each producing a sorted run of
     the assembled output's entries (``bounds``: the terms' instance counters); the kernel
@@ -130,12 +132,13 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
                        f"int {name}({', '.join(params)})", body, runtimes,
                        assembly=assembly is not None,
                        before=functions + ("\n\n" + extra if extra else ""),
-                       merge=assembly is not None, semiring=semiring)
+                       merge=assembly is not None, semiring=semiring, typing=typing)
 
 
 def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[str, Layout],
                 runs: list[Run], assembly: AssemblyPlan, bounds: list[KernelCode],
-                term_args: list[list[str]], semiring: Semiring = PLUS_TIMES) -> str:
+                term_args: list[list[str]], semiring: Semiring = PLUS_TIMES,
+                typing: Typing = FLOAT64_TYPING) -> str:
     """A sum whose every term is an operand already stored in the output's storage order
     (:mod:`spf.assembly.merge`): the kernel merges the operands level by level into the
     output; ``bounds`` (the terms' entry counters) size it."""
@@ -152,7 +155,7 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mappin
                           t.Return(f"{name}_merge({out}, {out}_size, {args})")]
     return render_file(header_lines, set().union(*(b.helpers for b in bounds)),
                        list(layouts.values()), f"int {name}({', '.join(params)})", body,
-                       before=extra)
+                       before=extra, typing=typing)
 
 
 def _sum_params(expr, tensor_layouts: Mapping[str, Layout], assembly: AssemblyPlan | None,
@@ -161,7 +164,8 @@ def _sum_params(expr, tensor_layouts: Mapping[str, Layout], assembly: AssemblyPl
     out = expr.output.tensor
     for acc in (expr.output, *expr.factors):
         if not acc.indices:
-            params.append(f"{'double *restrict' if acc is expr.output else 'double'} {acc.tensor}")
+            params.append(f"{'spf_value_t *restrict' if acc is expr.output else 'spf_value_t'} "
+                          f"{acc.tensor}")
         elif acc is expr.output and assembly is not None:
             lay = assembly.output.layout
             layouts.setdefault(struct_name(lay), lay)
@@ -231,7 +235,7 @@ def _add_terms(name: str, expr, term_args: list[list[str]], out_space: Iteration
                                   [t.Assign(f"{out}->{arr}[spf_z]", zero)], braces=False,
                                   parallel=t.Parallel(t.Schedule.STATIC) if parallel else None))
             else:
-                body.append(t.Call(f"memset({out}->{arr}, 0, sizeof(double) * {size})"))
+                body.append(t.Call(f"memset({out}->{arr}, 0, sizeof(spf_value_t) * {size})"))
     for k, args in enumerate(term_args):
         body.append(t.If(f"{name}_term{k}({', '.join(args)})", [t.Return("1")], braces=False))
     return body + [t.Return("0")]
@@ -240,11 +244,11 @@ def _add_terms(name: str, expr, term_args: list[list[str]], out_space: Iteration
 def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout],
                 signature: str, body: list[t.Node], runtimes: Collection[str] = frozenset(),
                 assembly: bool = False, before: str = "", merge: bool = False,
-                semiring: Semiring = PLUS_TIMES) -> str:
+                semiring: Semiring = PLUS_TIMES, typing: Typing = FLOAT64_TYPING) -> str:
     """The whole C file from ``templates/kernel.c`` (``runtimes``: helper files from
     ``templates/`` the code calls; ``assembly``: the kernel assembles a sparse output, whose
     entries with equal coordinates combine by ``semiring``'s add; ``before``: functions the
-    kernel calls; ``merge``: the helper merging sorted runs)."""
+    kernel calls; ``merge``: the helper merging sorted runs; ``typing``: the value types)."""
     structs = "\n\n".join(struct_typedef(lay) for lay in layouts)
     helper_text = "\n".join(HELPERS[h] for h in sorted(helpers))
     if before:
@@ -258,6 +262,8 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
     return template("kernel.c").substitute(
         header="\n".join(f" * {h}" if h else " *" for h in header_lines),
         index_type=index_type_of(layouts),
+        value_type=typing.output.c, value_name=typing.output.name,
+        acc_type=typing.accumulate.c, acc_name=typing.accumulate.name,
         helpers=("\n" + helper_text + "\n") if helper_text else "",
         structs=structs + ("\n" if structs else ""),
         signature=signature,
@@ -267,7 +273,7 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
 def _add_function(semiring: Semiring) -> str:
     """``spf_add``: how the assembly helpers combine two entries with equal coordinates."""
     return (f"/* Entries with equal coordinates combine by {semiring.name}'s add. */\n"
-            "static inline double spf_add(double a, double b)\n{\n"
+            "static inline spf_value_t spf_add(spf_value_t a, spf_value_t b)\n{\n"
             f"    return {semiring.add_c('a', 'b')};\n}}")
 
 

@@ -12,7 +12,8 @@ from ..decide.options import OPTIONS, Form, Option
 if TYPE_CHECKING:
     from ..kernel import Kernel
 
-_REPEATED = (Form.SIZES, Form.FIND)     # flags given once per loop variable or tensor
+_REPEATED = (Form.SIZES, Form.FIND, Form.DTYPE)   # flags given once per loop variable or tensor
+_ONE_OR_PER_TENSOR = (Form.FIND, Form.DTYPE)     # one value, or TENSOR=VALUE per tensor
 
 
 def kernel_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -64,13 +65,13 @@ def _option_value(o: Option, given: Any, parser: argparse.ArgumentParser) -> Any
         if isinstance(o.example, dict) else "B=hashmap"
     if o.form is Form.PAIR:
         return dict(_pairs([given], o.flag, example, parser))
-    if o.form is Form.FIND and all("=" not in item for item in given):
+    if o.form in _ONE_OR_PER_TENSOR and all("=" not in item for item in given):
         if len(given) > 1:
-            parser.error(f"{o.flag}: give one algorithm for every find, or TENSOR=ALGORITHM "
-                         f"per tensor; got {given}")
+            parser.error(f"{o.flag}: give one value for every tensor, or TENSOR=VALUE per "
+                         f"tensor; got {given}")
         return given[0]
     pairs = _pairs(given, o.flag, example, parser)
-    if o.form is Form.FIND:
+    if o.form in _ONE_OR_PER_TENSOR:
         return dict(pairs)
     sizes = {}
     for key, value in pairs:

@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import ArgumentError, SpecError
 from ..finds import NAMES as ALGORITHMS
 from ..front.kernel_spec import Expr, parse_bounds, parse_order
 from ..front.layout import INDEX_WIDTHS, Layout
 from ..front.semiring import BUILTINS, PLUS_TIMES, Semiring, semiring_of
 from ..front.syntax import C_KEYWORDS
 from ..front.terms import Constraint
+from ..front.value_types import VALUE_TYPES, value_type
 from ..middle.z3limit import Z3_TIMEOUT_ENV, Z3_TIMEOUT_MS, z3_timeout
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
@@ -67,6 +68,7 @@ class Form(enum.Enum):
     PAIR = "a table of one output and one tensor"
     FIND = "an algorithm, or a table of tensors and algorithms"
     SEMIRING = "a built-in's name, or a table of add, mul, zero (one, associative, commutative)"
+    DTYPE = "a numpy dtype name, or a table of tensors and dtype names"
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,15 @@ class KernelOptions:
         None, Form.INTEGER, f"the time limit of each Z3 query in milliseconds (default "
         f"${Z3_TIMEOUT_ENV}, else {Z3_TIMEOUT_MS}); an undecided query keeps the safe choice, "
         "named in the report", 5000, metavar="MS", check=z3_timeout)
+    dtype: str | Mapping[str, str] | None = _option(
+        None, Form.DTYPE, "the value type of every tensor, or per tensor (bool, int8-64, "
+        "uint8-64, float32, float64, complex64, complex128); default: the Layout objects' own, "
+        "else float64; the output's follows numpy's promotion of the inputs'", "float32",
+        metavar="[TENSOR=]DTYPE")
+    accumulate: str | None = _option(
+        None, Form.CHOICE, "the type sums are accumulated in, when wider than the output's "
+        "(float32 data summed in float64)", "float64", choices=lambda: tuple(VALUE_TYPES),
+        metavar="DTYPE")
     semiring: Semiring = _option(
         PLUS_TIMES, Form.SEMIRING, "the statement's add and mul: a built-in's name or "
         "spf.Semiring(add=, mul=, zero=, one=)", "min_plus",
@@ -350,6 +361,18 @@ def _find(o: Option, value: Any, src: str) -> str | Mapping[str, str]:
     return Table(value) if isinstance(value, Mapping) else value
 
 
+def _dtype(o: Option, value: Any, src: str) -> str | Mapping[str, str]:
+    names = value.values() if isinstance(value, Mapping) else [value]
+    for name in names:
+        try:
+            value_type(name, f"{o.name}")
+        except ArgumentError as exc:
+            raise SpecError(str(exc), src) from None
+    if isinstance(value, Mapping):
+        return Table({k: value_type(v).name for k, v in value.items()})
+    return value_type(value).name
+
+
 def _semiring(o: Option, value: Any, src: str) -> Semiring:
     if isinstance(value, Mapping):
         allowed = {"add", "mul", "zero", "one", "associative", "commutative"}
@@ -363,7 +386,7 @@ def _semiring(o: Option, value: Any, src: str) -> Semiring:
 _CHECKS: dict[Form, Callable[[Option, Any, str], Any]] = {
     Form.FLAG: _flag, Form.NAME: _name, Form.CHOICE: _choice, Form.INTEGER: _integer,
     Form.TEXT: _text, Form.NAMES: _names, Form.SIZES: _sizes, Form.PAIR: _pair,
-    Form.FIND: _find, Form.SEMIRING: _semiring}
+    Form.FIND: _find, Form.SEMIRING: _semiring, Form.DTYPE: _dtype}
 
 
 def _check(o: Option, value: Any, source: str) -> Any:

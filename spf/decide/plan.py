@@ -15,6 +15,7 @@ from ..concurrency import symbolic
 from ..errors import SpecError, SynthesisError
 from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.terms import Aff
+from ..front.value_types import FLOAT64_TYPING, Typing
 from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.order import inner_extents_stored_counts, output_order
 from ..middle.scan import LevelKind, LoopNest, scan
@@ -45,6 +46,7 @@ class Plan:
     order_why: str = ""                  # why planning changed the default loop order
     semiring: Semiring = PLUS_TIMES      # the statement's add and mul
     planned: Analysis | None = None      # the analysis planning made (a parallel loop asked)
+    typing: Typing = FLOAT64_TYPING      # the value types of the tensors, output and sums
 
     @property
     def count_plan(self) -> Plan:
@@ -94,7 +96,8 @@ class Plan:
 def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
               drop_zeros: bool, z3_timeout_ms: int,
               tile: Mapping[str, int], reassociate: bool = False, reorder: bool = False,
-              semiring: Semiring = PLUS_TIMES, stream: bool = False) -> Plan:
+              semiring: Semiring = PLUS_TIMES, stream: bool = False,
+              typing: Typing = FLOAT64_TYPING) -> Plan:
     """Every decision for the product kernel over ``space`` (see the module docstring).
     The output is assembled when ``space`` has it as ``assembled``; ``reorder``: ``order``
     is the default one, which an assembled output may change (:func:`_output_ordered`);
@@ -110,7 +113,7 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
         raise SpecError("drop_zeros applies to an output assembled by the kernel (a sparse "
                         "layout without share=); this output is dense or shared",
                         space.expr.source)
-    plan = Plan(nest, decisions, assembly, parallel, semiring=semiring)
+    plan = Plan(nest, decisions, assembly, parallel, semiring=semiring, typing=typing)
     if assembly is not None and reorder and not tile and assembly.mode is not Mode.APPEND:
         plan = _output_ordered(plan, assembly, order, find, z3_timeout_ms) or plan
     if parallel and assembly is None:
@@ -198,7 +201,7 @@ def _output_ordered(plan: Plan, a: AssemblyPlan, order: list[str], find,
     if assembly.mode is not Mode.APPEND:
         return None
     return Plan(nest, decisions, assembly, plan.parallel_wanted, counting=plan,
-                semiring=plan.semiring, order_why=(
+                semiring=plan.semiring, typing=plan.typing, order_why=(
         f"{why}, and Z3 proved they do (no {a.mode} pass); {inside}; the bound pass counts "
         f"the entries in the order {', '.join(plan.nest.schedule)}"))
 

@@ -18,6 +18,7 @@ from .properties import Property
 from .relation import Relation
 from .syntax import MAX_INT
 from .terms import Aff, Constraint, UFCall
+from .value_types import FLOAT64, ValueType
 
 INDEX_TYPE = "int"
 VALUE_TYPE = "double"
@@ -66,6 +67,7 @@ class Layout:
     part: int | None = None     # which disjunct of a union layout's relation (see parts())
     order_param: str | None = None  # the parameter that is the order (a file for every order)
     derived: Mapping[str, Derived] = field(default_factory=dict, compare=False)  # [derived]
+    value_type: ValueType = FLOAT64     # what the values are (a tensor's or kernel's choice)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Layout) and self.key == other.key
@@ -96,8 +98,9 @@ class Layout:
         """Identity for caching: name, file and bound parameters."""
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
         width = "" if self.index_type == "int32" else f":{self.index_type}"
+        values = "" if self.value_type.is_float64 else f"<{self.value_type.name}>"
         part = "" if self.part is None else f"#{self.part}"
-        return f"{self.name}[{params}]{width}{part}@{self.source}"
+        return f"{self.name}[{params}]{width}{values}{part}@{self.source}"
 
     @cached_property
     def read_arrays(self) -> frozenset[str]:
@@ -134,7 +137,14 @@ class Layout:
         for k, v in params.items():
             check_param(self.name, k, v, self.source)
         loaded = self.loader(self.source, tuple(sorted({**self.params, **params}.items())))
-        return _params_fit(loaded.with_index_type(self.index_type))
+        return _params_fit(loaded.with_index_type(self.index_type)
+                           ).with_value_type(self.value_type)
+
+    def with_value_type(self, value_type: ValueType) -> Layout:
+        """The same layout holding values of ``value_type``."""
+        if value_type == self.value_type:
+            return self
+        return replace(self, value_type=value_type)
 
     def with_index_type(self, index_type: str) -> Layout:
         """The same layout with its ``int`` fields (index arrays, sizes) of width

@@ -164,8 +164,8 @@ _C_FUNCTIONS: dict[str, Callable[[str, str], str]] = {
     # skipped, like fmin's
     "min": lambda x, y: f"(({y}) < ({x}) ? ({y}) : ({x}))",
     "max": lambda x, y: f"(({y}) > ({x}) ? ({y}) : ({x}))",
-    "lor": lambda x, y: f"(double)(({x}) != 0.0 || ({y}) != 0.0)",
-    "land": lambda x, y: f"(double)(({x}) != 0.0 && ({y}) != 0.0)",
+    "lor": lambda x, y: f"(spf_acc_t)(({x}) != 0 || ({y}) != 0)",
+    "land": lambda x, y: f"(spf_acc_t)(({x}) != 0 && ({y}) != 0)",
 }
 
 

@@ -113,7 +113,7 @@ def _storage_fields(storage: Storage, shape: tuple[int, ...], caps: list[int]) -
             if arr:
                 fields[arr] = np.empty(caps[k], dtype=storage.layout.dtype_of(arr))
     alloc = np.zeros if storage.levels[-1].kind is StorageKind.DENSE else np.empty
-    fields[storage.value_array] = alloc(caps[-1], dtype=np.float64)
+    fields[storage.value_array] = alloc(caps[-1], dtype=storage.layout.value_type.dtype)
     return fields
 
 

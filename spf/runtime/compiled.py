@@ -15,11 +15,12 @@ import numpy as np
 
 from ..assembly import AssemblyPlan
 from ..decide.options import KernelOptions
-from ..errors import ArgumentError
+from ..errors import ArgumentError, SpecError
 from ..front import index_expr
 from ..front.kernel_spec import Expr
 from ..front.layout import Layout
 from ..front.semiring import Semiring
+from ..front.value_types import Typing, ValueType
 from ..middle.iteration_space import shared_fields
 from . import build as runtime
 from .assembled import run_assembling
@@ -46,6 +47,8 @@ class KernelLike(Protocol):
     def semiring(self) -> Semiring: ...
     @property
     def index_type(self) -> str: ...
+    @property
+    def typing(self) -> Typing: ...
     @property
     def mask(self) -> str | None: ...
     @property
@@ -78,7 +81,9 @@ class CompiledKernel(Generic[K]):
         self.kernel = kernel
         self._given_source = source
         self.source = kernel.c_source() if source is None else source
-        flags = ("-fopenmp",) if kernel.parallel_loop else ()
+        flags: tuple[str, ...] = ("-fopenmp",) if kernel.parallel_loop else ()
+        if kernel.typing.wraps:     # integer overflow wraps, as in numpy (C leaves it undefined)
+            flags += ("-fwrapv",)
         lib = runtime.load_library(str(runtime.build_library(self.source, flags)))
         self._lib = lib
         expr = kernel.expr
@@ -110,7 +115,17 @@ class CompiledKernel(Generic[K]):
         if out is not None and out.in_order and len(tensors) == len(self._inputs) \
                 and not (self._densely or self._masks or self._semiring):
             self._plain = (out, tensors)
-        inputs = [ctypes.c_void_p if op else ctypes.c_double for op in self._operands]
+        typing = kernel.typing
+        self._dtype = typing.output.dtype          # the output's values
+        self._scalars = {name: typing.of(name) for name, op in self._inputs if op is None}
+        for name, vt in [*self._scalars.items(), *([(self.output, typing.output)]
+                                                  if not expr.output.indices else [])]:
+            if vt.name not in _SCALAR_CTYPES:
+                raise SpecError(f"{name!r} is a {vt.name} scalar: complex scalar operands "
+                                "and outputs are not supported yet (use an order-1 tensor of "
+                                "one element)", expr.source)
+        inputs = [ctypes.c_void_p if op else _SCALAR_CTYPES[typing.of(name).name]
+                  for name, op in self._inputs]
         self._fn = _function(lib, kernel.name,
                              [ctypes.c_void_p] * (2 if kernel.assembly else 1) + inputs)
         if kernel.assembly is not None:
@@ -156,7 +171,7 @@ class CompiledKernel(Generic[K]):
         layout = self.kernel.layouts[self.output]
         if layout.dense_array is None:
             return self._shared_output(layout, None, shape, bound)
-        array = aligned_zeros(shape)
+        array = aligned_zeros(shape, self._dtype)
         array.fill(self.kernel.semiring.zero)
         return self._filled(tensor_class().from_dense(layout, array))
 
@@ -235,7 +250,7 @@ class CompiledKernel(Generic[K]):
             if name not in args:
                 raise ArgumentError(f"missing argument {name!r}")
             if op is None:
-                values.append(_scalar(name, args[name]))
+                values.append(_typed_scalar(name, args[name], self._scalars[name]))
                 continue
             value = self._dense_reading(name, args[name]) if name in self._densely \
                 else args[name]
@@ -266,7 +281,7 @@ class CompiledKernel(Generic[K]):
             if shapes[a][da] != shapes[b][db]:
                 self._extents(shapes)
         shape = tuple([shapes[a][d] for a, d in self._out_source])
-        array = aligned_zeros(shape)
+        array = aligned_zeros(shape, self._dtype)
         out = output.fresh(array, shape)       # alive until the call returns
         if self._fn(ctypes.addressof(out), *values) != 0:
             raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
@@ -276,7 +291,7 @@ class CompiledKernel(Generic[K]):
         values, shapes, keep = self._bind(args)
         out_shape = self._output_shape(shapes)
         if self._dense_output is not None and self.output not in args:
-            array = aligned_zeros(out_shape)
+            array = aligned_zeros(out_shape, self._dtype)
             struct = self._dense_output.struct(array)
             if struct is not None:
                 if self._fn(ctypes.addressof(struct), *values) != 0:
@@ -308,10 +323,11 @@ class CompiledKernel(Generic[K]):
     def _run_scalar(self, args: Mapping[str, Any], values: list[Any]) -> float:
         if self.output in args and not self.kernel.expr.accumulate:
             raise ArgumentError(f"{self.output!r} is assigned with '='; do not pass it")
-        out = ctypes.c_double(_scalar(self.output, args.get(self.output, 0.0)))
+        vt = self.kernel.typing.output
+        out = _SCALAR_CTYPES[vt.name](_typed_scalar(self.output, args.get(self.output, 0), vt))
         if self._fn(ctypes.addressof(out), *values) != 0:
             raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
-        return out.value
+        return vt.dtype.type(out.value)
 
     def _dense_or_shared_output(self, given: Any, shape: tuple[int, ...],
                                 inputs: Mapping[str, Any]) -> tuple[Any, int, Any]:
@@ -327,15 +343,15 @@ class CompiledKernel(Generic[K]):
             if self.kernel.expr.accumulate:
                 raise ArgumentError(f"'+=' accumulates into {self.output!r}: pass it as "
                                     f"{self.output}=array")
-            array = aligned_zeros(shape)
+            array = aligned_zeros(shape, self._dtype)
         else:
             array = given.to_dense() if isinstance(given, StoredTensor) else given
-            if not isinstance(array, np.ndarray) or array.dtype != np.float64 \
+            if not isinstance(array, np.ndarray) or array.dtype != self._dtype \
                     or not array.flags.c_contiguous or array.shape != shape \
                     or not array.flags.writeable:
                 raise ArgumentError(f"output {self.output!r} must be a writeable C-contiguous "
-                                    f"float64 array of shape {shape}; got "
-                                    f"{_received(array, shape)}")
+                                    f"{self._dtype} array of shape {shape}; got "
+                                    f"{_received(array, shape, self._dtype)}")
             self._refuse_aliasing(array, inputs)
         struct = self._out_dense.struct(array) if self._out_dense else None
         if struct is None:   # a dense layout with more fields than extents and data
@@ -432,7 +448,7 @@ class CompiledKernel(Generic[K]):
         size = 1
         for d in layout.fields[value].dims:
             size *= index_expr.evaluate(d, scalars, arrays)
-        fields[value] = aligned_zeros(size)
+        fields[value] = aligned_zeros(size, layout.value_type.dtype)
         fields[value].fill(self.kernel.semiring.zero)    # what '=' and '+=' start from
         return self._filled(tensor_class()(layout, shape, fields, check=False))
 
@@ -459,18 +475,48 @@ def _function(lib: ctypes.CDLL, name: str, argtypes: list[Any]) -> Any:
     return fn
 
 
-def _received(array: Any, shape: tuple[int, ...]) -> str:
+def _received(array: Any, shape: tuple[int, ...], dtype: np.dtype) -> str:
     """What an output argument that cannot be written is, for the message."""
     if not isinstance(array, np.ndarray):
         return type(array).__name__
     if array.shape != shape:
         return f"an array of shape {array.shape}"
-    if array.dtype != np.float64:
+    if array.dtype != dtype:
         return f"dtype {array.dtype}"
     if not array.flags.c_contiguous:
         return ("a Fortran-ordered (not C-contiguous) array" if array.flags.f_contiguous
                 else "a strided view (not C-contiguous)")
     return "a read-only array"
+
+
+_SCALAR_CTYPES: dict[str, Any] = {
+    "bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
+    "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
+    "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+    "float32": ctypes.c_float, "float64": ctypes.c_double}
+
+
+def _typed_scalar(name: str, value: Any, vt: ValueType) -> Any:
+    """A scalar argument as ``vt`` (float64: :func:`_scalar`; another type: numpy's
+    ``same_kind`` casting, Python numbers by their kind, the value unchanged)."""
+    if vt.is_float64:
+        return _scalar(name, value)
+    if not isinstance(value, (int, float, complex, np.generic)) or isinstance(value, np.void):
+        raise ArgumentError(f"{name!r} is a scalar; got {type(value).__name__}")
+    kind = np.asarray(value).dtype.kind
+    if _RANK.get(kind, 9) > _RANK[vt.kind.value] or (
+            isinstance(value, np.generic) and not np.can_cast(value.dtype, vt.dtype,
+                                                              "same_kind")):
+        raise ArgumentError(f"{name!r} = {value!r} does not convert to {vt.name}, the "
+                            "kernel's type for it (numpy's same_kind casting)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.asarray(value).astype(vt.dtype)
+    if out != value:
+        raise ArgumentError(f"{name!r} = {value!r} is not exactly a {vt.name}")
+    return out.item()
+
+
+_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}     # numpy's kinds, narrowest first
 
 
 def _scalar(name: str, value: Any) -> float:

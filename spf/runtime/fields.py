@@ -20,6 +20,7 @@ from ..errors import ArgumentError
 from ..front import index_expr as ie
 from ..front.layout import INDEX_TYPE, Layout
 from ..front.properties import Property, Range
+from ..front.value_types import ValueType
 from .scalar_fields import derive_scalar_fields
 
 VALUE_DTYPE = np.float64
@@ -136,6 +137,30 @@ def check_exact(where: str, name: str, arr: np.ndarray) -> None:
                             f"({arr.dtype}) is not exactly a float64, the type spf computes "
                             f"in (it would become {float(flat[k])!r}); convert the values to "
                             "float64 first to accept the rounding")
+
+
+def check_cast(where: str, name: str, arr: np.ndarray, vt: ValueType) -> None:
+    """ArgumentError unless ``arr`` converts to ``vt`` without change (numpy's ``same_kind``
+    casting, and every value kept: no integer beyond what a float holds exactly, no float
+    rounded to a narrower one); float64 keeps :func:`check_exact`'s messages."""
+    if vt.is_float64:
+        check_exact(where, name, arr)
+        return
+    if arr.dtype == vt.dtype or not arr.size:
+        return
+    if arr.dtype.kind not in "biufc" or not np.can_cast(arr.dtype, vt.dtype, "same_kind"):
+        raise ArgumentError(f"{where}value array {name!r} has dtype {arr.dtype}, which does not "
+                            f"convert to {vt.name} (numpy's same_kind casting); convert it "
+                            "first, or give dtype=")
+    flat = arr.reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        back = flat.astype(vt.dtype).astype(arr.dtype)
+        lossy = (back != flat) & (flat == flat)
+    if lossy.any():
+        k = int(np.flatnonzero(lossy)[0])
+        raise ArgumentError(f"{where}{position(name, k, arr.shape)} = {flat[k]} ({arr.dtype}) "
+                            f"is not exactly a {vt.name}; convert the values first to accept "
+                            "the change")
 
 
 def _inexact_integers(flat: np.ndarray) -> np.ndarray:
@@ -304,8 +329,8 @@ def _array(layout: Layout, field: str, is_index: bool, value: Any) -> np.ndarray
         check_integers(where, f"index array {field!r}", field, arr)
         _check_fits(layout, field, arr)
     else:
-        dtype = _VALUE
-        check_exact(where, field, arr)
+        dtype = layout.value_type.dtype
+        check_cast(where, field, arr, layout.value_type)
     if arr.dtype != dtype or not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr, dtype=dtype)
     return arr

@@ -19,8 +19,9 @@ import numpy as np
 from ..errors import ArgumentError
 from ..front.layout import Layout
 from ..front.storage import storage_or_none
+from ..front.value_types import VALUE_TYPES, ValueType, can_cast, value_type
 from . import build as runtime
-from .fields import check_exact, check_integers, index_max, shown
+from .fields import check_cast, check_integers, index_max, shown
 from .memory import address
 from .scipy_io import canonical, coordinate_fields, fields_of, proven_by_order, scipy_order
 from .stored import StoredTensor, tensor_class
@@ -29,8 +30,9 @@ _FLOAT64 = np.dtype(np.float64)
 
 
 class DenseStruct:
-    """The struct of a dense layout filled straight from a C-contiguous float64 array: its
-    scalar fields are the extents of the dimensions, its array field the data pointer."""
+    """The struct of a dense layout filled straight from a C-contiguous array of its value
+    type: its scalar fields are the extents of the dimensions, its array field the data
+    pointer."""
 
     def __init__(self, layout: Layout, plan: list[int | None]):
         self.layout = layout
@@ -39,6 +41,7 @@ class DenseStruct:
         self.cls = runtime.struct_type(layout)
         self.order = layout.order
         self.top = index_max(layout)
+        self.dtype = layout.value_type.dtype
 
     @staticmethod
     def of(layout: Layout) -> DenseStruct | None:
@@ -72,7 +75,7 @@ class DenseStruct:
     def struct(self, array: np.ndarray) -> ctypes.Structure | None:
         """The struct over ``array``, or None when it is not a C-contiguous float64 array of
         the layout's order whose extents fit the index type (the general path explains)."""
-        if array.dtype is not _FLOAT64 or array.ndim != self.order \
+        if array.dtype != self.dtype or array.ndim != self.order \
                 or not array.flags.c_contiguous \
                 or (array.size > self.top and max(array.shape) > self.top):
             return None
@@ -105,7 +108,10 @@ class Operand:
         """``value`` as a checked Tensor in this operand's layout."""
         if isinstance(value, StoredTensor):
             if value.layout is not self.layout and value.layout != self.layout:
-                raise ArgumentError(_layout_mismatch(self.name, self.layout, value.layout))
+                want = value.layout.with_value_type(self.layout.value_type)
+                if want != self.layout:
+                    raise ArgumentError(_layout_mismatch(self.name, self.layout, value.layout))
+                return retyped(self.name, value, self.layout)
             return value
         return as_tensor(self.name, value, self.layout)
 
@@ -119,16 +125,33 @@ def as_tensor(name: str, value: Any, layout: Layout) -> StoredTensor:
         raise ArgumentError(f"{name!r} is in layout {layout.name}; pack it first with "
                             f"spf.Tensor.from_dense/from_scipy('{layout.name}', ...)")
     try:
+        t = None
         if isinstance(value, (np.ndarray, list, tuple)):
-            return tensor_class().from_dense(layout, value)
-        if is_scipy(value):
-            return _from_scipy(value, layout)
-        if is_pydata(value):
-            return _from_pydata(value, layout)
+            t = tensor_class().from_dense(layout, value)
+        elif is_scipy(value):
+            t = _from_scipy(value, layout)
+        elif is_pydata(value):
+            t = _from_pydata(value, layout)
     except ArgumentError as exc:
         raise ArgumentError(f"{name!r}: {exc}") from None
+    if t is not None:       # the data's own type, converted to the kernel's if it may be
+        return t if t.layout == layout else Operand(name, layout).tensor(t)
     raise ArgumentError(f"{name!r}: expected an spf.Tensor, a numpy array, a scipy.sparse "
                         f"matrix or array or a pydata sparse array, got {type(value).__name__}")
+
+
+def retyped(name: str, t: StoredTensor, layout: Layout) -> StoredTensor:
+    """``t`` with its values converted to ``layout``'s value type (numpy's ``same_kind``
+    casting, no value changed); ArgumentError naming ``name`` otherwise."""
+    src, dst = t.layout.value_type, layout.value_type
+    if not can_cast(src, dst):
+        raise ArgumentError(f"{name!r} holds {src.name} values; the kernel computes it as "
+                            f"{dst.name}, which numpy's same_kind casting does not allow; "
+                            f"convert it first, or build the kernel with dtype={src.name!r}")
+    check_cast(f"{name!r}: ", t.layout.value.array, np.asarray(t.values), dst)
+    fields = dict(t.fields)
+    fields[t.layout.value.array] = np.asarray(t.values).astype(dst.dtype)
+    return tensor_class()(layout, t.shape, fields, check=False)
 
 
 def _layout_mismatch(name: str, want: Layout, got: Layout) -> str:
@@ -161,19 +184,31 @@ def is_pydata(value: Any) -> bool:
 
 
 def check_arrays(kind: str, value: Any, layout: Layout | None = None) -> None:
-    """ArgumentError unless the scipy.sparse or pydata ``value`` (a ``kind``) holds real
-    values that are each exactly a float64 (spf computes in float64) and, for scipy's CSR,
-    CSC and COO, index arrays that scipy's own routines may index with (they check nothing:
-    an object built from arrays, or whose arrays were replaced, may hold anything)."""
+    """ArgumentError unless the scipy.sparse or pydata ``value`` (a ``kind``) holds values
+    that convert to ``layout``'s value type (its own type without a layout) unchanged and,
+    for scipy's CSR, CSC and COO, index arrays that scipy's own routines may index with
+    (they check nothing: an object built from arrays, or whose arrays were replaced, may
+    hold anything)."""
     data = getattr(value, "data", None)     # lil and dok keep theirs otherwise: checked later
     if is_scipy(value) and value.format in ("csr", "csc", "coo"):
         _check_scipy_arrays(f"a {kind}: ", value)
-    if value.dtype.kind not in "biuf":
-        used = "" if layout is None else f" (layout {layout.name})"
-        raise ArgumentError(f"a {kind} of dtype {value.dtype} cannot be used: spf kernels "
-                            f"compute with real float64 values{used}")
-    if isinstance(data, np.ndarray) and data.dtype.kind in "biuf":
-        check_exact(f"a {kind}: ", "data", data)
+    if layout is None:
+        _check_own_type(kind, value.dtype)
+        return
+    vt = layout.value_type
+    if value.dtype.kind not in "biufc" or not can_cast(_check_own_type(kind, value.dtype), vt):
+        raise ArgumentError(f"a {kind} of dtype {value.dtype} cannot be used: the kernel "
+                            f"computes it as {vt.name} (layout {layout.name}), which numpy's "
+                            "same_kind casting does not allow")
+    if isinstance(data, np.ndarray) and data.dtype.kind in "biufc":
+        check_cast(f"a {kind}: ", "data", data, vt)
+
+
+def _check_own_type(kind: str, dtype: np.dtype) -> ValueType:
+    """The value type a ``kind`` of ``dtype`` holds (ArgumentError listing the supported)."""
+    if dtype.kind == "f" and dtype.itemsize < 4:
+        return VALUE_TYPES["float32"]
+    return value_type(dtype, f"a {kind}")
 
 
 def _check_scipy_arrays(where: str, m: Any) -> None:

@@ -17,11 +17,11 @@ import numpy as np
 
 from ..errors import ArgumentError, SpecError
 from ..front.layout import Layout
+from ..front.value_types import ValueType
 from ..front.writing import write_plan
 from .fields import (
-    VALUE_DTYPE,
     as_array,
-    check_exact,
+    check_cast,
     check_integers,
     index_max,
     position,
@@ -58,8 +58,8 @@ def pack_coords(layout: Layout, shape: tuple[int, ...], coords: Any,
     if any(n > index_max(layout) for n in shape):
         raise ArgumentError(f"shape {shape} does not fit index_type={layout.index_type!r} "
                             f"(at most {index_max(layout)}){wider_hint(layout.index_type)}")
-    arrays, data = _sum_duplicates(*_entries(f"{layout.name} tensor: ", shape, coords, values),
-                                   shape)
+    arrays, data = _sum_duplicates(*_entries(f"{layout.name} tensor: ", shape, coords, values,
+                                             layout.value_type), shape)
     if not layout.packer:
         return _written(layout, shape, arrays, data), len(data)
     module, func = _packer(layout.packer)
@@ -92,17 +92,17 @@ def pack_dense(layout: Layout, array: np.ndarray) -> dict[str, Any] | None:
     return module.pack_dense(array, dict(layout.params))
 
 
-def _entries(where: str, shape: tuple[int, ...], coords: Any,
-             values: Any) -> tuple[list[np.ndarray], np.ndarray]:
-    """The coordinate arrays as flat int64 arrays and the values as flat float64, checked:
+def _entries(where: str, shape: tuple[int, ...], coords: Any, values: Any,
+             vt: ValueType) -> tuple[list[np.ndarray], np.ndarray]:
+    """The coordinate arrays as flat int64 arrays and the values as flat ``vt``, checked:
     one coordinate array per dimension, each as long as the values and within the shape."""
     if not isinstance(coords, (list, tuple, np.ndarray)):
         raise ArgumentError(f"{where}coords must be one coordinate array per dimension, "
                             f"got {shown(coords)}")
     arrays = [_coordinate_array(where, d, c) for d, c in enumerate(coords)]
     given = as_array(where, "values", values)
-    check_exact(where, "values", given)
-    data = np.asarray(given, dtype=VALUE_DTYPE).reshape(-1)
+    check_cast(where, "values", given, vt)
+    data = np.asarray(given, dtype=vt.dtype).reshape(-1)
     if len(arrays) != len(shape) or any(len(c) != len(data) for c in arrays):
         raise ArgumentError("need one coordinate array per dimension, each as long as values")
     for d, (c, n) in enumerate(zip(arrays, shape)):
@@ -134,7 +134,7 @@ def _sum_duplicates(coords: list[np.ndarray], values: np.ndarray,
     uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     if len(uniq) == len(key):
         return coords, values
-    sums = np.zeros(len(uniq), dtype=VALUE_DTYPE)
+    sums = np.zeros(len(uniq), dtype=values.dtype)
     np.add.at(sums, inverse, values)
     order = np.argsort(first, kind="stable")
     return [c[first[order]] for c in coords], sums[order]

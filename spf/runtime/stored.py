@@ -100,6 +100,11 @@ class StoredTensor:
     def values(self) -> np.ndarray:
         return self.fields[self.layout.value.array]
 
+    @property
+    def dtype(self) -> np.dtype:
+        """The type of its values (its layout's value type)."""
+        return self.layout.value_type.dtype
+
     def __repr__(self) -> str:
         fill = f", fill={self.fill}" if self.fill != 0.0 else ""
         return f"Tensor({self.layout.name}, shape={self.shape}{fill})"

@@ -44,7 +44,8 @@ class _Arrays:
         if any(d < 0 for d in dims):
             raise ArgumentError(f"{self.layout.name}: {name} would have extents {dims}")
         size = math.prod(dims)
-        arr = aligned_zeros(max(size, 1))[:size] if name == self.layout.value.array \
+        arr = aligned_zeros(max(size, 1), self.layout.value_type.dtype)[:size] \
+            if name == self.layout.value.array \
             else np.full(size, fill, np.int64)
         self.flat[name], self.dims[name] = arr, dims
         return arr
@@ -105,7 +106,7 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
     lay = plan.layout
     outs = list(lay.relation.out_vars or ())
     env: Env = {g: np.asarray(c, np.int64) for g, c in zip(outs, coords)}
-    values = np.asarray(values, np.float64)
+    values = np.asarray(values).astype(lay.value_type.dtype, copy=False)
     scalars: dict[str, int] = {name: n for e, n in zip(lay.shape, shape)
                                if (name := e.as_name()) is not None}
     fixed = tuple(e.evaluate(scalars) for e in lay.shape)

@@ -10,9 +10,13 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* Entries with equal coordinates combine by plus_times's add. */
-static inline double spf_add(double a, double b)
+static inline spf_value_t spf_add(spf_value_t a, spf_value_t b)
 {
     return (a + b);
 }
@@ -25,7 +29,7 @@ static inline double spf_add(double a, double b)
 typedef struct spf_stream {
     int64_t n, cap;
     int64_t *key;
-    double *val;
+    spf_value_t *val;
 } spf_stream;
 
 /* realloc, asking for transparent huge pages on large blocks: a stream of millions of
@@ -55,7 +59,7 @@ static inline int spf_stream_reserve(spf_stream *s, int64_t extra)
     if (!k)
         return 1;
     s->key = k;
-    double *v = spf_realloc(s->val, sizeof(double) * (size_t)cap);
+    spf_value_t *v = spf_realloc(s->val, sizeof(spf_value_t) * (size_t)cap);
     if (!v)
         return 1;
     s->val = v;
@@ -63,7 +67,7 @@ static inline int spf_stream_reserve(spf_stream *s, int64_t extra)
     return 0;
 }
 
-static inline int spf_stream_push(spf_stream *s, int64_t key, double val)
+static inline int spf_stream_push(spf_stream *s, int64_t key, spf_value_t val)
 {
     if (s->n == s->cap && spf_stream_reserve(s, 1))
         return 1;
@@ -84,7 +88,7 @@ static inline void spf_stream_free(spf_stream *s)
 
 /* Sort keys (and their values when vals != NULL) increasingly: quicksort, insertion sort
  * below 24 elements. */
-static inline void spf_sort(int64_t *keys, double *vals, int64_t n)
+static inline void spf_sort(int64_t *keys, spf_value_t *vals, int64_t n)
 {
     while (n > 24) {
         int64_t a = keys[0], b = keys[n / 2], c = keys[n - 1];
@@ -100,7 +104,7 @@ static inline void spf_sort(int64_t *keys, double *vals, int64_t n)
                 keys[i] = keys[j];
                 keys[j] = t;
                 if (vals) {
-                    double u = vals[i];
+                    spf_value_t u = vals[i];
                     vals[i] = vals[j];
                     vals[j] = u;
                 }
@@ -121,7 +125,7 @@ static inline void spf_sort(int64_t *keys, double *vals, int64_t n)
     }
     for (int64_t i = 1; i < n; ++i) {
         int64_t k = keys[i];
-        double v = vals ? vals[i] : 0.0;
+        spf_value_t v = vals ? vals[i] : 0;
         int64_t j = i - 1;
         while (j >= 0 && keys[j] > k) {
             keys[j + 1] = keys[j];
@@ -160,7 +164,7 @@ typedef struct spf_workspace {
     int64_t size, n, prefix, words;     /* words: length of summary */
     uint64_t *bits, *summary;
     int64_t *list;
-    double *val;
+    spf_value_t *val;
 } spf_workspace;
 
 static inline int spf_ws_init(spf_workspace *ws, int64_t size, int64_t prefix)
@@ -173,7 +177,7 @@ static inline int spf_ws_init(spf_workspace *ws, int64_t size, int64_t prefix)
     ws->bits = calloc((size_t)(size / 64 + 1), sizeof(uint64_t));
     ws->summary = calloc((size_t)ws->words, sizeof(uint64_t));
     ws->list = malloc(sizeof(int64_t) * (size_t)(size + 4));   /* + 4: spf_ws_order writes ahead */
-    ws->val = malloc(sizeof(double) * (size_t)size);
+    ws->val = malloc(sizeof(spf_value_t) * (size_t)size);
     return !ws->bits || !ws->summary || !ws->list || !ws->val;
 }
 
@@ -188,7 +192,7 @@ static inline void spf_ws_free(spf_workspace *ws)
     ws->val = NULL;
 }
 
-static inline void spf_ws_add(spf_workspace *restrict ws, int64_t slot, double v)
+static inline void spf_ws_add(spf_workspace *restrict ws, int64_t slot, spf_value_t v)
 {
     const int64_t word = slot >> 6;
     const uint64_t bit = (uint64_t)1 << (slot & 63);
@@ -282,7 +286,7 @@ static inline int spf_ws_flush(spf_workspace *restrict ws, spf_stream *restrict 
     if (n > 0 && spf_stream_reserve(out, n))
         return 1;
     int64_t *restrict key = out->key + out->n;
-    double *restrict val = out->val + out->n;
+    spf_value_t *restrict val = out->val + out->n;
     for (int64_t t = 0; t < n; ++t) {
         key[t] = base + ws->list[t];
         val[t] = ws->val[ws->list[t]];
@@ -295,7 +299,7 @@ static inline int spf_ws_flush(spf_workspace *restrict ws, spf_stream *restrict 
 
 /* Sort a segment's (coordinate, value) pairs by coordinate (decreasing when descending):
  * insertion sort below 24 pairs, quicksort above. */
-static inline void spf_sort_pairs(spf_index_t *restrict crd, double *restrict val, int64_t n, int descending)
+static inline void spf_sort_pairs(spf_index_t *restrict crd, spf_value_t *restrict val, int64_t n, int descending)
 {
     while (n > 24) {
         const spf_index_t a = crd[0], b = crd[n / 2], c = crd[n - 1];
@@ -310,7 +314,7 @@ static inline void spf_sort_pairs(spf_index_t *restrict crd, double *restrict va
                 const spf_index_t t = crd[i];
                 crd[i] = crd[j];
                 crd[j] = t;
-                const double u = val[i];
+                const spf_value_t u = val[i];
                 val[i] = val[j];
                 val[j] = u;
                 ++i;
@@ -329,7 +333,7 @@ static inline void spf_sort_pairs(spf_index_t *restrict crd, double *restrict va
     }
     for (int64_t i = 1; i < n; ++i) {
         const spf_index_t k = crd[i];
-        const double v = val[i];
+        const spf_value_t v = val[i];
         int64_t j = i - 1;
         while (j >= 0 && (descending ? crd[j] < k : crd[j] > k)) {
             crd[j + 1] = crd[j];
@@ -346,7 +350,7 @@ static inline void spf_sort_pairs(spf_index_t *restrict crd, double *restrict va
  * combine, entries with equal coordinates are combined (spf_add) and the buckets compacted to the front;
  * ptr becomes the pointer array (ptr[b + 1]: end of bucket b).  Returns the entries kept. */
 static inline int64_t spf_bucket_finish(int64_t buckets, spf_index_t *restrict ptr,
-                                        spf_index_t *restrict crd, double *restrict val, int sort,
+                                        spf_index_t *restrict crd, spf_value_t *restrict val, int sort,
                                         int combine, int descending)
 {
     int64_t start = 0, kept = 0, stop = buckets > 0 ? ptr[0] : 0;

@@ -11,6 +11,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* DenseMatrix: Dense row-major matrix: data[i][j]. */
 typedef struct spf_DenseMatrix {
@@ -38,7 +42,7 @@ int spf_convert(spf_DenseMatrix *restrict B, const spf_CSR *restrict A)
     const spf_index_t B_n0 = B->n0;
     const spf_index_t B_n1 = B->n1;
     double *restrict B_data = B->data;
-    memset(B_data, 0, sizeof(double) * (size_t)(B_n0) * (size_t)(B_n1));
+    memset(B_data, 0, sizeof(spf_value_t) * (size_t)(B_n0) * (size_t)(B_n1));
     for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t B_p0 = A_pi;
         for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {

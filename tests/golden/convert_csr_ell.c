@@ -8,6 +8,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* CSR: Compressed sparse row (paper Fig. 5): rows dense, columns compressed and sorted per row. */
 typedef struct spf_CSR {
@@ -37,7 +41,7 @@ int spf_convert_analysis(uint8_t *restrict spf_present, spf_index_t *restrict sp
 }
 
 
-int spf_convert(double *restrict spf_data, spf_index_t *restrict spf_slot, spf_index_t *restrict spf_next, const spf_index_t *restrict spf_rank, const int64_t *restrict spf_pos, int64_t spf_kmin, const int64_t *restrict spf_bound, const spf_CSR *restrict A)
+int spf_convert(spf_value_t *restrict spf_data, spf_index_t *restrict spf_slot, spf_index_t *restrict spf_next, const spf_index_t *restrict spf_rank, const int64_t *restrict spf_pos, int64_t spf_kmin, const int64_t *restrict spf_bound, const spf_CSR *restrict A)
 {
     /* the tensors' fields, read once (restrict: no output overlaps an input) */
     const spf_index_t A_numRows = A->numRows;

@@ -11,6 +11,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* SV: Sparse vector with unique coordinates sorted increasingly (paper Table 2). */
 typedef struct spf_SV {
@@ -31,7 +35,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV *restr
     const double *restrict B_val = B->val;
     spf_index_t spf_pos_B_p = 0;
     *v = 0.0;
-    double spf_acc = 0.0;
+    spf_acc_t spf_acc = 0.0;
     spf_pos_B_p = 0;
     for (spf_index_t A_p = 0; A_p < A_len; ++A_p) {
         const spf_index_t i = A_idx[A_p];

@@ -11,6 +11,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* Open-addressing hash map from a coordinate to the positions holding it (HashMap find).
  * Positions with equal keys are chained through next[] in increasing order. */
@@ -110,7 +114,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV *restr
     const double *restrict B_val = B->val;
     spf_hash spf_map_B_p = {0};
     *v = 0.0;
-    double spf_acc = 0.0;
+    spf_acc_t spf_acc = 0.0;
     /* HashMap for the find of B_p: coordinate -> positions in [0, B_len - 1] */
     if (spf_hash_reset(&spf_map_B_p, 0, B_len) != 0)
         goto spf_out_of_memory;

@@ -11,6 +11,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -131,7 +135,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_unsort
     const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(A_len)) + 8 * (int64_t)(B_len) + (int64_t)(A_size);
     const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(A_len)) + 4 * (int64_t)(B_len);
     if (spf_cost_hashmap < spf_cost_densemap) {
-        double spf_acc = 0.0;
+        spf_acc_t spf_acc = 0.0;
         /* HashMap for the find of B_p: coordinate -> positions in [0, B_len - 1] */
         if (spf_hash_reset(&spf_map_B_p, 0, B_len) != 0)
             goto spf_out_of_memory;
@@ -150,7 +154,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_unsort
         }
         *v += spf_acc;
     } else {
-        double spf_acc = 0.0;
+        spf_acc_t spf_acc = 0.0;
         if (!spf_dmap_B_p) {
             spf_dmap_B_p = calloc((size_t)spf_max(1, A_size), sizeof(spf_index_t));
             if (!spf_dmap_B_p)

@@ -13,6 +13,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -145,7 +149,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_decrea
     const int64_t spf_cost_densemap = 4 * (int64_t)((size_t)(B_len)) + 8 * (int64_t)(C_len) + (int64_t)(A_size);
     const int64_t spf_cost_hashmap = 12 * (int64_t)((size_t)(B_len)) + 4 * (int64_t)(C_len);
     if (spf_cost_hashmap < spf_cost_densemap) {
-        double spf_acc = 0.0;
+        spf_acc_t spf_acc = 0.0;
         spf_pos_B_p = B_len - 1;
         /* HashMap for the find of C_p: coordinate -> positions in [0, C_len - 1] */
         if (spf_hash_reset(&spf_map_C_p, 0, C_len) != 0)
@@ -173,7 +177,7 @@ int spf_kernel(double *restrict v, const spf_SV *restrict A, const spf_SV_decrea
         }
         *v += spf_acc;
     } else {
-        double spf_acc = 0.0;
+        spf_acc_t spf_acc = 0.0;
         spf_pos_B_p = B_len - 1;
         if (!spf_dmap_C_p) {
             spf_dmap_C_p = calloc((size_t)spf_max(1, A_size), sizeof(spf_index_t));

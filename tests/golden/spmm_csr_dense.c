@@ -12,6 +12,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* DenseMatrix: Dense row-major matrix: data[i][j]. */
 typedef struct spf_DenseMatrix {
@@ -41,7 +45,7 @@ int spf_kernel(spf_DenseMatrix *restrict C, const spf_CSR *restrict A, const spf
     const spf_index_t C_n0 = C->n0;
     const spf_index_t C_n1 = C->n1;
     double *restrict C_data = C->data;
-    memset(C_data, 0, sizeof(double) * (size_t)(C_n0) * (size_t)(C_n1));
+    memset(C_data, 0, sizeof(spf_value_t) * (size_t)(C_n0) * (size_t)(C_n1));
     for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t C_p0 = A_pi;
         for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {

@@ -12,6 +12,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -58,7 +62,7 @@ int spf_kernel(spf_DenseMatrix *restrict C, const spf_CSR *restrict A, const spf
     spf_pos_B_pi = malloc(sizeof(spf_index_t) * (size_t)spf_max(1, B_numCols));
     if (!spf_pos_B_pi)
         goto spf_out_of_memory;
-    memset(C_data, 0, sizeof(double) * (size_t)(C_n0) * (size_t)(C_n1));
+    memset(C_data, 0, sizeof(spf_value_t) * (size_t)(C_n0) * (size_t)(C_n1));
     for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t C_p0 = A_pi;
         for (spf_index_t spf_t = 0; spf_t < B_numCols; ++spf_t)
@@ -67,7 +71,7 @@ int spf_kernel(spf_DenseMatrix *restrict C, const spf_CSR *restrict A, const spf
             const spf_index_t k = A_colIdx[A_pj];
             for (spf_index_t B_pj = 0; B_pj < B_numCols; ++B_pj) {
                 const spf_index_t C_p1 = B_pj;
-                double spf_acc = 0.0;
+                spf_acc_t spf_acc = 0.0;
                 if (B_pj >= 0 && B_pj < B_numCols) {
                     spf_index_t spf_cur_B_pi = spf_pos_B_pi[B_pj];
                     /* find B_pi in [B_colPtr[B_pj], B_colPtr[B_pj + 1] - 1] with B_rowIdx[B_pi] == k

@@ -12,6 +12,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 static inline int64_t spf_floord(int64_t n, int64_t d) { return n >= 0 ? n / d : -((-n + d - 1) / d); }
 static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -142,7 +146,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_BCSR_B3 *restrict A, const
     spf_pos_x_p = malloc(sizeof(spf_index_t) * (size_t)spf_max(1, 3));
     if (!spf_pos_x_p)
         goto spf_out_of_memory;
-    memset(y_data, 0, sizeof(double) * (size_t)(y_n0));
+    memset(y_data, 0, sizeof(spf_value_t) * (size_t)(y_n0));
     /* Auto: SeqIter, DenseMap and HashMap are all valid; pick the cheapest from the operand sizes:
      * cost(SeqIter) = 4 * W + R_seqiter * L,
      * cost(DenseMap) = 4 * W + 8 * R_densemap * L + X,
@@ -168,7 +172,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_BCSR_B3 *restrict A, const
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 for (spf_index_t A_pk = 0; A_pk < spf_min(3, A_numRows - 3*A_pi); ++A_pk) {
                     const spf_index_t y_p0 = 3*A_pi + A_pk;
-                    double spf_acc = 0.0;
+                    spf_acc_t spf_acc = 0.0;
                     for (spf_index_t A_pl = 0; A_pl < spf_min(A_numCols - A_colIdx[A_pj], 3); ++A_pl) {
                         /* find x_p in [0, x_len - 1] with x_idx[x_p] == A_pl + A_colIdx[A_pj]
                          * DenseMap: reads the position from a map indexed by the coordinate;
@@ -193,7 +197,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_BCSR_B3 *restrict A, const
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 for (spf_index_t A_pk = 0; A_pk < spf_min(3, A_numRows - 3*A_pi); ++A_pk) {
                     const spf_index_t y_p0 = 3*A_pi + A_pk;
-                    double spf_acc = 0.0;
+                    spf_acc_t spf_acc = 0.0;
                     for (spf_index_t A_pl = 0; A_pl < spf_min(A_numCols - A_colIdx[A_pj], 3); ++A_pl) {
                         /* find x_p in [0, x_len - 1] with x_idx[x_p] == A_pl + A_colIdx[A_pj]
                          * HashMap: looks the coordinate up in a map built over the range;
@@ -215,7 +219,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_BCSR_B3 *restrict A, const
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 for (spf_index_t A_pk = 0; A_pk < spf_min(3, A_numRows - 3*A_pi); ++A_pk) {
                     const spf_index_t y_p0 = 3*A_pi + A_pk;
-                    double spf_acc = 0.0;
+                    spf_acc_t spf_acc = 0.0;
                     for (spf_index_t A_pl = 0; A_pl < spf_min(A_numCols - A_colIdx[A_pj], 3); ++A_pl) {
                         if (A_pk >= 0 && A_pk < 3) {
                             spf_index_t spf_cur_x_p = spf_pos_x_p[A_pk];

@@ -12,6 +12,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -157,7 +161,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf
         spf_dend_x_p = x_len;
         for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
             const spf_index_t y_p0 = A_pi;
-            double spf_acc = 0.0;
+            spf_acc_t spf_acc = 0.0;
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 const spf_index_t j = A_colIdx[A_pj];
                 /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
@@ -179,7 +183,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf
             spf_hash_insert(&spf_map_x_p, x_idx[spf_q_x_p], spf_q_x_p);
         for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
             const spf_index_t y_p0 = A_pi;
-            double spf_acc = 0.0;
+            spf_acc_t spf_acc = 0.0;
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 const spf_index_t j = A_colIdx[A_pj];
                 /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
@@ -196,7 +200,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf
     } else {
         for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
             const spf_index_t y_p0 = A_pi;
-            double spf_acc = 0.0;
+            spf_acc_t spf_acc = 0.0;
             spf_pos_x_p = 0;
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 const spf_index_t j = A_colIdx[A_pj];

@@ -12,6 +12,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* DenseVector: Dense vector: every coordinate stored, data[i]. */
 typedef struct spf_DenseVector {
@@ -50,7 +54,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf
     spf_index_t spf_pos_x_p = 0;
     for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t y_p0 = A_pi;
-        double spf_acc = 0.0;
+        spf_acc_t spf_acc = 0.0;
         spf_pos_x_p = 0;
         for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
             const spf_index_t j = A_colIdx[A_pj];

@@ -12,6 +12,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -140,7 +144,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_SortedCOO *restrict A, con
     spf_pos_x_p = malloc(sizeof(spf_index_t) * (size_t)spf_max(1, A_numRows));
     if (!spf_pos_x_p)
         goto spf_out_of_memory;
-    memset(y_data, 0, sizeof(double) * (size_t)(y_n0));
+    memset(y_data, 0, sizeof(spf_value_t) * (size_t)(y_n0));
     /* Auto: SeqIter, DenseMap and HashMap are all valid; pick the cheapest from the operand sizes:
      * cost(SeqIter) = 4 * W + R_seqiter * L,
      * cost(DenseMap) = 4 * W + 8 * R_densemap * L + X,
@@ -166,7 +170,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_SortedCOO *restrict A, con
             const spf_index_t i = A_rowIdx[A_p];
             const spf_index_t j = A_colIdx[A_p];
             const spf_index_t y_p0 = i;
-            double spf_acc = 0.0;
+            spf_acc_t spf_acc = 0.0;
             /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
              * DenseMap: reads the position from a map indexed by the coordinate;
              * valid because a search matches at most one position and the searched range and its keys are fixed between builds; keys outside the map are skipped; state indices {}. */
@@ -187,7 +191,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_SortedCOO *restrict A, con
             const spf_index_t i = A_rowIdx[A_p];
             const spf_index_t j = A_colIdx[A_p];
             const spf_index_t y_p0 = i;
-            double spf_acc = 0.0;
+            spf_acc_t spf_acc = 0.0;
             /* find x_p in [0, x_len - 1] with x_idx[x_p] == j
              * HashMap: looks the coordinate up in a map built over the range;
              * valid because the searched range and its keys are fixed between builds; state indices {}. */
@@ -205,7 +209,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_SortedCOO *restrict A, con
             const spf_index_t i = A_rowIdx[A_p];
             const spf_index_t j = A_colIdx[A_p];
             const spf_index_t y_p0 = i;
-            double spf_acc = 0.0;
+            spf_acc_t spf_acc = 0.0;
             if (i >= 0 && i < A_numRows) {
                 spf_index_t spf_cur_x_p = spf_pos_x_p[i];
                 /* find x_p in [0, x_len - 1] with x_idx[x_p] == j

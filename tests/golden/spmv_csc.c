@@ -12,6 +12,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* DenseVector: Dense vector: every coordinate stored, data[i]. */
 typedef struct spf_DenseVector {
@@ -38,7 +42,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_CSC *restrict A, const spf
     const double *restrict x_data = x->data;
     const spf_index_t y_n0 = y->n0;
     double *restrict y_data = y->data;
-    memset(y_data, 0, sizeof(double) * (size_t)(y_n0));
+    memset(y_data, 0, sizeof(spf_value_t) * (size_t)(y_n0));
     for (spf_index_t A_pj = 0; A_pj < A_numCols; ++A_pj) {
         const spf_index_t x_p0 = A_pj;
         for (spf_index_t A_pi = A_colPtr[A_pj]; A_pi < A_colPtr[A_pj + 1]; ++A_pi) {

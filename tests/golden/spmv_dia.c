@@ -12,6 +12,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t spf_min(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -42,7 +46,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_DIA *restrict A, const spf
     const double *restrict x_data = x->data;
     const spf_index_t y_n0 = y->n0;
     double *restrict y_data = y->data;
-    memset(y_data, 0, sizeof(double) * (size_t)(y_n0));
+    memset(y_data, 0, sizeof(spf_value_t) * (size_t)(y_n0));
     for (spf_index_t A_pd = 0; A_pd < A_numDiags; ++A_pd) {
         #pragma omp simd
         for (spf_index_t A_pi = spf_max(0, -A_offset[A_pd]); A_pi < spf_min(A_numRows, A_numCols - A_offset[A_pd]); ++A_pi) {

@@ -17,6 +17,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* DenseVector: Dense vector: every coordinate stored, data[i]. */
 typedef struct spf_DenseVector {
@@ -48,7 +52,7 @@ static int spf_kernel_term0(spf_DenseVector *restrict y, const spf_HYB *restrict
     const spf_index_t A_pa = 0;
     for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t y_p0 = A_pi;
-        double spf_acc = 0.0;
+        spf_acc_t spf_acc = 0.0;
         for (spf_index_t A_pk = 0; A_pk < A_width; ++A_pk) {
             if (A_colIdx[(int64_t)(A_pi) * A_width + A_pk] >= 0) {
                 const spf_index_t j = A_colIdx[(int64_t)(A_pi) * A_width + A_pk];
@@ -89,7 +93,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_HYB *restrict A, const spf
 {
     /* y(i) = A(i,j) * x(j): statement splitting, one function per term; no term reads the
      * implicit zeros of another term's operands */
-    memset(y->data, 0, sizeof(double) * (size_t)(y->n0));
+    memset(y->data, 0, sizeof(spf_value_t) * (size_t)(y->n0));
     if (spf_kernel_term0(y, A, x))
         return 1;
     if (spf_kernel_term1(y, A, x))

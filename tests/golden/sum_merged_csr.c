@@ -10,6 +10,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* CSR: Compressed sparse row (paper Fig. 5): rows dense, columns compressed and sorted per row. */
 typedef struct spf_CSR {
@@ -28,7 +32,7 @@ static int spf_kernel_merge(spf_CSR *restrict out, int64_t *restrict size, const
     spf_index_t *restrict out_rowPtr = out->rowPtr;
     const int64_t cap1 = size[1];
     int64_t next1 = 0;
-    double *restrict out_val = out->data;
+    spf_value_t *restrict out_val = out->data;
     const spf_index_t *restrict r0_colIdx = r0->colIdx;
     const spf_index_t *restrict r0_rowPtr = r0->rowPtr;
     const double *restrict r0_val = r0->data;
@@ -55,7 +59,7 @@ static int spf_kernel_merge(spf_CSR *restrict out, int64_t *restrict size, const
                     return 2;
                 const int64_t o1 = next1++;
                 out_colIdx[o1] = (spf_index_t)key1;
-                double v = 0.0;   /* the sum of the runs that have the entry */
+                spf_value_t v = 0.0;   /* the sum of the runs that have the entry */
                 if (h0_1)
                     v += r0_val[q0_1];
                 if (h1_1)

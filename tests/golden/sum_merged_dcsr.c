@@ -11,6 +11,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* DCSR: Doubly compressed sparse row (paper Fig. 7): only nonempty rows are stored. numRows, numCols: logical extents; numNZRows: number of stored rows; rowIdx[pi]: row of stored row pi (strictly increasing); rowPtr[pi] .. rowPtr[pi+1]-1: positions of its nonzeros; colIdx[pj]: column of nonzero pj (strictly increasing within a row); data[pj]: its value. */
 typedef struct spf_DCSR {
@@ -33,7 +37,7 @@ static int spf_kernel_merge(spf_DCSR *restrict out, int64_t *restrict size, cons
     spf_index_t *restrict out_rowPtr = out->rowPtr;
     const int64_t cap1 = size[1];
     int64_t next1 = 0;
-    double *restrict out_val = out->data;
+    spf_value_t *restrict out_val = out->data;
     const spf_index_t *restrict r0_rowIdx = r0->rowIdx;
     const spf_index_t *restrict r0_colIdx = r0->colIdx;
     const spf_index_t *restrict r0_rowPtr = r0->rowPtr;
@@ -86,7 +90,7 @@ static int spf_kernel_merge(spf_DCSR *restrict out, int64_t *restrict size, cons
                         return 2;
                     const int64_t o1 = next1++;
                     out_colIdx[o1] = (spf_index_t)key1;
-                    double v = 0.0;   /* the sum of the runs that have the entry */
+                    spf_value_t v = 0.0;   /* the sum of the runs that have the entry */
                     if (h0_1)
                         v += r0_val[q0_1];
                     if (h1_1)
@@ -114,7 +118,7 @@ static int spf_kernel_merge(spf_DCSR *restrict out, int64_t *restrict size, cons
                         return 2;
                     const int64_t o1 = next1++;
                     out_colIdx[o1] = (spf_index_t)key1;
-                    double v = 0.0;   /* the sum of the runs that have the entry */
+                    spf_value_t v = 0.0;   /* the sum of the runs that have the entry */
                     if (h0_1)
                         v += r0_val[q0_1];
                     if (h1_1)
@@ -198,7 +202,7 @@ static int spf_kernel_merge(spf_DCSR *restrict out, int64_t *restrict size, cons
                         return 2;
                     const int64_t o1 = next1++;
                     out_colIdx[o1] = (spf_index_t)key1;
-                    double v = 0.0;   /* the sum of the runs that have the entry */
+                    spf_value_t v = 0.0;   /* the sum of the runs that have the entry */
                     if (h0_1)
                         v += r0_val[q0_1];
                     if (h1_1)
@@ -226,7 +230,7 @@ static int spf_kernel_merge(spf_DCSR *restrict out, int64_t *restrict size, cons
                         return 2;
                     const int64_t o1 = next1++;
                     out_colIdx[o1] = (spf_index_t)key1;
-                    double v = 0.0;   /* the sum of the runs that have the entry */
+                    spf_value_t v = 0.0;   /* the sum of the runs that have the entry */
                     if (h0_1)
                         v += r0_val[q0_1];
                     if (h1_1)

@@ -13,6 +13,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* DenseTensor3: Dense row-major order-3 tensor: data[i][j][k]. */
 typedef struct spf_DenseTensor3 {

@@ -11,6 +11,10 @@
 
 /* Index width: index arrays, sizes and loop indices (index_type="int32"). */
 typedef int32_t spf_index_t;
+/* Value types: the output's elements (float64) and the sums that build them
+ * (float64); each tensor's struct holds its own. */
+typedef double spf_value_t;
+typedef double spf_acc_t;
 
 /* DenseMatrix: Dense row-major matrix: data[i][j]. */
 typedef struct spf_DenseMatrix {
@@ -53,14 +57,14 @@ int spf_kernel(spf_DenseMatrix *restrict y, const spf_CSF *restrict A, const spf
     const spf_index_t y_n0 = y->n0;
     const spf_index_t y_n1 = y->n1;
     double *restrict y_data = y->data;
-    memset(y_data, 0, sizeof(double) * (size_t)(y_n0) * (size_t)(y_n1));
+    memset(y_data, 0, sizeof(spf_value_t) * (size_t)(y_n0) * (size_t)(y_n1));
     for (spf_index_t A_p0 = 0; A_p0 < A_n0; ++A_p0) {
         const spf_index_t i = A_idx0[A_p0];
         const spf_index_t y_p0 = i;
         for (spf_index_t A_p1 = A_ptr1[A_p0]; A_p1 < A_ptr1[A_p0 + 1]; ++A_p1) {
             const spf_index_t j = A_idx1[A_p1];
             const spf_index_t y_p1 = j;
-            double spf_acc = 0.0;
+            spf_acc_t spf_acc = 0.0;
             for (spf_index_t A_p2 = A_ptr2[A_p1]; A_p2 < A_ptr2[A_p1 + 1]; ++A_p2) {
                 const spf_index_t k = A_idx2[A_p2];
                 const spf_index_t x_p0 = k;

@@ -1,0 +1,114 @@
+"""Value types: what a tensor's values are (the layout file says where they are).
+
+One :class:`ValueType` per supported numpy dtype: its C type, its kind and what generated
+code needs of it.  A layout instance carries one (:attr:`spf.front.layout.Layout.value_type`,
+float64 unless a tensor or a kernel says otherwise); nothing else names a dtype.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+
+
+class Kind(Enum):
+    """numpy's kinds of the supported types."""
+
+    BOOL = "b"
+    INT = "i"
+    UINT = "u"
+    FLOAT = "f"
+    COMPLEX = "c"
+
+
+@dataclass(frozen=True)
+class ValueType:
+    """A supported value type: the numpy dtype ``name`` and its C type ``c``."""
+
+    name: str
+    c: str
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.name)
+
+    @property
+    def kind(self) -> Kind:
+        return Kind(self.dtype.kind)
+
+    @property
+    def is_float64(self) -> bool:
+        return self.name == "float64"
+
+    @property
+    def zero_c(self) -> str:
+        """The C literal of zero in this type."""
+        return {Kind.BOOL: "0", Kind.INT: "0", Kind.UINT: "0u"}.get(
+            self.kind, "0.0f" if self.name in ("float32", "complex64") else "0.0")
+
+
+VALUE_TYPES: dict[str, ValueType] = {t.name: t for t in (
+    ValueType("bool", "_Bool"),
+    ValueType("int8", "int8_t"), ValueType("int16", "int16_t"),
+    ValueType("int32", "int32_t"), ValueType("int64", "int64_t"),
+    ValueType("uint8", "uint8_t"), ValueType("uint16", "uint16_t"),
+    ValueType("uint32", "uint32_t"), ValueType("uint64", "uint64_t"),
+    ValueType("float32", "float"), ValueType("float64", "double"),
+    ValueType("complex64", "float _Complex"), ValueType("complex128", "double _Complex"))}
+FLOAT64 = VALUE_TYPES["float64"]
+
+
+def value_type(dtype: Any, what: str = "values") -> ValueType:
+    """The supported type of ``dtype`` (a numpy dtype, its name or a Python type);
+    ArgumentError naming ``what`` and listing the supported types otherwise."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = repr(dtype)
+    if name not in VALUE_TYPES:
+        raise ArgumentError(f"{what}: dtype {name} is not supported; spf computes with "
+                            f"{', '.join(VALUE_TYPES)}")
+    return VALUE_TYPES[name]
+
+
+def result_type(*types: ValueType) -> ValueType:
+    """numpy's promotion of ``types`` (``np.result_type``), float64 for none."""
+    if not types:
+        return FLOAT64
+    return value_type(np.result_type(*(t.dtype for t in types)))
+
+
+def can_cast(src: ValueType, dst: ValueType) -> bool:
+    """Whether numpy's ``same_kind`` casting allows ``src`` to ``dst``."""
+    return bool(np.can_cast(src.dtype, dst.dtype, "same_kind"))
+
+
+@dataclass(frozen=True)
+class Typing:
+    """A kernel's value types: each tensor's (scalars included), the output's and the
+    accumulator's (the output's unless ``accumulate=`` names a wider one)."""
+
+    tensors: tuple[tuple[str, ValueType], ...]
+    output: ValueType = FLOAT64
+    accumulate: ValueType = FLOAT64
+
+    def of(self, tensor: str) -> ValueType:
+        return dict(self.tensors).get(tensor, self.output)
+
+    @property
+    def is_float64(self) -> bool:
+        return all(t.is_float64 for _, t in self.tensors) and self.output.is_float64 \
+            and self.accumulate.is_float64
+
+    @property
+    def wraps(self) -> bool:
+        """Whether signed integers are computed (their overflow must wrap, as numpy's)."""
+        return any(t.kind is Kind.INT for t in (self.output, self.accumulate,
+                                                *(t for _, t in self.tensors)))
+
+
+FLOAT64_TYPING = Typing(())
