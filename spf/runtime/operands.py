@@ -26,8 +26,6 @@ from .memory import address
 from .scipy_io import canonical, coordinate_fields, fields_of, proven_by_order, scipy_order
 from .stored import StoredTensor, tensor_class
 
-_FLOAT64 = np.dtype(np.float64)
-
 
 class DenseStruct:
     """The struct of a dense layout filled straight from a C-contiguous array of its value
