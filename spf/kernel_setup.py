@@ -104,7 +104,7 @@ class Setup:
     def fill_note(self) -> str:
         """What absent entries mean for this kernel (a report line)."""
         semiring = self.options.semiring
-        zero = semiring.zero_c()
+        zero = semiring.zero_text()
         if not self.options.fill_values:
             same = ("reading absent entries as zero would give the same result (it "
                     "annihilates mul)" if semiring.annihilates else
@@ -135,6 +135,8 @@ class Setup:
                           "(its storage levels cannot be appended to in order)"))
         if not self.options.semiring.is_plus_times or self.options.fill_values:
             notes.append(("absent entries", self.fill_note()))
+        if not self.typing.is_float64:
+            notes.append(("value types", self.typing.describe(self.expr.output.tensor)))
         return notes
 
     def header(self) -> list[str]:
@@ -178,17 +180,29 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
                  index_type, assembled, written, typing)
 
 
+_BOOLEAN = ("plus_times", "or_and", "any_pair", "plus_pair")    # the semirings on bool
+
+
 def _check_semiring_types(opts: KernelOptions, typing: Typing, expr: Expr) -> None:
-    """Semirings other than plus_times are defined on real floating types (their zeros and
-    functions are the C library's doubles: inf, fmin, fmax)."""
+    """Semirings on the output's and the sums' types: any on real floats; on integers, an
+    infinite zero is the type's limit and a user's add must keep its laws in the type's
+    wrapping arithmetic (Z3, bit-vectors); on bool, the boolean ones; none on complex
+    numbers (min and max have no order there)."""
     semiring = opts.semiring
     if semiring.is_plus_times:
         return
+    out = expr.output.tensor
     for vt in (typing.output, typing.accumulate):
-        if vt.kind is not Kind.FLOAT:
-            raise SpecError(f"semiring={semiring.name} is not defined for {vt.name} values "
-                            f"(the output {expr.output.tensor!r}); it is defined for float32 "
-                            "and float64", expr.source)
+        why = ""
+        if vt.kind is Kind.COMPLEX:
+            why = "complex numbers have no order for min and max and no infinities"
+        elif vt.kind is Kind.BOOL and semiring.name not in _BOOLEAN:
+            why = f"on bool the semirings are {', '.join(_BOOLEAN)}"
+        elif vt.kind in (Kind.INT, Kind.UINT):
+            why = semiring.laws_in(8 * vt.dtype.itemsize, vt.kind is Kind.INT)
+        if why:
+            raise SpecError(f"semiring={semiring.name} is not defined for {vt.name} values (the "
+                            f"output {out!r}): {why}", expr.source)
 
 
 def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],

@@ -11,7 +11,7 @@ typedef ${index_type}_t spf_index_t;
  * (${acc_name}); each tensor's struct holds its own. */
 typedef ${value_type} spf_value_t;
 typedef ${acc_type} spf_acc_t;
-$helpers
+${infinities}$helpers
 $structs
 $signature
 {

@@ -101,7 +101,7 @@ def test_fill_values_from_kernel_file_cli_and_evaluate(tmp_path):
                           "--layout", "A=CSR", "--semiring", "max_times", "--fill-values"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert "A (CSR) is read as dense arrays holding -INFINITY" in run.stdout
+    assert "A (CSR) is read as dense arrays holding -inf" in run.stdout
 
 
 def test_bad_fill_values():

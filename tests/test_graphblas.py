@@ -160,7 +160,7 @@ def test_drop_zeros_drops_the_semiring_zero():
                    drop_zeros=True)
     got = k.compile()(A=A, x=np.zeros(2))
     assert got.values.tolist() == [0.0] and got.to_dense().tolist() == [np.inf, 0.0]
-    assert "entries equal to INFINITY are not stored" in k.report()
+    assert "entries equal to inf are not stored" in k.report()
 
 
 @pytest.mark.parametrize("out", ["CSR", "DCSR", "COO"])

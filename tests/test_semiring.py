@@ -164,7 +164,7 @@ def test_cli_semiring_flag():
     out = subprocess.run([sys.executable, "-m", "spf", "generate", SPMV, "--layout", "A=CSR",
                           "--semiring", "min_plus"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "spf_acc = INFINITY" in out.stdout.replace("double ", "")
+    assert "spf_acc = SPF_POS_INF" in out.stdout.replace("spf_acc_t ", "")
 
 
 def test_non_associative_add_keeps_the_reduction_serial():

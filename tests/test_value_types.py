@@ -125,6 +125,8 @@ def test_promotion_of_mixed_operands_and_accumulate():
     k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, dtype="float32",
                    accumulate="float64")
     assert "typedef float spf_value_t;\ntypedef double spf_acc_t;" in k.c_source()
+    line = "alue types: A float32, x float32 -> y float32, summed in float64"
+    assert f" * V{line}\n" in k.c_source() and f"v{line}" in k.report()
     got = k.compile()(A=t, x=xs)
     assert got.dtype == np.float32
     want = (f.toarray().astype(np.float64) @ xs.astype(np.float64)).astype(np.float32)
@@ -161,8 +163,10 @@ def test_tensor_dtype_given_and_refused():
         spf.Tensor.from_dense("CSR", np.array([["a"]]))
     half = spf.Tensor.from_dense("CSR", d.astype(np.float16))
     assert half.dtype == np.float32                   # float16 is held as float32
-    with pytest.raises(spf.SpecError, match="semiring=min_plus is not defined for int64"):
-        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, dtype="int64", semiring="min_plus")
+    with pytest.raises(spf.SpecError, match="semiring=min_plus is not defined for complex128 "
+                                            "values \\(the output 'y'\\): complex numbers"):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, dtype="complex128",
+                   semiring="min_plus")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int64", "complex128", "bool", "uint8"])
@@ -173,4 +177,57 @@ def test_generated_c_is_typed_and_warning_free(dtype):
     ctype = spf.front.value_types.VALUE_TYPES[dtype].c
     assert f"typedef {ctype} spf_value_t;" in src
     assert f"{ctype} *restrict data;" in src
+    assert_compiles_clean(src)
+
+
+def _semiring_reference(dense: np.ndarray, x: np.ndarray, add, mul, zero) -> np.ndarray:
+    """y(i) = add over the stored j of mul(A(i,j), x(j)); zero where a row stores nothing."""
+    out = np.full(dense.shape[0], zero, dtype=dense.dtype)
+    for i, row in enumerate(dense):
+        for j in np.flatnonzero(row):
+            out[i] = add(out[i], mul(row[j], x[j]))
+    return out
+
+
+@pytest.mark.parametrize("dtype,semiring", [
+    ("int64", "min_plus"), ("int32", "max_plus"), ("uint16", "min_times"),
+    ("int8", "max_times"), ("bool", "or_and"), ("bool", "any_pair"), ("float32", "min_plus")])
+@pytest.mark.parametrize("layout", ["CSR", "COO", "ELL"])
+def test_semirings_on_integer_and_boolean_types(dtype, semiring, layout):
+    """A semiring's infinite zero is the type's limit (INT64_MAX for min_plus on int64);
+    results equal numpy's in the same type, empty rows holding the zero."""
+    m = _matrix((9, 7), dtype, seed=9)
+    a = spf.Tensor.from_scipy(layout, m)
+    x = _values(np.random.default_rng(10), 7, dtype)
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": a.layout}, dtype=dtype, semiring=semiring)
+    y = k.compile()(A=a, x=x)
+    s = spf.front.semiring.BUILTINS[semiring]
+    vt = spf.front.value_types.VALUE_TYPES[dtype]
+    ops = {"min": np.minimum, "max": np.maximum, "lor": np.logical_or,
+           "plus": np.add}
+    add = {"min_plus": ops["min"], "max_plus": ops["max"], "min_times": ops["min"],
+           "max_times": ops["max"], "or_and": ops["lor"], "any_pair": ops["max"]}[semiring]
+    mul = {"min_plus": np.add, "max_plus": np.add, "min_times": np.multiply,
+           "max_times": np.multiply, "or_and": np.logical_and,
+           "any_pair": lambda p, q: np.ones((), bool)}[semiring]
+    with np.errstate(over="ignore"):
+        want = _semiring_reference(m.toarray(), x, add, mul, vt.value_of(s.zero))
+    _close(y, want, dtype)
+
+
+def test_semiring_laws_are_proven_in_the_integer_type():
+    """An add that is associative over the reals but not in wrapping int32 arithmetic is
+    refused on int32 (Z3 over bit-vectors), and still accepted on float64."""
+    odd = spf.Semiring(add="(a * 2 + b * 2) / 2", mul="a * b", zero=0, one=1)
+    assert odd.reorderable                      # over the reals: it is a + b
+    spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring=odd)
+    with pytest.raises(spf.SpecError, match=r"is not defined for int32 values .*: add='\(a \* 2 "
+                                            r"\+ b \* 2\) / 2' is associative over the reals "
+                                            "but not in 32-bit integers"):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring=odd, dtype="int32")
+    with pytest.raises(spf.SpecError, match="on bool the semirings are plus_times, or_and"):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus", dtype="bool")
+    src = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus",
+                     dtype="int64").c_source()
+    assert "#define SPF_POS_INF INT64_MAX" in src
     assert_compiles_clean(src)

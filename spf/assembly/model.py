@@ -98,7 +98,7 @@ class AssemblyPlan:
                      self.group_level is None else
                      f"; the group is checked once where {self.group_var} is defined, not per "
                      "instance (Z3 proved it non-decreasing over those iterations)")
-        zeros = (f"; entries equal to {self.semiring.zero_c()} are not stored"
+        zeros = (f"; entries equal to {self.semiring.zero_text()} are not stored"
                  if self.drop_zeros else "")
         if not self.semiring.is_plus_times:
             zeros += f"; entries with equal coordinates combine by {self.semiring.add}"

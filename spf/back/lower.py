@@ -156,6 +156,8 @@ class KernelLowering:
             rhs = " && ".join(factors) if len(factors) > 1 else factors[0]
             return rhs              # booleans: times is and (no sign: '-' is refused)
         rhs = self.semiring.mul_c(factors)
+        if self.plan.typing.output.kind in (Kind.INT, Kind.UINT) and len(factors) > 1:
+            rhs = f"(spf_value_t)({rhs})"   # wrapped in the type first, as numpy's product
         return f"-({rhs})" if self.expr.sign < 0 else rhs
 
     def add_into(self, target: str, value: str) -> t.Node:

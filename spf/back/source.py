@@ -155,7 +155,7 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mappin
                           t.Return(f"{name}_merge({out}, {out}_size, {args})")]
     return render_file(header_lines, set().union(*(b.helpers for b in bounds)),
                        list(layouts.values()), f"int {name}({', '.join(params)})", body,
-                       before=extra, typing=typing)
+                       before=extra, semiring=semiring, typing=typing)
 
 
 def _sum_params(expr, tensor_layouts: Mapping[str, Layout], assembly: AssemblyPlan | None,
@@ -264,10 +264,21 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
         index_type=index_type_of(layouts),
         value_type=typing.output.c, value_name=typing.output.name,
         acc_type=typing.accumulate.c, acc_name=typing.accumulate.name,
+        infinities=_infinities(semiring, typing),
         helpers=("\n" + helper_text + "\n") if helper_text else "",
         structs=structs + ("\n" if structs else ""),
         signature=signature,
         body="\n".join(CPrinter().lines(body)))
+
+
+def _infinities(semiring: Semiring, typing: Typing) -> str:
+    """The semiring's infinite zero or one in the output's type (its limits for integers)."""
+    if not semiring.infinite:
+        return ""
+    vt = typing.output
+    return (f"/* {semiring.name}'s infinities in {vt.name} */\n"
+            f"#define SPF_POS_INF {vt.infinity_c(True)}\n"
+            f"#define SPF_NEG_INF {vt.infinity_c(False)}\n")
 
 
 def _add_function(semiring: Semiring) -> str:

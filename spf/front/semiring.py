@@ -93,7 +93,30 @@ class Semiring:
         return _evaluate(self._add, float(a), float(b))
 
     def zero_c(self) -> str:
+        """``zero`` in C (infinities as ``SPF_POS_INF``/``SPF_NEG_INF``, which the file
+        defines in the output's type: the limits of an integer type)."""
         return _c_number(self.zero)
+
+    def zero_text(self) -> str:
+        """``zero`` as a report shows it (``inf``, ``-inf``, ``0.0``)."""
+        return repr(self.zero)
+
+    @property
+    def infinite(self) -> bool:
+        """Whether ``zero`` or ``one`` is infinite (the file defines the infinities)."""
+        return math.isinf(self.zero) or math.isinf(self.one)
+
+    def laws_in(self, width: int, signed: bool) -> str:
+        """"" when ``add``'s associativity and commutativity (as :attr:`reorderable` says)
+        also hold in ``width``-bit integer arithmetic (wrapping); else why not."""
+        if not self.reorderable or self._builtin:
+            return ""
+        for law in ("associative", "commutative"):
+            proven, example = _prove(self._add, law, (width, signed))
+            if not proven:
+                return (f"add={self.add!r} is {law} over the reals but not in {width}-bit "
+                        f"integers" + (f" ({example})" if example else ""))
+        return ""
 
     def add_c(self, x: str, y: str) -> str:
         """C for ``add(x, y)``."""
@@ -155,7 +178,7 @@ def _number(value: Any, what: str) -> float:
 
 def _c_number(v: float) -> str:
     if math.isinf(v):
-        return "INFINITY" if v > 0 else "-INFINITY"
+        return "SPF_POS_INF" if v > 0 else "SPF_NEG_INF"
     return repr(float(v))
 
 
@@ -197,20 +220,21 @@ def _evaluate(e: IExpr, a: float, b: float) -> float:
         return math.nan
 
 
-def _prove(e: IExpr, law: str) -> tuple[bool, str]:
-    """Whether Z3 proves ``law`` of the operator ``e`` over the reals, and a counterexample
-    when it finds one ("" otherwise)."""
+def _prove(e: IExpr, law: str, bits: tuple[int, bool] | None = None) -> tuple[bool, str]:
+    """Whether Z3 proves ``law`` of the operator ``e`` over the reals (or, with ``bits`` =
+    (width, signed), in that integer arithmetic), and a counterexample when it finds one
+    ("" otherwise)."""
     import z3
     with symbolic:
         share_z3_context()
-        return _prove_locked(e, law, z3)
+        return _prove_locked(e, law, z3, bits)
 
 
-def _prove_locked(e: IExpr, law: str, z3: Any) -> tuple[bool, str]:
-    a, b, c = z3.Reals("a b c")
+def _prove_locked(e: IExpr, law: str, z3: Any, bits: tuple[int, bool] | None) -> tuple[bool, str]:
+    a, b, c = z3.Reals("a b c") if bits is None else z3.BitVecs("a b c", bits[0])
 
     def op(x, y):
-        return _to_z3(e, {"a": x, "b": y}, z3)
+        return _to_z3(e, {"a": x, "b": y}, z3, bits)
     claim = op(op(a, b), c) == op(a, op(b, c)) if law == "associative" else op(a, b) == op(b, a)
     s = z3.Solver()
     s.set("timeout", 2000)
@@ -225,22 +249,28 @@ def _prove_locked(e: IExpr, law: str, z3: Any) -> tuple[bool, str]:
     return False, ""
 
 
-def _to_z3(e: IExpr, env: dict, z3) -> Any:
+def _to_z3(e: IExpr, env: dict, z3: Any, bits: tuple[int, bool] | None = None) -> Any:
+    """``e`` in Z3: over the reals, or in ``bits`` = (width, signed) bit-vectors (wrapping
+    arithmetic, C's truncating division)."""
+    def num(v: int) -> Any:
+        return z3.RealVal(v) if bits is None else z3.BitVecVal(v, bits[0])
+    signed = bits is None or bits[1]
     if isinstance(e, Num):
-        return z3.RealVal(e.value)
+        return num(e.value)
     if isinstance(e, Name):
         return env[e.name]
     if isinstance(e, Call):
-        x, y = (_to_z3(arg, env, z3) for arg in e.args)
+        x, y = (_to_z3(arg, env, z3, bits) for arg in e.args)
+        le = (lambda p, q: p <= q) if signed else z3.ULE
         if e.name == "min":
-            return z3.If(x <= y, x, y)
+            return z3.If(le(x, y), x, y)
         if e.name == "max":
-            return z3.If(x >= y, x, y)
+            return z3.If(le(y, x), x, y)
         truth = z3.Or(x != 0, y != 0) if e.name == "lor" else z3.And(x != 0, y != 0)
-        return z3.If(truth, z3.RealVal(1), z3.RealVal(0))
-    x, y = _to_z3(e.lhs, env, z3), _to_z3(e.rhs, env, z3)
-    return {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
-            "/": lambda: x / y}[e.op]()
+        return z3.If(truth, num(1), num(0))
+    x, y = _to_z3(e.lhs, env, z3, bits), _to_z3(e.rhs, env, z3, bits)
+    div = (lambda: x / y) if signed else (lambda: z3.UDiv(x, y))
+    return {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "/": div}[e.op]()
 
 
 def _known(name: str, add: str, mul: str, zero: float, one: float,

@@ -6,6 +6,7 @@ float64 unless a tensor or a kernel says otherwise); nothing else names a dtype.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -43,6 +44,27 @@ class ValueType:
     @property
     def is_float64(self) -> bool:
         return self.name == "float64"
+
+    def infinity_c(self, positive: bool) -> str:
+        """What an infinite semiring zero is in this type, in C: infinity for floats, the
+        type's largest or smallest value for integers, 1 or 0 for booleans."""
+        if self.kind is Kind.FLOAT:
+            return f"({self.c})__builtin_inf()" if positive else f"(-({self.c})__builtin_inf())"
+        if self.kind is Kind.BOOL:
+            return "1" if positive else "0"
+        if self.kind is Kind.UINT:
+            return f"{self.name.upper()}_MAX" if positive else "0"
+        return f"{self.name.upper()}_{'MAX' if positive else 'MIN'}"
+
+    def value_of(self, x: float) -> Any:
+        """The number ``x`` (a semiring's zero) in this type, infinities as
+        :meth:`infinity_c` makes them."""
+        if math.isinf(x) and self.kind is not Kind.FLOAT:
+            if self.kind is Kind.BOOL:
+                return np.bool_(x > 0)
+            info = np.iinfo(self.dtype)
+            return self.dtype.type(info.max if x > 0 else info.min)
+        return self.dtype.type(x)
 
     @property
     def zero_c(self) -> str:
@@ -103,6 +125,13 @@ class Typing:
     def is_float64(self) -> bool:
         return all(t.is_float64 for _, t in self.tensors) and self.output.is_float64 \
             and self.accumulate.is_float64
+
+    def describe(self, output: str) -> str:
+        """One line for a report or a C header: each tensor's type, the output's, the sums'."""
+        inputs = ", ".join(f"{t} {vt.name}" for t, vt in self.tensors if t != output)
+        sums = "" if self.accumulate == self.output else \
+            f", summed in {self.accumulate.name}"
+        return f"{inputs} -> {output} {self.output.name}{sums}"
 
     @property
     def wraps(self) -> bool:

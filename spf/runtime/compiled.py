@@ -117,6 +117,7 @@ class CompiledKernel(Generic[K]):
             self._plain = (out, tensors)
         typing = kernel.typing
         self._dtype = typing.output.dtype          # the output's values
+        self._zero = typing.output.value_of(kernel.semiring.zero)    # absent elements
         self._scalars = {name: typing.of(name) for name, op in self._inputs if op is None}
         for name, vt in [*self._scalars.items(), *([(self.output, typing.output)]
                                                   if not expr.output.indices else [])]:
@@ -172,7 +173,7 @@ class CompiledKernel(Generic[K]):
         if layout.dense_array is None:
             return self._shared_output(layout, None, shape, bound)
         array = aligned_zeros(shape, self._dtype)
-        array.fill(self.kernel.semiring.zero)
+        array.fill(self._zero)
         return self._filled(tensor_class().from_dense(layout, array))
 
     def distributed(self, client: Any, parts: int | None = None) -> Any:
@@ -222,7 +223,7 @@ class CompiledKernel(Generic[K]):
         self._check_mask_shape(name, hit.shape, result.shape)
         if isinstance(result, StoredTensor):
             return _without(result, hit)
-        result[hit] = before if before is not None else self.kernel.semiring.zero
+        result[hit] = before if before is not None else self._zero
         return result
 
     def _dense_reading(self, name: str, value: Any) -> np.ndarray:
@@ -231,7 +232,7 @@ class CompiledKernel(Generic[K]):
         tensor = self._densely[name].tensor(value)
         self._refuse_padding(name, tensor, "its padding would read as entries, not as the "
                              "semiring's zero")
-        return tensor.to_dense(fill=self.kernel.semiring.zero)
+        return tensor.to_dense(fill=self._zero)
 
     def _check_mask_shape(self, name: str, mask: tuple[int, ...],
                           out: tuple[int, ...]) -> None:
@@ -449,12 +450,12 @@ class CompiledKernel(Generic[K]):
         for d in layout.fields[value].dims:
             size *= index_expr.evaluate(d, scalars, arrays)
         fields[value] = aligned_zeros(size, layout.value_type.dtype)
-        fields[value].fill(self.kernel.semiring.zero)    # what '=' and '+=' start from
+        fields[value].fill(self._zero)    # what '=' and '+=' start from
         return self._filled(tensor_class()(layout, shape, fields, check=False))
 
     def _filled(self, out: StoredTensor) -> StoredTensor:
         """``out``, the output tensor, whose absent elements hold the semiring's zero."""
-        out.fill = self.kernel.semiring.zero
+        out.fill = self._zero
         return out
 
 
