@@ -20,7 +20,7 @@ from .errors import ArgumentError, SpfError
 from .front.kernel_spec import Expr, parse_expr
 from .front.layout import Layout
 from .front.layout_path import default_layout, default_layouts, for_order, load_layout
-from .front.value_types import VALUE_TYPES, ValueType
+from .front.value_types import VALUE_TYPES, ValueType, held_type
 from .kernel import Kernel
 from .runtime.compiled import CompiledKernel
 from .runtime.fields import as_array
@@ -95,7 +95,10 @@ def _operand_type(value: Any) -> ValueType | None:
     dtype = getattr(value, "dtype", None)
     if not isinstance(dtype, np.dtype) or np.ndim(value) == 0:
         return None
-    return VALUE_TYPES.get(dtype.name)
+    try:
+        return held_type(dtype, "")
+    except ArgumentError:
+        return None
 
 
 def clear_cache() -> None:

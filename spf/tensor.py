@@ -26,7 +26,7 @@ from .front.layout_path import load_for_order
 from .front.placement import placement_or_none
 from .front.properties import Property, Unique
 from .front.storage import storage_or_none
-from .front.value_types import VALUE_TYPES, ValueType, value_type
+from .front.value_types import held_type, value_type
 from .front.writing import write_plan_or_none
 from .kernel import dense_copy_kernel, entry_count_kernel, pattern_kernel
 from .read_check import check_structure
@@ -279,23 +279,12 @@ def typed(lay: Layout, dtype: Any, values: np.ndarray | None, name: str = "value
         vt = value_type(dtype, "dtype")
         return lay.with_value_type(vt), None if values is None else values.astype(vt.dtype)
     vt = lay.value_type if not lay.value_type.is_float64 or values is None \
-        else _held(values.dtype, f"{lay.name} tensor: {name}")
+        else held_type(values.dtype, f"{lay.name} tensor: {name}")
     lay = lay.with_value_type(vt)
     if values is None:
         return lay, None
     check_cast(f"{lay.name} tensor: ", name, values, vt)
     return lay, values.astype(vt.dtype, copy=False)
-
-
-def _held(dtype: np.dtype, what: str) -> ValueType:
-    """The value type data of ``dtype`` keeps (ArgumentError naming ``what`` otherwise)."""
-    if dtype.name in VALUE_TYPES:
-        return VALUE_TYPES[dtype.name]
-    if dtype.kind == "f":
-        return VALUE_TYPES["float32" if dtype.itemsize < 4 else "float64"]
-    if dtype.kind == "c":
-        return VALUE_TYPES["complex128"]
-    return value_type(dtype, what)      # ArgumentError listing the supported types
 
 
 def _coordinate_layout(order: int, index_type: str) -> Layout:

@@ -97,6 +97,19 @@ def value_type(dtype: Any, what: str = "values") -> ValueType:
     return VALUE_TYPES[name]
 
 
+def held_type(dtype: np.dtype, what: str) -> ValueType:
+    """The value type data of ``dtype`` keeps: its own when supported, float16 as float32,
+    extended precision as float64 or complex128 (whose checks then refuse a value they do
+    not hold); ArgumentError naming ``what`` and listing the supported types otherwise."""
+    if dtype.name in VALUE_TYPES:
+        return VALUE_TYPES[dtype.name]
+    if dtype.kind == "f":
+        return VALUE_TYPES["float32" if dtype.itemsize < 4 else "float64"]
+    if dtype.kind == "c":
+        return VALUE_TYPES["complex128"]
+    return value_type(dtype, what)
+
+
 def result_type(*types: ValueType) -> ValueType:
     """numpy's promotion of ``types`` (``np.result_type``), float64 for none."""
     if not types:

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..front.layout import Layout
 from ..front.storage import storage_or_none
-from ..front.value_types import VALUE_TYPES, ValueType, can_cast, value_type
+from ..front.value_types import can_cast, held_type
 from . import build as runtime
 from .fields import check_cast, check_integers, index_max, shown
 from .memory import address
@@ -191,22 +191,15 @@ def check_arrays(kind: str, value: Any, layout: Layout | None = None) -> None:
     if is_scipy(value) and value.format in ("csr", "csc", "coo"):
         _check_scipy_arrays(f"a {kind}: ", value)
     if layout is None:
-        _check_own_type(kind, value.dtype)
+        held_type(value.dtype, f"a {kind}")
         return
     vt = layout.value_type
-    if value.dtype.kind not in "biufc" or not can_cast(_check_own_type(kind, value.dtype), vt):
+    if value.dtype.kind not in "biufc" or not can_cast(held_type(value.dtype, f"a {kind}"), vt):
         raise ArgumentError(f"a {kind} of dtype {value.dtype} cannot be used: the kernel "
                             f"computes it as {vt.name} (layout {layout.name}), which numpy's "
                             "same_kind casting does not allow")
     if isinstance(data, np.ndarray) and data.dtype.kind in "biufc":
         check_cast(f"a {kind}: ", "data", data, vt)
-
-
-def _check_own_type(kind: str, dtype: np.dtype) -> ValueType:
-    """The value type a ``kind`` of ``dtype`` holds (ArgumentError listing the supported)."""
-    if dtype.kind == "f" and dtype.itemsize < 4:
-        return VALUE_TYPES["float32"]
-    return value_type(dtype, f"a {kind}")
 
 
 def _check_scipy_arrays(where: str, m: Any) -> None:
