@@ -161,6 +161,10 @@ def test_tensor_dtype_given_and_refused():
         spf.Tensor.from_dense("CSR", d, dtype=object)
     with pytest.raises(spf.ArgumentError, match="expected a numeric array, got dtype <U1"):
         spf.Tensor.from_dense("CSR", np.array([["a"]]))
+    with pytest.raises(spf.SpecError, match="dtype names 'Q', which is not a tensor of "):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, dtype={"Q": "int8"})
+    with pytest.raises(spf.SpecError, match="dtype: dtype float16 is not supported"):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, dtype="float16")
     half = spf.Tensor.from_dense("CSR", d.astype(np.float16))
     assert half.dtype == np.float32                   # float16 is held as float32
     with pytest.raises(spf.SpecError, match="semiring=min_plus is not defined for complex128 "
