@@ -66,12 +66,6 @@ class ValueType:
             return self.dtype.type(info.max if x > 0 else info.min)
         return self.dtype.type(x)
 
-    @property
-    def zero_c(self) -> str:
-        """The C literal of zero in this type."""
-        return {Kind.BOOL: "0", Kind.INT: "0", Kind.UINT: "0u"}.get(
-            self.kind, "0.0f" if self.name in ("float32", "complex64") else "0.0")
-
 
 VALUE_TYPES: dict[str, ValueType] = {t.name: t for t in (
     ValueType("bool", "_Bool"),
