@@ -169,6 +169,8 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     typing = _typing(statement, opts, named, resolved)
     _check_semiring_types(opts, typing, statement)
     resolved = {t: lay.with_value_type(typing.of(t)) for t, lay in resolved.items()}
+    if mask_layout is not None and mask is not None:
+        mask_layout = mask_layout.with_value_type(typing.of(mask))
     written = _written_output(statement, resolved, opts.share)
     if written is not None:
         resolved = {**resolved, statement.output.tensor: _entry_list(written)}
@@ -180,26 +182,20 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
                  index_type, assembled, written, typing)
 
 
-_BOOLEAN = ("plus_times", "or_and", "any_pair", "plus_pair")    # the semirings on bool
-
-
 def _check_semiring_types(opts: KernelOptions, typing: Typing, expr: Expr) -> None:
     """Semirings on the output's and the sums' types: any on real floats; on integers, an
     infinite zero is the type's limit and a user's add must keep its laws in the type's
-    wrapping arithmetic (Z3, bit-vectors); on bool, the boolean ones; none on complex
-    numbers (min and max have no order there)."""
+    wrapping arithmetic (Z3, bit-vectors); on bool, in C's ``_Bool`` arithmetic (Z3 over 0
+    and 1); none on complex numbers (min and max have no order there)."""
     semiring = opts.semiring
     if semiring.is_plus_times:
         return
     out = expr.output.tensor
     for vt in (typing.output, typing.accumulate):
-        why = ""
         if vt.kind is Kind.COMPLEX:
             why = "complex numbers have no order for min and max and no infinities"
-        elif vt.kind is Kind.BOOL and semiring.name not in _BOOLEAN:
-            why = f"on bool the semirings are {', '.join(_BOOLEAN)}"
-        elif vt.kind in (Kind.INT, Kind.UINT):
-            why = semiring.laws_in(8 * vt.dtype.itemsize, vt.kind is Kind.INT)
+        else:
+            why = semiring.laws_in(vt)
         if why:
             raise SpecError(f"semiring={semiring.name} is not defined for {vt.name} values (the "
                             f"output {out!r}): {why}", expr.source)
@@ -223,7 +219,7 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
         return lay.value_type if isinstance(lay, Layout) else None
 
     if given is not None and not isinstance(given, str):
-        tensors = {a.tensor for a in (expr.output, *expr.factors)}
+        tensors = {a.tensor for a in (expr.output, *expr.factors)} | {mask}
         for name in given:
             if name not in tensors:
                 raise SpecError(f"dtype names {name!r}, which is not a tensor of "
@@ -239,6 +235,8 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
     every = {a.tensor: types.get(a.tensor, output if a.tensor not in layouts else FLOAT64)
              for a in expr.factors}
     every[out] = output
+    if mask is not None and mask not in every:          # complemented: not a factor
+        every[mask] = declared(mask) or FLOAT64
     return Typing(tuple(sorted(every.items())), output, acc)
 
 

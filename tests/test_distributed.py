@@ -217,3 +217,40 @@ def test_parts_are_released_with_their_tensor_and_rescattered_when_lost(client):
         future.release()                        # as if a worker holding them died
         future.cancel()
     np.testing.assert_allclose(d(A=T, x=x), T.to_scipy() @ x, rtol=1e-13)
+
+
+def test_value_types_travel_and_reduce_in_their_type(client):
+    """Parts compute in the kernel's types and partial results combine in them: float32 row
+    blocks, int64 beyond 2**53 summed over nonzero parts, complex scalars, bool, int32 SpGEMM
+    (partial scalars were combined as Python floats: the imaginary part was lost)."""
+    A = (sp.random(100, 60, 0.05, format="csr", random_state=6) * 10).astype(np.float32)
+    x = (np.arange(60) % 7 + 1).astype(np.float32)
+    d = spf.Kernel(SPMV, {"A": "CSR"}, dtype="float32").compile().distributed(client, 3)
+    y = d(A=spf.Tensor.from_scipy("CSR", A), x=x)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, A @ x, rtol=1e-5)
+    big = sp.random(40, 30, 0.2, format="coo", random_state=3)
+    big.data = 2 ** 60 + np.arange(big.nnz, dtype=np.int64)
+    d = spf.Kernel(SPMV, {"A": "COO"}, dtype="int64").compile().distributed(client, 3)
+    assert d.partition.mode == "nonzeros"
+    xi = np.ones(30, np.int64)
+    np.testing.assert_array_equal(d(A=spf.Tensor.from_scipy("COO", big), x=xi),
+                                  big.tocsr().astype(np.int64) @ xi)
+    a = np.zeros(50, np.complex64)
+    a[::3] = 1 + 2j
+    s = spf.Kernel("s = a(i) * b(i)", {"a": "SV"}, dtype="complex64").compile() \
+        .distributed(client, parts=3)
+    got = s(a=spf.Tensor.from_dense("SV", a), b=np.arange(50, dtype=np.complex64))
+    assert got.dtype == np.complex64 and got == a @ np.arange(50, dtype=np.complex64)
+    Ab = sp.random(80, 40, 0.05, format="csr", random_state=2).astype(bool)
+    xb = np.arange(40) % 3 == 0
+    d = spf.Kernel(SPMV, {"A": "COO"}, dtype="bool").compile().distributed(client, 3)
+    np.testing.assert_array_equal(d(A=spf.Tensor.from_scipy("COO", Ab), x=xb),
+                                  (Ab.astype(int) @ xb.astype(int)) > 0)
+    Ai = (sp.random(50, 30, 0.1, format="csr", random_state=4) * 10).astype(np.int32)
+    Bi = (sp.random(30, 40, 0.1, format="csr", random_state=5) * 10).astype(np.int32)
+    d = spf.Kernel(SPGEMM, {"A": "CSR", "B": "CSR", "C": "CSR"}, dtype="int32").compile() \
+        .distributed(client, 3)
+    C = d(A=Ai, B=Bi)
+    assert C.dtype == np.int32
+    np.testing.assert_array_equal(C.to_dense(), (Ai @ Bi).toarray())

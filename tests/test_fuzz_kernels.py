@@ -277,3 +277,80 @@ def test_ttm(a_layout, data):
     b = np.random.default_rng(data.draw(st.integers(0, 9))).uniform(-1, 1, (shape[2], r))
     f = compiled(TTM, (("A", a_layout),))
     close(f(A=data.draw(stored(a_layout, a)), B=b), np.einsum("ijk,kl->ijl", a, b))
+
+
+# --- value types: a random dtype for every example --------------------------------------------
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float32", "float64", "complex64", "complex128"]
+TYPED_KERNELS = [(SPMV, (("A", "CSR"),)), (SPMV, (("A", "COO"),)),
+                 (SPMSPM, (("A", "CSR"), ("B", "CSC"), ("C", "CSR"))),
+                 ("C(i,j) = A(i,j) + B(i,j)", (("A", "COO"), ("B", "CSR"), ("C", "CSR")))]
+
+
+@functools.cache
+def typed(expr: str, layouts: tuple, dtype: str) -> spf.kernel.CompiledKernel:
+    return spf.Kernel(expr, dict(layouts), dtype=dtype).compile()
+
+
+def typed_values(dtype: str):
+    """Values of ``dtype`` over its whole range (integer sums and products wrap)."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return st.booleans()
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return st.integers(int(info.min), int(info.max))
+    real = st.floats(-1e3, 1e3, allow_nan=False, width=32 if dt.itemsize <= 8 else 64)
+    if dt.kind == "c":
+        return st.builds(complex, real, real)
+    return real
+
+
+@st.composite
+def typed_operand(draw, shape: tuple[int, ...], dtype: str) -> Operand:
+    cells = draw(coords_in(shape))
+    values = np.array([draw(typed_values(dtype)) for _ in cells], dtype=dtype)
+    a = np.zeros(shape, dtype).view(Operand)
+    coords = tuple(np.array([c[d] for c in cells], dtype=np.int64) for d in range(len(shape)))
+    a[coords] = values
+    a.coords, a.values = coords, values
+    return a
+
+
+def typed_close(got: np.ndarray, want: np.ndarray, scale: np.ndarray, dtype: str) -> None:
+    """Equal for integers and bool (wrapping alike), within the type's rounding otherwise
+    (``scale``: the sums of the products' magnitudes)."""
+    assert got.dtype == np.dtype(dtype)
+    if np.dtype(dtype).kind in "fc":
+        eps = np.finfo(np.dtype(dtype)).eps
+        assert np.all(np.abs(got - want) <= 64 * eps * (1 + scale)), (got, want)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("expr,layouts", lanes(TYPED_KERNELS, lambda case: True,
+                                               lambda case: "-".join(t for _, t in case[1])))
+@settings(SETTINGS, max_examples=40)
+@given(data=st.data())
+def test_random_value_types(expr, layouts, data):
+    """A random dtype (each kernel draws from half of them, each dtype meets two kernels:
+    a compile per pair), values over its whole range: equal to numpy in the same type."""
+    half = TYPED_KERNELS.index((expr, layouts)) % 2
+    dtype = data.draw(st.sampled_from(DTYPES[half::2]))
+    f = typed(expr, layouts, dtype)
+    lay = dict(layouts)
+    m, k = data.draw(EXTENTS), data.draw(EXTENTS)
+    a = data.draw(typed_operand((m, k), dtype))
+    A = spf.Tensor.from_coords(lay["A"], a.shape, a.coords, a.values)
+    with np.errstate(over="ignore"):
+        if expr == SPMV:
+            x = data.draw(typed_operand((k,), dtype))
+            got, want, scale = f(A=A, x=np.asarray(x)), a @ x, np.abs(a) @ np.abs(x)
+        else:
+            shape = (k, data.draw(EXTENTS)) if expr == SPMSPM else (m, k)
+            b = data.draw(typed_operand(shape, dtype))
+            B = spf.Tensor.from_coords(lay["B"], b.shape, b.coords, b.values)
+            got = f(A=A, B=B).to_dense()
+            want = a @ b if expr == SPMSPM else a + b
+            scale = np.abs(a) @ np.abs(b) if expr == SPMSPM else np.abs(a) + np.abs(b)
+    typed_close(got, np.asarray(want), np.asarray(scale, dtype=float), dtype)

@@ -174,3 +174,76 @@ def test_masked_sparse_mxm_output_matches_graphblas(out, complement):
     gc = gb.Matrix(float, 40, 40)
     gc(mask=~gm.S if complement else gm.S) << ga.mxm(gbb, gb.semiring.min_plus)
     assert entries_of(got) == entries_of(gc) and gc.nvals > 0
+
+
+# --- value types: spf's semirings in GraphBLAS's own types ------------------------------
+GB_TYPES = {"bool": "BOOL", "int8": "INT8", "int16": "INT16", "int32": "INT32",
+            "int64": "INT64", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32",
+            "uint64": "UINT64", "float32": "FP32", "float64": "FP64", "complex64": "FC32",
+            "complex128": "FC64"}
+TYPED = ["min_plus", "max_plus", "max_times", "min_times", "plus_times", "plus_pair",
+         "any_pair", "or_and"]
+# GraphBLAS names the boolean operators by their logic: min is land, max and plus are lor
+ON_BOOL = {"min_plus": "land_lor", "max_plus": "lor_lor", "max_times": "lor_land",
+           "min_times": "land_land", "plus_times": "lor_land", "plus_pair": "lor_pair",
+           "any_pair": "any_pair", "or_and": "lor_land"}
+ON_OTHERS = {**{s: s for s in TYPED}, "or_and": "lor_land"}
+REAL = [t for t in GB_TYPES if not t.startswith("complex")]
+TYPED_CASES = sorted({(t, TYPED[(k + shift) % len(TYPED)]) for k, t in enumerate(REAL)
+                      for shift in (0, 3)} | {("complex64", "plus_times"),
+                                              ("complex128", "plus_times")})
+
+
+def typed_graph(shape: tuple[int, int], dtype: str, seed: int) -> sp.csr_matrix:
+    """Random entries of ``dtype`` (integers large enough that int8 products and sums wrap,
+    integral floats so that every summation order agrees), an empty row."""
+    rng = np.random.default_rng(seed)
+    m = sp.random(*shape, 0.15, format="csr", random_state=seed)
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        values = np.ones(m.nnz, bool)
+    elif kind == "c":
+        values = rng.integers(-4, 5, m.nnz) + 1j * rng.integers(-4, 5, m.nnz)
+    else:
+        values = rng.integers(1 if kind == "u" else -40, 90, m.nnz)
+    coo = m.tocoo()
+    keep = coo.row != 2                                   # row 2 empty
+    return sp.csr_matrix((values.astype(dtype)[keep], (coo.row[keep], coo.col[keep])), shape)
+
+
+def gb_semiring(name: str, dtype: str):
+    table = ON_BOOL if dtype == "bool" else ON_OTHERS
+    return getattr(gb.semiring, table[name])[GB_TYPES[dtype]]
+
+
+@pytest.mark.parametrize("dtype,name", TYPED_CASES)
+def test_typed_mxv_matches_graphblas_in_its_type(dtype, name):
+    """y = A x with A, x and y of one type: spf's result equals GraphBLAS's computed in the
+    same GraphBLAS type (integers wrap alike); absent rows hold the zero in the type."""
+    A = typed_graph((50, 40), dtype, 11)
+    x = typed_graph((1, 40), dtype, 12).toarray().ravel()
+    x[x == 0] = 1                                         # a full vector
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring=name, dtype=dtype)
+    got = k.compile()(A=spf.Tensor.from_scipy("CSR", A), x=x)
+    assert got.dtype == np.dtype(dtype)
+    gy = gb.io.from_scipy_sparse(A).mxv(gb.Vector.from_dense(x), gb_semiring(name, dtype)).new()
+    zero = spf.front.value_types.VALUE_TYPES[dtype].value_of(
+        spf.front.semiring.BUILTINS[name].zero)
+    want = np.full(50, zero, dtype)
+    idx, vals = gy.to_coo()
+    want[idx] = vals
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype,name", [("int8", "plus_times"), ("bool", "or_and"),
+                                        ("float32", "min_plus"), ("complex64", "plus_times"),
+                                        ("uint16", "max_times")])
+def test_typed_sparse_mxm_matches_graphblas_in_its_type(dtype, name):
+    A, B = typed_graph((30, 25), dtype, 13), typed_graph((25, 35), dtype, 14)
+    k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
+                   semiring=name, dtype=dtype)
+    got = k.compile()(A=spf.Tensor.from_scipy("CSR", A), B=spf.Tensor.from_scipy("CSR", B))
+    assert got.dtype == np.dtype(dtype)
+    gc = gb.io.from_scipy_sparse(A).mxm(gb.io.from_scipy_sparse(B),
+                                        gb_semiring(name, dtype)).new()
+    assert entries_of(got) == entries_of(gc)

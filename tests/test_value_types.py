@@ -135,6 +135,33 @@ def test_promotion_of_mixed_operands_and_accumulate():
         spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, accumulate="float32")
 
 
+@pytest.mark.parametrize("ta,tx", [("uint32", "int32"), ("int64", "float32"),
+                                   ("uint16", "uint16"), ("int8", "uint8"),
+                                   ("complex64", "float64"), ("bool", "int16")])
+def test_mixed_products_are_computed_in_numpys_promotion(ta, tx):
+    """C promotes differently from numpy (uint32 * int32 is unsigned, int64 * float is
+    float, uint16 * uint16 is signed int and overflows): each factor is cast first."""
+    rng = np.random.default_rng(3)
+    dense = np.zeros((5, 4), ta)
+    if np.dtype(ta).kind == "b":
+        dense[rng.random((5, 4)) < 0.5] = True
+    else:
+        dense[:] = rng.integers(1, 60000 if ta in ("uint32", "uint16", "int64", "complex64")
+                                else 100, (5, 4)).astype(ta)
+        dense[2] = 0
+        if ta == "int64":
+            dense[dense != 0] += 2 ** 40        # not exact in float32
+    x = (rng.integers(-3, 3, 4) if np.dtype(tx).kind in "if" else
+         rng.integers(50000, 65535, 4) if tx == "uint16" else rng.integers(1, 255, 4)).astype(tx)
+    y = spf.evaluate("y(i) = A(i,j) * x(j)", A=spf.Tensor.from_dense("CSR", dense), x=x)
+    want = dense @ x
+    assert y.dtype == want.dtype
+    if want.dtype.kind in "fc":
+        np.testing.assert_allclose(y, want, rtol=1e-12)
+    else:
+        np.testing.assert_array_equal(y, want)
+
+
 def test_operands_convert_only_by_same_kind_casting():
     k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}).compile()     # float64
     ints = spf.Tensor.from_scipy("CSR", _matrix((4, 3), "int32"))
@@ -229,9 +256,139 @@ def test_semiring_laws_are_proven_in_the_integer_type():
                                             r"\+ b \* 2\) / 2' is associative over the reals "
                                             "but not in 32-bit integers"):
         spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring=odd, dtype="int32")
-    with pytest.raises(spf.SpecError, match="on bool the semirings are plus_times, or_and"):
-        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus", dtype="bool")
     src = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus",
                      dtype="int64").c_source()
     assert "#define SPF_POS_INF INT64_MAX" in src
     assert_compiles_clean(src)
+
+
+def test_user_semirings_on_bool_are_proven_in_cs_bool():
+    """On bool a user's semiring is proven in C's _Bool arithmetic (Z3 over 0 and 1, any
+    nonzero result true): parity (a + b - 2ab) is xor there and runs; a zero that is true
+    on bool but not add's identity, and a division, are refused with the reason."""
+    parity = spf.Semiring(add="a + b - 2*a*b", mul="a * b", zero=0, one=1, name="parity")
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring=parity, dtype="bool")
+    rng = np.random.default_rng(4)
+    dense = rng.random((9, 6)) < 0.5
+    dense[3] = False
+    x = rng.random(6) < 0.7
+    y = k.compile()(A=spf.Tensor.from_dense("CSR", dense), x=x)
+    np.testing.assert_array_equal(y, (dense & x).sum(axis=1) % 2 == 1)
+    land = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus",
+                      dtype="bool").compile()       # and-or: the zero (inf) is true
+    got = land(A=spf.Tensor.from_dense("CSR", dense), x=x)
+    want = np.array([all(dense[i, j] or x[j] for j in np.flatnonzero(dense[i]))
+                     for i in range(9)])
+    np.testing.assert_array_equal(got, want)
+    shifted = spf.Semiring(add="max(a, b)", mul="a * b", zero=-5, one=1, name="shifted")
+    spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring=shifted)     # reals: fine
+    with pytest.raises(spf.SpecError, match=r"semiring=shifted is not defined for bool values "
+                                            r"\(the output 'y'\): add='max\(a, b\)' has not "
+                                            r"zero=-5.0 \(true when nonzero\) as its identity "
+                                            r"on bool \(C's _Bool\) \(Z3 found a = 0\)"):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring=shifted, dtype="bool")
+    ratio = spf.Semiring(add="max(a, b)", mul="a / b", zero=0, one=1, name="ratio")
+    with pytest.raises(spf.SpecError, match="division is not defined on bool"):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring=ratio, dtype="bool")
+
+
+def test_complex_scalars_in_and_out():
+    """Complex scalar operands (passed by pointer) and outputs, in products and sums."""
+    z = np.array([[1 + 1j, 2, 0], [0, 0, 0], [0, 3j, -1]])
+    a = spf.Tensor.from_dense("CSR", z)
+    x = np.array([1, 2 - 1j, 0.5])
+    y = spf.evaluate("y(i) = a * A(i,j) * x(j)", a=2 - 1j, A=a, x=x)
+    np.testing.assert_allclose(y, (2 - 1j) * (z @ x))
+    s = spf.evaluate("s = a * A(i,j) * B(i,j) + c", a=1j, A=a, B=a, c=1 + 1j)
+    assert isinstance(s, np.complex128)
+    np.testing.assert_allclose(s, 1j * (z * z).sum() + 1 + 1j)
+    f = spf.evaluate("s = a * x(i)", a=np.complex64(1j), x=np.ones(3, np.complex64))
+    assert f.dtype == np.complex64 and f == 3j
+    c = spf.Kernel("C(i,j) = a * A(i,j)", {"A": "CSR", "C": "CSR"}, dtype="complex128")
+    np.testing.assert_allclose(c.compile()(a=2j, A=a).to_dense(), 2j * z)
+
+
+def test_scalars_keep_their_own_type_in_a_sum():
+    """A sum's kernel declares each scalar in its own type (an int32 scalar among float64
+    tensors was declared double: the call crashed)."""
+    a = spf.Tensor.from_dense("CSR", np.array([[1.0, 2], [0, 3]]))
+    k = spf.Kernel("y(i) = s * A(i,j) * x(j) + b(i)", {"A": "CSR"}, dtype={"s": "int32"})
+    assert "int32_t s," in k.c_source()
+    y = k.compile()(s=np.int32(3), A=a, x=np.ones(2), b=np.ones(2))
+    np.testing.assert_allclose(y, 3 * (a.to_dense() @ np.ones(2)) + 1)
+
+
+@pytest.mark.parametrize("mask_type", ["bool", "int32", "float64"])
+@pytest.mark.parametrize("complement", [False, True])
+def test_masks_of_any_type_on_typed_kernels(mask_type, complement):
+    """A mask's values are not read: a bool, integer or float mask restricts a float32
+    kernel alike (evaluate and Kernel)."""
+    m = _matrix((12, 9), "float32", seed=5)
+    x = np.arange(1, 10, dtype=np.float32)
+    hit = np.zeros(12, bool)
+    hit[[0, 3, 5]] = True
+    mask = spf.Tensor.from_coords("SV", (12,), [np.array([0, 3, 5])], np.ones(3, mask_type))
+    want = np.where(hit != complement, m @ x, 0).astype(np.float32)
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR", "m": "SV"}, mask={"y": "m"},
+                   complement=complement, dtype={"A": "float32", "x": "float32",
+                                                 "m": mask_type})
+    got = k.compile()(A=spf.Tensor.from_scipy("CSR", m), x=x, m=mask)
+    _close(got, want, "float32")
+    got = spf.evaluate("y(i) = A(i,j) * x(j)", A=m, x=x, m=mask, mask={"y": "m"},
+                       complement=complement)
+    _close(got, want, "float32")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "complex128"])
+def test_pydata_and_scipy_operands_keep_their_type_without_copies(dtype):
+    sparse = pytest.importorskip("sparse")
+    from spf.runtime.operands import as_tensor
+    rng = np.random.default_rng(6)
+    t = sparse.random((6, 5, 7), density=0.25, random_state=0)
+    t = sparse.COO(t.coords, _values(rng, t.nnz, dtype), shape=t.shape)
+    mat = _values(rng, 21, dtype).reshape(7, 3)
+    want = np.einsum("ijk,kr->ijr", t.todense(), mat)
+    for layout in ("COO3", "CSF"):
+        got = spf.evaluate("Y(i,j,r) = T(i,j,k) * M(k,r)", T=t, M=mat, layouts={"T": layout})
+        _close(got, want, dtype)
+    held = as_tensor("T", t, spf.load_layout("COO3", "int64").with_value_type(
+        spf.front.value_types.VALUE_TYPES[dtype]))
+    assert np.shares_memory(held["data"], t.data)              # zero-copy: same dtype
+    m = _matrix((7, 6), dtype, seed=2)
+    csr = as_tensor("A", m, spf.load_layout("CSR").with_value_type(
+        spf.front.value_types.VALUE_TYPES[dtype]))
+    assert np.shares_memory(csr["data"], m.data)
+
+
+def test_a_converted_operand_keeps_its_padding_known():
+    """An int32 BCSR tensor converted for a float64 kernel still knows its padding: under
+    min_plus, and as a mask, padded slots would be entries, so it is refused (it was read
+    as 62 edges of weight 0)."""
+    d = np.zeros((8, 8), np.int32)
+    d[0, 0], d[3, 5] = 1, 2
+    padded = spf.Tensor.from_dense("BCSR", d)
+    assert padded.padding() == 62
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "BCSR"}, semiring="min_plus").compile()
+    with pytest.raises(spf.ArgumentError, match="'A': this BCSR tensor stores 62 padding"):
+        k(A=padded, x=np.ones(8))
+    dense = spf.Tensor.from_dense("CSR", d.astype(float))
+    m = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "m": "BCSR"},
+                   mask={"C": "m"}, complement=True).compile()
+    with pytest.raises(spf.ArgumentError, match="'m': this BCSR tensor stores 62 padding"):
+        m(A=dense, B=dense, m=padded)
+
+
+@pytest.mark.parametrize("dtype", ["int16", "uint8", "float32"])
+@pytest.mark.parametrize("layout", ["CSR", "COO"])
+def test_fill_values_in_the_type(dtype, layout):
+    """fill_values=True: absent entries are the semiring's zero in the kernel's type and
+    take part (mul = a + b, which zero does not annihilate); uint8 sums wrap as numpy's."""
+    plus_plus = spf.Semiring(add="a + b", mul="a + b", zero=0, one=0)
+    m = _matrix((7, 5), dtype, seed=3)
+    x = _values(np.random.default_rng(4), 5, dtype)
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": layout}, semiring=plus_plus,
+                   fill_values=True, dtype=dtype)
+    got = k.compile()(A=spf.Tensor.from_scipy(layout, m), x=x)
+    with np.errstate(over="ignore"):
+        want = (m.toarray() + x[None, :]).sum(axis=1, dtype=dtype)
+    _close(got, want, dtype)

@@ -23,14 +23,14 @@ from ..finds.model import Decision
 from ..front.kernel_spec import Access
 from ..front.layout import Layout
 from ..front.terms import Aff
-from ..front.value_types import Kind
+from ..front.value_types import Kind, result_type
 from ..middle.iteration_space import TensorUse
 from ..middle.scan import LevelKind, LoopNest
 from . import auto_choice
 from . import ctree as t
 from .coalesce import coalesce
 from .levels import Hook, is_key_guard, lower_levels, tile_condition
-from .names import CNames, struct_name, used_names, value_names
+from .names import CNames, scalar_param, scalar_value, struct_name, used_names, value_names
 from .privatize import private_region, redirect
 
 
@@ -131,8 +131,7 @@ class KernelLowering:
         if self.custom is not None and output:
             return self.custom.params
         if not acc.indices:
-            ctype = self.plan.typing.of(acc.tensor).c
-            return [f"{ctype + ' *restrict' if output else ctype} {acc.tensor}"]
+            return [scalar_param(acc.tensor, self.plan.typing.of(acc.tensor), output)]
         if self.assembly is not None and output:
             lay = self.assembly.output.layout
             self.layouts.setdefault(lay.key, lay)
@@ -149,15 +148,23 @@ class KernelLowering:
                              for acc in self.expr.factors if acc.indices and not acc.pattern))
 
     def product(self) -> str:
-        """The product of the factors (C); a mask's value is not a factor."""
-        factors = [self.names.value(self.space.use(acc.tensor)) if acc.indices else acc.tensor
-                   for acc in self.expr.factors if not acc.pattern]
-        if self.plan.typing.output.kind is Kind.BOOL and self.semiring.is_plus_times:
+        """The product of the factors (C); a mask's value is not a factor.  The product is
+        computed in numpy's promotion of the factors' types: a factor of another type is
+        cast to it first (C's own promotion differs: int64 * float is float there, uint32 *
+        int32 unsigned), and an integer product is wrapped in it (C computes int8 * int8 in
+        int)."""
+        accs = [acc for acc in self.expr.factors if not acc.pattern]
+        types = [self.plan.typing.of(acc.tensor) for acc in accs]
+        ptype = result_type(*types)
+        factors = [self.names.value(self.space.use(acc.tensor)) if acc.indices
+                   else scalar_value(acc.tensor, vt) for acc, vt in zip(accs, types)]
+        factors = [f if vt == ptype else f"(({ptype.c}){f})" for f, vt in zip(factors, types)]
+        if ptype.kind is Kind.BOOL and self.semiring.is_plus_times:
             rhs = " && ".join(factors) if len(factors) > 1 else factors[0]
             return rhs              # booleans: times is and (no sign: '-' is refused)
         rhs = self.semiring.mul_c(factors)
-        if self.plan.typing.output.kind in (Kind.INT, Kind.UINT) and len(factors) > 1:
-            rhs = f"(spf_value_t)({rhs})"   # wrapped in the type first, as numpy's product
+        if ptype.kind in (Kind.INT, Kind.UINT, Kind.BOOL) and len(factors) > 1:
+            rhs = f"({ptype.c})({rhs})"   # wrapped in the type first, as numpy's product
         return f"-({rhs})" if self.expr.sign < 0 else rhs
 
     def add_into(self, target: str, value: str) -> t.Node:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ..front import index_expr as ie
 from ..front.layout import INDEX_TYPE, FieldSpec, Layout
 from ..front.terms import Aff, Atom, Constraint, FloorDiv, UFCall, format_constraint, format_sum
+from ..front.value_types import Kind, ValueType
 from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.scan import LevelKind, LoopNest
 
@@ -19,6 +20,21 @@ def field_ctype(spec: FieldSpec, layout: Layout) -> str:
     if spec.ctype == INDEX_TYPE:
         return WIDTH_C_TYPES[spec.width] if spec.width else "spf_index_t"
     return layout.value_type.c
+
+def scalar_param(name: str, vt: ValueType, output: bool) -> str:
+    """A scalar operand's C parameter: by value, but a complex input by a const pointer
+    (ctypes passes no complex numbers by value); an output always by pointer."""
+    if output:
+        return f"{vt.c} *restrict {name}"
+    if vt.kind is Kind.COMPLEX:
+        return f"const {vt.c} *restrict {name}"
+    return f"{vt.c} {name}"
+
+
+def scalar_value(name: str, vt: ValueType) -> str:
+    """The value of a scalar input parameter (:func:`scalar_param`)."""
+    return f"(*{name})" if vt.kind is Kind.COMPLEX else name
+
 
 HELPERS = {
     "spf_math": "#include <math.h>",

@@ -16,7 +16,7 @@ from ..middle.iteration_space import IterationSpace
 from . import ctree as t
 from .c_printer import CPrinter
 from .lower import KernelCode, kernel_code
-from .names import HELPERS, CNames, struct_name, struct_typedef
+from .names import HELPERS, CNames, scalar_param, struct_name, struct_typedef
 from .templates import template, text
 
 
@@ -111,7 +111,7 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
         for lay in term.layouts.values():      # the parts of a union layout share one struct
             layouts.setdefault(struct_name(lay), lay)
     names = CNames(out_space, helpers)
-    params = _sum_params(expr, tensor_layouts, assembly, layouts)
+    params = _sum_params(expr, tensor_layouts, assembly, layouts, typing)
     body: list[t.Node] = [t.Comment(f"{expr}: statement splitting, one function per term; "
                                     "no term reads the\nimplicit zeros of another term's "
                                     "operands")]
@@ -143,7 +143,7 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mappin
     (:mod:`spf.assembly.merge`): the kernel merges the operands level by level into the
     output; ``bounds`` (the terms' entry counters) size it."""
     layouts: dict[str, Layout] = {}
-    params = _sum_params(expr, tensor_layouts, assembly, layouts)
+    params = _sum_params(expr, tensor_layouts, assembly, layouts, typing)
     out = expr.output.tensor
     merge = merge_function(name, assembly.storage, struct_name(assembly.output.layout), runs,
                            [struct_name(run.layout) for run in runs], semiring)
@@ -159,13 +159,12 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mappin
 
 
 def _sum_params(expr, tensor_layouts: Mapping[str, Layout], assembly: AssemblyPlan | None,
-                layouts: dict[str, Layout]) -> list[str]:
+                layouts: dict[str, Layout], typing: Typing) -> list[str]:
     params = []
     out = expr.output.tensor
     for acc in (expr.output, *expr.factors):
         if not acc.indices:
-            params.append(f"{'spf_value_t *restrict' if acc is expr.output else 'spf_value_t'} "
-                          f"{acc.tensor}")
+            params.append(scalar_param(acc.tensor, typing.of(acc.tensor), acc is expr.output))
         elif acc is expr.output and assembly is not None:
             lay = assembly.output.layout
             layouts.setdefault(struct_name(lay), lay)

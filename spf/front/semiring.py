@@ -17,9 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..concurrency import share_z3_context, symbolic
 from ..errors import SpecError
 from .index_expr import BinOp, Call, IExpr, Name, Num, names, parse_index_expr
+from .value_types import Kind, ValueType
 
 OPERANDS = ("a", "b")
 FUNCTIONS = {"min": 2, "max": 2, "lor": 2, "land": 2}
@@ -88,9 +91,13 @@ class Semiring:
                     return False
         return True
 
-    def add_value(self, a: float, b: float) -> float:
-        """``add(a, b)`` on two numbers (as the generated C computes it)."""
-        return _evaluate(self._add, float(a), float(b))
+    def add_value(self, a: Any, b: Any) -> Any:
+        """``add(a, b)`` on two numbers of one type, in that type as the generated C computes
+        it (numpy scalars: integers wrap, complex numbers stay complex)."""
+        if not isinstance(a, np.generic):
+            return _evaluate(self._add, float(a), float(b))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return type(a)(_evaluate(self._add, a, b))
 
     def zero_c(self) -> str:
         """``zero`` in C (infinities as ``SPF_POS_INF``/``SPF_NEG_INF``, which the file
@@ -106,16 +113,29 @@ class Semiring:
         """Whether ``zero`` or ``one`` is infinite (the file defines the infinities)."""
         return math.isinf(self.zero) or math.isinf(self.one)
 
-    def laws_in(self, width: int, signed: bool) -> str:
-        """"" when ``add``'s associativity and commutativity (as :attr:`reorderable` says)
-        also hold in ``width``-bit integer arithmetic (wrapping); else why not."""
-        if not self.reorderable or self._builtin:
+    def laws_in(self, vt: ValueType) -> str:
+        """"" when ``add``'s laws (associativity and commutativity as :attr:`reorderable`
+        says; on bool also ``zero`` as its identity) hold in ``vt``'s arithmetic as C computes
+        it: wrapping bit-vectors for integers, C's ``_Bool`` (arithmetic on 0 and 1, any
+        nonzero result true) for bool; else why not."""
+        if self._builtin or vt.kind not in (Kind.INT, Kind.UINT, Kind.BOOL):
             return ""
-        for law in ("associative", "commutative"):
-            proven, example = _prove(self._add, law, (width, signed))
+        boolean = vt.kind is Kind.BOOL
+        if boolean and "/" in f"{self.add} {self.mul}":
+            return "division is not defined on bool (a zero divisor is undefined in C)"
+        if not self.reorderable:
+            return ""
+        width = 8 * vt.dtype.itemsize
+        bits = None if boolean else (width, vt.kind is Kind.INT)
+        where = "on bool (C's _Bool)" if boolean else f"in {width}-bit integers"
+        laws = ("associative", "commutative") + (("identity",) if boolean else ())
+        for law in laws:
+            proven, example = _prove(self._add, law, bits, self.zero if boolean else None)
             if not proven:
-                return (f"add={self.add!r} is {law} over the reals but not in {width}-bit "
-                        f"integers" + (f" ({example})" if example else ""))
+                what = f"add={self.add!r} " + (
+                    f"has not zero={self.zero} (true when nonzero) as its identity"
+                    if law == "identity" else f"is {law} over the reals but not")
+                return f"{what} {where}" + (f" ({example})" if example else "")
         return ""
 
     def add_c(self, x: str, y: str) -> str:
@@ -202,7 +222,7 @@ def _to_c(e: IExpr, env: dict[str, str]) -> str:
     return f"({_to_c(e.lhs, env)} {e.op} {_to_c(e.rhs, env)})"
 
 
-def _evaluate(e: IExpr, a: float, b: float) -> float:
+def _evaluate(e: IExpr, a: Any, b: Any) -> Any:
     if isinstance(e, Num):
         return float(e.value)
     if isinstance(e, Name):
@@ -220,31 +240,43 @@ def _evaluate(e: IExpr, a: float, b: float) -> float:
         return math.nan
 
 
-def _prove(e: IExpr, law: str, bits: tuple[int, bool] | None = None) -> tuple[bool, str]:
-    """Whether Z3 proves ``law`` of the operator ``e`` over the reals (or, with ``bits`` =
-    (width, signed), in that integer arithmetic), and a counterexample when it finds one
-    ("" otherwise)."""
+def _prove(e: IExpr, law: str, bits: tuple[int, bool] | None = None,
+           boolean: float | None = None) -> tuple[bool, str]:
+    """Whether Z3 proves ``law`` (associative, commutative; identity with ``boolean``) of the
+    operator ``e`` over the reals, in ``bits`` = (width, signed) integer arithmetic, or,
+    with ``boolean`` = the semiring's zero, on C's ``_Bool`` (operands 0 or 1, computed as
+    numbers, a nonzero result true); and a counterexample when it finds one ("" else)."""
     import z3
     with symbolic:
         share_z3_context()
-        return _prove_locked(e, law, z3, bits)
+        return _prove_locked(e, law, z3, bits, boolean)
 
 
-def _prove_locked(e: IExpr, law: str, z3: Any, bits: tuple[int, bool] | None) -> tuple[bool, str]:
+def _prove_locked(e: IExpr, law: str, z3: Any, bits: tuple[int, bool] | None,
+                  boolean: float | None) -> tuple[bool, str]:
     a, b, c = z3.Reals("a b c") if bits is None else z3.BitVecs("a b c", bits[0])
 
     def op(x, y):
-        return _to_z3(e, {"a": x, "b": y}, z3, bits)
-    claim = op(op(a, b), c) == op(a, op(b, c)) if law == "associative" else op(a, b) == op(b, a)
+        v = _to_z3(e, {"a": x, "b": y}, z3, bits)
+        return v if boolean is None else z3.If(v != 0, z3.RealVal(1), z3.RealVal(0))
     s = z3.Solver()
     s.set("timeout", 2000)
+    if boolean is not None:
+        s.add(*[z3.Or(v == 0, v == 1) for v in (a, b, c)])
+    if law == "identity":
+        claim = op(z3.RealVal(int(boolean != 0)), a) == a
+    elif law == "associative":
+        claim = op(op(a, b), c) == op(a, op(b, c))
+    else:
+        claim = op(a, b) == op(b, a)
     s.add(z3.Not(claim))
     result = s.check()
     if result == z3.unsat:
         return True, ""
     if result == z3.sat:
         m = s.model()
-        vals = ", ".join(f"{v} = {m.eval(v, model_completion=True)}" for v in (a, b, c))
+        used = (a,) if law == "identity" else (a, b) if law == "commutative" else (a, b, c)
+        vals = ", ".join(f"{v} = {m.eval(v, model_completion=True)}" for v in used)
         return False, f"Z3 found {vals}"
     return False, ""
 

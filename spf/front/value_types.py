@@ -142,8 +142,9 @@ class Typing:
 
     @property
     def wraps(self) -> bool:
-        """Whether signed integers are computed (their overflow must wrap, as numpy's)."""
-        return any(t.kind is Kind.INT for t in (self.output, self.accumulate,
+        """Whether integers are computed (their overflow must wrap, as numpy's; C computes
+        uint8 and uint16 products in signed int)."""
+        return any(t.kind in (Kind.INT, Kind.UINT) for t in (self.output, self.accumulate,
                                                 *(t for _, t in self.tensors)))
 
 

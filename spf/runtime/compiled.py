@@ -15,12 +15,12 @@ import numpy as np
 
 from ..assembly import AssemblyPlan
 from ..decide.options import KernelOptions
-from ..errors import ArgumentError, SpecError
+from ..errors import ArgumentError
 from ..front import index_expr
 from ..front.kernel_spec import Expr
 from ..front.layout import Layout
 from ..front.semiring import Semiring
-from ..front.value_types import Typing, ValueType
+from ..front.value_types import Kind, Typing, ValueType
 from ..middle.iteration_space import shared_fields
 from . import build as runtime
 from .assembled import run_assembling
@@ -92,11 +92,12 @@ class CompiledKernel(Generic[K]):
         self._names = frozenset(self.inputs) | {self.output}
         self._masks = [a.tensor for a in expr.factors if a.pattern]
         mask, mask_layout = kernel.mask, kernel.mask_layout    # only a complemented one has one
-        self._complement = Operand(mask, mask_layout) \
+        self._complement = Operand(mask, mask_layout, pattern=True) \
             if mask is not None and mask_layout is not None else None
         if self._complement is not None:
             self._names |= {self._complement.name}
-        self._operands = [None if not a.indices else Operand(a.tensor, kernel.layouts[a.tensor])
+        self._operands = [None if not a.indices else
+                          Operand(a.tensor, kernel.layouts[a.tensor], a.pattern)
                           for a in expr.factors]
         # fill values with a mul zero does not annihilate: operands read as dense arrays
         self._densely = {name: Operand(name, lay) for name, lay in kernel.read_densely.items()}
@@ -119,14 +120,8 @@ class CompiledKernel(Generic[K]):
         self._dtype = typing.output.dtype          # the output's values
         self._zero = typing.output.value_of(kernel.semiring.zero)    # absent elements
         self._scalars = {name: typing.of(name) for name, op in self._inputs if op is None}
-        for name, vt in [*self._scalars.items(), *([(self.output, typing.output)]
-                                                  if not expr.output.indices else [])]:
-            if vt.name not in _SCALAR_CTYPES:
-                raise SpecError(f"{name!r} is a {vt.name} scalar: complex scalar operands "
-                                "and outputs are not supported yet (use an order-1 tensor of "
-                                "one element)", expr.source)
-        inputs = [ctypes.c_void_p if op else _SCALAR_CTYPES[typing.of(name).name]
-                  for name, op in self._inputs]
+        inputs = [ctypes.c_void_p if op or typing.of(name).kind is Kind.COMPLEX
+                  else _SCALAR_CTYPES[typing.of(name).name] for name, op in self._inputs]
         self._fn = _function(lib, kernel.name,
                              [ctypes.c_void_p] * (2 if kernel.assembly else 1) + inputs)
         if kernel.assembly is not None:
@@ -251,7 +246,12 @@ class CompiledKernel(Generic[K]):
             if name not in args:
                 raise ArgumentError(f"missing argument {name!r}")
             if op is None:
-                values.append(_typed_scalar(name, args[name], self._scalars[name]))
+                vt = self._scalars[name]
+                value = _typed_scalar(name, args[name], vt)
+                if vt.kind is Kind.COMPLEX:         # by pointer (see back.names.scalar_param)
+                    keep[name] = np.array([value], vt.dtype)
+                    value = keep[name].ctypes.data
+                values.append(value)
                 continue
             value = self._dense_reading(name, args[name]) if name in self._densely \
                 else args[name]
@@ -321,14 +321,14 @@ class CompiledKernel(Generic[K]):
                 self._extents(shapes)
         return tuple([shapes[a][d] for a, d in self._out_source])
 
-    def _run_scalar(self, args: Mapping[str, Any], values: list[Any]) -> float:
+    def _run_scalar(self, args: Mapping[str, Any], values: list[Any]) -> Any:
         if self.output in args and not self.kernel.expr.accumulate:
             raise ArgumentError(f"{self.output!r} is assigned with '='; do not pass it")
         vt = self.kernel.typing.output
-        out = _SCALAR_CTYPES[vt.name](_typed_scalar(self.output, args.get(self.output, 0), vt))
-        if self._fn(ctypes.addressof(out), *values) != 0:
+        out = np.array([_typed_scalar(self.output, args.get(self.output, 0), vt)], vt.dtype)
+        if self._fn(out.ctypes.data, *values) != 0:
             raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
-        return vt.dtype.type(out.value)
+        return out[0]
 
     def _dense_or_shared_output(self, given: Any, shape: tuple[int, ...],
                                 inputs: Mapping[str, Any]) -> tuple[Any, int, Any]:

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..front.layout import Layout
 from ..front.storage import storage_or_none
-from ..front.value_types import can_cast, held_type
+from ..front.value_types import ValueType, can_cast, held_type
 from . import build as runtime
 from .fields import check_cast, check_integers, index_max, shown
 from .memory import address
@@ -86,9 +86,10 @@ class DenseStruct:
 class Operand:
     """One tensor argument of a compiled kernel: how a value becomes a struct address."""
 
-    def __init__(self, name: str, layout: Layout):
+    def __init__(self, name: str, layout: Layout, pattern: bool = False):
         self.name = name
         self.layout = layout
+        self.pattern = pattern          # a mask: its values are never read
         self.dense = DenseStruct.of(layout)
 
     def bind(self, value: Any) -> tuple[int, tuple[int, ...], Any]:
@@ -109,16 +110,17 @@ class Operand:
                 want = value.layout.with_value_type(self.layout.value_type)
                 if want != self.layout:
                     raise ArgumentError(_layout_mismatch(self.name, self.layout, value.layout))
-                return retyped(self.name, value, self.layout)
+                return retyped(self.name, value, self.layout, self.pattern)
             return value
-        return as_tensor(self.name, value, self.layout)
+        return as_tensor(self.name, value, self.layout, self.pattern)
 
 
-def as_tensor(name: str, value: Any, layout: Layout) -> StoredTensor:
+def as_tensor(name: str, value: Any, layout: Layout, pattern: bool = False) -> StoredTensor:
     """A numpy array (dense layouts), scipy.sparse matrix or array, or pydata sparse array
-    as a checked Tensor in ``layout``; ArgumentError naming ``name`` when it cannot be."""
+    as a checked Tensor in ``layout`` (``pattern``: a mask, of any value type); ArgumentError
+    naming ``name`` when it cannot be."""
     if isinstance(value, StoredTensor):
-        return Operand(name, layout).tensor(value)
+        return Operand(name, layout, pattern).tensor(value)
     if isinstance(value, (np.ndarray, list, tuple)) and layout.dense_array is None:
         raise ArgumentError(f"{name!r} is in layout {layout.name}; pack it first with "
                             f"spf.Tensor.from_dense/from_scipy('{layout.name}', ...)")
@@ -133,23 +135,33 @@ def as_tensor(name: str, value: Any, layout: Layout) -> StoredTensor:
     except ArgumentError as exc:
         raise ArgumentError(f"{name!r}: {exc}") from None
     if t is not None:       # the data's own type, converted to the kernel's if it may be
-        return t if t.layout == layout else Operand(name, layout).tensor(t)
+        return t if t.layout == layout else Operand(name, layout, pattern).tensor(t)
     raise ArgumentError(f"{name!r}: expected an spf.Tensor, a numpy array, a scipy.sparse "
                         f"matrix or array or a pydata sparse array, got {type(value).__name__}")
 
 
-def retyped(name: str, t: StoredTensor, layout: Layout) -> StoredTensor:
+def retyped(name: str, t: StoredTensor, layout: Layout, pattern: bool = False) -> StoredTensor:
     """``t`` with its values converted to ``layout``'s value type (numpy's ``same_kind``
-    casting, no value changed); ArgumentError naming ``name`` otherwise."""
+    casting, no value changed; a ``pattern``'s values are never read: any type converts);
+    ArgumentError naming ``name`` otherwise."""
     src, dst = t.layout.value_type, layout.value_type
+    if not pattern:
+        _check_retype(name, t, src, dst)
+    fields = dict(t.fields)
+    values = np.asarray(t.values)
+    fields[t.layout.value.array] = np.ones(values.shape, dst.dtype) if pattern else \
+        values.astype(dst.dtype)
+    out = tensor_class()(layout, t.shape, fields, check=False)
+    out.fill, out.source_entries = t.fill, t.source_entries     # padding stays known
+    return out
+
+
+def _check_retype(name: str, t: StoredTensor, src: ValueType, dst: ValueType) -> None:
     if not can_cast(src, dst):
         raise ArgumentError(f"{name!r} holds {src.name} values; the kernel computes it as "
                             f"{dst.name}, which numpy's same_kind casting does not allow; "
                             f"convert it first, or build the kernel with dtype={src.name!r}")
     check_cast(f"{name!r}: ", t.layout.value.array, np.asarray(t.values), dst)
-    fields = dict(t.fields)
-    fields[t.layout.value.array] = np.asarray(t.values).astype(dst.dtype)
-    return tensor_class()(layout, t.shape, fields, check=False)
 
 
 def _layout_mismatch(name: str, want: Layout, got: Layout) -> str:
