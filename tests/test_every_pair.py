@@ -67,6 +67,26 @@ def _data(order: int, names: tuple[str, ...], seed: int) -> np.ndarray:
     return d
 
 
+DTYPES = ("float64", "int32", "float32", "bool", "complex128", "uint8", "int64", "complex64",
+          "int8", "uint16", "int16", "uint32", "uint64")
+
+
+def _dtype(*names: str) -> str:
+    """The value type a case runs in: every type, cycling over the cases (deterministic)."""
+    return DTYPES[sum(map(ord, "".join(names))) % len(DTYPES)]
+
+
+def _typed(d: np.ndarray, dtype: str) -> np.ndarray:
+    """``d``'s pattern in ``dtype``: nonzero where ``d`` is (small integers, complex with an
+    imaginary part)."""
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        return d != 0
+    if kind in "iu":
+        return np.ceil(d * 50).astype(dtype)
+    return (d + 1j * d).astype(dtype) if kind == "c" else d.astype(dtype)
+
+
 PAIRS = [(order, a, b) for order in (1, 2, 3) for a in _layouts(order) for b in _layouts(order)]
 FAST = covering(*[sorted({p[k] for p in PAIRS}) for k in (1, 2)])
 
@@ -74,10 +94,12 @@ FAST = covering(*[sorted({p[k] for p in PAIRS}) for k in (1, 2)])
 @pytest.mark.parametrize("order,src,dst", lanes(
     PAIRS, lambda p: (p[1], p[2]) in FAST, ids=lambda p: f"{p[1]}-{p[2]}"))
 def test_every_pair_converts(order, src, dst):
-    d = _data(order, (src, dst), seed=len(src) * 31 + len(dst))
+    d = _typed(_data(order, (src, dst), seed=len(src) * 31 + len(dst)), _dtype(src, dst))
     t = spf.Tensor.from_dense(_layout(src, order), d)
+    assert t.dtype == d.dtype
     np.testing.assert_array_equal(t.to_dense(), d)
     out = t.convert(_layout(dst, order), allow_padding=True)
+    assert out.dtype == d.dtype
     np.testing.assert_array_equal(out.to_dense(), d)
 
 
@@ -93,11 +115,15 @@ def test_every_layout_is_a_kernel_output(order, name):
     e = _data(order, (name,), seed=4) * 2
     lay = _layout(name, order)
     coo = _layout("COOTensor", order).with_index_type(lay.index_type)   # one kernel, one width
-    a, b = (spf.Tensor.from_dense(coo, x) for x in (d, e))
+    dtype = _dtype(name)
+    dt, et = _typed(d, dtype), _typed(e, dtype)
+    a, b = (spf.Tensor.from_dense(coo, x) for x in (dt, et))
     k = spf.Kernel(f"C({','.join(idx)}) = A({','.join(idx)}) * B({','.join(idx)})",
-                   {"A": coo, "B": coo, "C": lay})
+                   {"A": coo, "B": coo, "C": lay}, dtype=dtype)
     c = k.compile()(A=a, B=b)
-    np.testing.assert_allclose(_dense(c), d * e)
+    assert c.dtype == np.dtype(dtype)
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose(_dense(c), dt * et, rtol=1e-6)
     if order == 2 and name not in SQUARE:
         m = spf.Tensor.from_dense("CSR", d, index_type=lay.index_type)
         x = np.random.default_rng(5).random(d.shape[1])
