@@ -3,6 +3,8 @@
 MKL is a contender only where it is installed (``pip install -e ".[experiments]"`` brings the
 ``mkl`` wheel); :func:`load` returns None otherwise and experiments skip it, saying so.  MKL runs
 with the GNU OpenMP threading layer (the one spf's kernels use) and 32-bit indices (LP64).
+CSR handles, ``mv`` and ``mm`` come in double (``mkl_sparse_d_*``, the default) and single
+precision (``mkl_sparse_s_*``: ``csr(m, np.float32)``); the rest is double only.
 Handles are released when their Python object is collected, so a timed call that builds a new
 matrix frees the previous one first, as the other contenders' outputs are.
 """
@@ -42,6 +44,19 @@ GENERAL = MatrixDescr(MATRIX_TYPE_GENERAL, 0, DIAG_NON_UNIT)
 
 class MklError(RuntimeError):
     pass
+
+
+# value type -> (the letter of MKL's routines, the C type of their scalars)
+_PRECISION: dict[np.dtype, tuple[str, type]] = {
+    np.dtype(np.float64): ("d", ctypes.c_double), np.dtype(np.float32): ("s", ctypes.c_float)}
+
+
+def _precision(dtype) -> tuple[str, type]:
+    try:
+        return _PRECISION[np.dtype(dtype)]
+    except KeyError:
+        raise ValueError(f"MKL routines here take float64 or float32 values, not "
+                         f"{np.dtype(dtype)}") from None
 
 
 def _library_path() -> str | None:
@@ -91,11 +106,13 @@ def _check(status: int, what: str) -> None:
 
 
 class Handle:
-    """An MKL ``sparse_matrix_t``; ``keep`` holds the arrays MKL borrows."""
+    """An MKL ``sparse_matrix_t`` of ``dtype`` values; ``keep`` holds the arrays MKL
+    borrows."""
 
-    def __init__(self, keep: tuple = ()):
+    def __init__(self, keep: tuple = (), dtype=np.float64):
         self.ptr = _PTR()
         self.keep = keep
+        self.dtype = np.dtype(dtype)
 
     def __del__(self):
         if self.ptr and load() is not None:
@@ -117,14 +134,16 @@ def coo(m: sp.coo_matrix) -> Handle:
     return h
 
 
-def csr(m: sp.csr_matrix) -> Handle:
-    """An MKL CSR handle borrowing ``m``'s arrays."""
-    ptr, ind, val = _i32(m.indptr), _i32(m.indices), np.ascontiguousarray(m.data, np.float64)
-    h = Handle((ptr, ind, val))
-    _check(load().mkl_sparse_d_create_csr(
+def csr(m: sp.csr_matrix, dtype=np.float64) -> Handle:
+    """An MKL CSR handle of ``dtype`` values (float64: ``mkl_sparse_d_create_csr``, float32:
+    ``mkl_sparse_s_create_csr``) borrowing ``m``'s arrays (copies where their types differ)."""
+    letter, _ = _precision(dtype)
+    ptr, ind, val = _i32(m.indptr), _i32(m.indices), np.ascontiguousarray(m.data, dtype)
+    h = Handle((ptr, ind, val), dtype)
+    _check(getattr(load(), f"mkl_sparse_{letter}_create_csr")(
         ctypes.byref(h.ptr), INDEX_BASE_ZERO, _INT(m.shape[0]), _INT(m.shape[1]),
         _PTR(ptr.ctypes.data), _PTR(ptr.ctypes.data + 4), _PTR(ind.ctypes.data),
-        _PTR(val.ctypes.data)), "create_csr")
+        _PTR(val.ctypes.data)), f"{letter}_create_csr")
     return h
 
 
@@ -153,7 +172,7 @@ def tpmv_lower(n: int, packed: np.ndarray, x: np.ndarray) -> None:
 
 def to_csr(src: Handle, transpose: bool = False) -> Handle:
     """``mkl_sparse_convert_csr``: a new CSR handle (of the transpose: CSC of ``src``)."""
-    h = Handle(src.keep)
+    h = Handle(src.keep, src.dtype)
     _check(load().mkl_sparse_convert_csr(
         src.ptr, OPERATION_TRANSPOSE if transpose else OPERATION_NON_TRANSPOSE,
         ctypes.byref(h.ptr)), "convert_csr")
@@ -162,7 +181,7 @@ def to_csr(src: Handle, transpose: bool = False) -> Handle:
 
 def to_bsr(src: Handle, block: int) -> Handle:
     """``mkl_sparse_convert_bsr``: a new BSR handle, ``block`` x ``block`` row-major blocks."""
-    h = Handle(src.keep)
+    h = Handle(src.keep, src.dtype)
     _check(load().mkl_sparse_convert_bsr(
         src.ptr, _INT(block), LAYOUT_ROW_MAJOR, OPERATION_NON_TRANSPOSE, ctypes.byref(h.ptr)),
         "convert_bsr")
@@ -220,11 +239,35 @@ def export_bsr(h: Handle, shape: tuple[int, int]) -> sp.csr_matrix:
                          shape=(rows.value * b, cols.value * b)).tocsr()[:shape[0], :shape[1]]
 
 
+def _operands(h: Handle, *arrays: np.ndarray) -> tuple[str, type]:
+    """The handle's routine letter and scalar type, once its operands are of its type."""
+    for a in arrays:
+        if a.dtype != h.dtype or not a.flags.c_contiguous:
+            raise ValueError(f"MKL on {h.dtype} values needs contiguous {h.dtype} operands, "
+                             f"got {a.dtype}")
+    return _precision(h.dtype)
+
+
 def mv(h: Handle, x: np.ndarray, y: np.ndarray) -> None:
-    """y = A x (``mkl_sparse_d_mv``, general matrix)."""
-    _check(load().mkl_sparse_d_mv(OPERATION_NON_TRANSPOSE, ctypes.c_double(1.0), h.ptr, GENERAL,
-                                  _PTR(x.ctypes.data), ctypes.c_double(0.0),
-                                  _PTR(y.ctypes.data)), "d_mv")
+    """y = A x (``mkl_sparse_d_mv`` or ``mkl_sparse_s_mv`` by the handle's type, general
+    matrix)."""
+    letter, scalar = _operands(h, x, y)
+    _check(getattr(load(), f"mkl_sparse_{letter}_mv")(
+        OPERATION_NON_TRANSPOSE, scalar(1.0), h.ptr, GENERAL, _PTR(x.ctypes.data),
+        scalar(0.0), _PTR(y.ctypes.data)), f"{letter}_mv")
+
+
+def mm(h: Handle, x: np.ndarray, y: np.ndarray) -> None:
+    """Y = A X for row-major dense X and Y (``mkl_sparse_d_mm`` or ``mkl_sparse_s_mm`` by the
+    handle's type, ``LAYOUT_ROW_MAJOR``, general matrix)."""
+    letter, scalar = _operands(h, x, y)
+    columns = x.shape[1]
+    if y.shape[1] != columns:
+        raise ValueError(f"mm: X has {columns} columns, Y {y.shape[1]}")
+    _check(getattr(load(), f"mkl_sparse_{letter}_mm")(
+        OPERATION_NON_TRANSPOSE, scalar(1.0), h.ptr, GENERAL, LAYOUT_ROW_MAJOR,
+        _PTR(x.ctypes.data), _INT(columns), _INT(columns), scalar(0.0), _PTR(y.ctypes.data),
+        _INT(columns)), f"{letter}_mm")
 
 
 def optimize_mv(h: Handle, calls: int = 1000) -> None:
@@ -232,6 +275,16 @@ def optimize_mv(h: Handle, calls: int = 1000) -> None:
     lib = load()
     _check(lib.mkl_sparse_set_mv_hint(h.ptr, OPERATION_NON_TRANSPOSE, GENERAL, _INT(calls)),
            "set_mv_hint")
+    _check(lib.mkl_sparse_optimize(h.ptr), "optimize")
+
+
+def optimize_mm(h: Handle, columns: int, calls: int = 1000) -> None:
+    """The inspector step for repeated SpMM with ``columns`` row-major dense columns
+    (``mkl_sparse_set_mm_hint`` + ``optimize``)."""
+    lib = load()
+    _check(lib.mkl_sparse_set_mm_hint(h.ptr, OPERATION_NON_TRANSPOSE, GENERAL,
+                                      LAYOUT_ROW_MAJOR, _INT(columns), _INT(calls)),
+           "set_mm_hint")
     _check(lib.mkl_sparse_optimize(h.ptr), "optimize")
 
 

@@ -227,7 +227,9 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
     types = {a.tensor: t for a in expr.factors if (t := declared(a.tensor)) is not None}
     inputs = [types.get(a.tensor, FLOAT64) for a in expr.factors
               if a.tensor in layouts and a.tensor != mask]
-    output = declared(out) or result_type(*inputs)
+    literals = tuple(c for c in (expr.coefficient, *(coef for coef, _ in expr.terms))
+                     if c not in (1, -1))       # a sign is no literal: bool stays bool
+    output = declared(out) or result_type(*inputs, weak=literals)
     acc = value_type(opts.accumulate) if opts.accumulate else output
     if opts.accumulate and not np.can_cast(output.dtype, acc.dtype, "safe"):
         raise SpecError(f"accumulate={acc.name}: the output {out!r} is {output.name}; the "

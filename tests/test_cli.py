@@ -117,7 +117,8 @@ def test_demo_reports_a_mismatch(monkeypatch, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["generate", "y(i) = A(i,j) *", "-l", "A=CSR"],
-     "spf: error: <string>:1:16: expected a tensor name, found end of input"),
+     "spf: error: <string>:1:16: expected a tensor, a number, a function or '(', found end "
+     "of input"),
     (["generate", "y(i) = A(i,j) * x(j)", "-l", "A=NoSuch"], "spf: error: NoSuch: unknown layout"),
     (["generate", "y(i) = A(i) * x(i)", "-l", "A=CSR"], "used with 1 indices"),
     (["generate", "y(i) = A(i,j) * x(j)", "-l", "B=CSR"], "layout given for 'B'"),

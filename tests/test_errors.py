@@ -276,12 +276,13 @@ def kernel_error(*fragments: str, line: int | None = None, column: int | None = 
 
 
 def test_trailing_operator():
-    kernel_error("expected a tensor name", "found end of input", line=1, column=16,
+    kernel_error("expected a tensor, a number, a function or", "found end of input", line=1,
+                 column=16,
                  args=("y(i) = A(i,j) *", {"A": "CSR"}))
 
 
 def test_error_position_on_second_line():
-    kernel_error("expected a tensor name", line=2, column=10,
+    kernel_error("expected a tensor, a number, a function or", line=2, column=10,
                  args=("y(i) = A(i,j)\n * x(j) *", {"A": "CSR"}))
 
 
@@ -414,7 +415,8 @@ def test_kernel_file_with_bad_expr_points_into_the_file(tmp_path):
     path = tmp_path / "k.toml"
     path.write_text(text)
     line, col = position(text, "* x(j)")
-    kernel_error("expected a tensor name", "found '*'", source=str(path), line=line,
+    kernel_error("expected a tensor, a number, a function or", "found '*'", source=str(path),
+                 line=line,
                  column=col, args=(str(path),))
 
 

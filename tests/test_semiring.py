@@ -182,7 +182,7 @@ def test_non_associative_add_keeps_the_reduction_serial():
 @pytest.mark.parametrize("kwargs, message", [
     ({"semiring": "min_max"}, "unknown semiring 'min_max'; the built-ins are"),
     ({"semiring": "min_plus", "expr": "y(i) = A(i,j) * x(j) - B(i,j) * x(j)"},
-     "a subtracted product has no meaning in a semiring"),
+     "a subtracted product or a numeric coefficient has no meaning in a semiring"),
 ])
 def test_bad_kernels(kwargs, message):
     layouts = kwargs.pop("layouts", {"A": "CSR"})

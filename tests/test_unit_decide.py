@@ -211,7 +211,7 @@ def test_a_sum_into_a_dense_output_is_accumulated_term_by_term():
     assert terms(k) == [("y(i) += A(i,j) * x(j)", {"y": "DenseVector", "A": "CSR",
                                                    "x": "DenseVector"}),
                         ("y(i) += -b(i)", {"y": "DenseVector", "b": "DenseVector"})]
-    assert [t.expr.sign for t in k.terms] == [1, -1]
+    assert [t.expr.coefficient for t in k.terms] == [1, -1]
 
 
 def test_a_sum_into_an_assembled_output_is_merged_not_accumulated():

@@ -37,8 +37,9 @@ def operand_run(expr: Expr, layouts: Mapping[str, Layout], nest: LoopNest,
                 decisions: Sequence[Decision], assembly: AssemblyPlan) -> Run | None:
     """The run a term reads directly from its operand, or None when it needs one built."""
     tensors = [a for a in expr.factors if a.indices]
-    if len(tensors) != 1 or len(expr.factors) != 1 or decisions:
-        return None         # a product, a scalar factor or a find: values are computed
+    if len(tensors) != 1 or len(expr.factors) != 1 or decisions or \
+            expr.coefficient not in (1, -1):
+        return None         # a product, a scalar factor, a coefficient or a find
     acc = tensors[0]
     layout = layouts[acc.tensor]
     storage = storage_or_none(layout)
@@ -54,7 +55,7 @@ def operand_run(expr: Expr, layouts: Mapping[str, Layout], nest: LoopNest,
         return None
     proof = "; ".join(unique.used) if unique.used else "affine constraints"
     same = f" ({proof})" if proof not in assembly.why else ""
-    return Run(acc.tensor, layout, storage, expr.sign,
+    return Run(acc.tensor, layout, storage, int(expr.coefficient),
                f"{assembly.why}, and no two entries share coordinates{same}")
 
 

@@ -111,7 +111,7 @@ class _MergeWriter:
         if all(place.has is None for _, place in present) and self.semiring.is_plus_times:
             text = ""
             for r, place in present:
-                read = f"r{r}_val[{place.pos}]"
+                read = self._read(r, place.pos)
                 if self.runs[r].sign < 0:
                     text = f"{text} - {read}" if text else f"-{read}"
                 else:
@@ -121,10 +121,17 @@ class _MergeWriter:
                 f"the runs that have the entry, combined by {self.semiring.add}")
         nodes: list[t.Node] = [t.Declare("spf_value_t", "v", self.semiring.zero_c(), note=note)]
         for r, place in present:
-            add = self._add_into("v", r, f"r{r}_val[{place.pos}]")
+            add = self._add_into("v", r, self._read(r, place.pos))
             nodes.append(add if place.has is None else t.If(place.has, [add], braces=False))
         nodes.append(t.Assign(f"out_val[{here}]", "v"))
         return nodes
+
+    def _read(self, r: int, pos: str) -> str:
+        """Run ``r``'s value at ``pos``; in the output's type when the runs' types differ
+        (C's promotion is not numpy's: uint32 + int32 is unsigned in C)."""
+        read = f"r{r}_val[{pos}]"
+        mixed = len({run.layout.value_type for run in self.runs}) > 1
+        return f"((spf_value_t){read})" if mixed else read
 
     def _add_into(self, target: str, r: int, read: str) -> t.Node:
         """``target`` combined with run ``r``'s value (no run is subtracted under a

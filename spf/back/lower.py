@@ -155,7 +155,8 @@ class KernelLowering:
         int)."""
         accs = [acc for acc in self.expr.factors if not acc.pattern]
         types = [self.plan.typing.of(acc.tensor) for acc in accs]
-        ptype = result_type(*types)
+        coef = self.expr.coefficient
+        ptype = result_type(*types, weak=(coef,) if coef not in (1, -1) else ())
         factors = [self.names.value(self.space.use(acc.tensor)) if acc.indices
                    else scalar_value(acc.tensor, vt) for acc, vt in zip(accs, types)]
         factors = [f if vt == ptype else f"(({ptype.c}){f})" for f, vt in zip(factors, types)]
@@ -163,9 +164,12 @@ class KernelLowering:
             rhs = " && ".join(factors) if len(factors) > 1 else factors[0]
             return rhs              # booleans: times is and (no sign: '-' is refused)
         rhs = self.semiring.mul_c(factors)
-        if ptype.kind in (Kind.INT, Kind.UINT, Kind.BOOL) and len(factors) > 1:
+        if coef not in (1, -1):
+            rhs = f"{coef!r} * {rhs}" if len(factors) == 1 else f"{coef!r} * ({rhs})"
+        if ptype.kind in (Kind.INT, Kind.UINT, Kind.BOOL) and (len(factors) > 1 or
+                                                               coef not in (1, -1)):
             rhs = f"({ptype.c})({rhs})"   # wrapped in the type first, as numpy's product
-        return f"-({rhs})" if self.expr.sign < 0 else rhs
+        return f"-({rhs})" if coef == -1 else rhs
 
     def add_into(self, target: str, value: str) -> t.Node:
         """``target`` combined with ``value`` by the semiring's add (``+=`` for plus)."""

@@ -247,9 +247,10 @@ def check_semiring_scope(semiring: Semiring, expr: Expr, assembled: bool) -> Non
                         "coordinates in an order it chooses (sorting, buckets), and add is "
                         "not proven associative and commutative; use a dense output",
                         expr.source)
-    if expr.sign < 0 or any(sign < 0 for sign, _ in expr.terms):
-        raise SpecError(f"semiring={semiring.name}: a subtracted product has no meaning in a "
-                        "semiring (terms are combined by add)", expr.source)
+    if expr.coefficient != 1 or any(coef != 1 for coef, _ in expr.terms):
+        raise SpecError(f"semiring={semiring.name}: a subtracted product or a numeric "
+                        "coefficient has no meaning in a semiring (terms are combined by add, "
+                        "factors by mul)", expr.source)
 
 
 def check_complement(options: KernelOptions, expr: Expr, output: Layout | None,

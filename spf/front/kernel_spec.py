@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from .rhs import Node, Ref, parse_rhs, sum_of_products
 from .syntax import Parser, parse_constraints
 from .terms import Constraint
 from .toml_source import TomlSource, is_file
@@ -50,8 +51,8 @@ class Expr:
     accumulate: bool
     text: str
     source: str = "<string>"
-    sign: int = 1                                            # -1: the product is subtracted
-    terms: tuple[tuple[int, tuple[Access, ...]], ...] = ()   # (sign, factors) of a sum
+    coefficient: int | float = 1                       # the product is multiplied by it
+    terms: tuple[tuple[int | float, tuple[Access, ...]], ...] = ()  # (coefficient, factors)
 
     @property
     def is_sum(self) -> bool:
@@ -61,8 +62,8 @@ class Expr:
         """One product statement per term (the statement itself for a product)."""
         if not self.is_sum:
             return [self]
-        return [Expr(self.output, factors, self.accumulate, self.text, self.source, sign)
-                for sign, factors in self.terms]
+        return [Expr(self.output, factors, self.accumulate, self.text, self.source, coef)
+                for coef, factors in self.terms]
 
     @property
     def tensors(self) -> list[str]:
@@ -86,9 +87,9 @@ class Expr:
                             "mask its own name (the same array may be passed for both)",
                             self.source, out.line, out.column)
         mask = Access(tensor, out.indices, out.line, out.column, pattern=True)
-        terms = tuple((sign, factors + (mask,)) for sign, factors in self.terms)
+        terms = tuple((coef, factors + (mask,)) for coef, factors in self.terms)
         return Expr(out, self.factors + (mask,), self.accumulate, self.text, self.source,
-                    self.sign, terms)
+                    self.coefficient, terms)
 
     @property
     def indices(self) -> list[str]:
@@ -105,11 +106,13 @@ class Expr:
 
     def __str__(self) -> str:
         op = "+=" if self.accumulate else "="
-        terms = self.terms if self.is_sum else ((self.sign, self.factors),)
+        terms = self.terms if self.is_sum else ((self.coefficient, self.factors),)
         rhs = ""
-        for n, (sign, factors) in enumerate(terms):
-            product = " * ".join(str(f) for f in factors if not f.pattern)
-            rhs += (f" {'+' if sign > 0 else '-'} " if n else ("-" if sign < 0 else "")) + product
+        for n, (coef, factors) in enumerate(terms):
+            size = abs(coef)
+            product = " * ".join([repr(size)] * (size != 1) +
+                                 [str(f) for f in factors if not f.pattern])
+            rhs += (f" {'-' if coef < 0 else '+'} " if n else ("-" if coef < 0 else "")) + product
         mask = f"<{self.mask}>" if self.mask else ""
         return f"{self.output}{mask} {op} {rhs}"
 
@@ -132,6 +135,24 @@ def _access(p: Parser) -> Access:
     return Access(tok.text, tuple(indices), tok.line, tok.column)
 
 
+def _terms(p: Parser, out: Access, source: str) -> list[tuple[int | float, tuple[Access, ...]]]:
+    """The right-hand side as (coefficient, factors) per product (:mod:`.rhs`)."""
+    tree = parse_rhs(p)
+    p.expect_end()
+    indices = set(out.indices)
+
+    def collect(n: Node) -> None:
+        if isinstance(n, Ref) and n.indices:
+            indices.update(i for i in n.indices if i is not None)
+        for child in getattr(n, "operands", ()) + getattr(n, "args", ()):
+            collect(child)
+    collect(tree)
+    terms = sum_of_products(tree, source, frozenset(indices))
+    return [(t.coefficient, tuple(Access(f.name, tuple(i for i in f.indices or () if i),
+                                         f.line, f.column) for f in t.factors))
+            for t in terms]
+
+
 _PATH = re.compile(r"[\w.~-]*[./\\][\w./\\~-]*")    # a token with a '.' or a '/': a file name
 
 
@@ -152,20 +173,7 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
     else:
         found = "end of input" if p.tok.kind == "end" else repr(p.tok.text)
         raise p.error(f"expected '=' or '+=' after the output {out}, found {found}")
-    terms: list[tuple[int, tuple[Access, ...]]] = []
-    sign = -1 if p.accept("-") else 1
-    while True:
-        accesses = [_access(p)]
-        while p.accept("*"):
-            accesses.append(_access(p))
-        terms.append((sign, tuple(accesses)))
-        if p.accept("+"):
-            sign = 1
-        elif p.accept("-"):
-            sign = -1
-        else:
-            break
-    p.expect_end()
+    terms = _terms(p, out, source)
     if len(terms) == 1:
         expr = Expr(out, terms[0][1], accumulate, text, source, terms[0][0])
         _check(expr, source)

@@ -307,11 +307,18 @@ class Injective(Property):
               layout: str) -> None:
         if arrays[self.uf].size <= 1:
             return
-        cols = np.stack([arrays[u] for u in self.ufs], axis=1)
-        uniq, first, inverse = np.unique(cols, axis=0, return_index=True, return_inverse=True)
-        if len(uniq) != len(cols):
-            dup = sorted(set(range(len(cols))) - set(first.tolist()))[0]
-            same = int(first[inverse.reshape(-1)[dup]])
+        cols = [np.asarray(arrays[u]) for u in self.ufs]
+        order = np.lexsort(cols[::-1])           # stable: equal tuples keep their order
+        equal = np.ones(len(order) - 1, bool)
+        for c in cols:
+            ordered = c[order]
+            equal &= ordered[1:] == ordered[:-1]
+        if equal.any():
+            at = int(np.flatnonzero(equal)[np.argmin(order[1:][equal])]) + 1
+            dup, start = int(order[at]), at
+            while start > 0 and equal[start - 1]:
+                start -= 1
+            same = int(order[start])
             values = ", ".join(f"{u}[{dup}] = {arrays[u][dup]}" for u in self.ufs)
             raise ArgumentError(f"{self.violated(layout)}: position {dup} repeats position "
                                 f"{same} ({values})")

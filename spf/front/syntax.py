@@ -26,7 +26,7 @@ from .terms import Aff, Constraint, FloorDiv, UFCall
 
 _TOKEN_RE = re.compile(r"""
     (?P<ws>[ \t\r\n]+)
-  | (?P<num>\d+)
+  | (?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)
   | (?P<name>[A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)?'*)
   | (?P<op>->|<=|>=|==|!=|\+=|&&|\|\||[-+*/%(){}\[\],:<>=;∧∨])
 """, re.VERBOSE)
@@ -133,6 +133,8 @@ class Parser:
     def number(self) -> int:
         """Consume an integer literal of at most :data:`MAX_INT`."""
         tok = self.tok
+        if not tok.text.isdigit():
+            raise self.error(f"expected an integer, found {tok.text}")
         if int(tok.text) > MAX_INT:
             raise self.error(f"integer {tok.text} does not fit in 64 bits")
         self.i += 1

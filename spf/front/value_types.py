@@ -104,11 +104,12 @@ def held_type(dtype: np.dtype, what: str) -> ValueType:
     return value_type(dtype, what)
 
 
-def result_type(*types: ValueType) -> ValueType:
-    """numpy's promotion of ``types`` (``np.result_type``), float64 for none."""
+def result_type(*types: ValueType, weak: tuple[int | float, ...] = ()) -> ValueType:
+    """numpy's promotion of ``types`` and of the Python numbers ``weak`` (literals: they
+    promote weakly, ``2.5 * float32`` is float32), float64 for no types."""
     if not types:
         return FLOAT64
-    return value_type(np.result_type(*(t.dtype for t in types)))
+    return value_type(np.result_type(*(t.dtype for t in types), *weak))
 
 
 def can_cast(src: ValueType, dst: ValueType) -> bool:

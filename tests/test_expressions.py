@@ -1,0 +1,91 @@
+"""The right-hand side as an expression tree (issue 40, first part): numbers, parentheses and
+unary minus expand into a sum of products with coefficients, checked against numpy on several
+layouts; every construct not yet expressible is refused by name at its line and column."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import spf
+from spf.front.kernel_spec import parse_expr
+
+
+def _m(seed: int, shape=(7, 5), dtype=np.float64) -> sp.csr_matrix:
+    m = sp.random(*shape, density=0.4, format="csr", random_state=seed)
+    m.data = np.random.default_rng(seed).integers(1, 9, m.nnz).astype(dtype)
+    dense = m.toarray()
+    dense[2] = 0                                      # an empty row
+    return sp.csr_matrix(dense)
+
+
+@pytest.mark.parametrize("layout", ["CSR", "CSC", "COO", "DCSR", "DenseMatrix"])
+def test_numbers_scale_products(layout):
+    A, x, b = _m(1), np.arange(1.0, 6.0), np.linspace(-1, 1, 7)
+    a = spf.Tensor.from_scipy(layout, A)
+    np.testing.assert_allclose(spf.evaluate("y(i) = 2.5 * A(i,j) * x(j)", A=a, x=x),
+                               2.5 * (A @ x))
+    np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * x(j) * 3 - 0.5 * b(i)", A=a,
+                                            x=x, b=b), 3 * (A @ x) - 0.5 * b)
+    np.testing.assert_allclose(spf.evaluate("y(i) = -(A(i,j) * x(j) - b(i))", A=a, x=x, b=b),
+                               -(A @ x - b))
+
+
+@pytest.mark.parametrize("out", ["CSR", "COO", "DCSR", "DenseMatrix"])
+def test_parentheses_distribute(out):
+    A, B, D = _m(1), _m(2), _m(3)
+    layouts = {"A": "CSR", "B": "CSC", "D": "COO", "C": out}
+    got = spf.evaluate("C(i,j) = (A(i,j) + 2 * B(i,j)) * D(i,j)", A=A, B=B, D=D,
+                       layouts=layouts)
+    got = got.to_dense() if isinstance(got, spf.Tensor) else got
+    np.testing.assert_allclose(got, ((A + 2 * B).multiply(D)).toarray())
+    got = spf.evaluate("C(i,j) = 0.5 * (A(i,j) - B(i,j))", A=A, B=B,
+                       layouts={"A": "CSR", "B": "CSR", "C": out})
+    got = got.to_dense() if isinstance(got, spf.Tensor) else got
+    np.testing.assert_allclose(got, (0.5 * (A - B)).toarray())
+
+
+def test_expansion_is_printed_and_numbers_promote_weakly():
+    e = parse_expr("C(i,j) = -(A(i,j) + 2*B(i,j)) * D(i,j)")
+    assert str(e) == "C(i,j) = -A(i,j) * D(i,j) - 2 * B(i,j) * D(i,j)"
+    f32 = spf.Tensor.from_scipy("CSR", _m(4, dtype=np.float32))
+    y = spf.evaluate("y(i) = 2.5 * A(i,j) * x(j)", A=f32, x=np.ones(5, np.float32))
+    assert y.dtype == np.float32                    # a number does not widen float32
+    ints = spf.Tensor.from_dense("CSR", np.array([[100, 0], [3, 4]], np.int8))
+    y = spf.evaluate("y(i) = 3 * A(i,j) * x(j)", A=ints, x=np.ones(2, np.int8))
+    assert y.dtype == np.int8 and list(y) == list(3 * np.array([[100, 0], [3, 4]], np.int8)
+                                                  @ np.ones(2, np.int8))   # wraps alike
+    y = spf.evaluate("y(i) = 0.5 * A(i,j) * x(j)", A=ints, x=np.ones(2, np.int8))
+    assert y.dtype == np.float64 and list(y) == [50.0, 3.5]
+    assert spf.evaluate("s = 2 * a(i) * b(i)", a=np.ones(3), b=np.ones(3)) == 6.0
+
+
+@pytest.mark.parametrize("text, message, column", [
+    ("y(i) = A(i,j) * x(j) / 2", "division ('/') is not supported yet", 22),
+    ("y(i) = abs(A(i,j)) * x(j)", "the function abs() (abs names a function", 8),
+    ("O(i,j) = I(i+k, j+l) * F(k,l)", "index arithmetic in an access (I's index 1)", 10),
+    ("y(i) = A(i,j) * i", "the index 'i' as a value is not supported yet", 17),
+    ("y(i) = A(i,j) * x(j) + 1", "the constant term 1 is not supported yet", 24),
+    ("y(i) = A(i,j) * x(j) < b(i)", "the comparison '<' is not supported yet", 22),
+    ("y(i) = A(i,j) and x(j)", "'and' is not supported yet", 15),
+    ("y(i) = not A(i,j)", "'not' is not supported yet", 8),
+    ("y(i) = 1e999 * A(i,j)", "number 1e999 is not finite", 8),
+    ("y(i) = (A(i,j) * x(j)", "expected ')' closing the parenthesis", 22),
+    ("y(i) = A(i,j) * * x(j)", "expected a tensor, a number, a function or '(', found '*'", 17),
+])
+def test_constructs_outside_the_language_are_named_where_they_are(text, message, column):
+    with pytest.raises(spf.SpecError, match=f"<string>:1:{column}: " + re.escape(message)):
+        parse_expr(text)
+
+
+def test_limits_and_semirings():
+    many = " * ".join(f"(a{k}(i) + b{k}(i))" for k in range(7))
+    with pytest.raises(spf.SpecError, match="expands to more than 64 products"):
+        parse_expr(f"y(i) = {many}")
+    with pytest.raises(spf.SpecError, match="a numeric coefficient has no meaning in a "
+                                            "semiring"):
+        spf.Kernel("y(i) = 2 * A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus")
+    with pytest.raises(spf.SpecError, match=r"expected an integer, found 2\.5"):
+        spf.Semiring(add="a + 2.5", mul="a * b")
