@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,12 @@ from .decide.options import (
     check_names,
     check_semiring_scope,
 )
+from .decide.vanishing import Vanishing, vanishing
 from .errors import SpecError
+from .front.functions import FUNCTIONS
 from .front.kernel_spec import (
     FILE_KEYS,
+    Access,
     Expr,
     KernelFile,
     layout_params,
@@ -36,9 +40,11 @@ from .front.kernel_spec import (
 )
 from .front.layout import INDEX_WIDTHS, Layout
 from .front.layout_path import default_layout, load_for_order, load_layout
+from .front.rhs import called
 from .front.stand_ins import coordinate_layout
 from .front.storage import storage_of, storage_or_none
 from .front.toml_source import is_file
+from .front.value_exprs import type_of
 from .front.value_types import (
     FLOAT64,
     FLOAT64_TYPING,
@@ -68,6 +74,7 @@ class Setup:
     written: Layout | None = None       # the output's layout when assembled as an entry list
                                         # and then written as that layout's relation says
     typing: Typing = FLOAT64_TYPING     # each tensor's value type, the output's, the sums'
+    values: tuple[Vanishing, ...] = ()  # each value expression's decision (Z3)
 
     @property
     def name(self) -> str:
@@ -137,6 +144,7 @@ class Setup:
             notes.append(("absent entries", self.fill_note()))
         if not self.typing.is_float64:
             notes.append(("value types", self.typing.describe(self.expr.output.tensor)))
+        notes += [("values", f"{v.expression}: {v.why}") for v in self.values]
         return notes
 
     def header(self) -> list[str]:
@@ -166,6 +174,7 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     mask_layout = _complement_layout(statement, mask, named, params, index_type) \
         if opts.complement and mask else None
     resolved = _resolve_layouts(statement, named, params, in_file, index_type)
+    values = _value_expressions(statement, opts)
     typing = _typing(statement, opts, named, resolved)
     _check_semiring_types(opts, typing, statement)
     resolved = {t: lay.with_value_type(typing.of(t)) for t, lay in resolved.items()}
@@ -174,12 +183,38 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     written = _written_output(statement, resolved, opts.share)
     if written is not None:
         resolved = {**resolved, statement.output.tensor: _entry_list(written)}
-    read_densely = _read_densely(statement, opts, resolved, index_type)
+    read_densely = _read_densely(statement, opts, resolved, index_type,
+                                 {a.tensor for a, v in values if not v.zero})
     assembled = _needs_assembly(statement, resolved, opts.share)
     check_semiring_scope(opts.semiring, statement, assembled)
     check_complement(opts, statement, resolved.get(statement.output.tensor), assembled)
+    _check_value_types(values, typing, statement.source)
     return Setup(statement, opts, Table(resolved), Table(read_densely), mask_layout,
-                 index_type, assembled, written, typing)
+                 index_type, assembled, written, typing, tuple(v for _, v in values))
+
+
+def _value_expressions(expr: Expr, opts: KernelOptions) -> list[tuple[Access, Vanishing]]:
+    """Each factor whose value is an expression (``abs(A(i,j))``), with Z3's decision
+    whether it is 0 where its tensor stores nothing; refused under a semiring (its add and
+    mul are the operators there)."""
+    found = [a for a in expr.factors if a.value is not None]
+    if found and not opts.semiring.is_plus_times:
+        raise SpecError(f"semiring={opts.semiring.name}: functions and divisions of values "
+                        f"({found[0]}) are not supported under a semiring yet", expr.source,
+                        found[0].line, found[0].column)
+    return [(a, vanishing(a.value)) for a in found if a.value is not None]
+
+
+def _check_value_types(values: list[tuple[Access, Vanishing]], typing: Typing,
+                       source: str) -> None:
+    for acc, _ in values:
+        assert acc.value is not None
+        vt = typing.of(acc.tensor)
+        for name in called(acc.value):
+            if FUNCTIONS[name].real_only and vt.kind is Kind.COMPLEX:
+                raise SpecError(f"{name}() is not defined on complex values ({acc.tensor} is "
+                                f"{vt.name}): complex numbers have no order", source,
+                                acc.line, acc.column)
 
 
 def _check_semiring_types(opts: KernelOptions, typing: Typing, expr: Expr) -> None:
@@ -225,9 +260,11 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
                 raise SpecError(f"dtype names {name!r}, which is not a tensor of "
                                 f"{expr.text!r}", expr.source)
     types = {a.tensor: t for a in expr.factors if (t := declared(a.tensor)) is not None}
-    inputs = [types.get(a.tensor, FLOAT64) for a in expr.factors
+    inputs = [type_of(a.value, types.get(a.tensor, FLOAT64)) if a.value is not None
+              else types.get(a.tensor, FLOAT64) for a in expr.factors
               if a.tensor in layouts and a.tensor != mask]
-    literals = tuple(c for c in (expr.coefficient, *(coef for coef, _ in expr.terms))
+    literals = tuple(float(c) if isinstance(c, Fraction) else c
+                     for c in (expr.coefficient, *(coef for coef, _ in expr.terms))
                      if c not in (1, -1))       # a sign is no literal: bool stays bool
     output = declared(out) or result_type(*inputs, weak=literals)
     acc = value_type(opts.accumulate) if opts.accumulate else output
@@ -341,18 +378,18 @@ def _resolve_layouts(expr: Expr, layouts: Mapping[str, Any],
 
 
 def _read_densely(expr: Expr, opts: KernelOptions, layouts: dict[str, Layout],
-                  index_type: str) -> dict[str, Layout]:
+                  index_type: str, valued: set[str]) -> dict[str, Layout]:
     """With ``fill_values`` and a mul that zero does not annihilate, an absent entry
     changes the product, so no operand may skip it: each sparse operand is read from a
     dense array holding the semiring's zero where it stores nothing (the runtime makes
-    it).  Its layout in ``layouts`` becomes the dense one; the returned map keeps the given
-    ones."""
-    if not opts.fill_values or opts.semiring.annihilates:
-        return {}
+    it); so is each operand in ``valued`` (its value expression is not 0 at 0).  Its layout
+    in ``layouts`` becomes the dense one; the returned map keeps the given ones."""
+    every = opts.fill_values and not opts.semiring.annihilates
     given: dict[str, Layout] = {}
     for a in expr.factors:
         lay = layouts.get(a.tensor)
-        if a.pattern or lay is None or lay.dense_array is not None or a.tensor in given:
+        if a.pattern or lay is None or lay.dense_array is not None or a.tensor in given \
+                or not (every or a.tensor in valued):
             continue
         if opts.share and a.tensor == opts.share[1]:
             raise SpecError(f"fill_values=True: {a.tensor!r} would be read densely (zero "

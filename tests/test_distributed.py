@@ -36,6 +36,7 @@ def matrix(m: int, n: int, density: float, seed: int) -> sp.csr_matrix:
                                           ("CSC", "nonzeros"), ("ELL", "nonzeros")])
 @pytest.mark.parametrize("parts", [None, 3])
 def test_spmv_matches_the_local_call(client, layout, mode, parts):
+    client.wait_for_workers(2, timeout=60)     # a worker another test restarted is back
     A, x = matrix(300, 200, 0.03, 1), np.random.default_rng(2).random(200)
     f = spf.Kernel(SPMV, {"A": layout}).compile()
     d = f.distributed(client, parts=parts)

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import assert_compiles_clean
 
 import spf
 from spf.front.kernel_spec import parse_expr
@@ -63,11 +64,16 @@ def test_expansion_is_printed_and_numbers_promote_weakly():
 
 
 @pytest.mark.parametrize("text, message, column", [
-    ("y(i) = A(i,j) * x(j) / 2", "division ('/') is not supported yet", 22),
-    ("y(i) = abs(A(i,j)) * x(j)", "the function abs() (abs names a function", 8),
+    ("y(i) = A(i,j) / x(j)", "a function or division of 2 tensors (A, x) is not", 15),
+    ("y(i) = abs(A(i,j) - B(i,j)) * x(j)", "a function or division of 2 tensors", 8),
+    ("y(i) = where(A(i,j), 1, 0)", "the function where() (where names a function", 8),
+    ("y(i) = sqrt(A(i,j), 2)", "sqrt() takes 1 argument(s), got 2", 8),
+    ("y(i) = A(i,j) / 0", "division by zero", 15),
+    ("y(i) = exp(s) * A(i,j)", "the scalar 's' inside a function or a division", 12),
     ("O(i,j) = I(i+k, j+l) * F(k,l)", "index arithmetic in an access (I's index 1)", 10),
     ("y(i) = A(i,j) * i", "the index 'i' as a value is not supported yet", 17),
     ("y(i) = A(i,j) * x(j) + 1", "the constant term 1 is not supported yet", 24),
+    ("y(i) = A(i,j) + B(i,j) + 1", "the constant term 1 is not supported yet", 26),
     ("y(i) = A(i,j) * x(j) < b(i)", "the comparison '<' is not supported yet", 22),
     ("y(i) = A(i,j) and x(j)", "'and' is not supported yet", 15),
     ("y(i) = not A(i,j)", "'not' is not supported yet", 8),
@@ -89,3 +95,64 @@ def test_limits_and_semirings():
         spf.Kernel("y(i) = 2 * A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus")
     with pytest.raises(spf.SpecError, match=r"expected an integer, found 2\.5"):
         spf.Semiring(add="a + 2.5", mul="a * b")
+
+
+FUNCS = [("abs(A(i,j))", np.abs, False), ("exp(A(i,j))", np.exp, True),
+         ("max(A(i,j), 0)", lambda a: np.maximum(a, 0), False),
+         ("max(A(i,j), 0.5)", lambda a: np.maximum(a, 0.5), True),
+         ("sqrt(abs(A(i,j))) / 2", lambda a: np.sqrt(np.abs(a)) / 2, False),
+         ("cos(A(i,j)) - 1", lambda a: np.cos(a) - 1, False),
+         ("2 / (A(i,j) - 3)", lambda a: 2 / (a - 3), True),
+         ("sign(A(i,j))", np.sign, False), ("tanh(A(i,j) / 4)", lambda a: np.tanh(a / 4), False),
+         ("pow(A(i,j), 2)", lambda a: np.power(a, 2), False),
+         ("sin(A(i,j))", np.sin, False)]
+
+
+@pytest.mark.parametrize("layout", ["CSR", "CSC", "COO", "DCSR", "DenseMatrix"])
+@pytest.mark.parametrize("expr,ref,dense", FUNCS)
+def test_functions_of_one_tensor(expr, ref, dense, layout):
+    """f(A) * x: A's entries suffice when Z3 proves f = 0 at 0 (abs, max(., 0), sqrt, sin,
+    cos - 1); otherwise A is read densely (exp, max(., 0.5), 2 / (A - 3)), as numpy's
+    dense result says."""
+    A = _m(5) - 4 * (_m(5) != 0)                      # negative and positive entries
+    a = spf.Tensor.from_scipy(layout, sp.csr_matrix(A))
+    x = np.linspace(-2, 3, 5)
+    k = spf.Kernel(f"y(i) = ({expr}) * x(j)", {"A": layout})
+    assert (list(k.read_densely) == ["A"]) == (dense and layout != "DenseMatrix")
+    assert "values: " in k.report() and ("read densely" in k.report()) == dense
+    with np.errstate(all="ignore"):
+        want = ref(A.toarray()) @ x
+    np.testing.assert_allclose(k.compile()(A=a, x=x), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "complex128", "uint8"])
+def test_functions_follow_numpys_types(dtype):
+    """abs keeps an integer type, sqrt of integers is float64 (of uint8 float16, held as
+    float32), float32 stays float32, abs of a complex number is real; complex values have
+    no max."""
+    d = np.array([[4, 0, 9], [0, 0, 0], [1, 16, 0]]).astype(dtype)
+    a = spf.Tensor.from_dense("CSR", d)
+    x = np.array([1, 2, 3]).astype(dtype)
+    for expr, ref in [("abs(A(i,j))", np.abs), ("sqrt(A(i,j))", np.sqrt)]:
+        got = spf.evaluate(f"y(i) = {expr} * x(j)", A=a, x=x)
+        want = ref(d) @ x
+        held = np.float32 if want.dtype == np.float16 else want.dtype   # float16 as float32
+        assert got.dtype == held, (expr, got.dtype, want.dtype)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    if dtype == "complex128":
+        with pytest.raises(spf.SpecError, match=r"max\(\) is not defined on complex values"):
+            spf.Kernel("y(i) = max(A(i,j), 0) * x(j)", {"A": "CSR"}, dtype=dtype)
+
+
+def test_functions_in_sums_and_sparse_outputs_and_refusals():
+    A, B = _m(1), _m(2)
+    layouts = {"A": "CSR", "B": "COO", "C": "CSR"}
+    got = spf.evaluate("C(i,j) = abs(A(i,j) - 5) + sqrt(B(i,j))", A=A, B=B, layouts=layouts)
+    # abs(A - 5) is 5 at 0: A is read densely, every element takes part (as numpy's)
+    np.testing.assert_allclose(got.to_dense(), np.abs(A.toarray() - 5) + np.sqrt(B.toarray()))
+    with pytest.raises(spf.SpecError, match=r"functions and divisions of values .* are not "
+                                            r"supported under a semiring"):
+        spf.Kernel("y(i) = abs(A(i,j)) * x(j)", {"A": "CSR"}, semiring="min_plus")
+    src = spf.Kernel("y(i) = exp(A(i,j) / 2) * x(j)", {"A": "CSR"}, dtype="float32").c_source()
+    assert "#include <tgmath.h>" in src
+    assert_compiles_clean(src)

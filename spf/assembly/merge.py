@@ -38,7 +38,7 @@ def operand_run(expr: Expr, layouts: Mapping[str, Layout], nest: LoopNest,
     """The run a term reads directly from its operand, or None when it needs one built."""
     tensors = [a for a in expr.factors if a.indices]
     if len(tensors) != 1 or len(expr.factors) != 1 or decisions or \
-            expr.coefficient not in (1, -1):
+            expr.coefficient not in (1, -1) or tensors[0].value is not None:
         return None         # a product, a scalar factor, a coefficient or a find
     acc = tensors[0]
     layout = layouts[acc.tensor]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ..assembly import FunctionRole
 from ..assembly import lowering as assembly_c
@@ -22,8 +23,10 @@ from ..finds.base import FindLowering
 from ..finds.model import Decision
 from ..front.kernel_spec import Access
 from ..front.layout import Layout
+from ..front.rhs import Coefficient
 from ..front.terms import Aff
-from ..front.value_types import Kind, result_type
+from ..front.value_exprs import type_of
+from ..front.value_types import Kind, ValueType, result_type
 from ..middle.iteration_space import TensorUse
 from ..middle.scan import LevelKind, LoopNest
 from . import auto_choice
@@ -32,6 +35,7 @@ from .coalesce import coalesce
 from .levels import Hook, is_key_guard, lower_levels, tile_condition
 from .names import CNames, scalar_param, scalar_value, struct_name, used_names, value_names
 from .privatize import private_region, redirect
+from .value_c import value_c
 
 
 class CustomStatement:
@@ -154,22 +158,34 @@ class KernelLowering:
         int32 unsigned), and an integer product is wrapped in it (C computes int8 * int8 in
         int)."""
         accs = [acc for acc in self.expr.factors if not acc.pattern]
-        types = [self.plan.typing.of(acc.tensor) for acc in accs]
+        stored = [self.plan.typing.of(acc.tensor) for acc in accs]
+        types = [vt if acc.value is None else type_of(acc.value, vt)
+                 for acc, vt in zip(accs, stored)]
         coef = self.expr.coefficient
-        ptype = result_type(*types, weak=(coef,) if coef not in (1, -1) else ())
-        factors = [self.names.value(self.space.use(acc.tensor)) if acc.indices
-                   else scalar_value(acc.tensor, vt) for acc, vt in zip(accs, types)]
+        weak = () if coef in (1, -1) else (float(coef) if isinstance(coef, Fraction) else coef,)
+        ptype = result_type(*types, weak=weak)
+        factors = [self._factor(acc, vt) for acc, vt in zip(accs, stored)]
         factors = [f if vt == ptype else f"(({ptype.c}){f})" for f, vt in zip(factors, types)]
         if ptype.kind is Kind.BOOL and self.semiring.is_plus_times:
             rhs = " && ".join(factors) if len(factors) > 1 else factors[0]
             return rhs              # booleans: times is and (no sign: '-' is refused)
         rhs = self.semiring.mul_c(factors)
         if coef not in (1, -1):
-            rhs = f"{coef!r} * {rhs}" if len(factors) == 1 else f"{coef!r} * ({rhs})"
+            rhs = _scaled(rhs, coef, len(factors) == 1)
         if ptype.kind in (Kind.INT, Kind.UINT, Kind.BOOL) and (len(factors) > 1 or
                                                                coef not in (1, -1)):
             rhs = f"({ptype.c})({rhs})"   # wrapped in the type first, as numpy's product
         return f"-({rhs})" if coef == -1 else rhs
+
+    def _factor(self, acc: Access, vt: ValueType) -> str:
+        """A factor's value in C: the tensor's value, a scalar or a value expression."""
+        if not acc.indices:
+            return scalar_value(acc.tensor, vt)
+        read = self.names.value(self.space.use(acc.tensor))
+        if acc.value is None:
+            return read
+        self.helpers.add("spf_tgmath")
+        return value_c(acc.value, read, vt)
 
     def add_into(self, target: str, value: str) -> t.Node:
         """``target`` combined with ``value`` by the semiring's add (``+=`` for plus)."""
@@ -461,3 +477,12 @@ def _stores_every_element(nest: LoopNest, decisions: list[Decision], acc_level: 
             return False
         covered.add(var)
     return True
+
+
+def _scaled(rhs: str, coef: Coefficient, single: bool) -> str:
+    """``coef * rhs`` in C; a Fraction divides exactly as written (``(rhs) / 3``)."""
+    group = rhs if single else f"({rhs})"
+    if isinstance(coef, Fraction):
+        num = "" if coef.numerator == 1 else f"{coef.numerator} * "
+        return f"{num}{group} / {coef.denominator}"
+    return f"{coef!r} * {group}"

@@ -38,6 +38,7 @@ def scalar_value(name: str, vt: ValueType) -> str:
 
 HELPERS = {
     "spf_math": "#include <math.h>",
+    "spf_tgmath": "#include <tgmath.h>",
     "spf_min": "static inline int64_t spf_min(int64_t a, int64_t b) { return a < b ? a : b; }",
     "spf_max": "static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }",
     "spf_floord": "static inline int64_t spf_floord(int64_t n, int64_t d) "

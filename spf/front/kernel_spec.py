@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from .rhs import Node, Ref, parse_rhs, sum_of_products
+from .rhs import Coefficient, Node, Ref, number_text, parse_rhs, sum_of_products, text
 from .syntax import Parser, parse_constraints
 from .terms import Constraint
 from .toml_source import TomlSource, is_file
@@ -35,8 +35,11 @@ class Access:
     line: int = 0
     column: int = 0
     pattern: bool = False
+    value: Node | None = None     # the expression of its value (``abs(A(i,j))``), if any
 
     def __str__(self) -> str:
+        if self.value is not None:
+            return text(self.value)
         return f"{self.tensor}({','.join(self.indices)})" if self.indices else self.tensor
 
 
@@ -51,8 +54,8 @@ class Expr:
     accumulate: bool
     text: str
     source: str = "<string>"
-    coefficient: int | float = 1                       # the product is multiplied by it
-    terms: tuple[tuple[int | float, tuple[Access, ...]], ...] = ()  # (coefficient, factors)
+    coefficient: Coefficient = 1                       # the product is multiplied by it
+    terms: tuple[tuple[Coefficient, tuple[Access, ...]], ...] = ()  # (coefficient, factors)
 
     @property
     def is_sum(self) -> bool:
@@ -109,8 +112,8 @@ class Expr:
         terms = self.terms if self.is_sum else ((self.coefficient, self.factors),)
         rhs = ""
         for n, (coef, factors) in enumerate(terms):
-            size = abs(coef)
-            product = " * ".join([repr(size)] * (size != 1) +
+            size = -coef if coef < 0 else coef
+            product = " * ".join([number_text(size)] * (size != 1) +
                                  [str(f) for f in factors if not f.pattern])
             rhs += (f" {'-' if coef < 0 else '+'} " if n else ("-" if coef < 0 else "")) + product
         mask = f"<{self.mask}>" if self.mask else ""
@@ -135,7 +138,7 @@ def _access(p: Parser) -> Access:
     return Access(tok.text, tuple(indices), tok.line, tok.column)
 
 
-def _terms(p: Parser, out: Access, source: str) -> list[tuple[int | float, tuple[Access, ...]]]:
+def _terms(p: Parser, out: Access, source: str) -> list[tuple[Coefficient, tuple[Access, ...]]]:
     """The right-hand side as (coefficient, factors) per product (:mod:`.rhs`)."""
     tree = parse_rhs(p)
     p.expect_end()
@@ -148,8 +151,9 @@ def _terms(p: Parser, out: Access, source: str) -> list[tuple[int | float, tuple
             collect(child)
     collect(tree)
     terms = sum_of_products(tree, source, frozenset(indices))
-    return [(t.coefficient, tuple(Access(f.name, tuple(i for i in f.indices or () if i),
-                                         f.line, f.column) for f in t.factors))
+    return [(t.coefficient, tuple(Access(f.ref.name, tuple(i for i in f.ref.indices or () if i),
+                                         f.ref.line, f.ref.column, value=f.value)
+                                  for f in t.factors))
             for t in terms]
 
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from fractions import Fraction
 
 from ..errors import SpecError
+from .functions import FUNCTIONS
 from .syntax import Parser, Token
 
 
@@ -47,9 +49,7 @@ class Op(Enum):
 
 
 COMPARISONS = (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE)
-# the functions of the language (their names are reserved: no tensor takes one)
-FUNCTIONS = {"abs": 1, "sqrt": 1, "exp": 1, "log": 1, "sin": 1, "cos": 1, "tanh": 1,
-             "sign": 1, "pow": 2, "min": 2, "max": 2, "where": 3}
+RESERVED = ("where",)       # functions of the language still to come: names reserved too
 
 
 MAX_TERMS = 64      # products of a right-hand side once parentheses are expanded
@@ -169,7 +169,7 @@ def _atom(p: Parser) -> Node:
     p.i += 1
     if "." in tok.text or "'" in tok.text:
         raise p.error(f"name {tok.text!r} must be an identifier", tok)
-    if tok.text in FUNCTIONS and p.peek("("):
+    if (tok.text in FUNCTIONS or tok.text in RESERVED) and p.peek("("):
         p.i += 1
         with p.nested():
             args = [_disj(p)]
@@ -204,38 +204,131 @@ def _number(p: Parser, tok: Token) -> int | float:
     return value
 
 
+def text(n: Node) -> str:
+    """``n`` written back in the notation (fully parenthesized where it nests)."""
+    if isinstance(n, Number):
+        return repr(n.value)
+    if isinstance(n, Ref):
+        return n.name if n.indices is None else \
+            f"{n.name}({','.join(i or '?' for i in n.indices)})"
+    if isinstance(n, Call):
+        return f"{n.function}({', '.join(text(a) for a in n.args)})"
+    assert isinstance(n, Apply)
+    if n.op is Op.NEG:
+        return f"-{_grouped(n.operands[0])}"
+    if n.op is Op.NOT:
+        return f"not {_grouped(n.operands[0])}"
+    return f" {n.op.value} ".join(_grouped(o) for o in n.operands)
+
+
+def _grouped(n: Node) -> str:
+    return f"({text(n)})" if isinstance(n, Apply) else text(n)
+
+
+def accesses(n: Node) -> list[Ref]:
+    """The tensor accesses (names with indices) in ``n``, left to right."""
+    if isinstance(n, Ref):
+        return [n] if n.indices is not None else []
+    children = n.operands if isinstance(n, Apply) else n.args if isinstance(n, Call) else ()
+    return [r for c in children for r in accesses(c)]
+
+
+def called(n: Node) -> list[str]:
+    """The functions ``n`` calls."""
+    children = n.operands if isinstance(n, Apply) else n.args if isinstance(n, Call) else ()
+    return ([n.function] if isinstance(n, Call) else []) + [f for c in children
+                                                           for f in called(c)]
+
+
+@dataclass(frozen=True)
+class Factor:
+    """A factor of a product: an access, and the expression of its value when it is not
+    the value itself (``abs(A(i,j))``, ``A(i,j) / 2``: a tree whose only access is it)."""
+
+    ref: Ref
+    value: Node | None = None
+
+
+Coefficient = int | float | Fraction      # a Fraction: divided by an integer (exactly)
+
+
+def number_text(c: Coefficient) -> str:
+    """A coefficient as the notation writes it (``2``, ``2.5``, ``1/3``)."""
+    if isinstance(c, Fraction):
+        return str(c.numerator) if c.denominator == 1 else f"{c.numerator}/{c.denominator}"
+    return repr(c)
+
+
 @dataclass(frozen=True)
 class Term:
     """``coefficient * factors[0] * factors[1] ...`` (``at``: where it starts)."""
 
-    coefficient: int | float
-    factors: tuple[Ref, ...]
+    coefficient: Coefficient
+    factors: tuple[Factor, ...]
     at: Node
 
 
+VALUE_OPS = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG)   # allowed inside a value expression
+
+
 def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Term]:
-    """``node`` expanded into a sum of products of accesses with numeric coefficients;
-    SpecError at the first construct that is not a sum of products (``indices``: the
-    statement's index names, which cannot be factors yet)."""
+    """``node`` expanded into a sum of products of accesses with numeric coefficients, a
+    function or a division of one access being one factor; SpecError at the first construct
+    that is not such a sum (``indices``: the statement's index names, which cannot be
+    values yet)."""
     def unsupported(what: str, at: Node) -> SpecError:
         return SpecError(f"{what} is not supported yet: the right-hand side is a sum of "
-                         "products of tensors and numbers (with parentheses and '-')",
-                         source, at.line, at.column)
+                         "products of tensors, numbers and functions of one tensor (with "
+                         "parentheses, '-' and '/')", source, at.line, at.column)
+
+    def check_ref(n: Ref) -> None:
+        if n.indices is None and n.name in indices:
+            raise unsupported(f"the index {n.name!r} as a value", n)
+        if n.indices is not None and None in n.indices:
+            k = n.indices.index(None)
+            raise unsupported(f"index arithmetic in an access ({n.name}'s index {k + 1})", n)
+
+    def check_value(n: Node) -> None:
+        """What a function's or a division's operands may hold: one access, numbers."""
+        if isinstance(n, Ref):
+            check_ref(n)
+            if n.indices is None:
+                raise unsupported(f"the scalar {n.name!r} inside a function or a division", n)
+        elif isinstance(n, Call):
+            if n.function in RESERVED:
+                raise unsupported(f"the function {n.function}()", n)
+            arity = FUNCTIONS[n.function].arity
+            if len(n.args) != arity:
+                raise SpecError(f"{n.function}() takes {arity} argument(s), got {len(n.args)}",
+                                source, n.line, n.column)
+            for a in n.args:
+                check_value(a)
+        elif isinstance(n, Apply):
+            if n.op not in VALUE_OPS:
+                raise unsupported(_what(n.op), n)
+            for o in n.operands:
+                check_value(o)
+
+    def value_factor(n: Node) -> list[Term]:
+        check_value(n)
+        refs = accesses(n)
+        if len(refs) != 1:
+            what = "of no tensor" if not refs else \
+                f"of {len(refs)} tensors ({', '.join(r.name for r in refs)})"
+            raise unsupported(f"a function or division {what}", n)
+        return [Term(1, (Factor(refs[0], n),), n)]
 
     def expand(n: Node) -> list[Term]:
         if isinstance(n, Number):
             return [Term(n.value, (), n)]
         if isinstance(n, Ref):
-            if n.indices is None and n.name in indices:
-                raise unsupported(f"the index {n.name!r} as a value", n)
-            if n.indices is not None and None in n.indices:
-                k = n.indices.index(None)
-                raise unsupported(f"index arithmetic in an access ({n.name}'s index {k + 1})",
-                                  n)
-            return [Term(1, (n,), n)]
+            check_ref(n)
+            return [Term(1, (Factor(n),), n)]
         if isinstance(n, Call):
-            raise unsupported(f"the function {n.function}() ({n.function} names a function of "
-                              "the expression language, not a tensor)", n)
+            if n.function in RESERVED:
+                raise unsupported(f"the function {n.function}() ({n.function} names a "
+                                  "function of the expression language, not a tensor)", n)
+            return value_factor(n)
         assert isinstance(n, Apply)
         if n.op is Op.NEG:
             return [Term(-t.coefficient, t.factors, t.at) for t in expand(n.operands[0])]
@@ -243,6 +336,8 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
             left, right = (expand(o) for o in n.operands)
             if n.op is Op.SUB:
                 right = [Term(-t.coefficient, t.factors, t.at) for t in right]
+            if any(not t.factors for t in left + right) and len(accesses(n)) == 1:
+                return value_factor(n)      # a number added to one tensor: A(i,j) - 3
             return left + right
         if n.op is Op.MUL:
             left, right = (expand(o) for o in n.operands)
@@ -251,9 +346,16 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
                                 "products", source, n.line, n.column)
             return [Term(a.coefficient * b.coefficient, a.factors + b.factors, a.at)
                     for a in left for b in right]
-        what = {Op.DIV: "division ('/')", Op.AND: "'and'", Op.OR: "'or'",
-                Op.NOT: "'not'"}.get(n.op, f"the comparison '{n.op.value}'")
-        raise unsupported(what, n)
+        if n.op is Op.DIV and isinstance(n.operands[1], Number):
+            den = n.operands[1].value
+            if den == 0:
+                raise SpecError("division by zero", source, n.line, n.column)
+            inverse = Fraction(1, den) if isinstance(den, int) else 1 / den
+            return [Term(t.coefficient * inverse, t.factors, t.at)
+                    for t in expand(n.operands[0])]
+        if n.op is Op.DIV:
+            return value_factor(n)
+        raise unsupported(_what(n.op), n)
 
     terms = expand(node)
     for t in terms:
@@ -262,3 +364,8 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
                             "term of a sum reads a tensor (broadcasting a number is not "
                             "supported)", source, t.at.line, t.at.column)
     return terms
+
+
+def _what(op: Op) -> str:
+    return {Op.AND: "'and'", Op.OR: "'or'", Op.NOT: "'not'"}.get(op, f"the comparison "
+                                                                     f"'{op.value}'")

@@ -1,0 +1,39 @@
+"""The C of a value expression (``abs(A(i,j))``, ``exp(A(i,j) / 2)``): each node computed in
+numpy's type for it (:func:`spf.front.value_exprs.type_of`), its operands cast to that type
+where C's promotion would differ."""
+from __future__ import annotations
+
+from ..front.functions import FUNCTIONS
+from ..front.rhs import Apply, Call, Node, Number, Op, Ref, number_text
+from ..front.value_exprs import type_of
+from ..front.value_types import Kind, ValueType
+
+
+def value_c(tree: Node, read: str, vt: ValueType) -> str:
+    """``tree`` in C, ``read`` being the C of its access's value, of type ``vt``."""
+    if isinstance(tree, Number):
+        return number_text(tree.value)
+    if isinstance(tree, Ref):
+        return read
+    mine = type_of(tree, vt)
+    if isinstance(tree, Call):
+        args = [_in(a, read, vt, mine) for a in tree.args]
+        return f"(({mine.c}){FUNCTIONS[tree.function].c(args, mine)})"
+    assert isinstance(tree, Apply)
+    args = [_in(o, read, vt, mine) for o in tree.operands]
+    if tree.op is Op.NEG:
+        return f"(-{args[0]})"
+    return f"({args[0]} {tree.op.value} {args[1]})"
+
+
+def _in(n: Node, read: str, vt: ValueType, parent: ValueType) -> str:
+    """Operand ``n`` of a node of type ``parent``: cast to it when its own type differs
+    (an integer argument of sqrt computes in double, as numpy's), except a complex value
+    under a real result (abs of a complex number)."""
+    code = value_c(n, read, vt)
+    if isinstance(n, Number):
+        return code
+    own = type_of(n, vt)
+    if own == parent or (own.kind is Kind.COMPLEX and parent.kind is not Kind.COMPLEX):
+        return code
+    return f"(({parent.c}){code})"

@@ -1,0 +1,105 @@
+"""The functions of the expression language: each with its numpy reference, its C and its
+algebraic facts for Z3.
+
+A function applied to a tensor's value (``abs(A(i,j))``) keeps the iteration over the
+tensor's entries only when it yields 0 where the tensor is absent (0); Z3 decides that from
+the facts registered here (``exp(0) = 1``, ``sqrt(0) = 0``, ``abs`` and ``max`` defined
+exactly).  :func:`register` adds a function of your own.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .value_types import Kind, ValueType
+
+# the C of a call: the arguments (already in the call's value type) and that type
+CPrinter = Callable[[Sequence[str], ValueType], str]
+# the Z3 term of a call and the facts it brings: arguments (Z3 reals) and the z3 module
+Z3Model = Callable[[Sequence[Any], Any], tuple[Any, list[Any]]]
+
+
+@dataclass(frozen=True)
+class Function:
+    """``name`` of ``arity`` arguments: ``numpy`` computes it (and gives numpy's result
+    type), ``c`` prints it, ``z3`` models it; ``real_only``: refused on complex values."""
+
+    name: str
+    arity: int
+    numpy: Callable[..., Any] = field(compare=False)
+    c: CPrinter = field(compare=False)
+    z3: Z3Model = field(compare=False)
+    real_only: bool = False
+
+
+def uninterpreted(name: str, at_zero: float | None) -> Z3Model:
+    """A function Z3 knows only by its value at 0 (``None``: not even that)."""
+    def model(args: Sequence[Any], z3: Any) -> tuple[Any, list[Any]]:
+        f = z3.Function(f"spf_{name}", *[z3.RealSort()] * (len(args) + 1))
+        term = f(*args)
+        facts = [] if at_zero is None else [z3.Implies(args[0] == 0, term == at_zero)]
+        return term, facts
+    return model
+
+
+def _math(name: str) -> CPrinter:
+    """A <tgmath.h> function: the float, double or complex variant by its argument."""
+    return lambda args, vt: f"{name}({', '.join(args)})"
+
+
+def _abs_c(args: Sequence[str], vt: ValueType) -> str:
+    if vt.kind in (Kind.FLOAT, Kind.COMPLEX):
+        return f"fabs({args[0]})"
+    return f"(({args[0]}) < 0 ? -({args[0]}) : ({args[0]}))"
+
+
+def _minmax_c(less: bool) -> CPrinter:
+    op = "<" if less else ">"
+    # numpy's minimum/maximum propagate a NaN: (a op b || a != a) ? a : b
+    return lambda args, vt: (f"((({args[0]}) {op} ({args[1]}) || ({args[0]}) != ({args[0]})) "
+                             f"? ({args[0]}) : ({args[1]}))")
+
+
+def _minmax_z3(less: bool) -> Z3Model:
+    def model(args: Sequence[Any], z3: Any) -> tuple[Any, list[Any]]:
+        a, b = args
+        return z3.If(a <= b if less else a >= b, a, b), []
+    return model
+
+
+def _pow_z3(args: Sequence[Any], z3: Any) -> tuple[Any, list[Any]]:
+    f = z3.Function("spf_pow", z3.RealSort(), z3.RealSort(), z3.RealSort())
+    term = f(*args)
+    return term, [z3.Implies(z3.And(args[0] == 0, args[1] > 0), term == 0),
+                  z3.Implies(args[1] == 0, term == 1)]
+
+
+FUNCTIONS: dict[str, Function] = {}
+
+
+def register(function: Function) -> Function:
+    """Add ``function`` to the language (its name is then reserved in kernels)."""
+    FUNCTIONS[function.name] = function
+    return function
+
+
+for _f in (
+    Function("abs", 1, np.abs, _abs_c,
+             lambda a, z3: (z3.If(a[0] >= 0, a[0], -a[0]), [])),
+    Function("sign", 1, np.sign, lambda a, vt: f"((({a[0]}) > 0) - (({a[0]}) < 0))",
+             lambda a, z3: (z3.If(a[0] > 0, 1, z3.If(a[0] < 0, -1, 0)), []), real_only=True),
+    Function("sqrt", 1, np.sqrt, _math("sqrt"), uninterpreted("sqrt", 0)),
+    Function("exp", 1, np.exp, _math("exp"), uninterpreted("exp", 1)),
+    Function("log", 1, np.log, _math("log"), uninterpreted("log", None)),
+    Function("sin", 1, np.sin, _math("sin"), uninterpreted("sin", 0)),
+    Function("cos", 1, np.cos, _math("cos"), uninterpreted("cos", 1)),
+    Function("tanh", 1, np.tanh, _math("tanh"), uninterpreted("tanh", 0)),
+    Function("pow", 2, np.power, _math("pow"), _pow_z3),
+    Function("min", 2, np.minimum, _minmax_c(True), _minmax_z3(True), real_only=True),
+    Function("max", 2, np.maximum, _minmax_c(False), _minmax_z3(False), real_only=True),
+):
+    register(_f)
+

@@ -1,0 +1,35 @@
+"""Value expressions of one tensor (``abs(A(i,j))``, ``exp(A(i,j) / 2)``) computed by numpy:
+the reference values and numpy's result type of each node."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .functions import FUNCTIONS
+from .rhs import Apply, Call, Node, Number, Op, Ref, text
+from .value_types import ValueType, held_type
+
+
+def evaluate(tree: Node, value: Any) -> Any:
+    """``tree`` computed by numpy with ``value`` (an array or scalar) in place of its
+    access."""
+    if isinstance(tree, Number):
+        return tree.value
+    if isinstance(tree, Ref):
+        return value
+    if isinstance(tree, Call):
+        return FUNCTIONS[tree.function].numpy(*(evaluate(a, value) for a in tree.args))
+    assert isinstance(tree, Apply)
+    args = [evaluate(o, value) for o in tree.operands]
+    ops = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply,
+           Op.DIV: np.true_divide, Op.NEG: np.negative}
+    return ops[tree.op](*args)
+
+
+def type_of(tree: Node, vt: ValueType) -> ValueType:
+    """numpy's type of ``tree`` computed on values of type ``vt`` (float16 held as
+    float32)."""
+    with np.errstate(all="ignore"):
+        out = evaluate(tree, np.ones((1,), vt.dtype))
+    return held_type(np.asarray(out).dtype, text(tree))
