@@ -218,6 +218,11 @@ class DistributedKernel:
         if not all(hasattr(client, m) for m in ("scatter", "submit", "gather")):
             raise ArgumentError("distributed: client must be a dask.distributed.Client, got "
                                 f"{type(client).__name__}")
+        if kernel.expr.aliases:
+            tensor = kernel.expr.aliases[0][1]
+            raise ArgumentError(f"distributed: {kernel.expr.text!r} reads {tensor!r} twice in "
+                                "one product; partitioning such a kernel is not supported "
+                                "yet (call it locally)")
         self.compiled, self.client = compiled, client
         workers = len(client.scheduler_info().get("workers", {}))
         self.parts = parts if parts is not None else max(workers, 1)

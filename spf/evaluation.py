@@ -138,8 +138,8 @@ def _bind_operands(parsed: Expr, operands: Mapping[str, Any], asked: Mapping[str
     chosen: dict[str, Any] = {}
     for acc in parsed.factors:
         name = acc.tensor
-        if name in bound:
-            continue
+        if name in bound or name != parsed.original(name):
+            continue                    # bound, or a tensor read again (its alias)
         if name not in operands:
             raise ArgumentError(f"evaluate: missing operand {name!r}")
         value = operands[name]

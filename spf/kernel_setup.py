@@ -170,6 +170,11 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     if mask and not opts.complement:
         statement = statement.with_mask(mask)
     check_names(statement)
+    for alias, tensor in statement.aliases:     # a tensor read again: its layout, params
+        if tensor in named:
+            named.setdefault(alias, named[tensor])
+        if tensor in params:
+            params.setdefault(alias, params[tensor])
     index_type = opts.index_type or _width_of_given(named)
     mask_layout = _complement_layout(statement, mask, named, params, index_type) \
         if opts.complement and mask else None
@@ -245,7 +250,8 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
     out = expr.output.tensor
     mask = opts.mask[1] if opts.mask else None
 
-    def declared(tensor: str) -> ValueType | None:
+    def declared(operand: str) -> ValueType | None:
+        tensor = expr.original(operand)
         if isinstance(given, str):
             return value_type(given)
         if given is not None and tensor in given:

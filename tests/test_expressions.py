@@ -156,3 +156,35 @@ def test_functions_in_sums_and_sparse_outputs_and_refusals():
     src = spf.Kernel("y(i) = exp(A(i,j) / 2) * x(j)", {"A": "CSR"}, dtype="float32").c_source()
     assert "#include <tgmath.h>" in src
     assert_compiles_clean(src)
+
+
+@pytest.mark.filterwarnings("ignore::spf.GuardLoopWarning")       # COO looks itself up
+@pytest.mark.parametrize("layout", ["CSR", "CSC", "COO", "DCSR", "DenseMatrix"])
+def test_a_tensor_read_twice_in_one_product(layout):
+    """A(i,j) * A(i,j) and A(i,k) * A(k,j): the tensor is passed once and read as a second
+    operand (spf_A_2), looked up like any other."""
+    A = _m(6, (6, 6)) - 3 * (_m(6, (6, 6)) != 0)
+    a = spf.Tensor.from_scipy(layout, sp.csr_matrix(A))
+    d = A.toarray()
+    frob = spf.Kernel("s = A(i,j) * A(i,j)", {"A": layout}).compile()
+    assert frob.inputs == ["A"]
+    np.testing.assert_allclose(frob(A=a), (d * d).sum())
+    x = np.linspace(-1, 2, 6)
+    got = spf.evaluate("y(i) = sign(A(i,j)) * tanh(A(i,j)) * x(j)", A=a, x=x)
+    np.testing.assert_allclose(got, (np.sign(d) * np.tanh(d)) @ x)
+    square = spf.Kernel("C(i,j) = A(i,k) * A(k,j)", {"A": layout, "C": "CSR"}).compile()
+    np.testing.assert_allclose(square(A=a).to_dense(), d @ d)
+    np.testing.assert_allclose(spf.evaluate("y(i) = a * x(i) * a", a=3.0, x=x), 3 * x * 3)
+
+
+def test_reading_a_tensor_twice_refusals():
+    with pytest.raises(spf.SpecError, match="tensor 'A' is used with 2 and 1 indices"):
+        parse_expr("y(i) = A(i,j) * A(j) * x(j)")
+
+    class Client:                      # enough of a dask client to reach the check
+        scatter = submit = gather = None
+
+    k = spf.Kernel("s = A(i,j) * A(i,j)", {"A": "COO"}).compile()
+    with pytest.raises(spf.ArgumentError, match="reads 'A' twice in one product; "
+                                                "partitioning such a kernel is not supported"):
+        k.distributed(Client())

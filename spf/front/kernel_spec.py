@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,12 @@ class Expr:
     source: str = "<string>"
     coefficient: Coefficient = 1                       # the product is multiplied by it
     terms: tuple[tuple[Coefficient, tuple[Access, ...]], ...] = ()  # (coefficient, factors)
+    aliases: tuple[tuple[str, str], ...] = ()   # (alias, tensor): a tensor read again
+                                                # in one product (``A(i,j) * A(i,j)``)
+
+    def original(self, name: str) -> str:
+        """The tensor an operand name reads (itself, or the tensor an alias reads again)."""
+        return dict(self.aliases).get(name, name)
 
     @property
     def is_sum(self) -> bool:
@@ -65,8 +71,8 @@ class Expr:
         """One product statement per term (the statement itself for a product)."""
         if not self.is_sum:
             return [self]
-        return [Expr(self.output, factors, self.accumulate, self.text, self.source, coef)
-                for coef, factors in self.terms]
+        return [Expr(self.output, factors, self.accumulate, self.text, self.source, coef,
+                     aliases=self.aliases) for coef, factors in self.terms]
 
     @property
     def tensors(self) -> list[str]:
@@ -92,7 +98,7 @@ class Expr:
         mask = Access(tensor, out.indices, out.line, out.column, pattern=True)
         terms = tuple((coef, factors + (mask,)) for coef, factors in self.terms)
         return Expr(out, self.factors + (mask,), self.accumulate, self.text, self.source,
-                    self.coefficient, terms)
+                    self.coefficient, terms, self.aliases)
 
     @property
     def indices(self) -> list[str]:
@@ -151,10 +157,34 @@ def _terms(p: Parser, out: Access, source: str) -> list[tuple[Coefficient, tuple
             collect(child)
     collect(tree)
     terms = sum_of_products(tree, source, frozenset(indices))
-    return [(t.coefficient, tuple(Access(f.ref.name, tuple(i for i in f.ref.indices or () if i),
-                                         f.ref.line, f.ref.column, value=f.value)
-                                  for f in t.factors))
-            for t in terms]
+    return [(t.coefficient, _aliased(tuple(
+        Access(f.ref.name, tuple(i for i in f.ref.indices or () if i), f.ref.line, f.ref.column,
+               value=f.value) for f in t.factors), source)) for t in terms]
+
+
+def alias_name(tensor: str, k: int) -> str:
+    """The operand name of the ``k``-th read (from 2) of ``tensor`` in one product (the
+    spf_ prefix is reserved: no user name clashes)."""
+    return f"spf_{tensor}_{k}"
+
+
+def _aliased(factors: tuple[Access, ...], source: str) -> tuple[Access, ...]:
+    """``factors`` with a tensor read again in the product renamed (:func:`alias_name`)."""
+    seen: dict[str, Access] = {}
+    reads: dict[str, int] = {}
+    out = []
+    for acc in factors:
+        first = seen.get(acc.tensor)
+        if first is None:
+            seen[acc.tensor] = acc
+            out.append(acc)
+            continue
+        if len(first.indices) != len(acc.indices):
+            raise SpecError(f"tensor {acc.tensor!r} is used with {len(first.indices)} and "
+                            f"{len(acc.indices)} indices", source, acc.line, acc.column)
+        reads[acc.tensor] = reads.get(acc.tensor, 1) + 1
+        out.append(replace(acc, tensor=alias_name(acc.tensor, reads[acc.tensor])))
+    return tuple(out)
 
 
 _PATH = re.compile(r"[\w.~-]*[./\\][\w./\\~-]*")    # a token with a '.' or a '/': a file name
@@ -178,8 +208,11 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
         found = "end of input" if p.tok.kind == "end" else repr(p.tok.text)
         raise p.error(f"expected '=' or '+=' after the output {out}, found {found}")
     terms = _terms(p, out, source)
+    aliases = tuple(sorted({(a.tensor, a.tensor[4:].rsplit("_", 1)[0])    # spf_<A>_<k>
+                            for _, factors in terms for a in factors
+                            if a.tensor.startswith("spf_")}))
     if len(terms) == 1:
-        expr = Expr(out, terms[0][1], accumulate, text, source, terms[0][0])
+        expr = Expr(out, terms[0][1], accumulate, text, source, terms[0][0], aliases=aliases)
         _check(expr, source)
         return expr
     inputs: dict[str, Access] = {}
@@ -189,7 +222,8 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
             if len(first.indices) != len(acc.indices):
                 raise SpecError(f"tensor {acc.tensor!r} is used with {len(first.indices)} and "
                                 f"{len(acc.indices)} indices", source, acc.line, acc.column)
-    expr = Expr(out, tuple(inputs.values()), accumulate, text, source, 1, tuple(terms))
+    expr = Expr(out, tuple(inputs.values()), accumulate, text, source, 1, tuple(terms),
+                aliases)
     for _, factors in terms:
         used = {i for acc in factors for i in acc.indices}
         missing = [i for i in out.indices if i not in used]

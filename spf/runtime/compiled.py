@@ -87,7 +87,8 @@ class CompiledKernel(Generic[K]):
         lib = runtime.load_library(str(runtime.build_library(self.source, flags)))
         self._lib = lib
         expr = kernel.expr
-        self.inputs = [a.tensor for a in expr.factors]
+        self._aliases = dict(expr.aliases)     # a tensor read again: the same argument
+        self.inputs = [a.tensor for a in expr.factors if a.tensor not in self._aliases]
         self.output = expr.output.tensor
         self._names = frozenset(self.inputs) | {self.output}
         self._masks = [a.tensor for a in expr.factors if a.pattern]
@@ -105,7 +106,7 @@ class CompiledKernel(Generic[K]):
             else None
         # the struct of a dense output the kernel allocates, with nothing to accumulate into
         self._dense_output = self._out_dense if not expr.accumulate else None
-        self._inputs = list(zip(self.inputs, self._operands))
+        self._inputs = list(zip([a.tensor for a in expr.factors], self._operands))
         self._semiring = None if kernel.semiring.is_plus_times else kernel.semiring
         self._agree, self._out_source = _shape_plan(expr)
         # the plain call: every input a tensor read as given, into a dense output of the
@@ -191,6 +192,8 @@ class CompiledKernel(Generic[K]):
             raise ArgumentError(f"unknown argument(s) {sorted(args.keys() - self._names)}; the "
                                 f"kernel takes {self.inputs} (and optionally the output "
                                 f"{self.output!r})")
+        if self._aliases:
+            args = {**args, **{a: args[t] for a, t in self._aliases.items() if t in args}}
         if self._complement is not None:
             return self._call_complemented(self._complement, args)
         if self._plain is not None and self.output not in args:
