@@ -71,7 +71,7 @@ def test_expansion_is_printed_and_numbers_promote_weakly():
     ("y(i) = A(i,j) / 0", "division by zero", 15),
     ("y(i) = exp(s) * A(i,j)", "the scalar 's' inside a function or a division", 12),
     ("O(i,j) = I(i+k, j+l) * F(k,l)", "index arithmetic in an access (I's index 1)", 10),
-    ("y(i) = A(i,j) * i", "the index 'i' as a value is not supported yet", 17),
+    ("y(i) = A(i,j) * x(j) + i", "a term of index values only (i) is not supported yet", 24),
     ("y(i) = A(i,j) * x(j) + 1", "the constant term 1 is not supported yet", 24),
     ("y(i) = A(i,j) + B(i,j) + 1", "the constant term 1 is not supported yet", 26),
     ("y(i) = A(i,j) * x(j) < b(i)", "the comparison '<' is not supported yet", 22),
@@ -184,7 +184,27 @@ def test_reading_a_tensor_twice_refusals():
     class Client:                      # enough of a dask client to reach the check
         scatter = submit = gather = None
 
-    k = spf.Kernel("s = A(i,j) * A(i,j)", {"A": "COO"}).compile()
+    k = spf.Kernel("s = A(i,j) * A(i,j)", {"A": "CSR"}).compile()
     with pytest.raises(spf.ArgumentError, match="reads 'A' twice in one product; "
                                                 "partitioning such a kernel is not supported"):
         k.distributed(Client())
+
+
+@pytest.mark.parametrize("layout", ["CSR", "CSC", "COO", "DCSR", "DenseMatrix"])
+def test_index_values_as_factors(layout):
+    """An index's value (int64, as numpy's np.indices) multiplies the tensor factor it
+    stands with: A(i,j) * j, A(i,j) * (i - j) (two terms), exp(A(i,j) * j / 4) (dense)."""
+    A = _m(7)
+    a = spf.Tensor.from_scipy(layout, A)
+    d = A.toarray()
+    rows, cols = np.indices(d.shape)
+    x = np.linspace(-1, 2, 5)
+    np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * j * x(j)", A=a, x=x),
+                               (d * cols) @ x)
+    np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * (i - j)", A=a),
+                               (d * (rows - cols)).sum(axis=1))
+    np.testing.assert_allclose(spf.evaluate("y(i) = exp(A(i,j) * j / 4)", A=a),
+                               np.exp(d * cols / 4).sum(axis=1))
+    ints = spf.evaluate("y(i) = A(i,j) * i", A=spf.Tensor.from_scipy(layout, A.astype(np.int8)))
+    assert ints.dtype == np.int64                    # int8 times an int64 index, as numpy
+    np.testing.assert_array_equal(ints, (d.astype(np.int8) * rows).sum(axis=1))

@@ -23,7 +23,7 @@ from ..finds.base import FindLowering
 from ..finds.model import Decision
 from ..front.kernel_spec import Access
 from ..front.layout import Layout
-from ..front.rhs import Coefficient
+from ..front.rhs import Coefficient, index_refs
 from ..front.terms import Aff
 from ..front.value_exprs import type_of
 from ..front.value_types import Kind, ValueType, result_type
@@ -148,8 +148,10 @@ class KernelLowering:
     # statement ------------------------------------------------------------------------
     def operand_names(self) -> set[str]:
         """The layout indices the factors' values read."""
-        return set().union(*(value_names(self.space.use(acc.tensor))
+        read = set().union(*(value_names(self.space.use(acc.tensor))
                              for acc in self.expr.factors if acc.indices and not acc.pattern))
+        return read | {r.name for acc in self.expr.factors if acc.value is not None
+                       for r in index_refs(acc.value)}      # index values in expressions
 
     def product(self) -> str:
         """The product of the factors (C); a mask's value is not a factor.  The product is

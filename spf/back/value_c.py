@@ -14,7 +14,7 @@ def value_c(tree: Node, read: str, vt: ValueType) -> str:
     if isinstance(tree, Number):
         return number_text(tree.value)
     if isinstance(tree, Ref):
-        return read
+        return read if tree.indices is not None else tree.name     # an index's C local
     mine = type_of(tree, vt)
     if isinstance(tree, Call):
         args = [_in(a, read, vt, mine) for a in tree.args]

@@ -56,7 +56,7 @@ def _z3(n: Node, a: Any, z3: Any, facts: list[Any]) -> Any:
     if isinstance(n, Number):
         return z3.RealVal(str(n.value))
     if isinstance(n, Ref):
-        return a
+        return a if n.indices is not None else z3.Real(f"index_{n.name}")
     if isinstance(n, Call):
         term, more = FUNCTIONS[n.function].z3([_z3(x, a, z3, facts) for x in n.args], z3)
         facts.extend(more)

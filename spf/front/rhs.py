@@ -240,6 +240,14 @@ def called(n: Node) -> list[str]:
                                                            for f in called(c)]
 
 
+def index_refs(n: Node) -> list[Ref]:
+    """The bare names in ``n`` (in a value expression: index values)."""
+    if isinstance(n, Ref):
+        return [n] if n.indices is None else []
+    children = n.operands if isinstance(n, Apply) else n.args if isinstance(n, Call) else ()
+    return [r for c in children for r in index_refs(c)]
+
+
 @dataclass(frozen=True)
 class Factor:
     """A factor of a product: an access, and the expression of its value when it is not
@@ -261,11 +269,28 @@ def number_text(c: Coefficient) -> str:
 
 @dataclass(frozen=True)
 class Term:
-    """``coefficient * factors[0] * factors[1] ...`` (``at``: where it starts)."""
+    """``coefficient * factors[0] * factors[1] ... * index_values...`` (``at``: where it
+    starts; an index value is folded into a factor's value expression at the end)."""
 
     coefficient: Coefficient
     factors: tuple[Factor, ...]
     at: Node
+    index_values: tuple[Ref, ...] = ()
+
+    def scaled(self, by: Coefficient) -> Term:
+        return Term(self.coefficient * by, self.factors, self.at, self.index_values)
+
+
+def _folded(t: Term) -> Term:
+    """``t`` with its index values multiplied into its first tensor factor's value
+    (``A(i,j) * i`` is one factor: the value ``A(i,j) * i``)."""
+    if not t.index_values:
+        return t
+    first = t.factors[0]
+    value: Node = first.value or first.ref
+    for ref in t.index_values:
+        value = Apply(ref.line, ref.column, Op.MUL, (value, ref))
+    return Term(t.coefficient, (Factor(first.ref, value),) + t.factors[1:], t.at)
 
 
 VALUE_OPS = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG)   # allowed inside a value expression
@@ -282,8 +307,6 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
                          "parentheses, '-' and '/')", source, at.line, at.column)
 
     def check_ref(n: Ref) -> None:
-        if n.indices is None and n.name in indices:
-            raise unsupported(f"the index {n.name!r} as a value", n)
         if n.indices is not None and None in n.indices:
             k = n.indices.index(None)
             raise unsupported(f"index arithmetic in an access ({n.name}'s index {k + 1})", n)
@@ -292,7 +315,7 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
         """What a function's or a division's operands may hold: one access, numbers."""
         if isinstance(n, Ref):
             check_ref(n)
-            if n.indices is None:
+            if n.indices is None and n.name not in indices:
                 raise unsupported(f"the scalar {n.name!r} inside a function or a division", n)
         elif isinstance(n, Call):
             if n.function in RESERVED:
@@ -323,6 +346,8 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
             return [Term(n.value, (), n)]
         if isinstance(n, Ref):
             check_ref(n)
+            if n.indices is None and n.name in indices:
+                return [Term(1, (), n, (n,))]       # an index's value
             return [Term(1, (Factor(n),), n)]
         if isinstance(n, Call):
             if n.function in RESERVED:
@@ -331,11 +356,11 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
             return value_factor(n)
         assert isinstance(n, Apply)
         if n.op is Op.NEG:
-            return [Term(-t.coefficient, t.factors, t.at) for t in expand(n.operands[0])]
+            return [t.scaled(-1) for t in expand(n.operands[0])]
         if n.op in (Op.ADD, Op.SUB):
             left, right = (expand(o) for o in n.operands)
             if n.op is Op.SUB:
-                right = [Term(-t.coefficient, t.factors, t.at) for t in right]
+                right = [t.scaled(-1) for t in right]
             if any(not t.factors for t in left + right) and len(accesses(n)) == 1:
                 return value_factor(n)      # a number added to one tensor: A(i,j) - 3
             return left + right
@@ -344,26 +369,27 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
             if len(left) * len(right) > MAX_TERMS:
                 raise SpecError(f"the right-hand side expands to more than {MAX_TERMS} "
                                 "products", source, n.line, n.column)
-            return [Term(a.coefficient * b.coefficient, a.factors + b.factors, a.at)
-                    for a in left for b in right]
+            return [Term(a.coefficient * b.coefficient, a.factors + b.factors, a.at,
+                         a.index_values + b.index_values) for a in left for b in right]
         if n.op is Op.DIV and isinstance(n.operands[1], Number):
             den = n.operands[1].value
             if den == 0:
                 raise SpecError("division by zero", source, n.line, n.column)
             inverse = Fraction(1, den) if isinstance(den, int) else 1 / den
-            return [Term(t.coefficient * inverse, t.factors, t.at)
-                    for t in expand(n.operands[0])]
+            return [t.scaled(inverse) for t in expand(n.operands[0])]
         if n.op is Op.DIV:
             return value_factor(n)
         raise unsupported(_what(n.op), n)
 
     terms = expand(node)
     for t in terms:
+        if not t.factors and t.index_values:
+            raise unsupported(f"a term of index values only ({t.index_values[0].name})", t.at)
         if not t.factors:
             raise SpecError(f"the constant term {t.coefficient} is not supported yet: every "
                             "term of a sum reads a tensor (broadcasting a number is not "
                             "supported)", source, t.at.line, t.at.column)
-    return terms
+    return [_folded(t) for t in terms]
 
 
 def _what(op: Op) -> str:

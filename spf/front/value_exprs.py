@@ -16,8 +16,8 @@ def evaluate(tree: Node, value: Any) -> Any:
     access."""
     if isinstance(tree, Number):
         return tree.value
-    if isinstance(tree, Ref):
-        return value
+    if isinstance(tree, Ref):        # the access, or an index's value (int64, as numpy's)
+        return value if tree.indices is not None else np.ones(np.shape(value), np.int64)
     if isinstance(tree, Call):
         return FUNCTIONS[tree.function].numpy(*(evaluate(a, value) for a in tree.args))
     assert isinstance(tree, Apply)
