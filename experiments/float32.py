@@ -738,33 +738,35 @@ def _describe_bfs(rows: list[dict]) -> list[str]:
 # what the full run of 2026-11-27 showed and why (kept with the code that produces it)
 WHY = """**What the numbers show.**
 
-- *Conditions.* The full run shared the machine's 2 cores with other jobs (1-minute load
-  average 1.9-3.9 throughout). A 2-thread OpenMP region then waits at its barrier for a
-  thread the scheduler has put aside, so most contenders are slower on 2 threads than on 1
-  here (spf's BFS: 12 ms per level on 2 threads against 1.7 ms on 1); read the 1-thread
-  ratios, and the 2-thread ones as noisy. torch was 2.14.1 (its CPU kernels).
+- *Conditions.* The full run had the machine's 2 cores to itself; this VM's timings still
+  vary by up to 1.5x between runs of the same kernel (a shared host), most on 2 threads.
+  torch was 2.14.1 (its CPU kernels).
 - *Bytes per nonzero.* float32 moves 8.05-10.4 bytes per stored entry against 12.1-16.0 in
   float64 (0.66x: 8 instead of 12 bytes per entry plus the vectors, which weigh most on the
-  short-row matrices). spf's float32 kernel is 1.21x faster than its float64 one on the
-  matrices that leave the cache (1 thread), not 1.5x: at 19-47% of STREAM the row loop is not
-  bound by the bandwidth but, as in float64 (the SpMV section), by each row's chain of
-  dependent adds and the gathers of x, which float32 does not shorten.
-- *Against MKL.* `mkl_sparse_s_mv` is 2-3x faster than spf and than its own `d_mv` on the
-  Laplacians and the banded matrix (working sets of 13.6-22 MB, inside the L3), where spf's
-  float32 kernel gains nothing over its float64 one (0.96-1.17x): what the optimized handle
-  does is not visible. On the matrices that leave the cache spf is 0.98x MKL on 1 thread.
+  short-row matrices). spf's float32 kernel is 1.22x faster than its float64 one on the
+  matrices that leave the cache on 1 thread and 1.39x on 2, not 1.5x: at 18-53% of STREAM
+  the row loop is bound, as in float64 (the SpMV section), by each row's chain of dependent
+  adds and the gathers of x, which float32 does not shorten. One cost is float32's own: gcc
+  vectorizes the float32 row loop (not the float64 one) with `vgatherdps` and an in-order
+  chain of scalar adds, which only adds work on rows of a few entries.
+- *Against MKL.* `mkl_sparse_s_mv` is 2.4-2.8x faster than spf on the Laplacians and the
+  banded matrix (working sets of 13.6-22 MB, inside the L3), as in float64. On the matrices
+  that leave the cache spf is 0.81x MKL on 1 thread (1.01x on the two sparsest random
+  matrices, 1.42x on rmat, 0.49x on random_1e-2 and 0.62x on block8, whose rows MKL's
+  optimized handle processes in blocks) and 0.96x on 2 threads; 1.04x scipy and 1.22x
+  GraphBLAS there. The goal (at least MKL's speed there) is not met; closing the gap is
+  the layout and code choice of `spf.tune` (issue 41), as in float64.
 - *SpMM.* spf's kernel runs the 64 columns as a unit-stride `omp simd` loop per stored entry
-  of A (row-major X and Y): 1.23x MKL's `s_mm`, 1.8x scipy, 2.2x torch (1 thread).
-- *BFS.* spf's masked bool BFS is 0.35x GraphBLAS (1 thread), about 1.5-1.7 ms per level
-  whatever the graph's size: `complement=True` is applied in Python after the call (the
-  mask converted and checked, its entries counted over all n vertices, those elements of q
-  reset), while the kernel itself zeroes all of q and pushes to visited neighbours too, so
-  the masked BFS takes 1.7-2.9x the time of the unmasked bool push (`spf_bool_nomask`).
-  bool values do not make that push faster than float64's (4.1 against 4.0 ms on rmat14,
-  348 against 309 ms on grid300x300): a level's cost is the call from Python and the passes
-  over all n vertices, not the values' bytes. On the 599-level grid GraphBLAS (65 ms, 109 us
-  per level) is 15x faster; a mask applied in the generated C, and a BFS loop that stays in
-  C, would be needed to close that."""
+  of A (row-major X and Y): 1.09x MKL's `s_mm`, 1.69x scipy, 1.84x torch on 1 thread; 0.95x
+  MKL on 2.
+- *BFS.* spf's masked bool BFS is 0.30x GraphBLAS on 1 thread, 1.4-3.2 ms per level:
+  `complement=True` is applied in Python after the call (the mask converted and checked, its
+  entries counted over all n vertices, those elements of q reset), while the kernel itself
+  zeroes all of q and pushes to visited neighbours too, so the masked BFS takes about twice
+  the time of the unmasked bool push (`spf_bool_nomask`). A level's cost is the call from
+  Python and the passes over all n vertices, not the values' bytes (bool is no faster than
+  float64 here). On the 599-level grid GraphBLAS (112 ms) is 10x faster; a mask applied in
+  the generated C, and a BFS loop that stays in C, would be needed to close that."""
 
 
 if __name__ == "__main__":

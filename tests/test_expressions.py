@@ -64,9 +64,14 @@ def test_expansion_is_printed_and_numbers_promote_weakly():
 
 
 @pytest.mark.parametrize("text, message, column", [
-    ("y(i) = A(i,j) / x(j)", "a function or division of 2 tensors (A, x) is not", 15),
-    ("y(i) = abs(A(i,j) - B(i,j)) * x(j)", "a function or division of 2 tensors", 8),
-    ("y(i) = where(A(i,j), 1, 0)", "the function where() (where names a function", 8),
+    ("y(i) = A(i,j) / x(j)", "a function, division or comparison of several tensors (A, x)",
+     15),
+    ("y(i) = abs(A(i,j) - B(i,j)) * x(j)", "a function, division or comparison of several "
+     "tensors (A, B)", 8),
+    ("y(i) = A(i,j) * x(j) < b(i)", "a function, division or comparison of several "
+     "tensors (A, x, b)", 22),
+    ("y(i) = A(i,j) and x(j)", "a function, division or comparison of several tensors "
+     "(A, x)", 15),
     ("y(i) = sqrt(A(i,j), 2)", "sqrt() takes 1 argument(s), got 2", 8),
     ("y(i) = A(i,j) / 0", "division by zero", 15),
     ("y(i) = exp(s) * A(i,j)", "the scalar 's' inside a function or a division", 12),
@@ -74,9 +79,7 @@ def test_expansion_is_printed_and_numbers_promote_weakly():
     ("y(i) = A(i,j) * x(j) + i", "a term of index values only (i) is not supported yet", 24),
     ("y(i) = A(i,j) * x(j) + 1", "the constant term 1 is not supported yet", 24),
     ("y(i) = A(i,j) + B(i,j) + 1", "the constant term 1 is not supported yet", 26),
-    ("y(i) = A(i,j) * x(j) < b(i)", "the comparison '<' is not supported yet", 22),
-    ("y(i) = A(i,j) and x(j)", "'and' is not supported yet", 15),
-    ("y(i) = not A(i,j)", "'not' is not supported yet", 8),
+    ("y(i) = A(i,j) * not (i == j)", "'not' binds more loosely than '*'", 17),
     ("y(i) = 1e999 * A(i,j)", "number 1e999 is not finite", 8),
     ("y(i) = (A(i,j) * x(j)", "expected ')' closing the parenthesis", 22),
     ("y(i) = A(i,j) * * x(j)", "expected a tensor, a number, a function or '(', found '*'", 17),
@@ -208,3 +211,31 @@ def test_index_values_as_factors(layout):
     ints = spf.evaluate("y(i) = A(i,j) * i", A=spf.Tensor.from_scipy(layout, A.astype(np.int8)))
     assert ints.dtype == np.int64                    # int8 times an int64 index, as numpy
     np.testing.assert_array_equal(ints, (d.astype(np.int8) * rows).sum(axis=1))
+
+
+@pytest.mark.parametrize("layout", ["CSR", "COO", "DCSR", "DenseMatrix"])
+def test_comparisons_logic_and_where(layout):
+    """Comparisons are 1 or 0 (numpy's bool), logic takes nonzero as true, where() chooses;
+    on index values (a diagonal, a band) and on one tensor's values."""
+    A = _m(8) - 4 * (_m(8) != 0)
+    a = spf.Tensor.from_scipy(layout, A)
+    d = A.toarray()
+    rows, cols = np.indices(d.shape)
+    x = np.linspace(-1, 2, 5)
+    cases = [("y(i) = A(i,j) * (i == j)", (d * (rows == cols)).sum(axis=1)),
+             ("y(i) = A(i,j) * (i <= j and j < i + 2)",
+              (d * ((rows <= cols) & (cols < rows + 2))).sum(axis=1)),
+             ("y(i) = A(i,j) * (not (i == j) or j == 0)",
+              (d * ((rows != cols) | (cols == 0))).sum(axis=1)),
+             ("y(i) = where(A(i,j) > 0, A(i,j), 0) * x(j)", np.where(d > 0, d, 0) @ x),
+             ("y(i) = (A(i,j) < -2) * x(j)", (d < -2) @ x),
+             ("y(i) = (A(i,j) < 1) * x(j)", (d < 1) @ x)]           # true at 0: dense
+    for expr, want in cases:
+        k = spf.Kernel(expr, {"A": layout})
+        dense = "(A(i,j) < 1)" in expr and layout != "DenseMatrix"
+        assert (list(k.read_densely) == ["A"]) == dense, expr
+        got = k.compile()(A=a, **({"x": x} if "x(j)" in expr else {}))
+        np.testing.assert_allclose(got, want, err_msg=expr)
+    src = spf.Kernel("y(i) = where(A(i,j) > 0, A(i,j), 0) * (i != j) * x(j)", {"A": "CSR"},
+                     dtype="float32").c_source()
+    assert_compiles_clean(src)

@@ -4,9 +4,9 @@ where C's promotion would differ."""
 from __future__ import annotations
 
 from ..front.functions import FUNCTIONS
-from ..front.rhs import Apply, Call, Node, Number, Op, Ref, number_text
+from ..front.rhs import COMPARISONS, LOGIC, Apply, Call, Node, Number, Op, Ref, number_text
 from ..front.value_exprs import type_of
-from ..front.value_types import Kind, ValueType
+from ..front.value_types import Kind, ValueType, result_type
 
 
 def value_c(tree: Node, read: str, vt: ValueType) -> str:
@@ -20,6 +20,15 @@ def value_c(tree: Node, read: str, vt: ValueType) -> str:
         args = [_in(a, read, vt, mine) for a in tree.args]
         return f"(({mine.c}){FUNCTIONS[tree.function].c(args, mine)})"
     assert isinstance(tree, Apply)
+    if tree.op in LOGIC:         # truth values: nonzero is true
+        truths = [f"({value_c(o, read, vt)} != 0)" for o in tree.operands]
+        return f"(!{truths[0]})" if tree.op is Op.NOT else \
+            f"({truths[0]} {'&&' if tree.op is Op.AND else '||'} {truths[1]})"
+    if tree.op in COMPARISONS:   # compared in the operands' common type, as numpy's
+        common = result_type(*(type_of(o, vt) for o in tree.operands
+                               if not isinstance(o, Number)))
+        args = [_in(o, read, vt, common) for o in tree.operands]
+        return f"(({mine.c})({args[0]} {tree.op.value} {args[1]}))"
     args = [_in(o, read, vt, mine) for o in tree.operands]
     if tree.op is Op.NEG:
         return f"(-{args[0]})"

@@ -65,6 +65,14 @@ def _z3(n: Node, a: Any, z3: Any, facts: list[Any]) -> Any:
     args = [_z3(o, a, z3, facts) for o in n.operands]
     if n.op is Op.NEG:
         return -args[0]
+    one, zero = z3.RealVal(1), z3.RealVal(0)
+    if n.op is Op.NOT:
+        return z3.If(args[0] == 0, one, zero)
     x, y = args
+    truth = {Op.LT: lambda: x < y, Op.LE: lambda: x <= y, Op.GT: lambda: x > y,
+             Op.GE: lambda: x >= y, Op.EQ: lambda: x == y, Op.NE: lambda: x != y,
+             Op.AND: lambda: z3.And(x != 0, y != 0), Op.OR: lambda: z3.Or(x != 0, y != 0)}
+    if n.op in truth:
+        return z3.If(truth[n.op](), one, zero)      # true is 1, false 0 (numpy's bool)
     return {Op.ADD: lambda: x + y, Op.SUB: lambda: x - y, Op.MUL: lambda: x * y,
             Op.DIV: lambda: x / y}[n.op]()

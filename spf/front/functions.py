@@ -98,6 +98,8 @@ for _f in (
     Function("cos", 1, np.cos, _math("cos"), uninterpreted("cos", 1)),
     Function("tanh", 1, np.tanh, _math("tanh"), uninterpreted("tanh", 0)),
     Function("pow", 2, np.power, _math("pow"), _pow_z3),
+    Function("where", 3, np.where, lambda a, vt: f"(({a[0]}) ? ({a[1]}) : ({a[2]}))",
+             lambda a, z3: (z3.If(a[0] != 0, a[1], a[2]), [])),
     Function("min", 2, np.minimum, _minmax_c(True), _minmax_z3(True), real_only=True),
     Function("max", 2, np.maximum, _minmax_c(False), _minmax_z3(False), real_only=True),
 ):

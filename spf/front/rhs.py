@@ -49,7 +49,7 @@ class Op(Enum):
 
 
 COMPARISONS = (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE)
-RESERVED = ("where",)       # functions of the language still to come: names reserved too
+RESERVED: tuple[str, ...] = ()   # functions still to come: their names reserved too
 
 
 MAX_TERMS = 64      # products of a right-hand side once parentheses are expanded
@@ -163,6 +163,9 @@ def _atom(p: Parser) -> Node:
             inner = _disj(p)
         p.expect(")", "')' closing the parenthesis")
         return inner
+    if tok.kind == "name" and tok.text == "not":
+        raise p.error("'not' binds more loosely than '*' and '+' (as in Python): write "
+                      "(not ...)")
     if tok.kind != "name":
         found = "end of input" if tok.kind == "end" else repr(tok.text)
         raise p.error(f"expected a tensor, a number, a function or '(', found {found}")
@@ -275,7 +278,7 @@ class Term:
     coefficient: Coefficient
     factors: tuple[Factor, ...]
     at: Node
-    index_values: tuple[Ref, ...] = ()
+    index_values: tuple[Node, ...] = ()       # expressions of indices (``i``, ``i == j``)
 
     def scaled(self, by: Coefficient) -> Term:
         return Term(self.coefficient * by, self.factors, self.at, self.index_values)
@@ -288,12 +291,12 @@ def _folded(t: Term) -> Term:
         return t
     first = t.factors[0]
     value: Node = first.value or first.ref
-    for ref in t.index_values:
-        value = Apply(ref.line, ref.column, Op.MUL, (value, ref))
+    for index_value in t.index_values:
+        value = Apply(index_value.line, index_value.column, Op.MUL, (value, index_value))
     return Term(t.coefficient, (Factor(first.ref, value),) + t.factors[1:], t.at)
 
 
-VALUE_OPS = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG)   # allowed inside a value expression
+LOGIC = (Op.AND, Op.OR, Op.NOT)
 
 
 def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Term]:
@@ -303,8 +306,9 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
     values yet)."""
     def unsupported(what: str, at: Node) -> SpecError:
         return SpecError(f"{what} is not supported yet: the right-hand side is a sum of "
-                         "products of tensors, numbers and functions of one tensor (with "
-                         "parentheses, '-' and '/')", source, at.line, at.column)
+                         "products of tensors, numbers, index values and expressions of one "
+                         "tensor (functions, '/', comparisons, logic)", source, at.line,
+                         at.column)
 
     def check_ref(n: Ref) -> None:
         if n.indices is not None and None in n.indices:
@@ -327,19 +331,21 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
             for a in n.args:
                 check_value(a)
         elif isinstance(n, Apply):
-            if n.op not in VALUE_OPS:
-                raise unsupported(_what(n.op), n)
             for o in n.operands:
                 check_value(o)
 
     def value_factor(n: Node) -> list[Term]:
         check_value(n)
-        refs = accesses(n)
-        if len(refs) != 1:
-            what = "of no tensor" if not refs else \
-                f"of {len(refs)} tensors ({', '.join(r.name for r in refs)})"
-            raise unsupported(f"a function or division {what}", n)
-        return [Term(1, (Factor(refs[0], n),), n)]
+        refs = list(dict.fromkeys(accesses(n)))       # one access, maybe read twice
+        if not refs:
+            return [Term(1, (), n, (n,))]           # an expression of indices and numbers
+        if len({(r.name, r.indices) for r in refs}) != 1:
+            names = ", ".join(dict.fromkeys(r.name for r in refs))
+            raise unsupported(f"a function, division or comparison of several tensors "
+                              f"({names})", n)
+        first = refs[0]
+        same = _positioned(n, (first.name, first.indices), first)
+        return [Term(1, (Factor(first, same),), n)]
 
     def expand(n: Node) -> list[Term]:
         if isinstance(n, Number):
@@ -377,14 +383,13 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
                 raise SpecError("division by zero", source, n.line, n.column)
             inverse = Fraction(1, den) if isinstance(den, int) else 1 / den
             return [t.scaled(inverse) for t in expand(n.operands[0])]
-        if n.op is Op.DIV:
-            return value_factor(n)
-        raise unsupported(_what(n.op), n)
+        return value_factor(n)          # a division, comparison or logic of one tensor
 
     terms = expand(node)
     for t in terms:
         if not t.factors and t.index_values:
-            raise unsupported(f"a term of index values only ({t.index_values[0].name})", t.at)
+            raise unsupported(f"a term of index values only ({text(t.index_values[0])})",
+                              t.at)
         if not t.factors:
             raise SpecError(f"the constant term {t.coefficient} is not supported yet: every "
                             "term of a sum reads a tensor (broadcasting a number is not "
@@ -392,6 +397,15 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
     return [_folded(t) for t in terms]
 
 
-def _what(op: Op) -> str:
-    return {Op.AND: "'and'", Op.OR: "'or'", Op.NOT: "'not'"}.get(op, f"the comparison "
-                                                                     f"'{op.value}'")
+def _positioned(n: Node, key: tuple, first: Ref) -> Node:
+    """``n`` with every read of the access ``key`` replaced by ``first`` (one position: the
+    factor's)."""
+    if isinstance(n, Ref):
+        return first if (n.name, n.indices) == key else n
+    if isinstance(n, Apply):
+        return Apply(n.line, n.column, n.op, tuple(_positioned(o, key, first)
+                                                   for o in n.operands))
+    if isinstance(n, Call):
+        return Call(n.line, n.column, n.function, tuple(_positioned(a, key, first)
+                                                        for a in n.args))
+    return n

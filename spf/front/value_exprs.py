@@ -22,9 +22,13 @@ def evaluate(tree: Node, value: Any) -> Any:
         return FUNCTIONS[tree.function].numpy(*(evaluate(a, value) for a in tree.args))
     assert isinstance(tree, Apply)
     args = [evaluate(o, value) for o in tree.operands]
-    ops = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply,
-           Op.DIV: np.true_divide, Op.NEG: np.negative}
-    return ops[tree.op](*args)
+    return UFUNCS[tree.op](*args)
+
+
+UFUNCS = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.true_divide,
+          Op.NEG: np.negative, Op.LT: np.less, Op.LE: np.less_equal, Op.GT: np.greater,
+          Op.GE: np.greater_equal, Op.EQ: np.equal, Op.NE: np.not_equal,
+          Op.AND: np.logical_and, Op.OR: np.logical_or, Op.NOT: np.logical_not}
 
 
 def type_of(tree: Node, vt: ValueType) -> ValueType:
