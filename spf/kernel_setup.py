@@ -25,12 +25,11 @@ from .decide.options import (
     check_names,
     check_semiring_scope,
 )
-from .decide.vanishing import Vanishing, vanishing
+from .decide.vanishing import Vanishing, divides_by_absent, vanishing
 from .errors import SpecError
 from .front.functions import FUNCTIONS
 from .front.kernel_spec import (
     FILE_KEYS,
-    Access,
     Expr,
     KernelFile,
     layout_params,
@@ -40,7 +39,7 @@ from .front.kernel_spec import (
 )
 from .front.layout import INDEX_WIDTHS, Layout
 from .front.layout_path import default_layout, load_for_order, load_layout
-from .front.rhs import called
+from .front.rhs import called, operands
 from .front.stand_ins import coordinate_layout
 from .front.storage import storage_of, storage_or_none
 from .front.toml_source import is_file
@@ -179,7 +178,7 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     mask_layout = _complement_layout(statement, mask, named, params, index_type) \
         if opts.complement and mask else None
     resolved = _resolve_layouts(statement, named, params, in_file, index_type)
-    values = _value_expressions(statement, opts)
+    values = _value_expressions(statement, opts, resolved)
     typing = _typing(statement, opts, named, resolved)
     _check_semiring_types(opts, typing, statement)
     resolved = {t: lay.with_value_type(typing.of(t)) for t, lay in resolved.items()}
@@ -189,36 +188,53 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     if written is not None:
         resolved = {**resolved, statement.output.tensor: _entry_list(written)}
     read_densely = _read_densely(statement, opts, resolved, index_type,
-                                 {a.tensor for a, v in values if not v.zero})
+                                 {v.operand for v in values if not v.zero})
     assembled = _needs_assembly(statement, resolved, opts.share)
     check_semiring_scope(opts.semiring, statement, assembled)
     check_complement(opts, statement, resolved.get(statement.output.tensor), assembled)
-    _check_value_types(values, typing, statement.source)
+    _check_value_types(statement, typing)
     return Setup(statement, opts, Table(resolved), Table(read_densely), mask_layout,
-                 index_type, assembled, written, typing, tuple(v for _, v in values))
+                 index_type, assembled, written, typing, tuple(values))
 
 
-def _value_expressions(expr: Expr, opts: KernelOptions) -> list[tuple[Access, Vanishing]]:
-    """Each factor whose value is an expression (``abs(A(i,j))``), with Z3's decision
-    whether it is 0 where its tensor stores nothing; refused under a semiring (its add and
-    mul are the operators there)."""
+def _value_expressions(expr: Expr, opts: KernelOptions,
+                       layouts: Mapping[str, Layout]) -> list[Vanishing]:
+    """For each sparse operand of each expression of values (``abs(A(i,j))``, ``A(i,j) /
+    B(i,j)``), Z3's decision whether the expression is 0 where that operand stores nothing
+    (a dense operand stores every element); refused under a semiring (its add and mul are
+    the operators there), and a division by a sparse operand's absent entries refused
+    unless ``fill_values`` asks for it."""
     found = [a for a in expr.factors if a.value is not None]
     if found and not opts.semiring.is_plus_times:
         raise SpecError(f"semiring={opts.semiring.name}: functions and divisions of values "
                         f"({found[0]}) are not supported under a semiring yet", expr.source,
                         found[0].line, found[0].column)
-    return [(a, vanishing(a.value)) for a in found if a.value is not None]
-
-
-def _check_value_types(values: list[tuple[Access, Vanishing]], typing: Typing,
-                       source: str) -> None:
-    for acc, _ in values:
+    decisions = []
+    for acc in found:
         assert acc.value is not None
-        vt = typing.of(acc.tensor)
-        for name in called(acc.value):
-            if FUNCTIONS[name].real_only and vt.kind is Kind.COMPLEX:
-                raise SpecError(f"{name}() is not defined on complex values ({acc.tensor} is "
-                                f"{vt.name}): complex numbers have no order", source,
+        mine = [vanishing(acc.value, name) for name in operands(acc.value)
+                if layouts[name].dense_array is None]
+        dense = {v.operand for v in mine if not v.zero}
+        why = divides_by_absent(acc.value, dense)
+        if why and not opts.fill_values:
+            raise SpecError(f"{acc}: {why}; pass fill_values=True to compute it densely, as "
+                            "numpy does (inf or nan where nothing is stored)", expr.source,
+                            acc.line, acc.column)
+        decisions += mine
+    return decisions
+
+
+def _check_value_types(expr: Expr, typing: Typing) -> None:
+    """Functions defined on real values only (min, max, sign) refused on complex ones."""
+    for acc in expr.factors:
+        if acc.value is None:
+            continue
+        for name in operands(acc.value):
+            vt = typing.of(name)
+            bad = [f for f in called(acc.value) if FUNCTIONS[f].real_only]
+            if bad and vt.kind is Kind.COMPLEX:
+                raise SpecError(f"{bad[0]}() is not defined on complex values ({name} is "
+                                f"{vt.name}): complex numbers have no order", expr.source,
                                 acc.line, acc.column)
 
 
@@ -266,9 +282,9 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
                 raise SpecError(f"dtype names {name!r}, which is not a tensor of "
                                 f"{expr.text!r}", expr.source)
     types = {a.tensor: t for a in expr.factors if (t := declared(a.tensor)) is not None}
-    inputs = [type_of(a.value, types.get(a.tensor, FLOAT64)) if a.value is not None
-              else types.get(a.tensor, FLOAT64) for a in expr.factors
-              if a.tensor in layouts and a.tensor != mask]
+    inputs = [type_of(a.value, {n: types.get(n, FLOAT64) for n in operands(a.value)})
+              if a.value is not None else types.get(a.tensor, FLOAT64) for a in expr.factors
+              if a.tensor in layouts and a.tensor != mask and not a.in_value]
     literals = tuple(float(c) if isinstance(c, Fraction) else c
                      for c in (expr.coefficient, *(coef for coef, _ in expr.terms))
                      if c not in (1, -1))       # a sign is no literal: bool stays bool

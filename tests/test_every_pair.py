@@ -94,7 +94,10 @@ FAST = covering(*[sorted({p[k] for p in PAIRS}) for k in (1, 2)])
 @pytest.mark.parametrize("order,src,dst", lanes(
     PAIRS, lambda p: (p[1], p[2]) in FAST, ids=lambda p: f"{p[1]}-{p[2]}"))
 def test_every_pair_converts(order, src, dst):
-    d = _typed(_data(order, (src, dst), seed=len(src) * 31 + len(dst)), _dtype(src, dst))
+    # the fast lane's pairs in a type cycling over all 13 (every pair compiles its own
+    # conversion per type: the others in float64, whose conversions the runs share)
+    dtype = _dtype(src, dst) if (src, dst) in FAST else "float64"
+    d = _typed(_data(order, (src, dst), seed=len(src) * 31 + len(dst)), dtype)
     t = spf.Tensor.from_dense(_layout(src, order), d)
     assert t.dtype == d.dtype
     np.testing.assert_array_equal(t.to_dense(), d)

@@ -23,7 +23,7 @@ from ..finds.base import FindLowering
 from ..finds.model import Decision
 from ..front.kernel_spec import Access
 from ..front.layout import Layout
-from ..front.rhs import Coefficient, index_refs
+from ..front.rhs import Coefficient, Node, index_refs, operands
 from ..front.terms import Aff
 from ..front.value_exprs import type_of
 from ..front.value_types import Kind, ValueType, result_type
@@ -159,9 +159,9 @@ class KernelLowering:
         cast to it first (C's own promotion differs: int64 * float is float there, uint32 *
         int32 unsigned), and an integer product is wrapped in it (C computes int8 * int8 in
         int)."""
-        accs = [acc for acc in self.expr.factors if not acc.pattern]
+        accs = [acc for acc in self.expr.factors if not (acc.pattern or acc.in_value)]
         stored = [self.plan.typing.of(acc.tensor) for acc in accs]
-        types = [vt if acc.value is None else type_of(acc.value, vt)
+        types = [vt if acc.value is None else type_of(acc.value, self._types(acc.value))
                  for acc, vt in zip(accs, stored)]
         coef = self.expr.coefficient
         weak = () if coef in (1, -1) else (float(coef) if isinstance(coef, Fraction) else coef,)
@@ -183,11 +183,14 @@ class KernelLowering:
         """A factor's value in C: the tensor's value, a scalar or a value expression."""
         if not acc.indices:
             return scalar_value(acc.tensor, vt)
-        read = self.names.value(self.space.use(acc.tensor))
         if acc.value is None:
-            return read
+            return self.names.value(self.space.use(acc.tensor))
         self.helpers.add("spf_tgmath")
-        return value_c(acc.value, read, vt)
+        reads = {n: self.names.value(self.space.use(n)) for n in operands(acc.value)}
+        return value_c(acc.value, reads, self._types(acc.value))
+
+    def _types(self, tree: Node) -> dict[str, ValueType]:
+        return {n: self.plan.typing.of(n) for n in operands(tree)}
 
     def add_into(self, target: str, value: str) -> t.Node:
         """``target`` combined with ``value`` by the semiring's add (``+=`` for plus)."""

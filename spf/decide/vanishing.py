@@ -2,8 +2,11 @@
 
 ``abs(A(i,j)) * x(j)`` is 0 wherever A stores nothing exactly when ``abs(0) = 0``; then
 the product iterates A's entries as before.  ``exp(A(i,j))`` is 1 there, so every element
-of A takes part: A is read densely.  Z3 decides from each function's registered facts
-(:mod:`spf.front.functions`), so a function of your own needs only its facts.
+of A takes part: A is read densely.  An expression of several operands is decided per
+operand, whatever the others hold (``where(B > 0, A, 0)``: both keep their entries;
+``max(A, B)``: neither).  Z3 decides from each function's registered facts
+(:mod:`spf.front.functions`), so a function of your own needs only its facts; a division by
+an operand's absent entries is found the same way (:func:`divides_by_absent`).
 """
 from __future__ import annotations
 
@@ -12,57 +15,79 @@ from typing import Any
 
 from ..concurrency import share_z3_context, symbolic
 from ..front.functions import FUNCTIONS
-from ..front.rhs import Apply, Call, Node, Number, Op, Ref, text
+from ..front.rhs import Apply, Call, Node, Number, Op, Ref, children, operands, text
 
 
 @dataclass(frozen=True)
 class Vanishing:
-    """The decision for one value expression: ``zero`` when it is 0 where its tensor is
-    absent (its entries suffice); ``why``: the proof or the counterexample, for reports."""
+    """The decision for one operand of a value expression: ``zero`` when the expression is
+    0 wherever ``operand`` stores nothing, whatever the others hold (its entries suffice);
+    ``why``: the proof or the counterexample, for reports."""
 
     expression: str
+    operand: str
     zero: bool
     why: str
 
 
-def vanishing(tree: Node) -> Vanishing:
-    """Whether ``tree`` is 0 when its access is 0 (Z3 over the reals, functions by their
-    facts)."""
+def vanishing(tree: Node, operand: str) -> Vanishing:
+    """Whether ``tree`` is 0 when ``operand``'s value is 0, for every value of the other
+    operands and indices (Z3 over the reals, functions by their facts)."""
     import z3
     shown = text(tree)
+    where = f"where {operand} stores nothing"
     with symbolic:
         share_z3_context()
-        facts: list[Any] = []
-        a = z3.Real("a")
-        value = _z3(tree, a, z3, facts)
-        s = z3.Solver()
-        s.set("timeout", 2000)
-        s.add(*facts, a == 0, value != 0)
+        s, value = _solver(tree, [operand], z3)
+        s.push()
+        s.add(value != 0)
         result = s.check()
         if result == z3.unsat:
-            return Vanishing(shown, True, f"Z3 proved {shown} = 0 where the tensor stores "
-                             "nothing (0), so its entries suffice")
-        why = f"Z3 cannot prove {shown} = 0 at 0 (the functions' facts do not say)"
+            return Vanishing(shown, operand, True, f"Z3 proved {shown} = 0 {where} (0), so "
+                             f"{operand}'s entries suffice")
+        why = f"Z3 cannot prove {shown} = 0 {where} (no fact determines it)"
         if result == z3.sat:
-            got = s.model().eval(value, model_completion=True)
+            model = s.model()
+            got = model.eval(value, model_completion=True)
+            others = ", ".join(f"{d.name()[4:]} = {model[d]}" for d in model.decls()
+                               if d.name().startswith("spf_") and d.arity() == 0
+                               and d.name()[4:] != operand)
+            s.pop()                  # is that value forced, whatever the others hold?
             s.add(value != got)
             if s.check() == z3.unsat:
-                why = f"Z3 proved {shown} = {got} at 0"
-    return Vanishing(shown, False, f"{why}: every element takes part, the tensor is read "
-                     "densely")
+                why = f"Z3 proved {shown} = {got} {where}"
+            elif others:
+                why = f"Z3 found {shown} = {got} {where} ({others})"
+    return Vanishing(shown, operand, False, f"{why}: every element of {operand} takes part "
+                     "(it is read densely)")
 
 
-def _z3(n: Node, a: Any, z3: Any, facts: list[Any]) -> Any:
+def _operand(name: str, z3: Any) -> Any:
+    return z3.Real(f"spf_{name}")
+
+
+def _solver(tree: Node, zeroed: list[str], z3: Any) -> tuple[Any, Any]:
+    """A solver knowing the functions' facts and the operands ``zeroed`` at 0, and the Z3
+    term of ``tree`` (under the :data:`symbolic` lock)."""
+    facts: list[Any] = []
+    value = _z3(tree, z3, facts)
+    s = z3.Solver()
+    s.set("timeout", 2000)
+    s.add(*facts, *[_operand(name, z3) == 0 for name in zeroed])
+    return s, value
+
+
+def _z3(n: Node, z3: Any, facts: list[Any]) -> Any:
     if isinstance(n, Number):
         return z3.RealVal(str(n.value))
-    if isinstance(n, Ref):
-        return a if n.indices is not None else z3.Real(f"index_{n.name}")
+    if isinstance(n, Ref):           # an operand's value, or an index's (another variable)
+        return _operand(n.name, z3) if n.indices is not None else z3.Real(f"index_{n.name}")
     if isinstance(n, Call):
-        term, more = FUNCTIONS[n.function].z3([_z3(x, a, z3, facts) for x in n.args], z3)
+        term, more = FUNCTIONS[n.function].z3([_z3(x, z3, facts) for x in n.args], z3)
         facts.extend(more)
         return term
     assert isinstance(n, Apply)
-    args = [_z3(o, a, z3, facts) for o in n.operands]
+    args = [_z3(o, z3, facts) for o in n.operands]
     if n.op is Op.NEG:
         return -args[0]
     one, zero = z3.RealVal(1), z3.RealVal(0)
@@ -76,3 +101,28 @@ def _z3(n: Node, a: Any, z3: Any, facts: list[Any]) -> Any:
         return z3.If(truth[n.op](), one, zero)      # true is 1, false 0 (numpy's bool)
     return {Op.ADD: lambda: x + y, Op.SUB: lambda: x - y, Op.MUL: lambda: x * y,
             Op.DIV: lambda: x / y}[n.op]()
+
+
+def divides_by_absent(tree: Node, dense: set[str]) -> str:
+    """Why ``tree`` may divide by 0 where the operands in ``dense`` (read densely) store
+    nothing ("" when no division's divisor can be 0 there: ``2 / (A(i,j) - 3)``)."""
+    import z3
+    for n in _divisions(tree):
+        divisor = n.operands[1]
+        absent = [name for name in operands(divisor) if name in dense]
+        if not absent:
+            continue
+        with symbolic:
+            share_z3_context()
+            s, value = _solver(divisor, absent, z3)
+            s.add(value == 0)
+            if s.check() != z3.unsat:
+                return (f"it divides by {text(divisor)}, which is 0 where "
+                        f"{' and '.join(absent)} store{'s' if len(absent) == 1 else ''} "
+                        "nothing")
+    return ""
+
+
+def _divisions(n: Node) -> list[Apply]:
+    mine = [n] if isinstance(n, Apply) and n.op is Op.DIV else []
+    return mine + [d for c in children(n) for d in _divisions(c)]

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from .rhs import Coefficient, Node, Ref, number_text, parse_rhs, sum_of_products, text
+from .rhs import Coefficient, Node, accesses, number_text, parse_rhs, renamed, sum_of_products, text
+from .rhs import Ref as RefNode
 from .syntax import Parser, parse_constraints
 from .terms import Constraint
 from .toml_source import TomlSource, is_file
@@ -36,6 +37,7 @@ class Access:
     column: int = 0
     pattern: bool = False
     value: Node | None = None     # the expression of its value (``abs(A(i,j))``), if any
+    in_value: bool = False        # read only by the preceding factor's expression
 
     def __str__(self) -> str:
         if self.value is not None:
@@ -120,7 +122,7 @@ class Expr:
         for n, (coef, factors) in enumerate(terms):
             size = -coef if coef < 0 else coef
             product = " * ".join([number_text(size)] * (size != 1) +
-                                 [str(f) for f in factors if not f.pattern])
+                                 [str(f) for f in factors if not (f.pattern or f.in_value)])
             rhs += (f" {'-' if coef < 0 else '+'} " if n else ("-" if coef < 0 else "")) + product
         mask = f"<{self.mask}>" if self.mask else ""
         return f"{self.output}{mask} {op} {rhs}"
@@ -150,16 +152,13 @@ def _terms(p: Parser, out: Access, source: str) -> list[tuple[Coefficient, tuple
     p.expect_end()
     indices = set(out.indices)
 
-    def collect(n: Node) -> None:
-        if isinstance(n, Ref) and n.indices:
-            indices.update(i for i in n.indices if i is not None)
-        for child in getattr(n, "operands", ()) + getattr(n, "args", ()):
-            collect(child)
-    collect(tree)
+    for ref in accesses(tree):
+        indices.update(i for i in ref.indices or () if i is not None)
     terms = sum_of_products(tree, source, frozenset(indices))
     return [(t.coefficient, _aliased(tuple(
         Access(f.ref.name, tuple(i for i in f.ref.indices or () if i), f.ref.line, f.ref.column,
-               value=f.value) for f in t.factors), source)) for t in terms]
+               value=f.value, in_value=f.in_value) for f in t.factors), source))
+            for t in terms]
 
 
 def alias_name(tensor: str, k: int) -> str:
@@ -183,8 +182,22 @@ def _aliased(factors: tuple[Access, ...], source: str) -> tuple[Access, ...]:
             raise SpecError(f"tensor {acc.tensor!r} is used with {len(first.indices)} and "
                             f"{len(acc.indices)} indices", source, acc.line, acc.column)
         reads[acc.tensor] = reads.get(acc.tensor, 1) + 1
-        out.append(replace(acc, tensor=alias_name(acc.tensor, reads[acc.tensor])))
+        alias = alias_name(acc.tensor, reads[acc.tensor])
+        out.append(replace(acc, tensor=alias))
+        owner = next(k for k in range(len(out) - 1, -1, -1) if out[k].value is not None) \
+            if acc.value is not None or acc.in_value else None
+        tree = out[owner].value if owner is not None else None
+        if owner is not None and tree is not None:     # the expression reads the new name
+            out[owner] = replace(out[owner], value=_read_as(tree, acc, alias))
     return tuple(out)
+
+
+def _read_as(tree: Node, acc: Access, alias: str) -> Node:
+    """``tree`` reading the access ``acc`` as operand ``alias``."""
+    def rename(r: RefNode) -> RefNode:
+        same = r.name == acc.tensor and r.indices == acc.indices
+        return RefNode(r.line, r.column, alias, r.indices) if same else r
+    return renamed(tree, rename)
 
 
 _PATH = re.compile(r"[\w.~-]*[./\\][\w./\\~-]*")    # a token with a '.' or a '/': a file name

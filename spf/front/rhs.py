@@ -20,6 +20,7 @@ names the first construct it cannot express that way, at its line and column.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
@@ -49,7 +50,6 @@ class Op(Enum):
 
 
 COMPARISONS = (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE)
-RESERVED: tuple[str, ...] = ()   # functions still to come: their names reserved too
 
 
 MAX_TERMS = 64      # products of a right-hand side once parentheses are expanded
@@ -172,7 +172,7 @@ def _atom(p: Parser) -> Node:
     p.i += 1
     if "." in tok.text or "'" in tok.text:
         raise p.error(f"name {tok.text!r} must be an identifier", tok)
-    if (tok.text in FUNCTIONS or tok.text in RESERVED) and p.peek("("):
+    if tok.text in FUNCTIONS and p.peek("("):
         p.i += 1
         with p.nested():
             args = [_disj(p)]
@@ -232,32 +232,36 @@ def accesses(n: Node) -> list[Ref]:
     """The tensor accesses (names with indices) in ``n``, left to right."""
     if isinstance(n, Ref):
         return [n] if n.indices is not None else []
-    children = n.operands if isinstance(n, Apply) else n.args if isinstance(n, Call) else ()
-    return [r for c in children for r in accesses(c)]
+    return [r for c in children(n) for r in accesses(c)]
 
 
 def called(n: Node) -> list[str]:
     """The functions ``n`` calls."""
-    children = n.operands if isinstance(n, Apply) else n.args if isinstance(n, Call) else ()
-    return ([n.function] if isinstance(n, Call) else []) + [f for c in children
+    return ([n.function] if isinstance(n, Call) else []) + [f for c in children(n)
                                                            for f in called(c)]
+
+
+def operands(n: Node) -> list[str]:
+    """The operand names ``n`` reads, once each, in order."""
+    return list(dict.fromkeys(r.name for r in accesses(n)))
 
 
 def index_refs(n: Node) -> list[Ref]:
     """The bare names in ``n`` (in a value expression: index values)."""
     if isinstance(n, Ref):
         return [n] if n.indices is None else []
-    children = n.operands if isinstance(n, Apply) else n.args if isinstance(n, Call) else ()
-    return [r for c in children for r in index_refs(c)]
+    return [r for c in children(n) for r in index_refs(c)]
 
 
 @dataclass(frozen=True)
 class Factor:
     """A factor of a product: an access, and the expression of its value when it is not
-    the value itself (``abs(A(i,j))``, ``A(i,j) / 2``: a tree whose only access is it)."""
+    the value itself (``abs(A(i,j))``, ``A(i,j) / B(i,j)``: a tree of accesses, this one
+    the first).  ``in_value``: an access only read by the preceding factor's expression."""
 
     ref: Ref
     value: Node | None = None
+    in_value: bool = False
 
 
 Coefficient = int | float | Fraction      # a Fraction: divided by an integer (exactly)
@@ -300,96 +304,15 @@ LOGIC = (Op.AND, Op.OR, Op.NOT)
 
 
 def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Term]:
-    """``node`` expanded into a sum of products of accesses with numeric coefficients, a
-    function or a division of one access being one factor; SpecError at the first construct
-    that is not such a sum (``indices``: the statement's index names, which cannot be
-    values yet)."""
-    def unsupported(what: str, at: Node) -> SpecError:
-        return SpecError(f"{what} is not supported yet: the right-hand side is a sum of "
-                         "products of tensors, numbers, index values and expressions of one "
-                         "tensor (functions, '/', comparisons, logic)", source, at.line,
-                         at.column)
-
-    def check_ref(n: Ref) -> None:
-        if n.indices is not None and None in n.indices:
-            k = n.indices.index(None)
-            raise unsupported(f"index arithmetic in an access ({n.name}'s index {k + 1})", n)
-
-    def check_value(n: Node) -> None:
-        """What a function's or a division's operands may hold: one access, numbers."""
-        if isinstance(n, Ref):
-            check_ref(n)
-            if n.indices is None and n.name not in indices:
-                raise unsupported(f"the scalar {n.name!r} inside a function or a division", n)
-        elif isinstance(n, Call):
-            if n.function in RESERVED:
-                raise unsupported(f"the function {n.function}()", n)
-            arity = FUNCTIONS[n.function].arity
-            if len(n.args) != arity:
-                raise SpecError(f"{n.function}() takes {arity} argument(s), got {len(n.args)}",
-                                source, n.line, n.column)
-            for a in n.args:
-                check_value(a)
-        elif isinstance(n, Apply):
-            for o in n.operands:
-                check_value(o)
-
-    def value_factor(n: Node) -> list[Term]:
-        check_value(n)
-        refs = list(dict.fromkeys(accesses(n)))       # one access, maybe read twice
-        if not refs:
-            return [Term(1, (), n, (n,))]           # an expression of indices and numbers
-        if len({(r.name, r.indices) for r in refs}) != 1:
-            names = ", ".join(dict.fromkeys(r.name for r in refs))
-            raise unsupported(f"a function, division or comparison of several tensors "
-                              f"({names})", n)
-        first = refs[0]
-        same = _positioned(n, (first.name, first.indices), first)
-        return [Term(1, (Factor(first, same),), n)]
-
-    def expand(n: Node) -> list[Term]:
-        if isinstance(n, Number):
-            return [Term(n.value, (), n)]
-        if isinstance(n, Ref):
-            check_ref(n)
-            if n.indices is None and n.name in indices:
-                return [Term(1, (), n, (n,))]       # an index's value
-            return [Term(1, (Factor(n),), n)]
-        if isinstance(n, Call):
-            if n.function in RESERVED:
-                raise unsupported(f"the function {n.function}() ({n.function} names a "
-                                  "function of the expression language, not a tensor)", n)
-            return value_factor(n)
-        assert isinstance(n, Apply)
-        if n.op is Op.NEG:
-            return [t.scaled(-1) for t in expand(n.operands[0])]
-        if n.op in (Op.ADD, Op.SUB):
-            left, right = (expand(o) for o in n.operands)
-            if n.op is Op.SUB:
-                right = [t.scaled(-1) for t in right]
-            if any(not t.factors for t in left + right) and len(accesses(n)) == 1:
-                return value_factor(n)      # a number added to one tensor: A(i,j) - 3
-            return left + right
-        if n.op is Op.MUL:
-            left, right = (expand(o) for o in n.operands)
-            if len(left) * len(right) > MAX_TERMS:
-                raise SpecError(f"the right-hand side expands to more than {MAX_TERMS} "
-                                "products", source, n.line, n.column)
-            return [Term(a.coefficient * b.coefficient, a.factors + b.factors, a.at,
-                         a.index_values + b.index_values) for a in left for b in right]
-        if n.op is Op.DIV and isinstance(n.operands[1], Number):
-            den = n.operands[1].value
-            if den == 0:
-                raise SpecError("division by zero", source, n.line, n.column)
-            inverse = Fraction(1, den) if isinstance(den, int) else 1 / den
-            return [t.scaled(inverse) for t in expand(n.operands[0])]
-        return value_factor(n)          # a division, comparison or logic of one tensor
-
-    terms = expand(node)
+    """``node`` expanded into a sum of products of accesses with numeric coefficients (an
+    expression of accesses or of index values being one factor); SpecError at the first
+    construct that is not such a sum (``indices``: the statement's index names)."""
+    expander = _Expander(source, indices)
+    terms = expander.expand(node)
     for t in terms:
         if not t.factors and t.index_values:
-            raise unsupported(f"a term of index values only ({text(t.index_values[0])})",
-                              t.at)
+            raise expander.unsupported(f"a term of index values only "
+                                       f"({text(t.index_values[0])})", t.at)
         if not t.factors:
             raise SpecError(f"the constant term {t.coefficient} is not supported yet: every "
                             "term of a sum reads a tensor (broadcasting a number is not "
@@ -397,15 +320,110 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
     return [_folded(t) for t in terms]
 
 
-def _positioned(n: Node, key: tuple, first: Ref) -> Node:
-    """``n`` with every read of the access ``key`` replaced by ``first`` (one position: the
-    factor's)."""
+@dataclass(frozen=True)
+class _Expander:
+    """The expansion of :func:`sum_of_products` for one statement."""
+
+    source: str
+    indices: frozenset[str]
+
+    def unsupported(self, what: str, at: Node) -> SpecError:
+        return SpecError(f"{what} is not supported yet: the right-hand side is a sum of "
+                         "products of tensors, numbers, index values and expressions of "
+                         "tensors (functions, '/', comparisons, logic)", self.source, at.line,
+                         at.column)
+
+    def expand(self, n: Node) -> list[Term]:
+        if isinstance(n, Number):
+            return [Term(n.value, (), n)]
+        if isinstance(n, Ref):
+            self.check_ref(n)
+            if n.indices is None and n.name in self.indices:
+                return [Term(1, (), n, (n,))]       # an index's value
+            return [Term(1, (Factor(n),), n)]
+        if isinstance(n, Apply) and n.op in (Op.NEG, Op.ADD, Op.SUB, Op.MUL, Op.DIV):
+            return self.arithmetic(n)
+        return self.value_factor(n)     # a function, comparison or logic
+
+    def arithmetic(self, n: Apply) -> list[Term]:
+        if n.op is Op.NEG:
+            return [t.scaled(-1) for t in self.expand(n.operands[0])]
+        if n.op is Op.DIV:
+            if not isinstance(n.operands[1], Number):
+                return self.value_factor(n)
+            den = n.operands[1].value
+            if den == 0:
+                raise SpecError("division by zero", self.source, n.line, n.column)
+            inverse = Fraction(1, den) if isinstance(den, int) else 1 / den
+            return [t.scaled(inverse) for t in self.expand(n.operands[0])]
+        left, right = (self.expand(o) for o in n.operands)
+        if n.op is Op.MUL:
+            if len(left) * len(right) > MAX_TERMS:
+                raise SpecError(f"the right-hand side expands to more than {MAX_TERMS} "
+                                "products", self.source, n.line, n.column)
+            return [Term(a.coefficient * b.coefficient, a.factors + b.factors, a.at,
+                         a.index_values + b.index_values) for a in left for b in right]
+        if n.op is Op.SUB:
+            right = [t.scaled(-1) for t in right]
+        if any(not t.factors for t in left + right) and len(accesses(n)) == 1:
+            return self.value_factor(n)      # a number added to one tensor: A(i,j) - 3
+        return left + right
+
+    def check_ref(self, n: Ref) -> None:
+        if n.indices is not None and None in n.indices:
+            k = n.indices.index(None)
+            raise self.unsupported(f"index arithmetic in an access ({n.name}'s index "
+                                   f"{k + 1})", n)
+
+    def check_value(self, n: Node) -> None:
+        """What an expression of values may hold: accesses, index values, numbers."""
+        if isinstance(n, Ref):
+            self.check_ref(n)
+            if n.indices is None and n.name not in self.indices:
+                raise self.unsupported(f"the scalar {n.name!r} inside a function or a "
+                                       "division", n)
+        elif isinstance(n, Call):
+            arity = FUNCTIONS[n.function].arity
+            if len(n.args) != arity:
+                raise SpecError(f"{n.function}() takes {arity} argument(s), got {len(n.args)}",
+                                self.source, n.line, n.column)
+        for child in children(n):
+            self.check_value(child)
+
+    def value_factor(self, n: Node) -> list[Term]:
+        """An expression of accesses, index values and numbers as one factor: its first
+        access carries the expression, the others follow it (``in_value``)."""
+        self.check_value(n)
+        firsts: dict[tuple, Ref] = {}
+        for r in accesses(n):                          # an access read twice is one read
+            firsts.setdefault((r.name, r.indices), r)
+        if not firsts:
+            return [Term(1, (), n, (n,))]           # an expression of indices and numbers
+        tree = _positioned(n, firsts)
+        refs = list(firsts.values())
+        return [Term(1, (Factor(refs[0], tree),) + tuple(Factor(r, in_value=True)
+                                                         for r in refs[1:]), n)]
+
+
+def children(n: Node) -> tuple[Node, ...]:
+    """The operands of an operator, the arguments of a call, none of a leaf."""
+    return n.operands if isinstance(n, Apply) else n.args if isinstance(n, Call) else ()
+
+
+def _positioned(n: Node, firsts: dict[tuple, Ref]) -> Node:
+    """``n`` with every read of an access replaced by its first read (``firsts``, by name
+    and indices: one position per access)."""
     if isinstance(n, Ref):
-        return first if (n.name, n.indices) == key else n
+        return firsts.get((n.name, n.indices), n)
+    return renamed(n, lambda r: firsts.get((r.name, r.indices), r))
+
+
+def renamed(n: Node, ref: Callable[[Ref], Ref]) -> Node:
+    """``n`` with each access ``r`` replaced by ``ref(r)``."""
+    if isinstance(n, Ref):
+        return ref(n) if n.indices is not None else n
     if isinstance(n, Apply):
-        return Apply(n.line, n.column, n.op, tuple(_positioned(o, key, first)
-                                                   for o in n.operands))
+        return Apply(n.line, n.column, n.op, tuple(renamed(o, ref) for o in n.operands))
     if isinstance(n, Call):
-        return Call(n.line, n.column, n.function, tuple(_positioned(a, key, first)
-                                                        for a in n.args))
+        return Call(n.line, n.column, n.function, tuple(renamed(a, ref) for a in n.args))
     return n
