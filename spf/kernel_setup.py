@@ -190,11 +190,25 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     read_densely = _read_densely(statement, opts, resolved, index_type,
                                  {v.operand for v in values if not v.zero})
     assembled = _needs_assembly(statement, resolved, opts.share)
+    _check_broadcast(statement, assembled or opts.share is not None)
     check_semiring_scope(opts.semiring, statement, assembled)
     check_complement(opts, statement, resolved.get(statement.output.tensor), assembled)
     _check_value_types(statement, typing)
     return Setup(statement, opts, Table(resolved), Table(read_densely), mask_layout,
                  index_type, assembled, written, typing, tuple(values))
+
+
+def _check_broadcast(expr: Expr, sparse_output: bool) -> None:
+    """A term whose factors leave out an output index is the same along it (numpy's
+    broadcasting): the kernel writes it over the output's whole extent there, which a dense
+    output has; a sparse output would store every element, so it is refused."""
+    for product in expr.products():
+        missing = product.broadcast()
+        if missing and sparse_output:
+            factors = " * ".join(map(str, product.factors)) or "a number"
+            raise SpecError(f"term {factors} does not use the output index(es) {missing}: "
+                            f"broadcast along them it fills every element, so the output "
+                            f"{expr.output.tensor!r} must be dense", expr.source)
 
 
 def _value_expressions(expr: Expr, opts: KernelOptions,

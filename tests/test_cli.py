@@ -139,9 +139,9 @@ def test_errors_exit_2_without_traceback(args, message):
 
 
 def test_error_in_process(capsys):
-    assert cli.main(["generate", "y(i) = A(i,j) + x(j)", "-l", "A=CSR"]) == 2
+    assert cli.main(["generate", "C(i,j) = A(i,j) + x(j)", "-l", "A=CSR", "-l", "C=CSR"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("spf: error: <string>:1:17: term x(j) does not use the output index(es) "
+    assert err.startswith("spf: error: <string>: term x(j) does not use the output index(es) "
                           "['i']")
 
 

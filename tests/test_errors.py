@@ -287,8 +287,8 @@ def test_error_position_on_second_line():
 
 
 def test_sum_term_without_an_output_index():
-    kernel_error("term x(j) does not use the output index(es) ['i']", "broadcasting",
-                 line=1, column=17, args=("y(i) = A(i,j) + x(j)", {"A": "CSR"}))
+    kernel_error("term x(j) does not use the output index(es) ['i']", "must be dense",
+                 args=("C(i,j) = A(i,j) + x(j)", {"A": "CSR", "C": "CSR"}))
 
 
 def test_missing_assignment():

@@ -69,8 +69,7 @@ def test_expansion_is_printed_and_numbers_promote_weakly():
     ("y(i) = exp(s) * A(i,j)", "the scalar 's' inside a function or a division", 12),
     ("O(i,j) = I(i+k, j+l) * F(k,l)", "index arithmetic in an access (I's index 1)", 10),
     ("y(i) = A(i,j) * x(j) + i", "a term of index values only (i) is not supported yet", 24),
-    ("y(i) = A(i,j) * x(j) + 1", "the constant term 1 is not supported yet", 24),
-    ("y(i) = A(i,j) + B(i,j) + 1", "the constant term 1 is not supported yet", 26),
+    ("C(i,j) = b(j)", "output index 'i' does not appear on the right-hand side", 1),
     ("y(i) = A(i,j) * not (i == j)", "'not' binds more loosely than '*'", 17),
     ("y(i) = 1e999 * A(i,j)", "number 1e999 is not finite", 8),
     ("y(i) = (A(i,j) * x(j)", "expected ')' closing the parenthesis", 22),
@@ -265,3 +264,26 @@ def test_expressions_of_several_tensors(layouts):
     with np.errstate(all="ignore"):
         np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) / x(j)", A=A, x=dense_x),
                                    (a / dense_x).sum(axis=1))
+
+
+@pytest.mark.parametrize("layout", ["CSR", "COO", "DCSR", "DenseMatrix"])
+def test_broadcasting_lower_order_terms_and_numbers(layout):
+    """A term that leaves out an output index is broadcast along it, as numpy's; a number
+    is a term too. The output must be dense (a sparse one would store every element)."""
+    A = _m(9)
+    a = spf.Tensor.from_scipy(layout, A)
+    d = A.toarray()
+    b, c = np.linspace(-1, 1, 5), np.arange(7.0)
+    got = spf.evaluate("C(i,j) = A(i,j) + c(i) - 2 * b(j) + 1", A=a, b=b, c=c,
+                       layouts={"C": "DenseMatrix"})
+    np.testing.assert_allclose(got, d + c[:, None] - 2 * b[None, :] + 1)
+    np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * b(j) + 3", A=a, b=b),
+                               d @ b + 3)
+    np.testing.assert_allclose(spf.evaluate("s = c(i) * c(i) - 1", c=c), c @ c - 1)
+    k = spf.Kernel("y(i) += A(i,j) * b(j) + t", {"A": layout}, parallel=True).compile()
+    np.testing.assert_allclose(k(A=a, b=b, t=2.0, y=np.ones(7)), 1 + d @ b + 2)
+    with pytest.raises(spf.SpecError, match=r"term b\(j\) does not use the output "
+                                            r"index\(es\) \['i'\]: broadcast along them it "
+                                            "fills every element, so the output 'C' must be "
+                                            "dense"):
+        spf.Kernel("C(i,j) = A(i,j) + b(j)", {"A": layout, "C": "CSR"})

@@ -142,7 +142,7 @@ def test_sum_errors():
     with pytest.raises(spf.SpecError, match="used with 2 and 1 indices"):
         spf.Kernel("y(i) = A(i,j) * x(j) + A(i)")
     with pytest.raises(spf.SpecError, match=r"term b\(i\) does not use the output index"):
-        spf.Kernel("C(i,j) = A(i,j) + b(i)")
+        spf.Kernel("C(i,j) = A(i,j) + b(i)", {"C": "CSR"})      # broadcast: dense outputs
     f = compiled("y(i) = A(i,j) * x(j) + B(i,j) * z(j)")
     ones = np.ones
     # j is a separate index per term: A and B may differ in their second extent

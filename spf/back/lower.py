@@ -23,7 +23,7 @@ from ..finds.base import FindLowering
 from ..finds.model import Decision
 from ..front.kernel_spec import Access
 from ..front.layout import Layout
-from ..front.rhs import Coefficient, Node, index_refs, operands
+from ..front.rhs import Coefficient, Node, index_refs, number_text, operands
 from ..front.terms import Aff
 from ..front.value_exprs import type_of
 from ..front.value_types import Kind, ValueType, result_type
@@ -167,6 +167,8 @@ class KernelLowering:
         weak = () if coef in (1, -1) else (float(coef) if isinstance(coef, Fraction) else coef,)
         ptype = result_type(*types, weak=weak)
         factors = [self._factor(acc, vt) for acc, vt in zip(accs, stored)]
+        if not factors:              # a number broadcast over the output
+            return f"({ptype.c}){number_text(coef)}"
         factors = [f if vt == ptype else f"(({ptype.c}){f})" for f, vt in zip(factors, types)]
         if ptype.kind is Kind.BOOL and self.semiring.is_plus_times:
             rhs = " && ".join(factors) if len(factors) > 1 else factors[0]

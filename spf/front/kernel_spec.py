@@ -111,6 +111,12 @@ class Expr:
                 seen.setdefault(i, None)
         return list(seen)
 
+    def broadcast(self) -> list[str]:
+        """The output indices this product statement's factors do not use: its value is
+        the same along them (``C(i,j) = A(i,j) + b(j)``: the term ``b(j)`` along i)."""
+        used = {i for acc in self.factors for i in acc.indices}
+        return [i for i in self.output.indices if i not in used]
+
     @property
     def reduction_indices(self) -> list[str]:
         return [i for i in self.indices if i not in self.output.indices]
@@ -227,6 +233,7 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
     if len(terms) == 1:
         expr = Expr(out, terms[0][1], accumulate, text, source, terms[0][0], aliases=aliases)
         _check(expr, source)
+        _check_output_indices(expr, source)
         return expr
     inputs: dict[str, Access] = {}
     for _, factors in terms:
@@ -237,20 +244,24 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
                                 f"{len(acc.indices)} indices", source, acc.line, acc.column)
     expr = Expr(out, tuple(inputs.values()), accumulate, text, source, 1, tuple(terms),
                 aliases)
-    for _, factors in terms:
-        used = {i for acc in factors for i in acc.indices}
-        missing = [i for i in out.indices if i not in used]
-        if missing:
-            raise SpecError(f"term {' * '.join(map(str, factors))} does not use the output "
-                            f"index(es) {missing}: every term of a sum must (broadcasting is "
-                            "not supported)", source, factors[0].line, factors[0].column)
     for product in expr.products():
         _check(product, source)
+    _check_output_indices(expr, source)
     clash = set(inputs) & set(expr.indices)
     if clash:
         raise SpecError(f"name(s) {sorted(clash)} used both as tensor and as index", source,
                         out.line, out.column)
     return expr
+
+
+def _check_output_indices(expr: Expr, source: str) -> None:
+    """Every output index is some input's (a term may leave it out: it is broadcast)."""
+    used = {i for acc in expr.factors for i in acc.indices}
+    for i in expr.output.indices:
+        if i not in used:
+            raise SpecError(f"output index {i!r} does not appear on the right-hand side (its "
+                            "extent would be unknown)", source, expr.output.line,
+                            expr.output.column)
 
 
 def _check(expr: Expr, source: str) -> None:
@@ -268,12 +279,9 @@ def _check(expr: Expr, source: str) -> None:
                           f"{len(acc.indices)} indices", acc)
             raise err(f"tensor {acc.tensor!r} appears twice; give the second use its own name", acc)
         seen[acc.tensor] = acc
-    rhs = {i for acc in expr.factors for i in acc.indices}
-    for i in expr.output.indices:
-        if i not in rhs:
-            raise err(f"output index {i!r} does not appear on the right-hand side", expr.output)
     if len(set(expr.output.indices)) != len(expr.output.indices):
         raise err("an output index appears twice", expr.output)
+
     clash = set(seen) & set(expr.indices)
     if clash:
         raise err(f"name(s) {sorted(clash)} used both as tensor and as index", expr.output)

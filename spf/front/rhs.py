@@ -313,10 +313,7 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Te
         if not t.factors and t.index_values:
             raise expander.unsupported(f"a term of index values only "
                                        f"({text(t.index_values[0])})", t.at)
-        if not t.factors:
-            raise SpecError(f"the constant term {t.coefficient} is not supported yet: every "
-                            "term of a sum reads a tensor (broadcasting a number is not "
-                            "supported)", source, t.at.line, t.at.column)
+
     return [_folded(t) for t in terms]
 
 
