@@ -427,20 +427,7 @@ def bfs_contenders(g: sp.csr_matrix, ks: Kernels, threads: int, gb: Any
         ga = gb.io.from_scipy_sparse(gbool)
         assert ga.dtype == gb.dtypes.BOOL
 
-        def graphblas_bool() -> np.ndarray:
-            v = gb.Vector(gb.dtypes.INT64, n)
-            q = gb.Vector(gb.dtypes.BOOL, n)
-            q[0] = True
-            depth = 0
-            while q.nvals:
-                v(q.S) << depth
-                depth += 1
-                q(~v.S, replace=True) << q.vxm(ga, gb.semiring.any_pair)
-            level = np.full(n, -1)
-            idx, vals = v.to_coo()
-            level[idx] = vals
-            return level
-        fns["graphblas_bool"] = graphblas_bool
+        fns["graphblas_bool"] = lambda: graphs.graphblas_levels(gb, ga, n)
     return fns
 
 
@@ -683,19 +670,28 @@ def _describe_spmm(rows: list[dict]) -> list[str]:
             continue
         s = c["spf_f32"]
         line = [matrix, s["nnz"], str(threads), _ms(s), f"{float(s['GFLOPs']):.1f}"]
-        for p in SPMM_PEERS:
-            if p in c:
-                r = _t(c[p]) / _t(s)
-                ratios.setdefault((threads, p), []).append(r)
-                line.append(f"{_ms(c[p])} ({r:.2f}x)")
-            else:
-                line.append("-")
-        out.append("| " + " | ".join(map(str, line)) + " |")
-    out += ["", "Geometric means: " + "; ".join(
+        out.append(_ratio_row(line, c, s, SPMM_PEERS, threads, ratios))
+    return out + ["", _geomeans(ratios, SPMM_PEERS), ""]
+
+
+def _ratio_row(line: list, c: dict, s: dict, peers: tuple, threads: int,
+               ratios: dict[tuple[int, str], list[float]]) -> str:
+    """``line`` with each peer's time and ratio to ``s`` (recorded in ``ratios``)."""
+    for p in peers:
+        if p in c:
+            r = _t(c[p]) / _t(s)
+            ratios.setdefault((threads, p), []).append(r)
+            line.append(f"{_ms(c[p])} ({r:.2f}x)")
+        else:
+            line.append("-")
+    return "| " + " | ".join(map(str, line)) + " |"
+
+
+def _geomeans(ratios: dict[tuple[int, str], list[float]], peers: tuple) -> str:
+    return "Geometric means: " + "; ".join(
         f"{t} thread{'s' if t > 1 else ''}: " + ", ".join(
-            f"vs {p} {_gm(ratios.get((t, p), []))}" for p in SPMM_PEERS
-            if ratios.get((t, p))) for t in THREADS) + ".", ""]
-    return out
+            f"vs {p} {_gm(ratios.get((t, p), []))}" for p in peers
+            if ratios.get((t, p))) for t in THREADS) + "."
 
 
 def _describe_bfs(rows: list[dict]) -> list[str]:
@@ -719,18 +715,8 @@ def _describe_bfs(rows: list[dict]) -> list[str]:
         levels = int(s["levels"])
         line = [graph, s["rows"], str(int(s["nnz"]) // 2), str(levels), str(threads), _ms(s),
                 f"{_t(s) * 1e6 / levels:.0f}"]
-        for p in BFS_PEERS:
-            if p in c:
-                r = _t(c[p]) / _t(s)
-                ratios.setdefault((threads, p), []).append(r)
-                line.append(f"{_ms(c[p])} ({r:.2f}x)")
-            else:
-                line.append("-")
-        out.append("| " + " | ".join(map(str, line)) + " |")
-    out += ["", "Geometric means: " + "; ".join(
-        f"{t} thread{'s' if t > 1 else ''}: " + ", ".join(
-            f"vs {p} {_gm(ratios.get((t, p), []))}" for p in BFS_PEERS
-            if ratios.get((t, p))) for t in THREADS) + "."]
+        out.append(_ratio_row(line, c, s, BFS_PEERS, threads, ratios))
+    out += ["", _geomeans(ratios, BFS_PEERS)]
     return out
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -228,20 +229,7 @@ def bfs_contenders(g: sp.csr_matrix, ks, threads: int, gb) -> tuple[dict, int]:
     if gb is not None:
         ga = gb.io.from_scipy_sparse(g)
 
-        def graphblas_bfs():
-            v = gb.Vector(int, n)
-            q = gb.Vector(bool, n)
-            q[0] = True
-            depth = 0
-            while q.nvals:
-                v(q.S) << depth
-                depth += 1
-                q(~v.S, replace=True) << q.vxm(ga, gb.semiring.any_pair)
-            out = np.full(n, -1)
-            idx, vals = v.to_coo()
-            out[idx] = vals
-            return out
-        fns["graphblas"] = graphblas_bfs
+        fns["graphblas"] = lambda: graphblas_levels(gb, ga, n)
     if threads == 1:
         fns["scipy"] = lambda: csgraph.breadth_first_order(g, 0, return_predecessors=True)
     for name, fn in fns.items():
@@ -366,3 +354,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
 if __name__ == "__main__":
     os.environ.setdefault("OMP_PROC_BIND", "false")
     main()
+
+
+def graphblas_levels(gb: Any, ga: Any, n: int) -> np.ndarray:
+    """BFS levels from vertex 0 with GraphBLAS (-1: unreached): ``q(~v.S, replace=True) <<
+    q.vxm(A, any_pair)`` on BOOL, the visited vertices a complemented structural mask."""
+    v = gb.Vector(gb.dtypes.INT64, n)
+    q = gb.Vector(gb.dtypes.BOOL, n)
+    q[0] = True
+    depth = 0
+    while q.nvals:
+        v(q.S) << depth
+        depth += 1
+        q(~v.S, replace=True) << q.vxm(ga, gb.semiring.any_pair)
+    out = np.full(n, -1)
+    idx, vals = v.to_coo()
+    out[idx] = vals
+    return out
