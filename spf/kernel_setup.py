@@ -144,6 +144,12 @@ class Setup:
         if not self.typing.is_float64:
             notes.append(("value types", self.typing.describe(self.expr.output.tensor)))
         notes += [("values", f"{v.expression}: {v.why}") for v in self.values]
+        if self.expr.derived:
+            notes.append(("index arithmetic", "; ".join(
+                f"{name} = {aff}" for name, aff in self.expr.derived.items()) +
+                " (an affine access index is one more variable of the iteration space, equal "
+                "to its expression; a point where an access falls outside its tensor is not "
+                "in the space)"))
         return notes
 
     def header(self) -> list[str]:

@@ -38,7 +38,8 @@ def scalar_value(name: str, vt: ValueType) -> str:
 
 HELPERS = {
     "spf_math": "#include <math.h>",
-    "spf_tgmath": "#include <tgmath.h>",
+    # <tgmath.h> brings <complex.h>, whose macro I would rename a tensor called I
+    "spf_tgmath": "#include <tgmath.h>\n#undef I",
     "spf_min": "static inline int64_t spf_min(int64_t a, int64_t b) { return a < b ? a : b; }",
     "spf_max": "static inline int64_t spf_max(int64_t a, int64_t b) { return a > b ? a : b; }",
     "spf_floord": "static inline int64_t spf_floord(int64_t n, int64_t d) "
@@ -129,6 +130,9 @@ class CNames:
 
     def tensor_of(self, qualified: str) -> tuple[TensorUse, str]:
         tensor, _, fld = qualified.partition(".")
+        out = self.space.assembled
+        if out is not None and out.name == tensor:      # its extents: the call's shape
+            return out, fld
         return self.space.use(tensor), fld
 
     def atom(self, atom: Atom) -> str:

@@ -230,10 +230,10 @@ def check_given(values: Mapping[str, Any], source: str = "<string>",
 
 def check_names(expr: Expr) -> None:
     """SpecError when a tensor or index of ``expr`` is a name generated C may not use."""
-    aliases = dict(expr.aliases)
+    own = set(dict(expr.aliases)) | set(expr.derived)
     for name in expr.tensors + expr.indices:
-        if name in aliases:
-            continue                    # spf's own name for a tensor read again
+        if name in own:
+            continue     # spf's own name for a tensor read again or an affine access index
         if name in C_RESERVED or keyword.iskeyword(name) or name.startswith("spf_"):
             raise SpecError(f"name {name!r} is reserved (C keyword or spf_ prefix)",
                             expr.source)

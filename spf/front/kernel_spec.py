@@ -22,7 +22,7 @@ from ..errors import SpecError
 from .rhs import Coefficient, Node, accesses, number_text, parse_rhs, renamed, sum_of_products, text
 from .rhs import Ref as RefNode
 from .syntax import Parser, parse_constraints
-from .terms import Constraint
+from .terms import Aff, Constraint
 from .toml_source import TomlSource, is_file
 
 
@@ -38,11 +38,22 @@ class Access:
     pattern: bool = False
     value: Node | None = None     # the expression of its value (``abs(A(i,j))``), if any
     in_value: bool = False        # read only by the preceding factor's expression
+    arithmetic: tuple[tuple[str, Aff], ...] = ()    # (derived index, its affine expression)
 
     def __str__(self) -> str:
         if self.value is not None:
             return text(self.value)
-        return f"{self.tensor}({','.join(self.indices)})" if self.indices else self.tensor
+        exprs = dict(self.arithmetic)
+        shown = [str(exprs.get(i, i)).replace(" ", "") for i in self.indices]
+        return f"{self.tensor}({','.join(shown)})" if self.indices else self.tensor
+
+    @property
+    def index_names(self) -> set[str]:
+        """The kernel indices this access reads: its plain indices and the names inside its
+        affine ones (``I(i+k, j)``: i, k, j)."""
+        exprs = dict(self.arithmetic)
+        return {n for i in self.indices
+                for n in (exprs[i].names() if i in exprs else (i,))}
 
 
 @dataclass(frozen=True)
@@ -104,17 +115,32 @@ class Expr:
 
     @property
     def indices(self) -> list[str]:
-        """Logical indices in order of first appearance (output first)."""
+        """Logical indices in order of first appearance (output first): the kernel's and
+        each affine access index's derived name (after the names it is made of)."""
         seen: dict[str, None] = {}
-        for acc in (self.output, *self.factors):
+        for acc in self._accesses():
+            exprs = dict(acc.arithmetic)
             for i in acc.indices:
+                if i in exprs:
+                    seen.update(dict.fromkeys(sorted(exprs[i].names())))
                 seen.setdefault(i, None)
         return list(seen)
+
+    @property
+    def derived(self) -> dict[str, Aff]:
+        """Each affine access index's name and expression (``spf_i_p_k``: ``i + k``)."""
+        return {n: a for acc in self._accesses() for n, a in acc.arithmetic}
+
+    def _accesses(self) -> list[Access]:
+        """Every access: the output's, then each term's (a tensor of several terms once per
+        term: ``x(i-1) + x(i+1)`` reads it at two derived indices)."""
+        terms = [f for _, factors in self.terms for f in factors] if self.is_sum else []
+        return [self.output, *self.factors, *terms]
 
     def broadcast(self) -> list[str]:
         """The output indices this product statement's factors do not use: its value is
         the same along them (``C(i,j) = A(i,j) + b(j)``: the term ``b(j)`` along i)."""
-        used = {i for acc in self.factors for i in acc.indices}
+        used = {i for acc in self.factors for i in acc.index_names}
         return [i for i in self.output.indices if i not in used]
 
     @property
@@ -159,11 +185,12 @@ def _terms(p: Parser, out: Access, source: str) -> list[tuple[Coefficient, tuple
     indices = set(out.indices)
 
     for ref in accesses(tree):
-        indices.update(i for i in ref.indices or () if i is not None)
+        indices.update(ref.indices or ())
+        indices.update(n for _, aff in ref.arithmetic for n in aff.names())
     terms = sum_of_products(tree, source, frozenset(indices))
     return [(t.coefficient, _aliased(tuple(
-        Access(f.ref.name, tuple(i for i in f.ref.indices or () if i), f.ref.line, f.ref.column,
-               value=f.value, in_value=f.in_value) for f in t.factors), source))
+        Access(f.ref.name, f.ref.indices or (), f.ref.line, f.ref.column, value=f.value,
+               in_value=f.in_value, arithmetic=f.ref.arithmetic) for f in t.factors), source))
             for t in terms]
 
 
@@ -256,7 +283,7 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
 
 def _check_output_indices(expr: Expr, source: str) -> None:
     """Every output index is some input's (a term may leave it out: it is broadcast)."""
-    used = {i for acc in expr.factors for i in acc.indices}
+    used = {i for acc in expr.factors for i in acc.index_names}
     for i in expr.output.indices:
         if i not in used:
             raise SpecError(f"output index {i!r} does not appear on the right-hand side (its "

@@ -12,7 +12,8 @@ Grammar (``not``, ``and``, ``or`` and the comparisons bind loosest, as in Python
     unary   := ('-' | '+') unary | atom
     atom    := NUMBER | FUNCTION '(' rhs {',' rhs} ')' | name ['(' [index {',' index}] ')']
              | '(' rhs ')'
-    index   := sum                          (a plain index name; arithmetic is parsed)
+    index   := sum                          (an index name, or an affine expression of
+                                             index names and integers: ``i+k``, ``2*j-1``)
 
 :func:`parse_rhs` builds the tree; :func:`sum_of_products` expands it into terms
 ``coefficient * factor * ...`` (literals, unary minus and parentheses distribute), and
@@ -28,6 +29,7 @@ from fractions import Fraction
 from ..errors import SpecError
 from .functions import FUNCTIONS
 from .syntax import Parser, Token
+from .terms import Aff
 
 
 class Op(Enum):
@@ -70,11 +72,13 @@ class Number(Node):
 
 @dataclass(frozen=True)
 class Ref(Node):
-    """``tensor(indices...)``; ``indices`` is None for a bare name (a scalar or an index)
-    and holds None at a position whose index is not a plain name (index arithmetic)."""
+    """``tensor(indices...)``; ``indices`` is None for a bare name (a scalar or an index).
+    An index that is an affine expression (``I(i+k, j)``) is named by :func:`derived_name`
+    and ``arithmetic`` holds (name, expression) for each such index."""
 
     name: str
-    indices: tuple[str | None, ...] | None
+    indices: tuple[str, ...] | None
+    arithmetic: tuple[tuple[str, Aff], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -182,20 +186,70 @@ def _atom(p: Parser) -> Node:
         return Call(tok.line, tok.column, tok.text, tuple(args))
     if not p.accept("("):
         return Ref(tok.line, tok.column, tok.text, None)
-    indices: list[str | None] = []
+    indices: list[str] = []
+    arithmetic: dict[str, Aff] = {}
     if not p.peek(")"):
         while True:
-            indices.append(_index(p))
+            aff = _affine(p, _sum(p), tok.text, len(indices) + 1)
+            name = derived_name(aff)
+            if name is None:
+                indices.append(str(aff))
+            else:
+                indices.append(name)
+                arithmetic[name] = aff
             if not p.accept(","):
                 break
     p.expect(")", "',' or ')' closing the index list")
-    return Ref(tok.line, tok.column, tok.text, tuple(indices))
+    return Ref(tok.line, tok.column, tok.text, tuple(indices), tuple(arithmetic.items()))
 
 
-def _index(p: Parser) -> str | None:
-    """One index of an access: its name, or None for an expression of indices."""
-    node = _sum(p)
-    return node.name if isinstance(node, Ref) and node.indices is None else None
+def derived_name(aff: Aff) -> str | None:
+    """The index name an affine access index stands for: None for a plain index name, else
+    ``spf_`` and the expression spelled as an identifier (``i+k``: ``spf_i_p_k``, ``2*j-1``:
+    ``spf_2j_m_1``); the same expression is the same name everywhere."""
+    if len(aff.terms) == 1 and aff.const == 0 and aff.terms[0][1] == 1:
+        return None
+    parts: list[str] = []
+    for atom, coeff in aff.terms:
+        size = abs(coeff)
+        parts.append(("m_" if coeff < 0 else "p_" if parts else "") +
+                     (str(size) if size != 1 else "") + str(atom))
+    if aff.const:
+        parts.append(("m_" if aff.const < 0 else "p_" if parts else "") + str(abs(aff.const)))
+    return "spf_" + "_".join(parts)
+
+
+def _affine(p: Parser, n: Node, tensor: str, position: int) -> Aff:
+    """The affine expression of index names and integers an access index is."""
+    def bad(what: str, at: Node) -> SpecError:
+        return SpecError(f"{tensor}'s index {position}: {what}; an index is an affine "
+                         "expression of index names and integers (i, i+k, 2*j-1)", p.source,
+                         at.line, at.column)
+    if isinstance(n, Number):
+        if not isinstance(n.value, int):
+            raise bad(f"{n.value!r} is not an integer", n)
+        return Aff.num(n.value)
+    if isinstance(n, Ref):
+        if n.indices is not None:
+            raise bad(f"the access {text(n)} inside an index (indirect indexing) is not "
+                      "supported", n)
+        return Aff.var(n.name)
+    if isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB, Op.NEG, Op.MUL):
+        parts: list[Aff] = [_affine(p, o, tensor, position) for o in n.operands]
+        if n.op is Op.NEG:
+            return -parts[0]
+        if n.op is Op.ADD:
+            return parts[0] + parts[1]
+        if n.op is Op.SUB:
+            return parts[0] - parts[1]
+        const = next((q for q in parts if q.is_const), None)
+        if const is None:
+            raise bad(f"{text(n)} multiplies two indices (not affine)", n)
+        other = parts[1] if const is parts[0] else parts[0]
+        return other * const.const
+    what = f"the call {n.function}()" if isinstance(n, Call) else \
+        f"the operator {n.op.value!r}" if isinstance(n, Apply) else "this construct"
+    raise bad(f"{what} is not supported in an index", n)
 
 
 def _number(p: Parser, tok: Token) -> int | float:
@@ -213,7 +267,7 @@ def text(n: Node) -> str:
         return repr(n.value)
     if isinstance(n, Ref):
         return n.name if n.indices is None else \
-            f"{n.name}({','.join(i or '?' for i in n.indices)})"
+            f"{n.name}({','.join(_index_text(i, n.arithmetic) for i in n.indices)})"
     if isinstance(n, Call):
         return f"{n.function}({', '.join(text(a) for a in n.args)})"
     assert isinstance(n, Apply)
@@ -222,6 +276,11 @@ def text(n: Node) -> str:
     if n.op is Op.NOT:
         return f"not {_grouped(n.operands[0])}"
     return f" {n.op.value} ".join(_grouped(o) for o in n.operands)
+
+
+def _index_text(index: str, arithmetic: tuple[tuple[str, Aff], ...]) -> str:
+    """An access index as written: its name, or its affine expression."""
+    return str(dict(arithmetic).get(index, index)).replace(" ", "")
 
 
 def _grouped(n: Node) -> str:
@@ -334,7 +393,6 @@ class _Expander:
         if isinstance(n, Number):
             return [Term(n.value, (), n)]
         if isinstance(n, Ref):
-            self.check_ref(n)
             if n.indices is None and n.name in self.indices:
                 return [Term(1, (), n, (n,))]       # an index's value
             return [Term(1, (Factor(n),), n)]
@@ -366,16 +424,9 @@ class _Expander:
             return self.value_factor(n)      # a number added to one tensor: A(i,j) - 3
         return left + right
 
-    def check_ref(self, n: Ref) -> None:
-        if n.indices is not None and None in n.indices:
-            k = n.indices.index(None)
-            raise self.unsupported(f"index arithmetic in an access ({n.name}'s index "
-                                   f"{k + 1})", n)
-
     def check_value(self, n: Node) -> None:
         """What an expression of values may hold: accesses, index values, numbers."""
         if isinstance(n, Ref):
-            self.check_ref(n)
             if n.indices is None and n.name not in self.indices:
                 raise self.unsupported(f"the scalar {n.name!r} inside a function or a "
                                        "division", n)

@@ -158,7 +158,13 @@ def build(expr: Expr, layouts: Mapping[str, Layout], bounds: Sequence[Constraint
     if clash:
         raise SpecError(f"index name(s) {sorted(clash)} clash with layout index names", expr.source)
     constraints = [c for use in uses for c in _composed(use, indices)]
+    # an affine access index (``I(i+k, j)``) is one more variable, equal to its expression:
+    # the access map becomes affine, and the scanner solves for whichever side it iterates
+    constraints += [Constraint.eq(Aff.var(name), aff) for name, aff in expr.derived.items()
+                    if name in indices]
     extent, substitution, facts = _extents(uses)
+    if assembled is not None:
+        constraints += _output_bounds(assembled, extent)
     # No "0 <= idx < extent" facts for the logical indices: they hold on the points of each
     # layout relation, not on the points where the scanner tests that relation's guards
     # (e.g. a padding test ``0 <= colIdx(pi, pk)`` must not be pruned by ``0 <= j``).
@@ -219,6 +225,20 @@ def _composed(use: TensorUse, indices: list[str]) -> list[Constraint]:
                         f"{use.name} are not defined by equalities of its layout indices",
                         use.layout.source)
     return list(flat.disjuncts[0])
+
+
+def _output_bounds(out: TensorUse, extent: dict[str, Aff]) -> list[Constraint]:
+    """``0 <= i`` for each index of an assembled output that the inputs read only inside
+    affine access indices (``O(i) = I(i+k) * F(k)``: no input bounds ``i``); its extent is
+    the output's, which the call computes as the largest ``i`` any point reaches (so
+    ``i < extent`` holds already, and the counting passes, which see no output, need not
+    read it); ``extent`` gets it."""
+    out_bounds = []
+    for idx, ext in zip(out.indices, out.extents()):
+        if idx not in extent:
+            extent[idx] = ext
+            out_bounds.append(Constraint.ge(Aff.var(idx), Aff.num(0)))
+    return out_bounds
 
 
 def _extents(uses: list[TensorUse]) -> tuple[dict[str, Aff], dict[str, Aff], list[Constraint]]:

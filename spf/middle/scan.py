@@ -125,10 +125,16 @@ class Scanner:
                 continue
             k = c.aff.coeff(var)
             rest = c.aff - Aff.var(var, k)
-            if abs(k) != 1 or var in rest.names() or any(
+            if k == 0 or var in rest.names() or any(
                     isinstance(a, FloorDiv) for a in rest.atoms()):
                 continue
-            return rest * -k
+            if abs(k) == 1:
+                return rest * -k
+            if self.space.expr.derived:
+                # k*var = -rest, as a strided access gives (``A(i, 2*j)``): var =
+                # floor(-rest/k), the equality stays a guard (where k divides -rest); only
+                # with index arithmetic (a layout's own strides keep their loops)
+                return Aff.var(FloorDiv(rest * (-1 if k > 0 else 1), abs(k)))
         return None
 
     def schedule(self, order: list[str]) -> tuple[list[str], dict[str, Aff]]:

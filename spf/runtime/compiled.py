@@ -27,6 +27,7 @@ from .assembled import run_assembling
 from .fields import check_built_ranges, with_derived
 from .memory import aligned_zeros
 from .operands import DenseStruct, Operand
+from .shapes import shape_plan
 from .stored import StoredTensor, tensor_class
 from .writer import rewritten
 
@@ -108,7 +109,7 @@ class CompiledKernel(Generic[K]):
         self._dense_output = self._out_dense if not expr.accumulate else None
         self._inputs = list(zip([a.tensor for a in expr.factors], self._operands))
         self._semiring = None if kernel.semiring.is_plus_times else kernel.semiring
-        self._agree, self._out_source = _shape_plan(expr)
+        self._shapes = shape_plan(expr)
         # the plain call: every input a tensor read as given, into a dense output of the
         # usual struct
         self._plain: tuple[DenseStruct, list[tuple[str, Operand]]] | None = None
@@ -281,10 +282,9 @@ class CompiledKernel(Generic[K]):
             address, shapes[name], kept = op.bind(value)
             values.append(address)
             keep.append(kept)
-        for a, da, b, db in self._agree:
-            if shapes[a][da] != shapes[b][db]:
-                self._extents(shapes)
-        shape = tuple([shapes[a][d] for a, d in self._out_source])
+        if self._shapes.disagree(shapes):
+            self._extents(shapes)
+        shape = self._shapes.output_shape(shapes, None, self.output)
         array = aligned_zeros(shape, self._dtype)
         out = output.fresh(array, shape)       # alive until the call returns
         if self._fn(ctypes.addressof(out), *values) != 0:
@@ -293,7 +293,7 @@ class CompiledKernel(Generic[K]):
 
     def _call(self, args: Mapping[str, Any]) -> Any:
         values, shapes, keep = self._bind(args)
-        out_shape = self._output_shape(shapes)
+        out_shape = self._output_shape(shapes, args.get(self.output))
         if self._dense_output is not None and self.output not in args:
             array = aligned_zeros(out_shape, self._dtype)
             struct = self._dense_output.struct(array)
@@ -316,13 +316,15 @@ class CompiledKernel(Generic[K]):
             raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
         return result
 
-    def _output_shape(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
+    def _output_shape(self, shapes: Mapping[str, tuple[int, ...]],
+                      given: Any = None) -> tuple[int, ...]:
         """The output's extents from the inputs' shapes (which must agree: checked by the
-        pairs :func:`_shape_plan` listed, the message from :meth:`_extents`)."""
-        for a, da, b, db in self._agree:
-            if shapes[a][da] != shapes[b][db]:
-                self._extents(shapes)
-        return tuple([shapes[a][d] for a, d in self._out_source])
+        pairs :func:`~spf.runtime.shapes.shape_plan` listed, the message from
+        :meth:`_extents`); a passed output (``given``) sets those only affine access
+        indices bound."""
+        if self._shapes.disagree(shapes):
+            self._extents(shapes)
+        return self._shapes.output_shape(shapes, getattr(given, "shape", None), self.output)
 
     def _run_scalar(self, args: Mapping[str, Any], values: list[Any]) -> Any:
         if self.output in args and not self.kernel.expr.accumulate:
@@ -538,24 +540,3 @@ def _scalar(name: str, value: Any) -> float:
                             f"computes in (it would become {out!r}); pass float({name}) to "
                             "accept the rounding")
     return out
-
-
-Slot = tuple[str, int]   # (tensor, dimension)
-
-
-def _shape_plan(expr: Any) -> tuple[list[tuple[str, int, str, int]], list[Slot]]:
-    """Which input dimensions must have equal extents (an output index across the whole
-    kernel, another index within one term of a sum) and where each output extent comes
-    from, worked out once per kernel."""
-    out_idx = expr.output.indices
-    groups: dict[Any, list[Slot]] = {}
-    for k, product in enumerate(expr.products()):
-        for acc in product.factors:
-            for dim, idx in enumerate(acc.indices):
-                key = idx if idx in out_idx else (k, idx)
-                groups.setdefault(key, []).append((acc.tensor, dim))
-    agree = [(*slots[0], *other) for slots in groups.values() for other in slots[1:]]
-    missing = [i for i in out_idx if i not in groups]
-    if missing:
-        raise ArgumentError(f"output index(es) {missing} appear in no input")
-    return agree, [groups[i][0] for i in out_idx]
