@@ -176,6 +176,8 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
         statement = statement.with_mask(mask)
     check_names(statement)
     for alias, tensor in statement.aliases:     # a tensor read again: its layout, params
+        if alias not in statement.tensors:
+            continue                            # read by another term of the sum
         if tensor in named:
             named.setdefault(alias, named[tensor])
         if tensor in params:
@@ -184,6 +186,11 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     mask_layout = _complement_layout(statement, mask, named, params, index_type) \
         if opts.complement and mask else None
     resolved = _resolve_layouts(statement, named, params, in_file, index_type)
+    out = statement.output.tensor
+    if statement.accumulate and opts.share is None and out in resolved \
+            and resolved[out].dense_array is None:    # '+=' into an output it assembles
+        statement = statement.with_old_output()
+        resolved = {**resolved, statement.aliases[-1][0]: resolved[out]}
     values = _value_expressions(statement, opts, resolved)
     typing = _typing(statement, opts, named, resolved)
     _check_semiring_types(opts, typing, statement)
@@ -477,9 +484,6 @@ def _needs_assembly(expr: Expr, layouts: Mapping[str, Layout],
             raise SpecError(f"output {out.tensor!r} ({lay.name}) cannot share index arrays "
                             f"{missing} with {share[1]!r}", expr.source)
         return False
-    if expr.accumulate:
-        raise SpecError(f"'+=' into the sparse output {out.tensor!r} ({lay.name}): its "
-                        "structure is assembled by the kernel; use '='", expr.source)
     try:
         storage_of(lay)
     except SpecError as exc:

@@ -105,9 +105,14 @@ class ProductKernel:
         ana, plan = self.plan.analysis(), self.plan
         notes, reason = list(ana.notes), ana.parallel_reason
         if plan.assembly is not None:
-            if self.setup.options.parallel:    # the reason says why parallel=True was ignored
-                why = (f"not parallelized: the output {self.setup.expr.output.tensor} is "
-                       "assembled in storage order by one thread")
+            out = self.setup.expr.output.tensor
+            if plan.parallel_loop is not None:      # built row by row by the loop's threads
+                reason = (f"loop {plan.parallel_loop} in parallel: {plan.assembly.why}, so "
+                          f"each thread builds the rows of {out} its iterations write")
+                ana = replace(ana, parallel_loop=plan.parallel_loop)
+            elif self.setup.options.parallel:    # the reason says why parallel=True was ignored
+                why = (f"not parallelized: the output {out} is assembled by one thread"
+                       + (f" ({plan.serial_assembly})" if plan.serial_assembly else ""))
                 notes.append(why)
                 reason = reason.removesuffix("; parallel=False") + f"; {why}"
             notes.append(plan.assembly.describe())

@@ -10,6 +10,7 @@ from functools import cached_property
 
 from .assembly import AssemblyPlan, FunctionRole
 from .assembly.merge import Run, operand_run
+from .assembly.rows import row_shaped
 from .back.lower import kernel_code
 from .back.source import emit_merged, emit_sum
 from .concurrency import symbolic
@@ -85,7 +86,20 @@ class SumKernel:
 
     @property
     def parallel_loop(self) -> str | None:
+        """A term's parallel loop, or the output's rows when the merge runs in parallel."""
+        if self.parallel_merge:
+            assert self.assembly is not None
+            return self.assembly.key[0]
         return next((t.parallel_loop for t in self.terms if t.parallel_loop), None)
+
+    @property
+    def parallel_merge(self) -> bool:
+        """``parallel=True``, the operands are the runs and the output is row-shaped: the
+        merge counts each row's union in parallel, prefix-sums, then merges the rows in
+        parallel."""
+        a = self.assembly
+        return bool(self.setup.options.parallel and a is not None and self.runs
+                    and row_shaped(a.storage))
 
     @property
     def plan(self) -> Plan:
@@ -142,20 +156,26 @@ class SumKernel:
                        assembly: AssemblyPlan) -> str:
         header.append(f"Output {self.setup.expr.output.tensor}: assembled in "
                       f"{assembly.storage.layout.name} by {self.name}_merge, which merges "
-                      "the operands level by level (no term copies its entries first):")
+                      "the operands level by level (no term copies its entries first)"
+                      + (f", in parallel over {assembly.key[0]}: each row's union counted, a "
+                         "prefix sum, each row merged at its segment"
+                         if self.parallel_merge else "") + ":")
         header += [f"  {run.operand} ({run.layout.name}): {run.why}" for run in runs]
         bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", FunctionRole.BOUND)
                   for t in self.terms]
         return emit_merged(self.name, header, self.setup.expr, self.setup.layouts, list(runs),
                            assembly, bounds, [_arguments(t) for t in self.terms],
-                           self.setup.options.semiring, self.setup.typing)
+                           self.setup.options.semiring, self.setup.typing,
+                           self.parallel_merge)
 
     @symbolic
     def report(self) -> str:
         """The notes, the merge if any, and each term's report."""
         notes = [f"{title}: {text}" for title, text in self.setup.notes()]
-        merged = [f"union: {self.name}_merge merges the operands' storage level by level "
-                  f"({run.operand}: {run.why}); the terms below only count entries"
+        rows = " in parallel over the output's rows (counted, prefix-summed, merged)" \
+            if self.parallel_merge else ""
+        merged = [f"union: {self.name}_merge merges the operands' storage level by level"
+                  f"{rows} ({run.operand}: {run.why}); the terms below only count entries"
                   for run in self.runs or ()]
         return "\n".join([f"kernel: {self.setup.expr} (statement splitting: one loop nest "
                           "per term)"] + notes + merged

@@ -354,16 +354,15 @@ def test_bounds_syntax_error():
                  bounds="j <= ")
 
 
-def test_output_layout_that_cannot_be_assembled():
-    """'+=' keeps the output's structure: DIA cannot be assembled in order, and an output
-    written from an entry list would be replaced, so the refusal names the assembly."""
-    kernel_error("'+=' into the sparse output 'Y' (DIA)", "use '='",
-                 args=("Y(i,j) += A(i,j) * B(i,j)", {"A": "CSR", "Y": "DIA"}))
-
-
-def test_accumulate_into_assembled_output():
-    kernel_error("'+=' into the sparse output 'Y' (CSR)", "use '='",
-                 args=("Y(i,j) += A(i,j) * B(i,j)", {"A": "CSR", "Y": "CSR"}))
+def test_accumulate_into_an_output_written_by_its_relation():
+    """'+=' into a sparse output reads its old entries as one more term: also into DIA,
+    which an entry list is written into by its relation."""
+    A = spf.Tensor.from_dense("CSR", np.array([[1.0, 0, 2], [0, 3, 0], [4, 0, 0]]))
+    old = spf.Tensor.from_dense("DIA", np.diag([1.0, 2.0, 3.0]))
+    k = spf.Kernel("Y(i,j) += A(i,j) * 2", {"A": "CSR", "Y": "DIA"}).compile()
+    new = k(A=A, Y=old)
+    assert new.layout.name == "DIA"
+    np.testing.assert_array_equal(new.to_dense(), np.diag([1.0, 2.0, 3.0]) + 2 * A.to_dense())
 
 
 def test_scalar_takes_no_layout():

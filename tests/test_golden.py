@@ -81,6 +81,12 @@ CASES: dict[str, Callable[[], str]] = {
     "spmspm_bucket_coo_csr": kernel(SPMSPM, {"A": "COO", "B": "CSR", "C": "CSR"}),
     "spmspm_sort_dcsr": kernel(SPMSPM, {"A": "COO", "B": "CSR", "C": "DCSR"}),
     "eltwise_append_csr": kernel(ELTWISE, {"A": "CSR", "B": "CSR", "C": "CSR"}),
+    "spmspm_rows_parallel_csr": kernel(SPMSPM, {"A": "CSR", "B": "CSR", "C": "CSR"},
+                                       parallel=True),
+    # index arithmetic: a convolution of a sparse image, a strided read
+    "conv2d_csr_dense": kernel("O(i,j) = I(i-k,j-l) * F(k,l)",
+                               {"I": "CSR", "F": "DenseMatrix", "O": "DenseMatrix"}),
+    "strided_spmv_csr": kernel("y(i) = A(i,2*j) * x(j)", {"A": "CSR", "x": "DenseVector"}),
     # index width
     "dot_int64": kernel(DOT, {"A": "SV", "B": "SV_unsorted"}, index_type="int64"),
     # conversions

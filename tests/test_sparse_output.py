@@ -418,17 +418,27 @@ def test_outputs_not_assembled_in_order_are_written(c_spec):
     np.testing.assert_allclose(c.to_dense(), (a @ b).toarray())
 
 
-@pytest.mark.parametrize("c_spec", ["CSR", "COO"])
-def test_parallel_kernel_with_assembled_output(c_spec):
-    k, _ = kernel(SPMSPM, (("A", "CSR"), ("B", "CSR"), ("C", c_spec)), True)
-    assert k.parallel_loop is None and "omp parallel" not in k.c_source()
-    assert any("not parallelized" in n for n in k.analysis().notes)
-    # the reason agrees with what was asked and generated (parallel=True, one thread)
-    assert k.analysis().parallel_reason.endswith(
-        "; not parallelized: the output C is assembled in storage order by one thread")
-    for name, A, B in MATMUL_CASES:
-        if name in ("random", "empty_rows_cols", "A_nnz0", "larger"):
-            run_spmspm("CSR", "CSR", c_spec, A, B, parallel=True)
+@pytest.mark.parametrize("a_spec, c_spec", [("CSR", "CSR"), ("CSR", "CSR_unsorted"),
+                                             ("DCSR", "CSR"), ("CSR", "COO"), ("COO", "CSR"),
+                                             ("SortedCOO", "CSR")])
+def test_parallel_kernel_with_assembled_output(a_spec, c_spec):
+    """Rows of a CSR-shaped output that the outermost loop's iterations own are built in
+    parallel (count, prefix sum, fill); any other output by one thread, saying why."""
+    k, _ = kernel(SPMSPM, (("A", a_spec), ("B", "CSR"), ("C", c_spec)), True)
+    rows = c_spec.startswith("CSR") and "COO" not in a_spec
+    assert (k.parallel_loop is not None) == rows
+    assert ("omp parallel" in k.c_source()) == rows
+    reason = k.analysis().parallel_reason
+    if rows:
+        assert "never write the same i, so each thread builds the rows of C" in reason
+        assert "Rows mode, first pass" in k.c_source()
+    else:
+        assert "not parallelized: the output C is assembled by one thread (" in reason
+        assert ("is not a dense level over a compressed one" in reason) == (c_spec == "COO")
+        assert ("do not produce i in order" in reason) == (a_spec == "COO")
+        assert ("Z3 did not prove that two iterations" in reason) == (a_spec == "SortedCOO")
+    for _, A, B in MATMUL_CASES:
+        run_spmspm(a_spec, "CSR", c_spec, A, B, parallel=True)
 
 
 @pytest.mark.fuzz

@@ -26,6 +26,8 @@ class AssemblyStrategy:
     preference: ClassVar[int]           # the first that applies is used
     cursor: ClassVar[bool] = True       # appends through <kernel>_append (the cursor)
     counts_first: ClassVar[bool] = False   # a first pass counts entries per position
+    first_pass: ClassVar[FunctionRole | None] = None    # that pass's function, if any
+    in_region: ClassVar[bool] = False   # runs its parallel loop inside a region of its own
     flushes: ClassVar[bool] = False     # hands groups to <kernel>_flush (a workspace)
     stream_mode: ClassVar[Mode]         # the mode a term of a sum uses (a sorted run)
 
@@ -78,6 +80,22 @@ class AssemblyStrategy:
 
     def count_statement(self, plan: AssemblyPlan) -> list[t.Node]:
         """The statement of the counting pass (``counts_first``)."""
+        return []
+
+    def first_pass_note(self, plan: AssemblyPlan) -> str:
+        """The comment above the first pass's function (``first_pass``)."""
+        return ""
+
+    def functions(self, plan: AssemblyPlan, kernel: str, struct: str) -> list[t.Function]:
+        """Static functions of its own the kernel calls (defined before it)."""
+        return []
+
+    def region_start(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
+        """Inside the parallel region, before the loops (``in_region``): the thread's state."""
+        return []
+
+    def region_end(self, plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
+        """Inside the parallel region, after the thread's share of the loop."""
         return []
 
 

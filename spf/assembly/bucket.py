@@ -20,6 +20,7 @@ class Bucket(AssemblyStrategy):
     preference = 2
     cursor = False
     counts_first = True
+    first_pass = FunctionRole.HISTOGRAM
     stream_mode = Mode.SORT
 
     def applies(self, ordered: int, n: int, storage: Storage) -> bool:
@@ -74,6 +75,10 @@ class Bucket(AssemblyStrategy):
                       [t.Assign("spf_next[spf_b + 1]", "spf_next[spf_b]", "+=")], braces=False),
                 t.If(f"spf_next[spf_ext[0]] > {out}_size[1]",
                      [t.Assign("spf_status", str(CAPACITY)), t.Goto("spf_fail")])]
+
+    def first_pass_note(self, plan: AssemblyPlan) -> str:
+        return (f"Bucket mode, first pass: the entries of each {plan.key[0]} (an upper bound: "
+                "equal coordinates are added later).")
 
     def count_statement(self, plan: AssemblyPlan) -> list[t.Node]:
         return [t.Call(f"++spf_hist[{plan.key[0]}]")]

@@ -28,6 +28,8 @@ def param(plan: AssemblyPlan, tensor: str, role: FunctionRole) -> str:
     """The C parameter(s) through which the function hands over what it produces."""
     if role is FunctionRole.HISTOGRAM:
         return "spf_index_t *restrict spf_hist"
+    if role is FunctionRole.ROW_COUNTS:
+        return "spf_index_t *restrict spf_count, spf_workspace *restrict spf_wss"
     if role.counts:
         return "int64_t *restrict spf_bound"
     if role is FunctionRole.STREAM:
@@ -40,6 +42,8 @@ def reads(plan: AssemblyPlan, role: FunctionRole, operands: set[str]) -> set[str
     """The names the statement reads, given those the factors' values read: the key's; a
     counting pass reads the values only to skip zeros, the histogram its bucket's
     coordinate."""
+    if role is FunctionRole.ROW_COUNTS:
+        return set(plan.key)
     if not role.counts:
         return operands | set(plan.key)
     bucket = {plan.key[0]} if role is FunctionRole.HISTOGRAM else set()
@@ -73,7 +77,7 @@ def start(plan: AssemblyPlan, kernel: str, role: FunctionRole,
     """Before the loops of the kernel or a term: the first pass of a strategy that counts
     first (``inputs``: the arguments it passes on)."""
     s = strategy(plan)
-    return s.start(plan, kernel, inputs) if s.counts_first and not role.counts else []
+    return s.start(plan, kernel, inputs) if s.first_pass and role is FunctionRole.OUTPUT else []
 
 
 def statement(plan: AssemblyPlan, value: Callable[[], str], kernel: str,
@@ -84,6 +88,8 @@ def statement(plan: AssemblyPlan, value: Callable[[], str], kernel: str,
     nodes: list[t.Node]
     if role is FunctionRole.BOUND_SLOTS:
         return [t.Call("++spf_n")]
+    if role is FunctionRole.ROW_COUNTS:      # reads no value
+        return strategy(plan).statement(plan, "", kernel, role)
     if role is FunctionRole.BOUND and plan.drop_zeros:   # no branch on the data
         return [t.Assign("spf_n", f"({value()}) != {zero}", "+=", note="zeros are not stored")]
     if role is FunctionRole.BOUND:
@@ -119,6 +125,20 @@ def hooks(plan: AssemblyPlan, kernel: str, role: FunctionRole,
     return out
 
 
+def in_region(plan: AssemblyPlan) -> bool:
+    """Whether the parallel loop runs inside a region of the strategy's own (its state per
+    thread: :meth:`region_start`, :meth:`region_end`)."""
+    return strategy(plan).in_region
+
+
+def region_start(plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
+    return strategy(plan).region_start(plan, role)
+
+
+def region_end(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
+    return strategy(plan).region_end(plan, kernel, role)
+
+
 def finish(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
     """After the loops: a bound pass stores its count; the kernel or a term finishes its
     output."""
@@ -137,7 +157,11 @@ def release(plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
 def storage(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Definition]:
     """The output's storage functions the kernel calls, defined before it."""
     s = strategy(plan)
-    if role is not FunctionRole.OUTPUT or not s.cursor:
+    if role is not FunctionRole.OUTPUT:
         return []
-    return storage_c.functions(plan.storage, kernel, struct_name(plan.output.layout), s.flushes,
-                               plan.any_order, plan.last_only)
+    struct = struct_name(plan.output.layout)
+    own: list[t.Definition] = list(s.functions(plan, kernel, struct))
+    if not s.cursor:
+        return own
+    return storage_c.functions(plan.storage, kernel, struct, s.flushes, plan.any_order,
+                               plan.last_only) + own

@@ -18,6 +18,7 @@ used.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum, auto
 
 from ..back import ctree as t
 from ..back.names import field_ctype
@@ -27,6 +28,15 @@ from .base import CAPACITY
 from .merge import Run
 
 _NONE = "INT64_MAX"      # the head key of an exhausted run
+
+
+class _Pass(Enum):
+    """What a merge pass does: the whole merge (one thread), or, for a row-shaped output built
+    in parallel, the rows' entry counts or their entries at the counted segments."""
+
+    SERIAL = auto()
+    COUNT = auto()
+    FILL = auto()
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class _Place:
 class _MergeWriter:
     def __init__(self, out: Storage, runs: list[Run], semiring: Semiring):
         self.out, self.runs, self.semiring = out, runs, semiring
+        self.pass_ = _Pass.SERIAL
 
     # names of the hoisted fields ----------------------------------------------------------
     @staticmethod
@@ -65,8 +76,9 @@ class _MergeWriter:
             if lv.kind is StorageKind.DENSE:
                 nodes.append(t.Declare("int64_t", f"ext{k}", f"out->{lv.extent}", const=True))
             else:
-                nodes += [t.Declare("int64_t", f"cap{k}", f"size[{k}]", const=True),
-                          t.Declare("int64_t", f"next{k}", "0")]
+                nodes.append(t.Declare("int64_t", f"cap{k}", f"size[{k}]", const=True))
+                if self.pass_ is _Pass.SERIAL:      # else one per row, in the row's loop
+                    nodes.append(t.Declare("int64_t", f"next{k}", "0"))
         nodes.append(t.Declare("spf_value_t *restrict", "out_val",
                                f"out->{self.out.value_array}"))
         nodes += [t.Declare("int64_t", f"dim{d}", f"out->{f}", const=True)
@@ -142,8 +154,9 @@ class _MergeWriter:
 
     def _dense(self, k: int, parent: str | None, places: list[_Place | None]) -> list[t.Node]:
         c = f"c{k}"
-        body: list[t.Node] = [t.Declare("int64_t", f"o{k}",
-                                        f"{parent} * ext{k} + {c}" if parent else c, const=True)]
+        body: list[t.Node] = [] if self.pass_ is _Pass.FILL else [   # FILL: no pointer to set
+            t.Declare("int64_t", f"o{k}", f"{parent} * ext{k} + {c}" if parent else c,
+                      const=True)]
         inner: list[_Place | None] = []
         for r, place in enumerate(places):
             if place is None:
@@ -153,8 +166,13 @@ class _MergeWriter:
             body.append(t.Declare("int64_t", pos, f"{place.pos} * ext{k} + {c}" if parent
                                   else c, const=True))
             inner.append(_Place(pos, place.has))
+        if self.pass_ is not _Pass.SERIAL:      # the row's own position counter
+            ptr = self.field("out", self.out.levels[k + 1].pointer or "")
+            body.append(t.Declare("int64_t", f"next{k + 1}",
+                                  "0" if self.pass_ is _Pass.COUNT else f"{ptr}[{c}]"))
         body += self._inner(k, f"o{k}", inner)
-        return [t.For(f"int64_t {c} = 0", f"{c} < ext{k}", f"++{c}", body)]
+        parallel = None if self.pass_ is _Pass.SERIAL else t.Parallel(t.Schedule.GUIDED)
+        return [t.For(f"int64_t {c} = 0", f"{c} < ext{k}", f"++{c}", body, parallel=parallel)]
 
     def _compressed(self, k: int, parent: str | None,
                     places: list[_Place | None]) -> list[t.Node]:
@@ -185,8 +203,11 @@ class _MergeWriter:
                       t.While(" + ".join(f"({c})" for c in live) + " >= 2",
                               self._step(k, present, checked=True))]
         for r, cond in zip(present, live):
-            nodes.append(t.While(cond, self._step(k, [r], checked=False)))
-        if out_lv.pointer:
+            if self.pass_ is _Pass.COUNT:       # the run left alone: its entries, counted
+                nodes.append(t.Assign(f"next{k}", f"e{r}_{k} - q{r}_{k}", "+="))
+            else:
+                nodes.append(t.While(cond, self._step(k, [r], checked=False)))
+        if out_lv.pointer and self.pass_ is not _Pass.FILL:
             nodes.append(t.Assign(f"{self.field('out', out_lv.pointer)}[{parent} + 1]",
                                   f"(spf_index_t)next{k}"))
         note = f"level {out_lv.index}: merge the runs' entries" if len(present) > 1 \
@@ -222,13 +243,19 @@ class _MergeWriter:
             step += [t.Declare("int", flag, f"k{r}_{k} == {key}", const=True)
                      for r, flag in flags.items()]
             has.update(flags)
-        step += [t.If(f"next{k} >= cap{k}", [t.Return(str(CAPACITY))], braces=False),
-                 t.Declare("int64_t", f"o{k}", f"next{k}++", const=True)]
-        for m, arr in enumerate(self.out.levels[k].arrays):
-            step.append(t.Assign(f"{self.field('out', arr)}[o{k}]", self._pick(k, m, has)))
-        places = [_Place(f"q{r}_{k}", has[r]) if r in has else None
-                  for r in range(len(self.runs))]
-        step += self._inner(k, f"o{k}", places)
+        if self.pass_ is _Pass.COUNT:
+            step.append(t.Call(f"++next{k}"))
+        else:
+            if self.pass_ is _Pass.SERIAL:      # FILL: the counts were checked before
+                step.append(t.If(f"next{k} >= cap{k}", [t.Return(str(CAPACITY))],
+                                 braces=False))
+            step.append(t.Declare("int64_t", f"o{k}", f"next{k}++", const=True))
+            for m, arr in enumerate(self.out.levels[k].arrays):
+                step.append(t.Assign(f"{self.field('out', arr)}[o{k}]",
+                                     self._pick(k, m, has)))
+            places = [_Place(f"q{r}_{k}", has[r]) if r in has else None
+                      for r in range(len(self.runs))]
+            step += self._inner(k, f"o{k}", places)
         step += [t.If(h, [t.Call(f"++q{r}_{k}")], braces=False) if h else
                  t.Call(f"++q{r}_{k}") for r, h in has.items()]
         return step
@@ -274,16 +301,33 @@ class _MergeWriter:
 
 
 def merge_function(name: str, out: Storage, out_struct: str, runs: list[Run],
-                   run_structs: list[str], semiring: Semiring = PLUS_TIMES) -> t.Function:
+                   run_structs: list[str], semiring: Semiring = PLUS_TIMES,
+                   parallel: bool = False) -> t.Function:
     """``<name>_merge(out, size, r0, r1, ...)``: the union of the runs (equal coordinates
     combined by ``semiring``'s add), appended to ``out`` in storage order (0; 2 when a level
-    outgrows its capacity ``size[k]``)."""
+    outgrows its capacity ``size[k]``).  ``parallel`` (a row-shaped output,
+    :func:`~.rows.row_shaped`): the rows are merged by the threads, counted first."""
     w = _MergeWriter(out, runs, semiring)
     params = [f"{out_struct} *restrict out", "int64_t *restrict size"]
     params += [f"const {s} *restrict r{r}" for r, s in enumerate(run_structs)]
-    body = w.hoisted()
-    body += w.level(0, None, [_Place("0", None) for _ in runs])
-    body += w.sizes()
+    starts: list[_Place | None] = [_Place("0", None) for _ in runs]
+    if parallel:
+        w.pass_ = _Pass.COUNT
+        body = w.hoisted()
+        ptr = w.field("out", out.levels[1].pointer or "")
+        body += [t.Comment("first pass (parallel over rows): each row's entries in the union"),
+                 *w.level(0, None, starts),
+                 t.For("int64_t c0 = 0", "c0 < ext0", "++c0",
+                       [t.Assign(f"{ptr}[c0 + 1]", f"{ptr}[c0]", "+=")], braces=False),
+                 t.If(f"{ptr}[ext0] > cap1", [t.Return(str(CAPACITY))], braces=False),
+                 t.Comment("second pass (parallel over rows): each row merged at its segment")]
+        w.pass_ = _Pass.FILL
+        body += w.level(0, None, starts)
+        body += [t.Assign("size[0]", "ext0"), t.Assign("size[1]", f"{ptr}[ext0]")]
+    else:
+        body = w.hoisted()
+        body += w.level(0, None, starts)
+        body += w.sizes()
     body.append(t.Return())
     names = ", ".join(f"r{r} = {run.operand}" + (" (subtracted)" if run.sign < 0 else "")
                       for r, run in enumerate(runs))

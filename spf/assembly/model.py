@@ -14,12 +14,14 @@ from ..middle.iteration_space import TensorUse
 class Mode(StrEnum):
     """How an assembled output receives its entries: appended in storage order (APPEND),
     gathered per group in a dense workspace (WORKSPACE), counted then scattered into the
-    buckets of a dense level (BUCKET), or collected and sorted (SORT)."""
+    buckets of a dense level (BUCKET), collected and sorted (SORT), or counted and filled
+    row by row by the threads of a parallel loop (ROWS)."""
 
     APPEND = "append"
     WORKSPACE = "workspace"
     BUCKET = "bucket"
     SORT = "sort"
+    ROWS = "rows"
 
 
 class FunctionRole(Enum):
@@ -34,11 +36,19 @@ class FunctionRole(Enum):
     #                         the entries)
     BOUND_SLOTS = auto()    # ``<name>_bound_slots``: counts them without testing their values
     HISTOGRAM = auto()      # ``<name>_histogram``: counts each bucket's entries (bucket mode)
+    ROW_COUNTS = auto()     # ``<name>_rows``: counts each row's distinct entries, in parallel
+    #                         (rows mode; a pass of the strategy's own, like OUTPUT)
 
     @property
     def counts(self) -> bool:
         """A counting pass: it writes no entry and runs serially."""
         return self in (FunctionRole.BOUND, FunctionRole.BOUND_SLOTS, FunctionRole.HISTOGRAM)
+
+    @property
+    def suffix(self) -> str:
+        """The function's name after the kernel's (``_bound``, ...)."""
+        return "" if self is FunctionRole.OUTPUT else "_" + {
+            FunctionRole.ROW_COUNTS: "rows"}.get(self, self.name.lower())
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ each function (its parameter, state, statement, exits; the counting passes) come
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ..assembly import FunctionRole
@@ -104,7 +104,8 @@ class KernelLowering:
         self.semiring = plan.semiring
         if not self.semiring.is_plus_times:
             self.helpers.add("spf_math")
-        self.building = plan.assembly is not None and not role.counts
+        self.building = plan.assembly is not None and not role.counts \
+            and role is not FunctionRole.ROW_COUNTS     # a first pass builds nothing
         self.use_acc = False       # the statement sums into the local spf_acc
 
     def code(self) -> KernelCode:
@@ -371,10 +372,34 @@ class KernelLowering:
                            self.semiring, self.expr.accumulate, self.add_into, parallel[loop],
                            loops)
             return
+        a = self.assembly
+        if a is not None and self.parallel_loop and assembly_c.in_region(a):
+            self._assembly_region(finds, used, statement, hooks, parallel)
+            return
         depth = self.b.depth
         self._levels(finds, used, statement, hooks, parallel, team)
         self.b.close_to(depth)
         self.b.flush()
+
+    def _assembly_region(self, finds: list[FindLowering], used: set[str],
+                         statement: list[t.Node], hooks: dict[int, Hook],
+                         parallel: dict[str, t.Parallel]) -> None:
+        """The nest in a parallel region whose threads each hold their own assembly state
+        (set up before the shared loop, finished after it: the rows strategy)."""
+        a, b, loop = self.assembly, self.b, self.parallel_loop
+        assert a is not None and loop is not None
+        self.helpers.add("spf_omp")
+        depth = b.depth
+        b.nest(t.Team())
+        b.nest(t.Block())
+        b.add(*assembly_c.region_start(a, self.role))
+        self._levels(finds, used, statement, hooks,
+                     {**parallel, loop: replace(parallel[loop], team=False)}, None)
+        b.close_to(depth + 2)
+        b.flush()
+        b.add(*assembly_c.region_end(a, self.name, self.role))
+        b.close_to(depth)
+        b.flush()
 
     def _levels(self, finds: list[FindLowering], used: set[str], statement: list[t.Node],
                 hooks: dict[int, Hook], parallel: dict[str, t.Parallel],

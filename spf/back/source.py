@@ -74,11 +74,12 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
             slots = kernel_code(plan.count_plan, f"{name}_bound_slots",
                                 FunctionRole.BOUND_SLOTS)
             before += "\n\n" + SLOTS_COMMENT + function(slots)
-        if strategy(assembly).counts_first:
-            hist = kernel_code(plan, f"{name}_histogram", FunctionRole.HISTOGRAM)
-            before += ("\n\n/* Bucket mode, first pass: the entries of each "
-                       f"{assembly.key[0]} (an upper bound: equal coordinates are added "
-                       "later). */\n" + function(hist, static=True))
+        first = strategy(assembly).first_pass
+        if first is not None:
+            pass1 = kernel_code(plan, f"{name}{first.suffix}", first)
+            helpers |= pass1.helpers
+            before += (f"\n\n/* {strategy(assembly).first_pass_note(assembly)} */\n"
+                       + function(pass1, static=True))
     return render_file(header_lines, helpers, list(code.layouts.values()), code.signature,
                        code.body, code.runtimes, assembly=code.assembly, before=before,
                        semiring=plan.semiring, typing=plan.typing)
@@ -138,15 +139,16 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
 def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[str, Layout],
                 runs: list[Run], assembly: AssemblyPlan, bounds: list[KernelCode],
                 term_args: list[list[str]], semiring: Semiring = PLUS_TIMES,
-                typing: Typing = FLOAT64_TYPING) -> str:
+                typing: Typing = FLOAT64_TYPING, parallel: bool = False) -> str:
     """A sum whose every term is an operand already stored in the output's storage order
     (:mod:`spf.assembly.merge`): the kernel merges the operands level by level into the
-    output; ``bounds`` (the terms' entry counters) size it."""
+    output (``parallel``: row by row, by the threads); ``bounds`` (the terms' entry
+    counters) size it."""
     layouts: dict[str, Layout] = {}
     params = _sum_params(expr, tensor_layouts, assembly, layouts, typing)
     out = expr.output.tensor
     merge = merge_function(name, assembly.storage, struct_name(assembly.output.layout), runs,
-                           [struct_name(run.layout) for run in runs], semiring)
+                           [struct_name(run.layout) for run in runs], semiring, parallel)
     extra = "\n\n".join([CPrinter().definitions([merge])]
                          + [function(b, static=True) for b in bounds]
                          + [_sum_bound(name, out, term_args, params[1:])])

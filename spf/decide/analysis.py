@@ -157,6 +157,15 @@ class _Dependences:
             return rel
 
 
+def rows_owned(nest: LoopNest, coords: list[str]) -> Verdict:
+    """Unsat (with the properties used) when no two iterations of the outermost loop write
+    an output element with the same ``coords`` (a row of an assembled output): each
+    iteration's rows are its own."""
+    deps = _Dependences(nest)
+    deps.out_indices = list(coords)
+    return deps.carried_at(0)
+
+
 def analyze(nest: LoopNest, parallel: bool = False, finds: bool = False,
             private_ok: bool = False) -> Analysis:
     """Dependences carried by each loop and the parallel loop: the outermost one carrying no
@@ -299,7 +308,8 @@ def _choose_parallel(nest: LoopNest, found: list[LoopReport], wanted: bool,
             f"loop {outer.var} carries only the reduction into the scalar {out}{off}")
     k, inner = next(((k, lp) for k, lp in enumerate(loops) if k and not lp.carried),
                     (0, None))
-    short = _short(nest.level(inner.var)) if inner is not None else ""
+    short = (_short(nest.level(inner.var)) or _per_entry(nest, inner.var)) \
+        if inner is not None else ""
     if (inner is None or short) and wanted and private_ok:
         loops[0], reason = _privatize(out, outer, inner, short)
         return loops, outer.var, reason
@@ -343,6 +353,16 @@ def _explained(loop: LoopReport, text: str) -> LoopReport:
     """``loop`` with ``text`` added to what the analysis says about it (after a Z3 time-out,
     say)."""
     return replace(loop, why=f"{loop.why}; {text}" if loop.why else text)
+
+
+def _per_entry(nest: LoopNest, var: str) -> str:
+    """Why sharing out loop ``var`` would cost a barrier per stored entry ("" if it would
+    not): a loop outside it runs over a segment of an index array (the entries of a row)."""
+    for lv in nest.levels[:[lv.var for lv in nest.levels].index(var)]:
+        if lv.kind is LevelKind.LOOP and any(a.calls() for a, _ in lv.lower + lv.upper):
+            return (f"runs once per stored entry of loop {lv.var} outside it (sharing it out "
+                    "would cost a barrier per entry)")
+    return ""
 
 
 def _short(level: Level) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ..assembly import AssemblyPlan, Mode, for_stream, plan_assembly
+from ..assembly import AssemblyPlan, Mode, for_stream, plan_assembly, strategy
+from ..assembly.rows import row_shaped
 from ..concurrency import symbolic
 from ..errors import SpecError, SynthesisError
 from ..front.semiring import PLUS_TIMES, Semiring
@@ -20,7 +21,7 @@ from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.order import inner_extents_stored_counts, output_order
 from ..middle.scan import LevelKind, LoopNest, scan
 from ..middle.z3limit import Z3Limit
-from .analysis import Analysis, VectorLoop, analyze, tiling_legal, vector_loop
+from .analysis import Analysis, VectorLoop, analyze, rows_owned, tiling_legal, vector_loop
 from .options import Table
 from .synthesis import Decision, TileSkip, for_parallel, synthesize, tile_skips
 
@@ -47,6 +48,7 @@ class Plan:
     semiring: Semiring = PLUS_TIMES      # the statement's add and mul
     planned: Analysis | None = None      # the analysis planning made (a parallel loop asked)
     typing: Typing = FLOAT64_TYPING      # the value types of the tensors, output and sums
+    serial_assembly: str = ""            # why parallel=True builds the output on one thread
 
     @property
     def count_plan(self) -> Plan:
@@ -118,6 +120,8 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
         plan = _output_ordered(plan, assembly, order, find, z3_timeout_ms) or plan
     if parallel and assembly is None:
         plan = _parallel(plan)
+    elif parallel and not stream and plan.assembly is not None:
+        plan = _parallel_rows(plan, plan.assembly)
     plan = replace(plan, skips=Table({t: tuple(tile_skips(nest, plan.decisions, t))
                                       for t in space.tiles}))
     if assembly is None:
@@ -146,6 +150,44 @@ def _parallel(plan: Plan) -> Plan:
     return replace(plan, decisions=decisions, parallel_loop=loop, planned=analysis,
                    privatized=any(lp.private_output for lp in analysis.loops),
                    notes=plan.notes + notes)
+
+
+def _parallel_rows(plan: Plan, a: AssemblyPlan) -> Plan:
+    """``plan`` building its assembled output in parallel over the outermost loop (the rows
+    strategy, :mod:`spf.assembly.rows`) when Z3 proves the loop's iterations own their rows;
+    otherwise serial, with a note saying why."""
+    why = _rows_refused(plan, a)
+    if why:
+        return replace(plan, serial_assembly=why)
+    loop = next(lv.var for lv in plan.nest.levels if lv.kind is LevelKind.LOOP)
+    decisions, adapted = _adapt_finds_to_parallel(plan.nest, plan.decisions, loop)
+    rows = replace(a, mode=Mode.ROWS, group_level=a.group_level, why=(
+        f"Z3 proved that two iterations of loop {loop} never write the same {a.key[0]}"))
+    return replace(plan, assembly=replace(rows, how=strategy(rows).how(rows)),
+                   decisions=decisions, parallel_loop=loop, notes=plan.notes + adapted)
+
+
+def _rows_refused(plan: Plan, a: AssemblyPlan) -> str:
+    """Why the output cannot be built in parallel row by row ("" when it can)."""
+    name = a.storage.layout.name
+    if not row_shaped(a.storage):
+        return (f"its layout {name} is not a dense level over a compressed one with a "
+                "pointer array (rows that threads can fill independently)")
+    if a.drop_zeros:
+        return "drop_zeros=True: a row's count would depend on its values"
+    if a.ordered < 1:
+        return f"the loops do not produce {a.key[0]} in order"
+    if plan.space.tiles:
+        return "the loops are tiled"
+    if any(a.output.name + "." in str(e) for e in a.extents):
+        return "its extents are the call's (an index only index arithmetic bounds)"
+    if not any(lv.kind is LevelKind.LOOP for lv in plan.nest.levels):
+        return "there is no loop"
+    verdict = rows_owned(plan.nest, [a.key[0]])
+    if verdict.result != "unsat":
+        return (f"Z3 did not prove that two iterations of the outermost loop never write the "
+                f"same {a.key[0]}" + (f" ({verdict.why})" if verdict.why else ""))
+    return ""
 
 
 def _unordered_reduction(analysis: Analysis, sr: Semiring) -> tuple[Analysis, tuple[str, ...]]:

@@ -113,6 +113,17 @@ class Expr:
         return Expr(out, self.factors + (mask,), self.accumulate, self.text, self.source,
                     self.coefficient, terms, self.aliases)
 
+    def with_old_output(self) -> Expr:
+        """``C(i,j) += rhs`` as ``C(i,j) = C_old(i,j) + rhs``: the output's old entries read as
+        one more term (an alias of the output, :func:`alias_name`), for an output the kernel
+        assembles (a new tensor: the old one stays as it was)."""
+        out = self.output
+        alias = alias_name(out.tensor, 2)
+        old = Access(alias, out.indices, out.line, out.column)
+        terms = self.terms if self.is_sum else ((self.coefficient, self.factors),)
+        return Expr(out, (old, *self.factors), False, self.text, self.source, 1,
+                    ((1, (old,)), *terms), self.aliases + ((alias, out.tensor),))
+
     @property
     def indices(self) -> list[str]:
         """Logical indices in order of first appearance (output first): the kernel's and

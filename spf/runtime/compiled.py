@@ -89,6 +89,9 @@ class CompiledKernel(Generic[K]):
         self._lib = lib
         expr = kernel.expr
         self._aliases = dict(expr.aliases)     # a tensor read again: the same argument
+        # '+=' into an output the kernel assembles: the output's old entries, read as this
+        # input, and a new tensor returned
+        self._old_output = next((a for a, t in expr.aliases if t == expr.output.tensor), None)
         self.inputs = [a.tensor for a in expr.factors if a.tensor not in self._aliases]
         self.output = expr.output.tensor
         self._names = frozenset(self.inputs) | {self.output}
@@ -193,6 +196,13 @@ class CompiledKernel(Generic[K]):
             raise ArgumentError(f"unknown argument(s) {sorted(args.keys() - self._names)}; the "
                                 f"kernel takes {self.inputs} (and optionally the output "
                                 f"{self.output!r})")
+        if self._old_output is not None:
+            if self.output not in args:
+                raise ArgumentError(f"'+=' adds into {self.output!r}: pass its old value as "
+                                    f"{self.output}=tensor (a new tensor is returned; the old "
+                                    "one is not changed)")
+            args = {**args, self._old_output: args[self.output]}
+            del args[self.output]
         if self._aliases:
             args = {**args, **{a: args[t] for a, t in self._aliases.items() if t in args}}
         if self._complement is not None:

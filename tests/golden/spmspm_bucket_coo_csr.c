@@ -298,6 +298,50 @@ static inline int spf_ws_flush(spf_workspace *restrict ws, spf_stream *restrict 
     return 0;
 }
 
+/* Parallel assembly: one workspace per thread, all allocated before the threads start (a
+ * failed allocation is reported before any entry is written); NULL when out of memory. */
+static inline void spf_wss_free(spf_workspace *w, int threads)
+{
+    if (!w)
+        return;
+    for (int t = 0; t < threads; ++t)
+        spf_ws_free(&w[t]);
+    free(w);
+}
+
+static inline spf_workspace *spf_wss_init(int threads, int64_t size)
+{
+    spf_workspace *w = calloc((size_t)threads, sizeof(spf_workspace));
+    if (!w)
+        return NULL;
+    for (int t = 0; t < threads; ++t)
+        if (spf_ws_init(&w[t], size, -1)) {
+            spf_wss_free(w, threads);
+            return NULL;
+        }
+    return w;
+}
+
+/* Mark a slot of the current group (the counting pass: no value). */
+static inline void spf_ws_mark(spf_workspace *restrict ws, int64_t slot)
+{
+    const int64_t word = slot >> 6;
+    const uint64_t bit = (uint64_t)1 << (slot & 63);
+    if (!(ws->bits[word] & bit)) {
+        ws->bits[word] |= bit;
+        ws->summary[word >> 6] |= (uint64_t)1 << (word & 63);
+        ws->list[ws->n++] = slot;
+    }
+}
+
+/* The number of distinct slots of the current group; the workspace is cleared for the next. */
+static inline int64_t spf_ws_count(spf_workspace *restrict ws)
+{
+    const int64_t n = spf_ws_release(ws);
+    ws->n = 0;
+    return n;
+}
+
 /* Sort a segment's (coordinate, value) pairs by coordinate (decreasing when descending):
  * insertion sort below 24 pairs, quicksort above. */
 static inline void spf_sort_pairs(spf_index_t *restrict crd, spf_value_t *restrict val, int64_t n, int descending)
