@@ -93,6 +93,9 @@ class Kernel:
                  options: KernelOptions | None = None, **keywords: Any):
         setup = resolve(expr, layouts, params, options, keywords)
         body = SumKernel.build(setup) if setup.splits else ProductKernel.build(setup)
+        if setup.union is not None and not body.runs:     # operands not sorted runs
+            setup = setup.without_union()
+            body = ProductKernel.build(setup)
         object.__setattr__(self, "_body", body)
 
     @classmethod

@@ -9,13 +9,14 @@ layouts, parameters, options) into a :class:`Setup`, checking each piece where i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .assembly.merge import same_levels
 from .decide.options import (
     NAMES,
     KernelOptions,
@@ -25,7 +26,7 @@ from .decide.options import (
     check_names,
     check_semiring_scope,
 )
-from .decide.vanishing import Vanishing, divides_by_absent, vanishing
+from .decide.vanishing import Vanishing, divides_by_absent, vanishing, vanishing_jointly
 from .errors import SpecError
 from .front.functions import FUNCTIONS
 from .front.kernel_spec import (
@@ -39,7 +40,7 @@ from .front.kernel_spec import (
 )
 from .front.layout import INDEX_WIDTHS, Layout
 from .front.layout_path import default_layout, load_for_order, load_layout
-from .front.rhs import called, operands
+from .front.rhs import called, index_refs, operands
 from .front.stand_ins import coordinate_layout
 from .front.storage import storage_of, storage_or_none
 from .front.toml_source import is_file
@@ -74,6 +75,18 @@ class Setup:
                                         # and then written as that layout's relation says
     typing: Typing = FLOAT64_TYPING     # each tensor's value type, the output's, the sums'
     values: tuple[Vanishing, ...] = ()  # each value expression's decision (Z3)
+    union: Vanishing | None = None      # an expression iterated over its operands' union
+    dense_instead: tuple[Mapping[str, Layout], Mapping[str, Layout]] | None = None
+    #                                   # (layouts, read_densely) reading them densely instead
+
+    def without_union(self) -> Setup:
+        """The statement with the union's operands read densely (when their storage turns
+        out not to be the sorted runs a merge needs)."""
+        assert self.dense_instead is not None and self.union is not None
+        layouts, dense = self.dense_instead
+        kept = tuple(v for v in self.values if v is not self.union)
+        return replace(self, layouts=Table(layouts), read_densely=Table(dense), union=None,
+                       dense_instead=None, values=kept)
 
     @property
     def name(self) -> str:
@@ -94,8 +107,8 @@ class Setup:
         """The statement runs as several product statements: a sum, or an input stored in a
         union layout (one statement per part)."""
         out = self.expr.output.tensor
-        return self.expr.is_sum or any(len(lay.parts()) > 1 for t, lay in self.layouts.items()
-                                       if t != out)
+        return self.expr.is_sum or self.union is not None or any(
+            len(lay.parts()) > 1 for t, lay in self.layouts.items() if t != out)
 
     def complement_note(self) -> str:
         """What a complemented mask does (it is not part of the plan; "" without one)."""
@@ -200,15 +213,52 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     written = _written_output(statement, resolved, opts.share)
     if written is not None:
         resolved = {**resolved, statement.output.tensor: _entry_list(written)}
-    read_densely = _read_densely(statement, opts, resolved, index_type,
-                                 {v.operand for v in values if not v.zero})
+    valued = {v.operand for v in values if not v.zero}
+    union = _union(statement, opts, resolved, values)
+    dense_instead = None
+    if union is not None:
+        fallback = dict(resolved)
+        dense_instead = (fallback, _read_densely(statement, opts, fallback, index_type, valued))
+        valued = set()              # the expression's operands: its only sparse ones
+        values = [v for v in values if v.zero] + [union]
+    read_densely = _read_densely(statement, opts, resolved, index_type, valued)
     assembled = _needs_assembly(statement, resolved, opts.share)
     _check_broadcast(statement, assembled or opts.share is not None)
     check_semiring_scope(opts.semiring, statement, assembled)
     check_complement(opts, statement, resolved.get(statement.output.tensor), assembled)
     _check_value_types(statement, typing)
     return Setup(statement, opts, Table(resolved), Table(read_densely), mask_layout,
-                 index_type, assembled, written, typing, tuple(values))
+                 index_type, assembled, written, typing, tuple(values), union, dense_instead)
+
+
+def _union(expr: Expr, opts: KernelOptions, layouts: Mapping[str, Layout],
+           values: list[Vanishing]) -> Vanishing | None:
+    """The union of a value expression's operands' entries, when it suffices (Z3: the
+    expression is 0 where they all store nothing, not where any one does: ``max(A, B)``)
+    and a merge of their storage can iterate it: the statement is that one expression
+    (times a number) into a sparse output, and each operand is stored in the output's
+    levels."""
+    tensors = [a for a in expr.factors if a.indices]
+    valued = [a for a in tensors if a.value is not None]
+    if expr.is_sum or expr.accumulate or opts.fill_values or not opts.semiring.is_plus_times \
+            or len(valued) != 1 or len(tensors) != len(expr.factors) \
+            or any(a.pattern or (a is not valued[0] and not a.in_value) for a in tensors):
+        return None
+    tree = valued[0].value
+    assert tree is not None
+    names = operands(tree)
+    out = layouts.get(expr.output.tensor)
+    out_storage = storage_or_none(out) if out is not None and out.dense_array is None \
+        else None
+    if len(names) < 2 or out_storage is None or index_refs(tree) \
+            or all(v.zero for v in values if v.operand in names):
+        return None
+    for a in tensors:
+        storage = storage_or_none(layouts[a.tensor])
+        if storage is None or layouts[a.tensor].dense_array is not None or not same_levels(
+                storage, a.indices, out_storage, expr.output.indices):
+            return None
+    return vanishing_jointly(tree, names)
 
 
 def _check_broadcast(expr: Expr, sparse_output: bool) -> None:

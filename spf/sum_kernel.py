@@ -5,11 +5,12 @@ by level from the operands when every term is one stored in the output's order (
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from .assembly import AssemblyPlan, FunctionRole
 from .assembly.merge import Run, operand_run
+from .assembly.merge_c import Leaf
 from .assembly.rows import row_shaped
 from .back.lower import kernel_code
 from .back.source import emit_merged, emit_sum
@@ -20,6 +21,8 @@ from .decide.plan import Plan
 from .decide.split import Term, split_terms
 from .decide.synthesis import Decision
 from .errors import SpecError
+from .front.kernel_spec import Expr
+from .front.rhs import operands
 from .kernel_setup import Setup, resolve
 from .middle.iteration_space import IterationSpace, build
 from .middle.scan import LoopNest
@@ -41,7 +44,8 @@ class SumKernel:
         inputs, the options' loop order given to the terms that have its variables."""
         _check_supported(setup)
         order = setup.options.order
-        split = split_terms(setup.expr, setup.layouts, list(setup.options.bounds),
+        expr = _union_operands(setup.expr) if setup.union is not None else setup.expr
+        split = split_terms(expr, setup.layouts, list(setup.options.bounds),
                             setup.options.find, accumulate=not setup.assembled)
         # a part of a union the bounds leave empty (SymCSR's mirrored half under i <= j)
         # contributes nothing: its term is left out
@@ -109,12 +113,22 @@ class SumKernel:
     @property
     def analysis(self) -> Analysis:
         """The first term's analysis."""
-        return self.terms[0].analysis
+        return self.analyses[0]
 
     @property
     def analyses(self) -> tuple[Analysis, ...]:
-        """One analysis per term."""
-        return tuple(t.analysis for t in self.terms)
+        """One analysis per term; with the merge in parallel, each says so (the terms only
+        count entries there)."""
+        if not self.parallel_merge:
+            return tuple(t.analysis for t in self.terms)
+        rows = self.parallel_loop
+        why = (f"the merge of the operands runs in parallel over {rows}: each row's union "
+               "is counted, a prefix sum makes the pointer array, each row is merged at its "
+               "segment (the terms' own loops only count entries)")
+        return tuple(replace(t.analysis, parallel_loop=rows, parallel_reason=why,
+                             notes=tuple(n for n in t.analysis.notes
+                                         if not n.startswith("not parallelized")))
+                     for t in self.terms)
 
     # derived on first use --------------------------------------------------------------
     @cached_property
@@ -166,7 +180,17 @@ class SumKernel:
         return emit_merged(self.name, header, self.setup.expr, self.setup.layouts, list(runs),
                            assembly, bounds, [_arguments(t) for t in self.terms],
                            self.setup.options.semiring, self.setup.typing,
-                           self.parallel_merge)
+                           self.parallel_merge, self._leaf())
+
+    def _leaf(self) -> Leaf | None:
+        """The value of a union's entry: its expression of the runs' values (0 for a run
+        without the entry), times the statement's number."""
+        if self.setup.union is None:
+            return None
+        expr = self.setup.expr
+        tree = next(a.value for a in expr.factors if a.value is not None)
+        assert tree is not None
+        return Leaf(tree, expr.coefficient, {n: self.setup.typing.of(n) for n in operands(tree)})
 
     @symbolic
     def report(self) -> str:
@@ -180,6 +204,15 @@ class SumKernel:
         return "\n".join([f"kernel: {self.setup.expr} (statement splitting: one loop nest "
                           "per term)"] + notes + merged
                          + [f"--- term {k}\n{t.report()}" for k, t in enumerate(self.terms)])
+
+
+def _union_operands(expr: Expr) -> Expr:
+    """``C(i,j) = f(A(i,j), B(i,j))`` iterated over the union of A's and B's entries as the
+    sum ``C(i,j) = A(i,j) + B(i,j)``: one run per operand, which the merge combines by the
+    expression instead of adding (:func:`~spf.back.source.emit_merged`)."""
+    plain = tuple(replace(a, value=None, in_value=False) for a in expr.factors)
+    return Expr(expr.output, plain, False, expr.text, expr.source, 1,
+                tuple((1, (a,)) for a in plain), expr.aliases)
 
 
 def _check_supported(setup: Setup) -> None:

@@ -270,6 +270,46 @@ def test_expressions_of_several_tensors(layouts):
                                    (a / dense_x).sum(axis=1))
 
 
+UNIONS = [("max(A(i,j), B(i,j))", np.maximum), ("2 * min(A(i,j), B(i,j))",
+                                                 lambda a, b: 2 * np.minimum(a, b)),
+          ("where(A(i,j) > B(i,j), A(i,j), B(i,j))", lambda a, b: np.where(a > b, a, b)),
+          ("abs(A(i,j) - B(i,j))", lambda a, b: np.abs(a - b))]
+
+
+@pytest.mark.parametrize("layout, parallel", [("CSR", False), ("CSR", True), ("CSC", False),
+                                              ("DCSR", False), ("SortedCOO", False)])
+def test_union_of_entries_merged(layout, parallel):
+    """An expression 0 where both operands store nothing but not where one does iterates
+    the union of their entries: a merge of their storage (sparse output in their levels),
+    each entry's value the expression of both (0 for the one without it)."""
+    A, B = _m(1) - 4 * (_m(1) != 0), _m(2)
+    a, b = A.toarray(), B.toarray()
+    for expr, ref in UNIONS:
+        k = spf.Kernel(f"C(i,j) = {expr}", {"A": layout, "B": layout, "C": layout},
+                       parallel=parallel)
+        assert not k.read_densely and "union of their entries suffices" in k.report(), expr
+        assert "_merge" in k.c_source()
+        got = k.compile()(A=spf.Tensor.from_scipy(layout, A), B=spf.Tensor.from_scipy(layout, B))
+        np.testing.assert_allclose(got.to_dense(), ref(a, b), err_msg=expr)
+        stored = (a != 0) | (b != 0)                 # exactly the union is stored
+        assert len(got.values) == stored.sum(), expr
+
+
+def test_union_falls_back_to_a_dense_read():
+    """Operands whose storage is not sorted runs in the output's levels (COO, CSR_unsorted)
+    or a dense output: the expression reads them densely (the same values)."""
+    A, B = _m(1) - 4 * (_m(1) != 0), _m(2)
+    want = np.maximum(A.toarray(), B.toarray())
+    for layouts in ({"A": "COO", "B": "COO", "C": "COO"},
+                    {"A": "CSR_unsorted", "B": "CSR", "C": "CSR"},
+                    {"A": "CSR", "B": "CSR"}):
+        k = spf.Kernel("C(i,j) = max(A(i,j), B(i,j))", layouts)
+        assert sorted(k.read_densely) == ["A", "B"]
+        got = k.compile()(A=spf.Tensor.from_scipy(layouts["A"], A),
+                          B=spf.Tensor.from_scipy(layouts["B"], B))
+        np.testing.assert_allclose(got.to_dense() if isinstance(got, spf.Tensor) else got, want)
+
+
 @pytest.mark.parametrize("layout", ["CSR", "COO", "DCSR", "DenseMatrix"])
 def test_broadcasting_lower_order_terms_and_numbers(layout):
     """A term that leaves out an output index is broadcast along it, as numpy's; a number

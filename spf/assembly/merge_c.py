@@ -17,13 +17,17 @@ used.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum, auto
 
 from ..back import ctree as t
 from ..back.names import field_ctype
+from ..back.value_c import value_c
+from ..front.rhs import Coefficient, Node, number_text
 from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.storage import Storage, StorageKind
+from ..front.value_types import ValueType
 from .base import CAPACITY
 from .merge import Run
 
@@ -40,6 +44,17 @@ class _Pass(Enum):
 
 
 @dataclass(frozen=True)
+class Leaf:
+    """The value of an entry of a union iterated by the merge (``C = max(A, B)``): the
+    expression of the runs' values (0 for a run without the entry), times ``coefficient``;
+    ``types``: the operands' value types."""
+
+    tree: Node
+    coefficient: Coefficient
+    types: Mapping[str, ValueType]
+
+
+@dataclass(frozen=True)
 class _Place:
     """Where a run stands at a level: its position (C expression) and whether it has one
     (None: always)."""
@@ -49,8 +64,9 @@ class _Place:
 
 
 class _MergeWriter:
-    def __init__(self, out: Storage, runs: list[Run], semiring: Semiring):
-        self.out, self.runs, self.semiring = out, runs, semiring
+    def __init__(self, out: Storage, runs: list[Run], semiring: Semiring,
+                 leaf: Leaf | None = None):
+        self.out, self.runs, self.semiring, self.leaf = out, runs, semiring, leaf
         self.pass_ = _Pass.SERIAL
 
     # names of the hoisted fields ----------------------------------------------------------
@@ -120,6 +136,8 @@ class _MergeWriter:
         if k + 1 < len(self.out.levels):
             return self.level(k + 1, here, places)
         present = [(r, p) for r, p in enumerate(places) if p is not None]
+        if self.leaf is not None:
+            return [t.Assign(f"out_val[{here}]", self._leaf_value(present))]
         if all(place.has is None for _, place in present) and self.semiring.is_plus_times:
             text = ""
             for r, place in present:
@@ -137,6 +155,20 @@ class _MergeWriter:
             nodes.append(add if place.has is None else t.If(place.has, [add], braces=False))
         nodes.append(t.Assign(f"out_val[{here}]", "v"))
         return nodes
+
+    def _leaf_value(self, present: list[tuple[int, _Place]]) -> str:
+        """The union's expression of the runs' values, 0 for a run without the entry."""
+        assert self.leaf is not None
+        reads = {run.operand: "0" for run in self.runs}
+        for r, place in present:
+            read = f"r{r}_val[{place.pos}]"
+            reads[self.runs[r].operand] = read if place.has is None else \
+                f"({place.has} ? {read} : 0)"
+        value = value_c(self.leaf.tree, reads, self.leaf.types)
+        coef = self.leaf.coefficient
+        if coef != 1:
+            value = f"{number_text(coef)} * {value}" if coef != -1 else f"-{value}"
+        return f"(spf_value_t)({value})"
 
     def _read(self, r: int, pos: str) -> str:
         """Run ``r``'s value at ``pos``; in the output's type when the runs' types differ
@@ -302,12 +334,13 @@ class _MergeWriter:
 
 def merge_function(name: str, out: Storage, out_struct: str, runs: list[Run],
                    run_structs: list[str], semiring: Semiring = PLUS_TIMES,
-                   parallel: bool = False) -> t.Function:
+                   parallel: bool = False, leaf: Leaf | None = None) -> t.Function:
     """``<name>_merge(out, size, r0, r1, ...)``: the union of the runs (equal coordinates
     combined by ``semiring``'s add), appended to ``out`` in storage order (0; 2 when a level
     outgrows its capacity ``size[k]``).  ``parallel`` (a row-shaped output,
-    :func:`~.rows.row_shaped`): the rows are merged by the threads, counted first."""
-    w = _MergeWriter(out, runs, semiring)
+    :func:`~.rows.row_shaped`): the rows are merged by the threads, counted first;
+    ``leaf``: an entry's value is that expression of the runs' (a union, ``max(A, B)``)."""
+    w = _MergeWriter(out, runs, semiring, leaf)
     params = [f"{out_struct} *restrict out", "int64_t *restrict size"]
     params += [f"const {s} *restrict r{r}" for r, s in enumerate(run_structs)]
     starts: list[_Place | None] = [_Place("0", None) for _ in runs]

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from ..assembly import AssemblyPlan, FunctionRole, storage_c, strategy
 from ..assembly.merge import Run
-from ..assembly.merge_c import merge_function
+from ..assembly.merge_c import Leaf, merge_function
 from ..decide.plan import Plan
 from ..errors import SpecError
 from ..front.layout import Layout
@@ -139,7 +139,8 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
 def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[str, Layout],
                 runs: list[Run], assembly: AssemblyPlan, bounds: list[KernelCode],
                 term_args: list[list[str]], semiring: Semiring = PLUS_TIMES,
-                typing: Typing = FLOAT64_TYPING, parallel: bool = False) -> str:
+                typing: Typing = FLOAT64_TYPING, parallel: bool = False,
+                leaf: Leaf | None = None) -> str:
     """A sum whose every term is an operand already stored in the output's storage order
     (:mod:`spf.assembly.merge`): the kernel merges the operands level by level into the
     output (``parallel``: row by row, by the threads); ``bounds`` (the terms' entry
@@ -148,14 +149,16 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mappin
     params = _sum_params(expr, tensor_layouts, assembly, layouts, typing)
     out = expr.output.tensor
     merge = merge_function(name, assembly.storage, struct_name(assembly.output.layout), runs,
-                           [struct_name(run.layout) for run in runs], semiring, parallel)
+                           [struct_name(run.layout) for run in runs], semiring, parallel,
+                           leaf)
     extra = "\n\n".join([CPrinter().definitions([merge])]
                          + [function(b, static=True) for b in bounds]
                          + [_sum_bound(name, out, term_args, params[1:])])
     args = ", ".join(run.operand for run in runs)
     body: list[t.Node] = [t.Comment(f"{expr}: the operands are the sorted runs of the union"),
                           t.Return(f"{name}_merge({out}, {out}_size, {args})")]
-    return render_file(header_lines, set().union(*(b.helpers for b in bounds)),
+    helpers = set().union(*(b.helpers for b in bounds)) | ({"spf_tgmath"} if leaf else set())
+    return render_file(header_lines, helpers,
                        list(layouts.values()), f"int {name}({', '.join(params)})", body,
                        before=extra, semiring=semiring, typing=typing)
 

@@ -62,6 +62,24 @@ def vanishing(tree: Node, operand: str) -> Vanishing:
                      "(it is read densely)")
 
 
+def vanishing_jointly(tree: Node, names: list[str]) -> Vanishing | None:
+    """The decision that ``tree`` is 0 where every operand in ``names`` stores nothing (Z3:
+    then the union of their entries suffices, ``max(A, B)``); None when Z3 cannot prove it."""
+    import z3
+    shown = text(tree)
+    listed = ("both " if len(names) == 2 else "all of ") + \
+        (", ".join(names[:-1]) + " and " + names[-1])
+    with symbolic:
+        share_z3_context()
+        s, value = _solver(tree, names, z3)
+        s.add(value != 0)
+        if s.check() != z3.unsat:
+            return None
+    return Vanishing(shown, " and ".join(names), True, f"Z3 proved {shown} = 0 where "
+                     f"{listed} store nothing, so the union of their entries suffices "
+                     "(iterated by a merge of their storage)")
+
+
 def _operand(name: str, z3: Any) -> Any:
     return z3.Real(f"spf_{name}")
 
