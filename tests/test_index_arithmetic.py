@@ -186,3 +186,18 @@ def test_the_c_and_the_report_say_what_the_arithmetic_is():
     np.testing.assert_array_equal(conv.compile()(I=spf.Tensor.from_dense("CSR", -image),
                                                  F=np.ones((2, 2))),
                                   signal.convolve2d(image, np.ones((2, 2))))
+
+
+def test_derived_names_never_collide():
+    """Two different expressions that would spell the same name get different ones (one
+    variable for both would force a_p + b = a + p_b)."""
+    from spf.front.kernel_spec import parse_expr
+    expr = "s = x(a_p + b) * z(a + p_b) * p(a_p) * q(b) * r(a) * t(p_b)"
+    assert len(set(parse_expr(expr).derived.values())) == 2
+    rng = np.random.default_rng(3)
+    x, z = rng.random(7), rng.random(7)
+    p, q, r, t = rng.random(3), rng.random(4), rng.random(3), rng.random(4)
+    want = sum(x[i + j] * z[k + m] * p[i] * q[j] * r[k] * t[m]
+               for i in range(3) for j in range(4) for k in range(3) for m in range(4))
+    got = spf.evaluate(expr, x=x, z=z, p=p, q=q, r=r, t=t)
+    assert got == pytest.approx(want)

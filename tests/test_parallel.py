@@ -75,8 +75,7 @@ def expected_private(expr: str, lay: dict) -> bool:
     if expr == SPMV:    # with a sparse x and A in CSC, x's entries drive (locate into A)
         return lay["A"] == "CSC" or ("x" not in lay and lay["A"] in ("COO", "SortedCOO"))
     if expr == SPMSPM:
-        return (lay["A"] == "COO" and lay["B"] in ("CSR", "BCSR")) or \
-            (lay["A"] == "LowerTri" and lay["B"] in ("CSR", "DCSR", "BCSR"))
+        return lay["A"] == "COO" and lay["B"] in ("CSR", "BCSR")
     return False
 
 
@@ -85,7 +84,9 @@ def expected_parallel(expr: str, lay: dict) -> str | None:
     if expected_private(expr, lay):
         if "x" in lay:
             return "x_p"
-        return {"COO": "A_p", "SortedCOO": "A_p", "CSC": "A_pj", "LowerTri": "B_pi"}[lay["A"]]
+        return {"COO": "A_p", "SortedCOO": "A_p", "CSC": "A_pj"}[lay["A"]]
+    if expr == SPMSPM and lay["A"] == "LowerTri" and lay["B"] in ("CSR", "DCSR", "BCSR"):
+        return "i"      # B's rows outermost would scatter: C's rows outermost instead
     if expr in (DOT, DOT3):
         sparse = [t for t in "ABC" if t in lay and lay[t] not in DENSE]
         return f"{sparse[0]}_p" if sparse else "A_p0"

@@ -79,7 +79,10 @@ class Rows(AssemblyStrategy):
                           "its segment")]
 
     def region_start(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
-        return [t.Declare("spf_workspace *restrict", MINE, f"&{STATE}[spf_thread()]"),
+        return [t.Declare("spf_workspace", "spf_local", f"{STATE}[spf_thread()]",
+                          note="a copy on the thread's stack: its counters share no cache "
+                               "line with another thread's"),
+                t.Declare("spf_workspace *restrict", MINE, "&spf_local"),
                 t.Declare("int64_t", "spf_prefix", "-1",
                           note=f"the {plan.key[0]} gathered in the workspace")]
 

@@ -120,6 +120,8 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
         plan = _output_ordered(plan, assembly, order, find, z3_timeout_ms) or plan
     if parallel and assembly is None:
         plan = _parallel(plan)
+        if plan.privatized and reorder and not tile:
+            plan = _rows_outermost(plan, order, find, z3_timeout_ms) or plan
     elif parallel and not stream and plan.assembly is not None:
         plan = _parallel_rows(plan, plan.assembly)
     plan = replace(plan, skips=Table({t: tuple(tile_skips(nest, plan.decisions, t))
@@ -150,6 +152,32 @@ def _parallel(plan: Plan) -> Plan:
     return replace(plan, decisions=decisions, parallel_loop=loop, planned=analysis,
                    privatized=any(lp.private_output for lp in analysis.loops),
                    notes=plan.notes + notes)
+
+
+def _rows_outermost(plan: Plan, order: list[str], find, z3_timeout_ms: int) -> Plan | None:
+    """The plan with the output's first index outermost when the default order's parallel loop
+    scatters into private copies of the output (a copy per thread, zeroed and summed: the
+    whole output for every call): taken when its outermost loop then carries no dependence
+    (each thread writes its own elements) and it needs no more finds (a convolution's
+    output rows gathering image rows; not CSC SpMV, whose rows would be searched)."""
+    space = plan.space
+    outer = [i for i in space.expr.output.indices[:1] if i in space.variables]
+    if not outer:       # the first only: every output index outside would gather per element
+        return None
+    nest = scan(space, outer + [v for v in order if v not in outer], Z3Limit(z3_timeout_ms))
+    decisions = tuple(synthesize(nest, find))
+    if len(decisions) > len(plan.decisions) or any(d.chosen is None for d in decisions):
+        return None
+    other = _parallel(Plan(nest, decisions, None, True, semiring=plan.semiring,
+                           typing=plan.typing))
+    loops = [lv.var for lv in nest.levels if lv.kind is LevelKind.LOOP]
+    if other.privatized or other.parallel_loop is None or other.parallel_loop != loops[0]:
+        return None
+    return replace(other, notes=other.notes + (
+        f"loop order {', '.join(nest.schedule)}: the output's first index outermost, so that "
+        f"loop {other.parallel_loop}'s threads write their own elements (the default order "
+        f"{', '.join(plan.nest.schedule)} scatters into a private copy of "
+        f"{space.expr.output.tensor} per thread)",))
 
 
 def _parallel_rows(plan: Plan, a: AssemblyPlan) -> Plan:

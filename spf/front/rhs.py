@@ -191,7 +191,7 @@ def _atom(p: Parser) -> Node:
     if not p.peek(")"):
         while True:
             aff = _affine(p, _sum(p), tok.text, len(indices) + 1)
-            name = derived_name(aff)
+            name = _named(p, aff)
             if name is None:
                 indices.append(str(aff))
             else:
@@ -217,6 +217,20 @@ def derived_name(aff: Aff) -> str | None:
     if aff.const:
         parts.append(("m_" if aff.const < 0 else "p_" if parts else "") + str(abs(aff.const)))
     return "spf_" + "_".join(parts)
+
+
+def _named(p: Parser, aff: Aff) -> str | None:
+    """:func:`derived_name`, made unique in the statement (``a_p + b`` and ``a + p_b`` would
+    both spell ``spf_a_p_p_b``: the second gets a number)."""
+    name = p.affine_names.get(aff) or derived_name(aff)
+    if name is None or p.affine_names.get(aff) == name:
+        return name
+    taken = set(p.affine_names.values())
+    unique, k = name, 2
+    while unique in taken:
+        unique, k = f"{name}_{k}", k + 1
+    p.affine_names[aff] = unique
+    return unique
 
 
 def _affine(p: Parser, n: Node, tensor: str, position: int) -> Aff:

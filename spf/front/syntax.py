@@ -96,6 +96,7 @@ class Parser:
         self.i = 0
         self.depth = 0
         self.divisions = False      # "x / c": floor division by a positive constant
+        self.affine_names: dict[Aff, str] = {}    # an access index's expression -> its name
 
     @property
     def tok(self) -> Token:

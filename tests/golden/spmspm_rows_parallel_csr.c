@@ -496,7 +496,8 @@ static int spf_kernel_rows(spf_index_t *restrict spf_count, spf_workspace *restr
     /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i); in parallel over the outermost loop: a first pass counts the distinct j of each i (each thread in its own workspace), a prefix sum makes the pointer array, a second pass gathers each i's entries in the thread's workspace and writes them in order at the i's segment; Z3 proved that two iterations of loop A_pi never write the same i. */
     #pragma omp parallel
     {
-        spf_workspace *restrict spf_w = &spf_wss[spf_thread()];
+        spf_workspace spf_local = spf_wss[spf_thread()];   /* a copy on the thread's stack: its counters share no cache line with another thread's */
+        spf_workspace *restrict spf_w = &spf_local;
         int64_t spf_prefix = -1;   /* the i gathered in the workspace */
         #pragma omp for schedule(guided,32)
         for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
@@ -554,7 +555,8 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *res
     /* second pass (parallel): each i gathered and written at its segment */
     #pragma omp parallel
     {
-        spf_workspace *restrict spf_w = &spf_wss[spf_thread()];
+        spf_workspace spf_local = spf_wss[spf_thread()];   /* a copy on the thread's stack: its counters share no cache line with another thread's */
+        spf_workspace *restrict spf_w = &spf_local;
         int64_t spf_prefix = -1;   /* the i gathered in the workspace */
         #pragma omp for schedule(guided,32)
         for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
