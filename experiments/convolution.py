@@ -828,12 +828,16 @@ def _describe_image(rows: list[dict]) -> list[str]:
                        f"{float(s['median_s']) * 1e3:.3g} | " + " | ".join(
                            f"{_ratio(c[p]):.2f}" if p in c else "-" for p in peers) + " |")
         out.append("")
-    skipped = [f"{r['contender']} on {_threads(int(r['threads']))} at {r['size']}x{r['size']}, "
-               f"{r['filter']}, density {r['density']} "
-               f"({str(r['status']).removeprefix('skipped: ')})" for r in rows
-               if r.get("part") == "image" and str(r.get("status", "")).startswith("skipped")]
-    if skipped:
-        out += ["Not measured: " + "; ".join(skipped) + ".", ""]
+    skipped: dict[tuple[str, str, str], list[str]] = {}     # one line per contender and reason
+    for r in rows:
+        if r.get("part") == "image" and str(r.get("status", "")).startswith("skipped"):
+            key = (r["contender"], _threads(int(r["threads"])),
+                   str(r["status"]).removeprefix("skipped: "))
+            skipped.setdefault(key, []).append(f"{r['size']}x{r['size']} {r['filter']} "
+                                               f"density {r['density']}")
+    for (who, threads, why), where in skipped.items():
+        out += [f"Not measured: {who} on {threads} ({why}), at {len(where)} configuration(s): "
+                f"{', '.join(where)}.", ""]
     out += ["**Crossover density** (contender time / spf time = 1, from the densities "
             "measured):", ""]
     series: dict[tuple[str, str, int, str], list[tuple[float, float]]] = {}
