@@ -20,7 +20,7 @@ OUT = Path(__file__).resolve().parent / "RESULTS.md"
 # sections in this order; CSVs of other experiments follow by name
 ORDER = ("goals", "codegen_time", "import_time", "call_overhead", "spmv", "spmspv", "spmspv_push",
          "spmspm", "ttm", "sparse_add", "conversion", "graphs", "distributed", "scaling_model",
-         "float32", "convolution")
+         "float32", "convolution", "tune")
 
 
 def _section_key(path: Path) -> tuple[int, str]:

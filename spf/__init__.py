@@ -21,7 +21,7 @@ _LAZY = {
     "load_layout": "front.layout_path", "Relation": "front.relation", "Tensor": "tensor",
     "Semiring": "front.semiring", "DistributedKernel": "distributed",
     "KernelOptions": "decide.options",
-    "aslinearoperator": "linalg",
+    "aslinearoperator": "linalg", "tune": "tuning", "Tuned": "tuning",
 }
 
 

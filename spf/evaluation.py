@@ -41,11 +41,15 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, str | Layout] | N
     arrays, or numbers for scalars.  ``layouts`` overrides the inferred layout of any tensor,
     the output's included; ``params`` gives layout parameters, as to :class:`spf.Kernel`;
     the other keywords are kernel options (:class:`spf.KernelOptions`: ``order``, ``find``,
-    ``parallel``, ``reassociate``, ``index_type``, ...).  ``out``: an array to write (``=``) or add
-    (``+=``) the result into.  Returns a float for a scalar output, numpy for a dense one, a
-    ``scipy.sparse.csr_array`` for an order-2 output whose operands are all sparse, and a
-    Tensor when ``layouts`` names a sparse layout for the output.
+    ``parallel``, ``reassociate``, ``index_type``, ...); ``tune=True`` lets :func:`spf.tune`
+    choose the sparse operand's layout instead (its decision cached per structure).
+    ``out``: an array to write (``=``) or add (``+=``) the result into.  Returns a float for
+    a scalar output, numpy for a dense one, a ``scipy.sparse.csr_array`` for an order-2
+    output whose operands are all sparse, and a Tensor when ``layouts`` names a sparse
+    layout for the output.
     """
+    if operands_and_options.pop("tune", False):
+        return _tuned(expr, out, layouts, operands_and_options)
     parsed = _parse(expr)
     mask = operands_and_options.get("mask")
     with_mask = parsed    # the mask is bound like an input (the Kernel adds it to the product)
@@ -85,6 +89,20 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, str | Layout] | N
         import scipy.sparse as sp
         return sp.csr_array(result.to_scipy())
     return result
+
+
+def _tuned(expr: str, out: Any, layouts: Mapping[str, Any] | None,
+           operands: Mapping[str, Any]) -> Any:
+    """``evaluate(..., tune=True)``: the layouts :func:`spf.tune` chooses (its decision
+    cached on disk for matrices of the same structure), then the call."""
+    from .tuning import tune
+    names = set(_parse(expr).tensors)
+    options = sorted(set(operands) - names)
+    if options or out is not None:
+        raise ArgumentError(f"evaluate: tune=True chooses the layouts and options itself; "
+                            f"do not pass {options or ['out']} with it")
+    tuned = tune(expr, layouts=layouts, **operands)
+    return tuned(**operands)
 
 
 def _operand_type(value: Any) -> ValueType | None:

@@ -7,7 +7,7 @@ import pytest
 pytestmark = pytest.mark.experiments
 EXPERIMENTS = ["goals", "codegen_time", "import_time", "call_overhead", "spmv", "spmspv",
                "spmspv_push", "spmspm", "ttm", "sparse_add", "conversion", "graphs",
-               "distributed", "scaling_model", "float32", "convolution"]
+               "distributed", "scaling_model", "float32", "convolution", "tune"]
 
 
 @pytest.mark.slow
