@@ -77,13 +77,14 @@ class Tuned:
     options: dict[str, Any]
     report: list[Row]
     cached: bool = False
-    _given: dict[str, int] = field(default_factory=dict)      # name -> id() of the original
+    _given: dict[str, Any] = field(default_factory=dict)   # name -> the object tuned (held:
+    #                                                        its id is never reused meanwhile)
 
     def __call__(self, **operands: Any) -> Any:
         args = {}
         for name, value in operands.items():
             lay = self.layouts.get(name)
-            if self._given.get(name) == id(value):
+            if self._given.get(name) is value:
                 args[name] = self.operands[name]            # tuned: converted once
             elif lay is not None and _is_sparse(value):
                 tensor = _as_tensor(value)
@@ -140,7 +141,7 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
         row = Row(name, lay.name, tuple(hit["params"]), tuple(options.items()),
                   status="chosen (cached decision: measured on a matrix of the same structure)")
         return Tuned(kernel, {**tensors, name: converted}, {**base, name: lay}, options,
-                     [row], True, {name: id(operands[name])})
+                     [row], True, {name: operands[name]})
     deadline = None if budget_s is None else start + budget_s
     rows, pool = _convert_candidates(name, tensors[name], names, deadline)
     others = {n: v for n, v in tensors.items() if n != name}
@@ -152,7 +153,7 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
     lay, converted, kernel, row = best
     _store(key, {"layout": lay.name, "params": list(row.params)})
     return Tuned(kernel, {**tensors, name: converted}, {**base, name: lay}, options, rows,
-                 False, {name: id(operands[name])})
+                 False, {name: operands[name]})
 
 
 # candidates --------------------------------------------------------------------------------

@@ -93,3 +93,12 @@ def test_threads_build_parallel_candidates():
     tuned = spf.tune(SPMV, candidates=["CSR", "SELL"], threads=2, A=A, x=x)
     assert tuned.options == {"parallel": True} and tuned.kernel.kernel.parallel_loop
     np.testing.assert_allclose(tuned(A=A, x=x), A @ x, atol=1e-12)
+
+
+def test_a_new_operand_is_never_taken_for_the_tuned_one():
+    """The tuned object is held: another matrix is converted, never mistaken for it."""
+    A, x = _random(150, 5), np.ones(150)
+    tuned = spf.tune(SPMV, candidates=["CSR", "SELL"], A=A, x=x)
+    for seed in range(6, 9):
+        B = _random(150, seed)
+        np.testing.assert_allclose(tuned(A=B, x=x), B @ x, atol=1e-12)

@@ -25,7 +25,8 @@ class AssemblyStrategy:
     mode: ClassVar[Mode]
     preference: ClassVar[int]           # the first that applies is used
     cursor: ClassVar[bool] = True       # appends through <kernel>_append (the cursor)
-    counts_first: ClassVar[bool] = False   # a first pass counts entries per position
+    counts_first: ClassVar[bool] = False   # scatters every statement instance before
+    #                                          combining (one slot per instance)
     first_pass: ClassVar[FunctionRole | None] = None    # that pass's function, if any
     in_region: ClassVar[bool] = False   # runs its parallel loop inside a region of its own
     flushes: ClassVar[bool] = False     # hands groups to <kernel>_flush (a workspace)

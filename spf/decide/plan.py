@@ -189,7 +189,7 @@ def _parallel_rows(plan: Plan, a: AssemblyPlan) -> Plan:
         return replace(plan, serial_assembly=why)
     loop = next(lv.var for lv in plan.nest.levels if lv.kind is LevelKind.LOOP)
     decisions, adapted = _adapt_finds_to_parallel(plan.nest, plan.decisions, loop)
-    rows = replace(a, mode=Mode.ROWS, group_level=a.group_level, why=(
+    rows = replace(a, mode=Mode.ROWS, why=(
         f"Z3 proved that two iterations of loop {loop} never write the same {a.key[0]}"))
     return replace(plan, assembly=replace(rows, how=strategy(rows).how(rows)),
                    decisions=decisions, parallel_loop=loop, notes=plan.notes + adapted)
