@@ -9,9 +9,9 @@ thread count t (1 and 2):
 
 - **Tuning.** The decision cache (``spf.runtime.build.cache_dir() / "tune"``) is emptied at
   the start of a run, so the first ``spf.tune("y(i) = A(i,j) * x(j)", A=A, x=x, threads=t)``
-  (default candidates: every matrix layout on the search path, the 8 storing the fewest bytes
-  measured; the full run leaves CSB out, whose generated conversion takes hours at the full
-  suite's sizes, see ``MODES``; ``--candidates default`` keeps it) converts and measures;
+  (default candidates: every matrix layout on the search path, its storage estimated on
+  samples of the matrix, the 7 storing the fewest bytes and one option variant measured)
+  estimates, converts and measures;
   its wall time is ``tune_s`` and ``tune_compiles`` counts the shared libraries it compiled
   (conversions and kernels not yet in the compile cache; 0 when an earlier run left them
   there). Then ``spf.tune`` on a *sibling*, another matrix of
@@ -65,7 +65,6 @@ import numpy as np
 import scipy.sparse as sp
 
 import spf
-from spf.front.layout_path import layout_names, load_layout
 from spf.runtime.build import cache_dir
 
 from . import matrices as suite_matrices
@@ -108,19 +107,14 @@ class Mode:
     scale: str
     names: tuple[str, ...] | None       # the suite's matrices (None: all of them)
     candidates: tuple[str, ...] | None  # spf.tune's candidates= (None: its default)
-    exclude: tuple[str, ...]            # with candidates None: its default less these
     target_s: float                     # timed seconds per contender and cell
     min_runs: int
     max_runs: int
     pause_s: float                      # idle time before each contender's block of calls
 
 
-# The full run leaves CSB out: spf's generated conversion to CSB grows faster than its input
-# (on the 7-point 3-D Laplacian, B=2: 0.06 s at 14k entries, 0.36 s at 54k, 5.2 s at 184k; B=4:
-# 0.11 s at 54k, 0.97 s at 184k), hours per conversion at the full suite's 1.3M-6.4M entries,
-# and spf.tune converts every candidate before it measures any
-MODES = {"quick": Mode("quick", ("laplace2d", "rmat", "block8"), None, (), 0.003, 3, 20, 0.0),
-         "full": Mode("full", None, None, ("CSB",), 0.4, 9, 500, 0.3)}
+MODES = {"quick": Mode("quick", ("laplace2d", "rmat", "block8"), None, 0.003, 3, 20, 0.0),
+         "full": Mode("full", None, None, 0.4, 9, 500, 0.3)}
 
 
 def _row(**values: object) -> dict[str, object]:
@@ -151,20 +145,10 @@ def sibling(name: str, A: sp.csr_matrix, scale: str, from_suite: bool
     return B, "new values"
 
 
-def candidates(exclude: tuple[str, ...]) -> list[str]:
-    """What spf.tune tries by default for a matrix (the sparse, single-part layouts of order 2
-    on the search path), less ``exclude``."""
-    out = []
-    for name in layout_names():
-        lay = load_layout(name)
-        if name not in exclude and lay.order == 2 and lay.dense_array is None \
-                and len(lay.parts()) == 1:
-            out.append(name)
-    return out
-
-
-def _label(layout: str, params: tuple) -> str:
-    return layout + "".join(f" {k}={v}" for k, v in params)
+def _label(layout: str, params: tuple, options: tuple = ()) -> str:
+    """The layout with its parameters and the options that are not the thread count's."""
+    return layout + "".join(f" {k}={v}" for k, v in params) + "".join(
+        f" {k}={v}" for k, v in options if k != "parallel")
 
 
 def _libraries() -> int:
@@ -192,8 +176,8 @@ def tune(name: str, A: sp.csr_matrix, B: sp.csr_matrix, how: str, x: np.ndarray,
          reference: np.ndarray, threads: int, mode: Mode) -> Tuning:
     """spf.tune on A (measured), then on its sibling B (the decision cached), each checked."""
     options: dict[str, Any] = {"threads": threads}
-    if mode.candidates or mode.exclude:
-        options["candidates"] = list(mode.candidates or candidates(mode.exclude))
+    if mode.candidates:
+        options["candidates"] = list(mode.candidates)
     before = _libraries()
     t0 = time.perf_counter()
     tuned = spf.tune(SPMV, A=A, x=x, **options)
@@ -216,7 +200,8 @@ def tune(name: str, A: sp.csr_matrix, B: sp.csr_matrix, how: str, x: np.ndarray,
     rows = tuned.report
     chosen = next(r for r in rows if r.status == "chosen")
     measured = sorted((r for r in rows if r.kernel_s is not None), key=lambda r: r.kernel_s)
-    values = {"layout": _label(chosen.layout, chosen.params), "tune_s": tune_s,
+    values = {"layout": _label(chosen.layout, chosen.params, chosen.options),
+              "tune_s": tune_s,
               "tune_compiles": compiles, "first_cached": tuned.cached,
               "measured": len(measured),
               "pruned": sum(r.status.startswith("pruned") for r in rows),
@@ -227,11 +212,12 @@ def tune(name: str, A: sp.csr_matrix, B: sp.csr_matrix, how: str, x: np.ndarray,
               "sibling": how, "sibling_nnz": B.nnz, "cached_s": cached_s,
               "cached_hit": second.cached,
               "cached_layout": _label(second.layouts["A"].name,
-                                      tuple((second.layouts["A"].params or {}).items())),
+                                      tuple((second.layouts["A"].params or {}).items()),
+                                      tuple(second.options.items())),
               "cached_build_s": build_s, "cached_convert_s": convert_s,
-              "tried": ",".join(mode.candidates) if mode.candidates else
-              "default" + "".join(f" less {n}" for n in mode.exclude),
-              "candidates": "; ".join(f"{_label(r.layout, r.params)} {r.kernel_s * 1e6:.3g}"
+              "tried": ",".join(mode.candidates) if mode.candidates else "default",
+              "candidates": "; ".join(f"{_label(r.layout, r.params, r.options)} "
+                                      f"{r.kernel_s * 1e6:.3g}"
                                       for r in measured)}
     return Tuning(tuned, values)
 
@@ -337,12 +323,11 @@ def run_matrix(name: str, A: sp.csr_matrix, csr: dict[int, Any], mode: Mode, gb:
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = experiment_parser(__doc__)
     parser.add_argument("--candidates", metavar="CSR,DIA,...",
-                        help="the layouts spf.tune tries ('default': its own choice, also "
-                             "in the full run, which otherwise leaves CSB out)")
+                        help="the layouts spf.tune tries (default: its own choice)")
     args = parser.parse_args(argv)
     mode = MODES["quick" if args.quick else "full"]
     if args.candidates:
-        mode = replace(mode, exclude=(), candidates=None if args.candidates == "default"
+        mode = replace(mode, candidates=None if args.candidates == "default"
                        else tuple(args.candidates.split(",")))
     decisions = cache_dir() / "tune"
     shutil.rmtree(decisions, ignore_errors=True)    # the first spf.tune of a run measures

@@ -256,6 +256,27 @@ class Tensor(StoredTensor):
         out.fill = self.fill
         return out
 
+    def leading(self, m: int, trim: bool = False) -> Tensor:
+        """The first ``m`` slices along the first dimension (rows of a matrix) in this
+        tensor's layout, of shape ``(m, ...)``: a sample whose coordinates, and so its
+        diagonals, blocks and row lengths, are the tensor's own (explicit zeros kept).  With
+        ``trim``, each other extent is the smallest holding the sample's entries and at least
+        ``m`` (so the sample of a lower-triangular matrix is square, as a layout of square
+        matrices needs)."""
+        if isinstance(m, bool) or not isinstance(m, int) or not 0 <= m <= self.shape[0]:
+            raise ArgumentError(f"leading: m must be an integer in 0..{self.shape[0]}, got "
+                                f"{m!r}")
+        coords, values = self.entries()
+        keep = coords[0] < m
+        coords = tuple(c[keep] for c in coords)
+        rest = tuple(min(e, max(m, int(c.max(initial=-1)) + 1)) if trim else e
+                     for e, c in zip(self.shape[1:], coords[1:]))
+        coo = _coordinate_layout(self.layout.order, self.layout.index_type)
+        out = Tensor.from_coords(coo, (m, *rest), coords, values[keep]).convert(
+            self.layout, keep_zeros=True, allow_padding=True)
+        out.fill = self.fill
+        return out
+
     def entries(self) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
         """The stored entries: one coordinate array per dimension and the values, read
         through a generated conversion to a coordinate layout (explicit zeros kept, padding

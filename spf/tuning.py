@@ -1,16 +1,20 @@
 """``spf.tune``: the layouts and options of a kernel chosen for the user's own data.
 
-For each sparse operand, every layout on the search path (``$SPF_LAYOUT_PATH``, then the
+For the sparse operand, every layout on the search path (``$SPF_LAYOUT_PATH``, then the
 shipped ones) of the operand's order is a candidate, with its integer parameters at their
-defaults and at half and twice them.  Each candidate is converted from the operand's own
-layout by generated code; a layout that cannot hold the data (a conversion error, or more
-than 75% padding: refused before anything that large is allocated) is pruned with the
-reason.  The survivors are ranked by the bytes they store (sparse kernels are bound by
-memory traffic) and the ``candidates`` smallest are compiled and measured on the data, with
-the requested thread count; the choice is the fastest kernel, or, given ``calls``, the
-smallest conversion time plus ``calls`` kernel calls.  The decision is kept on disk keyed by
-a signature of the operands' structure, so a second matrix of the same family skips the
-measurement.  Nothing here names a format: every layout is a file.
+defaults and at half and twice them.  The storage of each is estimated by converting
+samples of the operand (its first rows holding about 1/32 and 1/8 of its entries:
+:meth:`spf.Tensor.leading`; a small operand is converted whole) with the generated
+conversions: the feature that decides a memory-bound kernel, the bytes read per call, with
+the padding, block fill, slice widths and diagonals of every layout a user can write, and no
+format named.  A layout that cannot hold a sample (a conversion error, more than 75% padding)
+or would store more than 8 times the operand's own layout is pruned with the reason.  The
+smallest survivors are converted in full (timed), compiled and measured on the data with
+the requested thread count; then the options that change the fastest one's code
+(``reassociate``; one thread when several were asked for).  The choice is the fastest
+kernel, or, given ``calls``, the smallest conversion time plus ``calls`` kernel calls.  The
+decision is kept on disk keyed by a signature of the operand's structure, so a second
+matrix of the same family skips the measurement.
 """
 from __future__ import annotations
 
@@ -37,6 +41,8 @@ from .tensor import Tensor
 MEASURED = 8            # candidates measured per operand by default
 _kernels: dict[tuple, CompiledKernel] = {}      # built in this process, by statement
 REPEATS = 5             # kernel calls timed per candidate (the median is kept)
+SAMPLED_ABOVE = 1 << 16  # operands with more entries: storage estimated on samples
+OVER_OWN = 8            # a candidate storing more than this times the operand's own: pruned
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,8 @@ class Row:
     status: str = "measured"                # measured, chosen, pruned: ..., not measured: ...
 
     def __str__(self) -> str:
-        what = self.layout + "".join(f" {k}={v}" for k, v in self.params)
+        what = self.layout + "".join(f" {k}={v}" for k, v in self.params + self.options
+                                     if (k, v) != ("parallel", True))
         times = "" if self.kernel_s is None else (
             f", kernel {self.kernel_s * 1e3:.3g} ms, conversion {self.convert_s * 1e3:.3g} ms"
             if self.convert_s is not None else f", kernel {self.kernel_s * 1e3:.3g} ms")
@@ -102,16 +109,19 @@ class Tuned:
 
 def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
          candidates: int | Sequence[str] | None = None, threads: int | None = None,
-         layouts: Mapping[str, str | Layout] | None = None, **operands: Any) -> Tuned:
+         layouts: Mapping[str, str | Layout] | None = None, reassociate: bool = True,
+         **operands: Any) -> Tuned:
     """Choose layouts and options for ``expr`` on ``operands`` (see the module docstring).
 
-    ``budget_s``: stop measuring once this much time went into tuning (the best so far is
-    kept); ``calls``: the number of calls expected (weighs conversion against kernel time;
-    default: the fastest kernel); ``candidates``: how many layouts are measured per operand
-    (default 8), or the names of the layouts to try;
+    ``budget_s``: stop estimating and measuring once this much time went into tuning (the
+    best so far is kept); ``calls``: the number of calls expected (weighs conversion against
+    kernel time; default: the fastest kernel); ``candidates``: how many candidates (layouts
+    and option variants) are measured (default 8), or the names of the layouts to try;
     ``threads``: OpenMP threads measured and used (default: one; more builds the kernels
-    with ``parallel=True``); ``layouts``: the layouts of operands not to tune (others:
-    their own)."""
+    with ``parallel=True``, and one thread is tried too); ``layouts``: the layouts of
+    operands not to tune (others: their own); ``reassociate``: whether a kernel summing in
+    another order (SIMD partial sums: rounding differs from the sequential sum) may be
+    chosen."""
     start = time.perf_counter()
     threads = _positive("threads", 1 if threads is None else threads)
     names = None if candidates is None or isinstance(candidates, int) else list(candidates)
@@ -129,45 +139,139 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
                             f"{sorted(operands)}, found {tuned or 'none'} (give the others' "
                             "layouts with layouts=)")
     name = tuned[0]
+    source = tensors[name]
     base = {n: v.layout for n, v in tensors.items() if isinstance(v, Tensor) and n != name}
     base.update({n: (load_layout(v) if isinstance(v, str) else v) for n, v in fixed.items()})
-    options = {"parallel": True} if threads > 1 else {}
-    key = _cache_key(expr, name, tensors[name], threads, options, calls, names)
+    defaults = {"parallel": True} if threads > 1 else {}
+    key = _cache_key(expr, name, source, threads, defaults, calls, names, reassociate)
     hit = _cached(key)
     if hit is not None:
-        lay = load_layout(hit["layout"], tensors[name].layout.index_type, **dict(hit["params"]))
+        lay = load_layout(hit["layout"], source.layout.index_type, **dict(hit["params"]))
+        options = dict(hit.get("options", defaults))
         kernel = _compiled(expr, {**base, name: lay}, options, threads)
-        converted = tensors[name].convert(lay)
+        converted = source if lay == source.layout else source.convert(lay)
         row = Row(name, lay.name, tuple(hit["params"]), tuple(options.items()),
                   status="chosen (cached decision: measured on a matrix of the same structure)")
         return Tuned(kernel, {**tensors, name: converted}, {**base, name: lay}, options,
                      [row], True, {name: operands[name]})
     deadline = None if budget_s is None else start + budget_s
-    rows, pool = _convert_candidates(name, tensors[name], names, deadline)
-    others = {n: v for n, v in tensors.items() if n != name}
-    rows, best = _measure(expr, name, pool, others, base, options, threads, measured,
-                          budget_s, start, calls, rows, tensors[name])
+    rows, pool = _estimate_candidates(name, _Sampled.of(source), names, deadline)
+    trial = _Trial(expr, name, source, {n: v for n, v in tensors.items() if n != name}, base,
+                   threads, calls, deadline, rows=rows)
+    variants = _option_variants(defaults, threads, reassociate)
+    layouts_measured = max(1, measured - len(variants))
+    for k, (_, lay, row) in enumerate(pool):
+        if k >= layouts_measured or trial.spent():
+            why = "the budget was spent" if k < layouts_measured else \
+                f"not among the {layouts_measured} storing the fewest bytes"
+            trial.rows.append(_with(row, status=f"not measured: {why}"))
+            continue
+        trial.run(lay, defaults, row)
+    _try_options(trial, variants, defaults)
+    rows, best = trial.report()
     if best is None:
         raise SpfError(f"tune: no candidate layout of {name!r} could be measured:\n"
                        + "\n".join(f"  {r}" for r in rows))
-    lay, converted, kernel, row = best
-    _store(key, {"layout": lay.name, "params": list(row.params)})
+    lay, options, converted, kernel, row = best
+    _store(key, {"layout": lay.name, "params": list(row.params), "options": options})
     return Tuned(kernel, {**tensors, name: converted}, {**base, name: lay}, options, rows,
                  False, {name: operands[name]})
 
 
+def _try_options(trial: _Trial, variants: list[dict[str, Any]],
+                 defaults: dict[str, Any]) -> None:
+    """Measure the option variants on the fastest layout with the default options, each
+    where it changes the generated code (else reported as not measured, and why)."""
+    if not trial.results:
+        return
+    lay, _, converted, _, row = min(trial.results, key=lambda r: trial.cost(r[4]))
+    assert converted is not None            # the best keeps its converted operand
+    layouts = {**trial.base, trial.name: lay}
+    default = _source(trial.expr, layouts, defaults)
+    for options in variants:
+        why = "the budget was spent" if trial.spent() else ""
+        try:
+            if not why and _source(trial.expr, layouts, options) == default:
+                why = "the same code as the default options"
+        except SpfError as exc:
+            trial.rows.append(_with(row, options=tuple(options.items()),
+                                    status=f"pruned: {str(exc).splitlines()[0]}"))
+            continue
+        if why:
+            trial.rows.append(_with(row, options=tuple(options.items()), kernel_s=None,
+                                    status=f"not measured: {why}"))
+        else:
+            trial.run(lay, options, row, converted)
+
+
 # candidates --------------------------------------------------------------------------------
-def _convert_candidates(name: str, tensor: Tensor, names: list[str] | None,
-                        deadline: float | None) -> tuple[list[Row], list[tuple]]:
+@dataclass(frozen=True)
+class _Sampled:
+    """The operand and the samples its candidates' storage is estimated on: its first rows
+    (:meth:`Tensor.leading`) holding about 1/32 and 1/8 of its entries; an operand of at
+    most :data:`SAMPLED_ABOVE` entries is its own single, exact sample."""
+
+    tensor: Tensor
+    samples: tuple[tuple[int, int, Tensor], ...]       # (rows, entries, sample)
+    entries: int
+
+    @classmethod
+    def of(cls, tensor: Tensor) -> _Sampled:
+        rows = _coordinates(tensor)[0]
+        n = len(rows)
+        if n <= SAMPLED_ABOVE or tensor.shape[0] < 2:
+            return cls(tensor, ((tensor.shape[0], n, tensor),), n)
+        ends = np.cumsum(np.bincount(rows, minlength=tensor.shape[0]))
+        samples = []
+        for part in (32, 8):
+            m = min(int(np.searchsorted(ends, n // part)) + 1, tensor.shape[0])
+            samples.append((m, int(ends[m - 1]), tensor.leading(m, trim=True)))
+        return cls(tensor, tuple(samples), n)
+
+    def where(self) -> str:
+        return "" if len(self.samples) == 1 else \
+            f" (estimated on its first {self.samples[0][0]} and {self.samples[1][0]} rows)"
+
+    def _converted(self, sample: Tensor, lay: Layout) -> Tensor:
+        try:
+            return sample if lay == sample.layout else sample.convert(lay)
+        except SpfError as exc:
+            if len(self.samples) == 1:
+                raise
+            raise SpfError(f"{str(exc).splitlines()[0]} (a sample of its first "
+                            f"{sample.shape[0]} rows)") from exc
+
+    def estimate(self, lay: Layout, limit: float) -> int:
+        """The bytes ``lay`` would store for the whole operand: converted exactly, or
+        extrapolated linearly in the entries from the samples' conversions (the first
+        sample alone already refuses a layout over ``limit`` bytes); SpfError (with the
+        conversion's reason) when it cannot hold a sample, or over the limit."""
+        points: list[tuple[int, int]] = []
+        for _, entries, sample in self.samples:
+            size = _nbytes(self._converted(sample, lay))
+            guess = size if len(self.samples) == 1 else \
+                size * self.entries / max(entries, 1) if not points else \
+                max(size, points[0][1] + (size - points[0][1]) * (self.entries - points[0][0])
+                    / max(entries - points[0][0], 1))
+            if guess > limit:
+                raise SpfError(f"it would store about {guess / 1e6:.3g} MB, over "
+                               f"{OVER_OWN}x the operand's own layout{self.where()}")
+            points.append((entries, size))
+        return int(guess)
+
+
+def _estimate_candidates(name: str, sampled: _Sampled, names: list[str] | None,
+                         deadline: float | None) -> tuple[list[Row], list[tuple]]:
     """Every layout of the operand's order (``names``: those only) with parameter
-    variants, converted (pruned with the reason when it cannot hold the data); the
-    survivors by the bytes they store."""
+    variants, its storage estimated on the samples (pruned with the reason when it cannot
+    hold them); the survivors by the bytes they would store."""
+    tensor = sampled.tensor
+    limit = OVER_OWN * _nbytes(tensor)
     rows: list[Row] = []
-    pool: list[tuple[int, Layout, Tensor, Row]] = []
+    pool: list[tuple[int, Layout, Row]] = []
     for lay_name in names if names is not None else layout_names():
         if deadline is not None and time.perf_counter() > deadline:
-            rows.append(Row(name, lay_name, (), (), status="not converted: the budget was "
-                                                           "spent"))
+            rows.append(Row(name, lay_name, (), (), status="not tried: the budget was spent"))
             continue
         try:
             plain = load_layout(lay_name)
@@ -185,14 +289,12 @@ def _convert_candidates(name: str, tensor: Tensor, names: list[str] | None,
         for params in _variants(plain):
             try:
                 lay = load_layout(lay_name, tensor.layout.index_type, **params)
-                converted = tensor if lay == tensor.layout else tensor.convert(lay)
+                size = sampled.estimate(lay, limit)
             except SpfError as exc:
                 rows.append(Row(name, lay_name, tuple(params.items()), (),
                                 status=f"pruned: {str(exc).splitlines()[0]}"))
                 continue
-            size = sum(a.nbytes for a in converted.fields.values() if isinstance(a, np.ndarray))
-            row = Row(name, lay_name, tuple(params.items()), (), size)
-            pool.append((size, lay, converted, row))
+            pool.append((size, lay, Row(name, lay_name, tuple(params.items()), (), size)))
     pool.sort(key=lambda p: (p[0], p[1].name))
     return rows, pool
 
@@ -209,46 +311,87 @@ def _variants(layout: Layout) -> list[dict[str, int]]:
 
 
 # measurement -------------------------------------------------------------------------------
-def _measure(expr: str, name: str, pool: list[tuple], others: Mapping[str, Any],
-             base: Mapping[str, Layout], options: Mapping[str, Any], threads: int,
-             measured: int, budget_s: float | None, start: float, calls: int | None,
-             rows: list[Row], source: Tensor) -> tuple[list[Row], tuple | None]:
-    """Compile and time the ``measured`` smallest candidates; the best by kernel time (or
-    by conversion + ``calls`` kernel calls), each with the calls after which it beats the
-    operand's own layout (``source``'s); the rest reported as not measured."""
-    own = source.layout
-    results = []
-    for k, (_, lay, converted, row) in enumerate(pool):
-        if k >= measured or (budget_s is not None and time.perf_counter() - start > budget_s):
-            why = "the budget was spent" if k < measured else \
-                f"not among the {measured} storing the fewest bytes"
-            rows.append(_with(row, status=f"not measured: {why}"))
-            continue
-        try:
-            kernel = _compiled(expr, {**base, name: lay}, options, threads)
-            args = {**others, name: converted}
-            kernel(**args)
-            kernel_s = _median(kernel, args)
-        except SpfError as exc:
-            rows.append(_with(row, status=f"pruned: {str(exc).splitlines()[0]}"))
-            continue
-        seconds = 0.0 if lay == own else _timed(source, lay)    # its code compiled already
-        results.append((lay, converted, kernel, _with(
-            row, kernel_s=kernel_s, convert_s=seconds, options=tuple(options.items()))))
-    own_s = next((r.kernel_s for lay, _, _, r in results if lay == own), None)
+@dataclass
+class _Trial:
+    """What is measured: the statement, the tuned operand (``name``, ``source``), the other
+    operands and layouts, the thread count and the calls weighed (None: fastest kernel)."""
 
-    def cost(item: tuple) -> float:
-        row = item[3]
-        return row.kernel_s if calls is None else row.convert_s + calls * row.kernel_s
-    results.sort(key=cost)
-    done = []
-    for k, (lay, _, _, row) in enumerate(results):
-        mine, conv = float(row.kernel_s or 0.0), float(row.convert_s or 0.0)
-        even = conv / (own_s - mine) if own_s is not None and lay != own and mine < own_s \
-            else None
-        done.append(_with(row, break_even_calls=even, status="chosen" if k == 0 else "measured"))
-    best = (results[0][0], results[0][1], results[0][2], done[0]) if results else None
-    return done + rows, best
+    expr: str
+    name: str
+    source: Tensor
+    others: Mapping[str, Any]
+    base: Mapping[str, Layout]
+    threads: int
+    calls: int | None
+    deadline: float | None
+    results: list[tuple[Layout, dict[str, Any], Tensor | None, CompiledKernel, Row]] = \
+        field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+
+    def spent(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+    def cost(self, row: Row) -> float:
+        return float(row.kernel_s or 0.0) if self.calls is None else \
+            float(row.convert_s or 0.0) + self.calls * float(row.kernel_s or 0.0)
+
+    def run(self, lay: Layout, options: dict[str, Any], row: Row,
+            converted: Tensor | None = None) -> None:
+        """Convert (timed; its code compiled on the samples already), compile and time one
+        candidate; only the best so far keeps its converted operand."""
+        try:
+            if converted is None:       # else: the row's conversion, measured already
+                t0 = time.perf_counter()
+                converted = self.source if lay == self.source.layout else \
+                    self.source.convert(lay)
+                row = _with(row, convert_s=time.perf_counter() - t0
+                            if lay != self.source.layout else 0.0)
+            row = _with(row, bytes=_nbytes(converted), options=tuple(options.items()))
+            kernel = _compiled(self.expr, {**self.base, self.name: lay}, options, self.threads)
+            args = {**self.others, self.name: converted}
+            kernel(**args)
+            row = _with(row, kernel_s=_median(kernel, args))
+        except SpfError as exc:
+            self.rows.append(_with(row, status=f"pruned: {str(exc).splitlines()[0]}"))
+            return
+        self.results.append((lay, options, converted, kernel, row))
+        best = min(range(len(self.results)), key=lambda k: self.cost(self.results[k][4]))
+        self.results = [r if k == best or r[2] is None or r[2] is self.results[best][2]
+                        else (*r[:2], None, *r[3:]) for k, r in enumerate(self.results)]
+
+    def report(self) -> tuple[list[Row], tuple | None]:
+        """The rows, the chosen first, each measured one with the calls after which it
+        beats the operand's own layout with the default options."""
+        own = self.source.layout
+        own_s = next((r.kernel_s for lay, opts, _, _, r in self.results
+                      if lay == own and opts == self.results[0][1]), None)
+        self.results.sort(key=lambda r: self.cost(r[4]))
+        done = []
+        for k, (lay, _, _, _, row) in enumerate(self.results):
+            mine, conv = float(row.kernel_s or 0.0), float(row.convert_s or 0.0)
+            even = conv / (own_s - mine) if own_s is not None and lay != own \
+                and mine < own_s else None
+            done.append(_with(row, break_even_calls=even,
+                              status="chosen" if k == 0 else "measured"))
+        best = self.results[0] if self.results else None
+        return done + self.rows, best
+
+
+def _option_variants(options: Mapping[str, Any], threads: int,
+                     reassociate: bool) -> list[dict[str, Any]]:
+    """The options tried on the fastest layout besides the default ones: ``reassociate``
+    (SIMD partial sums; when allowed), and one thread where several were asked for (an
+    operand too small to share out)."""
+    tried = []
+    if reassociate:
+        tried.append({**options, "reassociate": True})
+    if threads > 1:
+        tried.append({k: v for k, v in options.items() if k != "parallel"})
+    return tried
+
+
+def _source(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any]) -> str:
+    return Kernel(expr, dict(layouts), **options).c_source()
 
 
 def _compiled(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any],
@@ -276,15 +419,12 @@ def _median(kernel: CompiledKernel, args: Mapping[str, Any]) -> float:
     return statistics.median(times)
 
 
-def _timed(tensor: Tensor, layout: Layout) -> float:
-    """A conversion's time, its code already compiled by a first conversion."""
-    t0 = time.perf_counter()
-    tensor.convert(layout)
-    return time.perf_counter() - t0
-
-
 def _with(row: Row, **changes: Any) -> Row:
     return Row(**{**asdict(row), **changes})
+
+
+def _nbytes(tensor: Tensor) -> int:
+    return sum(a.nbytes for a in tensor.fields.values() if isinstance(a, np.ndarray))
 
 
 # the cache ---------------------------------------------------------------------------------
@@ -313,8 +453,10 @@ def _coordinates(tensor: Tensor) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cache_key(expr: str, name: str, tensor: Tensor, threads: int,
-               options: Mapping[str, Any], calls: int | None, names: list[str] | None) -> str:
+               options: Mapping[str, Any], calls: int | None, names: list[str] | None,
+               reassociate: bool) -> str:
     text = json.dumps({"expr": expr, "operand": name, "threads": threads, "calls": calls,
+                       "reassociate": reassociate,
                        "options": sorted(options), "layouts": names or layout_names(),
                        "signature": signature(tensor)}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]

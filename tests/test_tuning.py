@@ -91,7 +91,9 @@ def test_refusals():
 def test_threads_build_parallel_candidates():
     A, x = _random(200, 4), np.ones(200)
     tuned = spf.tune(SPMV, candidates=["CSR", "SELL"], threads=2, A=A, x=x)
-    assert tuned.options == {"parallel": True} and tuned.kernel.kernel.parallel_loop
+    measured = [dict(r.options) for r in tuned.report if r.kernel_s is not None]
+    assert sum(o.get("parallel", False) for o in measured) >= 2      # CSR and SELL
+    assert bool(tuned.kernel.kernel.parallel_loop) == bool(tuned.options.get("parallel"))
     np.testing.assert_allclose(tuned(A=A, x=x), A @ x, atol=1e-12)
 
 
@@ -102,3 +104,51 @@ def test_a_new_operand_is_never_taken_for_the_tuned_one():
     for seed in range(6, 9):
         B = _random(150, seed)
         np.testing.assert_allclose(tuned(A=B, x=x), B @ x, atol=1e-12)
+
+
+def test_leading_rows_sample_the_tensor():
+    A = sp.tril(_random(60, 7), format="csr")
+    t = spf.Tensor.from_scipy("CSR", A)
+    part = t.leading(20)
+    assert part.shape == (20, 60) and part.layout == t.layout
+    np.testing.assert_array_equal(part.to_scipy().toarray(), A[:20].toarray())
+    square = t.leading(20, trim=True)      # lower triangular: its sample stays square
+    assert square.shape == (20, 20)
+    np.testing.assert_array_equal(square.to_scipy().toarray(), A[:20, :20].toarray())
+    assert t.leading(0).shape == (0, 60)
+    with pytest.raises(spf.ArgumentError, match=r"m must be an integer in 0\.\.60"):
+        t.leading(61)
+
+
+def test_storage_estimated_on_samples(monkeypatch):
+    """Above SAMPLED_ABOVE entries, candidates are converted on two leading samples; the
+    estimate extrapolates them, and a layout storing far more than the operand's own is
+    pruned before it is converted whole."""
+    monkeypatch.setattr(tuning, "SAMPLED_ABOVE", 500)
+    A = _laplace(40)                                # 7,840 entries, 1,600 rows
+    x = np.ones(A.shape[0])
+    tuned = spf.tune(SPMV, candidates=["CSR", "DIA", "CSB", "SELL", "LowerTri"], A=A, x=x)
+    np.testing.assert_allclose(tuned(A=A, x=x), A @ x)
+    rows = {(r.layout, r.params): r for r in tuned.report if not r.options
+            or r.options == ()}
+    csb = rows[("CSB", (("B", 2),))]
+    assert "over 8x the operand's own layout (estimated on its first" in csb.status
+    assert "a sample of its first" in rows[("LowerTri", ())].status   # not lower triangular
+    exact = tuning._nbytes(spf.Tensor.from_scipy("CSR", A))
+    assert rows[("CSR", ())].bytes == exact
+    sell = spf.Tensor.from_scipy("CSR", A).convert(spf.load_layout("SELL", C=4))
+    estimate = tuning._Sampled.of(spf.Tensor.from_scipy("CSR", A)).estimate(
+        sell.layout, float("inf"))
+    assert abs(estimate - tuning._nbytes(sell)) < 0.1 * tuning._nbytes(sell)
+
+
+def test_options_tried_on_the_fastest_layout():
+    A, x = _random(300, 8), np.ones(300)
+    tuned = spf.tune(SPMV, candidates=["CSR", "SELL"], threads=2, A=A, x=x)
+    options = [dict(r.options) for r in tuned.report if r.kernel_s is not None]
+    assert {"parallel": True} in options and {"parallel": True, "reassociate": True} in options
+    assert {} in options                            # one thread tried too
+    np.testing.assert_allclose(tuned(A=A, x=x), A @ x, atol=1e-12)
+    exact = spf.tune(SPMV, candidates=["CSR"], reassociate=False, A=A, x=x)
+    assert all("reassociate" not in dict(r.options) for r in exact.report)
+    assert "reassociate" not in exact.options
