@@ -39,7 +39,7 @@ from .runtime import build as runtime
 from .runtime import writer
 from .runtime.compiled import CompiledKernel
 from .runtime.fields import check_built_ranges, index_max, wider_hint, with_derived
-from .runtime.memory import aligned_zeros
+from .runtime.memory import aligned_zeros, reserve
 from .runtime.stored import StoredTensor, tensor_class
 
 _INDICES = "ijklmnop"
@@ -304,6 +304,8 @@ class _Placed:
         capacity = tensor.fields[conv.src.value.array].size if pl.grouped else 0
         stride = 1 << max(span - 1, 0).bit_length()      # group * stride + key: shifts, no division
         while True:
+            reserve(max(span, 1) + max(groups, 1) * np.dtype(width).itemsize + 8 * capacity,
+                    f"{conv.name}'s analysis of {pl.layout.name}'s positions")
             present = np.zeros(max(span, 1) if rk and not pl.grouped else 1, np.uint8)
             count = np.zeros(max(groups, 1), width)
             entries = np.zeros(1, np.int64)
@@ -363,7 +365,7 @@ class _Placed:
             slot_arr = np.full(max(math.prod(bound[a] for a in pl.slot.args), 1),
                                pl.slot.fill, width)
             fields[pl.slot.uf] = slot_arr[:math.prod(bound[a] for a in pl.slot.args)]
-        data = aligned_zeros(max(slots, 1), lay.value_type.dtype)
+        data = aligned_zeros(max(slots, 1), lay.value_type.dtype, f"{lay.name}'s values")
         fields[lay.value.array] = data[:slots]
         bounds = np.array([bound[p] for p in order], np.int64)
         nxt = np.zeros_like(count)

@@ -36,6 +36,7 @@ from .front.layout_path import layout_names, load_layout
 from .kernel import Kernel
 from .runtime.build import cache_dir
 from .runtime.compiled import CompiledKernel
+from .runtime.memory import allocation_limit
 from .tensor import Tensor
 
 MEASURED = 8            # candidates measured per operand by default
@@ -234,7 +235,9 @@ class _Sampled:
 
     def _converted(self, sample: Tensor, lay: Layout) -> Tensor:
         try:
-            return sample if lay == sample.layout else sample.convert(lay)
+            with allocation_limit(OVER_OWN * _nbytes(self.tensor),
+                                  f"spf.tune: {OVER_OWN}x the operand's own layout"):
+                return sample if lay == sample.layout else sample.convert(lay)
         except SpfError as exc:
             if len(self.samples) == 1:
                 raise
@@ -342,14 +345,15 @@ class _Trial:
         try:
             if converted is None:       # else: the row's conversion, measured already
                 t0 = time.perf_counter()
-                converted = self.source if lay == self.source.layout else \
-                    self.source.convert(lay)
+                with allocation_limit(OVER_OWN * _nbytes(self.source),
+                                      f"spf.tune: {OVER_OWN}x the operand's own layout"):
+                    converted = self.source if lay == self.source.layout else \
+                        self.source.convert(lay)
                 row = _with(row, convert_s=time.perf_counter() - t0
                             if lay != self.source.layout else 0.0)
             row = _with(row, bytes=_nbytes(converted), options=tuple(options.items()))
             kernel = _compiled(self.expr, {**self.base, self.name: lay}, options, self.threads)
             args = {**self.others, self.name: converted}
-            kernel(**args)
             row = _with(row, kernel_s=_median(kernel, args))
         except SpfError as exc:
             self.rows.append(_with(row, status=f"pruned: {str(exc).splitlines()[0]}"))
@@ -409,8 +413,15 @@ def _compiled(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, An
 
 
 def _median(kernel: CompiledKernel, args: Mapping[str, Any]) -> float:
-    """The median time of a call: at least REPEATS calls, more (up to 200) until 20 ms
-    were spent, so that a microsecond kernel is not decided by one timer tick."""
+    """The median time of a call after warm-up calls (at least 3 and 5 ms: caches, page
+    tables, the clock frequency; the first candidate measured is not to pay for them): at
+    least REPEATS calls, more (up to 200) until 20 ms were spent, so that a microsecond
+    kernel is not decided by one timer tick."""
+    t0 = time.perf_counter()
+    for k in range(200):
+        kernel(**args)
+        if k >= 2 and time.perf_counter() - t0 > 0.005:
+            break
     times: list[float] = []
     while len(times) < REPEATS or (sum(times) < 0.02 and len(times) < 200):
         t0 = time.perf_counter()

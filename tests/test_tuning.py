@@ -152,3 +152,17 @@ def test_options_tried_on_the_fastest_layout():
     exact = spf.tune(SPMV, candidates=["CSR"], reassociate=False, A=A, x=x)
     assert all("reassociate" not in dict(r.options) for r in exact.report)
     assert "reassociate" not in exact.options
+
+
+def test_allocations_over_a_limit_are_refused_before_they_are_made():
+    """A conversion whose arrays would exceed the allocation limit in force (or the
+    machine's memory) is refused with the array's name, before it is allocated."""
+    from spf.runtime.memory import allocation_limit, reserve
+    t = spf.Tensor.from_scipy("CSR", sp.eye(4000, format="csr"))
+    refused = r"CSB's blkStart would take 32 MB, over the 1\.049 MB allowed \(a test's limit\)"
+    with allocation_limit(1 << 20, "a test's limit"), \
+            pytest.raises(spf.ArgumentError, match=refused):
+        t.convert(spf.load_layout("CSB", B=2))
+    assert t.convert(spf.load_layout("CSB", B=2)).shape == (4000, 4000)   # no limit: built
+    with pytest.raises(spf.ArgumentError, match="more than this machine's memory"):
+        reserve(1 << 62, "an absurd array")

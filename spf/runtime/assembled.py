@@ -15,6 +15,7 @@ from ..errors import ArgumentError
 from ..front.storage import Storage, StorageKind
 from . import build as runtime
 from .fields import index_max, wider_hint
+from .memory import reserve
 
 # An output whose zeros are dropped is sized by counting its statement instances without
 # reading values (``<name>_bound_slots``) when that bound is at most this many entries (about
@@ -103,6 +104,7 @@ def _storage_fields(storage: Storage, shape: tuple[int, ...], caps: list[int]) -
     arrays zeroed; values zeroed when the last level is dense, as it has no entry for
     every position)."""
     fields: dict[str, Any] = {f: int(n) for f, n in zip(storage.shape_fields, shape)}
+    reserve(_bytes(storage, caps), f"{storage.layout.name}'s arrays")
     for k, lv in enumerate(storage.levels):
         if lv.count:
             fields[lv.count] = 0
@@ -115,6 +117,19 @@ def _storage_fields(storage: Storage, shape: tuple[int, ...], caps: list[int]) -
     alloc = np.zeros if storage.levels[-1].kind is StorageKind.DENSE else np.empty
     fields[storage.value_array] = alloc(caps[-1], dtype=storage.layout.value_type.dtype)
     return fields
+
+
+def _bytes(storage: Storage, caps: list[int]) -> int:
+    """What :func:`_storage_fields` allocates for ``caps`` positions per level, in bytes."""
+    lay = storage.layout
+
+    def width(name: str) -> int:
+        return np.dtype(lay.dtype_of(name)).itemsize
+    total = caps[-1] * lay.value_type.dtype.itemsize
+    for k, lv in enumerate(storage.levels):
+        total += (caps[k - 1] + 1) * width(lv.pointer) if lv.pointer else 0
+        total += sum(caps[k] * width(a) for _, a in lv.coords if a)
+    return total
 
 
 def _trim(storage: Storage, fields: dict[str, Any], size: np.ndarray) -> None:

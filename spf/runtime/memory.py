@@ -1,12 +1,20 @@
-"""Arrays spf allocates for kernels to write (aligned to a cache line), and the address of an
-array's data as cheaply as Python can read it."""
+"""Arrays spf allocates for kernels to write (aligned to a cache line), the check every large
+allocation passes first (:func:`reserve`: never more than the machine's memory, nor than an
+:func:`allocation_limit` in force), and the address of an array's data as cheaply as Python
+can read it."""
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import math
+import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
+
+from ..errors import ArgumentError
 
 ALIGNMENT = 64   # bytes: a cache line, and one AVX-512 vector
 # below this many bytes numpy's own alignment (16 bytes) is kept: a loop over so small an
@@ -15,8 +23,46 @@ SMALL = 1024
 _FLOAT64 = np.dtype(np.float64)
 
 
-def aligned_zeros(shape: int | tuple[int, ...], dtype: np.typing.DTypeLike = _FLOAT64
-                  ) -> np.ndarray:
+_LIMIT: contextvars.ContextVar[tuple[int, str] | None] = \
+    contextvars.ContextVar("spf_allocation_limit", default=None)
+
+
+def _physical() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):     # no sysconf (Windows): not checked
+        return None
+
+
+PHYSICAL = _physical()
+
+
+@contextmanager
+def allocation_limit(nbytes: int, why: str) -> Iterator[None]:
+    """Within the block (this thread or task), :func:`reserve` refuses any array over
+    ``nbytes``, saying ``why`` the limit is there."""
+    token = _LIMIT.set((nbytes, why))
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
+def reserve(nbytes: int, what: str) -> None:
+    """ArgumentError before an array of ``nbytes`` for ``what`` is allocated when it would
+    exceed the machine's physical memory (better than being killed once its pages are
+    touched) or the :func:`allocation_limit` in force."""
+    limit = _LIMIT.get()
+    if limit is not None and nbytes > limit[0]:
+        raise ArgumentError(f"{what} would take {nbytes / 1e6:.4g} MB, over the "
+                            f"{limit[0] / 1e6:.4g} MB allowed ({limit[1]})")
+    if PHYSICAL is not None and nbytes > PHYSICAL:
+        raise ArgumentError(f"{what} would take {nbytes / 1e9:.4g} GB, more than this "
+                            f"machine's memory ({PHYSICAL / 1e9:.4g} GB)")
+
+
+def aligned_zeros(shape: int | tuple[int, ...], dtype: np.typing.DTypeLike = _FLOAT64,
+                  what: str = "an array") -> np.ndarray:
     """Zeros whose data starts on a :data:`ALIGNMENT`-byte boundary (lazily zeroed pages,
     like ``np.zeros``).  numpy aligns only to 16 bytes; a vectorized loop over an output row
     whose start is not on a cache line splits every vector load and store over two lines
@@ -30,6 +76,7 @@ def aligned_zeros(shape: int | tuple[int, ...], dtype: np.typing.DTypeLike = _FL
     n = math.prod(dims)
     if n * size < SMALL:
         return np.zeros(dims, dtype)
+    reserve(n * size, what)
     if ALIGNMENT % size:        # an item size that does not divide a cache line: by bytes
         raw = np.zeros(n * size + ALIGNMENT, dtype=np.uint8)
         start = -address(raw) % ALIGNMENT

@@ -22,7 +22,7 @@ from ..front.storage import storage_of
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
 from ..front.writing import PartWrite, Permuted, Position, Start, WritePlan, write_plan
 from .fields import index_max, wider_hint
-from .memory import aligned_zeros
+from .memory import aligned_zeros, reserve
 from .stored import StoredTensor, tensor_class
 
 Vec = np.ndarray
@@ -44,9 +44,12 @@ class _Arrays:
         if any(d < 0 for d in dims):
             raise ArgumentError(f"{self.layout.name}: {name} would have extents {dims}")
         size = math.prod(dims)
-        arr = aligned_zeros(max(size, 1), self.layout.value_type.dtype)[:size] \
-            if name == self.layout.value.array \
-            else np.full(size, fill, np.int64)
+        what = f"{self.layout.name}'s {name}"
+        if name == self.layout.value.array:
+            arr = aligned_zeros(max(size, 1), self.layout.value_type.dtype, what)[:size]
+        else:
+            reserve(8 * size, what)
+            arr = np.full(size, fill, np.int64)
         self.flat[name], self.dims[name] = arr, dims
         return arr
 
