@@ -11,7 +11,8 @@ format named.  A layout that cannot hold a sample (a conversion error, more than
 or would store more than 8 times the operand's own layout is pruned with the reason.  The
 smallest survivors are converted in full (timed), compiled and measured on the data with
 the requested thread count; then the options that change the fastest one's code
-(``reassociate``; one thread when several were asked for).  The choice is the fastest
+(``reassociate``; one thread when several were asked for; cache blocking of a nest that
+sweeps its output once per iteration of a dependent outer loop).  The choice is the fastest
 kernel, or, given ``calls``, the smallest conversion time plus ``calls`` kernel calls.  The
 decision is kept on disk keyed by a signature of the operand's structure, so a second
 matrix of the same family skips the measurement.
@@ -23,6 +24,7 @@ import json
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentError, SpfError
+from .errors import ArgumentError, GuardLoopWarning, SpfError
 from .front.layout import Layout
 from .front.layout_path import layout_names, load_layout
 from .kernel import Kernel
@@ -44,6 +46,8 @@ _kernels: dict[tuple, CompiledKernel] = {}      # built in this process, by stat
 REPEATS = 5             # kernel calls timed per candidate (the median is kept)
 SAMPLED_ABOVE = 1 << 16  # operands with more entries: storage estimated on samples
 OVER_OWN = 8            # a candidate storing more than this times the operand's own: pruned
+WINDOW = 1 << 16        # entries the signature's quantiles, diagonals and blocks look at
+TILE = 2048             # iterations of a cache-blocked inner loop (its output block: 16 KB)
 
 
 @dataclass(frozen=True)
@@ -75,9 +79,12 @@ class Row:
 @dataclass
 class Tuned:
     """The tuned kernel: ``kernel`` (compiled), ``operands`` (converted, by name),
-    ``layouts``, ``options``, ``report`` (one :class:`Row` per candidate) and whether the
-    decision came from the cache (``cached``).  Call it like the kernel: operands given as
-    the same objects that were tuned reuse their converted copies; others are converted."""
+    ``layouts``, ``options``, ``report`` (one :class:`Row` per candidate), whether the
+    decision came from the cache (``cached``) and the seconds it took (``decision_s``: the
+    signature, the lookup or the measurements, the kernel; not the final conversion of the
+    operand, which is the chosen row's ``convert_s``).  Call it like the kernel: operands
+    given as the same objects that were tuned reuse their converted copies; others are
+    converted."""
 
     kernel: CompiledKernel
     operands: dict[str, Any]
@@ -85,6 +92,7 @@ class Tuned:
     options: dict[str, Any]
     report: list[Row]
     cached: bool = False
+    decision_s: float = 0.0
     _given: dict[str, Any] = field(default_factory=dict)   # name -> the object tuned (held:
     #                                                        its id is never reused meanwhile)
 
@@ -144,27 +152,27 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
     base = {n: v.layout for n, v in tensors.items() if isinstance(v, Tensor) and n != name}
     base.update({n: (load_layout(v) if isinstance(v, str) else v) for n, v in fixed.items()})
     defaults = {"parallel": True} if threads > 1 else {}
-    key = _cache_key(expr, name, source, threads, defaults, calls, names, reassociate)
-    hit = _cached(key)
+    key = _cache_key(expr, name, source, {**{n: v for n, v in tensors.items() if n != name},
+                                          **base}, threads, defaults, calls, names,
+                     reassociate)
+    hit = _reused(_cached(key), expr, name, source, base, threads)
     if hit is not None:
-        lay = load_layout(hit["layout"], source.layout.index_type, **dict(hit["params"]))
-        options = dict(hit.get("options", defaults))
-        kernel = _compiled(expr, {**base, name: lay}, options, threads)
-        converted = source if lay == source.layout else source.convert(lay)
-        row = Row(name, lay.name, tuple(hit["params"]), tuple(options.items()),
-                  status="chosen (cached decision: measured on a matrix of the same structure)")
+        lay, options, kernel, converted, row = hit
         return Tuned(kernel, {**tensors, name: converted}, {**base, name: lay}, options,
-                     [row], True, {name: operands[name]})
+                     [row], True, time.perf_counter() - start - float(row.convert_s),
+                     {name: operands[name]})
     deadline = None if budget_s is None else start + budget_s
     rows, pool = _estimate_candidates(name, _Sampled.of(source), names, deadline)
+    pool = _own_first(pool, source, name, names is None)
     trial = _Trial(expr, name, source, {n: v for n, v in tensors.items() if n != name}, base,
                    threads, calls, deadline, rows=rows)
     variants = _option_variants(defaults, threads, reassociate)
-    layouts_measured = max(1, measured - len(variants))
+    layouts_measured = max(1, measured - len(variants) - 1)     # and one for tiling
     for k, (_, lay, row) in enumerate(pool):
         if k >= layouts_measured or trial.spent():
             why = "the budget was spent" if k < layouts_measured else \
-                f"not among the {layouts_measured} storing the fewest bytes"
+                f"not among the {layouts_measured} measured: the operand's own and those " \
+                "storing the fewest bytes"
             trial.rows.append(_with(row, status=f"not measured: {why}"))
             continue
         trial.run(lay, defaults, row)
@@ -176,7 +184,44 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
     lay, options, converted, kernel, row = best
     _store(key, {"layout": lay.name, "params": list(row.params), "options": options})
     return Tuned(kernel, {**tensors, name: converted}, {**base, name: lay}, options, rows,
-                 False, {name: operands[name]})
+                 False, time.perf_counter() - start - float(row.convert_s or 0.0),
+                 {name: operands[name]})
+
+
+def _own_first(pool: list[tuple[int, Layout, Row]], source: Tensor, name: str,
+               add: bool) -> list[tuple[int, Layout, Row]]:
+    """The pool with the operand's own layout first (always measured: the baseline the
+    break-even calls are counted against), added when it is not on the search path and
+    ``add``."""
+    own = [p for p in pool if p[1] == source.layout]
+    if not own and add:
+        lay = source.layout
+        own = [(_nbytes(source), lay, Row(name, lay.name, tuple((lay.params or {}).items()),
+                                           (), _nbytes(source)))]
+    return own + [p for p in pool if p[1] != source.layout]
+
+
+def _reused(hit: Mapping[str, Any] | None, expr: str, name: str, source: Tensor,
+            base: Mapping[str, Layout], threads: int) -> tuple | None:
+    """The cached decision applied to ``source``: its layout, options, kernel, the operand
+    converted and the report's row; None when there is none, or when its layout cannot
+    hold this operand after all (a signature is coarse: then the operand is measured)."""
+    if hit is None:
+        return None
+    try:
+        lay = load_layout(hit["layout"], source.layout.index_type, **dict(hit["params"]))
+        options = dict(hit["options"])
+        kernel = _compiled(expr, {**base, name: lay}, options, threads)
+        t0 = time.perf_counter()
+        with allocation_limit(OVER_OWN * _nbytes(source),
+                              f"spf.tune: {OVER_OWN}x the operand's own layout"):
+            converted = source if lay == source.layout else source.convert(lay)
+        seconds = time.perf_counter() - t0
+    except (SpfError, KeyError, TypeError):
+        return None
+    row = Row(name, lay.name, tuple(hit["params"]), tuple(options.items()), convert_s=seconds,
+              status="chosen (cached decision: measured on a matrix of the same structure)")
+    return lay, options, kernel, converted, row
 
 
 def _try_options(trial: _Trial, variants: list[dict[str, Any]],
@@ -189,7 +234,8 @@ def _try_options(trial: _Trial, variants: list[dict[str, Any]],
     assert converted is not None            # the best keeps its converted operand
     layouts = {**trial.base, trial.name: lay}
     default = _source(trial.expr, layouts, defaults)
-    for options in variants:
+    tiled = _tiled(trial.expr, layouts, defaults)
+    for options in variants + ([tiled] if tiled else []):
         why = "the budget was spent" if trial.spent() else ""
         try:
             if not why and _source(trial.expr, layouts, options) == default:
@@ -203,6 +249,28 @@ def _try_options(trial: _Trial, variants: list[dict[str, Any]],
                                     status=f"not measured: {why}"))
         else:
             trial.run(lay, options, row, converted)
+
+
+def _tiled(expr: str, layouts: Mapping[str, Layout],
+           options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``options`` with cache blocking where the default nest sweeps its innermost loop's
+    whole range once per iteration of an outer loop carrying a dependence (DIA: the rows
+    once per diagonal, the output read and written each time): the innermost loop cut into
+    :data:`TILE` iterations, its tile loop outermost, so that each tile's block of the
+    output stays in cache over the outer loop; None where the nest is not so."""
+    loops = _kernel(expr, layouts, options).analysis().loops
+    if len(loops) < 2 or not loops[0].carried or loops[-1].carried:
+        return None
+    names = [_dotted(loop.var, layouts) for loop in loops]
+    return {**options, "tile": {names[-1]: TILE}, "order": [f"{names[-1]}_tile", *names]}
+
+
+def _dotted(var: str, layouts: Mapping[str, Layout]) -> str:
+    """A loop variable of the generated C (``A_pi``) as options name it (``A.pi``)."""
+    for name in sorted(layouts, key=len, reverse=True):
+        if var.startswith(name + "_"):
+            return f"{name}.{var[len(name) + 1:]}"
+    return var                          # a logical index: named as it is
 
 
 # candidates --------------------------------------------------------------------------------
@@ -390,12 +458,12 @@ def _option_variants(options: Mapping[str, Any], threads: int,
     if reassociate:
         tried.append({**options, "reassociate": True})
     if threads > 1:
-        tried.append({k: v for k, v in options.items() if k != "parallel"})
+        tried.append({**options, "parallel": False})
     return tried
 
 
 def _source(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any]) -> str:
-    return Kernel(expr, dict(layouts), **options).c_source()
+    return _kernel(expr, layouts, options).c_source()
 
 
 def _compiled(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any],
@@ -403,13 +471,22 @@ def _compiled(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, An
     """The kernel, built once per process (a cached decision then costs no code
     generation), with ``threads`` OpenMP threads."""
     key = (expr, tuple(sorted((n, lay.key) for n, lay in layouts.items())),
-           tuple(sorted(options.items())))
+           json.dumps(options, sort_keys=True))
     kernel = _kernels.get(key)
     if kernel is None:
-        kernel = _kernels[key] = Kernel(expr, dict(layouts), **options).compile()
+        kernel = _kernels[key] = _kernel(expr, layouts, options).compile()
     if threads > 1 and kernel.kernel.parallel_loop:
         kernel.set_num_threads(threads)
     return kernel
+
+
+def _kernel(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any]) -> Kernel:
+    """A candidate's kernel; its GuardLoopWarning (a guard loop no find replaces) is not
+    shown: the candidate is spf's, not the user's, and is measured like any other (the
+    chosen kernel's ``analysis()`` and report still say it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GuardLoopWarning)
+        return Kernel(expr, dict(layouts), **options)
 
 
 def _median(kernel: CompiledKernel, args: Mapping[str, Any]) -> float:
@@ -440,19 +517,34 @@ def _nbytes(tensor: Tensor) -> int:
 
 # the cache ---------------------------------------------------------------------------------
 def signature(tensor: Tensor) -> dict[str, Any]:
-    """The structure a decision depends on, coarsely: the shape and the number of entries
-    (powers of two), the row lengths' median, 90th percentile and maximum and the spread of
-    the column offsets from the diagonal (log2 buckets): matrices of one family share it."""
+    """The structure a decision depends on, coarsely (log2 buckets unless said): the shape,
+    the entries, the row lengths' median, 90th percentile and maximum, the distance of the
+    entries from the diagonal (median, 90th percentile, maximum) and the shares on and below
+    and on and above it (in quarters: a triangular matrix is told from a full one), and, over
+    a window of 65,536 consecutive stored entries, the entries per distinct diagonal and per
+    occupied 8 x 8 block: matrices of one family share it.  The quantiles are taken over at
+    most 65,536 entries spread over the whole matrix, so this costs one pass over the row
+    coordinates and no sort of all entries."""
     rows, cols = _coordinates(tensor)
     n = len(rows)
 
     def bucket(x: float) -> int:
         return int(math.log2(x + 1))
     lengths = np.bincount(rows, minlength=tensor.shape[0]) if tensor.shape[0] else np.zeros(1)
-    offsets = np.abs(cols - rows) if n else np.zeros(1)
+    step = max(1, n // WINDOW)
+    offsets = (cols[::step] - rows[::step]) if n else np.zeros(1, np.int64)
+    start = max(0, n // 2 - WINDOW // 2)
+    wr, wc = rows[start:start + WINDOW], cols[start:start + WINDOW]
+    blocks = len(np.unique((wr // 8) * (tensor.shape[1] // 8 + 1) + wc // 8))
+    diagonals = len(np.unique(wc - wr))
     return {"shape": [bucket(s) for s in tensor.shape], "nnz": bucket(n),
             "rows": [bucket(float(np.percentile(lengths, q))) for q in (50, 90, 100)],
-            "offsets": [bucket(float(np.percentile(offsets, q))) for q in (50, 90, 100)],
+            "offsets": [bucket(float(np.percentile(np.abs(offsets), q)))
+                        for q in (50, 90, 100)],
+            "lower": round(4 * float(np.mean(offsets <= 0))),
+            "upper": round(4 * float(np.mean(offsets >= 0))),
+            "per_diagonal": bucket(len(wr) / max(diagonals, 1)),
+            "per_block": bucket(len(wr) / max(blocks, 1)),
             "dtype": tensor.values.dtype.name}
 
 
@@ -463,14 +555,30 @@ def _coordinates(tensor: Tensor) -> tuple[np.ndarray, np.ndarray]:
     return coo.row.astype(np.int64), coo.col.astype(np.int64)
 
 
-def _cache_key(expr: str, name: str, tensor: Tensor, threads: int,
-               options: Mapping[str, Any], calls: int | None, names: list[str] | None,
-               reassociate: bool) -> str:
+def _cache_key(expr: str, name: str, tensor: Tensor, others: Mapping[str, Any],
+               threads: int, options: Mapping[str, Any], calls: int | None,
+               names: list[str] | None, reassociate: bool) -> str:
+    """The decision's key: the statement, what was asked, the tuned operand's signature and
+    the other operands' layouts (a sparse x is another kernel than a dense one) or dense
+    shapes (powers of two) and types."""
     text = json.dumps({"expr": expr, "operand": name, "threads": threads, "calls": calls,
                        "reassociate": reassociate,
                        "options": sorted(options), "layouts": names or layout_names(),
-                       "signature": signature(tensor)}, sort_keys=True)
+                       "signature": signature(tensor),
+                       "others": {n: _described(v) for n, v in others.items()}},
+                      sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _described(value: Any) -> Any:
+    """An operand other than the tuned one, as the decision depends on it."""
+    if isinstance(value, Layout):
+        return repr(value.key)
+    if isinstance(value, Tensor):
+        return repr(value.layout.key)
+    array = np.asarray(value) if not isinstance(value, str) else None
+    return value if array is None or array.dtype == object else \
+        [[int(math.log2(d + 1)) for d in array.shape], array.dtype.name]
 
 
 def _path(key: str) -> Path:
