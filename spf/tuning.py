@@ -35,6 +35,7 @@ import numpy as np
 from .errors import ArgumentError, GuardLoopWarning, SpfError
 from .front.layout import Layout
 from .front.layout_path import layout_names, load_layout
+from .front.storage import storage_or_none
 from .kernel import Kernel
 from .runtime.build import cache_dir
 from .runtime.compiled import CompiledKernel
@@ -47,6 +48,7 @@ REPEATS = 5             # kernel calls timed per candidate (the median is kept)
 SAMPLED_ABOVE = 1 << 16  # operands with more entries: storage estimated on samples
 OVER_OWN = 8            # a candidate storing more than this times the operand's own: pruned
 WINDOW = 1 << 16        # entries the signature's quantiles, diagonals and blocks look at
+CONFIRMED = 3           # the fastest candidates timed a second time, after the others
 TILE = 2048             # iterations of a cache-blocked inner loop (its output block: 16 KB)
 
 
@@ -177,6 +179,7 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
             continue
         trial.run(lay, defaults, row)
     _try_options(trial, variants, defaults)
+    trial.confirm()
     rows, best = trial.report()
     if best is None:
         raise SpfError(f"tune: no candidate layout of {name!r} could be measured:\n"
@@ -234,7 +237,7 @@ def _try_options(trial: _Trial, variants: list[dict[str, Any]],
     assert converted is not None            # the best keeps its converted operand
     layouts = {**trial.base, trial.name: lay}
     default = _source(trial.expr, layouts, defaults)
-    tiled = _tiled(trial.expr, layouts, defaults)
+    tiled = _tiled(trial.expr, layouts, defaults, {*layouts, *trial.others})
     for options in variants + ([tiled] if tiled else []):
         why = "the budget was spent" if trial.spent() else ""
         try:
@@ -251,8 +254,8 @@ def _try_options(trial: _Trial, variants: list[dict[str, Any]],
             trial.run(lay, options, row, converted)
 
 
-def _tiled(expr: str, layouts: Mapping[str, Layout],
-           options: Mapping[str, Any]) -> dict[str, Any] | None:
+def _tiled(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any],
+           tensors: set[str]) -> dict[str, Any] | None:
     """``options`` with cache blocking where the default nest sweeps its innermost loop's
     whole range once per iteration of an outer loop carrying a dependence (DIA: the rows
     once per diagonal, the output read and written each time): the innermost loop cut into
@@ -261,13 +264,13 @@ def _tiled(expr: str, layouts: Mapping[str, Layout],
     loops = _kernel(expr, layouts, options).analysis().loops
     if len(loops) < 2 or not loops[0].carried or loops[-1].carried:
         return None
-    names = [_dotted(loop.var, layouts) for loop in loops]
+    names = [_dotted(loop.var, tensors) for loop in loops]
     return {**options, "tile": {names[-1]: TILE}, "order": [f"{names[-1]}_tile", *names]}
 
 
-def _dotted(var: str, layouts: Mapping[str, Layout]) -> str:
+def _dotted(var: str, tensors: set[str]) -> str:
     """A loop variable of the generated C (``A_pi``) as options name it (``A.pi``)."""
-    for name in sorted(layouts, key=len, reverse=True):
+    for name in sorted(tensors, key=len, reverse=True):
         if var.startswith(name + "_"):
             return f"{name}.{var[len(name) + 1:]}"
     return var                          # a logical index: named as it is
@@ -427,9 +430,23 @@ class _Trial:
             self.rows.append(_with(row, status=f"pruned: {str(exc).splitlines()[0]}"))
             return
         self.results.append((lay, options, converted, kernel, row))
-        best = min(range(len(self.results)), key=lambda k: self.cost(self.results[k][4]))
-        self.results = [r if k == best or r[2] is None or r[2] is self.results[best][2]
-                        else (*r[:2], None, *r[3:]) for k, r in enumerate(self.results)]
+        ranked = sorted(range(len(self.results)), key=lambda k: self.cost(self.results[k][4]))
+        kept = {id(self.results[k][2]) for k in ranked[:CONFIRMED]}
+        self.results = [r if id(r[2]) in kept else (*r[:2], None, *r[3:])
+                        for r in self.results]
+
+    def confirm(self) -> None:
+        """Time the :data:`CONFIRMED` fastest again, after all the others ran, and keep each
+        one's faster median: a candidate that drew a slow moment of a shared machine is
+        not lost, nor is one that drew a fast moment chosen on it alone."""
+        ranked = sorted(range(len(self.results)), key=lambda k: self.cost(self.results[k][4]))
+        for k in ranked[:CONFIRMED]:
+            lay, options, converted, kernel, row = self.results[k]
+            if converted is None or self.spent():
+                continue
+            again = _median(kernel, {**self.others, self.name: converted})
+            self.results[k] = (lay, options, converted, kernel,
+                               _with(row, kernel_s=min(float(row.kernel_s or again), again)))
 
     def report(self) -> tuple[list[Row], tuple | None]:
         """The rows, the chosen first, each measured one with the calls after which it
@@ -518,29 +535,27 @@ def _nbytes(tensor: Tensor) -> int:
 # the cache ---------------------------------------------------------------------------------
 def signature(tensor: Tensor) -> dict[str, Any]:
     """The structure a decision depends on, coarsely (log2 buckets unless said): the shape,
-    the entries, the row lengths' median, 90th percentile and maximum, the distance of the
-    entries from the diagonal (median, 90th percentile, maximum) and the shares on and below
-    and on and above it (in quarters: a triangular matrix is told from a full one), and, over
-    a window of 65,536 consecutive stored entries, the entries per distinct diagonal and per
-    occupied 8 x 8 block: matrices of one family share it.  The quantiles are taken over at
-    most 65,536 entries spread over the whole matrix, so this costs one pass over the row
-    coordinates and no sort of all entries."""
-    rows, cols = _coordinates(tensor)
-    n = len(rows)
+    the entries, the outer segments' lengths (rows of a row-major layout: median, 90th
+    percentile, maximum), the distance of the entries from the diagonal (median, 90th
+    percentile, maximum) and the shares on and below and on and above it (in quarters: a
+    triangular matrix is told from a full one), and, over a window of 65,536 consecutive
+    stored entries, the entries per distinct diagonal and per occupied 8 x 8 block: matrices
+    of one family share it.  Distances and shares are taken over at most 65,536 entries
+    spread over the matrix; a layout whose storage is a dense level over a compressed one
+    gives its lengths and sampled coordinates from its pointer and coordinate arrays
+    without a pass over its entries."""
+    lengths, (rows, cols), (wr, wc), n = _structure(tensor)
 
     def bucket(x: float) -> int:
         return int(math.log2(x + 1))
-    lengths = np.bincount(rows, minlength=tensor.shape[0]) if tensor.shape[0] else np.zeros(1)
-    step = max(1, n // WINDOW)
-    offsets = (cols[::step] - rows[::step]) if n else np.zeros(1, np.int64)
-    start = max(0, n // 2 - WINDOW // 2)
-    wr, wc = rows[start:start + WINDOW], cols[start:start + WINDOW]
-    blocks = len(np.unique((wr // 8) * (tensor.shape[1] // 8 + 1) + wc // 8))
-    diagonals = len(np.unique(wc - wr))
+    offsets = cols - rows if len(rows) else np.zeros(1, np.int64)
+    blocks = _distinct((wr // 8) * (tensor.shape[1] // 8 + 1) + wc // 8)
+    diagonals = _distinct(wc - wr)
+    quantiles = [50, 90, 100]
     return {"shape": [bucket(s) for s in tensor.shape], "nnz": bucket(n),
-            "rows": [bucket(float(np.percentile(lengths, q))) for q in (50, 90, 100)],
-            "offsets": [bucket(float(np.percentile(np.abs(offsets), q)))
-                        for q in (50, 90, 100)],
+            "rows": [bucket(float(q)) for q in np.percentile(lengths, quantiles)]
+            if len(lengths) else [0, 0, 0],
+            "offsets": [bucket(float(q)) for q in np.percentile(np.abs(offsets), quantiles)],
             "lower": round(4 * float(np.mean(offsets <= 0))),
             "upper": round(4 * float(np.mean(offsets >= 0))),
             "per_diagonal": bucket(len(wr) / max(diagonals, 1)),
@@ -548,7 +563,44 @@ def signature(tensor: Tensor) -> dict[str, Any]:
             "dtype": tensor.values.dtype.name}
 
 
-def _coordinates(tensor: Tensor) -> tuple[np.ndarray, np.ndarray]:
+Coordinates = tuple[np.ndarray, np.ndarray]
+
+
+def _distinct(values: np.ndarray) -> int:
+    """How many distinct values (sorted: numpy's hashed unique is slower on these sizes)."""
+    ordered = np.sort(values)
+    return int(np.count_nonzero(np.diff(ordered))) + 1 if len(ordered) else 0
+
+
+def _structure(tensor: Tensor) -> tuple[np.ndarray, Coordinates, Coordinates, int]:
+    """The outer segments' lengths, the (row, column) coordinates of at most
+    :data:`WINDOW` entries spread over the storage and of a window of as many consecutive
+    ones, and the number of entries."""
+    storage = storage_or_none(tensor.layout)
+    level = storage.levels[-1] if storage is not None else None
+    arrays = [a for _, a in level.coords if a is not None] if level is not None else []
+    if tensor.layout.order == 2 and storage is not None and level is not None \
+            and level.pointer is not None and arrays \
+            and storage.is_dense_over_compressed() and storage.order in ((0, 1), (1, 0)):
+        ptr = np.asarray(tensor.fields[level.pointer])[:tensor.shape[storage.order[0]] + 1]
+        crd = np.asarray(tensor.fields[arrays[0]])
+        n = int(ptr[-1]) if len(ptr) else 0
+
+        def at(positions: np.ndarray) -> Coordinates:
+            outer = np.searchsorted(ptr, positions, side="right").astype(np.int64) - 1
+            inner = crd[positions].astype(np.int64)
+            return (outer, inner) if storage.order == (0, 1) else (inner, outer)
+        start = max(0, n // 2 - WINDOW // 2)
+        return (np.diff(ptr), at(np.arange(0, n, max(1, n // WINDOW))),
+                at(np.arange(start, min(n, start + WINDOW))), n)
+    rows, cols = _coordinates(tensor)
+    n = len(rows)
+    step, start = max(1, n // WINDOW), max(0, n // 2 - WINDOW // 2)
+    return (np.bincount(rows, minlength=tensor.shape[0]), (rows[::step], cols[::step]),
+            (rows[start:start + WINDOW], cols[start:start + WINDOW]), n)
+
+
+def _coordinates(tensor: Tensor) -> Coordinates:
     coo = tensor.to_scipy().tocoo() if tensor.layout.order == 2 else None
     if coo is None:
         raise ArgumentError("tune: only matrices (order 2) are tuned yet")
@@ -562,6 +614,7 @@ def _cache_key(expr: str, name: str, tensor: Tensor, others: Mapping[str, Any],
     the other operands' layouts (a sparse x is another kernel than a dense one) or dense
     shapes (powers of two) and types."""
     text = json.dumps({"expr": expr, "operand": name, "threads": threads, "calls": calls,
+                       "own": repr(tensor.layout.key),
                        "reassociate": reassociate,
                        "options": sorted(options), "layouts": names or layout_names(),
                        "signature": signature(tensor),

@@ -215,3 +215,15 @@ def test_decisions_depend_on_the_other_operands_and_measure_the_own_layout():
                                - 2 * A[:, 70].toarray().ravel())
     few = spf.tune(SPMV, candidates=1, A=_random(150, 13), x=np.ones(150))
     assert next(r.layout for r in few.report if r.kernel_s is not None) == "CSR"
+
+
+@pytest.mark.parametrize("layout", ["CSC", "COO", "DCSR"])
+def test_the_signature_is_the_same_read_from_any_storage(layout):
+    """From a pointer and a coordinate array (CSR, CSC) or from the entries (others), the
+    same matrix has the same structure (CSC's outer segments are its columns)."""
+    A = sp.tril(_random(300, 14), format="csr") + sp.eye(300, format="csr")
+    own = tuning.signature(spf.Tensor.from_scipy("CSR", A))
+    other = tuning.signature(spf.Tensor.from_scipy("CSR", A).convert(layout))
+    if layout == "CSC":
+        other["rows"] = own["rows"] = None
+    assert other == own
