@@ -57,9 +57,10 @@ so that each part's first spf.tune measures.
   least one; positions and values from a fixed seed), y dense:
   ``spf.tune(..., A=A, x=x, layouts={"x": "SV"}, threads=t)``. Contenders: ``spf_tuned``,
   ``spf_tuned_call``, ``spf_csr`` (``{"A": "CSR", "x": "SV"}``, ``find`` left at ``auto``),
-  ``scipy_csr`` (``A @ x`` with x an m x 1 CSR matrix, as experiments/spmspv.py: scipy's
-  SpGEMM, a sparse y; 1 thread), ``graphblas`` (``mxv`` with x a sparse Vector, into a
-  preallocated y; A by row, as for every library contender). MKL has no sparse matrix times
+  ``scipy_csr`` (``A @ x`` with A in CSC and x an m x 1 CSC matrix: scipy's SpGEMM reading
+  only x's columns of A, a sparse y; 1 thread), ``graphblas`` (``mxv`` with x a sparse
+  Vector, into a preallocated y, A held by column): both libraries in their best format for
+  a sparse x. MKL has no sparse matrix times
   sparse vector product (``mkl_sparse_d_mv`` takes a dense x): a skipped row says so. This
   is SpMV's statement; spf.tune's cache key holds x's layout too, so SpMV's decisions (made
   for a dense x) are not reused here.
@@ -492,24 +493,25 @@ def spmspv_contenders(A: sp.csr_matrix, x: Any, idx: np.ndarray, val: np.ndarray
     out["spf_csr"] = Contender(prepared_call(csr[threads], y_csr,
                                              A=spf.Tensor.from_scipy("CSR", A), x=x),
                                lambda: y_csr, "CSR", _parallel(csr[threads], threads))
-    if threads == 1:                # x an m x 1 CSR matrix: scipy's SpGEMM, a sparse y
-        x_scipy = sp.csr_matrix((val, np.zeros(len(idx), np.int32),
-                                 np.searchsorted(idx, np.arange(m + 1))), shape=(m, 1))
+    A_csc = A.tocsc()              # the libraries' best format here: only x's columns read
+    if threads == 1:                # x an m x 1 CSC matrix: scipy's SpGEMM, a sparse y
+        x_scipy = sp.csc_matrix((val, idx.astype(np.int32), np.array([0, len(idx)])),
+                                shape=(m, 1))
 
         def scipy_run() -> None:
-            box["scipy"] = A @ x_scipy
+            box["scipy"] = A_csc @ x_scipy
         out["scipy_csr"] = Contender(scipy_run, lambda: box["scipy"].toarray().ravel(),
-                                     "CSR, x m x 1 CSR")
+                                     "CSC, x m x 1 CSC")
     if gb is not None:
         gb.ss.config["nthreads"] = threads
-        GA = gb.io.from_scipy_sparse(A)
+        GA = gb.io.from_scipy_sparse(A_csc)         # held by column
         gx = gb.Vector.from_coo(idx, val, size=m)
         gy = gb.Vector(float, n)
 
         def grb() -> None:
             gy << GA.mxv(gx, gb.semiring.plus_times)
         out["graphblas"] = Contender(grb, lambda: gy.to_dense(fill_value=0.0),
-                                     "CSR, x sparse Vector")
+                                     "CSC, x sparse Vector")
     return out
 
 
@@ -875,13 +877,14 @@ def _describe_part(rows: list[dict], kernel: str) -> list[str]:
                f'`spf.tune("{SPMSPV}", A=A, x=x, layouts={{"x": "SV"}}, threads=t)`, x an '
                f"spf Tensor in SV storing {X_DENSITY:.0%} of A's columns (positions and "
                f"values from seed {X_SEED}), y dense, {on}: its kernel against spf's CSR "
-               "kernel with x in SV (`find` left at `auto`), scipy's `A @ x` with x an "
-               "m x 1 CSR matrix (its SpGEMM, returning a sparse y; 1 thread) and GraphBLAS "
-               "(`mxv` under `plus_times`, x a sparse Vector, into a preallocated y), timed "
-               "and checked as above. MKL is not a contender: it has no sparse matrix times "
-               "sparse vector product (`mkl_sparse_d_mv` takes a dense x). The decision "
-               "cache is emptied before this part: SpMSpV is SpMV's statement and spf.tune's "
-               "cache key does not hold x's layout, so SpMV's decisions would be reused."]
+               "kernel with x in SV (`find` left at `auto`), scipy's `A @ x` with A in CSC "
+               "and x an m x 1 CSC matrix (its SpGEMM reading only x's columns of A, "
+               "returning a sparse y; 1 thread) and GraphBLAS (`mxv` under `plus_times`, A "
+               "held by column, x a sparse Vector, into a preallocated y): both libraries in "
+               "their best format for a sparse x; timed and checked as above. MKL is not a "
+               "contender: it has no sparse matrix times sparse vector product "
+               "(`mkl_sparse_d_mv` takes a dense x). The decision cache is emptied before "
+               "this part, so that its first spf.tune measures."]
     if skipped:
         out[-1] += f" Not measured: {'; '.join(skipped)}."
     heads = [PEER_HEADS[p] for p in peers]
