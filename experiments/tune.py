@@ -83,7 +83,10 @@ back to back after a pause (experiments/common.py ``time_blocked``: MKL and Grap
 OpenMP runtimes whose idle threads would spin on the next contender's cores). Ratio =
 contender time / ``spf_tuned`` time (> 1: spf faster). The goals (issue 41): tuned SpMV at
 least 1.2x MKL's time in the geometric mean, at least 1.0x the fastest library on every
-matrix, a cached decision reused in under 10 ms.
+matrix, at least 60% of STREAM on the matrices that leave the cache (the ``bytes`` of the
+``spf_tuned`` row: the chosen layout's arrays, x and y, at least 50 MB; STREAM triad,
+``baselines/stream_triad.c`` with spf's flags, measured at the start of the run on 1 and 2
+threads: the ``stream_triad`` rows), a cached decision reused in under 10 ms.
 Full run: about 11-12 minutes on 2 cores, an estimate: the SpMV part took 16 s (laplace2d)
 and 50 s (block8) per full-scale matrix for both thread counts, about 6 minutes for the suite;
 SpMM and SpMSpV took 10-16 s and 7-12 s per medium matrix (all ten measured), about 2.5 and
@@ -122,6 +125,7 @@ from .common import (
     write_csv,
 )
 from .matrices import matrices, suite
+from .spmv import stream_triad
 
 NAME = "tune"
 SPMV = "y(i) = A(i,j) * x(j)"
@@ -135,6 +139,8 @@ MKL_GOAL = 1.2          # tuned SpMV: at least 1.2x MKL's time, geometric mean o
 MKL_SPMM_GOAL = 1.0     # tuned SpMM (64 columns): at least MKL's speed, geometric mean
 LIBRARY_GOAL = 1.0      # and at least the fastest library's speed on every matrix
 CACHED_GOAL_S = 0.010   # a cached decision reused in under 10 ms
+STREAM_GOAL = 0.6       # tuned SpMV out of cache: at least 60% of STREAM triad
+OUT_OF_CACHE = 50e6     # bytes a call reads at least, to count as out of the 32 MB L3
 LIBRARIES = ("mkl_csr_opt", "scipy_csr", "graphblas")
 PEERS = ("spf_csr", "mkl_csr_opt", "scipy_csr", "graphblas", "spf_tuned_call")
 LABELS = {"spf_tuned": "spf tuned", "spf_tuned_call": "spf tuned (Python call)",
@@ -147,7 +153,7 @@ COLUMNS_OUT = ("scale", "kernel", "matrix", "rows", "cols", "nnz", "threads", "c
                "first_cached", "measured", "pruned", "not_measured", "convert_s",
                "break_even_calls", "sibling", "sibling_nnz", "cached_s", "cached_hit",
                "cached_layout", "cached_decision_s", "cached_build_s", "cached_convert_s",
-               "tried", "candidates")
+               "tried", "candidates", "bytes", "GBps")
 
 
 @dataclass(frozen=True)
@@ -161,6 +167,7 @@ class Mode:
     pause_s: float                      # idle time before each contender's block of calls
     spmm: tuple[str, tuple[str, ...] | None] = ("quick", None)     # SpMM: scale, matrices
     spmspv: tuple[str, tuple[str, ...] | None] = ("quick", None)   # SpMSpV: scale, matrices
+    stream: tuple[int, int] = (1_000_000, 3)    # STREAM triad: elements, repetitions
 
 
 QUICK = ("laplace2d", "rmat", "block8")
@@ -168,7 +175,7 @@ QUICK = ("laplace2d", "rmat", "block8")
 MODES = {"quick": Mode("quick", QUICK, None, 0.003, 3, 20, 0.0, ("quick", ("block8",)),
                        ("quick", ("rmat",))),
          "full": Mode("full", None, None, 0.4, 9, 500, 0.3, ("medium", None),
-                      ("medium", None))}
+                      ("medium", None), (20_000_000, 20))}
 
 
 def _row(**values: object) -> dict[str, object]:
@@ -259,15 +266,21 @@ def tune(name: str, A: sp.csr_matrix, B: sp.csr_matrix, how: str, x: np.ndarray,
                                       tuple((second.layouts["A"].params or {}).items()),
                                       tuple(second.options.items())),
               "cached_decision_s": second.decision_s, "cached_build_s": build_s,
-              "cached_convert_s": convert_s}
+              "cached_convert_s": convert_s,
+              # what one call reads and writes at least: the chosen layout's arrays, x, y
+              "bytes": _chosen(tuned).bytes + x.nbytes + 8 * A.shape[0]}
     return Tuning(tuned, values)
+
+
+def _chosen(tuned: Any) -> Any:
+    return next(r for r in tuned.report if r.status.startswith("chosen"))
 
 
 def _tuning_values(tuned: Any, tune_s: float, compiles: int, mode: Mode) -> dict[str, object]:
     """The tuning columns of a spf_tuned row from spf.tune's report (the chosen layout, its
     conversion and break-even, the candidates measured with their kernel times in us)."""
     rows = tuned.report
-    chosen = next(r for r in rows if r.status.startswith("chosen"))
+    chosen = _chosen(tuned)
     measured = sorted((r for r in rows if r.kernel_s is not None), key=lambda r: r.kernel_s)
     return {"layout": _label(chosen.layout, chosen.params, chosen.options),
             "tune_s": tune_s,
@@ -582,6 +595,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if gb is None:
         print("  python-graphblas is not installed: GraphBLAS skipped", flush=True)
     rows: list[dict] = _skips(mode.scale, "spmv", gb)
+    stream = {t: stream_triad(t, *mode.stream) for t in THREADS}
+    print("  STREAM triad: " + ", ".join(f"{t} thread{'s' if t > 1 else ''} {bw:.1f} GB/s"
+                                         for t, bw in stream.items()), flush=True)
+    rows += [_row(scale=mode.scale, kernel="spmv", threads=t, contender="stream_triad",
+                  runs=mode.stream[1], bytes=24 * mode.stream[0], GBps=bw, status="ok")
+             for t, bw in stream.items()]
     csr = {1: spf.Kernel(SPMV, {"A": "CSR"}, name="tune_csr").compile(),
            2: spf.Kernel(SPMV, {"A": "CSR"}, parallel=True, name="tune_csr_omp").compile()}
     inputs = list(matrices(mode.scale, args.matrix)) if args.matrix or mode.names is None \
@@ -704,6 +723,28 @@ def _met(ok: bool) -> str:
     return "**met**" if ok else "**missed**"
 
 
+def _stream_goal(rows: list[dict], cells: Mapping[tuple[str, int], Any]) -> list[str]:
+    """The goal line on the share of STREAM the tuned SpMV reaches on matrices whose arrays
+    (the chosen layout's, x, y) leave the 32 MB L3 cache: at least OUT_OF_CACHE bytes."""
+    stream = {int(r["threads"]): float(r["GBps"]) for r in rows
+              if r.get("contender") == "stream_triad" and r.get("GBps")}
+    out = []
+    for threads in THREADS:
+        shares = [(m, _f(c["spf_tuned"], "bytes") / _t(c["spf_tuned"]) / 1e9 / stream[threads])
+                  for (m, t), c in cells.items() if t == threads and "spf_tuned" in c
+                  and threads in stream and _f(c["spf_tuned"], "bytes") >= OUT_OF_CACHE]
+        if not shares:
+            continue
+        ts = f"{threads} thread{'s' if threads > 1 else ''}"
+        mid = float(np.median([v for _, v in shares]))
+        out.append(f"- {ts}: tuned SpMV's bandwidth (the chosen layout's arrays, x and y "
+                   f"once per call) as a share of STREAM triad ({stream[threads]:.1f} GB/s, "
+                   f"same run) on the {len(shares)} matrices over {OUT_OF_CACHE / 1e6:.0f} "
+                   f"MB: median {mid:.2f} (goal >= {STREAM_GOAL}: {_met(mid >= STREAM_GOAL)}); "
+                   + ", ".join(f"{m} {v:.2f}" for m, v in shares) + ".")
+    return out
+
+
 def describe(rows: list[dict]) -> str:
     """Markdown for RESULTS.md."""
     cells = _cells(rows)
@@ -812,6 +853,7 @@ def describe(rows: list[dict]) -> str:
                    + ("; slower on " + ", ".join(f"{m} ({_x(r)} {LABELS[b]})"
                                                   for m, r, b in losses) if losses else "")
                    + ".")
+    out += _stream_goal(rows, cells)
     if cached:
         worst = max(cached, key=lambda c: c[5])
         misses = [f"{m} {t}t" for m, t, _, _, hit, _ in cached if not hit]
