@@ -47,7 +47,8 @@ _kernels: dict[tuple, CompiledKernel] = {}      # built in this process, by stat
 REPEATS = 5             # kernel calls timed per candidate (the median is kept)
 SAMPLED_ABOVE = 1 << 16  # operands with more entries: storage estimated on samples
 OVER_OWN = 8            # a candidate storing more than this times the operand's own: pruned
-WINDOW = 1 << 16        # entries the signature's quantiles, diagonals and blocks look at
+WINDOW = 1 << 14        # entries (and rows) the signature's quantiles, diagonals and
+#                         blocks look at
 CONFIRMED = 3           # the fastest candidates timed a second time, after the others
 TILE = 2048             # iterations of a cache-blocked inner loop (its output block: 16 KB)
 
@@ -83,8 +84,9 @@ class Tuned:
     """The tuned kernel: ``kernel`` (compiled), ``operands`` (converted, by name),
     ``layouts``, ``options``, ``report`` (one :class:`Row` per candidate), whether the
     decision came from the cache (``cached``) and the seconds it took (``decision_s``: the
-    signature, the lookup or the measurements, the kernel; not the final conversion of the
-    operand, which is the chosen row's ``convert_s``).  Call it like the kernel: operands
+    signature, the lookup or the measurements, the kernel; not the checks of the operands a
+    call makes too (a scipy matrix wrapped into a validated Tensor) nor the final conversion
+    of the operand, which is the chosen row's ``convert_s``).  Call it like the kernel: operands
     given as the same objects that were tuned reuse their converted copies; others are
     converted."""
 
@@ -124,7 +126,7 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
          **operands: Any) -> Tuned:
     """Choose layouts and options for ``expr`` on ``operands`` (see the module docstring).
 
-    ``budget_s``: stop estimating and measuring once this much time went into tuning (the
+    ``budget_s``: stop estimating and measuring once this much time went into deciding (the
     best so far is kept); ``calls``: the number of calls expected (weighs conversion against
     kernel time; default: the fastest kernel); ``candidates``: how many candidates (layouts
     and option variants) are measured (default 8), or the names of the layouts to try;
@@ -133,7 +135,6 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
     operands not to tune (others: their own); ``reassociate``: whether a kernel summing in
     another order (SIMD partial sums: rounding differs from the sequential sum) may be
     chosen."""
-    start = time.perf_counter()
     threads = _positive("threads", 1 if threads is None else threads)
     names = None if candidates is None or isinstance(candidates, int) else list(candidates)
     measured = MEASURED if names is not None or candidates is None else \
@@ -151,6 +152,7 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
                             "layouts with layouts=)")
     name = tuned[0]
     source = tensors[name]
+    start = time.perf_counter()     # deciding starts: the operands are checked and wrapped
     base = {n: v.layout for n, v in tensors.items() if isinstance(v, Tensor) and n != name}
     base.update({n: (load_layout(v) if isinstance(v, str) else v) for n, v in fixed.items()})
     defaults = {"parallel": True} if threads > 1 else {}
@@ -510,8 +512,14 @@ def _median(kernel: CompiledKernel, args: Mapping[str, Any]) -> float:
     """The median time of a call after warm-up calls (at least 3 and 5 ms: caches, page
     tables, the clock frequency; the first candidate measured is not to pay for them): at
     least REPEATS calls, more (up to 200) until 20 ms were spent, so that a microsecond
-    kernel is not decided by one timer tick."""
+    kernel is not decided by one timer tick.  A dense output the statement assigns is
+    allocated once and passed back (a fresh one per call would time the allocator: its page
+    faults fell on the first candidates measured, before the allocator kept freed memory)."""
     t0 = time.perf_counter()
+    out = kernel(**args)
+    if isinstance(out, np.ndarray) and kernel.output not in args \
+            and not kernel.kernel.expr.accumulate:
+        args = {**args, kernel.output: out}
     for k in range(200):
         kernel(**args)
         if k >= 2 and time.perf_counter() - t0 > 0.005:
@@ -538,10 +546,10 @@ def signature(tensor: Tensor) -> dict[str, Any]:
     the entries, the outer segments' lengths (rows of a row-major layout: median, 90th
     percentile, maximum), the distance of the entries from the diagonal (median, 90th
     percentile, maximum) and the shares on and below and on and above it (in quarters: a
-    triangular matrix is told from a full one), and, over a window of 65,536 consecutive
+    triangular matrix is told from a full one), and, over a window of 16,384 consecutive
     stored entries, the entries per distinct diagonal and per occupied 8 x 8 block: matrices
-    of one family share it.  Distances and shares are taken over at most 65,536 entries
-    spread over the matrix; a layout whose storage is a dense level over a compressed one
+    of one family share it.  Quantiles and shares are taken over at most 16,384 entries (and
+    rows) spread over the matrix; a layout whose storage is a dense level over a compressed one
     gives its lengths and sampled coordinates from its pointer and coordinate arrays
     without a pass over its entries."""
     lengths, (rows, cols), (wr, wc), n = _structure(tensor)
@@ -553,8 +561,9 @@ def signature(tensor: Tensor) -> dict[str, Any]:
     diagonals = _distinct(wc - wr)
     quantiles = [50, 90, 100]
     return {"shape": [bucket(s) for s in tensor.shape], "nnz": bucket(n),
-            "rows": [bucket(float(q)) for q in np.percentile(lengths, quantiles)]
-            if len(lengths) else [0, 0, 0],
+            "rows": [bucket(float(q)) for q in np.percentile(
+                lengths[::max(1, len(lengths) // WINDOW)], quantiles[:2])]
+            + [bucket(float(lengths.max()))] if len(lengths) else [0, 0, 0],
             "offsets": [bucket(float(q)) for q in np.percentile(np.abs(offsets), quantiles)],
             "lower": round(4 * float(np.mean(offsets <= 0))),
             "upper": round(4 * float(np.mean(offsets >= 0))),
