@@ -53,7 +53,7 @@ class ProductKernel:
                          drop_zeros=opts.drop_zeros, reassociate=opts.reassociate,
                          z3_timeout_ms=setup.z3_timeout_ms, tile=tile,
                          reorder=opts.order is None, semiring=opts.semiring, stream=stream,
-                         typing=setup.typing)
+                         typing=setup.typing, unroll=opts.unroll)
         for warning in plan.guard_loop_warnings():
             warn_user(f"{setup.name}: {warning}", GuardLoopWarning)
         placed = set(order)         # planning may reorder them (Plan.order_why)

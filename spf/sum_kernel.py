@@ -254,7 +254,7 @@ def _term_kernel(setup: Setup, k: int, term: Term) -> ProductKernel:
     options = KernelOptions(
         order=order, find=term.find, parallel=opts.parallel, bounds=tuple(term.bounds or ()),
         name=f"{opts.name}_term{k}", index_type=setup.index_type,
-        reassociate=opts.reassociate, z3_timeout_ms=opts.z3_timeout_ms,
+        reassociate=opts.reassociate, unroll=opts.unroll, z3_timeout_ms=opts.z3_timeout_ms,
         semiring=opts.semiring, accumulate=opts.accumulate,
         dtype={a.tensor: setup.typing.of(a.tensor).name
                for a in (term.product.output, *term.product.factors)})

@@ -11,8 +11,10 @@ format named.  A layout that cannot hold a sample (a conversion error, more than
 or would store more than 8 times the operand's own layout is pruned with the reason.  The
 smallest survivors are converted in full (timed), compiled and measured on the data with
 the requested thread count; then the options that change the fastest one's code
-(``reassociate``; one thread when several were asked for; cache blocking of a nest that
-sweeps its output once per iteration of a dependent outer loop).  The choice is the fastest
+(``reassociate``; one thread when several were asked for; the innermost loop unrolled for
+short rows; cache blocking of a nest that sweeps its output once per iteration of a
+dependent outer loop; the loops of small constant extent innermost, a SELL slice's rows
+kept in registers across its slots).  The choice is the fastest
 kernel, or, given ``calls``, the smallest conversion time plus ``calls`` kernel calls.  The
 decision is kept on disk keyed by a signature of the operand's structure, so a second
 matrix of the same family skips the measurement.
@@ -32,11 +34,13 @@ from typing import Any
 
 import numpy as np
 
+from .back.register_block import MAX_LANES
 from .errors import ArgumentError, GuardLoopWarning, SpfError
 from .front.layout import Layout
 from .front.layout_path import layout_names, load_layout
 from .front.storage import storage_or_none
 from .kernel import Kernel
+from .middle.scan import LevelKind
 from .runtime.build import cache_dir
 from .runtime.compiled import CompiledKernel
 from .runtime.memory import allocation_limit
@@ -51,6 +55,7 @@ WINDOW = 1 << 14        # entries (and rows) the signature's quantiles, diagonal
 #                         blocks look at
 CONFIRMED = 3           # the fastest candidates timed a second time, after the others
 TILE = 2048             # iterations of a cache-blocked inner loop (its output block: 16 KB)
+UNROLL = 8              # trip counts the innermost loop is unrolled for (short rows)
 
 
 @dataclass(frozen=True)
@@ -239,8 +244,10 @@ def _try_options(trial: _Trial, variants: list[dict[str, Any]],
     assert converted is not None            # the best keeps its converted operand
     layouts = {**trial.base, trial.name: lay}
     default = _source(trial.expr, layouts, defaults)
-    tiled = _tiled(trial.expr, layouts, defaults, {*layouts, *trial.others})
-    for options in variants + ([tiled] if tiled else []):
+    tensors = {*layouts, *trial.others}
+    shaped = [o for o in (_tiled(trial.expr, layouts, defaults, tensors),
+                          _lanes_inner(trial.expr, layouts, defaults, tensors)) if o]
+    for options in variants + shaped:
         why = "the budget was spent" if trial.spent() else ""
         try:
             if not why and _source(trial.expr, layouts, options) == default:
@@ -268,6 +275,20 @@ def _tiled(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any],
         return None
     names = [_dotted(loop.var, tensors) for loop in loops]
     return {**options, "tile": {names[-1]: TILE}, "order": [f"{names[-1]}_tile", *names]}
+
+
+def _lanes_inner(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any],
+                 tensors: set[str]) -> dict[str, Any] | None:
+    """``options`` with the loops of small constant extent innermost (a SELL slice's rows
+    inside its slots: the slice's sums are then kept in registers across the slots and the
+    rows run as SIMD lanes); None where they already are, or there are none."""
+    loops = [lv for lv in _kernel(expr, layouts, options).nest.levels
+             if lv.kind is LevelKind.LOOP]
+    lanes = [lv for lv in loops if (span := lv.constant_span()) and span[1] <= MAX_LANES]
+    order = [lv for lv in loops if lv not in lanes] + lanes
+    if not lanes or order == loops:
+        return None
+    return {**options, "order": [_dotted(lv.var, tensors) for lv in order]}
 
 
 def _dotted(var: str, tensors: set[str]) -> str:
@@ -478,6 +499,7 @@ def _option_variants(options: Mapping[str, Any], threads: int,
         tried.append({**options, "reassociate": True})
     if threads > 1:
         tried.append({**options, "parallel": False})
+    tried.append({**options, "unroll": UNROLL})
     return tried
 
 

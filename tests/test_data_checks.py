@@ -307,7 +307,7 @@ KERNEL_FILES = [
      "comma-separated string, got 3"),
     ('expr = "y(i) = A(i,j) * x(j)"\n  colour = 1\n',
      "2:3: unknown key 'colour'; a kernel file has expr, layouts, params and the options name, "
-     "order, find, parallel, bounds, tile, share, drop_zeros, reassociate, index_type, "
+     "order, find, parallel, bounds, tile, share, drop_zeros, reassociate, unroll, index_type, "
      "z3_timeout_ms, dtype, accumulate, semiring, mask, complement, fill_values"),
     ('layouts = {A = "CSR"}\n',
      "1:1: missing 'expr' (tensor index notation, e.g. \"y(i) = A(i,j) * x(j)\")"),

@@ -30,6 +30,7 @@ CASES = {
     "share": (("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "C": "CSR"}), {"C": "A"}, {}),
     "drop_zeros": (SPGEMM, True, {}),
     "reassociate": (SPMV, True, {}),
+    "unroll": (SPMV, 3, {}),
     "index_type": (SPMV, "int64", {}),
     "z3_timeout_ms": (SPMV, 5000, {}),
     "dtype": (SPMV, "float32", {}),
@@ -106,7 +107,7 @@ def test_options_object_and_keywords():
 @pytest.mark.parametrize("make, message", [
     (lambda: spf.Kernel(*SPMV, paralel=True),
      "<string>: unknown option 'paralel' (did you mean 'parallel'?); the options are name, "
-     "order, find, parallel, bounds, tile, share, drop_zeros, reassociate, index_type, "
+     "order, find, parallel, bounds, tile, share, drop_zeros, reassociate, unroll, index_type, "
      "z3_timeout_ms, dtype, accumulate, semiring, mask, complement, fill_values"),
     (lambda: spf.Kernel(*SPMV, tile={"A.pi": 0}),
      "<string>: tile size of 'A.pi' must be a positive integer, got 0"),

@@ -202,6 +202,19 @@ def test_a_nest_sweeping_its_output_per_diagonal_is_tried_cache_blocked():
     assert not any("tile" in dict(r.options) for r in csr.report)
 
 
+def test_slices_tried_with_their_rows_innermost_and_rows_unrolled():
+    A, x = _laplace(40), np.linspace(0.0, 1.0, 1600)
+    tuned = spf.tune(SPMV, candidates=["SELL"], A=A, x=x)
+    measured = [dict(r.options) for r in tuned.report if r.kernel_s is not None]
+    assert {"order": ["A.s", "A.k", "A.r"]} in measured     # the slice's sums in registers
+    assert {"unroll": tuning.UNROLL} in measured
+    np.testing.assert_allclose(tuned(A=A, x=x), A @ x, atol=1e-12)
+    csr = spf.tune(SPMV, candidates=["CSR"], A=A, x=x)     # no loop of constant extent
+    assert not any("order" in dict(r.options) for r in csr.report)
+    assert {"unroll": tuning.UNROLL} in [dict(r.options) for r in csr.report
+                                        if r.kernel_s is not None]
+
+
 def test_decisions_depend_on_the_other_operands_and_measure_the_own_layout():
     """A sparse x makes another kernel than a dense one: its decision is not reused; the
     operand's own layout is always among those measured (the break-even baseline)."""

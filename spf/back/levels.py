@@ -17,12 +17,14 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
                  finds: list, statement: list[t.Node], hooks: dict[int, Hook],
                  level_notes: dict[str, str] | None = None,
                  parallel: dict[str, t.Parallel] | None = None, team: str | None = None,
-                 simd: dict[str, t.Simd] | None = None) -> None:
+                 simd: dict[str, t.Simd] | None = None,
+                 unroll: tuple[str, int] | None = None, start: int = 0) -> None:
     """Loops, assignments, guards and finds of ``nest`` around ``statement``; ``hooks[k]``
     runs right after level k opens (``hooks[-1]`` before the first level); ``parallel`` maps
     a loop variable to its parallel annotation, ``team`` names the loop run by a team of
-    threads that share an inner loop, ``simd`` a loop variable to its SIMD annotation
-    (``finds``: :class:`~spf.finds.base.FindLowering` objects)."""
+    threads that share an inner loop, ``simd`` a loop variable to its SIMD annotation,
+    ``unroll`` the innermost loop specialized per trip count up to a number (``finds``:
+    :class:`~spf.finds.base.FindLowering` objects; ``start``: the levels from this one)."""
     parallel, simd = parallel or {}, simd or {}
     level_notes = level_notes or {}
     by_level = {f.find.level: f for f in finds}
@@ -34,9 +36,11 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
     for f in finds:
         if f.choice.stateful:
             inits.setdefault(f.choice.init_level, []).append(f)
-    if -1 in hooks:
+    if -1 in hooks and not start:
         hooks[-1](b)
     for k, lv in enumerate(nest.levels):
+        if k < start:
+            continue
         for f in inits.get(k, []):
             b.add(*f.algorithm.init(f))
         note = level_notes.get(lv.var)
@@ -46,21 +50,57 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
             if k in by_level:
                 f = by_level[k]
                 f.algorithm.open(f, b)
+            elif unroll is not None and lv.var == unroll[0]:
+                body = t.Builder()
+                _level_body(body, k, lv, key_guards, names, hooks)
+                lower_levels(body, nest, names, used, finds, statement, hooks, level_notes,
+                             parallel, team, simd, None, k + 1)
+                body.close_to(0)
+                body.flush()
+                b.add(*_unrolled(lv, names, unroll[1], body.root))
+                return
             else:
                 if lv.var == team:
                     b.nest(t.Team())
                 _open_loop(b, lv, names, parallel.get(lv.var), simd.get(lv.var))
         elif lv.kind is LevelKind.ASSIGN and lv.var in used:
             b.add(t.Declare("spf_index_t", lv.var, names.aff(lv.assigned), const=True))
-        guards = [g for g in lv.guards
-                  if not any(is_key_guard(g, call, e) for call, e in key_guards[k])]
-        if guards:
-            b.nest(t.If(" && ".join(names.condition(g) for g in guards)))
-        if k in hooks:
-            hooks[k](b)
+        _level_body(b, k, lv, key_guards, names, hooks)
     if nest.statement_guards:
         b.nest(t.If(" && ".join(names.condition(g) for g in nest.statement_guards)))
     b.add(*statement)
+
+
+def _level_body(b: t.Builder, k: int, lv, key_guards: dict[int, list], names: CNames,
+                hooks: dict[int, Hook]) -> None:
+    """What opens inside level ``k``: its guards (but a find's key tests), its hook."""
+    guards = [g for g in lv.guards
+              if not any(is_key_guard(g, call, e) for call, e in key_guards[k])]
+    if guards:
+        b.nest(t.If(" && ".join(names.condition(g) for g in guards)))
+    if k in hooks:
+        hooks[k](b)
+
+
+def _unrolled(lv, names: CNames, count: int, body: list[t.Node]) -> list[t.Node]:
+    """Loop ``lv`` around ``body`` as one fully unrolled copy per trip count from 1 to
+    ``count`` (each copy sets the loop variable, in order: the same sums as the loop), the
+    loop for longer runs."""
+    first = loop_bound(names, lv.lower, upper=False)
+    end = loop_bound(names, lv.upper, upper=True)
+    loop = t.For(f"spf_index_t {lv.var} = spf_first", f"{lv.var} < spf_first + spf_count",
+                 f"++{lv.var}", body)
+    chain: t.Node = loop
+    for n in range(count, 0, -1):
+        copies: list[t.Node] = [t.Block([t.Declare("spf_index_t", lv.var, f"spf_first + {c}",
+                                                    const=True), *body]) for c in range(n)]
+        chain = t.If(f"spf_count == {n}", copies, [chain])
+    return [t.Block([
+        t.Comment(f"{lv.var} unrolled for the trip counts 1 to {count} (unroll={count}): a "
+                  "short row runs its copies without the loop's test and branch"),
+        t.Declare("spf_index_t", "spf_first", first, const=True),
+        t.Declare("spf_index_t", "spf_count", f"{end} - spf_first", const=True),
+        chain])]
 
 
 def _open_loop(b: t.Builder, lv, names: CNames, parallel: t.Parallel | None,

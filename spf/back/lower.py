@@ -35,6 +35,7 @@ from .coalesce import coalesce
 from .levels import Hook, is_key_guard, lower_levels, tile_condition
 from .names import CNames, scalar_param, scalar_value, struct_name, used_names, value_names
 from .privatize import private_region, redirect
+from .register_block import BLOCK, find_block, open_block
 from .value_c import value_c
 
 
@@ -263,12 +264,22 @@ class KernelLowering:
         plain = self.assembly is None and self.custom is None    # an update of a dense output
         use_acc = plain and \
             any(lv.kind is LevelKind.LOOP for lv in self.nest.levels[acc_level + 1:])
+        block = find_block(self.nest, out_vars, self.decisions, self.parallel_loop) \
+            if plain and out_use is not None and not self.privatized else None
         # each element written once, by a store of its whole sum: no zeroing pass, no re-read
-        store = use_acc and out_use is not None and not self.expr.accumulate and \
-            _stores_every_element(self.nest, self.decisions, acc_level)
+        store = use_acc and block is None and out_use is not None and \
+            not self.expr.accumulate and _stores_every_element(self.nest, self.decisions,
+                                                                acc_level)
         if plain and not self.expr.accumulate and not store and not self.privatized:
             self.b.add(*self._zero_output(out_use))
+        if block is not None:
+            opened = open_block(block, self.nest, self.names, self.semiring.zero_c(),
+                                self.add_into, target, self.expr.output.tensor)
+            target = f"{BLOCK}[{self.names.aff(block.index())}]"
+            used = self.used(self.statement_names(block.lane_vars))
         hooks = self._hooks(acc_level, target if use_acc else None, store)
+        if block is not None:
+            _chain(hooks, block.carried - 1, opened)
         statement = self.statement(self.product, target, use_acc)
         self.use_acc = use_acc
         reduction = ["spf_acc"] if use_acc and acc_level == -1 else []
@@ -406,7 +417,7 @@ class KernelLowering:
                 team: str | None) -> None:
         """The nest's levels around ``statement`` (see :func:`.levels.lower_levels`)."""
         lower_levels(self.b, self.nest, self.names, used, finds, statement, hooks,
-                     self.level_notes, parallel, team, self._simd())
+                     self.level_notes, parallel, team, self._simd(), self.plan.unrolled)
 
     def _parallel(self, finds: list[FindLowering],
                   reduction: list[str]) -> tuple[dict[str, t.Parallel], str | None]:

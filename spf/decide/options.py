@@ -89,6 +89,16 @@ class Option:
         return "--" + self.name.replace("_", "-")
 
 
+MAX_UNROLL = 16       # unrolled copies of a loop: 1 + 2 + ... + 16 bodies at most
+
+
+def unroll_count(value: Any, src: str) -> int:
+    """``unroll``: an integer from 0 to :data:`MAX_UNROLL`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_UNROLL:
+        raise SpecError(f"unroll must be an integer from 0 to {MAX_UNROLL}, got {value!r}", src)
+    return value
+
+
 def _option(default: Any, form: Form, help: str, example: Any, **more: Any) -> Any:
     return field(default=default, metadata={"option": Option(form, help, example, **more)})
 
@@ -129,6 +139,11 @@ class KernelOptions:
         False, Form.FLAG, "a sum into one output element may run in another order (SIMD "
         "partial sums): faster on long rows, but the rounding differs from the sequential "
         "sum", True)
+    unroll: int = _option(
+        0, Form.INTEGER, "the innermost loop, where its trip count is data (a row's length), "
+        f"gets a fully unrolled copy for each count from 1 to this (at most {MAX_UNROLL}: "
+        "short rows without loop overhead), the loop for longer ones; 0: none", 8,
+        metavar="N", check=unroll_count)
     index_type: str | None = _option(
         None, Form.CHOICE, "the width of index arrays, sizes and loop indices (default: the "
         "Layout objects' own, else int32; tensors must be built with the same)", "int64",

@@ -49,6 +49,7 @@ class Plan:
     planned: Analysis | None = None      # the analysis planning made (a parallel loop asked)
     typing: Typing = FLOAT64_TYPING      # the value types of the tensors, output and sums
     serial_assembly: str = ""            # why parallel=True builds the output on one thread
+    unrolled: tuple[str, int] | None = None  # the innermost loop specialized per trip count
 
     @property
     def count_plan(self) -> Plan:
@@ -99,7 +100,7 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
               drop_zeros: bool, z3_timeout_ms: int,
               tile: Mapping[str, int], reassociate: bool = False, reorder: bool = False,
               semiring: Semiring = PLUS_TIMES, stream: bool = False,
-              typing: Typing = FLOAT64_TYPING) -> Plan:
+              typing: Typing = FLOAT64_TYPING, unroll: int = 0) -> Plan:
     """Every decision for the product kernel over ``space`` (see the module docstring).
     The output is assembled when ``space`` has it as ``assembled``; ``reorder``: ``order``
     is the default one, which an assembled output may change (:func:`_output_ordered`);
@@ -128,6 +129,8 @@ def make_plan(space: IterationSpace, order: list[str], find, *, parallel: bool,
                                       for t in space.tiles}))
     if assembly is None:
         plan = _simd(plan, reassociate)
+    if unroll:
+        plan = _unroll(plan, unroll)
     if stream and plan.assembly is not None:
         plan = replace(plan, assembly=for_stream(plan.assembly))
     return plan
@@ -249,6 +252,31 @@ def _simd(plan: Plan, reassociate: bool) -> Plan:
     if vector is not None and vector.var != plan.parallel_loop:
         return replace(plan, notes=plan.notes + note, vector=vector)
     return replace(plan, notes=plan.notes + note)
+
+
+def _unroll(plan: Plan, count: int) -> Plan:
+    """``plan`` with its innermost loop specialized for trip counts 1 to ``count`` when the
+    count is data (its bounds read index arrays) and nothing else claims the loop (a find,
+    the parallel or the SIMD loop); else with a note saying why not."""
+    levels = plan.nest.levels
+    loops = [k for k, lv in enumerate(levels) if lv.kind is LevelKind.LOOP]
+    why = ""
+    if not loops:
+        why = "there is no loop"
+    else:
+        lv = levels[loops[-1]]
+        if not any(a.calls() for a, _ in lv.lower + lv.upper):
+            why = f"loop {lv.var} runs a number of times known without reading index arrays"
+        elif any(d.find.level == loops[-1] for d in plan.decisions):
+            why = f"loop {lv.var} is a find's"
+        elif lv.var == plan.parallel_loop or (plan.vector and plan.vector.var == lv.var):
+            why = f"loop {lv.var} runs in parallel or as SIMD lanes"
+    if why:
+        return replace(plan, notes=plan.notes + (f"unroll={count} not applied: {why}",))
+    var = levels[loops[-1]].var
+    return replace(plan, unrolled=(var, count), notes=plan.notes + (
+        f"loop {var} unrolled for trip counts 1 to {count} (unroll={count}): short rows run "
+        "without the loop's test and branch",))
 
 
 def _output_ordered(plan: Plan, a: AssemblyPlan, order: list[str], find,

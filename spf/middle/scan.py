@@ -60,6 +60,15 @@ class Level:
             raise ValueError(f"level {self.var} ({self.kind}) is not an index-array read")
         return self.call
 
+    def constant_span(self) -> tuple[int, int] | None:
+        """A loop's constant lower bound and the constant its extent is at most (a SELL
+        slice's C rows: ``r < min(C, numRows - C*s)``); None unless both are constants."""
+        lows = [-((-a.const) // den) for a, den in self.lower if a.is_const]
+        highs = [a.const // den for a, den in self.upper if a.is_const]
+        if len(lows) != len(self.lower) or not lows or not highs:
+            return None
+        return max(lows), min(highs) - max(lows) + 1
+
     def bound_constraints(self) -> list[Constraint]:
         v = Aff.var(self.var)
         out = [Constraint.ge(v * den, aff) for aff, den in self.lower]

@@ -169,9 +169,12 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_BCSR_B3 *restrict A, const
         spf_dlo_x_p = 0;
         spf_dend_x_p = x_len;
         for (spf_index_t A_pi = 0; A_pi < spf_min(A_numBlockRows, spf_floord(A_numRows - 1, 3) + 1); ++A_pi) {
+            /* y's 3 elements of these A_pk summed in spf_block across A_pj (they do not depend on it), added into y after it: one load and store each instead of one per A_pj */
+            spf_acc_t spf_block[3];
+            for (int spf_z = 0; spf_z < 3; ++spf_z)
+                spf_block[spf_z] = 0.0;
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 for (spf_index_t A_pk = 0; A_pk < spf_min(3, A_numRows - 3*A_pi); ++A_pk) {
-                    const spf_index_t y_p0 = 3*A_pi + A_pk;
                     spf_acc_t spf_acc = 0.0;
                     for (spf_index_t A_pl = 0; A_pl < spf_min(A_numCols - A_colIdx[A_pj], 3); ++A_pl) {
                         /* find x_p in [0, x_len - 1] with x_idx[x_p] == A_pl + A_colIdx[A_pj]
@@ -183,8 +186,12 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_BCSR_B3 *restrict A, const
                             spf_acc += A_data[(int64_t)((int64_t)(A_pj) * 3 + A_pk) * 3 + A_pl] * x_val[x_p];
                         }
                     }
-                    y_data[y_p0] += spf_acc;
+                    spf_block[A_pk] += spf_acc;
                 }
+            }
+            for (spf_index_t A_pk = 0; A_pk < spf_min(3, A_numRows - 3*A_pi); ++A_pk) {
+                const spf_index_t y_p0 = 3*A_pi + A_pk;
+                y_data[y_p0] += spf_block[A_pk];
             }
         }
     } else if (spf_cost_hashmap < spf_cost_seqiter) {
@@ -194,9 +201,12 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_BCSR_B3 *restrict A, const
         for (spf_index_t spf_q_x_p = x_len - 1; spf_q_x_p >= 0; --spf_q_x_p)
             spf_hash_insert(&spf_map_x_p, x_idx[spf_q_x_p], spf_q_x_p);
         for (spf_index_t A_pi = 0; A_pi < spf_min(A_numBlockRows, spf_floord(A_numRows - 1, 3) + 1); ++A_pi) {
+            /* y's 3 elements of these A_pk summed in spf_block across A_pj (they do not depend on it), added into y after it: one load and store each instead of one per A_pj */
+            spf_acc_t spf_block[3];
+            for (int spf_z = 0; spf_z < 3; ++spf_z)
+                spf_block[spf_z] = 0.0;
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 for (spf_index_t A_pk = 0; A_pk < spf_min(3, A_numRows - 3*A_pi); ++A_pk) {
-                    const spf_index_t y_p0 = 3*A_pi + A_pk;
                     spf_acc_t spf_acc = 0.0;
                     for (spf_index_t A_pl = 0; A_pl < spf_min(A_numCols - A_colIdx[A_pj], 3); ++A_pl) {
                         /* find x_p in [0, x_len - 1] with x_idx[x_p] == A_pl + A_colIdx[A_pj]
@@ -208,17 +218,24 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_BCSR_B3 *restrict A, const
                             spf_acc += A_data[(int64_t)((int64_t)(A_pj) * 3 + A_pk) * 3 + A_pl] * x_val[x_p];
                         }
                     }
-                    y_data[y_p0] += spf_acc;
+                    spf_block[A_pk] += spf_acc;
                 }
+            }
+            for (spf_index_t A_pk = 0; A_pk < spf_min(3, A_numRows - 3*A_pi); ++A_pk) {
+                const spf_index_t y_p0 = 3*A_pi + A_pk;
+                y_data[y_p0] += spf_block[A_pk];
             }
         }
     } else {
         for (spf_index_t A_pi = 0; A_pi < spf_min(A_numBlockRows, spf_floord(A_numRows - 1, 3) + 1); ++A_pi) {
+            /* y's 3 elements of these A_pk summed in spf_block across A_pj (they do not depend on it), added into y after it: one load and store each instead of one per A_pj */
+            spf_acc_t spf_block[3];
+            for (int spf_z = 0; spf_z < 3; ++spf_z)
+                spf_block[spf_z] = 0.0;
             for (spf_index_t spf_t = 0; spf_t < 3; ++spf_t)
                 spf_pos_x_p[spf_t] = 0;
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 for (spf_index_t A_pk = 0; A_pk < spf_min(3, A_numRows - 3*A_pi); ++A_pk) {
-                    const spf_index_t y_p0 = 3*A_pi + A_pk;
                     spf_acc_t spf_acc = 0.0;
                     for (spf_index_t A_pl = 0; A_pl < spf_min(A_numCols - A_colIdx[A_pj], 3); ++A_pl) {
                         if (A_pk >= 0 && A_pk < 3) {
@@ -235,8 +252,12 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_BCSR_B3 *restrict A, const
                             }
                         }
                     }
-                    y_data[y_p0] += spf_acc;
+                    spf_block[A_pk] += spf_acc;
                 }
+            }
+            for (spf_index_t A_pk = 0; A_pk < spf_min(3, A_numRows - 3*A_pi); ++A_pk) {
+                const spf_index_t y_p0 = 3*A_pi + A_pk;
+                y_data[y_p0] += spf_block[A_pk];
             }
         }
     }
