@@ -246,12 +246,13 @@ class Tensor(StoredTensor):
         coo = self.convert(_coordinate_layout(2, self.layout.index_type))
         return matrix_of(coo.layout, coo.shape, coo.fields)
 
-    def with_entries(self, coords: Sequence[np.ndarray], values: np.ndarray) -> Tensor:
-        """A tensor in this one's layout, shape and fill holding the given entries (unique
-        coordinates), built through the coordinate layout and a generated conversion;
-        explicit zeros are kept, and padding the layout needs is allowed."""
+    def with_entries(self, coords: Sequence[np.ndarray], values: np.ndarray,
+                     shape: Sequence[int] | None = None) -> Tensor:
+        """A tensor in this one's layout, shape (or ``shape``) and fill holding the given
+        entries (unique coordinates), built through the coordinate layout and a generated
+        conversion; explicit zeros are kept, and padding the layout needs is allowed."""
         coo = _coordinate_layout(self.layout.order, self.layout.index_type)
-        out = Tensor.from_coords(coo, self.shape, coords, values) \
+        out = Tensor.from_coords(coo, self.shape if shape is None else shape, coords, values) \
             .convert(self.layout, keep_zeros=True, allow_padding=True)
         out.fill = self.fill
         return out

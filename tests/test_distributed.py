@@ -214,7 +214,7 @@ def test_parts_are_released_with_their_tensor_and_rescattered_when_lost(client):
     assert not d._parts_cache._entries          # gone with their tensors
     T = spf.Tensor.from_scipy("CSR", matrix(50, 50, 0.1, 20))
     d(A=T, x=x)
-    for future, _ in d._parts_cache._entries[id(T)][1]:
+    for future, _ in d._parts_cache._entries[(id(T), None)][1]:
         future.release()                        # as if a worker holding them died
         future.cancel()
     np.testing.assert_allclose(d(A=T, x=x), T.to_scipy() @ x, rtol=1e-13)

@@ -176,12 +176,15 @@ class CompiledKernel(Generic[K]):
         array.fill(self._zero)
         return self._filled(tensor_class().from_dense(layout, array))
 
-    def distributed(self, client: Any, parts: int | None = None) -> Any:
+    def distributed(self, client: Any, parts: int | None = None,
+                    grid: tuple[int, int] | None = None) -> Any:
         """This kernel run in ``parts`` parts (default: one per worker) on the Dask cluster of
         ``client`` (a ``dask.distributed.Client``): a callable with the same arguments
-        (:class:`spf.DistributedKernel`)."""
+        (:class:`spf.DistributedKernel`); with dask.array operands, in ``grid`` = (row
+        blocks, column blocks) blocks (default: 1-D, or a square grid where the model moves
+        fewer bytes)."""
         from .. import DistributedKernel  # the layer above, named through the package
-        return DistributedKernel(self, client, parts)
+        return DistributedKernel(self, client, parts, grid)
 
     def set_num_threads(self, n: int) -> None:
         """OpenMP threads for later calls of a parallel kernel (default: ``OMP_NUM_THREADS``)."""

@@ -1,40 +1,18 @@
-"""Partitioned runs of a compiled kernel on a Dask cluster (``dask.distributed``).
-
-The partition comes from the kernel's own analysis (:meth:`spf.Kernel.analysis`): the
-outermost loop runs over one operand's storage.  When it carries no dependence, ranges of
-that operand's first storage coordinate write disjoint slices of the output, so the entries
-are cut into ranges balanced by their count and the parts' slices are concatenated
-(``rows``).  When it carries a reduction into the output, the entries are cut into parts of
-equal size, each part computes a partial output over the whole shape, and the partial
-outputs are combined by the semiring's add in a tree on the cluster (``nonzeros``); the
-combining step is itself a generated sum kernel.  Parts are cut from the layout's own
-storage arrays (its pointer arrays, composed, count the entries under each root position)
-and sparse row blocks of the output are joined the same way, level by level; a layout with no
-storage description (placed by position: DIA, ELL) goes through its entries and generated
-conversions instead.  No format is named here.
-
-Workers receive the kernel pickled with its C source and compile it once each (cached per
-process, and in their kernel cache directory).  An operand given as an :class:`spf.Tensor`
-(immutable) is cut and scattered once and reused by later calls; other operands are
-scattered on every call.
-"""
+"""How a kernel is cut for a distributed run, from its own dependence analysis, and how the
+parts of an operand and of a result are cut and joined through the layout's storage arrays
+(or its entries and generated conversions): no format is named."""
 from __future__ import annotations
 
-import hashlib
 import itertools
-import pickle
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentError, SpecError
-from .front.storage import Storage, StorageLevel, storage_or_none
-from .kernel import Kernel
-from .runtime.compiled import CompiledKernel
-from .runtime.operands import Operand
-from .tensor import Tensor, tensor_of
+from ..errors import SpecError
+from ..front.storage import Storage, StorageLevel, storage_or_none
+from ..kernel import Kernel
+from ..tensor import Tensor
 
 ROWS, NONZEROS = "rows", "nonzeros"
 
@@ -209,136 +187,6 @@ def _cut_entries(tensor: Tensor, partition: Partition,
             for keep, span in pieces]
 
 
-class DistributedKernel:
-    """``f(A=..., x=...)`` like the local call, run in ``parts`` parts on a Dask cluster
-    (see the module docstring; ``partition`` says how and why)."""
-
-    def __init__(self, compiled: CompiledKernel[Kernel], client: Any, parts: int | None = None):
-        kernel = compiled.kernel
-        if not all(hasattr(client, m) for m in ("scatter", "submit", "gather")):
-            raise ArgumentError("distributed: client must be a dask.distributed.Client, got "
-                                f"{type(client).__name__}")
-        if kernel.expr.aliases:
-            tensor = kernel.expr.aliases[0][1]
-            raise ArgumentError(f"distributed: {kernel.expr.text!r} reads {tensor!r} twice in "
-                                "one product; partitioning such a kernel is not supported "
-                                "yet (call it locally)")
-        self.compiled, self.client = compiled, client
-        workers = len(client.scheduler_info().get("workers", {}))
-        self.parts = parts if parts is not None else max(workers, 1)
-        if isinstance(self.parts, bool) or not isinstance(self.parts, int) or self.parts < 1:
-            raise ArgumentError(f"distributed: parts must be a positive integer, got {parts!r}")
-        self.partition = partition_of(kernel)
-        self.output = kernel.expr.output.tensor
-        kernel.c_source()                       # shipped with the kernel
-        self._blobs = {"kernel": pickle.dumps(kernel)}
-        if self.partition.mode == NONZEROS and kernel.expr.output.indices:
-            self._blobs["combine"] = pickle.dumps(_combining_kernel(kernel))
-        self._blob_futures: dict[str, Any] = {}
-        name = self.partition.operand           # cut in the layout the caller gives it
-        self._operand = Operand(name, kernel.read_densely.get(name, kernel.layouts[name]))
-        self._parts_cache, self._shared_cache = _ScatterCache(), _ScatterCache()
-
-    def __call__(self, **args: Any) -> Any:
-        name = self.partition.operand
-        if name not in args:
-            raise ArgumentError(f"missing argument {name!r}")
-        if self.output in args:
-            raise ArgumentError(f"distributed: do not pass the output {self.output!r}; the "
-                                "parts' outputs are combined into a new one")
-        parts = self._parts(args[name])
-        shared = {k: self._shared(v) for k, v in args.items() if k != name}
-        futures = [self.client.submit(_run_part, self._blob("kernel"), {**shared, name: part},
-                                      span, self.partition.out_axis, pure=False)
-                   for part, span in parts]
-        if self.partition.mode == ROWS:
-            return self._concatenate(self.client.gather(futures), [s for _, s in parts])
-        return self._reduce(futures).result()
-
-    # operands ------------------------------------------------------------------------
-    def _blob(self, which: str) -> Any:
-        """The pickled kernel on every worker (scattered again if the cluster lost it)."""
-        future = self._blob_futures.get(which)
-        if future is None or not _alive(future):
-            future = self.client.scatter(self._blobs[which], broadcast=True, hash=False)
-            self._blob_futures[which] = future
-        return future
-
-    def _parts(self, value: Any) -> list[tuple[Any, tuple]]:
-        """The partitioned operand's parts as futures, cut and scattered once per Tensor."""
-        tensor = tensor_of(self._operand.tensor(value))
-
-        def scatter() -> list[tuple[Any, tuple]]:
-            pieces = cut(tensor, self.partition, self.parts)
-            futures = self.client.scatter([p for p, _ in pieces], hash=False)
-            return list(zip(futures, [span for _, span in pieces]))
-        return self._parts_cache.get(tensor, scatter) if isinstance(value, Tensor) \
-            else scatter()
-
-    def _shared(self, value: Any) -> Any:
-        """An operand every part reads: a Tensor is scattered to all workers once."""
-        if isinstance(value, Tensor):
-            return self._shared_cache.get(value, lambda: self.client.scatter(
-                value, broadcast=True, hash=False))
-        if isinstance(value, np.ndarray):
-            return self.client.scatter(value, broadcast=True, hash=False)
-        return value
-
-    # results -------------------------------------------------------------------------
-    def _concatenate(self, results: list[Any], spans: list[tuple]) -> Any:
-        axis = self.partition.cut_axes()[1]
-        if isinstance(results[0], np.ndarray):
-            return np.concatenate(results, axis=axis)
-        joined = concatenate_storage(results, spans, axis)
-        if joined is not None:
-            return joined
-        first = results[0]
-        entries = []
-        for part, (lo, hi) in zip(results, spans):     # a part's own slice only
-            coords, values = part.entries()
-            own = (coords[axis] >= lo) & (coords[axis] < hi)
-            entries.append(([c[own] for c in coords], values[own]))
-        return first.with_entries(
-            [np.concatenate([c[d] for c, _ in entries]) for d in range(first.layout.order)],
-            np.concatenate([v for _, v in entries]))
-
-    def _reduce(self, futures: list[Any]) -> Any:
-        """Pairs of partial outputs combined on the cluster until one is left."""
-        semiring = self.compiled.kernel.semiring
-        blob = self._blob("combine") if "combine" in self._blobs else None
-        while len(futures) > 1:
-            pairs = [self.client.submit(_combine_pair, blob, semiring, a, b, pure=False)
-                     for a, b in zip(futures[::2], futures[1::2])]
-            futures = pairs + ([futures[-1]] if len(futures) % 2 else [])
-        return futures[0]
-
-
-class _ScatterCache:
-    """Futures of data scattered for an immutable Tensor: kept while the Tensor lives (then
-    released, so the cluster frees the data) and while the cluster holds them (data a lost
-    worker held is scattered again)."""
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[Any, Any]] = {}    # id -> (weakref, futures)
-
-    def get(self, tensor: Tensor, make: Any) -> Any:
-        key = id(tensor)
-        hit = self._entries.get(key)
-        if hit is not None and hit[0]() is tensor and _alive(hit[1]):
-            return hit[1]
-        value = make()
-        self._entries[key] = (weakref.ref(tensor), value)
-        weakref.finalize(tensor, self._entries.pop, key, None)
-        return value
-
-
-def _alive(value: Any) -> bool:
-    """Whether every future in ``value`` (a future, or a list of (future, span)) still has
-    its data on the cluster."""
-    futures = [f for f, _ in value] if isinstance(value, list) else [value]
-    return all(f.status == "finished" for f in futures)
-
-
 def concatenate_storage(parts: list[Tensor], spans: list[tuple[int, int]],
                         axis: int) -> Tensor | None:
     """The parts (one layout, one shape, part k's entries within ``spans[k]`` of dimension
@@ -380,43 +228,21 @@ def concatenate_storage(parts: list[Tensor], spans: list[tuple[int, int]],
     return out
 
 
-def _combining_kernel(kernel: Kernel) -> Kernel:
-    """``C(idx) = P(idx) + Q(idx)`` in the output's layout under the kernel's semiring: the
-    union of two partial outputs, equal coordinates combined by add."""
-    out = kernel.expr.output
-    idx = ",".join(f"i{k}" for k in range(len(out.indices)))
-    lay = kernel.layouts[out.tensor]
-    k = Kernel(f"C({idx}) = P({idx}) + Q({idx})", {"P": lay, "Q": lay, "C": lay},
-               semiring=kernel.semiring, name="spf_combine")
-    k.c_source()
-    return k
-
-
-# on the workers ----------------------------------------------------------------------
-_COMPILED: dict[str, Any] = {}
-
-
-def _compiled(blob: bytes) -> Any:
-    """The kernel in ``blob`` compiled from its shipped C source, once per process."""
-    key = hashlib.sha256(blob).hexdigest()
-    if key not in _COMPILED:
-        _COMPILED[key] = pickle.loads(blob).compile()
-    return _COMPILED[key]
-
-
-def _run_part(blob: bytes, args: dict[str, Any], span: tuple, axis: int | None) -> Any:
-    """The kernel run on one part's ``args``: for rows, only the part's ``span`` of output
-    dimension ``axis`` is returned (``axis`` None: nonzeros, the whole partial output)."""
-    out = _compiled(blob)(**args)
-    if axis is not None and span and isinstance(out, np.ndarray):   # only its slice travels
-        index = [slice(None)] * out.ndim
-        index[axis] = slice(*span)
-        return out[tuple(index)]
-    return out
-
-
-def _combine_pair(blob: bytes | None, semiring: Any, a: Any, b: Any) -> Any:
-    if blob is None:                              # scalar outputs
-        return semiring.add_value(a, b)
-    return _compiled(blob)(P=a, Q=b)
-
+def join_rows(results: list[Any], spans: list[tuple], axis: int) -> Any:
+    """Row parts' results (part k's own rows: ``spans[k]`` of dimension ``axis``) joined:
+    numpy slices concatenated; tensors array by array down the storage where ``axis`` is its
+    outermost dimension, else through their entries."""
+    if isinstance(results[0], np.ndarray):
+        return np.concatenate(results, axis=axis)
+    joined = concatenate_storage(results, spans, axis)
+    if joined is not None:
+        return joined
+    first = results[0]
+    entries = []
+    for part, (lo, hi) in zip(results, spans):     # a part's own slice only
+        coords, values = part.entries()
+        own = (coords[axis] >= lo) & (coords[axis] < hi)
+        entries.append(([c[own] for c in coords], values[own]))
+    return first.with_entries(
+        [np.concatenate([c[d] for c, _ in entries]) for d in range(first.layout.order)],
+        np.concatenate([v for _, v in entries]))

@@ -1,0 +1,110 @@
+"""Calls of a distributed kernel on ``dask.array`` operands: ``Y(i, ...) = A(i, j) * X(j, ...)``
+with A cut into the blocks of a :class:`~spf.distributed.halo.HaloPlan`.  X is persisted on
+the cluster in its chunks; for each block a small task on the worker holding a chunk takes
+the elements the block reads from it (the halo), the block's task runs the kernel on its
+entries and those pieces, and the blocks of a row (one in 1-D) are added by the semiring.
+The result is a ``dask.array`` over futures: its chunks stay where they were computed, so an
+iterative method written with ``dask.array`` operations never moves a vector through the
+client.  The scheduler places each task (Dask's own placement: next to its largest input).
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..front.semiring import Semiring
+from ..kernel import Kernel
+from .halo import HaloPlan
+
+
+def dense_operand(kernel: Kernel, cut: str, row_dim: int) -> str:
+    """The dense operand of ``Y(i, ...) = A(i, j) * X(j, ...)`` (``cut``: A, cut along
+    ``row_dim``), checked to have that shape; else an ArgumentError saying which shape
+    dask.array operands need."""
+    expr = kernel.expr
+    need = (f"distributed: dask.array operands need a product Y(i, ...) = A(i, j) * X(j, ...) "
+            f"with A the cut operand and X dense; {expr.text!r} is not")
+    factors = {a.tensor: a for a in expr.factors}
+    cut_access = factors.get(cut)
+    if cut_access is None or len(cut_access.indices) != 2 or len(factors) != 2:
+        raise ArgumentError(need)
+    row, col = cut_access.indices[row_dim], cut_access.indices[1 - row_dim]
+    (other,) = [a for a in expr.factors if a.tensor != cut]
+    out = expr.output.indices
+    if not other.indices or other.indices[0] != col or not out or out[0] != row \
+            or tuple(out[1:]) != tuple(other.indices[1:]) or other.tensor not in kernel.layouts \
+            or kernel.layouts[other.tensor].dense_array is None:
+        raise ArgumentError(need)
+    return other.tensor
+
+
+def call(client: Any, plan: HaloPlan, blob: Any, cut: str, parts: list[Any],
+         gathered: list[dict], name: str, x: Any, output: str, semiring: Semiring,
+         dtype: Any) -> Any:
+    """``Y`` as a dask.array over the blocks' futures (see the module docstring):
+    ``parts[k]`` holds block k's entries of the operand ``cut``, ``gathered[k][c]`` its
+    positions in chunk c (both futures), ``blob`` the pickled kernel."""
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+    from distributed import futures_of
+
+    x = client.persist(x)
+    chunk_futures = _chunk_futures(x, futures_of(x))
+    blocks = []
+    for k, gs in enumerate(plan.gathers):
+        pieces = [client.submit(_take, chunk_futures[g.chunk], gathered[k][g.chunk], pure=False)
+                  for g in gs]
+        blocks.append(client.submit(_run_block, blob, cut, parts[k], name, x.shape[1:],
+                                    x.dtype, pieces, pure=False))
+    columns = plan.grid[1]
+    rows = []
+    for i in range(plan.grid[0]):
+        mine = blocks[i * columns:(i + 1) * columns]
+        rows.append(mine[0] if len(mine) == 1 else
+                    client.submit(_fold, semiring, mine, pure=False))
+    key = f"spf-{output}-{uuid.uuid4().hex}"
+    tail = (0,) * (x.ndim - 1)
+    dsk: dict[Any, Any] = {(key, i, *tail): f for i, f in enumerate(rows)}
+    chunks = (plan.row_chunks, *((s,) for s in x.shape[1:]))
+    return da.Array(HighLevelGraph.from_collections(key, dsk, dependencies=()), key, chunks,
+                    dtype=dtype)
+
+
+def _chunk_futures(x: Any, futures: list[Any]) -> list[Any]:
+    """The futures of ``x``'s chunks along axis 0, in order (x has one chunk on the others)."""
+    by_key = {f.key: f for f in futures}
+    keys = x.__dask_keys__()
+    while isinstance(keys[0], list) and isinstance(keys[0][0], list):
+        keys = [k[0] for k in keys]
+    flat = [k[0] if isinstance(k, list) else k for k in keys]
+    return [by_key[k] for k in flat]
+
+
+def single_chunked(x: Any) -> Any:
+    """``x`` rechunked to one chunk along every axis but the first (once, lazily)."""
+    return x.rechunk(dict.fromkeys(range(1, x.ndim), -1)) if x.ndim > 1 else x
+
+
+# on the workers ----------------------------------------------------------------------
+def _take(chunk: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(chunk[positions])
+
+
+def _run_block(blob: bytes, cut: str, part: Any, name: str, tail: tuple[int, ...],
+               dtype: Any, pieces: list[np.ndarray]) -> np.ndarray:
+    """Block's kernel call: its entries and its local X (the gathered pieces in order)."""
+    from .kernel import compiled_on_worker
+    x = np.concatenate(pieces) if pieces else np.zeros((0, *tail), dtype)
+    return compiled_on_worker(blob)(**{cut: part, name: x})
+
+
+def _fold(semiring: Semiring, partials: list[np.ndarray]) -> np.ndarray:
+    """The partial outputs of a row of blocks added by the semiring."""
+    out = partials[0].copy()
+    add = np.add if semiring.is_plus_times else np.frompyfunc(semiring.add_value, 2, 1)
+    for p in partials[1:]:
+        out = np.asarray(add(out, p), dtype=out.dtype)
+    return out
