@@ -12,11 +12,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import numpy as np
-
 from ..errors import ArgumentError
 from ..front.semiring import Semiring
 from ..kernel import Kernel
+from . import worker
 from .halo import HaloPlan
 
 
@@ -55,16 +54,16 @@ def call(client: Any, plan: HaloPlan, blob: Any, cut: str, parts: list[Any],
     chunk_futures = _chunk_futures(x, futures_of(x))
     blocks = []
     for k, gs in enumerate(plan.gathers):
-        pieces = [client.submit(_take, chunk_futures[g.chunk], gathered[k][g.chunk], pure=False)
-                  for g in gs]
-        blocks.append(client.submit(_run_block, blob, cut, parts[k], name, x.shape[1:],
+        pieces = [client.submit(worker.take, chunk_futures[g.chunk], gathered[k][g.chunk],
+                                pure=False) for g in gs]
+        blocks.append(client.submit(worker.run_block, blob, cut, parts[k], name, x.shape[1:],
                                     x.dtype, pieces, pure=False))
     columns = plan.grid[1]
     rows = []
     for i in range(plan.grid[0]):
         mine = blocks[i * columns:(i + 1) * columns]
         rows.append(mine[0] if len(mine) == 1 else
-                    client.submit(_fold, semiring, mine, pure=False))
+                    client.submit(worker.fold, semiring, mine, pure=False))
     key = f"spf-{output}-{uuid.uuid4().hex}"
     tail = (0,) * (x.ndim - 1)
     dsk: dict[Any, Any] = {(key, i, *tail): f for i, f in enumerate(rows)}
@@ -86,25 +85,3 @@ def _chunk_futures(x: Any, futures: list[Any]) -> list[Any]:
 def single_chunked(x: Any) -> Any:
     """``x`` rechunked to one chunk along every axis but the first (once, lazily)."""
     return x.rechunk(dict.fromkeys(range(1, x.ndim), -1)) if x.ndim > 1 else x
-
-
-# on the workers ----------------------------------------------------------------------
-def _take(chunk: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(chunk[positions])
-
-
-def _run_block(blob: bytes, cut: str, part: Any, name: str, tail: tuple[int, ...],
-               dtype: Any, pieces: list[np.ndarray]) -> np.ndarray:
-    """Block's kernel call: its entries and its local X (the gathered pieces in order)."""
-    from .kernel import compiled_on_worker
-    x = np.concatenate(pieces) if pieces else np.zeros((0, *tail), dtype)
-    return compiled_on_worker(blob)(**{cut: part, name: x})
-
-
-def _fold(semiring: Semiring, partials: list[np.ndarray]) -> np.ndarray:
-    """The partial outputs of a row of blocks added by the semiring."""
-    out = partials[0].copy()
-    add = np.add if semiring.is_plus_times else np.frompyfunc(semiring.add_value, 2, 1)
-    for p in partials[1:]:
-        out = np.asarray(add(out, p), dtype=out.dtype)
-    return out

@@ -20,7 +20,6 @@ scattered on every call.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import pickle
 import uuid
@@ -34,7 +33,7 @@ from ..kernel import Kernel
 from ..runtime.compiled import CompiledKernel
 from ..runtime.operands import Operand
 from ..tensor import Tensor, tensor_of
-from . import arrays
+from . import arrays, worker
 from .halo import HaloPlan, plan_blocks
 from .partition import NONZEROS, ROWS, cut, join_rows, partition_of
 
@@ -108,7 +107,7 @@ class DistributedKernel:
                                 "dask.array operands returns a dask.array already")
         parts = self._parts(args[name])
         shared = {k: self._shared(v) for k, v in args.items() if k != name}
-        futures = [self.client.submit(_run_part, self._blob("kernel"), {**shared, name: part},
+        futures = [self.client.submit(worker.run_part, self._blob("kernel"), {**shared, name: part},
                                       span, self.partition.out_axis, pure=False)
                    for part, span in parts]
         if self.partition.mode == ROWS:
@@ -204,7 +203,7 @@ class DistributedKernel:
         semiring = self.compiled.kernel.semiring
         blob = self._blob("combine") if "combine" in self._blobs else None
         while len(futures) > 1:
-            pairs = [self.client.submit(_combine_pair, blob, semiring, a, b, pure=False)
+            pairs = [self.client.submit(worker.combine_pair, blob, semiring, a, b, pure=False)
                      for a, b in zip(futures[::2], futures[1::2])]
             futures = pairs + ([futures[-1]] if len(futures) % 2 else [])
         return futures[0]
@@ -347,33 +346,3 @@ def _combining_kernel(kernel: Kernel) -> Kernel:
                semiring=kernel.semiring, name="spf_combine")
     k.c_source()
     return k
-
-
-# on the workers ----------------------------------------------------------------------
-_COMPILED: dict[str, Any] = {}
-
-
-def compiled_on_worker(blob: bytes) -> Any:
-    """The kernel in ``blob`` compiled from its shipped C source, once per process."""
-    key = hashlib.sha256(blob).hexdigest()
-    if key not in _COMPILED:
-        _COMPILED[key] = pickle.loads(blob).compile()
-    return _COMPILED[key]
-
-
-def _run_part(blob: bytes, args: dict[str, Any], span: tuple, axis: int | None) -> Any:
-    """The kernel run on one part's ``args``: for rows, only the part's ``span`` of output
-    dimension ``axis`` is returned (``axis`` None: nonzeros, the whole partial output)."""
-    out = compiled_on_worker(blob)(**args)
-    if axis is not None and span and isinstance(out, np.ndarray):   # only its slice travels
-        index = [slice(None)] * out.ndim
-        index[axis] = slice(*span)
-        return out[tuple(index)]
-    return out
-
-
-def _combine_pair(blob: bytes | None, semiring: Any, a: Any, b: Any) -> Any:
-    if blob is None:                              # scalar outputs
-        return semiring.add_value(a, b)
-    return compiled_on_worker(blob)(P=a, Q=b)
-

@@ -1,0 +1,59 @@
+"""What runs on the Dask workers: the shipped kernel compiled once per process, a part's
+call, the combination of two partial results, a block's gather and call, the fold of a row of
+blocks (every function here is submitted by :mod:`.kernel` or :mod:`.arrays`)."""
+from __future__ import annotations
+
+import hashlib
+import pickle
+from typing import Any
+
+import numpy as np
+
+from ..front.semiring import Semiring
+
+_COMPILED: dict[str, Any] = {}
+
+
+def compiled_on_worker(blob: bytes) -> Any:
+    """The kernel in ``blob`` compiled from its shipped C source, once per process."""
+    key = hashlib.sha256(blob).hexdigest()
+    if key not in _COMPILED:
+        _COMPILED[key] = pickle.loads(blob).compile()
+    return _COMPILED[key]
+
+
+def run_part(blob: bytes, args: dict[str, Any], span: tuple, axis: int | None) -> Any:
+    """The kernel run on one part's ``args``: for rows, only the part's ``span`` of output
+    dimension ``axis`` is returned (``axis`` None: nonzeros, the whole partial output)."""
+    out = compiled_on_worker(blob)(**args)
+    if axis is not None and span and isinstance(out, np.ndarray):   # only its slice travels
+        index = [slice(None)] * out.ndim
+        index[axis] = slice(*span)
+        return out[tuple(index)]
+    return out
+
+
+def combine_pair(blob: bytes | None, semiring: Any, a: Any, b: Any) -> Any:
+    if blob is None:                              # scalar outputs
+        return semiring.add_value(a, b)
+    return compiled_on_worker(blob)(P=a, Q=b)
+
+
+def take(chunk: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(chunk[positions])
+
+
+def run_block(blob: bytes, cut: str, part: Any, name: str, tail: tuple[int, ...],
+               dtype: Any, pieces: list[np.ndarray]) -> np.ndarray:
+    """Block's kernel call: its entries and its local X (the gathered pieces in order)."""
+    x = np.concatenate(pieces) if pieces else np.zeros((0, *tail), dtype)
+    return compiled_on_worker(blob)(**{cut: part, name: x})
+
+
+def fold(semiring: Semiring, partials: list[np.ndarray]) -> np.ndarray:
+    """The partial outputs of a row of blocks added by the semiring."""
+    out = partials[0].copy()
+    add = np.add if semiring.is_plus_times else np.frompyfunc(semiring.add_value, 2, 1)
+    for p in partials[1:]:
+        out = np.asarray(add(out, p), dtype=out.dtype)
+    return out
