@@ -40,46 +40,33 @@ def dense_operand(kernel: Kernel, cut: str, row_dim: int) -> str:
     return other.tensor
 
 
-def call(client: Any, plan: HaloPlan, blob: Any, cut: str, parts: list[Any],
-         gathered: list[dict], name: str, x: Any, output: str, semiring: Semiring,
-         dtype: Any) -> Any:
-    """``Y`` as a dask.array over the blocks' futures (see the module docstring):
-    ``parts[k]`` holds block k's entries of the operand ``cut``, ``gathered[k][c]`` its
-    positions in chunk c (both futures), ``blob`` the pickled kernel."""
+def call(plan: HaloPlan, blob: Any, cut: str, parts: list[Any], gathered: list[dict],
+         name: str, x: Any, output: str, semiring: Semiring, dtype: Any) -> Any:
+    """``Y`` as a lazy dask.array (see the module docstring): its graph gathers from ``x``'s
+    chunks and runs the blocks; ``parts[k]`` holds block k's entries of the operand ``cut``,
+    ``gathered[k][c]`` its positions in chunk c (both futures), ``blob`` the pickled kernel
+    (a future).  Nothing runs until the result (or what is built on it) is persisted or
+    computed, in one graph with the rest."""
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
-    from distributed import futures_of
 
-    x = client.persist(x)
-    chunk_futures = _chunk_futures(x, futures_of(x))
-    blocks = []
-    for k, gs in enumerate(plan.gathers):
-        pieces = [client.submit(worker.take, chunk_futures[g.chunk], gathered[k][g.chunk],
-                                pure=False) for g in gs]
-        blocks.append(client.submit(worker.run_block, blob, cut, parts[k], name, x.shape[1:],
-                                    x.dtype, pieces, pure=False))
-    columns = plan.grid[1]
-    rows = []
-    for i in range(plan.grid[0]):
-        mine = blocks[i * columns:(i + 1) * columns]
-        rows.append(mine[0] if len(mine) == 1 else
-                    client.submit(worker.fold, semiring, mine, pure=False))
-    key = f"spf-{output}-{uuid.uuid4().hex}"
+    token = uuid.uuid4().hex
+    key, gather, block = f"spf-{output}-{token}", f"spf-gather-{token}", f"spf-block-{token}"
     tail = (0,) * (x.ndim - 1)
-    dsk: dict[Any, Any] = {(key, i, *tail): f for i, f in enumerate(rows)}
+    dsk: dict[Any, Any] = {}
+    for k, gs in enumerate(plan.gathers):
+        for g in gs:
+            dsk[(gather, k, g.chunk)] = (worker.take, (x.name, g.chunk, *tail),
+                                         gathered[k][g.chunk])
+        dsk[(block, k)] = (worker.run_block, blob, cut, parts[k], name, x.shape[1:],
+                           x.dtype, [(gather, k, g.chunk) for g in gs])
+    columns = plan.grid[1]
+    for i in range(plan.grid[0]):
+        mine = [(block, k) for k in range(i * columns, (i + 1) * columns)]
+        dsk[(key, i, *tail)] = (worker.fold, semiring, mine)
     chunks = (plan.row_chunks, *((s,) for s in x.shape[1:]))
-    return da.Array(HighLevelGraph.from_collections(key, dsk, dependencies=()), key, chunks,
-                    dtype=dtype)
-
-
-def _chunk_futures(x: Any, futures: list[Any]) -> list[Any]:
-    """The futures of ``x``'s chunks along axis 0, in order (x has one chunk on the others)."""
-    by_key = {f.key: f for f in futures}
-    keys = x.__dask_keys__()
-    while isinstance(keys[0], list) and isinstance(keys[0][0], list):
-        keys = [k[0] for k in keys]
-    flat = [k[0] if isinstance(k, list) else k for k in keys]
-    return [by_key[k] for k in flat]
+    graph = HighLevelGraph.from_collections(key, dsk, dependencies=(x,))
+    return da.Array(graph, key, chunks, dtype=dtype)
 
 
 def single_chunked(x: Any) -> Any:

@@ -67,8 +67,8 @@ class DistributedKernel:
         self._blob_futures: dict[str, Any] = {}
         name = self.partition.operand           # cut in the layout the caller gives it
         self._operand = Operand(name, kernel.read_densely.get(name, kernel.layouts[name]))
-        self._parts_cache, self._shared_cache = _ScatterCache(client), _ScatterCache(client)
-        self._plans, self._gathers = _ScatterCache(client), _ScatterCache(client)
+        self._parts_cache, self._shared_cache = _ScatterCache(), _ScatterCache()
+        self._plans, self._gathers = _ScatterCache(), _ScatterCache()
         self.grid = _checked_grid(grid, self.parts)
 
     def plan(self, **args: Any) -> HaloPlan:
@@ -83,6 +83,14 @@ class DistributedKernel:
         x = args.get(dense)
         return plan.for_chunks(tuple(x.chunks[0])) if x is not None and _is_dask_array(x) \
             else plan
+
+    def forget(self) -> None:
+        """Drop what was scattered (operands' parts, gather positions, the kernel), so the
+        next call scatters again: after Dask reported data lost with a worker."""
+        self._parts_cache.clear()
+        self._shared_cache.clear()
+        self._gathers.clear()
+        self._blob_futures.clear()
 
     def _check(self, args: dict[str, Any]) -> None:
         if self.partition.operand not in args:
@@ -165,14 +173,14 @@ class DistributedKernel:
         gathers = self._gathers.get(keep, scatter_gathers, plan.chunks) if keep is not None \
             else scatter_gathers()
         dtype = np.dtype(kernel.typing.of(self.output).name)
-        return arrays.call(self.client, plan, self._blob("kernel"), name, parts, gathers,
-                           dense, x, self.output, kernel.semiring, dtype)
+        return arrays.call(plan, self._blob("kernel"), name, parts, gathers, dense, x,
+                           self.output, kernel.semiring, dtype)
 
     # operands ------------------------------------------------------------------------
     def _blob(self, which: str) -> Any:
         """The pickled kernel on every worker (scattered again if the cluster lost it)."""
         future = self._blob_futures.get(which)
-        if future is None or not _alive(future, self.client):
+        if future is None or not _alive(future):
             future = self.client.scatter(self._blobs[which], broadcast=True, hash=False)
             self._blob_futures[which] = future
         return future
@@ -275,14 +283,16 @@ class _ScatterCache:
     released, so the cluster frees the data) and while the cluster holds them (data a lost
     worker held is scattered again)."""
 
-    def __init__(self, client: Any) -> None:
-        self._client = client
+    def __init__(self) -> None:
         self._entries: dict[tuple, tuple[Any, Any]] = {}    # (id, extra) -> (weakref, value)
+
+    def clear(self) -> None:
+        self._entries.clear()
 
     def get(self, tensor: Tensor, make: Any, extra: Any = None) -> Any:
         key = (id(tensor), extra)
         hit = self._entries.get(key)
-        if hit is not None and hit[0]() is tensor and _alive(hit[1], self._client):
+        if hit is not None and hit[0]() is tensor and _alive(hit[1]):
             return hit[1]
         value = make()
         self._entries[key] = (weakref.ref(tensor), value)
@@ -290,11 +300,11 @@ class _ScatterCache:
         return value
 
 
-def _alive(value: Any, client: Any) -> bool:
+def _alive(value: Any) -> bool:
     """Whether every future in ``value`` (a future; a list of futures, of (future, span)
     pairs or of dicts of futures; anything else holds none) still has its data on the
-    cluster: finished, and held by a worker as the scheduler says (a future of data a dead
-    worker held can look finished for a while)."""
+    cluster, as far as the client knows (a future of data a dead worker held turns ``lost``
+    when the scheduler tells the client; :meth:`DistributedKernel.forget` does not wait)."""
     if isinstance(value, HaloPlan):
         return True
     items = value if isinstance(value, list) else [value]
@@ -303,9 +313,7 @@ def _alive(value: Any, client: Any) -> bool:
         if isinstance(item, tuple):
             item = item[0]
         futures += list(item.values()) if isinstance(item, dict) else [item]
-    if not all(f.status == "finished" for f in futures):
-        return False
-    return not futures or all(client.who_has(futures).values())
+    return all(f.status == "finished" for f in futures)
 
 
 def _is_dask_array(value: Any) -> bool:

@@ -7,8 +7,9 @@ tools: a user's own method is written the same way.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,13 +26,15 @@ SPMV = "y(i) = A(i,j) * x(j)"
 class Solution:
     """A solver's result: ``x`` (a persisted dask.array), the iterations run, the last
     residual norm (CG: ``||b - A x||`` as recurred; power iteration: ``||A x - value x||``),
-    whether it met the tolerance, and the eigenvalue (power iteration)."""
+    whether it met the tolerance, the eigenvalue (power iteration), and how many times it
+    restarted from the client's copy of x after the cluster lost data."""
 
     x: Any
     iterations: int
     residual: float
     converged: bool
     value: float | None = None
+    restarts: int = 0
 
 
 def spmv(A: Tensor, client: Any, parts: int | None = None,
@@ -58,6 +61,7 @@ def _vector(client: Any, value: Any, chunks: tuple[int, ...], what: str) -> Any:
 
 CHECKPOINT = 25    # iterations between copies of the iterate kept by the client (recovery)
 RETRIES = 3        # restarts from the last copy after the cluster lost data
+BACKOFF_S = 0.5    # the wait before the first restart (doubled before each next one)
 
 
 @dataclass
@@ -76,16 +80,21 @@ def _lost() -> tuple[type[BaseException], ...]:
     return (CancelledError, KilledWorker)
 
 
-def _restarting(what: str, run: Callable[[_Saved], Solution], saved: _Saved) -> Solution:
+def _restarting(what: str, f: DistributedKernel, run: Callable[[_Saved], Solution],
+                saved: _Saved) -> Solution:
     """``run(saved)``, run again from ``saved`` (which ``run`` keeps up to date) when the
-    cluster lost data it needed, at most :data:`RETRIES` times."""
+    cluster lost data it needed (``f`` scattering its operands again), at most
+    :data:`RETRIES` times."""
     for attempt in range(RETRIES + 1):
         try:
-            return run(saved)
+            return replace(run(saved), restarts=attempt)
         except _lost() as exc:
-            if attempt == RETRIES:
-                raise SpfError(f"{what}: the cluster lost data {RETRIES + 1} times in a row "
-                               f"(a worker died): {exc}") from exc
+            f.forget()
+            if attempt < RETRIES:       # until the scheduler has removed the dead worker
+                time.sleep(BACKOFF_S * 2 ** attempt)
+                continue
+            raise SpfError(f"{what}: the cluster lost data {RETRIES + 1} times in a row "
+                           f"(a worker died): {exc}") from exc
     raise AssertionError("unreachable")
 
 
@@ -124,7 +133,7 @@ def cg(A: Tensor, b: Any, client: Any, *, x0: Any = None, tol: float = 1e-8,
             if callback is not None:
                 callback(k, x)
         return Solution(x, k, math.sqrt(rr), math.sqrt(rr) <= goal)
-    return _restarting("cg", run, _Saved(np.zeros(n) if x0 is None else x0, 0))
+    return _restarting("cg", f, run, _Saved(np.zeros(n) if x0 is None else x0, 0))
 
 
 def power_iteration(A: Tensor, client: Any, *, x0: Any = None, tol: float = 1e-8,
@@ -159,7 +168,7 @@ def power_iteration(A: Tensor, client: Any, *, x0: Any = None, tol: float = 1e-8
                 callback(k, x)
         return Solution(x, k, residual, residual <= tol * abs(value), value)
     start = np.ones(n) / math.sqrt(n) if x0 is None else x0
-    return _restarting("power_iteration", run, _Saved(start, 0))
+    return _restarting("power_iteration", f, run, _Saved(start, 0))
 
 
 def da_norm(v: Any) -> Any:
