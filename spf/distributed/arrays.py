@@ -40,12 +40,12 @@ def dense_operand(kernel: Kernel, cut: str, row_dim: int) -> str:
     return other.tensor
 
 
-def call(plan: HaloPlan, blob: Any, cut: str, parts: list[Any], gathered: list[dict],
-         name: str, x: Any, output: str, semiring: Semiring, dtype: Any) -> Any:
+def call(plan: HaloPlan, plugin: str, cut: str, parts: list[Any], name: str, x: Any,
+         output: str, semiring: Semiring, dtype: Any) -> Any:
     """``Y`` as a lazy dask.array (see the module docstring): its graph gathers from ``x``'s
-    chunks and runs the blocks; ``parts[k]`` holds block k's entries of the operand ``cut``,
-    ``gathered[k][c]`` its positions in chunk c (both futures), ``blob`` the pickled kernel
-    (a future).  Nothing runs until the result (or what is built on it) is persisted or
+    chunks and runs the blocks; ``parts[k]`` (a future) holds block k's entries of the
+    operand ``cut``; the worker plugin ``plugin`` (:func:`static_data`) the kernel and the
+    positions.  Nothing runs until the result (or what is built on it) is persisted or
     computed, in one graph with the rest."""
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
@@ -56,9 +56,9 @@ def call(plan: HaloPlan, blob: Any, cut: str, parts: list[Any], gathered: list[d
     dsk: dict[Any, Any] = {}
     for k, gs in enumerate(plan.gathers):
         for g in gs:
-            dsk[(gather, k, g.chunk)] = (worker.take, (x.name, g.chunk, *tail),
-                                         gathered[k][g.chunk])
-        dsk[(block, k)] = (worker.run_block, blob, cut, parts[k], name, x.shape[1:],
+            dsk[(gather, k, g.chunk)] = (worker.take, (x.name, g.chunk, *tail), plugin,
+                                         (k, g.chunk))
+        dsk[(block, k)] = (worker.run_block, plugin, cut, parts[k], name, x.shape[1:],
                            x.dtype, [(gather, k, g.chunk) for g in gs])
     columns = plan.grid[1]
     for i in range(plan.grid[0]):
@@ -67,6 +67,15 @@ def call(plan: HaloPlan, blob: Any, cut: str, parts: list[Any], gathered: list[d
     chunks = (plan.row_chunks, *((s,) for s in x.shape[1:]))
     graph = HighLevelGraph.from_collections(key, dsk, dependencies=(x,))
     return da.Array(graph, key, chunks, dtype=dtype)
+
+
+def static_data(plan: HaloPlan, blob: bytes) -> dict[Any, Any]:
+    """What the worker plugin of a call holds: the pickled kernel and, under (block,
+    chunk), the positions the block gathers from the chunk."""
+    data: dict[Any, Any] = {"kernel": blob}
+    for k, gs in enumerate(plan.gathers):
+        data.update({(k, g.chunk): g.positions for g in gs})
+    return data
 
 
 def single_chunked(x: Any) -> Any:

@@ -16,10 +16,17 @@ conversions instead.  No format is named here.
 Workers receive the kernel pickled with its C source and compile it once each (cached per
 process, and in their kernel cache directory).  An operand given as an :class:`spf.Tensor`
 (immutable) is cut and scattered once and reused by later calls; other operands are
-scattered on every call.
+scattered on every call.  :meth:`DistributedKernel.submit` keeps the result on the cluster
+as a Dask collection of parts.
+
+With a ``dask.array`` dense operand the call takes another route (:mod:`.halo`,
+:mod:`.arrays`): the sparse operand is cut into 1-D or 2-D blocks renumbered to the columns
+they read, each block gathers only those elements from the chunks holding them, and the
+result is a lazy ``dask.array`` whose chunks stay on the workers.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import pickle
 import uuid
@@ -68,7 +75,7 @@ class DistributedKernel:
         name = self.partition.operand           # cut in the layout the caller gives it
         self._operand = Operand(name, kernel.read_densely.get(name, kernel.layouts[name]))
         self._parts_cache, self._shared_cache = _ScatterCache(), _ScatterCache()
-        self._plans, self._gathers = _ScatterCache(), _ScatterCache()
+        self._plans, self._statics = _ScatterCache(), _ScatterCache()
         self.grid = _checked_grid(grid, self.parts)
 
     def plan(self, **args: Any) -> HaloPlan:
@@ -85,11 +92,12 @@ class DistributedKernel:
             else plan
 
     def forget(self) -> None:
-        """Drop what was scattered (operands' parts, gather positions, the kernel), so the
-        next call scatters again: after Dask reported data lost with a worker."""
+        """Drop what was scattered (operands' parts, the kernel), so the next call scatters
+        again: after Dask reported data lost with a worker (the worker plugins holding a
+        call's kernel and positions are set up again on restarted workers by Dask)."""
         self._parts_cache.clear()
         self._shared_cache.clear()
-        self._gathers.clear()
+        self._statics.clear()
         self._blob_futures.clear()
 
     def _check(self, args: dict[str, Any]) -> None:
@@ -155,26 +163,30 @@ class DistributedKernel:
         if x.shape[0] != expect:
             raise ArgumentError(f"distributed: {dense} has {x.shape[0]} rows, {name} "
                                 f"{expect} columns")
-        keep = value if isinstance(value, Tensor) else None
+        if not isinstance(value, Tensor):
+            raise ArgumentError(f"distributed: with dask.array operands, pass {name} as an "
+                                "spf.Tensor (built once, e.g. spf.Tensor.from_scipy: its "
+                                f"blocks are cut and scattered once), got "
+                                f"{type(value).__name__}")
+        keep = value
         plan = self._plan(tensor, keep).for_chunks(tuple(x.chunks[0]))
 
         def scatter_parts() -> list[Any]:
             return self.client.scatter([b.local for b in plan.blocks], hash=False)
 
-        def scatter_gathers() -> list[dict[int, Any]]:
-            out = []
-            for gs in plan.gathers:
-                futures = self.client.scatter([g.positions for g in gs], hash=False) \
-                    if gs else []
-                out.append({g.chunk: f for g, f in zip(gs, futures)})
-            return out
-        parts = self._parts_cache.get(keep, scatter_parts) if keep is not None \
-            else scatter_parts()
-        gathers = self._gathers.get(keep, scatter_gathers, plan.chunks) if keep is not None \
-            else scatter_gathers()
+        parts = self._parts_cache.get(keep, scatter_parts)
+
+        def register() -> str:
+            plugin = f"spf-static-{uuid.uuid4().hex}"
+            data = arrays.static_data(plan, self._blobs["kernel"])
+            self.client.register_plugin(worker.Static(plugin, data), name=plugin)
+            # removed with the blocks' futures: no cache and no result graph needs them
+            weakref.finalize(parts[0], _unregister, self.client, plugin)
+            return plugin
+        plugin = self._statics.get(keep, register, (plan.chunks, id(parts[0])))
         dtype = np.dtype(kernel.typing.of(self.output).name)
-        return arrays.call(plan, self._blob("kernel"), name, parts, gathers, dense, x,
-                           self.output, kernel.semiring, dtype)
+        return arrays.call(plan, plugin, name, parts, dense, x, self.output, kernel.semiring,
+                           dtype)
 
     # operands ------------------------------------------------------------------------
     def _blob(self, which: str) -> Any:
@@ -300,12 +312,18 @@ class _ScatterCache:
         return value
 
 
+def _unregister(client: Any, plugin: str) -> None:
+    """Remove a worker plugin (quietly when the client or cluster is gone already)."""
+    with contextlib.suppress(Exception):       # the cluster may be shut down by now
+        client.unregister_worker_plugin(plugin)
+
+
 def _alive(value: Any) -> bool:
     """Whether every future in ``value`` (a future; a list of futures, of (future, span)
     pairs or of dicts of futures; anything else holds none) still has its data on the
     cluster, as far as the client knows (a future of data a dead worker held turns ``lost``
     when the scheduler tells the client; :meth:`DistributedKernel.forget` does not wait)."""
-    if isinstance(value, HaloPlan):
+    if isinstance(value, (HaloPlan, str)):      # no futures: a plan, a plugin's name
         return True
     items = value if isinstance(value, list) else [value]
     futures = []

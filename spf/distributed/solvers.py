@@ -55,7 +55,7 @@ def _vector(client: Any, value: Any, chunks: tuple[int, ...], what: str) -> Any:
         data = np.asarray(value, dtype=np.float64)
         if data.shape != (sum(chunks),):
             raise ArgumentError(f"{what} must have shape ({sum(chunks)},), got {data.shape}")
-        arr = da.from_array(data, chunks=(chunks,))
+        arr = da.from_array(data, chunks=(chunks,), name=False)   # a new key: not a lost one
     return client.persist(arr)
 
 
@@ -111,12 +111,13 @@ def cg(A: Tensor, b: Any, client: Any, *, x0: Any = None, tol: float = 1e-8,
     f = spmv(A, client, parts, grid)
     n = A.shape[0]
     chunks = f.plan(A=A).row_chunks
-    b = _vector(client, b, chunks, "b")
-    bnorm = float(np.sqrt((b * b).sum().compute()))
-    goal = tol * (bnorm if bnorm > 0 else 1.0)
     limit = 10 * n if maxiter is None else maxiter
+    source = b
 
     def run(saved: _Saved) -> Solution:
+        b = _vector(client, source, chunks, "b")        # again after a loss
+        bnorm = float(np.sqrt((b * b).sum().compute()))
+        goal = tol * (bnorm if bnorm > 0 else 1.0)
         x, k = _vector(client, saved.x, chunks, "x0"), saved.iterations
         r = client.persist(b - f(A=A, x=x))
         p, rr = r, float((r * r).sum().compute())
@@ -129,7 +130,7 @@ def cg(A: Tensor, b: Any, client: Any, *, x0: Any = None, tol: float = 1e-8,
             p = client.persist(r + (rr_next / rr) * p)
             rr, k = rr_next, k + 1
             if k % CHECKPOINT == 0:
-                saved.x, saved.iterations = x.compute(), k
+                saved.x, saved.iterations = _to_client(x), k
             if callback is not None:
                 callback(k, x)
         return Solution(x, k, math.sqrt(rr), math.sqrt(rr) <= goal)
@@ -163,12 +164,19 @@ def power_iteration(A: Tensor, client: Any, *, x0: Any = None, tol: float = 1e-8
                 break
             x = client.persist(y / size)
             if k % CHECKPOINT == 0:
-                saved.x, saved.iterations = x.compute(), k
+                saved.x, saved.iterations = _to_client(x), k
             if callback is not None:
                 callback(k, x)
         return Solution(x, k, residual, residual <= tol * abs(value), value)
     start = np.ones(n) / math.sqrt(n) if x0 is None else x0
     return _restarting("power_iteration", f, run, _Saved(start, 0))
+
+
+def _to_client(v: Any) -> np.ndarray:
+    """A dask.array vector on the client: each chunk sent straight from its worker (not
+    joined on one worker first)."""
+    import dask
+    return np.concatenate(dask.compute(*v.to_delayed().ravel()))
 
 
 def da_norm(v: Any) -> Any:

@@ -11,7 +11,35 @@ import numpy as np
 
 from ..front.semiring import Semiring
 
+try:
+    from distributed import WorkerPlugin as _Plugin
+except ImportError:          # without the distributed extra: defined, never registered
+    _Plugin = object         # type: ignore[assignment,misc]
+
 _COMPILED: dict[str, Any] = {}
+STATIC: dict[str, dict[Any, Any]] = {}     # what a Static plugin put on this worker, by name
+
+
+class Static(_Plugin):
+    """A Dask worker plugin holding data every task of a call needs and no task computes
+    (the pickled kernel, the positions blocks gather): set up on every worker, those that
+    join or restart later too, so tasks name it instead of depending on scattered data that
+    Dask's memory manager may drop and fetch again."""
+
+    def __init__(self, name: str, data: dict[Any, Any]):
+        super().__init__()
+        self.name, self.data = name, data
+
+    def setup(self, worker: Any) -> None:
+        STATIC[self.name] = self.data
+
+    def teardown(self, worker: Any) -> None:
+        STATIC.pop(self.name, None)
+
+
+def static(name: str, key: Any) -> Any:
+    """The data ``key`` of the plugin ``name`` on this worker."""
+    return STATIC[name][key]
 
 
 def compiled_on_worker(blob: bytes) -> Any:
@@ -39,15 +67,17 @@ def combine_pair(blob: bytes | None, semiring: Any, a: Any, b: Any) -> Any:
     return compiled_on_worker(blob)(P=a, Q=b)
 
 
-def take(chunk: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(chunk[positions])
+def take(chunk: np.ndarray, plugin: str, key: Any) -> np.ndarray:
+    """The elements of ``chunk`` at the positions the plugin holds under ``key``."""
+    return np.ascontiguousarray(chunk[static(plugin, key)])
 
 
-def run_block(blob: bytes, cut: str, part: Any, name: str, tail: tuple[int, ...],
+def run_block(plugin: str, cut: str, part: Any, name: str, tail: tuple[int, ...],
                dtype: Any, pieces: list[np.ndarray]) -> np.ndarray:
-    """Block's kernel call: its entries and its local X (the gathered pieces in order)."""
+    """Block's kernel call (the kernel from the plugin): its entries and its local X (the
+    gathered pieces in order)."""
     x = np.concatenate(pieces) if pieces else np.zeros((0, *tail), dtype)
-    return compiled_on_worker(blob)(**{cut: part, name: x})
+    return compiled_on_worker(static(plugin, "kernel"))(**{cut: part, name: x})
 
 
 def fold(semiring: Semiring, partials: list[np.ndarray]) -> np.ndarray:
