@@ -89,12 +89,14 @@ model (``bytes_ratio``), W >= 2 (one worker moves nothing).
 and 64), every matrix of the suite (quick: laplace2d and rmat of the quick suite; or the
 ``--matrix`` files) cut like ``spf.distributed.plan_blocks(T, 0, grid, local=False)`` cuts it,
 in 1-D, grid (P, 1), and in 2-D, grid (a, P / a) with a the largest divisor of P up to sqrt(P)
-((10, 10) for 100, (25, 40) for 1,000); the dense operand is chunked like the 1-D row blocks
-in both, as ``DistributedKernel`` does when it chooses the grid, block k placed with chunk k.
-Per node: the halo elements the block there gathers from other chunks plus, in 2-D, the
-partial output rows folded into the row blocks homed there, 8 bytes each
+((10, 10) for 100, (25, 40) for 1,000); the dense operand is chunked like the output's row
+blocks (an iteration's result), block k on node k, a row block folded (and its chunk kept) on
+the node of its row's first block (``HaloPlan.chunk_worker``).  Per node: the halo elements
+the block there gathers from chunks on other nodes plus, in 2-D, the partial output rows
+(those a block's entries reach) folded into the row blocks that node holds, 8 bytes each
 (``mean_node_bytes`` = total / P, ``max_node_bytes`` the most one node receives); the
-partition ``chosen`` moves the smaller maximum per node (ties: the smaller total).  Rather
+partition ``chosen`` moves fewer bytes in all (ties: the smaller maximum per node), as
+``DistributedKernel`` chooses the grid.  Rather
 than ``plan_blocks`` itself (a pass over all entries per block, about P x nnz work: 5 s for
 the 10 x 10 grid of a 6M-entry matrix of the full suite, so about a minute per grid at
 P = 1,000), the figures are computed the same way from the CSR arrays, in one sort of the
@@ -569,21 +571,29 @@ def grid_of(nodes: int) -> tuple[int, int]:
     return a, nodes // a
 
 
-def chunk_edges(A: sp.csr_matrix, nodes: int) -> np.ndarray:
-    """Edges of the dense operand's chunks: the 1-D row blocks of ``nodes`` parts (square A),
-    else equal pieces (as ``plan_blocks`` chunks it)."""
+def chunk_edges(A: sp.csr_matrix, parts: int) -> np.ndarray:
+    """Edges of the dense operand's chunks: like the output's row blocks (``parts`` of them,
+    balanced by entries; an iteration's result, square A), else equal pieces (as
+    ``plan_blocks`` chunks it)."""
     n_rows, n_cols = A.shape
     if n_rows == n_cols:
-        return balanced_cuts(A.indptr[1:].astype(np.int64), nodes)
-    return np.linspace(0, n_cols, nodes + 1).astype(np.int64)
+        return balanced_cuts(A.indptr[1:].astype(np.int64), parts)
+    return np.linspace(0, n_cols, parts + 1).astype(np.int64)
+
+
+def _distinct(keys: np.ndarray) -> np.ndarray:
+    keys = np.sort(keys)
+    return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
 
 
 def block_model(A: sp.csr_matrix, grid: tuple[int, int], edges: np.ndarray) -> dict[str, float]:
     """``plan_blocks``' model of ``A`` cut into ``grid`` with the dense operand in chunks at
-    ``edges`` (block k placed with chunk k), from the CSR arrays: halo and fold bytes in
-    all, and received per node (mean, max)."""
-    n_cols = A.shape[1]
+    ``edges``, from the CSR arrays (``HaloPlan.chunk_worker``'s placement: block k on worker
+    k, a chunk chunked like the output's row blocks on the worker folding that row block,
+    the first of its row): halo and fold bytes in all, and received per node (mean, max)."""
+    n_rows, n_cols = A.shape
     g1, g2 = grid
+    nodes = g1 * g2
     ptr = A.indptr.astype(np.int64)
     cols = A.indices.astype(np.int64)
     row_cuts = balanced_cuts(ptr[1:], g1)
@@ -591,22 +601,23 @@ def block_model(A: sp.csr_matrix, grid: tuple[int, int], edges: np.ndarray) -> d
     if g2 > 1:
         col_cuts = balanced_cuts(np.cumsum(np.bincount(cols, minlength=n_cols)), g2)
         block = block * g2 + np.searchsorted(col_cuts, cols, side="right") - 1
-    pairs = np.sort(block * n_cols + cols)
-    pairs = pairs[np.concatenate([[True], pairs[1:] != pairs[:-1]])] if len(pairs) else pairs
+    pairs = _distinct(block * n_cols + cols)
     k, c = pairs // n_cols, pairs % n_cols
-    far = (c < edges[k]) | (c >= edges[k + 1])
-    received = WORD * np.bincount(k[far], minlength=g1 * g2).astype(np.float64)
+    chunk = np.searchsorted(edges, c, side="right") - 1
+    worker = chunk * g2 if len(edges) - 1 == g1 else chunk % nodes
+    far = worker != k
+    received = WORD * np.bincount(k[far], minlength=nodes).astype(np.float64)
     halo = float(received.sum())
     fold = 0.0
-    if g2 > 1:              # every block but the one at its row block's home sends its rows
-        rows = np.diff(row_cuts).astype(np.float64)
-        senders = np.full(g1, g2, dtype=np.float64)
-        senders[0] -= 1                        # block (0, 0) is at row block 0's home
-        folded = WORD * senders * rows
-        received[:g1] += folded
+    if g2 > 1:              # the rows a block's entries reach, sent to its row's first block
+        rows = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(ptr))
+        touched = _distinct(block * n_rows + rows) // n_rows
+        senders = touched[touched % g2 != 0]
+        folded = WORD * np.bincount(senders // g2 * g2, minlength=nodes).astype(np.float64)
+        received += folded
         fold = float(folded.sum())
     return {"halo": halo, "fold": fold, "total": halo + fold,
-            "mean": (halo + fold) / (g1 * g2), "max": float(received.max())}
+            "mean": (halo + fold) / nodes, "max": float(received.max())}
 
 
 def checked_model(T: Any, grid: tuple[int, int], edges: np.ndarray, fast: dict) -> None:
@@ -645,13 +656,13 @@ def model_rows(quick: bool, files: list[str]) -> list[dict]:
         A = sp.csr_matrix(A)
         T = spf.Tensor.from_scipy("CSR", A) if quick else None
         for nodes in nodes_set:
-            edges = chunk_edges(A, nodes)
             figures = {}
             for partition, grid in (("1d", (nodes, 1)), ("2d", grid_of(nodes))):
+                edges = chunk_edges(A, grid[0])
                 figures[partition, grid] = block_model(A, grid, edges)
                 if T is not None:
                     checked_model(T, grid, edges, figures[partition, grid])
-            chosen = min(figures, key=lambda g: (figures[g]["max"], figures[g]["total"]))
+            chosen = min(figures, key=lambda g: (figures[g]["total"], figures[g]["max"]))
             for (partition, grid), fig in figures.items():
                 rows.append(_model_row(name, A.shape[0], A.nnz, nodes, partition, grid, fig,
                                        (partition, grid) == chosen, "csr"))
@@ -842,12 +853,14 @@ def _describe_cg(rows: list[dict]) -> str:
 def _describe_model(rows: list[dict]) -> str:
     lines = ["### Model at scale", "",
              "What one SpMV would move on P nodes, `plan_blocks`' model computed from the CSR "
-             "arrays (1-D: P row blocks; 2-D: an a x P/a grid, the dense operand in the 1-D "
-             "row blocks' chunks, block k with chunk k; per node: the halo its block gathers "
-             "plus, in 2-D, the partial rows folded into it; 8 bytes per element). `analytic`:"
-             " the 3-D 7-point Laplacian with n = 522 (0.99e9 nonzeros) in P contiguous row "
-             "blocks, by the formula in the module docstring. The chosen partition has the "
-             "smaller maximum per node.", "",
+             "arrays (1-D: P row blocks; 2-D: an a x P/a grid; the dense operand chunked like "
+             "the output's row blocks, block k on node k, a row block folded on the node of "
+             "its row's first block; per node: the halo its block gathers plus, in 2-D, the "
+             "partial rows (those a block's entries reach) folded into it; 8 bytes per "
+             "element). `analytic`: the 3-D 7-point Laplacian with n = 522 (0.99e9 nonzeros) "
+             "in P contiguous row blocks, by the formula in the module docstring. The chosen "
+             "partition moves fewer bytes in all (ties: the smaller maximum per node), as "
+             "DistributedKernel chooses.", "",
              "| matrix | nnz | nodes | 1-D max / node | 1-D mean / node | 2-D grid | "
              "2-D max / node | 2-D mean / node | chosen |", "|---|---|---|---|---|---|---|---|---|"]
     for (matrix, nodes), group in _by_matrix_nodes(rows).items():

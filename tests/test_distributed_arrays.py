@@ -81,6 +81,22 @@ def test_halo_is_what_blocks_read_outside_their_rows():
     assert len(two.blocks) == 4 and two.bytes_per_call()["fold"] > 0
 
 
+def test_the_model_chooses_2d_blocks_where_columns_spread(client):
+    spread = sp.random(4000, 4000, density=0.002, format="csr", random_state=1)
+    f = spf.Kernel(SPMV, {"A": "CSR"}).compile()
+    d = f.distributed(client, parts=4)
+    for A, grid in ((spread, (2, 2)), (laplace(60), (4, 1))):
+        T = spf.Tensor.from_scipy("CSR", A)
+        plan = d.plan(A=T)
+        assert plan.grid == grid
+        other = plan_blocks(T, 0, (4, 1) if grid == (2, 2) else (2, 2), local=False)
+        assert plan.bytes_per_call()["total"] < other.bytes_per_call()["total"]
+    x = np.linspace(0.0, 1.0, 4000)
+    T = spf.Tensor.from_scipy("CSR", spread)
+    np.testing.assert_allclose(d(A=T, x=da.from_array(x, chunks=1000)).compute(), spread @ x,
+                               rtol=1e-13)
+
+
 def test_bytes_moved_per_call_are_the_halo(client):
     A = laplace(200)                                        # 40,000 rows
     T = spf.Tensor.from_scipy("CSR", A)

@@ -58,23 +58,28 @@ def call(plan: HaloPlan, plugin: str, cut: str, parts: list[Any], name: str, x: 
         for g in gs:
             dsk[(gather, k, g.chunk)] = (worker.take, (x.name, g.chunk, *tail), plugin,
                                          (k, g.chunk))
-        dsk[(block, k)] = (worker.run_block, plugin, cut, parts[k], name, x.shape[1:],
+        dsk[(block, k)] = (worker.run_block, plugin, k, cut, parts[k], name, x.shape[1:],
                            x.dtype, [(gather, k, g.chunk) for g in gs])
     columns = plan.grid[1]
     for i in range(plan.grid[0]):
-        mine = [(block, k) for k in range(i * columns, (i + 1) * columns)]
-        dsk[(key, i, *tail)] = (worker.fold, semiring, mine)
+        mine = list(range(i * columns, (i + 1) * columns))
+        dsk[(key, i, *tail)] = (worker.fold, semiring, plugin, mine, [(block, k) for k in mine])
     chunks = (plan.row_chunks, *((s,) for s in x.shape[1:]))
     graph = HighLevelGraph.from_collections(key, dsk, dependencies=(x,))
     return da.Array(graph, key, chunks, dtype=dtype)
 
 
 def static_data(plan: HaloPlan, blob: bytes) -> dict[Any, Any]:
-    """What the worker plugin of a call holds: the pickled kernel and, under (block,
-    chunk), the positions the block gathers from the chunk."""
+    """What the worker plugin of a call holds: the pickled kernel; under (block, chunk) the
+    positions the block gathers from the chunk; in a 2-D grid, per block, the rows of its
+    row block its entries reach and that row block's size (the fold's)."""
     data: dict[Any, Any] = {"kernel": blob}
     for k, gs in enumerate(plan.gathers):
         data.update({(k, g.chunk): g.positions for g in gs})
+    if plan.grid[1] > 1:                # 2-D: the rows each block's partial output reaches
+        for k, b in enumerate(plan.blocks):
+            data[("rows", k)] = b.touched
+            data[("size", k)] = b.rows[1] - b.rows[0]
     return data
 
 

@@ -23,13 +23,15 @@ class Block:
     """One block: the output rows ``rows`` (a span of the cut dimension), the global
     columns it reads (sorted, distinct), its entries with rows from 0 and columns numbered
     by their place in ``columns`` (``local``: in the operand's layout; None in a model-only
-    plan), and its grid place."""
+    plan), its grid place, and the rows its entries reach (``touched``, from 0: what its
+    partial output sends to the fold in a 2-D grid)."""
 
     place: tuple[int, int]
     rows: tuple[int, int]
     columns: np.ndarray = field(repr=False)
     entries: int
     local: Tensor | None = field(repr=False)
+    touched: np.ndarray = field(repr=False)     # its rows with an entry (from 0)
 
 
 @dataclass(frozen=True)
@@ -56,26 +58,37 @@ class HaloPlan:
     def row_chunks(self) -> tuple[int, ...]:
         return tuple(hi - lo for lo, hi in self.row_spans)
 
-    def home(self, k: int) -> int:
-        """The chunk block ``k`` is placed with (the model's placement): its row block's
-        chunk in 1-D; in 2-D the chunk numbered like the block (row-major)."""
-        return self.blocks[k].place[0] if self.grid[1] == 1 else k
+    def chunk_worker(self, c: int) -> int:
+        """The worker of chunk ``c`` in the model's placement: block k runs on worker k, the
+        output's row block I is folded on the worker of its row's first block, and a chunk
+        of the dense operand chunked like the output (an iteration's result) stays where it
+        was folded; another chunking: chunk c on worker c (mod the blocks)."""
+        if len(self.chunks) == self.grid[0]:
+            return c * self.grid[1]
+        return c % len(self.blocks)
 
     def bytes_per_call(self, itemsize: int = WORD) -> dict[str, int]:
-        """The model: ``halo``, the elements blocks gather from chunks not at their home;
-        ``fold``, the partial output rows blocks of a 2-D grid send to their row block's
-        home (every block but the one at that home); ``broadcast``, what sending the whole
-        dense operand to every block and its whole output back would move."""
-        halo = sum(len(g.positions) for k, gs in enumerate(self.gathers) for g in gs
-                   if g.chunk != self.home(k)) * itemsize
+        """The model (placement: :meth:`chunk_worker`): ``halo``, the elements blocks gather
+        from chunks on other workers; ``fold``, in a 2-D grid the partial output rows (those
+        a block's entries reach) sent to the worker folding their row block; ``max_node``,
+        the most one worker receives; ``broadcast``, what sending the whole dense operand to
+        every block and its whole output back would move."""
+        received = [0] * len(self.blocks)
+        for k, gs in enumerate(self.gathers):
+            received[k] += sum(len(g.positions) for g in gs
+                               if self.chunk_worker(g.chunk) != k) * itemsize
+        halo = sum(received)
         fold = 0
         if self.grid[1] > 1:
             for k, b in enumerate(self.blocks):
-                if self.home(k) != b.place[0]:
-                    fold += (b.rows[1] - b.rows[0]) * itemsize
+                home = b.place[0] * self.grid[1]
+                if k != home:
+                    received[home] += len(b.touched) * itemsize
+                    fold += len(b.touched) * itemsize
         n = sum(self.chunks)
         total_rows = self.row_spans[-1][1] if self.row_spans else 0
         return {"halo": halo, "fold": fold, "total": halo + fold,
+                "max_node": max(received, default=0),
                 "broadcast": len(self.blocks) * (n + total_rows) * itemsize}
 
     def for_chunks(self, chunks: tuple[int, ...]) -> HaloPlan:
@@ -88,7 +101,7 @@ def plan_blocks(tensor: Tensor, row_dim: int, grid: tuple[int, int],
                 chunks: tuple[int, ...] | None = None, local: bool = True) -> HaloPlan:
     """``tensor`` (order 2, cut along ``row_dim``) cut into ``grid`` = (row blocks, column
     blocks), both balanced by entry count; ``chunks``: the dense operand's chunk lengths
-    (default: the row blocks' lengths for a square operand, else equal pieces); ``local``
+    (default: the row blocks' lengths for a square operand, else as many equal pieces); ``local``
     False: the model only (the blocks' tensors are not built: ``Block.local`` is None)."""
     (r0, r1), values = _coordinates(tensor, row_dim)
     n_rows, n_cols = tensor.shape[row_dim], tensor.shape[1 - row_dim]
@@ -104,11 +117,12 @@ def plan_blocks(tensor: Tensor, row_dim: int, grid: tuple[int, int],
         coords = [rows - lo, local_cols] if row_dim == 0 else [local_cols, rows - lo]
         shape = (hi - lo, len(columns)) if row_dim == 0 else (len(columns), hi - lo)
         part = tensor.with_entries(coords, values[keep], shape) if local else None
-        blocks.append(Block((i, j), (int(lo), int(hi)), columns, int(keep.sum()), part))
+        blocks.append(Block((i, j), (int(lo), int(hi)), columns, int(keep.sum()), part,
+                            np.unique(rows - lo)))
     spans = tuple((int(a), int(b)) for a, b in itertools.pairwise(row_cuts))
-    if chunks is None:
-        chunks = tuple(b - a for a, b in spans) if n_cols == n_rows and grid[1] == 1 \
-            else _even(n_cols, len(blocks))
+    if chunks is None:              # like the output (an iteration's result), or even
+        chunks = tuple(b - a for a, b in spans) if n_cols == n_rows \
+            else _even(n_cols, grid[0])
     return HaloPlan(grid, tuple(blocks), spans, chunks,
                     tuple(gathers(b.columns, chunks) for b in blocks))
 

@@ -351,13 +351,15 @@ def _checked_grid(grid: Any, parts: int) -> tuple[int, int] | None:
 
 def _model_grid(tensor: Tensor, row_dim: int, parts: int) -> tuple[int, int]:
     """1-D row blocks, or a square 2-D grid of ``parts`` blocks when ``parts`` is a square
-    of at least 4 and the model moves fewer bytes per call with it."""
+    of at least 4 and, in the model, it moves fewer bytes per call in all (ties: its busiest
+    worker receives fewer)."""
     side = math.isqrt(parts)
     if side < 2 or side * side != parts:
         return (parts, 1)
     one_d = plan_blocks(tensor, row_dim, (parts, 1), local=False)
-    two_d = plan_blocks(tensor, row_dim, (side, side), chunks=one_d.chunks, local=False)
-    if two_d.bytes_per_call()["total"] < one_d.bytes_per_call()["total"]:
+    two_d = plan_blocks(tensor, row_dim, (side, side), local=False)
+    one, two = one_d.bytes_per_call(), two_d.bytes_per_call()
+    if (two["total"], two["max_node"]) < (one["total"], one["max_node"]):
         return (side, side)
     return (parts, 1)
 

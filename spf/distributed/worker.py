@@ -72,20 +72,28 @@ def take(chunk: np.ndarray, plugin: str, key: Any) -> np.ndarray:
     return np.ascontiguousarray(chunk[static(plugin, key)])
 
 
-def run_block(plugin: str, cut: str, part: Any, name: str, tail: tuple[int, ...],
-               dtype: Any, pieces: list[np.ndarray]) -> np.ndarray:
-    """Block's kernel call (the kernel from the plugin): its entries and its local X (the
-    gathered pieces in order)."""
+def run_block(plugin: str, k: int, cut: str, part: Any, name: str, tail: tuple[int, ...],
+              dtype: Any, pieces: list[np.ndarray]) -> np.ndarray:
+    """Block ``k``'s kernel call (the kernel from the plugin): its entries and its local X
+    (the gathered pieces in order); in a 2-D grid only the rows its entries reach (the
+    plugin's ``("rows", k)``), the part of the partial output the fold needs."""
     x = np.concatenate(pieces) if pieces else np.zeros((0, *tail), dtype)
-    return compiled_on_worker(static(plugin, "kernel"))(**{cut: part, name: x})
+    y = compiled_on_worker(static(plugin, "kernel"))(**{cut: part, name: x})
+    rows = STATIC[plugin].get(("rows", k))
+    return y if rows is None else np.ascontiguousarray(y[rows])
 
 
-def fold(semiring: Semiring, partials: list[np.ndarray]) -> np.ndarray:
-    """The partial outputs of a row of blocks added by the semiring."""
-    if len(partials) == 1:
+def fold(semiring: Semiring, plugin: str, blocks: list[int], partials: list[np.ndarray]
+         ) -> np.ndarray:
+    """A row of blocks' partial outputs (each over the rows its entries reach, the plugin's
+    ``("rows", k)``; a 1-D block: all its rows) added by the semiring into the row block's
+    output, the semiring's zero where no block reaches."""
+    if len(partials) == 1 and ("rows", blocks[0]) not in STATIC[plugin]:
         return partials[0]
-    out = partials[0].copy()
+    size, tail = STATIC[plugin][("size", blocks[0])], partials[0].shape[1:]
+    out = np.full((size, *tail), semiring.zero, dtype=partials[0].dtype)
     add = np.add if semiring.is_plus_times else np.frompyfunc(semiring.add_value, 2, 1)
-    for p in partials[1:]:
-        out = np.asarray(add(out, p), dtype=out.dtype)
+    for k, p in zip(blocks, partials):
+        rows = STATIC[plugin][("rows", k)]
+        out[rows] = np.asarray(add(out[rows], p), dtype=out.dtype)
     return out
