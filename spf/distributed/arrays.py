@@ -40,33 +40,52 @@ def dense_operand(kernel: Kernel, cut: str, row_dim: int) -> str:
     return other.tensor
 
 
-def call(plan: HaloPlan, plugin: str, cut: str, parts: list[Any], name: str, x: Any,
-         output: str, semiring: Semiring, dtype: Any) -> Any:
+def call(plan: HaloPlan, plugin: str, cut: str, parts: list[Any], homes: list[str],
+         name: str, x: Any, output: str, semiring: Semiring, dtype: Any) -> Any:
     """``Y`` as a lazy dask.array (see the module docstring): its graph gathers from ``x``'s
-    chunks and runs the blocks; ``parts[k]`` (a future) holds block k's entries of the
-    operand ``cut``; the worker plugin ``plugin`` (:func:`static_data`) the kernel and the
-    positions.  Nothing runs until the result (or what is built on it) is persisted or
-    computed, in one graph with the rest."""
+    chunks and runs the blocks; ``parts[k]`` (a future, held by worker ``homes[k]``) holds
+    block k's entries of the operand ``cut``; the worker plugin ``plugin``
+    (:func:`static_data`) the kernel and the positions.  Block k's task prefers its part's
+    worker and, where ``x`` is chunked like the output (an iteration's result), a gather
+    prefers the worker that computed its chunk: Dask's scheduler then moves only the halo.
+    Nothing runs until the result (or what is built on it) is persisted or computed."""
     import dask.array as da
-    from dask.highlevelgraph import HighLevelGraph
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
     token = uuid.uuid4().hex
     key, gather, block = f"spf-{output}-{token}", f"spf-gather-{token}", f"spf-block-{token}"
     tail = (0,) * (x.ndim - 1)
-    dsk: dict[Any, Any] = {}
+    columns = plan.grid[1]
+    aligned = tuple(x.chunks[0]) == plan.row_chunks
+    gathers: dict[str, dict[Any, Any]] = {}      # by the worker preferred ("": any)
+    blocks: dict[str, dict[Any, Any]] = {}
     for k, gs in enumerate(plan.gathers):
         for g in gs:
-            dsk[(gather, k, g.chunk)] = (worker.take, (x.name, g.chunk, *tail), plugin,
-                                         (k, g.chunk))
-        dsk[(block, k)] = (worker.run_block, plugin, k, cut, parts[k], name, x.shape[1:],
-                           x.dtype, [(gather, k, g.chunk) for g in gs])
-    columns = plan.grid[1]
+            home = homes[g.chunk * columns] if aligned else ""
+            gathers.setdefault(home, {})[(gather, k, g.chunk)] = (
+                worker.take, (x.name, g.chunk, *tail), plugin, (k, g.chunk))
+        blocks.setdefault(homes[k], {})[(block, k)] = (
+            worker.run_block, plugin, k, cut, parts[k], name, x.shape[1:], x.dtype,
+            [(gather, k, g.chunk) for g in gs])
+    folds = {}
     for i in range(plan.grid[0]):
         mine = list(range(i * columns, (i + 1) * columns))
-        dsk[(key, i, *tail)] = (worker.fold, semiring, plugin, mine, [(block, k) for k in mine])
+        folds[(key, i, *tail)] = (worker.fold, semiring, plugin, mine, [(block, k) for k in mine])
+    graph = x.__dask_graph__()
+    layers, deps = dict(graph.layers), {n: set(d) for n, d in graph.dependencies.items()}
+    below = set(x.__dask_layers__())
+    for stage, by_worker in ((gather, gathers), (block, blocks)):
+        names = set()
+        for n, (w, tasks) in enumerate(by_worker.items()):
+            where = {"workers": [w], "allow_other_workers": True} if w else None
+            layers[f"{stage}-{n}"] = MaterializedLayer(tasks, annotations=where)
+            deps[f"{stage}-{n}"] = set(below)
+            names.add(f"{stage}-{n}")
+        below = names or below
+    layers[key] = MaterializedLayer(folds)
+    deps[key] = set(below)
     chunks = (plan.row_chunks, *((s,) for s in x.shape[1:]))
-    graph = HighLevelGraph.from_collections(key, dsk, dependencies=(x,))
-    return da.Array(graph, key, chunks, dtype=dtype)
+    return da.Array(HighLevelGraph(layers, deps), key, chunks, dtype=dtype)
 
 
 def static_data(plan: HaloPlan, blob: bytes) -> dict[Any, Any]:

@@ -76,6 +76,7 @@ class DistributedKernel:
         self._operand = Operand(name, kernel.read_densely.get(name, kernel.layouts[name]))
         self._parts_cache, self._shared_cache = _ScatterCache(), _ScatterCache()
         self._plans, self._statics = _ScatterCache(), _ScatterCache()
+        self._homes = _ScatterCache()
         self.grid = _checked_grid(grid, self.parts)
 
     def plan(self, **args: Any) -> HaloPlan:
@@ -98,6 +99,7 @@ class DistributedKernel:
         self._parts_cache.clear()
         self._shared_cache.clear()
         self._statics.clear()
+        self._homes.clear()
         self._blob_futures.clear()
 
     def _check(self, args: dict[str, Any]) -> None:
@@ -184,9 +186,14 @@ class DistributedKernel:
             weakref.finalize(parts[0], _unregister, self.client, plugin)
             return plugin
         plugin = self._statics.get(keep, register, (plan.chunks, id(parts[0])))
+
+        def holders() -> list[str]:            # one round trip, once per scatter
+            held = self.client.who_has(parts)
+            return [next(iter(held.get(p.key, ())), "") for p in parts]
+        homes = self._homes.get(keep, holders, id(parts[0]))
         dtype = np.dtype(kernel.typing.of(self.output).name)
-        return arrays.call(plan, plugin, name, parts, dense, x, self.output, kernel.semiring,
-                           dtype)
+        return arrays.call(plan, plugin, name, parts, homes, dense, x, self.output,
+                           kernel.semiring, dtype)
 
     # operands ------------------------------------------------------------------------
     def _blob(self, which: str) -> Any:
@@ -330,7 +337,8 @@ def _alive(value: Any) -> bool:
     for item in items:
         if isinstance(item, tuple):
             item = item[0]
-        futures += list(item.values()) if isinstance(item, dict) else [item]
+        if not isinstance(item, str):             # a worker's address: no future
+            futures += list(item.values()) if isinstance(item, dict) else [item]
     return all(f.status == "finished" for f in futures)
 
 
