@@ -47,6 +47,18 @@ def assert_compiles_clean(src: str, flags: tuple[str, ...] = ()) -> None:
         f"--- source ---\n{src}")
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A Dask client of a local cluster of two worker processes, one thread each (a module's
+    tests share it; skipped without the ``distributed`` extra)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
 @pytest.fixture
 def compiles_clean():
     return assert_compiles_clean

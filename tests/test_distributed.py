@@ -19,15 +19,6 @@ SPMV = "y(i) = A(i,j) * x(j)"
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
-
-
 def matrix(m: int, n: int, density: float, seed: int) -> sp.csr_matrix:
     return sp.random(m, n, density, format="csr", random_state=seed)
 

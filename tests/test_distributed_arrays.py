@@ -18,15 +18,6 @@ from spf.distributed import plan_blocks, solvers  # noqa: E402
 SPMV = "y(i) = A(i,j) * x(j)"
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
-
-
 def laplace(n: int) -> sp.csr_matrix:
     return sp.diags([4.0, -1.0, -1.0, -1.0, -1.0], [0, 1, -1, n, -n], shape=(n * n, n * n),
                     format="csr")
