@@ -7,6 +7,7 @@ from .errors import (
     ArgumentError,
     CompileError,
     GuardLoopWarning,
+    OutOfMemoryError,
     SpecError,
     SpfError,
     SynthesisError,
@@ -64,7 +65,7 @@ def __dir__() -> list[str]:
 
 __all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "DistributedKernel",
            "GuardLoopWarning",
-           "Kernel", "KernelOptions", "Layout", "Relation",
+           "Kernel", "KernelOptions", "Layout", "OutOfMemoryError", "Relation",
            "Semiring", "SpecError", "SpfError", "SynthesisError", "Tensor", "aslinearoperator",
            "evaluate",
            "layout_names", "load_layout"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from functools import cache
 from typing import Any
 
@@ -27,8 +28,9 @@ from .back.placement_passes import aff_text, placement_passes
 from .back.source import function, render_file
 from .back.templates import text as template_text
 from .concurrency import symbolic
-from .errors import ArgumentError, SpecError
+from .errors import ArgumentError, OutOfMemoryError, SpecError
 from .front.layout import Layout
+from .front.layout_file import blamed_on, layout_error
 from .front.layout_path import for_order, load_layout
 from .front.placement import Placement, aff_range, placement_of, placement_or_none
 from .front.stand_ins import compressed_rows_layout, coordinate_layout, dense_layout
@@ -38,9 +40,9 @@ from .kernel import Kernel
 from .runtime import build as runtime
 from .runtime import writer
 from .runtime.compiled import CompiledKernel
-from .runtime.fields import check_built_ranges, index_max, wider_hint, with_derived
+from .runtime.fields import index_max, wider_hint, with_derived
 from .runtime.memory import aligned_zeros, reserve
-from .runtime.stored import StoredTensor, tensor_class
+from .runtime.stored import StoredTensor, check_built_ranges, tensor_class
 
 _INDICES = "ijklmnop"
 
@@ -97,24 +99,32 @@ class Conversion:
             # written ones read into a coordinate list first
             out = (_stand_in(self.dst) if self.placement else _entry_list(self.dst, width)
                    ).with_value_type(self.src.value_type)
-        self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": out}, name=name,
-                             drop_zeros=not self.keep_zeros and not dense_dst
-                             and self.placement is None, index_type=width)
+        with self._blamed():
+            self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": out},
+                                 name=name, drop_zeros=not self.keep_zeros and not dense_dst
+                                 and self.placement is None, index_type=width)
         self._source: str | None = None
+
+    def _blamed(self) -> AbstractContextManager[None]:
+        """Errors of this conversion's kernel located in the destination's layout file (the
+        source's relation alone scans: its tensor passed the read check)."""
+        return blamed_on(self.dst, "B", {"A": self.src})
 
     @symbolic
     def c_source(self) -> str:
         """The generated C (struct typedefs, the conversion function and its helpers)."""
-        if self.placement is None:
-            return self.kernel.c_source()
-        if self._source is None:
-            self._source = _placement_source(self, self.placement)
-        return self._source
+        with self._blamed():
+            if self.placement is None:
+                return self.kernel.c_source()
+            if self._source is None:
+                self._source = _placement_source(self, self.placement)
+            return self._source
 
     @symbolic
     def report(self) -> str:
         """How the destination is assembled and why (the kernel's report)."""
-        text = self.kernel.report()
+        with self._blamed():
+            text = self.kernel.report()
         if self.writing is not None:
             return (text + f"\nwritten into {self.dst.name} from the entry list, as its "
                     "relation solves for each entry's position: "
@@ -148,11 +158,12 @@ class Conversion:
 
     def compile(self) -> Callable[[StoredTensor], StoredTensor]:
         """A callable converting a Tensor in ``src`` to a new Tensor in ``dst``."""
-        if self.placement is not None:
-            return _Placed(self, self.placement)
-        if self.writing is not None:
-            return _Written(self, self.writing, self.kernel.compile())
-        return _Compiled(self, self.kernel.compile())
+        with self._blamed():
+            if self.placement is not None:
+                return _Placed(self, self.placement)
+            if self.writing is not None:
+                return _Written(self, self.writing, self.kernel.compile())
+            return _Compiled(self, self.kernel.compile())
 
 
 def pads_with_zeros(layout: Layout) -> bool:
@@ -208,8 +219,8 @@ def _placed_or_written(layout: Layout, placeable: bool
             except SpecError as e:
                 reasons.append(e.detail)
         reasons.append(written.detail)
-        raise SpecError(f"cannot convert into layout {layout.name}: "
-                        + "; and ".join(reasons), layout.source) from None
+        raise layout_error(layout, f"cannot convert into layout {layout.name}: "
+                           + "; and ".join(reasons)) from None
 
 
 class _Compiled:
@@ -303,9 +314,11 @@ class _Placed:
         # entries <= stored values: each source position is visited once
         capacity = tensor.fields[conv.src.value.array].size if pl.grouped else 0
         stride = 1 << max(span - 1, 0).bit_length()      # group * stride + key: shifts, no division
-        while True:
-            reserve(max(span, 1) + max(groups, 1) * np.dtype(width).itemsize + 8 * capacity,
-                    f"{conv.name}'s analysis of {pl.layout.name}'s positions")
+        item = np.dtype(width).itemsize
+        what = f"converting a {conv.src.name} tensor of shape {shape} to {pl.layout.name}"
+        while True:     # present, count, keys; rank, and the C's marks (a power of two)
+            reserve(max(span, 1) * (1 + item) + stride * item + 2 * max(groups, 1) * item
+                    + 8 * capacity, f"the analysis of positions {what}")
             present = np.zeros(max(span, 1) if rk and not pl.grouped else 1, np.uint8)
             count = np.zeros(max(groups, 1), width)
             entries = np.zeros(1, np.int64)
@@ -313,7 +326,9 @@ class _Placed:
             if self.analysis(_ptr(present), _ptr(count), _ptr(entries), _ptr(keys),
                              ctypes.c_int64(capacity), ctypes.c_int64(kmin),
                              ctypes.c_int64(stride), _ptr(bounds), ctypes.byref(src)):
-                raise MemoryError(f"{conv.name}: out of memory in the analysis pass")
+                raise OutOfMemoryError(f"{conv.name}: its C code could not allocate its "
+                                       "analysis pass's state (malloc returned NULL): out "
+                                       "of memory")
             n = int(entries[0])
             if n <= capacity or not pl.grouped:
                 break
@@ -330,7 +345,9 @@ class _Placed:
                     ctypes.c_int64(n), _ptr(keys), ctypes.c_int64(n_groups),
                     ctypes.c_int(stride.bit_length() - 1), ctypes.c_int(rk.descending),
                     _ptr(ptr), _ptr(values), _ptr(pos)):
-                raise MemoryError(f"{conv.name}: out of memory ranking {rk.uf}'s keys")
+                raise OutOfMemoryError(f"{conv.name}: its C code could not allocate the "
+                                       f"marks ranking {rk.uf}'s {n} keys (malloc returned "
+                                       "NULL): out of memory")
             values = values[:ptr[-1]]
             fields[rk.pointer] = ptr
             fields[rk.uf] = ((values + kmin) * rk.unit).astype(width)
@@ -354,18 +371,18 @@ class _Placed:
                 f"({100 * (1 - n / slots):.0f}% padding, over 75%); pass allow_padding=True "
                 "to convert anyway")
         lay = pl.layout
-        for f, e in zip(lay.shape, shape):
-            fields[_extent_field(f)] = e
+        fields.update(_shape_fields(lay, shape))
         for p in order:
             field = pl.bounds[p]
             if isinstance(field, str):
                 fields[field] = bound[p]
         slot_arr = np.zeros(1, width)
         if pl.slot:
-            slot_arr = np.full(max(math.prod(bound[a] for a in pl.slot.args), 1),
-                               pl.slot.fill, width)
+            slot_count = max(math.prod(bound[a] for a in pl.slot.args), 1)
+            reserve(slot_count * item, f"{pl.layout.name}'s {pl.slot.uf} {what}")
+            slot_arr = np.full(slot_count, pl.slot.fill, width)
             fields[pl.slot.uf] = slot_arr[:math.prod(bound[a] for a in pl.slot.args)]
-        data = aligned_zeros(max(slots, 1), lay.value_type.dtype, f"{lay.name}'s values")
+        data = aligned_zeros(max(slots, 1), lay.value_type.dtype, f"{lay.name}'s values {what}")
         fields[lay.value.array] = data[:slots]
         bounds = np.array([bound[p] for p in order], np.int64)
         nxt = np.zeros_like(count)
@@ -412,9 +429,19 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
     return ctypes.c_void_p(a.ctypes.data)
 
 
-def _extent_field(extent: Any) -> str:
-    """The scalar field an extent of a layout's shape names."""
-    return extent.terms[0][0]
+def _shape_fields(layout: Layout, shape: tuple[int, ...]) -> dict[str, int]:
+    """The scalar fields ``layout``'s shape names, at ``shape``; ArgumentError when a constant
+    extent (or one ``placement_of`` admits) differs from the tensor's."""
+    out: dict[str, int] = {}
+    for d, (extent, n) in enumerate(zip(layout.shape, shape)):
+        name = extent.as_name()
+        if name is not None and name not in out:
+            out[name] = n
+        elif extent.evaluate(out) != n:
+            raise ArgumentError(f"layout {layout.name} stores tensors of shape "
+                                f"({', '.join(map(str, layout.shape))}); got shape {shape} "
+                                f"(dimension {d})")
+    return out
 
 
 def bind_layouts(src: str | Layout, dst: str | Layout,

@@ -40,6 +40,12 @@ class ArgumentError(SpfError, ValueError):
     """Data passed to a compiled kernel (or a tensor constructor) does not fit its layout."""
 
 
+class OutOfMemoryError(SpfError, MemoryError):
+    """Generated C could not allocate what it needs (a find's state, a workspace, per-thread
+    copies of an output, an assembled output's entries): ``malloc`` returned NULL.  Arrays
+    spf allocates itself are checked first and refused as :class:`ArgumentError`."""
+
+
 class CompileError(SpfError):
     """The C compiler rejected generated code (a bug in spf: please report it) or could not
     be run (``$CC``)."""

@@ -21,6 +21,7 @@ from .decide.analysis import Analysis
 from .decide.options import OPTIONS, KernelOptions
 from .decide.plan import Plan
 from .decide.synthesis import Decision
+from .front.functions import FUNCTIONS, Function, keeping
 from .front.kernel_spec import Expr
 from .front.layout import Layout
 from .front.semiring import Semiring
@@ -38,6 +39,8 @@ class _Statement(Protocol):
 
     @property
     def setup(self) -> Setup: ...
+    @property
+    def names(self) -> Mapping[str, str]: ...
     @property
     def space(self) -> IterationSpace: ...
     @property
@@ -86,24 +89,38 @@ class Kernel:
     """
 
     _body: _Statement
+    _functions: Mapping[str, Function]   # the expression language's functions when built
 
     @symbolic
     def __init__(self, expr: str | Expr, layouts: Mapping[str, str | Layout] | None = None,
                  *, params: Mapping[str, Mapping[str, int]] | None = None,
                  options: KernelOptions | None = None, **keywords: Any):
-        setup = resolve(expr, layouts, params, options, keywords)
-        body = SumKernel.build(setup) if setup.splits else ProductKernel.build(setup)
-        if setup.union is not None and not body.runs:     # operands not sorted runs
-            setup = setup.without_union()
-            body = ProductKernel.build(setup)
+        kept = dict(FUNCTIONS)      # a function registered again later: this Kernel keeps its
+        with keeping(kept):         # definition (its C, made on first use, included)
+            setup = resolve(expr, layouts, params, options, keywords)
+            body = SumKernel.build(setup) if setup.splits else ProductKernel.build(setup)
+            if setup.union is not None and not body.runs:     # operands not sorted runs
+                setup = setup.without_union()
+                body = ProductKernel.build(setup)
         object.__setattr__(self, "_body", body)
+        object.__setattr__(self, "_functions", kept)
 
     @classmethod
-    def _of(cls, body: _Statement) -> Kernel:
-        """The Kernel over ``body`` (a term of a sum)."""
+    def _of(cls, body: _Statement, functions: Mapping[str, Function]) -> Kernel:
+        """The Kernel over ``body`` (a term of a sum) with the sum's ``functions``."""
         kernel = cls.__new__(cls)
         object.__setattr__(kernel, "_body", body)
+        object.__setattr__(kernel, "_functions", functions)
         return kernel
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the functions' definitions (code): another process derives what
+        this one had not yet (a compiled kernel's C is derived) with its own."""
+        return {"_body": self._body}
+
+    def __setstate__(self, state: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_body", state["_body"])
+        object.__setattr__(self, "_functions", {})
 
     def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise FrozenInstanceError(f"cannot assign to {name!r}: a Kernel is immutable (other "
@@ -174,6 +191,13 @@ class Kernel:
         with the layouts they are given in."""
         return self._body.setup.read_densely
 
+    @property
+    def c_names(self) -> Mapping[str, str]:
+        """The tensors, scalars and indices that the generated C names otherwise, and those
+        names (``NULL``: ``spf_u_NULL``): the space, the nest, the analysis and the report
+        use them too."""
+        return self._body.names
+
     # the decisions ---------------------------------------------------------------------
     @property
     def space(self) -> IterationSpace:
@@ -215,10 +239,16 @@ class Kernel:
         """Every decision about a product kernel (a sum has one per term)."""
         return self._body.plan
 
+    @property
+    def privatized(self) -> bool:
+        """Whether a parallel loop sums into per-thread copies of the output (a sum: any
+        term's)."""
+        return any(t.privatized for t in self.terms) if self.terms else self.plan.privatized
+
     @cached_property
     def terms(self) -> tuple[Kernel, ...]:
         """A sum's product kernels, one per term and part (a product: none)."""
-        return tuple(Kernel._of(t) for t in self._body.terms)
+        return tuple(Kernel._of(t, self._functions) for t in self._body.terms)
 
     # derived on first use --------------------------------------------------------------
     @property
@@ -226,29 +256,34 @@ class Kernel:
     def runs(self) -> tuple[Run, ...] | None:
         """For an assembled sum whose every term is an operand stored in the output's storage
         order (proved by Z3 per term): the runs the kernel merges level by level."""
-        return self._body.runs
+        with keeping(self._functions):
+            return self._body.runs
 
     @symbolic
     def analysis(self) -> Analysis:
         """Dependences carried by each loop, the parallel loop, tiling (paper Sec. 5); for a
         sum, that of the first term (see :meth:`analyses`)."""
-        return self._body.analysis
+        with keeping(self._functions):
+            return self._body.analysis
 
     @symbolic
     def analyses(self) -> tuple[Analysis, ...]:
         """One analysis per statement (per term of a sum)."""
-        return self._body.analyses
+        with keeping(self._functions):
+            return self._body.analyses
 
     @symbolic
     def c_source(self) -> str:
         """The generated C: struct typedefs and the kernel function (for a sum, one static
         function per term before it; for an assembled output, its storage functions after)."""
-        return self._body.source
+        with keeping(self._functions):
+            return self._body.source
 
     @symbolic
     def report(self) -> str:
         """Iteration space, loop order and per-level decisions, as text."""
-        return self._body.report()
+        with keeping(self._functions):
+            return self._body.report()
 
     def complement_note(self) -> str:
         """What a complemented mask does (it is not part of the plan)."""

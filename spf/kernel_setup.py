@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .assembly.merge import same_levels
+from .back.names import c_identifiers, name_suffixes
 from .decide.options import (
     NAMES,
     KernelOptions,
@@ -26,11 +27,14 @@ from .decide.options import (
     check_names,
     check_semiring_scope,
 )
+from .decide.split import split_dense_reads
 from .decide.vanishing import Vanishing, divides_by_absent, vanishing, vanishing_jointly
 from .errors import SpecError
-from .front.functions import FUNCTIONS
+from .front.functions import function
 from .front.kernel_spec import (
+    ARITHMETIC_LIMIT,
     FILE_KEYS,
+    Access,
     Expr,
     KernelFile,
     layout_params,
@@ -39,18 +43,21 @@ from .front.kernel_spec import (
     tensor_layouts,
 )
 from .front.layout import INDEX_WIDTHS, Layout
+from .front.layout_file import layout_error
 from .front.layout_path import default_layout, load_for_order, load_layout
 from .front.rhs import called, index_refs, operands
 from .front.stand_ins import coordinate_layout
 from .front.storage import storage_of, storage_or_none
+from .front.terms import Aff
 from .front.toml_source import is_file
-from .front.value_exprs import type_of
+from .front.value_exprs import check_coefficient, type_of
 from .front.value_types import (
     FLOAT64,
     FLOAT64_TYPING,
     Kind,
     Typing,
     ValueType,
+    can_cast,
     result_type,
     value_type,
 )
@@ -87,6 +94,28 @@ class Setup:
         kept = tuple(v for v in self.values if v is not self.union)
         return replace(self, layouts=Table(layouts), read_densely=Table(dense), union=None,
                        dense_instead=None, values=kept)
+
+    def c_names(self) -> dict[str, str]:
+        """The tensors, scalars and indices that generated C cannot name as they are, and
+        the identifiers it gives them (:func:`~spf.back.names.c_identifiers`)."""
+        expr = self.expr
+        accesses = [expr.output, *(a for p in expr.products() for a in p.factors)]
+        suffixes = {a.tensor: name_suffixes(self.layouts.get(a.tensor)) for a in accesses}
+        suffixes.update({i: name_suffixes(None) for i in expr.indices})
+        return c_identifiers(suffixes, self.name, set(suffixes))
+
+    def in_c(self, names: Mapping[str, str]) -> Setup:
+        """This setup with the tensors, scalars and indices in ``names`` renamed (the
+        statement, the layouts, the value types and the options naming them): what the
+        iteration space, the plan and the C are built from."""
+        if not names:
+            return self
+        typing = replace(self.typing, tensors=tuple((names.get(t, t), vt)
+                                                    for t, vt in self.typing.tensors))
+        return replace(self, expr=self.expr.renamed(names),
+                       options=_options_in_c(self.options, names),
+                       layouts=_keys_in_c(self.layouts, names),
+                       read_densely=_keys_in_c(self.read_densely, names), typing=typing)
 
     @property
     def name(self) -> str:
@@ -132,14 +161,18 @@ class Setup:
             return ("structural: products run over the entries the operands store, combined "
                     f"by add; an output element no product reaches holds zero ({zero}); "
                     + same)
+        absent = ("fill values: an operand's absent entries are its fill (0 for data from "
+                  "numpy, scipy or pydata; a Tensor's own fill)")
         if not self.read_densely:
-            return (f"fill values: absent entries are {zero}, which annihilates mul, so "
-                    "iterating over the stored entries gives the same result")
+            return (f"{absent}; 0 is the semiring's zero, which annihilates mul, so "
+                    "iterating over the stored entries gives the same result (an operand "
+                    "with another fill is refused)")
+        why = ("0 is not the semiring's zero" if semiring.zero != 0 else
+               "the semiring's zero does not annihilate mul")
         read = ", ".join(f"{name} ({lay.name})" for name, lay in sorted(self.read_densely.items()))
-        return (f"fill values: absent entries are {zero}, which does not annihilate mul, so "
-                f"every element takes part: {read} "
+        return (f"{absent}; {why} ({zero}), so every element takes part: {read} "
                 + ("is" if len(self.read_densely) == 1 else "are")
-                + f" read as dense arrays holding {zero} where nothing is stored (the "
+                + " read as dense arrays holding the fill where nothing is stored (the "
                 "iteration space is dense)")
 
     def notes(self) -> list[tuple[str, str]]:
@@ -162,13 +195,41 @@ class Setup:
                 f"{name} = {aff}" for name, aff in self.expr.derived.items()) +
                 " (an affine access index is one more variable of the iteration space, equal "
                 "to its expression; a point where an access falls outside its tensor is not "
-                "in the space)"))
+                "in the space; loop variables and sizes are int64_t, so offsets, strides and "
+                "their products with extents never wrap)"))
         return notes
 
     def header(self) -> list[str]:
         """The first lines of the generated file's header comment."""
         return [f"Generated by spf: {self.expr}"] + [
             f"{title[0].upper()}{title[1:]}: {text}" for title, text in self.notes()]
+
+
+def _keys_in_c(table: Mapping[str, Any], names: Mapping[str, str]) -> Table:
+    return Table({names.get(t, t): v for t, v in table.items()})
+
+
+def _options_in_c(o: KernelOptions, names: Mapping[str, str]) -> KernelOptions:
+    """The options with the tensors and indices they name renamed as in ``names``."""
+    def var(v: str) -> str:             # a loop variable: i, A.pi, i_tile, A.pi_tile
+        head, dot, rest = v.partition(".")
+        base = head.removesuffix("_tile")
+        if dot or head in names:
+            return f"{names.get(head, head)}{dot}{rest}"
+        return f"{names[base]}_tile" if base in names else v
+
+    def pair(p: tuple[str, str] | None) -> tuple[str, str] | None:
+        return None if p is None else (names.get(p[0], p[0]), names.get(p[1], p[1]))
+
+    renaming = {n: Aff.var(c) for n, c in names.items()}
+    return replace(
+        o, order=None if o.order is None else tuple(var(v) for v in o.order),
+        tile=None if o.tile is None else {var(v): n for v, n in o.tile.items()},
+        find=o.find if isinstance(o.find, str) else _keys_in_c(o.find, names),
+        dtype=o.dtype if o.dtype is None or isinstance(o.dtype, str)
+        else _keys_in_c(o.dtype, names),
+        bounds=tuple(c.substitute(renaming) for c in o.bounds),
+        share=pair(o.share), mask=pair(o.mask))
 
 
 def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions | None,
@@ -188,6 +249,7 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     if mask and not opts.complement:
         statement = statement.with_mask(mask)
     check_names(statement)
+    _check_index_arithmetic(statement)
     for alias, tensor in statement.aliases:     # a tensor read again: its layout, params
         if alias not in statement.tensors:
             continue                            # read by another term of the sum
@@ -204,6 +266,9 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
             and resolved[out].dense_array is None:    # '+=' into an output it assembles
         statement = statement.with_old_output()
         resolved = {**resolved, statement.aliases[-1][0]: resolved[out]}
+    if not (opts.fill_values and not opts.semiring.annihilates):    # else all read densely
+        statement, split = split_dense_reads(statement, resolved)
+        resolved = {**resolved, **{alias: resolved[name] for name, alias in split.items()}}
     values = _value_expressions(statement, opts, resolved)
     typing = _typing(statement, opts, named, resolved)
     _check_semiring_types(opts, typing, statement)
@@ -229,6 +294,21 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     _check_value_types(statement, typing)
     return Setup(statement, opts, Table(resolved), Table(read_densely), mask_layout,
                  index_type, assembled, written, typing, tuple(values), union, dense_instead)
+
+
+def _check_index_arithmetic(expr: Expr) -> None:
+    """An offset or stride of index arithmetic at most 2^62 in size: the C computes it, its
+    products with extents and their sums in int64 (``x(i + 2**70)`` is refused, not
+    wrapped)."""
+    for acc in (f for product in expr.products() for f in product.factors):
+        for _, aff in acc.arithmetic:
+            big = [n for n in (aff.const, *(c for _, c in aff.terms))
+                   if abs(n) >= ARITHMETIC_LIMIT]
+            if big:
+                raise SpecError(f"{acc}: the index arithmetic's {big[0]} is beyond 2^62 in "
+                                "size, which generated C cannot offset or stride by (it "
+                                "computes index arithmetic in 64 bits)", expr.source,
+                                acc.line, acc.column)
 
 
 def _union(expr: Expr, opts: KernelOptions, layouts: Mapping[str, Layout],
@@ -281,7 +361,7 @@ def _value_expressions(expr: Expr, opts: KernelOptions,
     (a dense operand stores every element); refused under a semiring (its add and mul are
     the operators there), and a division by a sparse operand's absent entries refused
     unless ``fill_values`` asks for it."""
-    found = [a for a in expr.factors if a.value is not None]
+    found = [a for a in _every_factor(expr) if a.value is not None]
     if found and not opts.semiring.is_plus_times:
         raise SpecError(f"semiring={opts.semiring.name}: functions and divisions of values "
                         f"({found[0]}) are not supported under a semiring yet", expr.source,
@@ -297,18 +377,24 @@ def _value_expressions(expr: Expr, opts: KernelOptions,
             raise SpecError(f"{acc}: {why}; pass fill_values=True to compute it densely, as "
                             "numpy does (inf or nan where nothing is stored)", expr.source,
                             acc.line, acc.column)
-        decisions += mine
+        decisions += [v for v in mine if v not in decisions]    # a sum's terms may repeat it
     return decisions
+
+
+def _every_factor(expr: Expr) -> list[Access]:
+    """Every factor of every term (a sum's ``factors`` hold each operand's first access
+    only; its other terms may read it in other expressions)."""
+    return [a for product in expr.products() for a in product.factors]
 
 
 def _check_value_types(expr: Expr, typing: Typing) -> None:
     """Functions defined on real values only (min, max, sign) refused on complex ones."""
-    for acc in expr.factors:
+    for acc in _every_factor(expr):
         if acc.value is None:
             continue
         for name in operands(acc.value):
             vt = typing.of(name)
-            bad = [f for f in called(acc.value) if FUNCTIONS[f].real_only]
+            bad = [f for f in called(acc.value) if function(f).real_only]
             if bad and vt.kind is Kind.COMPLEX:
                 raise SpecError(f"{bad[0]}() is not defined on complex values ({name} is "
                                 f"{vt.name}): complex numbers have no order", expr.source,
@@ -347,8 +433,10 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
         tensor = expr.original(operand)
         if isinstance(given, str):
             return value_type(given)
-        if given is not None and tensor in given:
-            return value_type(given[tensor])
+        named_in = next((n for n in (operand, tensor) if given is not None and n in given),
+                        None)          # a sum's term names a tensor read again by its alias
+        if given is not None and named_in is not None:
+            return value_type(given[named_in])
         lay = named.get(tensor)
         return lay.value_type if isinstance(lay, Layout) else None
 
@@ -359,13 +447,26 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
                 raise SpecError(f"dtype names {name!r}, which is not a tensor of "
                                 f"{expr.text!r}", expr.source)
     types = {a.tensor: t for a in expr.factors if (t := declared(a.tensor)) is not None}
-    inputs = [type_of(a.value, {n: types.get(n, FLOAT64) for n in operands(a.value)})
-              if a.value is not None else types.get(a.tensor, FLOAT64) for a in expr.factors
-              if a.tensor in layouts and a.tensor != mask and not a.in_value]
+    inputs = [type_of(a.value, {n: types.get(n, FLOAT64) for n in operands(a.value)},
+                      expr.source)
+              if a.value is not None else types.get(a.tensor, FLOAT64)
+              for a in _every_factor(expr)
+              if (a.tensor in layouts or (not a.indices and a.tensor in types))
+              and a.tensor != mask and not a.in_value]      # a typed scalar promotes too
+    _check_coefficients(expr, types, mask)
     literals = tuple(float(c) if isinstance(c, Fraction) else c
                      for c in (expr.coefficient, *(coef for coef, _ in expr.terms))
                      if c not in (1, -1))       # a sign is no literal: bool stays bool
-    output = declared(out) or result_type(*inputs, weak=literals)
+    computed = result_type(*inputs, weak=literals)
+    output = declared(out) or computed
+    if opts.semiring.is_plus_times and not can_cast(computed, output):
+        raise SpecError(f"dtype: the output {out!r} is {output.name}, and numpy computes "
+                        f"{expr.text.split('=', 1)[1].strip()!r} in {computed.name}, which "
+                        "numpy's same_kind casting does not allow into it (a fraction, an inf "
+                        "or a NaN has no integer; an imaginary part no real)", expr.source)
+    for product in expr.products():
+        if not product.factors:                 # a number broadcast: in the output's type
+            check_coefficient(product.coefficient, [output], str(product), expr.source)
     acc = value_type(opts.accumulate) if opts.accumulate else output
     if opts.accumulate and not np.can_cast(output.dtype, acc.dtype, "safe"):
         raise SpecError(f"accumulate={acc.name}: the output {out!r} is {output.name}; the "
@@ -376,6 +477,18 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
     if mask is not None and mask not in every:          # complemented: not a factor
         every[mask] = declared(mask) or FLOAT64
     return Typing(tuple(sorted(every.items())), output, acc)
+
+
+def _check_coefficients(expr: Expr, types: Mapping[str, ValueType], mask: str | None) -> None:
+    """Each product's number in numpy's type of the product (SpecError for an integer beyond
+    it: ``x(i) * 99999999999999999999999`` with int64 x, as numpy's OverflowError)."""
+    for product in expr.products():
+        factors = [a for a in product.factors if a.tensor != mask and not a.in_value]
+        if factors and product.coefficient not in (1, -1):
+            check_coefficient(product.coefficient, [
+                type_of(a.value, {n: types.get(n, FLOAT64) for n in operands(a.value)},
+                        expr.source) if a.value is not None else types.get(a.tensor, FLOAT64)
+                for a in factors], str(product).split("=", 1)[1].strip(), expr.source)
 
 
 def _options(expr: Expr, spec: KernelFile | None, options: KernelOptions | None,
@@ -478,12 +591,15 @@ def _resolve_layouts(expr: Expr, layouts: Mapping[str, Any],
 
 def _read_densely(expr: Expr, opts: KernelOptions, layouts: dict[str, Layout],
                   index_type: str, valued: set[str]) -> dict[str, Layout]:
-    """With ``fill_values`` and a mul that zero does not annihilate, an absent entry
-    changes the product, so no operand may skip it: each sparse operand is read from a
-    dense array holding the semiring's zero where it stores nothing (the runtime makes
-    it); so is each operand in ``valued`` (its value expression is not 0 at 0).  Its layout
-    in ``layouts`` becomes the dense one; the returned map keeps the given ones."""
-    every = opts.fill_values and not opts.semiring.annihilates
+    """With ``fill_values`` an operand's absent entries are its fill: 0 for data from numpy,
+    scipy or pydata (a Tensor's own fill, which the call checks or reads).  Unless 0 is the
+    semiring's zero and annihilates mul, an absent entry changes the product, so no operand
+    may skip it: each sparse operand is read from a dense array holding its fill where it
+    stores nothing (the runtime makes it); so is each operand in ``valued`` (its value
+    expression is not 0 at 0).  Its layout in ``layouts`` becomes the dense one; the
+    returned map keeps the given ones."""
+    semiring = opts.semiring
+    every = opts.fill_values and not (semiring.annihilates and semiring.zero == 0)
     given: dict[str, Layout] = {}
     for a in expr.factors:
         lay = layouts.get(a.tensor)
@@ -495,7 +611,8 @@ def _read_densely(expr: Expr, opts: KernelOptions, layouts: dict[str, Layout],
                             f"does not annihilate {opts.semiring.name}'s mul), so it cannot "
                             "also give the output's structure (share=)", expr.source)
         given[a.tensor] = lay
-        layouts[a.tensor] = default_layout(len(a.indices)).with_index_type(index_type)
+        layouts[a.tensor] = default_layout(len(a.indices)).with_index_type(index_type) \
+            .with_value_type(lay.value_type)        # read densely, in its own type
     return given
 
 
@@ -537,10 +654,10 @@ def _needs_assembly(expr: Expr, layouts: Mapping[str, Layout],
     try:
         storage_of(lay)
     except SpecError as exc:
-        try:
+        try:        # the cause is in the layout's file: located there
             write_plan(lay)
         except SpecError as unwritten:
-            raise SpecError(f"output {out.tensor!r}: {exc.detail}; and {unwritten.detail}",
-                            expr.source) from None
-        raise SpecError(f"output {out.tensor!r}: {exc.detail}", expr.source) from None
+            raise layout_error(lay, f"output {out.tensor!r}: {exc.detail}; and "
+                               f"{unwritten.detail}") from None
+        raise layout_error(lay, f"output {out.tensor!r}: {exc.detail}") from None
     return True

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from .binding import index_width, infer_operand
 from .decide.options import check_given
 from .errors import ArgumentError
-from .evaluation import index_width, infer_operand
 from .front.layout import Layout
 from .front.layout_path import load_layout
 from .runtime.operands import as_tensor, is_pydata, is_scipy

@@ -4,7 +4,7 @@ once).  Its analysis, C and report are derived from the plan on first use and ke
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -14,7 +14,7 @@ from .back.names import CNames
 from .back.source import emit_kernel, header_lines
 from .concurrency import symbolic
 from .decide.analysis import Analysis, TileReport
-from .decide.options import check_tile
+from .decide.options import Table, check_tile
 from .decide.plan import Plan, make_plan
 from .decide.report import plan_report
 from .decide.synthesis import Decision
@@ -36,14 +36,20 @@ class ProductKernel:
     order: tuple[str, ...]
     order_why: tuple[str, ...]
     plan: Plan
+    names: Mapping[str, str]    # a user's name to its identifier in the C, where they differ
 
     @classmethod
     @symbolic
-    def build(cls, setup: Setup, stream: bool = False) -> ProductKernel:
-        """Space, tiling, order and plan of ``setup``'s statement; ``stream``: it is a term of
-        a sum, feeding the union a sorted, combined run."""
-        opts, source = setup.options, setup.expr.source
-        space = build(setup.expr, setup.layouts, opts.bounds, opts.share,
+    def build(cls, setup: Setup, stream: bool = False,
+              names: Mapping[str, str] | None = None) -> ProductKernel:
+        """Space, tiling, order and plan of ``setup``'s statement, its names those of
+        generated C (``names``: a user's name to its C identifier, where they differ; by
+        default :meth:`Setup.c_names`); ``stream``: it is a term of a sum, feeding the union
+        a sorted, combined run."""
+        names = Table(setup.c_names() if names is None else names)
+        named = setup.in_c(names)
+        opts, source = named.options, setup.expr.source
+        space = build(named.expr, named.layouts, opts.bounds, opts.share,
                       assemble=setup.assembled)
         tile = check_tile(opts.tile, space.variables, source)
         if tile:
@@ -53,12 +59,18 @@ class ProductKernel:
                          drop_zeros=opts.drop_zeros, reassociate=opts.reassociate,
                          z3_timeout_ms=setup.z3_timeout_ms, tile=tile,
                          reorder=opts.order is None, semiring=opts.semiring, stream=stream,
-                         typing=setup.typing, unroll=opts.unroll)
+                         typing=named.typing, unroll=opts.unroll)
         for warning in plan.guard_loop_warnings():
             warn_user(f"{setup.name}: {warning}", GuardLoopWarning)
         placed = set(order)         # planning may reorder them (Plan.order_why)
         return cls(setup, space, tuple(v for v in plan.nest.schedule if v in placed),
-                   tuple(why), plan)
+                   tuple(why), plan, names)
+
+    @cached_property
+    def named(self) -> Setup:
+        """The setup in the identifiers of generated C (:meth:`Setup.in_c`), which the space,
+        the plan and the C use."""
+        return self.setup.in_c(self.names)
 
     # the plan's decisions ------------------------------------------------------------
     @property

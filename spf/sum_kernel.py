@@ -5,10 +5,12 @@ by level from the operands when every term is one stored in the output's order (
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 
 from .assembly import AssemblyPlan, FunctionRole
+from .assembly.lowering import stream_reads_extents
 from .assembly.merge import Run, operand_run
 from .assembly.merge_c import Leaf
 from .assembly.rows import row_shaped
@@ -16,13 +18,14 @@ from .back.lower import kernel_code
 from .back.source import emit_merged, emit_sum
 from .concurrency import symbolic
 from .decide.analysis import Analysis
-from .decide.options import KernelOptions
+from .decide.options import KernelOptions, Table
 from .decide.plan import Plan
 from .decide.split import Term, split_terms
 from .decide.synthesis import Decision
 from .errors import SpecError
 from .front.kernel_spec import Expr
 from .front.rhs import operands
+from .front.terms import Aff
 from .kernel_setup import Setup, resolve
 from .middle.iteration_space import IterationSpace, build
 from .middle.scan import LoopNest
@@ -36,6 +39,7 @@ class SumKernel:
 
     setup: Setup
     terms: tuple[ProductKernel, ...]
+    names: Mapping[str, str]    # a user's name to its identifier in the C, where they differ
 
     @classmethod
     @symbolic
@@ -49,15 +53,25 @@ class SumKernel:
                             setup.options.find, accumulate=not setup.assembled)
         # a part of a union the bounds leave empty (SymCSR's mirrored half under i <= j)
         # contributes nothing: its term is left out
-        kept = [t for t in split if not _empty(t, setup)] or split[:1]
-        terms = tuple(_term_kernel(setup, k, term) for k, term in enumerate(kept))
+        names = Table(setup.c_names())      # one C identifier per name, in every term
+        named = setup.in_c(names)
+        kept = [t for t in split if not _term_space(t, setup, names).relation().is_empty()] \
+            or split[:1]
+        terms = tuple(_term_kernel(setup, k, term, names, named.options.order)
+                      for k, term in enumerate(kept))
         if order:
             used = {v for t in terms for v in t.order}
-            unknown = [v for v in order if v.replace(".", "_", 1) not in used]
+            unknown = [v for v, c in zip(order, named.options.order or ())
+                       if c.replace(".", "_", 1) not in used]
             if unknown:
                 raise SpecError(f"order names {unknown}, which no term of the sum has as a "
                                 "loop variable", setup.expr.source)
-        return cls(setup, terms)
+        return cls(setup, terms, names)
+
+    @cached_property
+    def named(self) -> Setup:
+        """The setup in the identifiers of generated C (:meth:`Setup.in_c`)."""
+        return self.setup.in_c(self.names)
 
     # the first term's, or every term's ---------------------------------------------------
     @property
@@ -139,7 +153,7 @@ class SumKernel:
         runs = []
         for t in self.terms:    # stop at the first term that is not a run: no more Z3 queries
             a = t.assembly
-            run = None if a is None else operand_run(t.setup.expr, t.setup.layouts, t.nest,
+            run = None if a is None else operand_run(t.named.expr, t.named.layouts, t.nest,
                                                      t.decisions, a)
             if run is None:
                 return None
@@ -159,12 +173,13 @@ class SumKernel:
             header.append(f"Term {k} ({t.name}): {t.setup.expr}")
             header += ["  " + h for h in t.header_lines()]
             codes.append(kernel_code(t.plan, t.name, FunctionRole.STREAM))
-            args.append(_arguments(t))
+            args.append(_arguments(t, stream=True))
         bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", FunctionRole.BOUND)
                   for t in self.terms] if self.assembly else []
-        return emit_sum(self.name, header, self.setup.expr, self.setup.layouts, codes, args,
+        named = self.named
+        return emit_sum(self.name, header, named.expr, named.layouts, codes, args,
                         self.space, self.parallel_loop is not None, self.assembly, bounds,
-                        self.setup.options.semiring, self.setup.typing)
+                        named.options.semiring, named.typing)
 
     def _merged_source(self, header: list[str], runs: tuple[Run, ...],
                        assembly: AssemblyPlan) -> str:
@@ -177,20 +192,21 @@ class SumKernel:
         header += [f"  {run.operand} ({run.layout.name}): {run.why}" for run in runs]
         bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", FunctionRole.BOUND)
                   for t in self.terms]
-        return emit_merged(self.name, header, self.setup.expr, self.setup.layouts, list(runs),
+        named = self.named
+        return emit_merged(self.name, header, named.expr, named.layouts, list(runs),
                            assembly, bounds, [_arguments(t) for t in self.terms],
-                           self.setup.options.semiring, self.setup.typing,
-                           self.parallel_merge, self._leaf())
+                           named.options.semiring, named.typing, self.parallel_merge,
+                           self._leaf())
 
     def _leaf(self) -> Leaf | None:
         """The value of a union's entry: its expression of the runs' values (0 for a run
         without the entry), times the statement's number."""
         if self.setup.union is None:
             return None
-        expr = self.setup.expr
+        expr = self.named.expr
         tree = next(a.value for a in expr.factors if a.value is not None)
         assert tree is not None
-        return Leaf(tree, expr.coefficient, {n: self.setup.typing.of(n) for n in operands(tree)})
+        return Leaf(tree, expr.coefficient, {n: self.named.typing.of(n) for n in operands(tree)})
 
     @symbolic
     def report(self) -> str:
@@ -236,21 +252,26 @@ def _split_reason(setup: Setup) -> str:
     return f"for union layouts yet: {', '.join(unions)}, each run as its own product statement"
 
 
-def _empty(term: Term, setup: Setup) -> bool:
-    """Whether ``term``'s iteration space holds no point (its constraints contradict)."""
-    space = build(term.product, term.layouts, term.bounds or [], assemble=setup.assembled)
-    return space.relation().is_empty()
+def _term_space(term: Term, setup: Setup, names: Mapping[str, str]) -> IterationSpace:
+    """``term``'s iteration space in the C's names (``names``), as its kernel builds it (a
+    term whose constraints contradict holds no point)."""
+    renaming = {n: Aff.var(c) for n, c in names.items()}
+    return build(term.product.renamed(names),
+                 {names.get(t, t): lay for t, lay in term.layouts.items()},
+                 [c.substitute(renaming) for c in term.bounds or []], assemble=setup.assembled)
 
 
-def _term_kernel(setup: Setup, k: int, term: Term) -> ProductKernel:
+def _term_kernel(setup: Setup, k: int, term: Term, names: Mapping[str, str],
+                 c_order: tuple[str, ...] | None) -> ProductKernel:
     """The product kernel of ``term``, the ``k``-th, with the sum's options (the loop order
-    restricted to the term's variables), streaming its entries into the union."""
+    restricted to the term's variables: ``c_order`` is the order in the C's names) and C
+    identifiers (``names``), streaming its entries into the union."""
     opts = setup.options
     order = opts.order
     if order is not None:
-        variables = build(term.product, term.layouts, term.bounds or [],
-                          assemble=setup.assembled).variables
-        order = tuple(v for v in order if v.replace(".", "_", 1) in variables) or None
+        variables = _term_space(term, setup, names).variables
+        order = tuple(v for v, c in zip(order, c_order or ())
+                      if c.replace(".", "_", 1) in variables) or None
     options = KernelOptions(
         order=order, find=term.find, parallel=opts.parallel, bounds=tuple(term.bounds or ()),
         name=f"{opts.name}_term{k}", index_type=setup.index_type,
@@ -259,10 +280,13 @@ def _term_kernel(setup: Setup, k: int, term: Term) -> ProductKernel:
         dtype={a.tensor: setup.typing.of(a.tensor).name
                for a in (term.product.output, *term.product.factors)})
     return ProductKernel.build(resolve(term.product, term.layouts, None, options, {}),
-                               stream=True)
+                               stream=True, names=names)
 
 
-def _arguments(term: ProductKernel) -> list[str]:
-    """The tensors a term's function takes, output first."""
-    expr = term.setup.expr
-    return [a.tensor for a in (expr.output, *expr.factors)]
+def _arguments(term: ProductKernel, stream: bool = False) -> list[str]:
+    """The tensors a term's function takes, output first (``stream``: the function making
+    its run, which may take the output's extents next, ``spf_ext``)."""
+    expr, assembly = term.named.expr, term.assembly
+    extents = ["spf_ext"] if stream and assembly is not None \
+        and stream_reads_extents(assembly) else []
+    return [expr.output.tensor, *extents, *(a.tensor for a in expr.factors)]

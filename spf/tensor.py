@@ -8,6 +8,7 @@ Packing from coordinates goes through the layout's packer (:mod:`spf.runtime.pac
 """
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from .conversion import (
 )
 from .errors import ArgumentError
 from .front.layout import Layout
+from .front.layout_file import blamed_on
 from .front.layout_path import load_for_order
 from .front.placement import placement_or_none
 from .front.properties import Property, Unique
@@ -31,7 +33,8 @@ from .front.writing import write_plan_or_none
 from .kernel import dense_copy_kernel, entry_count_kernel, pattern_kernel
 from .read_check import check_structure
 from .runtime.fields import as_array, as_shape, check_cast, shown, with_derived
-from .runtime.packing import pack_coords, pack_dense
+from .runtime.memory import reserve
+from .runtime.packing import packed, packed_dense
 from .runtime.scalar_fields import derive_scalar_fields
 from .runtime.scipy_io import compressed_fields, matrix_of
 from .runtime.stored import StoredTensor
@@ -54,7 +57,8 @@ class Tensor(StoredTensor):
     Writing to an array you passed in, through your own reference, bypasses this.
 
     ``fill`` is the value of the elements the tensor does not store: 0.0, or for the output
-    of a kernel under a semiring, that semiring's zero (``inf`` for min_plus)."""
+    of a kernel under a semiring, that semiring's zero (``inf`` for min_plus); ``with_fill``
+    gives the tensor with another (what a kernel with ``fill_values=True`` reads there)."""
 
     _stored: int | None = None      # the entries its layout's relation yields, once counted
 
@@ -70,13 +74,20 @@ class Tensor(StoredTensor):
     def _check_unique(self) -> None:
         """The entries the relation reads have distinct coordinates (a ``unique``
         property): as many stored entries as distinct coordinates among them."""
-        stored = int(entry_count_kernel(self.layout)(T=self, one=1.0))
+        with blamed_on(self.layout, "T"):
+            stored = int(entry_count_kernel(self.layout)(T=self, one=1.0))
         distinct = len(self.entries()[1])
         if stored != distinct:
             prop = next(p for p in self.layout.properties if isinstance(p, Unique))
             raise ArgumentError(f"{prop.violated(self.layout.name)}: its {stored} stored "
                                 f"entries have {distinct} distinct coordinates (an entry "
                                 "is stored twice)")
+
+    @staticmethod
+    def check_reads(layout: Layout, fields: Mapping[str, Any]) -> None:
+        """:func:`spf.read_check.check_structure` of ``fields`` in ``layout``, properties
+        included (a built tensor whose layout declares a range relative to its indices)."""
+        check_structure(layout, fields, True)
 
     def __reduce__(self) -> tuple:
         """Pickled as its layout, shape, fields and fill (a worker rebuilds its struct)."""
@@ -92,7 +103,8 @@ class Tensor(StoredTensor):
         if self._stored is None:
             _counting.tensors += (self,)
             try:
-                stored = int(entry_count_kernel(self.layout)(T=self, one=1.0))
+                with blamed_on(self.layout, "T"):
+                    stored = int(entry_count_kernel(self.layout)(T=self, one=1.0))
             finally:
                 _counting.tensors = _counting.tensors[:-1]
             self._stored = stored
@@ -128,14 +140,13 @@ class Tensor(StoredTensor):
                     index_type: str | None = None, dtype: Any = None, **params: int
                     ) -> Tensor:
         """Pack nonzeros given as coordinate arrays (any order; duplicates are summed) with
-        the layout's reference packer; the values keep their type unless ``dtype`` is given."""
+        the layout's reference packer (or, without one, as its relation says where each entry
+        goes), read back through the layout's relation; the values keep their type unless
+        ``dtype`` is given."""
         extents = as_shape(shape)
         lay = load_for_order(layout, len(extents), index_type, **params)
         lay, values = typed(lay, dtype, as_array(f"{lay.name} tensor: ", "values", values))
-        fields, entries = pack_coords(lay, extents, coords, values)
-        t = cls(lay, extents, fields)
-        t.source_entries = entries
-        return t
+        return tensor_of(packed(lay, extents, coords, values))
 
     @classmethod
     def from_scipy(cls, layout: str | Layout, matrix: Any, index_type: str | None = None,
@@ -192,9 +203,9 @@ class Tensor(StoredTensor):
             return cls.from_dense(src.with_index_type(lay.index_type).with_value_type(
                 lay.value_type), data).convert(
                 lay, allow_padding=True)
-        fields = pack_dense(lay, data)
-        if fields is not None:
-            return cls(lay, data.shape, fields)
+        t = packed_dense(lay, data)
+        if t is not None:
+            return tensor_of(t)
         nz = np.nonzero(data)
         return cls.from_coords(lay, data.shape, nz, data[nz])
 
@@ -217,13 +228,23 @@ class Tensor(StoredTensor):
                                 f"{self.padding()} padding slots (0.0) that spf added, which "
                                 "cannot be told from entries, so nothing marks where the fill "
                                 "goes; convert it to a layout without padding first")
-        dense = dense_copy_kernel(self.layout)(T=self)
+        self._reserve_dense("the dense array", self.layout.value_type.dtype.itemsize)
+        with blamed_on(self.layout, "T"):
+            dense = dense_copy_kernel(self.layout)(T=self)
         if fill != 0.0:
             dense[self._entry_counts() == 0] = fill
         return dense
 
     def _entry_counts(self) -> np.ndarray:
-        return pattern_kernel(self.layout)(T=self, one=1.0)
+        self._reserve_dense("the entry counts (a dense array)", 8)
+        with blamed_on(self.layout, "T"):
+            return pattern_kernel(self.layout)(T=self, one=1.0)
+
+    def _reserve_dense(self, what: str, itemsize: int) -> None:
+        """ArgumentError before a dense array of this tensor's shape is allocated, naming
+        it (``what``), when it would not fit (:func:`spf.runtime.memory.reserve`)."""
+        reserve(math.prod(self.shape) * itemsize,
+                f"{what} of this {self.layout.name} tensor of shape {self.shape}")
 
     def to_scipy(self) -> Any:
         """The order-2 tensor as a scipy.sparse matrix.

@@ -35,10 +35,22 @@ from typing import Any
 import numpy as np
 
 from .back.register_block import MAX_LANES
-from .errors import ArgumentError, GuardLoopWarning, SpfError
+from .binding import (
+    bind_operands,
+    index_width,
+    infer_operand,
+    operand_type,
+    parsed_statement,
+    split_keywords,
+    typed_options,
+)
+from .concurrency import symbolic
+from .errors import ArgumentError, GuardLoopWarning, SpfError, warn_user
+from .front.functions import FUNCTIONS, SERIALS, definitions
 from .front.layout import Layout
 from .front.layout_path import layout_names, load_layout
 from .front.storage import storage_or_none
+from .front.value_types import VALUE_TYPES
 from .kernel import Kernel
 from .middle.scan import LevelKind
 from .runtime.build import cache_dir
@@ -75,13 +87,43 @@ class Row:
 
     def __str__(self) -> str:
         what = self.layout + "".join(f" {k}={v}" for k, v in self.params + self.options
-                                     if (k, v) != ("parallel", True))
+                                     if (k, v) != ("parallel", True) and k != "dtype")
         times = "" if self.kernel_s is None else (
             f", kernel {self.kernel_s * 1e3:.3g} ms, conversion {self.convert_s * 1e3:.3g} ms"
             if self.convert_s is not None else f", kernel {self.kernel_s * 1e3:.3g} ms")
         even = "" if self.break_even_calls is None else \
             f", pays off after {self.break_even_calls:.3g} calls"
         return f"{self.operand}: {what}{times}{even}: {self.status}"
+
+
+@dataclass(frozen=True)
+class _Held:
+    """The tuned operand's conversion and what it was converted from: the Tensor given
+    (``given``: a Tensor is immutable), or, for other data (a scipy matrix its owner may
+    change in place), the layout, shape and copies of the arrays it was bound to
+    (``arrays``; None where it needed no conversion: it is then bound at every call)."""
+
+    converted: Tensor
+    given: Tensor | None
+    layout: Layout
+    shape: tuple[int, ...]
+    arrays: tuple[tuple[str, Any], ...] | None
+
+    @classmethod
+    def of(cls, value: Any, bound: Tensor, converted: Tensor) -> _Held:
+        given = value if isinstance(value, Tensor) else None
+        arrays = None if given is not None or converted is bound else tuple(
+            (n, a.copy() if isinstance(a, np.ndarray) else a) for n, a in bound.fields.items())
+        return cls(converted, given, bound.layout, bound.shape, arrays)
+
+    def holds(self, value: Any, bound: Tensor | None = None) -> bool:
+        """Whether ``value`` is what was converted: the Tensor given, or (``bound``: as
+        spf.evaluate binds it) data of the same layout, shape and arrays, byte for byte."""
+        if bound is None:
+            return self.given is not None and value is self.given
+        return self.arrays is not None and bound.layout == self.layout \
+            and bound.shape == self.shape and all(_same(bound.fields[n], a)
+                                                  for n, a in self.arrays)
 
 
 @dataclass
@@ -91,9 +133,11 @@ class Tuned:
     decision came from the cache (``cached``) and the seconds it took (``decision_s``: the
     signature, the lookup or the measurements, the kernel; not the checks of the operands a
     call makes too (a scipy matrix wrapped into a validated Tensor) nor the final conversion
-    of the operand, which is the chosen row's ``convert_s``).  Call it like the kernel: operands
-    given as the same objects that were tuned reuse their converted copies; others are
-    converted."""
+    of the operand, which is the chosen row's ``convert_s``).  Call it like the kernel: the
+    tuned operand is bound as :func:`spf.evaluate` binds it (a scipy matrix: checked as it
+    is now) and its conversion reused when it is the Tensor that was tuned or holds the same
+    arrays as the data that was (compared byte for byte: a matrix changed in place since is
+    converted again); any other is converted."""
 
     kernel: CompiledKernel
     operands: dict[str, Any]
@@ -102,21 +146,36 @@ class Tuned:
     report: list[Row]
     cached: bool = False
     decision_s: float = 0.0
-    _given: dict[str, Any] = field(default_factory=dict)   # name -> the object tuned (held:
-    #                                                        its id is never reused meanwhile)
+    _held: dict[str, _Held] = field(default_factory=dict)   # the tuned operand, by name
 
     def __call__(self, **operands: Any) -> Any:
         args = {}
         for name, value in operands.items():
             lay = self.layouts.get(name)
-            if self._given.get(name) is value:
-                args[name] = self.operands[name]            # tuned: converted once
+            if name in self._held:
+                args[name] = self._tuned_operand(name, value)
             elif lay is not None and _is_sparse(value):
                 tensor = _as_tensor(value)
                 args[name] = tensor if tensor.layout == lay else tensor.convert(lay)
             else:
                 args[name] = value
         return self.kernel(**args)
+
+    def _tuned_operand(self, name: str, value: Any) -> Any:
+        """``value`` for the tuned operand ``name``: its held conversion when it holds what
+        was converted, else bound and converted (and held for the next call)."""
+        held, lay = self._held[name], self.layouts[name]
+        if held.holds(value):
+            return held.converted
+        bound, _ = infer_operand(name, value, index_width(None, [value]), "tune",
+                                 "a Tensor")
+        if bound.layout == lay:
+            return bound
+        if held.holds(value, bound):
+            return held.converted
+        converted = bound.convert(lay)
+        self._held = {**self._held, name: _Held.of(value, bound, converted)}
+        return converted
 
     def describe(self) -> str:
         head = "tuned (cached decision)" if self.cached else "tuned"
@@ -139,42 +198,33 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
     with ``parallel=True``, and one thread is tried too); ``layouts``: the layouts of
     operands not to tune (others: their own); ``reassociate``: whether a kernel summing in
     another order (SIMD partial sums: rounding differs from the sequential sum) may be
-    chosen."""
+    chosen.  The operands are checked and bound as :func:`spf.evaluate` binds them, and
+    keep their value types."""
     threads = _positive("threads", 1 if threads is None else threads)
     names = None if candidates is None or isinstance(candidates, int) else list(candidates)
     measured = MEASURED if names is not None or candidates is None else \
         _positive("candidates", candidates)
     if calls is not None:
         _positive("calls", calls)
-    fixed = dict(layouts or {})
-    tensors = {n: _as_tensor(v) if n not in fixed and _is_sparse(v) else v
-               for n, v in operands.items()}
-    tuned = [n for n, v in tensors.items() if isinstance(v, Tensor) and v.layout.dense_array
-             is None and n not in fixed]
-    if len(tuned) != 1:
-        raise ArgumentError(f"tune: needs exactly one sparse operand to tune among "
-                            f"{sorted(operands)}, found {tuned or 'none'} (give the others' "
-                            "layouts with layouts=)")
-    name = tuned[0]
-    source = tensors[name]
     start = time.perf_counter()     # deciding starts: the operands are checked and wrapped
-    base = {n: v.layout for n, v in tensors.items() if isinstance(v, Tensor) and n != name}
-    base.update({n: (load_layout(v) if isinstance(v, str) else v) for n, v in fixed.items()})
-    defaults = {"parallel": True} if threads > 1 else {}
-    key = _cache_key(expr, name, source, {**{n: v for n, v in tensors.items() if n != name},
-                                          **base}, threads, defaults, calls, names,
+    name, tensors, base = _bound(expr, dict(layouts or {}), operands)
+    source = tensors[name]
+    others = {n: v for n, v in tensors.items() if n != name}
+    defaults = typed_options({"parallel": True} if threads > 1 else {}, tensors)
+    key = _cache_key(expr, name, source, {**others, **base}, threads, defaults, calls, names,
                      reassociate)
-    hit = _reused(_cached(key), expr, name, source, base, threads)
+    hit = _reused(_cached(key), key, expr, name, source, base, threads, defaults)
     if hit is not None:
         lay, options, kernel, converted, row = hit
+        kernel(**others, **{name: converted})       # the operands checked as a call does
         return Tuned(kernel, {**tensors, name: converted}, {**base, name: lay}, options,
                      [row], True, time.perf_counter() - start - float(row.convert_s),
-                     {name: operands[name]})
+                     {name: _Held.of(operands[name], source, converted)})
+    _checked(expr, {**base, name: source.layout}, defaults, threads, tensors)
     deadline = None if budget_s is None else start + budget_s
     rows, pool = _estimate_candidates(name, _Sampled.of(source), names, deadline)
     pool = _own_first(pool, source, name, names is None)
-    trial = _Trial(expr, name, source, {n: v for n, v in tensors.items() if n != name}, base,
-                   threads, calls, deadline, rows=rows)
+    trial = _Trial(expr, name, source, others, base, threads, calls, deadline, rows=rows)
     variants = _option_variants(defaults, threads, reassociate)
     layouts_measured = max(1, measured - len(variants) - 1)     # and one for tiling
     for k, (_, lay, row) in enumerate(pool):
@@ -192,10 +242,52 @@ def tune(expr: str, *, budget_s: float | None = None, calls: int | None = None,
         raise SpfError(f"tune: no candidate layout of {name!r} could be measured:\n"
                        + "\n".join(f"  {r}" for r in rows))
     lay, options, converted, kernel, row = best
-    _store(key, {"layout": lay.name, "params": list(row.params), "options": options})
+    _store(key, {"layout": lay.name, "params": list(row.params),
+                 "options": {k: v for k, v in options.items() if k != "dtype"}})
     return Tuned(kernel, {**tensors, name: converted}, {**base, name: lay}, options, rows,
                  False, time.perf_counter() - start - float(row.convert_s or 0.0),
-                 {name: operands[name]})
+                 {name: _Held.of(operands[name], source, converted)})
+
+
+def _bound(expr: str, fixed: Mapping[str, str | Layout], operands: Mapping[str, Any]
+           ) -> tuple[str, dict[str, Any], dict[str, Layout]]:
+    """(the operand to tune, the operands bound as :func:`spf.evaluate` binds them (the same
+    checks and errors: a misspelt keyword, a missing operand, data spf cannot take), the
+    layouts of the others that are tensors, each holding its operand's value type)."""
+    parsed = parsed_statement(expr)
+    _, given = split_keywords("tune", parsed.text, set(parsed.tensors), operands, ())
+    bound, chosen = bind_operands(parsed, given, fixed, index_width(None, given.values()),
+                                  "tune")
+    tuned = [n for n, v in bound.items() if isinstance(v, Tensor) and v.layout.dense_array
+             is None and n not in fixed]
+    if len(tuned) != 1:
+        raise ArgumentError(f"tune: needs exactly one sparse operand to tune among "
+                            f"{sorted(given)}, found {tuned or 'none'} (give the others' "
+                            "layouts with layouts=)")
+    base = {}
+    for n, lay in {**fixed, **chosen}.items():      # the output's too, when given
+        if n != tuned[0]:
+            lay = load_layout(lay) if isinstance(lay, str) else lay
+            vt = None if n not in given or isinstance(fixed.get(n), Layout) else \
+                operand_type(given[n])      # a Layout object brings its own value type
+            base[n] = lay if vt is None else lay.with_value_type(vt)
+    return tuned[0], bound, base
+
+
+def _checked(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any],
+             threads: int, operands: Mapping[str, Any]) -> None:
+    """The operands checked as a call checks them (extents that must agree, values the
+    kernel's types hold), by a call of the kernel on the operand's own layout (the first
+    measured), before anything is measured: an ArgumentError is the caller's, raised as
+    :func:`spf.evaluate` raises it (a kernel that cannot be built is reported with the
+    candidates)."""
+    try:
+        kernel = _compiled(expr, layouts, options, threads)
+    except ArgumentError:
+        raise
+    except SpfError:
+        return
+    kernel(**operands)
 
 
 def _own_first(pool: list[tuple[int, Layout, Row]], source: Tensor, name: str,
@@ -211,23 +303,30 @@ def _own_first(pool: list[tuple[int, Layout, Row]], source: Tensor, name: str,
     return own + [p for p in pool if p[1] != source.layout]
 
 
-def _reused(hit: Mapping[str, Any] | None, expr: str, name: str, source: Tensor,
-            base: Mapping[str, Layout], threads: int) -> tuple | None:
-    """The cached decision applied to ``source``: its layout, options, kernel, the operand
-    converted and the report's row; None when there is none, or when its layout cannot
-    hold this operand after all (a signature is coarse: then the operand is measured)."""
+def _reused(hit: Mapping[str, Any] | None, key: str, expr: str, name: str, source: Tensor,
+            base: Mapping[str, Layout], threads: int, defaults: Mapping[str, Any]
+            ) -> tuple | None:
+    """The cached decision applied to ``source``: its layout, options (the operands' value
+    types from ``defaults``), kernel, the operand converted and the report's row; None when
+    there is none, when it cannot be used (a warning says why: it is then discarded), or
+    when its layout cannot hold this operand after all (a signature is coarse: then the
+    operand is measured)."""
     if hit is None:
         return None
     try:
-        lay = load_layout(hit["layout"], source.layout.index_type, **dict(hit["params"]))
-        options = dict(hit["options"])
+        lay = _candidate(hit["layout"], source, dict(hit["params"]))
+        options = {**{k: v for k, v in defaults.items() if k == "dtype"}, **hit["options"]}
         kernel = _compiled(expr, {**base, name: lay}, options, threads)
+    except SpfError as exc:
+        _discard(key, str(exc).splitlines()[0])
+        return None
+    try:
         t0 = time.perf_counter()
         with allocation_limit(OVER_OWN * _nbytes(source),
                               f"spf.tune: {OVER_OWN}x the operand's own layout"):
             converted = source if lay == source.layout else source.convert(lay)
         seconds = time.perf_counter() - t0
-    except (SpfError, KeyError, TypeError):
+    except SpfError:
         return None
     row = Row(name, lay.name, tuple(hit["params"]), tuple(options.items()), convert_s=seconds,
               status="chosen (cached decision: measured on a matrix of the same structure)")
@@ -385,7 +484,7 @@ def _estimate_candidates(name: str, sampled: _Sampled, names: list[str] | None,
             continue
         for params in _variants(plain):
             try:
-                lay = load_layout(lay_name, tensor.layout.index_type, **params)
+                lay = _candidate(lay_name, tensor, params)
                 size = sampled.estimate(lay, limit)
             except SpfError as exc:
                 rows.append(Row(name, lay_name, tuple(params.items()), (),
@@ -394,6 +493,12 @@ def _estimate_candidates(name: str, sampled: _Sampled, names: list[str] | None,
             pool.append((size, lay, Row(name, lay_name, tuple(params.items()), (), size)))
     pool.sort(key=lambda p: (p[0], p[1].name))
     return rows, pool
+
+
+def _candidate(layout: str, operand: Tensor, params: Mapping[str, int]) -> Layout:
+    """Layout ``layout`` with ``params``, holding ``operand``'s index and value types."""
+    return load_layout(layout, operand.layout.index_type, **params).with_value_type(
+        operand.layout.value_type)
 
 
 def _variants(layout: Layout) -> list[dict[str, int]]:
@@ -510,8 +615,9 @@ def _source(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any]
 def _compiled(expr: str, layouts: Mapping[str, Layout], options: Mapping[str, Any],
               threads: int) -> CompiledKernel:
     """The kernel, built once per process (a cached decision then costs no code
-    generation), with ``threads`` OpenMP threads."""
-    key = (expr, tuple(sorted((n, lay.key) for n, lay in layouts.items())),
+    generation; the definitions of the functions it calls are part of the key), with
+    ``threads`` OpenMP threads."""
+    key = (expr, definitions(expr), tuple(sorted((n, lay.key) for n, lay in layouts.items())),
            json.dumps(options, sort_keys=True))
     kernel = _kernels.get(key)
     if kernel is None:
@@ -641,10 +747,12 @@ def _coordinates(tensor: Tensor) -> Coordinates:
 def _cache_key(expr: str, name: str, tensor: Tensor, others: Mapping[str, Any],
                threads: int, options: Mapping[str, Any], calls: int | None,
                names: list[str] | None, reassociate: bool) -> str:
-    """The decision's key: the statement, what was asked, the tuned operand's signature and
-    the other operands' layouts (a sparse x is another kernel than a dense one) or dense
-    shapes (powers of two) and types."""
+    """The decision's key: the statement and the definitions of the functions it calls,
+    what was asked, the tuned operand's signature (its value type included) and the other
+    operands' layouts with their value types (a sparse x is another kernel than a dense
+    one), dense shapes (powers of two) and types, or scalar types."""
     text = json.dumps({"expr": expr, "operand": name, "threads": threads, "calls": calls,
+                       "functions": [_definition(f) for f, _ in definitions(expr)],
                        "own": repr(tensor.layout.key),
                        "reassociate": reassociate,
                        "options": sorted(options), "layouts": names or layout_names(),
@@ -661,19 +769,82 @@ def _described(value: Any) -> Any:
     if isinstance(value, Tensor):
         return repr(value.layout.key)
     array = np.asarray(value) if not isinstance(value, str) else None
-    return value if array is None or array.dtype == object else \
-        [[int(math.log2(d + 1)) for d in array.shape], array.dtype.name]
+    if array is None or array.dtype == object:
+        return repr(type(value).__name__)
+    if array.ndim == 0:                 # a scalar: its type (a Python number: weakly typed)
+        return type(value).__name__ if isinstance(value, (bool, int, float, complex)) \
+            else array.dtype.name
+    return [[int(math.log2(d + 1)) for d in array.shape], array.dtype.name]
+
+
+_definitions: dict[tuple[str, int], str] = {}
+
+
+def _definition(name: str) -> str:
+    """Function ``name``'s definition as the same text in every process (a decision kept on
+    disk outlives the process): its C and numpy's result type on each kind of value, and
+    what Z3 is told of it."""
+    serial = SERIALS[name]
+    if (name, serial) not in _definitions:
+        fn = FUNCTIONS[name]
+        args = [f"a{k}" for k in range(fn.arity)]
+        parts = [fn.name, str(fn.arity), str(fn.real_only)]
+        for vt in (VALUE_TYPES[t] for t in ("bool", "int64", "float64", "complex128")):
+            try:
+                with np.errstate(all="ignore"):
+                    out = fn.numpy(*[np.ones(1, vt.dtype)] * fn.arity)
+                parts += [fn.c(args, vt), np.asarray(out).dtype.name]
+            except Exception as exc:    # a user's function refusing this type: part of it
+                parts.append(type(exc).__name__)
+        import z3
+        with symbolic:
+            term, facts = fn.z3([z3.Real(a) for a in args], z3)
+            parts += [str(term), *map(str, facts)]
+        _definitions[(name, serial)] = hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return _definitions[(name, serial)]
 
 
 def _path(key: str) -> Path:
     return cache_dir() / "tune" / f"{key}.json"
 
 
+TUNED_OPTIONS = frozenset({"parallel", "reassociate", "unroll", "tile", "order"})
+
+
 def _cached(key: str) -> dict[str, Any] | None:
+    """The decision kept for ``key``; None when there is none, or when it is corrupt (a
+    warning says why; it is measured again and replaced)."""
     try:
-        return json.loads(_path(key).read_text())
-    except (OSError, ValueError):
+        data = _path(key).read_bytes()
+    except OSError:
         return None
+    try:
+        return _valid(json.loads(data))
+    except (ValueError, RecursionError) as exc:     # JSON's and UTF-8's errors: ValueErrors
+        _discard(key, str(exc) if isinstance(exc, ValueError) else "nested too deeply")
+        return None
+
+
+def _valid(decision: Any) -> dict[str, Any]:
+    """``decision`` when it is one as :func:`_store` writes it, else ValueError saying why."""
+    if not isinstance(decision, dict) or set(decision) != {"layout", "params", "options"}:
+        raise ValueError("not an object with the keys layout, params and options")
+    if not isinstance(decision["layout"], str):
+        raise ValueError("its layout is not a name")
+    params = decision["params"]
+    if not isinstance(params, list) or not all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+            and isinstance(p[1], int) and not isinstance(p[1], bool) for p in params):
+        raise ValueError("its params are not a list of [name, integer] pairs")
+    options = decision["options"]
+    if not isinstance(options, dict) or not set(options) <= TUNED_OPTIONS:
+        raise ValueError(f"its options are not an object of {sorted(TUNED_OPTIONS)}")
+    return decision
+
+
+def _discard(key: str, why: str) -> None:
+    warn_user(f"spf.tune: the decision kept in {_path(key)} is discarded ({why}); the "
+              "candidates are measured again and it is replaced", UserWarning)
 
 
 def _store(key: str, decision: Mapping[str, Any]) -> None:
@@ -685,6 +856,22 @@ def _store(key: str, decision: Mapping[str, Any]) -> None:
         tmp.replace(path)           # atomic: a concurrent reader sees all or nothing
     except OSError:
         pass                        # a read-only cache: the decision is just not kept
+
+
+def _same(array: Any, kept: Any) -> bool:
+    """Whether a field equals the copy kept of it, byte for byte (an array) or by value."""
+    if not isinstance(kept, np.ndarray):
+        return bool(array == kept)
+    if not isinstance(array, np.ndarray) or array.dtype != kept.dtype \
+            or array.shape != kept.shape:
+        return False
+    return bool(np.array_equal(_bits(array), _bits(kept)))
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    """``array``'s bytes as unsigned integers (NaNs and signed zeros compare as stored)."""
+    flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    return flat.view(np.uint64) if flat.size % 8 == 0 else flat
 
 
 # operands ----------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ it with ``from conftest import assert_compiles_clean`` or use the ``compiles_cle
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Container, Iterable, Sequence
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 CLEAN_FLAGS = ("-O3", "-fopenmp-simd", "-Wall", "-Werror", "-c")   # as the runtime compiles
 
@@ -98,3 +100,37 @@ def _unit_tests_compile_nothing(request, monkeypatch):
 
     from spf.runtime import build
     monkeypatch.setattr(build, "build_library", refuse)
+
+
+# -- hypothesis profiles; the adversarial suite's counts -----------------------------------
+# ``short`` (the default, CI's) is derandomized; ``long`` (``--hypothesis-profile=long``) runs
+# many more examples of tests/test_adversarial.py, which then keeps going after a failure.
+settings.register_profile("short", max_examples=30, derandomize=True, database=None,
+                          deadline=None)
+settings.register_profile("long", max_examples=500, derandomize=False, database=None,
+                          deadline=None)
+settings.load_profile("short")
+_COUNTS = "SPF_ADVERSARIAL_COUNTS"
+
+
+def pytest_configure(config):
+    """A directory for the adversarial suite's counts, shared with xdist's workers."""
+    if not hasattr(config, "workerinput") and _COUNTS not in os.environ:
+        os.environ[_COUNTS] = config._adversarial_counts = tempfile.mkdtemp(
+            prefix="spf-adversarial-")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The adversarial suite's counts, also written to ``$SPF_ADVERSARIAL_SUMMARY``."""
+    directory = getattr(config, "_adversarial_counts", None)
+    if directory is None:
+        return
+    from adversarial_worker import summary
+    lines = summary(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+    if lines:
+        terminalreporter.section("adversarial suite")
+        for line in lines:
+            terminalreporter.write_line(line)
+        if os.environ.get("SPF_ADVERSARIAL_SUMMARY"):
+            Path(os.environ["SPF_ADVERSARIAL_SUMMARY"]).write_text("\n".join(lines) + "\n")

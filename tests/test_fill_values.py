@@ -1,7 +1,8 @@
-"""fill_values=True: absent entries are the semiring's zero (TACO's fill values).  Where
-zero annihilates mul the structural kernel is already that result; where it does not, every
-element takes part and the sparse operands are read densely.  References: numpy on dense
-arrays with the zero written into the absent elements."""
+"""fill_values=True: an operand's absent entries are its fill (0 for scipy data, a Tensor's
+own fill), as in TACO and Finch.  Where 0 is the semiring's zero and annihilates mul the
+structural kernel is already that result; otherwise every element takes part and the sparse
+operands are read densely.  References: numpy on dense arrays with the fill written into the
+absent elements."""
 from __future__ import annotations
 
 import subprocess
@@ -61,23 +62,36 @@ def test_spgemm_every_element_takes_part(out):
 
 
 def test_max_times_with_negative_values():
-    """-inf * (a negative number) = +inf: an absent entry beside a negative x wins the max."""
+    """Absent entries of scipy data are 0: 0 * (a negative number) beats a negative product;
+    of a Tensor with fill -inf, -inf * (a negative number) = +inf wins the max."""
     A = matrix(8, 6, 0.3, 4)
     x = np.random.default_rng(5).choice([-2.0, -1.0, 1.0, 3.0], 6)
-    got = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "COO"}, semiring="max_times",
-                     fill_values=True).compile()(A=A, x=x)
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "COO"}, semiring="max_times",
+                   fill_values=True).compile()
+    np.testing.assert_array_equal(k(A=A, x=x), (filled(A, 0.0) * x).max(axis=1))
+    got = k(A=spf.Tensor.from_scipy("COO", A).with_fill(-np.inf), x=x)
     np.testing.assert_array_equal(got, (filled(A, -np.inf) * x).max(axis=1))
     assert np.isinf(got).any()
 
 
 def test_annihilating_zero_keeps_the_structural_kernel():
+    """0, the fill of scipy data, is plus_times's zero and annihilates mul: the structural
+    kernel; min_plus's zero is inf, so scipy's absent entries (0) take part."""
     A, x = matrix(9, 7, 0.2, 6), np.arange(7.0)
-    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus", fill_values=True)
-    plain = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus")
+    k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, fill_values=True)
+    plain = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"})
     assert k.read_densely == {} and k.layouts == plain.layouts
     assert "which annihilates mul, so iterating over the stored entries" in k.report()
-    assert "structural: products run over the entries the operands store" in plain.report()
-    np.testing.assert_array_equal(k.compile()(A=A, x=x), (filled(A, np.inf) + x).min(axis=1))
+    np.testing.assert_array_equal(k.compile()(A=A, x=x), A @ x)
+    mp = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus",
+                    fill_values=True)
+    assert list(mp.read_densely) == ["A"]
+    assert "structural: products run over the entries the operands store" in spf.Kernel(
+        "y(i) = A(i,j) * x(j)", {"A": "CSR"}, semiring="min_plus").report()
+    mp = mp.compile()
+    np.testing.assert_array_equal(mp(A=A, x=x), (filled(A, 0.0) + x).min(axis=1))
+    At = spf.Tensor.from_scipy("CSR", A).with_fill(np.inf)
+    np.testing.assert_array_equal(mp(A=At, x=x), (filled(A, np.inf) + x).min(axis=1))
 
 
 def test_sum_of_terms_with_fill_values():
@@ -89,7 +103,7 @@ def test_sum_of_terms_with_fill_values():
 
 def test_fill_values_from_kernel_file_cli_and_evaluate(tmp_path):
     A, x = matrix(5, 4, 0.4, 9), np.array([1.0, -1.0, 2.0, -2.0])
-    expect = (filled(A, -np.inf) * x).max(axis=1)
+    expect = (filled(A, 0.0) * x).max(axis=1)
     spec = tmp_path / "k.toml"
     spec.write_text('expr = "y(i) = A(i,j) * x(j)"\nsemiring = "max_times"\nfill_values = true\n'
                     '[layouts]\nA = "CSR"\n')
@@ -101,7 +115,7 @@ def test_fill_values_from_kernel_file_cli_and_evaluate(tmp_path):
                           "--layout", "A=CSR", "--semiring", "max_times", "--fill-values"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert "A (CSR) is read as dense arrays holding -inf" in run.stdout
+    assert "A (CSR) is read as dense arrays holding the fill" in run.stdout
 
 
 def test_bad_fill_values():
@@ -110,13 +124,17 @@ def test_bad_fill_values():
     with pytest.raises(spf.SpecError, match="cannot also give the output's structure"):
         spf.Kernel("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
                    share={"C": "A"}, semiring="plus_pair", fill_values=True)
-    # the diagonal's middle slot is padding (0.0), which is no absent entry (-inf) here
-    dia = spf.Tensor.from_scipy("DIA", sp.csr_matrix(([1.0, 2.0], ([0, 2], [0, 2])), (3, 3)))
+    # the diagonal's middle slot is padding (0.0): read as the fill 0 it reads as what an
+    # absent entry holds, but it is no absent entry (-inf) of a tensor whose fill is -inf
+    csr = sp.csr_matrix(([1.0, 2.0], ([0, 2], [0, 2])), (3, 3))
+    dia = spf.Tensor.from_scipy("DIA", csr)
     assert dia.padding() == 1
     k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "DIA"}, semiring="max_times",
                    fill_values=True).compile()
+    x = np.array([-1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(k(A=dia, x=x), np.max(csr.toarray() * x, axis=1))
     with pytest.raises(spf.ArgumentError, match="padding"):
-        k(A=dia, x=np.ones(3))
+        k(A=dia.with_fill(-np.inf), x=np.ones(3))
 
 
 def test_fill_follows_outputs_and_conversions():

@@ -124,7 +124,8 @@ def test_sum_source_report_and_analyses(compiles_clean):
     k = spf.Kernel("C(i,j) = A(i,j) + B(i,j)", {"A": "CSR", "B": "COO", "C": "CSR"})
     src = k.c_source()
     compiles_clean(src)
-    assert "static int spf_kernel_term0(spf_stream *restrict C, const spf_CSR *restrict A)" in src
+    assert ("static int spf_kernel_term0(spf_stream *restrict C, const int64_t *restrict "
+            "spf_ext, const spf_CSR *restrict A)") in src     # keyed by the caller's extents
     assert "spf_stream_merge(&spf_union, spf_runs, 2)" in src
     assert len(k.terms) == 2 and len(k.analyses()) == 2
     assert "--- term 1" in k.report()

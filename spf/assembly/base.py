@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..back import ctree as t
+from ..back.status import Status
 from ..decide.synthesis import Decision
 from ..front.storage import Storage
 from ..middle.scan import LoopNest
 from .model import AssemblyPlan, FunctionRole, Mode
 
-CAPACITY = 2       # return code: the caller's bound was too small (never expected)
+CAPACITY = Status.CAPACITY.value    # the caller's bound was too small (never expected)
 
 
 class AssemblyStrategy:

@@ -10,7 +10,7 @@ from ..back import ctree as t
 from ..decide.synthesis import Decision
 from ..front.storage import Storage, StorageKind
 from ..middle.scan import LoopNest
-from .base import CAPACITY, AssemblyStrategy, on_failure
+from .base import CAPACITY, AssemblyStrategy
 from .model import AssemblyPlan, FunctionRole, Mode
 from .order import non_decreasing, unordered_loops
 
@@ -69,8 +69,10 @@ class Bucket(AssemblyStrategy):
         """Before the scatter: count each bucket's entries (``<kernel>_histogram``) and turn
         the counts into the first position of each bucket."""
         out = plan.output.name
-        return [on_failure(f"{kernel}_histogram(spf_next + 1{''.join(', ' + a for a in inputs)})",
-                           "spf_out_of_memory"),
+        args = "".join(", " + a for a in inputs)
+        return [t.If(f"(spf_status = {kernel}_histogram(spf_next + 1{args})) != 0",
+                     [t.Goto("spf_fail")], braces=False,
+                     note="out of memory, or a value numpy refuses"),
                 t.For("int64_t spf_b = 0", "spf_b < spf_ext[0]", "++spf_b",
                       [t.Assign("spf_next[spf_b + 1]", "spf_next[spf_b]", "+=")], braces=False),
                 t.If(f"spf_next[spf_ext[0]] > {out}_size[1]",

@@ -33,9 +33,17 @@ def param(plan: AssemblyPlan, tensor: str, role: FunctionRole) -> str:
     if role.counts:
         return "int64_t *restrict spf_bound"
     if role is FunctionRole.STREAM:
-        return f"spf_stream *restrict {tensor}"
+        return f"spf_stream *restrict {tensor}" + (
+            ", const int64_t *restrict spf_ext" if stream_reads_extents(plan) else "")
     return (f"{struct_name(plan.output.layout)} *restrict {tensor}, "
             f"int64_t *restrict {tensor}_size")
+
+
+def stream_reads_extents(plan: AssemblyPlan) -> bool:
+    """Whether a term of a sum linearizes its keys by the output's extents, which its caller
+    passes (``spf_ext``): they may be the output's own (``y(i) = A(i-1) + A(i+1)``: i
+    ranges over y), and every run must be keyed as the caller decodes the union."""
+    return strategy(plan).needs_extents(plan)
 
 
 def reads(plan: AssemblyPlan, role: FunctionRole, operands: set[str]) -> set[str]:
@@ -47,7 +55,8 @@ def reads(plan: AssemblyPlan, role: FunctionRole, operands: set[str]) -> set[str
     if not role.counts:
         return operands | set(plan.key)
     bucket = {plan.key[0]} if role is FunctionRole.HISTOGRAM else set()
-    return (operands if plan.drop_zeros else set()) | bucket
+    values = plan.drop_zeros and role is not FunctionRole.BOUND_SLOTS   # it counts slots
+    return (operands if values else set()) | bucket
 
 
 def declare(plan: AssemblyPlan, names: CNames, kernel: str, role: FunctionRole) -> list[t.Node]:
@@ -57,7 +66,8 @@ def declare(plan: AssemblyPlan, names: CNames, kernel: str, role: FunctionRole) 
         return [] if role is FunctionRole.HISTOGRAM else [t.Declare("int64_t", "spf_n", "0")]
     s = strategy(plan)
     out: list[t.Node] = [t.Comment(f"{plan.describe()}.")]
-    if role is FunctionRole.OUTPUT or s.needs_extents(plan):
+    passed = role is FunctionRole.STREAM        # by the caller (:func:`param`)
+    if role is FunctionRole.OUTPUT or (s.needs_extents(plan) and not passed):
         exts = ", ".join(names.aff(e) for e in plan.extents)
         out.append(t.Declare("int64_t", f"spf_ext[{len(plan.extents)}]", f"{{{exts}}}",
                              const=True, note=f"extents of {', '.join(plan.key)}"))

@@ -20,14 +20,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum, auto
+from fractions import Fraction
 
 from ..back import ctree as t
 from ..back.names import field_ctype
-from ..back.value_c import value_c
-from ..front.rhs import Coefficient, Node, number_text
+from ..back.status import VALUE_STATUS, Status, value_status_declaration
+from ..back.value_c import helpers_of, scaled_c, sets_status, value_c
+from ..front.rhs import Coefficient, Node
 from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.storage import Storage, StorageKind
-from ..front.value_types import ValueType
+from ..front.value_exprs import type_of
+from ..front.value_types import ValueType, result_type
 from .base import CAPACITY
 from .merge import Run
 
@@ -166,8 +169,14 @@ class _MergeWriter:
                 f"({place.has} ? {read} : 0)"
         value = value_c(self.leaf.tree, reads, self.leaf.types)
         coef = self.leaf.coefficient
-        if coef != 1:
-            value = f"{number_text(coef)} * {value}" if coef != -1 else f"-{value}"
+        if coef not in (1, -1):     # in numpy's type of the product (a Fraction: a float)
+            own = type_of(self.leaf.tree, self.leaf.types)
+            weak = float(coef) if isinstance(coef, Fraction) else coef
+            product = result_type(own, weak=(weak,))
+            cast = "" if product == own else f"({product.c})"
+            value = scaled_c(f"{cast}{value}", coef, product)
+        elif coef == -1:
+            value = f"-{value}"
         return f"(spf_value_t)({value})"
 
     def _read(self, r: int, pos: str) -> str:
@@ -336,11 +345,13 @@ def merge_function(name: str, out: Storage, out_struct: str, runs: list[Run],
                    run_structs: list[str], semiring: Semiring = PLUS_TIMES,
                    parallel: bool = False, leaf: Leaf | None = None) -> t.Function:
     """``<name>_merge(out, size, r0, r1, ...)``: the union of the runs (equal coordinates
-    combined by ``semiring``'s add), appended to ``out`` in storage order (0; 2 when a level
-    outgrows its capacity ``size[k]``).  ``parallel`` (a row-shaped output,
+    combined by ``semiring``'s add), appended to ``out`` in storage order (a
+    :class:`~spf.back.status.Status`: 0; 2 when a level outgrows its capacity ``size[k]``;
+    the one the leaf's values set).  ``parallel`` (a row-shaped output,
     :func:`~.rows.row_shaped`): the rows are merged by the threads, counted first;
     ``leaf``: an entry's value is that expression of the runs' (a union, ``max(A, B)``)."""
     w = _MergeWriter(out, runs, semiring, leaf)
+    status = leaf is not None and sets_status(helpers_of(leaf.tree, leaf.types))
     params = [f"{out_struct} *restrict out", "int64_t *restrict size"]
     params += [f"const {s} *restrict r{r}" for r, s in enumerate(run_structs)]
     starts: list[_Place | None] = [_Place("0", None) for _ in runs]
@@ -361,7 +372,9 @@ def merge_function(name: str, out: Storage, out_struct: str, runs: list[Run],
         body = w.hoisted()
         body += w.level(0, None, starts)
         body += w.sizes()
-    body.append(t.Return())
+    if status:          # the leaf's values set it; returned once the merge is complete
+        body.insert(0, value_status_declaration())
+    body.append(t.Return(VALUE_STATUS if status else str(Status.OK.value)))
     names = ", ".join(f"r{r} = {run.operand}" + (" (subtracted)" if run.sign < 0 else "")
                       for r, run in enumerate(runs))
     return t.Function(f"static int {name}_merge({', '.join(params)})", body,

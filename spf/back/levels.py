@@ -64,7 +64,7 @@ def lower_levels(b: t.Builder, nest: LoopNest, names: CNames, used: set[str],
                     b.nest(t.Team())
                 _open_loop(b, lv, names, parallel.get(lv.var), simd.get(lv.var))
         elif lv.kind is LevelKind.ASSIGN and lv.var in used:
-            b.add(t.Declare("spf_index_t", lv.var, names.aff(lv.assigned), const=True))
+            b.add(t.Declare(names.index_ctype, lv.var, names.aff(lv.assigned), const=True))
         _level_body(b, k, lv, key_guards, names, hooks)
     if nest.statement_guards:
         b.nest(t.If(" && ".join(names.condition(g) for g in nest.statement_guards)))
@@ -88,18 +88,19 @@ def _unrolled(lv, names: CNames, count: int, body: list[t.Node]) -> list[t.Node]
     loop for longer runs."""
     first = loop_bound(names, lv.lower, upper=False)
     end = loop_bound(names, lv.upper, upper=True)
-    loop = t.For(f"spf_index_t {lv.var} = spf_first", f"{lv.var} < spf_first + spf_count",
+    ctype = names.index_ctype
+    loop = t.For(f"{ctype} {lv.var} = spf_first", f"{lv.var} < spf_first + spf_count",
                  f"++{lv.var}", body)
     chain: t.Node = loop
     for n in range(count, 0, -1):
-        copies: list[t.Node] = [t.Block([t.Declare("spf_index_t", lv.var, f"spf_first + {c}",
+        copies: list[t.Node] = [t.Block([t.Declare(ctype, lv.var, f"spf_first + {c}",
                                                     const=True), *body]) for c in range(n)]
         chain = t.If(f"spf_count == {n}", copies, [chain])
     return [t.Block([
         t.Comment(f"{lv.var} unrolled for the trip counts 1 to {count} (unroll={count}): a "
                   "short row runs its copies without the loop's test and branch"),
-        t.Declare("spf_index_t", "spf_first", first, const=True),
-        t.Declare("spf_index_t", "spf_count", f"{end} - spf_first", const=True),
+        t.Declare(ctype, "spf_first", first, const=True),
+        t.Declare(ctype, "spf_count", f"{end} - spf_first", const=True),
         chain])]
 
 
@@ -107,7 +108,7 @@ def _open_loop(b: t.Builder, lv, names: CNames, parallel: t.Parallel | None,
                simd: t.Simd | None) -> None:
     lo = loop_bound(names, lv.lower, upper=False)
     hi = loop_bound(names, lv.upper, upper=True)
-    b.nest(t.For(f"spf_index_t {lv.var} = {lo}", f"{lv.var} < {hi}", f"++{lv.var}",
+    b.nest(t.For(f"{names.index_ctype} {lv.var} = {lo}", f"{lv.var} < {hi}", f"++{lv.var}",
                  parallel=parallel, simd=simd))
 
 

@@ -23,7 +23,7 @@ from ..finds.base import FindLowering
 from ..finds.model import Decision
 from ..front.kernel_spec import Access
 from ..front.layout import Layout
-from ..front.rhs import Coefficient, Node, index_refs, number_text, operands
+from ..front.rhs import Node, index_refs, operands
 from ..front.terms import Aff
 from ..front.value_exprs import type_of
 from ..front.value_types import Kind, ValueType, result_type
@@ -36,7 +36,8 @@ from .levels import Hook, is_key_guard, lower_levels, tile_condition
 from .names import CNames, scalar_param, scalar_value, struct_name, used_names, value_names
 from .privatize import private_region, redirect
 from .register_block import BLOCK, find_block, open_block
-from .value_c import value_c
+from .status import VALUE_STATUS, Status, value_status_declaration
+from .value_c import helpers_of, number_c, scaled_c, sets_status, value_c
 
 
 class CustomStatement:
@@ -71,8 +72,9 @@ class KernelCode:
 
 def kernel_code(plan: Plan, name: str, role: FunctionRole = FunctionRole.OUTPUT,
                 custom: CustomStatement | None = None) -> KernelCode:
-    """The signature and body of one kernel function of ``plan`` (returns 0, 1 when out of
-    memory, 2 when an assembled output outgrows its arrays); ``role`` says which function of
+    """The signature and body of one kernel function of ``plan`` (returns a
+    :class:`~spf.back.status.Status`: 0, 1 when out of memory, 2 when an assembled output
+    outgrows its arrays, the one its values set); ``role`` says which function of
     a kernel (see :class:`~spf.assembly.model.FunctionRole`); ``custom`` replaces the
     statement."""
     return KernelLowering(plan, name, role, custom).code()
@@ -118,6 +120,8 @@ class KernelLowering:
         if hoisted:
             hoisted.insert(0, t.Comment("the tensors' fields, read once (restrict: no output "
                                         "overlaps an input)"))
+        if sets_status(self.helpers):
+            hoisted.append(value_status_declaration())
         runtimes = {REGISTRY[c.algorithm].runtime for d in self.decisions for c in d.candidates
                     if REGISTRY[c.algorithm].runtime}
         a = self.assembly
@@ -170,14 +174,14 @@ class KernelLowering:
         ptype = result_type(*types, weak=weak)
         factors = [self._factor(acc, vt) for acc, vt in zip(accs, stored)]
         if not factors:              # a number broadcast over the output
-            return f"({ptype.c}){number_text(coef)}"
+            return f"({ptype.c}){number_c(coef, ptype)}"
         factors = [f if vt == ptype else f"(({ptype.c}){f})" for f, vt in zip(factors, types)]
         if ptype.kind is Kind.BOOL and self.semiring.is_plus_times:
             rhs = " && ".join(factors) if len(factors) > 1 else factors[0]
             return rhs              # booleans: times is and (no sign: '-' is refused)
         rhs = self.semiring.mul_c(factors)
         if coef not in (1, -1):
-            rhs = _scaled(rhs, coef, len(factors) == 1)
+            rhs = scaled_c(rhs if len(factors) == 1 else f"({rhs})", coef, ptype)
         if ptype.kind in (Kind.INT, Kind.UINT, Kind.BOOL) and (len(factors) > 1 or
                                                                coef not in (1, -1)):
             rhs = f"({ptype.c})({rhs})"   # wrapped in the type first, as numpy's product
@@ -189,7 +193,7 @@ class KernelLowering:
             return scalar_value(acc.tensor, vt)
         if acc.value is None:
             return self.names.value(self.space.use(acc.tensor))
-        self.helpers.add("spf_tgmath")
+        self.helpers |= helpers_of(acc.value, self._types(acc.value))
         reads = {n: self.names.value(self.space.use(n)) for n in operands(acc.value)}
         return value_c(acc.value, reads, self._types(acc.value))
 
@@ -221,13 +225,17 @@ class KernelLowering:
             return assembly_c.reads(self.assembly, self.role, operands)
         return operands | out_vars
 
-    def statement(self, value: Callable[[], str], target: str, use_acc: bool) -> list[t.Node]:
+    def statement(self, value: Callable[[], str], target: str, use_acc: bool,
+                  store: bool = False) -> list[t.Node]:
         """The statement for the product ``value()`` (printed only where it is used: the
-        fields a value reads are declared only then)."""
+        fields a value reads are declared only then); ``store``: each instance writes its own
+        element, whose value it is."""
         if self.custom is not None:
             return self.custom.statement(value)
         if self.assembly is not None:
             return assembly_c.statement(self.assembly, value, self.name, self.role)
+        if store and not use_acc:
+            return [t.Assign(target, value())]
         return [self.add_into("spf_acc" if use_acc else target, value())]
 
     def used(self, stmt_names: set[str], nest: LoopNest | None = None) -> set[str]:
@@ -266,10 +274,12 @@ class KernelLowering:
             any(lv.kind is LevelKind.LOOP for lv in self.nest.levels[acc_level + 1:])
         block = find_block(self.nest, out_vars, self.decisions, self.parallel_loop) \
             if plain and out_use is not None and not self.privatized else None
-        # each element written once, by a store of its whole sum: no zeroing pass, no re-read
-        store = use_acc and block is None and out_use is not None and \
-            not self.expr.accumulate and _stores_every_element(self.nest, self.decisions,
-                                                                acc_level)
+        # each element written once, by a store of its whole sum (or, with no sum, of its
+        # value: -0.0 stays -0.0, as numpy's copy): no zeroing pass, no re-read
+        store = plain and block is None and out_use is not None and \
+            not self.expr.accumulate and (use_acc or not self.nest.statement_guards) and \
+            _stores_every_element(self.nest, self.decisions,
+                                  acc_level if use_acc else len(self.nest.levels) - 1)
         if plain and not self.expr.accumulate and not store and not self.privatized:
             self.b.add(*self._zero_output(out_use))
         if block is not None:
@@ -280,7 +290,7 @@ class KernelLowering:
         hooks = self._hooks(acc_level, target if use_acc else None, store)
         if block is not None:
             _chain(hooks, block.carried - 1, opened)
-        statement = self.statement(self.product, target, use_acc)
+        statement = self.statement(self.product, target, use_acc, store)
         self.use_acc = use_acc
         reduction = ["spf_acc"] if use_acc and acc_level == -1 else []
         auto_choice.lower_versions(
@@ -471,19 +481,22 @@ class KernelLowering:
         releases = [n for f in stateful for n in f.algorithm.release(f)]
         if a is not None:
             releases += assembly_c.release(a, role)
+        # completed: 0, or the status its values set (the output is then not complete)
+        done = t.Return(VALUE_STATUS if sets_status(self.helpers) else str(Status.OK.value))
         if not releases and not self.building:
-            b.add(t.Return("0"))
+            b.add(done)
             return
-        b.add(*releases, t.Return("0"))
+        b.add(*releases, done)
         failing = self.building and role is FunctionRole.OUTPUT
+        oom = str(Status.OUT_OF_MEMORY.value)
         if t.jumps_to(b.root, "spf_out_of_memory"):
             b.add(t.Label("spf_out_of_memory"))
             if failing:
-                b.add(t.Assign("spf_status", "1"))
+                b.add(t.Assign("spf_status", oom))
         if failing:
             b.add(t.Label("spf_fail"), *releases, t.Return("spf_status"))
         else:
-            b.add(*releases, t.Return("1"))
+            b.add(*releases, t.Return(oom))
 
 
 def _chain(hooks: dict[int, Hook], level: int, hook: Hook) -> None:
@@ -522,10 +535,3 @@ def _stores_every_element(nest: LoopNest, decisions: list[Decision], acc_level: 
     return True
 
 
-def _scaled(rhs: str, coef: Coefficient, single: bool) -> str:
-    """``coef * rhs`` in C; a Fraction divides exactly as written (``(rhs) / 3``)."""
-    group = rhs if single else f"({rhs})"
-    if isinstance(coef, Fraction):
-        num = "" if coef.numerator == 1 else f"{coef.numerator} * "
-        return f"{num}{group} / {coef.denominator}"
-    return f"{coef!r} * {group}"

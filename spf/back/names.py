@@ -1,17 +1,67 @@
 """C names of one iteration space: terms, index-array reads, values, loop bounds, structs."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from ..front import index_expr as ie
+from ..front.c_reserved import reserved_in_c
 from ..front.layout import INDEX_TYPE, FieldSpec, Layout
 from ..front.terms import Aff, Atom, Constraint, FloorDiv, UFCall, format_constraint, format_sum
 from ..front.value_types import Kind, ValueType
 from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.scan import LevelKind, LoopNest
+from .status import Status, c_enum, c_name
 
 WIDTH_C_TYPES = {"int32": "int32_t", "int64": "int64_t"}
+USER_PREFIX = "spf_u_"      # a user's name generated C cannot use as it is: spf_u_NULL
+
+
+def name_suffixes(layout: Layout | None) -> frozenset[str]:
+    """What generated C appends to a tensor's name to name its own things: a field's local
+    (``A_rowPtr``), a layout index's loop variable (``A_pi``) and its tile's (``A_pi_tile``),
+    an assembled output's sizes (``C_size``); or, for an index or a scalar (no ``layout``),
+    a tile loop (``i_tile``)."""
+    if layout is None:
+        return frozenset({"tile"})
+    return frozenset({*layout.fields, *layout.indices, *(f"{p}_tile" for p in layout.indices),
+                      "size"})
+
+
+def c_identifiers(suffixes: Mapping[str, frozenset[str]], kernel: str,
+                  taken: Collection[str]) -> dict[str, str]:
+    """The C identifier of each user-given name (the tensors, scalars and indices of a
+    kernel: the keys of ``suffixes``, with :func:`name_suffixes`) that generated C cannot use
+    as it is, by :data:`USER_PREFIX` (``NULL``: ``spf_u_NULL``); the others are themselves.
+    A name cannot be itself when C reserves it (:func:`~spf.front.c_reserved.reserved_in_c`:
+    ``linux``, ``INT32_MAX``, ``exp``), when it starts like the kernel's own functions
+    (``<kernel>_bound``), or when it or a name made from it could be one made from another
+    (a scalar ``A_pj`` and A's loop variable; ``y_data`` and the output's values).  spf's own
+    names (``spf_``: a tensor read again, an affine index) are themselves; the new ones
+    avoid ``taken`` (every name of the kernel)."""
+    used = set(taken)
+    out: dict[str, str] = {}
+    for name in sorted(suffixes):
+        if name.startswith("spf_") or _plain(name, suffixes, kernel):
+            continue
+        ident = USER_PREFIX + name
+        while ident in used:
+            ident += "_"
+        used.add(ident)
+        out[name] = ident
+    return out
+
+
+def _plain(name: str, suffixes: Mapping[str, frozenset[str]], kernel: str) -> bool:
+    """Whether generated C can use the user's ``name`` as it is (see :func:`c_identifiers`)."""
+    if reserved_in_c(name) or name == kernel or name.startswith(kernel + "_"):
+        return False
+    for other, ends in suffixes.items():
+        if other != name and name.startswith(other + "_"):
+            rest = name[len(other) + 1:]           # name_x == other_end, or name == other_end
+            if any(end == rest or end.startswith(rest + "_") for end in ends):
+                return False
+    return True
 
 
 def field_ctype(spec: FieldSpec, layout: Layout) -> str:
@@ -46,6 +96,36 @@ HELPERS = {
                   "{ return n >= 0 ? n / d : -((-n + d - 1) / d); }",
     "spf_ceild": "static inline int64_t spf_ceild(int64_t n, int64_t d) "
                  "{ return n >= 0 ? (n + d - 1) / d : -((-n) / d); }",
+    # pow of integers as numpy computes it: exact, wrapping in the result's type (square
+    # and multiply in unsigned 64-bit arithmetic, truncated to the type by the caller)
+    "spf_ipow": "static inline uint64_t spf_ipow(uint64_t base, uint64_t exp) {\n"
+                "    uint64_t r = 1;\n"
+                "    for (; exp; exp >>= 1, base *= base)\n"
+                "        if (exp & 1)\n"
+                "            r *= base;\n"
+                "    return r;\n}",
+    # a signed exponent: a negative one, which numpy refuses, gives 0 and sets the calling
+    # function's status (its own local, set atomically: threads of its parallel loop may
+    # set it at once), which the function returns and the runtime raises
+    "spf_ipow_signed": f"{c_enum()}\n"
+                       "static inline uint64_t spf_ipow_signed(uint64_t base, int64_t exp, "
+                       "int *status) {\n"
+                       "    if (exp < 0) {\n"
+                       f"        __atomic_store_n(status, {c_name(Status.NEGATIVE_POWER)}, "
+                       "__ATOMIC_RELAXED);\n"
+                       "        return 0;\n    }\n"
+                       "    return spf_ipow(base, (uint64_t)exp);\n}",
+    # a semiring's '/': C's division in floats; in integers numpy's results where C traps
+    # (x / 0 is 0, MIN / -1 wraps to MIN), truncating otherwise (as Z3 proved its laws)
+    "spf_div": "static inline int64_t spf_div_i64(int64_t a, int64_t b) "
+               "{ return b == 0 ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b; }\n"
+               "static inline uint64_t spf_div_u64(uint64_t a, uint64_t b) "
+               "{ return b == 0 ? 0 : a / b; }\n"
+               "#define spf_div(a, b) _Generic((a) / (b), float: (a) / (b), double: (a) / (b), "
+               "long double: (a) / (b), \\\n"
+               "    unsigned long: spf_div_u64((a), (b)), unsigned long long: "
+               "spf_div_u64((a), (b)), \\\n"
+               "    default: spf_div_i64((a), (b)))",
     "spf_omp": "#ifdef _OPENMP\n#include <omp.h>\n"
                "static inline int spf_max_threads(void) { return omp_get_max_threads(); }\n"
                "static inline int spf_thread(void) { return omp_get_thread_num(); }\n"
@@ -57,9 +137,12 @@ HELPERS = {
 
 
 def struct_name(layout: Layout) -> str:
+    """``spf_CSR``: spf's own identifiers are ``spf_`` and a lower-case word (``spf_stream``,
+    ``spf_index_t``), so a layout named so (``stream``) is ``spf__stream``."""
     suffix = "".join(f"_{k}{v}" for k, v in sorted(layout.params.items()))
     values = "" if layout.value_type.is_float64 else f"_{layout.value_type.name}"
-    return f"spf_{layout.name}{suffix}{values}"
+    sep = "_" if layout.name[:1].isupper() else "__"
+    return f"spf{sep}{layout.name}{suffix}{values}"
 
 
 def struct_typedef(layout: Layout) -> str:
@@ -113,6 +196,15 @@ class CNames:
             self.fields[key] = local
         return self.fields[key]
 
+    @property
+    def index_ctype(self) -> str:
+        """The C type of loop and assigned variables and of scalar sizes read into locals:
+        ``spf_index_t``, but ``int64_t`` in a kernel with index arithmetic, whose offsets,
+        strides and their products with extents may leave the index type (``x(i +
+        4294967296)``): C computes them exactly in 64 bits, and the call checks that they
+        fit there (:class:`spf.runtime.shapes.ArithmeticReach`)."""
+        return "int64_t" if self.space.expr.derived else "spf_index_t"
+
     def hoisted(self) -> list[Hoisted]:
         """``(ctype, local, member, const)`` of every field read through a local."""
         out = []
@@ -123,6 +215,8 @@ class CNames:
             use = self.space.use(tensor)
             spec = use.layout.fields[fld]
             ctype = field_ctype(spec, use.layout)
+            if ctype == "spf_index_t" and not spec.is_array:
+                ctype = self.index_ctype
             writes = use.is_output and fld == use.layout.value.array
             out.append(Hoisted(f"{ctype} *restrict" if spec.is_array else ctype, local,
                                f"{tensor}->{fld}", const=not writes))

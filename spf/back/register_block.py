@@ -134,7 +134,7 @@ def open_block(block: RegisterBlock, nest: LoopNest, names: CNames, zero: str,
               t.Declare("spf_acc_t", f"{BLOCK}[{block.size}]"),
               t.For("int spf_z = 0", f"spf_z < {block.size}", "++spf_z",
                     [t.Assign(f"{BLOCK}[spf_z]", zero)], braces=False))
-        body: list[t.Node] = [t.Declare("spf_index_t", a.var, names.aff(a.assigned), const=True)
+        body: list[t.Node] = [t.Declare(names.index_ctype, a.var, names.aff(a.assigned), const=True)
                               for a in block.assigns]
         store = add(target, f"{BLOCK}[{names.aff(block.index())}]")
         if block.guards:
@@ -143,7 +143,7 @@ def open_block(block: RegisterBlock, nest: LoopNest, names: CNames, zero: str,
         for lv, _, _ in reversed(block.lanes):
             lo = loop_bound(names, lv.lower, upper=False)
             hi = loop_bound(names, lv.upper, upper=True)
-            body = [t.For(f"spf_index_t {lv.var} = {lo}", f"{lv.var} < {hi}", f"++{lv.var}",
+            body = [t.For(f"{names.index_ctype} {lv.var} = {lo}", f"{lv.var} < {hi}", f"++{lv.var}",
                           body)]
         b.defer(body[0])
     return hook

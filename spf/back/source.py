@@ -17,7 +17,9 @@ from . import ctree as t
 from .c_printer import CPrinter
 from .lower import KernelCode, kernel_code
 from .names import HELPERS, CNames, scalar_param, struct_name, struct_typedef
+from .status import Status
 from .templates import template, text
+from .value_c import helpers_of
 
 
 def function(code: KernelCode, static: bool = False) -> str:
@@ -58,31 +60,44 @@ def header_lines(plan: Plan, name: str) -> list[str]:
 
 
 def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
-    """The C source of the kernel function of ``plan`` (returns 0, 1 when out of memory, 2
-    when an assembled output outgrows its arrays); with an assembled output, the file also
+    """The C source of the kernel function of ``plan`` (returns a
+    :class:`~spf.back.status.Status`); with an assembled output, the file also
     defines ``<name>_bound`` (sizes the output) and the functions that store entries in the
     output layout."""
     code = kernel_code(plan, name)
     before = CPrinter().definitions(code.storage)
     assembly = plan.assembly
-    helpers = set(code.helpers)
-    if assembly is not None:
+    others: list[KernelCode] = []   # the functions it calls: their loops may be another
+    if assembly is not None:        # order's, with other finds (helpers, runtimes)
         bound = kernel_code(plan.count_plan, f"{name}_bound", FunctionRole.BOUND)
-        helpers |= bound.helpers      # its loops may be another order's
+        others.append(bound)
         before += ("\n\n" if before else "") + BOUND_COMMENT + function(bound)
         if assembly.drop_zeros:
             slots = kernel_code(plan.count_plan, f"{name}_bound_slots",
                                 FunctionRole.BOUND_SLOTS)
+            others.append(slots)
             before += "\n\n" + SLOTS_COMMENT + function(slots)
         first = strategy(assembly).first_pass
         if first is not None:
             pass1 = kernel_code(plan, f"{name}{first.suffix}", first)
-            helpers |= pass1.helpers
+            others.append(pass1)
             before += (f"\n\n/* {strategy(assembly).first_pass_note(assembly)} */\n"
                        + function(pass1, static=True))
-    return render_file(header_lines, helpers, list(code.layouts.values()), code.signature,
-                       code.body, code.runtimes, assembly=code.assembly, before=before,
+    helpers = set(code.helpers).union(*(c.helpers for c in others))
+    runtimes = set(code.runtimes).union(*(c.runtimes for c in others))
+    return render_file(header_lines, helpers, _layouts([code, *others]), code.signature,
+                       code.body, runtimes, assembly=code.assembly, before=before,
                        semiring=plan.semiring, typing=plan.typing)
+
+
+def _layouts(codes: Sequence[KernelCode]) -> list[Layout]:
+    """The layouts whose structs ``codes`` use, each once (the parts of a union layout
+    share one struct)."""
+    layouts: dict[str, Layout] = {}
+    for code in codes:
+        for lay in code.layouts.values():
+            layouts.setdefault(struct_name(lay), lay)
+    return list(layouts.values())
 
 
 BOUND_COMMENT = ("/* The number of statement instances: an upper bound on the output's "
@@ -105,12 +120,8 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
     the assembled output's entries (``bounds``: the terms' instance counters); the kernel
     sets the output to the semiring's zero, or merges the runs (combining equal coordinates
     by its add) and appends their union to the output."""
-    helpers: set[str] = set()
-    layouts: dict[str, Layout] = {}
-    for term in [*terms, *bounds]:
-        helpers |= term.helpers
-        for lay in term.layouts.values():      # the parts of a union layout share one struct
-            layouts.setdefault(struct_name(lay), lay)
+    helpers: set[str] = set().union(*(c.helpers for c in [*terms, *bounds]))
+    layouts = {struct_name(lay): lay for lay in _layouts([*terms, *bounds])}
     names = CNames(out_space, helpers)
     params = _sum_params(expr, tensor_layouts, assembly, layouts, typing)
     body: list[t.Node] = [t.Comment(f"{expr}: statement splitting, one function per term; "
@@ -128,7 +139,7 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
         body += _add_terms(name, expr, term_args, out_space, names, parallel,
                            semiring.zero_c())
     functions = "\n\n".join(function(term, static=True) for term in terms)
-    runtimes = set().union(*(term.runtimes for term in terms))
+    runtimes = set().union(*(c.runtimes for c in [*terms, *bounds]))
     return render_file(header_lines, helpers, list(layouts.values()),
                        f"int {name}({', '.join(params)})", body, runtimes,
                        assembly=assembly is not None,
@@ -157,10 +168,12 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mappin
     args = ", ".join(run.operand for run in runs)
     body: list[t.Node] = [t.Comment(f"{expr}: the operands are the sorted runs of the union"),
                           t.Return(f"{name}_merge({out}, {out}_size, {args})")]
-    helpers = set().union(*(b.helpers for b in bounds)) | ({"spf_tgmath"} if leaf else set())
+    helpers = set().union(*(b.helpers for b in bounds)) | \
+        (helpers_of(leaf.tree, leaf.types) if leaf else set())
+    runtimes = set().union(*(b.runtimes for b in bounds))
     return render_file(header_lines, helpers,
                        list(layouts.values()), f"int {name}({', '.join(params)})", body,
-                       before=extra, semiring=semiring, typing=typing)
+                       runtimes, before=extra, semiring=semiring, typing=typing)
 
 
 def _sum_params(expr, tensor_layouts: Mapping[str, Layout], assembly: AssemblyPlan | None,
@@ -187,19 +200,21 @@ def _merge_runs(name: str, out: str, term_args: list[list[str]], assembly: Assem
     n = len(term_args)
     calls = [f"{name}_term{k}({', '.join(f'&spf_runs[{k}]' if a == out else a for a in args)})"
              for k, args in enumerate(term_args)]
-    status = "\n".join(f"{c} ||" for c in calls) + f"\nspf_stream_merge(&spf_union, spf_runs, {n})"
+    calls.append(f"spf_stream_merge(&spf_union, spf_runs, {n})")
+    first, *rest = calls       # each runs while the status is 0, the first other one kept
     exts = ", ".join(names.aff(e) for e in assembly.extents)
     append = t.Assign("spf_status", f"{name}_append(&spf_cur, {out}, spf_union.key[spf_e], "
                                     "spf_union.val[spf_e])")
     return [
+        t.Declare("int64_t", f"spf_ext[{len(assembly.extents)}]", f"{{{exts}}}", const=True,
+                  note="the output's extents: every run is keyed by them"),
         t.Declare("spf_stream", f"spf_runs[{n}]", "{{0}}", note="one sorted run per term"),
         t.Declare("spf_stream", "spf_union", "{0}"),
-        t.Declare("int", "spf_status", "\n" + status),
+        t.Declare("int", "spf_status", first),
+        *(t.If("!spf_status", [t.Assign("spf_status", c)], braces=False) for c in rest),
         t.For("int k = 0", f"k < {n}", "++k", [t.Call("spf_stream_free(&spf_runs[k])")],
               braces=False),
         t.If("!spf_status", [
-            t.Declare("int64_t", f"spf_ext[{len(assembly.extents)}]", f"{{{exts}}}",
-                      const=True),
             t.Declare(f"{name}_cursor", "spf_cur"),
             t.Call(f"{name}_cursor_init(&spf_cur, spf_ext, {out}_size)"),
             t.For("int64_t spf_e = 0", "spf_e < spf_union.n && !spf_status", "++spf_e",
@@ -211,13 +226,13 @@ def _merge_runs(name: str, out: str, term_args: list[list[str]], assembly: Assem
 
 
 def _sum_bound(name: str, out: str, term_args: list[list[str]], inputs: list[str]) -> str:
-    body: list[t.Node] = [t.Declare("int64_t", "spf_n", "0"), t.Assign("*spf_bound", "0")]
+    body: list[t.Node] = [t.Declare("int64_t", "spf_n", "0"), t.Assign("*spf_bound", "0"),
+                          t.Declare("int", "spf_status")]
     for k, args in enumerate(term_args):
-        args = ["&spf_n" if a == out else a for a in args]
-        body += [t.If(f"{name}_term{k}_bound({', '.join(args)})", [t.Return("1")],
-                      braces=False),
+        args = ["&spf_n" if a == out else a for a in args if a != "spf_ext"]
+        body += [_passed_on(f"{name}_term{k}_bound({', '.join(args)})"),
                  t.Assign("*spf_bound", "spf_n", "+=")]
-    body.append(t.Return("0"))
+    body.append(t.Return(str(Status.OK.value)))
     return BOUND_COMMENT + function(KernelCode(
         f"int {name}_bound(int64_t *restrict spf_bound, {', '.join(inputs)})", body, set(),
         {}, set(), False, []))
@@ -240,9 +255,16 @@ def _add_terms(name: str, expr, term_args: list[list[str]], out_space: Iteration
                                   parallel=t.Parallel(t.Schedule.STATIC) if parallel else None))
             else:
                 body.append(t.Call(f"memset({out}->{arr}, 0, sizeof(spf_value_t) * {size})"))
+    body.append(t.Declare("int", "spf_status"))
     for k, args in enumerate(term_args):
-        body.append(t.If(f"{name}_term{k}({', '.join(args)})", [t.Return("1")], braces=False))
-    return body + [t.Return("0")]
+        body.append(_passed_on(f"{name}_term{k}({', '.join(args)})"))
+    return body + [t.Return(str(Status.OK.value))]
+
+
+def _passed_on(call: str) -> t.If:
+    """``call`` of a function of the kernel; its status, when not 0, returned at once."""
+    return t.If(f"(spf_status = {call}) != {Status.OK.value}", [t.Return("spf_status")],
+                braces=False)
 
 
 def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout],
@@ -254,6 +276,7 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
     entries with equal coordinates combine by ``semiring``'s add; ``before``: functions the
     kernel calls; ``merge``: the helper merging sorted runs; ``typing``: the value types)."""
     structs = "\n\n".join(struct_typedef(lay) for lay in layouts)
+    helpers = helpers | ({"spf_div"} if semiring.divides else set())
     helper_text = "\n".join(HELPERS[h] for h in sorted(helpers))
     if before:
         structs = (structs + "\n\n" if structs else "") + before + "\n"

@@ -37,7 +37,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def _info(directory: Path) -> str:
     from ..runtime.build import cache_usage
     usage = cache_usage(directory)
-    missing = "" if directory.is_dir() else " (does not exist)"
+    missing = "" if directory.is_dir() else " (not a directory)" if directory.exists() \
+        else " (does not exist)"
     return (f"directory: {directory}{missing}\nkernels:   {usage.kernels}\n"
             f"files:     {usage.files} ({bytes_text(usage.size)})")
 

@@ -19,8 +19,10 @@ from typing import Any
 
 from ..errors import ArgumentError, SpecError
 from ..finds import NAMES as ALGORITHMS
+from ..front.c_reserved import reserved_in_c
 from ..front.kernel_spec import Expr, parse_bounds, parse_order
 from ..front.layout import INDEX_WIDTHS, Layout
+from ..front.rhs import NUMBER_NAMES
 from ..front.semiring import BUILTINS, PLUS_TIMES, Semiring, semiring_of
 from ..front.syntax import C_KEYWORDS
 from ..front.terms import Constraint
@@ -28,7 +30,6 @@ from ..front.value_types import VALUE_TYPES, value_type
 from ..middle.z3limit import Z3_TIMEOUT_ENV, Z3_TIMEOUT_MS, z3_timeout
 
 FIND_CHOICES = ("auto",) + ALGORITHMS
-C_RESERVED = C_KEYWORDS | {"memset"}   # names generated C may not use
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 
@@ -171,8 +172,9 @@ class KernelOptions:
     complement: bool = _option(False, Form.FLAG, "with mask: the output keeps the elements "
                                "outside the mask's entries", True)
     fill_values: bool = _option(
-        False, Form.FLAG, "absent entries are the semiring's zero (TACO's fill values) "
-        "instead of not taking part (GraphBLAS's structural semantics)", True)
+        False, Form.FLAG, "absent entries are each operand's fill value (0 for numpy, scipy "
+        "and pydata data; a Tensor's fill), as in TACO and Finch, instead of not taking part "
+        "(GraphBLAS's structural semantics)", True)
     def __post_init__(self) -> None:
         """Each value checked by its form (idempotent: checked values pass unchanged)."""
         for o in OPTIONS:
@@ -244,14 +246,19 @@ def check_given(values: Mapping[str, Any], source: str = "<string>",
 
 
 def check_names(expr: Expr) -> None:
-    """SpecError when a tensor or index of ``expr`` is a name generated C may not use."""
+    """SpecError when a tensor or index of ``expr`` is a C keyword or in spf's namespace
+    (``spf_``); other names C reserves (``NULL``, ``linux``) take another identifier in
+    the generated C (:func:`spf.back.names.c_identifiers`)."""
     own = set(dict(expr.aliases)) | set(expr.derived)
     for name in expr.tensors + expr.indices:
         if name in own:
             continue     # spf's own name for a tensor read again or an affine access index
-        if name in C_RESERVED or keyword.iskeyword(name) or name.startswith("spf_"):
+        if name in C_KEYWORDS or keyword.iskeyword(name) or name.startswith("spf_"):
             raise SpecError(f"name {name!r} is reserved (C keyword or spf_ prefix)",
                             expr.source)
+        if name in NUMBER_NAMES:
+            raise SpecError(f"name {name!r} is reserved: it is the number {name} (numpy's "
+                            f"np.{name}) in an expression", expr.source)
 
 
 def check_semiring_scope(semiring: Semiring, expr: Expr, assembled: bool) -> None:
@@ -313,8 +320,12 @@ def _flag(o: Option, value: Any, src: str) -> bool:
 
 
 def _name(o: Option, value: Any, src: str) -> str:
-    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value) or value in C_RESERVED:
+    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value) or value in C_KEYWORDS:
         raise SpecError(f"kernel {o.name} {value!r} is not a valid C identifier", src)
+    if reserved_in_c(value):
+        raise SpecError(f"kernel {o.name} {value!r} is a name the C it is compiled with "
+                        "defines or reserves (a macro, a type or a function of its headers); "
+                        "choose another", src)
     return value
 
 

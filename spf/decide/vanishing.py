@@ -10,11 +10,12 @@ an operand's absent entries is found the same way (:func:`divides_by_absent`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from ..concurrency import share_z3_context, symbolic
-from ..front.functions import FUNCTIONS
+from ..front.functions import function
 from ..front.rhs import Apply, Call, Node, Number, Op, Ref, children, operands, text
 
 
@@ -36,6 +37,10 @@ def vanishing(tree: Node, operand: str) -> Vanishing:
     import z3
     shown = text(tree)
     where = f"where {operand} stores nothing"
+    if not_finite(tree):
+        return Vanishing(shown, operand, False, f"{shown} holds the number inf or nan, which "
+                         f"Z3's reals do not model (0 * inf is nan): every element of "
+                         f"{operand} takes part (it is read densely)")
     with symbolic:
         share_z3_context()
         s, value = _solver(tree, [operand], z3)
@@ -69,6 +74,8 @@ def vanishing_jointly(tree: Node, names: list[str]) -> Vanishing | None:
     shown = text(tree)
     listed = ("both " if len(names) == 2 else "all of ") + \
         (", ".join(names[:-1]) + " and " + names[-1])
+    if not_finite(tree):
+        return None
     with symbolic:
         share_z3_context()
         s, value = _solver(tree, names, z3)
@@ -95,13 +102,20 @@ def _solver(tree: Node, zeroed: list[str], z3: Any) -> tuple[Any, Any]:
     return s, value
 
 
-def _z3(n: Node, z3: Any, facts: list[Any]) -> Any:
+def not_finite(n: Node) -> bool:
+    """Whether ``n`` holds the number inf or nan (``A(i,j) * inf``)."""
     if isinstance(n, Number):
-        return z3.RealVal(str(n.value))
+        return isinstance(n.value, float) and not math.isfinite(n.value)
+    return any(not_finite(c) for c in children(n))
+
+
+def _z3(n: Node, z3: Any, facts: list[Any]) -> Any:
+    if isinstance(n, Number):       # inf or nan: any real (a divisor holding one may be 0)
+        return z3.FreshReal("spf_nf") if not_finite(n) else z3.RealVal(str(n.value))
     if isinstance(n, Ref):           # an operand's value, or an index's (another variable)
         return _operand(n.name, z3) if n.indices is not None else z3.Real(f"index_{n.name}")
     if isinstance(n, Call):
-        term, more = FUNCTIONS[n.function].z3([_z3(x, z3, facts) for x in n.args], z3)
+        term, more = function(n.function).z3([_z3(x, z3, facts) for x in n.args], z3)
         facts.extend(more)
         return term
     assert isinstance(n, Apply)

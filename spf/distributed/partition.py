@@ -46,7 +46,9 @@ def partition_of(kernel: Kernel) -> Partition:
         raise SpecError(f"distributed: {expr} accumulates ('+='); a distributed run computes "
                         "the output ('=')", expr.source)
     outer = kernel.analysis().loops[0]
-    owner = next((u.name for u in kernel.space.uses if outer.var in u.vars), None)
+    written = {c: name for name, c in kernel.c_names.items()}   # the space's names: the C's
+    owner = next((written.get(u.name, u.name) for u in kernel.space.uses
+                  if outer.var in u.vars), None)
     access = next((a for a in expr.factors if a.tensor == owner), None)
     if access is None:
         raise SpecError(f"distributed: the outermost loop {outer.var} runs over no sparse "

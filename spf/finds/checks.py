@@ -313,6 +313,8 @@ def extent_of(nest: LoopNest, var: str) -> Aff | None:
     """A bound on the values of ``var`` (0 <= var < extent) computable at function entry."""
     if var in nest.space.extent:
         return nest.space.extent[var]
+    if all(lv.var != var for lv in nest.levels):
+        return None         # a tensor's field (``i = A.len``, a layout says): no loop bounds it
     lv = nest.level(var)
     if lv.kind is not LevelKind.LOOP or not any(a.is_const and a.const == 0 for a, _ in lv.lower):
         return None

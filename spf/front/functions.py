@@ -8,7 +8,11 @@ exactly).  :func:`register` adds a function of your own.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +60,30 @@ def _abs_c(args: Sequence[str], vt: ValueType) -> str:
     return f"(({args[0]}) < 0 ? -({args[0]}) : ({args[0]}))"
 
 
+def _sign_c(args: Sequence[str], vt: ValueType) -> str:
+    x = args[0]
+    sign = f"((({x}) > 0) - (({x}) < 0))"
+    # numpy's sign of NaN is NaN (both comparisons are false for it)
+    return f"(({x}) != ({x}) ? ({x}) : {sign})" if vt.kind is Kind.FLOAT else sign
+
+
+# the local of a generated function that a value's helper sets when numpy would refuse the
+# value (spf.back.status): the function returns it
+VALUE_STATUS = "spf_value_status"
+
+
+def _pow_c(args: Sequence[str], vt: ValueType) -> str:
+    """C's pow in floats; integers exactly, wrapping in their type as numpy's (spf_ipow:
+    square and multiply in unsigned 64-bit arithmetic; a signed exponent below 0, which
+    numpy refuses, sets the function's :data:`VALUE_STATUS`, which it returns)."""
+    if vt.kind in (Kind.FLOAT, Kind.COMPLEX):
+        return f"pow({args[0]}, {args[1]})"
+    if vt.kind is Kind.INT:
+        return (f"spf_ipow_signed((uint64_t)({args[0]}), (int64_t)({args[1]}), "
+                f"&{VALUE_STATUS})")
+    return f"spf_ipow((uint64_t)({args[0]}), (uint64_t)({args[1]}))"
+
+
 def _minmax_c(less: bool) -> CPrinter:
     op = "<" if less else ">"
     # numpy's minimum/maximum propagate a NaN: (a op b || a != a) ? a : b
@@ -78,18 +106,51 @@ def _pow_z3(args: Sequence[Any], z3: Any) -> tuple[Any, list[Any]]:
 
 
 FUNCTIONS: dict[str, Function] = {}
+SERIALS: dict[str, int] = {}        # name -> the registration its definition came from
+_registrations = itertools.count(1)
+_kept: ContextVar[Mapping[str, Function] | None] = ContextVar("spf_functions", default=None)
+_CALLED = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
 def register(function: Function) -> Function:
-    """Add ``function`` to the language (its name is then reserved in kernels)."""
+    """Add ``function`` to the language (its name is then reserved in kernels).  Registering
+    a name again replaces its definition for what is built from then on: a Kernel keeps the
+    definitions it was built with (:func:`keeping`), and caches keyed by an expression's
+    text key by :func:`definitions` too."""
     FUNCTIONS[function.name] = function
+    SERIALS[function.name] = next(_registrations)
     return function
+
+
+def definitions(text: str) -> tuple[tuple[str, int], ...]:
+    """The registered functions ``text`` may call (a name followed by '('), each with the
+    serial of its current definition: what the text means besides itself."""
+    return tuple((name, SERIALS[name]) for name in sorted(set(_CALLED.findall(text)))
+                 if name in SERIALS)
+
+
+def function(name: str) -> Function:
+    """``name``'s definition: the one kept by the Kernel being worked on (:func:`keeping`),
+    else the registered one."""
+    kept = _kept.get()
+    return kept[name] if kept is not None and name in kept else FUNCTIONS[name]
+
+
+@contextmanager
+def keeping(table: Mapping[str, Function]) -> Iterator[None]:
+    """Within: :func:`function` gives ``table``'s definitions (a Kernel's, taken when it was
+    built)."""
+    token = _kept.set(table)
+    try:
+        yield
+    finally:
+        _kept.reset(token)
 
 
 for _f in (
     Function("abs", 1, np.abs, _abs_c,
              lambda a, z3: (z3.If(a[0] >= 0, a[0], -a[0]), [])),
-    Function("sign", 1, np.sign, lambda a, vt: f"((({a[0]}) > 0) - (({a[0]}) < 0))",
+    Function("sign", 1, np.sign, _sign_c,
              lambda a, z3: (z3.If(a[0] > 0, 1, z3.If(a[0] < 0, -1, 0)), []), real_only=True),
     Function("sqrt", 1, np.sqrt, _math("sqrt"), uninterpreted("sqrt", 0)),
     Function("exp", 1, np.exp, _math("exp"), uninterpreted("exp", 1)),
@@ -97,7 +158,7 @@ for _f in (
     Function("sin", 1, np.sin, _math("sin"), uninterpreted("sin", 0)),
     Function("cos", 1, np.cos, _math("cos"), uninterpreted("cos", 1)),
     Function("tanh", 1, np.tanh, _math("tanh"), uninterpreted("tanh", 0)),
-    Function("pow", 2, np.power, _math("pow"), _pow_z3),
+    Function("pow", 2, np.power, _pow_c, _pow_z3),
     Function("where", 3, np.where, lambda a, vt: f"(({a[0]}) ? ({a[1]}) : ({a[2]}))",
              lambda a, z3: (z3.If(a[0] != 0, a[1], a[2]), [])),
     Function("min", 2, np.minimum, _minmax_c(True), _minmax_z3(True), real_only=True),

@@ -159,7 +159,8 @@ def substitute(e: IExpr, mapping: Mapping[str, IExpr]) -> IExpr:
 
 def to_c(e: IExpr, name_text: Callable[[str], str], call_text: Callable[[str, list[str]], str],
          wide: bool = False) -> str:
-    """C text; ``/`` is C integer division (operands are non-negative in layouts).
+    """C text; ``/`` is C integer division (operands are non-negative in layouts; a divisor
+    that is not a number gives 0 where it is 0, as numpy's ``//``, never a trap).
 
     With ``wide``, products are computed in 64 bits (positions in large value arrays)."""
     def call(name: str, args: list[IExpr]) -> str:
@@ -183,6 +184,8 @@ def to_c_with(e: IExpr, name_text: Callable[[str], str],
         return f"(-{rhs})"
     if wide and e.op == "*" and not isinstance(e.lhs, Num):
         return f"((int64_t){lhs} * {rhs})"
+    if e.op == "/" and not isinstance(e.rhs, Num):    # a divisor known at run time only:
+        return f"({rhs} ? {lhs} / {rhs} : 0)"         # 0 gives 0 (numpy's x // 0), no trap
     return f"({lhs} {e.op} {rhs})"
 
 

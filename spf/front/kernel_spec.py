@@ -19,11 +19,27 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from .rhs import Coefficient, Node, accesses, number_text, parse_rhs, renamed, sum_of_products, text
+from .rhs import (
+    Apply,
+    Call,
+    Coefficient,
+    Node,
+    accesses,
+    children,
+    number_text,
+    parse_rhs,
+    renamed,
+    sum_of_products,
+    text,
+)
 from .rhs import Ref as RefNode
 from .syntax import Parser, parse_constraints
 from .terms import Aff, Constraint
 from .toml_source import TomlSource, is_file
+
+# offsets, strides and what index arithmetic reaches stay under this: generated C computes
+# them in int64, with room to combine a few (:mod:`spf.runtime.shapes` checks each call)
+ARITHMETIC_LIMIT = 2 ** 62
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,14 @@ class Access:
         exprs = dict(self.arithmetic)
         shown = [str(exprs.get(i, i)).replace(" ", "") for i in self.indices]
         return f"{self.tensor}({','.join(shown)})" if self.indices else self.tensor
+
+    def renamed(self, names: Mapping[str, str]) -> Access:
+        """This access with the tensors and indices in ``names`` renamed (in its value's
+        expression too)."""
+        value = _renamed_node(self.value, names) if self.value is not None else None
+        return replace(self, tensor=names.get(self.tensor, self.tensor),
+                       indices=tuple(names.get(i, i) for i in self.indices), value=value,
+                       arithmetic=tuple((d, a.rename(names)) for d, a in self.arithmetic))
 
     @property
     def index_names(self) -> set[str]:
@@ -71,6 +95,19 @@ class Expr:
     terms: tuple[tuple[Coefficient, tuple[Access, ...]], ...] = ()  # (coefficient, factors)
     aliases: tuple[tuple[str, str], ...] = ()   # (alias, tensor): a tensor read again
                                                 # in one product (``A(i,j) * A(i,j)``)
+    sized_by_output: tuple[str, ...] = ()       # a term of a sum: the sum's
+                                                # :attr:`free_extents`
+
+    def renamed(self, names: Mapping[str, str]) -> Expr:
+        """The statement with the tensors, scalars and indices in ``names`` renamed (the
+        identifiers generated C gives them); its text stays as written."""
+        if not names:
+            return self
+        return replace(self, output=self.output.renamed(names),
+                       factors=tuple(a.renamed(names) for a in self.factors),
+                       terms=tuple((c, tuple(a.renamed(names) for a in fs))
+                                   for c, fs in self.terms),
+                       aliases=tuple((a, names.get(t, t)) for a, t in self.aliases))
 
     def original(self, name: str) -> str:
         """The tensor an operand name reads (itself, or the tensor an alias reads again)."""
@@ -84,8 +121,22 @@ class Expr:
         """One product statement per term (the statement itself for a product)."""
         if not self.is_sum:
             return [self]
+        free = self.free_extents
         return [Expr(self.output, factors, self.accumulate, self.text, self.source, coef,
-                     aliases=self.aliases) for coef, factors in self.terms]
+                     aliases=self.aliases, sized_by_output=free)
+                for coef, factors in self.terms]
+
+    @property
+    def free_extents(self) -> tuple[str, ...]:
+        """The output indices some term reads only inside index arithmetic (``C(i) = A(i) +
+        B(i-10)``: the second term): the output's own extent bounds them, which a passed
+        output may choose (:mod:`spf.runtime.shapes` computes the default)."""
+        terms = [f for _, f in self.terms] if self.is_sum else [self.factors]
+        own = [i for i in self.output.indices if any(
+            not any(i in a.indices for a in factors)
+            and any(i in aff.names() for a in factors for _, aff in a.arithmetic)
+            for factors in terms)]
+        return tuple(dict.fromkeys([*self.sized_by_output, *own]))
 
     @property
     def tensors(self) -> list[str]:
@@ -198,11 +249,30 @@ def _terms(p: Parser, out: Access, source: str) -> list[tuple[Coefficient, tuple
     for ref in accesses(tree):
         indices.update(ref.indices or ())
         indices.update(n for _, aff in ref.arithmetic for n in aff.names())
-    terms = sum_of_products(tree, source, frozenset(indices))
+    terms = sum_of_products(tree, source, frozenset(indices), frozenset(out.indices))
+    for ref in (f.ref for t in terms for f in t.factors):   # spf's own: spf_A_2 (A again)
+        if ref.name.startswith("spf_"):
+            raise SpecError(f"name {ref.name!r} is reserved (C keyword or spf_ prefix)",
+                            source, ref.line, ref.column)
     return [(t.coefficient, _aliased(tuple(
         Access(f.ref.name, f.ref.indices or (), f.ref.line, f.ref.column, value=f.value,
                in_value=f.in_value, arithmetic=f.ref.arithmetic) for f in t.factors), source))
             for t in terms]
+
+
+def _renamed_node(n: Node, names: Mapping[str, str]) -> Node:
+    """``n`` with the tensors and indices in ``names`` renamed (accesses, their indices and
+    affine indices, bare names)."""
+    if isinstance(n, RefNode):
+        indices = None if n.indices is None else tuple(names.get(i, i) for i in n.indices)
+        return replace(n, name=names.get(n.name, n.name), indices=indices,
+                       arithmetic=tuple((d, a.rename(names)) for d, a in n.arithmetic))
+    kids = tuple(_renamed_node(c, names) for c in children(n))
+    if isinstance(n, Apply):
+        return replace(n, operands=kids)
+    if isinstance(n, Call):
+        return replace(n, args=kids)
+    return n
 
 
 def alias_name(tensor: str, k: int) -> str:

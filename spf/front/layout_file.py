@@ -7,7 +7,8 @@ mistake is a :class:`spf.SpecError` at the key, value or name it is about.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -16,8 +17,10 @@ from typing import Any
 from ..concurrency import symbolic
 from ..errors import SpecError
 from . import index_expr as ie
+from .c_reserved import macro_in_c
 from .derived import Derived, parse_derived
 from .dims import expand as expand_dims
+from .established import holds_densely
 from .layout import INDEX_TYPE, INDEX_WIDTHS, VALUE_TYPE, FieldSpec, Layout, check_param
 from .properties import KEYS, KINDS, Property, PropertyKind, PropertyTable
 from .relation import Relation
@@ -89,6 +92,12 @@ def parse_layout(text: str, source: str = "<string>",
                     derived=_parse_derived(table, file, names),
                     index_type=_widest(names.fields))
     _check_has_entries(layout, line, col)
+    if layout.dense_array is not None and not holds_densely(layout, layout.dense_array):
+        raise file.error(f"dense_array {layout.dense_array!r} says the field holds the whole "
+                         "tensor in row-major order, but the relation is not g_k = p_k over "
+                         "0 <= p_k < shape_k with the value at "
+                         f"{layout.dense_array}[p_0]...[p_n]",
+                         "dense_array")
     return layout
 
 
@@ -192,6 +201,11 @@ def _parse_field(fname: str, ftype: Any, file: TomlSource, bound: dict[str, int]
     if not _is_c_name(fname):
         raise file.error(f"field name {fname!r} must be an identifier and not a C keyword "
                          "(it names a member of the C struct)", fname, fstart, at_key=True)
+    if macro_in_c(fname):
+        raise file.error(f"field name {fname!r} is a macro of generated C (its headers or the "
+                         "compiler define NULL, INT32_MAX, linux, ...), which would replace the "
+                         "member of the C struct it names; choose another name", fname, fstart,
+                         at_key=True)
     if not isinstance(ftype, str):
         raise file.error(f'type of field {fname!r} must be a string such as "int[numRows + 1]"',
                          fname, fstart)
@@ -429,3 +443,36 @@ def _parse_property(p: Mapping[str, Any], k: int, file: TomlSource, names: _Name
         raise err(f"{where}: unknown key(s) {sorted(unknown)}; property keys are "
                   f"{', '.join(KEYS)}", sorted(unknown)[0], at_key=True)
     return prop
+
+
+def layout_error(layout: Layout, message: str, key: str = "relation") -> SpecError:
+    """A SpecError about ``layout`` at the value of its ``key`` in its file (file:line:col),
+    naming the file alone when it cannot be read again (a layout parsed from text)."""
+    path = Path(layout.source)
+    if not is_file(path):
+        return SpecError(message, layout.source)
+    try:
+        file = TomlSource.read(path, "layout file")
+    except SpecError:
+        return SpecError(message, layout.source)
+    return file.error(message, key)
+
+
+@contextmanager
+def blamed_on(layout: Layout, tensor: str, others: Mapping[str, Layout] | None = None
+              ) -> Iterator[None]:
+    """SpecErrors raised while spf builds its own kernel over ``layout`` (as tensor
+    ``tensor``: the read check's ``v = T(i, j)``, the destination of a conversion
+    ``B(i,j) = A(i,j)``), which name the kernel's expression (``<string>``) and its tensors'
+    variables (``T.p0``), re-raised at ``layout``'s relation in its file, its variables in its
+    own names and those of the ``others`` (tensor name -> layout) prefixed by their layout's
+    name (``CSR.pi``)."""
+    try:
+        yield
+    except SpecError as exc:
+        if exc.source != "<string>" or exc.line is not None:
+            raise           # already located
+        detail = re.sub(rf"\b{tensor}[._](?=[A-Za-z_])", "", exc.detail)
+        for name, other in (others or {}).items():
+            detail = re.sub(rf"\b{name}[._](?=[A-Za-z_])", f"{other.name}.", detail)
+        raise layout_error(layout, f"layout {layout.name}: {detail}") from None

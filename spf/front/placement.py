@@ -35,10 +35,12 @@ from functools import cache
 from typing import NoReturn
 
 from ..errors import SpecError
+from . import index_expr as ie
+from .established import unestablished
 from .layout import Layout
 from .properties import Ordering
 from .relation import Conj
-from .terms import Aff, Atom, FloorDiv, UFCall
+from .terms import Aff, Atom, Constraint, FloorDiv, UFCall
 
 Fail = Callable[[str], NoReturn]
 
@@ -129,9 +131,14 @@ def placement_of(layout: Layout) -> Placement:
         fail(why)
     conj = rel.disjuncts[0]
     outs = list(rel.out_vars or ())
+    for d, extent in enumerate(layout.shape):
+        if extent.as_name() is None and not extent.is_const:
+            fail(f"the extent of dimension {d} ({extent}) is neither a scalar field nor a "
+                 "constant")
     indices = list(layout.indices)
     sizes = {p: n for p in indices if (n := _constant_extent(conj, p)) is not None}
     coordinates: dict[str, Aff] = {}
+    offsets: set[str] = set()                       # offsets in a tile: 0 <= q < c by construction
     defs: list[tuple[int, Aff, int]] = []           # g = value (+ an offset of tile size)
     for c in conj:
         gs = [g for g in outs if c.aff.coeff(g)]
@@ -146,6 +153,7 @@ def placement_of(layout: Layout) -> Placement:
             if len(value.terms) > 1 else None
         if offset is not None:
             size = sizes[offset]
+            offsets.add(offset)
             coordinates[offset] = _dim(dim) - _tile(dim, size) * size
             value = value - Aff.var(offset)
             single = _single_index(value, indices)
@@ -210,9 +218,79 @@ def placement_of(layout: Layout) -> Placement:
     implied = set(ranked.group) if ranked and ranked.pointer else set()
     if len(set(names)) != len(names) or not set(names) <= set(indices) \
             or set(indices) - set(names) != implied:
-        fail(f"value {layout.value} is not subscripted by every layout index"
+        shown = "".join(f"[{ie.to_c(x, str, _call_text)}]" for x in layout.value.subscripts)
+        fail(f"value {layout.value.array}{shown} is not subscripted by every layout index"
              + (f" but {', '.join(sorted(implied))}" if implied else ""))
+    _check_fields(layout, coordinates, ranked, bounds, names, fail)
+    used = _established(conj, outs, offsets, ranked, slot, bounds)
+    extra = unestablished(layout, conj, used)
+    if extra is not None:
+        fail(f"constraint {extra} of its relation does not follow from the positions "
+             "placement computes and the shape (it decides which entries the layout holds)")
     return Placement(layout, coordinates, ranked, slot, bounds, names)
+
+
+def _check_fields(layout: Layout, coordinates: dict[str, Aff], ranked: Ranked | None,
+                  bounds: dict[str, str | int | None], names: tuple[str, ...], fail: Fail) -> None:
+    """Every scalar field is set once, by the shape or by a bound placement computes (a
+    shape field bounding a layout index only as that dimension's coordinate: the same
+    value), and the value array is laid out as the fill pass writes it: row-major over the
+    bounds of its subscripts (a pointer-ranked index: the pointer at its group's bound)."""
+    shape = {name: d for d, e in enumerate(layout.shape) if (name := e.as_name()) is not None}
+    for p, field in bounds.items():
+        if isinstance(field, str) and field in shape and coordinates.get(p) != _dim(shape[field]):
+            fail(f"{field} is the extent of dimension {shape[field]} and also bounds layout "
+                 f"index {p}, which placement sets to another value")
+    given = set(shape) | {f for f in bounds.values() if isinstance(f, str)}
+    missing = [f for f in layout.scalar_fields if f not in given]
+    if missing:
+        fail(f"the scalar field(s) {', '.join(missing)} are set neither by the shape nor by a "
+             "bound placement computes")
+
+    def extent(p: str) -> ie.IExpr:
+        bound = bounds[p]
+        if bound is None:           # ranked within its group, between pointers
+            assert ranked is not None and ranked.pointer is not None
+            return ie.Call(ranked.pointer, tuple(extent(q) for q in ranked.group))
+        return ie.Name(bound) if isinstance(bound, str) else ie.Num(bound)
+    dims = layout.fields[layout.value.array].dims
+    expected = tuple(extent(p) for p in names)
+    if dims != expected:
+        shown = "".join(f"[{ie.to_c(d, str, _call_text)}]" for d in expected)
+        fail(f"the value array {layout.value.array} is not declared with the extents "
+             f"{shown} in which the fill pass lays out its values")
+
+
+def _call_text(name: str, args: list[str]) -> str:
+    return f"{name}({', '.join(args)})"
+
+
+def _established(conj: Conj, outs: list[str], offsets: set[str], ranked: Ranked | None,
+                 slot: Slot | None, bounds: dict[str, str | int | None]) -> list[Constraint]:
+    """The constraints placement makes hold by construction: the equalities giving the
+    logical coordinates, an offset's bounds in its tile, a ranked or slot index's bounds (its
+    positions count from 0 to the number it sets, or between its group's pointers), a
+    coordinate's bound by the scalar field it sets, and the mark of unused slots."""
+    used = [c for c in conj if c.is_eq and any(c.aff.coeff(g) for g in outs)]
+    counted = {x.index for x in (ranked, slot) if x is not None}
+    for c in conj:
+        if c.is_eq:
+            continue
+        for p, field in bounds.items():
+            k = c.aff.coeff(p)
+            rest = c.aff - Aff.var(p, k)
+            starts = k == 1 and rest == Aff.num(0)                          # 0 <= p
+            below = k == -1 and isinstance(field, str) and rest == Aff.var(field) - 1
+            if (p in offsets and abs(k) == 1 and rest.is_const) \
+                    or (p in counted and starts) or below:
+                used.append(c)
+    if ranked is not None and ranked.pointer is not None:
+        used += [c for c in conj if not c.is_eq and c.aff.coeff(ranked.index)
+                 and any(call.name == ranked.pointer for call in c.calls())]
+    if slot is not None:
+        used += [c for c in conj if not c.is_eq and len(c.aff.terms) == 1
+                 and isinstance(c.aff.terms[0][0], UFCall) and c.aff.terms[0][0].name == slot.uf]
+    return used
 
 
 def _single_index(a: Aff, indices: list[str]) -> str | None:

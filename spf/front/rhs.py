@@ -16,11 +16,13 @@ Grammar (``not``, ``and``, ``or`` and the comparisons bind loosest, as in Python
                                              index names and integers: ``i+k``, ``2*j-1``)
 
 :func:`parse_rhs` builds the tree; :func:`sum_of_products` expands it into terms
-``coefficient * factor * ...`` (literals, unary minus and parentheses distribute), and
-names the first construct it cannot express that way, at its line and column.
+``coefficient * factor * ...`` (literals, unary minus, parentheses and divisions distribute;
+each term is summed over its own indices that the output lacks), and names the first
+construct it cannot express that way, at its line and column.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -55,6 +57,9 @@ COMPARISONS = (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE)
 
 
 MAX_TERMS = 64      # products of a right-hand side once parentheses are expanded
+
+# names that are numbers (float64, as numpy's np.inf and np.nan): reserved, no tensor's
+NUMBER_NAMES = {"inf": math.inf, "nan": math.nan}
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,11 @@ def _atom(p: Parser) -> Node:
         found = "end of input" if tok.kind == "end" else repr(tok.text)
         raise p.error(f"expected a tensor, a number, a function or '(', found {found}")
     p.i += 1
+    if tok.text in NUMBER_NAMES:
+        if p.peek("("):
+            raise p.error(f"{tok.text!r} is the number {tok.text} (numpy's np.{tok.text}), "
+                          "not a tensor or a function", tok)
+        return Number(tok.line, tok.column, NUMBER_NAMES[tok.text])
     if "." in tok.text or "'" in tok.text:
         raise p.error(f"name {tok.text!r} must be an identifier", tok)
     if tok.text in FUNCTIONS and p.peek("("):
@@ -363,25 +373,35 @@ class Term:
 
 def _folded(t: Term) -> Term:
     """``t`` with its index values multiplied into its first tensor factor's value
-    (``A(i,j) * i`` is one factor: the value ``A(i,j) * i``)."""
-    if not t.index_values:
+    (``A(i,j) * i`` is one factor: the value ``A(i,j) * i``), and so a coefficient that is
+    not finite (``A(i,j) * inf`` is inf, -inf or nan where A is 0 too: a value, not a
+    coefficient of the entries' product)."""
+    c = t.coefficient
+    infinite = isinstance(c, float) and not math.isfinite(c) and bool(t.factors)
+    if not t.index_values and not infinite:
         return t
     first = t.factors[0]
     value: Node = first.value or first.ref
-    for index_value in t.index_values:
+    numbers = (Number(t.at.line, t.at.column, c),) if isinstance(c, float) and infinite else ()
+    for index_value in t.index_values + numbers:
         value = Apply(index_value.line, index_value.column, Op.MUL, (value, index_value))
-    return Term(t.coefficient, (Factor(first.ref, value),) + t.factors[1:], t.at)
+    return Term(1 if infinite else c, (Factor(first.ref, value),) + t.factors[1:], t.at)
 
 
 LOGIC = (Op.AND, Op.OR, Op.NOT)
 
 
-def sum_of_products(node: Node, source: str, indices: frozenset[str]) -> list[Term]:
+def sum_of_products(node: Node, source: str, indices: frozenset[str],
+                    outputs: frozenset[str]) -> list[Term]:
     """``node`` expanded into a sum of products of accesses with numeric coefficients (an
     expression of accesses or of index values being one factor); SpecError at the first
-    construct that is not such a sum (``indices``: the statement's index names)."""
+    construct that is not such a sum (``indices``: the statement's index names;
+    ``outputs``: the output's, which no term sums over)."""
     expander = _Expander(source, indices)
-    terms = expander.expand(node)
+    terms = [d for t in expander.expand(node) for d in expander.distributed(t, outputs)]
+    if len(terms) > MAX_TERMS:
+        raise SpecError(f"the right-hand side expands to more than {MAX_TERMS} products",
+                        source, node.line, node.column)
     for t in terms:
         if not t.factors and t.index_values:
             raise expander.unsupported(f"a term of index values only "
@@ -421,10 +441,14 @@ class _Expander:
             if not isinstance(n.operands[1], Number):
                 return self.value_factor(n)
             den = n.operands[1].value
-            if den == 0:
-                raise SpecError("division by zero", self.source, n.line, n.column)
-            inverse = Fraction(1, den) if isinstance(den, int) else 1 / den
-            return [t.scaled(inverse) for t in self.expand(n.operands[0])]
+            terms = self.expand(n.operands[0])
+            if den == 0 and len(terms) > 1:     # inf * a + inf * b is not (a + b) / 0
+                raise SpecError("division of a sum of products by zero: numpy's result is "
+                                "inf or nan at every element; divide each product by zero "
+                                "(or multiply it by inf)", self.source, n.line, n.column)
+            inverse = math.inf if den == 0 else Fraction(1, den) if isinstance(den, int) \
+                else 1 / den                    # p / 0 = p * inf (inf, -inf or nan), as numpy
+            return [t.scaled(inverse) for t in terms]
         left, right = (self.expand(o) for o in n.operands)
         if n.op is Op.MUL:
             if len(left) * len(right) > MAX_TERMS:
@@ -437,6 +461,50 @@ class _Expander:
         if any(not t.factors for t in left + right) and len(accesses(n)) == 1:
             return self.value_factor(n)      # a number added to one tensor: A(i,j) - 3
         return left + right
+
+    def distributed(self, t: Term, outputs: frozenset[str]) -> list[Term]:
+        """``t`` with each sum folded into a value whose operands read different summed
+        indices (``(A(i,j)*x(j) + b(i)) / c(i)``, ``A(i,j) + 1`` into ``y(i)``) distributed
+        into terms of their own, each summed over its own indices as the broadcasting rule
+        says (``A(i,j)*x(j) / c(i) + b(i) / c(i)``); such a sum inside a function, a
+        comparison or a divisor, where no term can be split off, is a SpecError."""
+        summed = self.indices - outputs
+        for k, f in enumerate(t.factors):
+            if f.value is None:
+                continue
+            end = k + 1
+            while end < len(t.factors) and t.factors[end].in_value:
+                end += 1
+            others = [g for g in t.factors[:k] + t.factors[end:] if not g.in_value]
+            outside = frozenset().union(*(index_reads(g.value or g.ref) for g in others),
+                                        *map(index_reads, t.index_values))
+            found = _mixed_sum(f.value, None, outside, summed)
+            if found is None:
+                continue
+            node, within, index = found
+            if within is not None:
+                raise self.mixed(node, within, index)
+            parts = [node.operands[0], node.operands[1] if node.op is Op.ADD else
+                     Apply(node.line, node.column, Op.NEG, (node.operands[1],))]
+            return [d for part in parts for e in self.expand(_replaced(f.value, node, part))
+                    for d in self.distributed(Term(
+                        t.coefficient * e.coefficient, t.factors[:k] + e.factors
+                        + t.factors[end:], t.at, t.index_values + e.index_values), outputs)]
+        return [t]
+
+    def mixed(self, node: Apply, within: Node, index: str) -> SpecError:
+        """The refusal of the sum ``node`` inside the function, comparison or divisor
+        ``within``, one of whose operands reads the summed ``index`` and the other not."""
+        has, lacks = node.operands if index in index_reads(node.operands[0]) \
+            else node.operands[::-1]
+        return SpecError(
+            f"the sum {text(node)} inside {text(within)}: {text(has)} reads index {index!r} "
+            f"and {text(lacks)} does not, and nothing else in the product reads {index!r}, "
+            f"so whether {index!r} is summed inside ({text(has)} summed over {index!r} "
+            f"first, as the sum means on its own) or outside (the value at every point "
+            f"summed, {text(lacks)} the same along {index!r}) is ambiguous; for inside, "
+            "compute the sum into a tensor of its own first; for outside, multiply by a "
+            f"tensor of ones along {index!r}", self.source, node.line, node.column)
 
     def check_value(self, n: Node) -> None:
         """What an expression of values may hold: accesses, index values, numbers."""
@@ -465,6 +533,61 @@ class _Expander:
         refs = list(firsts.values())
         return [Term(1, (Factor(refs[0], tree),) + tuple(Factor(r, in_value=True)
                                                          for r in refs[1:]), n)]
+
+
+def index_reads(n: Node, skip: Node | None = None) -> frozenset[str]:
+    """The index names ``n`` reads: an access's indices (the names in an affine one), an
+    index value; not those of the subtree ``skip``."""
+    if n is skip:
+        return frozenset()
+    if isinstance(n, Ref):
+        if n.indices is None:
+            return frozenset({n.name})
+        arithmetic = dict(n.arithmetic)
+        return frozenset(name for i in n.indices
+                         for name in (arithmetic[i].names() if i in arithmetic else (i,)))
+    return frozenset().union(*(index_reads(c, skip) for c in children(n)))
+
+
+def _linear_in(n: Node) -> tuple[bool, ...]:
+    """Per operand of ``n``, whether ``n`` is linear in it (a sum's, a product's, a
+    negation's operands, a quotient's numerator): a sum there may be distributed."""
+    if isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB, Op.MUL, Op.NEG):
+        return (True,) * len(n.operands)
+    if isinstance(n, Apply) and n.op is Op.DIV:
+        return (True, False)
+    return (False,) * len(children(n))
+
+
+def _mixed_sum(n: Node, within: Node | None, outside: frozenset[str],
+               summed: frozenset[str], root: Node | None = None
+               ) -> tuple[Apply, Node | None, str] | None:
+    """The first sum in the value ``n`` (under ``root``, the whole value) whose operands
+    differ in a summed index nothing outside the sum reads (``outside``: the rest of the
+    product), with the function, comparison or divisor it is inside (``within``; None: a
+    linear position, where it can be distributed) and that index."""
+    root = root or n
+    if isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB):
+        left, right = (index_reads(o) for o in n.operands)
+        differ = ((left ^ right) & summed) - outside - index_reads(root, n)
+        if differ:
+            return n, within, min(differ)
+    for child, linear in zip(children(n), _linear_in(n)):
+        found = _mixed_sum(child, within if linear else (within or n), outside, summed, root)
+        if found is not None:
+            return found
+    return None
+
+
+def _replaced(n: Node, old: Node, new: Node) -> Node:
+    """``n`` with its subtree ``old`` (by identity) replaced by ``new``."""
+    if n is old:
+        return new
+    if isinstance(n, Apply):
+        return Apply(n.line, n.column, n.op, tuple(_replaced(o, old, new) for o in n.operands))
+    if isinstance(n, Call):
+        return Call(n.line, n.column, n.function, tuple(_replaced(a, old, new) for a in n.args))
+    return n
 
 
 def children(n: Node) -> tuple[Node, ...]:

@@ -74,6 +74,11 @@ class Semiring:
             and self._mul == BinOp("*", Name("a"), Name("b")) and self.zero == 0.0
 
     @property
+    def divides(self) -> bool:
+        """Whether ``add`` or ``mul`` divides (its C then needs the helper ``spf_div``)."""
+        return "/" in f"{self.add} {self.mul}"
+
+    @property
     def reorderable(self) -> bool:
         """Whether a reduction with ``add`` may run in any order and grouping."""
         return bool(self.associative and self.commutative)
@@ -121,7 +126,7 @@ class Semiring:
         if self._builtin or vt.kind not in (Kind.INT, Kind.UINT, Kind.BOOL):
             return ""
         boolean = vt.kind is Kind.BOOL
-        if boolean and "/" in f"{self.add} {self.mul}":
+        if boolean and self.divides:
             return "division is not defined on bool (a zero divisor is undefined in C)"
         if not self.reorderable:
             return ""
@@ -219,6 +224,8 @@ def _to_c(e: IExpr, env: dict[str, str]) -> str:
         return env[e.name]
     if isinstance(e, Call):
         return _C_FUNCTIONS[e.name](*(_to_c(a, env) for a in e.args))
+    if e.op == "/":         # spf_div: no trap in integers (x / 0 is 0, as numpy's)
+        return f"spf_div({_to_c(e.lhs, env)}, {_to_c(e.rhs, env)})"
     return f"({_to_c(e.lhs, env)} {e.op} {_to_c(e.rhs, env)})"
 
 

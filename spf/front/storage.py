@@ -25,9 +25,10 @@ from typing import NoReturn
 
 from ..errors import SpecError
 from . import index_expr as ie
+from .established import unestablished
 from .layout import Layout
 from .properties import Property, StorageOrder
-from .terms import Aff, UFCall
+from .terms import Aff, Constraint, UFCall
 
 
 class StorageKind(StrEnum):
@@ -130,6 +131,7 @@ class _Deriver:
         self.conj = rel.disjuncts[0]
         self.indices = list(layout.indices)
         self.out = list(rel.out_vars or ())
+        self.used: list[Constraint] = []        # the constraints the levels establish
 
     def fail(self, why: str) -> NoReturn:
         raise SpecError(f"layout {self.layout.name} cannot be assembled: {why}",
@@ -156,6 +158,15 @@ class _Deriver:
         if sorted(order) != list(range(len(self.out))):
             self.fail("every logical coordinate must be fixed by exactly one layout index")
         descending = tuple(self._descending(arr) for lv in levels for _, arr in lv.coords)
+        given = set(shape_fields) | {f for lv in levels for f in (lv.count, lv.extent) if f}
+        missing = [f for f in lay.scalar_fields if f not in given]
+        if missing:
+            self.fail(f"the scalar field(s) {', '.join(missing)} are given neither by the shape "
+                      "nor by a level (a count of positions, a dense extent)")
+        extra = unestablished(lay, self.conj, self.used)
+        if extra is not None:
+            self.fail(f"constraint {extra} of its relation does not follow from its storage "
+                      "levels and its shape (it decides which entries the layout holds)")
         self._check_properties(levels, order)
         self._check_value(levels)
         return Storage(lay, tuple(levels), order, descending, tuple(shape_fields),
@@ -169,6 +180,7 @@ class _Deriver:
                 continue
             if not c.is_eq or len(gs) != 1 or abs(c.aff.coeff(gs[0])) != 1:
                 self.fail(f"constraint {c} does not define one logical coordinate by an equality")
+            self.used.append(c)
             g = gs[0]
             value = (c.aff - Aff.var(g, c.aff.coeff(g))) * -c.aff.coeff(g)
             dim = self.out.index(g)
@@ -200,6 +212,7 @@ class _Deriver:
                 self.fail(f"bound {c} of {p} has a coefficient other than 1")
             rest = c.aff - Aff.var(p, k)
             (lower if k > 0 else upper).append(rest * -1 if k > 0 else rest)
+            self.used.append(c)
         if len(lower) != 1 or len(upper) != 1:
             self.fail(f"layout index {p} needs exactly one lower and one upper bound")
         return lower, upper

@@ -19,11 +19,13 @@ logical coordinates ``g``:
   the group's indices set to each group's size).
 
 Every field the relation reads is then determined: scalar extents from the shape, pointers and
-bounds from the counts, index arrays from the keys, the value array from its subscripts.  Every
-constraint of the part is checked per entry after writing (an entry the layout cannot hold is
-an error naming the entry and the constraint).  The other parts of a union layout are read
-back over the positions written and must give exactly the remaining entries (symmetric storage:
-the mirror images); a part whose fields the first does not determine is left empty.
+bounds from the counts, index arrays from the keys, the value array from its subscripts, and
+an array the part only compares with constants where it reads it (a bitmap's ``1 <= tbl(pi,
+pj)``) marks the entries' slots (a **marker**).  Every constraint of the part is checked per
+entry after writing (an entry the layout cannot hold is an error naming the entry and the
+constraint).  A part whose fields the first does not determine is left empty; the whole
+relation (every part of a union) is then read back by generated code and must give exactly the
+entries (:func:`spf.runtime.writer.written`).
 """
 from __future__ import annotations
 
@@ -34,8 +36,10 @@ from typing import NoReturn
 
 from ..errors import SpecError
 from . import index_expr as ie
+from .established import implied, within_shape
+from .isl_bridge import isl_limit
 from .layout import Layout
-from .properties import Permutation
+from .properties import Permutation, Range
 from .relation import Conj
 from .terms import Aff, Atom, Constraint, FloorDiv, UFCall
 
@@ -106,6 +110,19 @@ class Position:
 
 
 @dataclass(frozen=True)
+class Marker:
+    """An index array the relation only compares with constants where it reads it (Finch's
+    bitmap, ``1 <= tbl(pi, pj)``): it marks the slots that hold entries.  Each entry's slot
+    gets ``mark``, the least value the comparisons (and a constant ``range``) allow; every
+    other slot ``unused``, a value they exclude where the range has one (else ``mark``: a slot
+    the relation reads then holds 0.0, like padding)."""
+
+    call: UFCall
+    mark: int
+    unused: int
+
+
+@dataclass(frozen=True)
 class PartWrite:
     """How one part of a relation places an entry: solved atoms in order, positions, the
     scalar extents of coordinate indices, and what unused slots of index arrays hold."""
@@ -117,6 +134,7 @@ class PartWrite:
     filters: tuple[Aff, ...]                    # >= 0 over logical coordinates: the part's share
     fills: tuple[tuple[str, int], ...]          # index array -> value of an unused slot
     permuted: tuple[Permuted, ...] = ()
+    markers: tuple[Marker, ...] = ()
 
     def solution(self, atom: Atom) -> Solved | None:
         return next((s for s in self.solved if s.atom == atom), None)
@@ -125,7 +143,7 @@ class PartWrite:
 @dataclass(frozen=True)
 class WritePlan:
     """How entries are written into ``layout``: its first part writes them, the other parts
-    (``others``) are read back over the written positions."""
+    (``others``) give the rest, checked when the whole relation is read back."""
 
     layout: Layout
     first: PartWrite
@@ -161,8 +179,11 @@ class WritePlan:
             text.append(f"{field} = the extent of its coordinate")
         for uf, fill in self.first.fills:
             text.append(f"unused {uf} = {fill}")
+        for m in self.first.markers:
+            text.append(f"{m.call} = {m.mark} at each entry, {m.unused} elsewhere (it marks "
+                        "the entries)")
         if self.others:
-            text.append(f"parts 1-{len(self.others)} read back over the written positions"
+            text.append(f"parts 1-{len(self.others)} read back from what is written"
                         + (f" ({', '.join(self.emptied)} = 0)" if self.emptied else ""))
         return "; ".join(text)
 
@@ -235,6 +256,35 @@ def _sizes_an_array(layout: Layout, field: str) -> bool:
                for spec in layout.fields.values() for d in spec.dims)
 
 
+@cache
+def entry_filters(layout: Layout) -> tuple[Constraint, ...]:
+    """The constraints of a one-part relation that decide, from an entry's logical coordinates
+    and the shape alone, whether the layout holds it (``gj <= gi`` added to CSR, or
+    ``colIdx(pj) <= pi``, which its equalities make the same): the relation's constraints with
+    every layout index or array read that an equality makes a logical coordinate replaced by
+    it, those left naming only logical coordinates and the shape's fields that the shape
+    alone does not imply (``0 <= gi`` does not count)."""
+    rel = layout.relation
+    if len(rel.disjuncts) != 1:
+        return ()
+    outs = set(rel.out_vars or ())
+    mapping: dict[Atom, Aff] = {}
+    for c in rel.disjuncts[0]:
+        gs = [g for g in outs if c.aff.coeff(g)]
+        if not c.is_eq or len(gs) != 1 or abs(c.aff.coeff(gs[0])) != 1:
+            continue
+        value = (c.aff - Aff.var(gs[0], c.aff.coeff(gs[0]))) * -c.aff.coeff(gs[0])
+        if value.const == 0 and len(value.terms) == 1 and abs(value.terms[0][1]) == 1:
+            atom, k = value.terms[0]
+            mapping.setdefault(atom, Aff.var(gs[0], k))
+    allowed = outs | shape_fields(layout)
+    box = within_shape(layout)
+    with isl_limit(f"checking the relation of layout {layout.name}", layout.source):
+        return tuple(f for c in rel.disjuncts[0]
+                     if not (f := c.substitute(mapping)).calls() and f.names() & outs
+                     and f.names() <= allowed and not implied(box, f, sorted(outs)))
+
+
 def shape_fields(layout: Layout) -> set[str]:
     """The scalar fields naming the logical extents."""
     return {name for e in layout.shape if (name := e.as_name()) is not None}
@@ -257,6 +307,7 @@ def _produced(part: PartWrite, layout: Layout) -> set[str]:
         elif (name := p.upper.as_name()) is not None:
             out.add(name)
         out |= set(p.also)
+    out |= {m.call.name for m in part.markers}
     out.add(layout.value.array)
     return out
 
@@ -301,7 +352,7 @@ class _Solver:
         filters = tuple(a for c in self.conj if not c.is_eq
                         if self._logical_only(a := self._known(c.aff)))
         return PartWrite(self.conj, tuple(self.solved.values()), positions, extents,
-                         filters, fills, tuple(self.permuted))
+                         filters, fills, tuple(self.permuted), self._markers(positions))
 
     # equalities ------------------------------------------------------------------------
     def _is_known(self, atom: Atom) -> bool:
@@ -537,6 +588,56 @@ class _Solver:
                           f"relation excludes a value of {s.atom} (as 0 <= {s.atom} would)")
             out.append((s.atom.name, fill))
         return out
+
+    def _markers(self, positions: tuple[Position, ...]) -> tuple[Marker, ...]:
+        """The index arrays nothing else determines that the part reads at one place, only
+        compared with constants there (``1 <= tbl(pi, pj)``), at known layout indices."""
+        given = {s.atom.name for s in self.solved.values() if isinstance(s.atom, UFCall)}
+        for p in positions:
+            given |= {c.name for c in (p.lower, p.outer, _single_call(p.upper)) if c}
+        out = []
+        for name in self.layout.index_arrays:
+            reads = {c for con in self.conj for c in con.calls() if c.name == name}
+            if name in given or len(reads) != 1:
+                continue
+            (call,) = reads
+            uses = [c for c in self.conj if call in c.calls()]
+            if any(c.is_eq or c.aff.terms != ((call, c.aff.coeff(call)),)
+                   or abs(c.aff.coeff(call)) != 1 for c in uses) \
+                    or any(n not in self.indices for n in Aff.var(call).names()) \
+                    or any(inner.name not in given for a in call.args for inner in a.calls()):
+                continue
+            out.append(self._marker(call, uses))
+        return tuple(out)
+
+    def _marker(self, call: UFCall, uses: list[Constraint]) -> Marker:
+        """The value marking an entry's slot and the one marking the others."""
+        lows = [-c.aff.const for c in uses if c.aff.coeff(call) == 1]      # call >= -const
+        highs = [c.aff.const for c in uses if c.aff.coeff(call) == -1]     # call <= const
+        lo, hi = max(lows, default=None), min(highs, default=None)
+        r_lo, r_hi = self._constant_range(call.name)
+        least = max((b for b in (lo, r_lo) if b is not None), default=None)
+        most = min((b for b in (hi, r_hi) if b is not None), default=None)
+        mark = least if least is not None else most
+        if mark is None or (most is not None and mark > most):
+            self.fail(f"no value of {call} satisfies both the relation and the range of "
+                      f"{call.name}")
+        unused = [v for v in ((lo - 1) if lo is not None else None,
+                              (hi + 1) if hi is not None else None)
+                  if v is not None and (r_lo is None or v >= r_lo)
+                  and (r_hi is None or v <= r_hi)]
+        return Marker(call, mark, unused[0] if unused else mark)
+
+    def _constant_range(self, array: str) -> tuple[int | None, int | None]:
+        """The constant bounds a ``range`` property gives ``array`` (others: None)."""
+        lo = hi = None
+        for prop in self.layout.properties:
+            if isinstance(prop, Range) and prop.uf == array:
+                if prop.lower is not None and prop.lower.is_const:
+                    lo = prop.lower.const if lo is None else max(lo, prop.lower.const)
+                if prop.upper is not None and prop.upper.is_const:
+                    hi = prop.upper.const if hi is None else min(hi, prop.upper.const)
+        return lo, hi
 
     def _excluded(self, call: UFCall) -> int | None:
         for c in self.conj:

@@ -162,9 +162,10 @@ def build(expr: Expr, layouts: Mapping[str, Layout], bounds: Sequence[Constraint
     # the access map becomes affine, and the scanner solves for whichever side it iterates
     constraints += [Constraint.eq(Aff.var(name), aff) for name, aff in expr.derived.items()
                     if name in indices]
-    extent, substitution, facts = _extents(uses)
+    free = set(expr.free_extents)
+    extent, substitution, facts = _extents(uses, free)
     if assembled is not None:
-        constraints += _output_bounds(assembled, extent)
+        constraints += _output_bounds(assembled, extent, free)
     # No "0 <= idx < extent" facts for the logical indices: they hold on the points of each
     # layout relation, not on the points where the scanner tests that relation's guards
     # (e.g. a padding test ``0 <= colIdx(pi, pk)`` must not be pruned by ``0 <= j``).
@@ -227,28 +228,38 @@ def _composed(use: TensorUse, indices: list[str]) -> list[Constraint]:
     return list(flat.disjuncts[0])
 
 
-def _output_bounds(out: TensorUse, extent: dict[str, Aff]) -> list[Constraint]:
+def _output_bounds(out: TensorUse, extent: dict[str, Aff], free: set[str]) -> list[Constraint]:
     """``0 <= i`` for each index of an assembled output that the inputs read only inside
     affine access indices (``O(i) = I(i+k) * F(k)``: no input bounds ``i``); its extent is
     the output's, which the call computes as the largest ``i`` any point reaches (so
     ``i < extent`` holds already, and the counting passes, which see no output, need not
-    read it); ``extent`` gets it."""
+    read it); ``extent`` gets it, as it gets the output's extent of an index in ``free``
+    (some term of the sum reads it only inside index arithmetic)."""
     out_bounds = []
     for idx, ext in zip(out.indices, out.extents()):
         if idx not in extent:
-            extent[idx] = ext
             out_bounds.append(Constraint.ge(Aff.var(idx), Aff.num(0)))
+        if idx not in extent or idx in free:
+            extent[idx] = ext
     return out_bounds
 
 
-def _extents(uses: list[TensorUse]) -> tuple[dict[str, Aff], dict[str, Aff], list[Constraint]]:
+def _extents(uses: list[TensorUse], free: set[str]
+             ) -> tuple[dict[str, Aff], dict[str, Aff], list[Constraint]]:
     """Logical extents: the first tensor using an index defines it; others must agree (a
-    scalar field equal to it is substituted, anything else becomes a fact)."""
+    scalar field equal to it is substituted, anything else becomes a fact).  An output index
+    in ``free`` (some term of the sum reads it only inside index arithmetic) has the output's
+    extent, which may differ from an input's: nothing is substituted, each tensor's relation
+    bounds it."""
     extent: dict[str, Aff] = {}
     substitution: dict[str, Aff] = {}
     facts: list[Constraint] = []
     for use in uses:
         for idx, ext in zip(use.indices, use.extents()):
+            if idx in free:
+                if use.is_output or idx not in extent:
+                    extent[idx] = ext
+                continue
             ext = ext.substitute(substitution)
             if idx not in extent:
                 extent[idx] = ext

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from ..assembly import AssemblyPlan, strategy
-from ..errors import ArgumentError
+from ..back.status import Status
+from ..errors import ArgumentError, OutOfMemoryError
 from ..front.storage import Storage, StorageKind
 from . import build as runtime
 from .fields import index_max, wider_hint
@@ -40,8 +41,12 @@ def run_assembling(assembly: AssemblyPlan, fn: Callable[..., int],
                             "coordinates; its keys would overflow int64")
     bound = ctypes.c_int64(0)
     for sizer in sizers:        # counting without reading values suffices if it sizes little
-        if sizer(ctypes.addressof(bound), *inputs) != 0:
-            raise MemoryError(f"kernel {name}: out of memory while sizing {output!r}")
+        status = sizer(ctypes.addressof(bound), *inputs)
+        if status != Status.OK:
+            check_values(status, name)
+            raise OutOfMemoryError(f"kernel {name}: its C code could not allocate the state "
+                                   f"of its finds while sizing output {output!r} (malloc "
+                                   "returned NULL): out of memory")
         if bound.value <= SLOTS_ENTRIES:
             break
     top = index_max(storage.layout)
@@ -51,12 +56,16 @@ def run_assembling(assembly: AssemblyPlan, fn: Callable[..., int],
                             f"more than index_type={width!r} can address" + wider_hint(width))
     caps = _level_capacities(storage, ext, bound.value, top, counts_first)
     _check_narrow_fields(storage, shape, caps, output)
-    fields = _storage_fields(storage, shape, caps)
+    fields = _storage_fields(storage, shape, caps, output)
     size = np.array(caps, dtype=np.int64)
     struct = runtime.make_struct(storage.layout, fields)
     status = fn(ctypes.addressof(struct), runtime.address(size), *inputs)
-    if status == 1:
-        raise MemoryError(f"kernel {name}: out of memory while assembling {output!r}")
+    check_values(status, name)
+    if status == Status.OUT_OF_MEMORY:
+        raise OutOfMemoryError(f"kernel {name}: its C code could not allocate what it "
+                               f"assembles output {output!r} of shape {shape} with (its "
+                               "workspace, entry streams or find state; malloc returned "
+                               "NULL): out of memory")
     if status != 0:
         if max(caps) == top:
             raise ArgumentError(f"output {output!r} has more stored positions than "
@@ -65,6 +74,16 @@ def run_assembling(assembly: AssemblyPlan, fn: Callable[..., int],
                            "(a bug in spf; please report it)")
     _trim(storage, fields, size)
     return fields
+
+
+def check_values(status: int, name: str) -> None:
+    """ArgumentError when kernel ``name``'s C returned the status of a value numpy refuses
+    (:class:`~spf.back.status.Status`), computed anyway (as 0) to complete the call."""
+    if status == Status.NEGATIVE_POWER:
+        raise ArgumentError(f"kernel {name}: an integer was raised to a negative integer power "
+                            "(pow), which numpy refuses (Integers to negative integer powers "
+                            "are not allowed); the output is not complete. Make the base or "
+                            "the exponent a float")
 
 
 def _check_narrow_fields(storage: Storage, shape: tuple[int, ...], caps: list[int],
@@ -99,12 +118,14 @@ def _level_capacities(storage: Storage, ext: list[int], bound: int, top: int,
     return caps
 
 
-def _storage_fields(storage: Storage, shape: tuple[int, ...], caps: list[int]) -> dict[str, Any]:
+def _storage_fields(storage: Storage, shape: tuple[int, ...], caps: list[int],
+                    output: str) -> dict[str, Any]:
     """The output layout's fields with room for ``caps`` positions per level (pointer
     arrays zeroed; values zeroed when the last level is dense, as it has no entry for
     every position)."""
     fields: dict[str, Any] = {f: int(n) for f, n in zip(storage.shape_fields, shape)}
-    reserve(_bytes(storage, caps), f"{storage.layout.name}'s arrays")
+    reserve(_bytes(storage, caps), f"output {output!r} of shape {shape} ("
+            f"{storage.layout.name}'s arrays for {caps[-1]} entries)")
     for k, lv in enumerate(storage.levels):
         if lv.count:
             fields[lv.count] = 0

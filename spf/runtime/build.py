@@ -28,6 +28,13 @@ GCC_FLAGS = ("-fno-loop-unroll-and-jam",)
 KERNEL_FILE = re.compile(r"spf_[0-9a-f]{32}\.(so|c)")   # what build_library keeps
 BUILD_PREFIX = "spf_build_"                           # its temporary build directories
 BUILD_GRACE = 600.0   # seconds: a younger build directory may belong to a running compile
+# A cached library ends with a record of itself: MAGIC, its size (8 bytes, little-endian) and
+# its SHA-256, appended after the compiler's output (the loader ignores bytes past the ELF
+# file's contents).  A library is loaded only when its record matches: a truncated, empty,
+# garbled or changed file (a full disk, a copy cut short, another tool) is compiled again
+# instead of being mapped (a truncated one would kill the process with SIGBUS).
+MAGIC = b"spf-kernel-lib-1"
+RECORD = len(MAGIC) + 8 + hashlib.sha256().digest_size
 
 
 def compiler() -> str:
@@ -59,35 +66,102 @@ def cache_dir() -> Path:
     return Path(base) / "spf"
 
 
+def _cache_origin() -> str:
+    """Where :func:`cache_dir` took the directory from, as a user sets it."""
+    if os.environ.get("SPF_CACHE_DIR"):
+        return "$SPF_CACHE_DIR"
+    return "$XDG_CACHE_HOME/spf" if os.environ.get("XDG_CACHE_HOME") else \
+        "the default, ~/.cache/spf"
+
+
+def unusable_cache(directory: Path, exc: OSError) -> CompileError:
+    """The error for a cache directory spf cannot create or write into: the directory,
+    where it was set and the fix."""
+    blocker = next((p for p in (directory, *directory.parents)
+                    if p.exists() and not p.is_dir()), None)
+    why = "it is a file, not a directory" if blocker == directory else \
+        f"{blocker} is a file, not a directory" if blocker is not None else \
+        (exc.strerror or str(exc)).lower() + (f" ({exc.filename})" if exc.filename else "")
+    return CompileError(f"the kernel cache directory {directory} ({_cache_origin()}) cannot "
+                        f"be used: {why}; set SPF_CACHE_DIR to a writable directory")
+
+
+def usable_cache_dir() -> Path:
+    """:func:`cache_dir`, created if needed; CompileError (:func:`unusable_cache`) when it
+    cannot be."""
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unusable_cache(directory, exc) from None
+    return directory
+
+
 def extra_flags() -> tuple[str, ...]:
     """``$SPF_CFLAGS``: flags added to every compile (e.g. ``-fsanitize=address,undefined``)."""
     return tuple(os.environ.get("SPF_CFLAGS", "").split())
 
 
 def build_library(source: str, flags: tuple[str, ...] = ()) -> Path:
-    """Compile ``source`` into a shared library; reuse a cached one with the same key."""
+    """Compile ``source`` into a shared library; reuse a cached one with the same key whose
+    record matches (:data:`MAGIC`), else compile it (again) and replace the file atomically."""
     all_flags = compile_flags(tuple(flags))
     key = hashlib.sha256("\0".join([__version__, compiler(), *all_flags, source])
                          .encode()).hexdigest()[:32]
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = usable_cache_dir()
     lib = directory / f"spf_{key}.so"
-    if lib.exists():
+    if damage(lib) is None:
         return lib
-    with tempfile.TemporaryDirectory(dir=directory, prefix=BUILD_PREFIX) as tmp:
-        c_file = Path(tmp) / "kernel.c"
-        c_file.write_text(source)
-        out = Path(tmp) / "kernel.so"
-        try:
-            proc = subprocess.run([compiler(), *all_flags, str(c_file), "-o", str(out)],
-                                  capture_output=True, text=True)
-        except OSError as exc:
-            raise CompileError(f"cannot run the C compiler {compiler()!r} ($CC): {exc}") from None
-        if proc.returncode != 0:
-            raise CompileError(f"{compiler()} failed:\n{proc.stderr}\n--- source ---\n{source}")
-        os.replace(c_file, directory / f"spf_{key}.c")  # atomic: concurrent builders agree
-        os.replace(out, lib)
+    try:
+        with tempfile.TemporaryDirectory(dir=directory, prefix=BUILD_PREFIX) as tmp:
+            (Path(tmp) / "kernel.c").write_text(source)
+            _compile(source, all_flags, Path(tmp))
+            sealed = Path(tmp) / "sealed.so"
+            sealed.write_bytes(_sealed((Path(tmp) / "kernel.so").read_bytes()))
+            os.replace(Path(tmp) / "kernel.c", directory / f"spf_{key}.c")
+            os.replace(sealed, lib)         # atomic: concurrent builders and loaders agree
+    except OSError as exc:
+        raise unusable_cache(directory, exc) from None
     return lib
+
+
+def _compile(source: str, flags: tuple[str, ...], tmp: Path) -> None:
+    """``kernel.c`` in ``tmp`` into ``kernel.so`` there (run in ``tmp`` with relative names,
+    so that the library does not depend on the build directory's name)."""
+    try:
+        proc = subprocess.run([compiler(), *flags, "kernel.c", "-o", "kernel.so"], cwd=tmp,
+                              capture_output=True, text=True)
+    except OSError as exc:
+        raise CompileError(f"cannot run the C compiler {compiler()!r} ($CC): {exc}") from None
+    if proc.returncode != 0:
+        raise CompileError(f"{compiler()} failed:\n{proc.stderr}\n--- source ---\n{source}")
+
+
+def _sealed(library: bytes) -> bytes:
+    """``library`` with its record appended."""
+    return library + MAGIC + len(library).to_bytes(8, "little") + \
+        hashlib.sha256(library).digest()
+
+
+def damage(lib: Path) -> str | None:
+    """Why ``lib`` is not a library as :func:`build_library` wrote it (missing, cut short,
+    not spf's, changed), or None when its size and SHA-256 match its record."""
+    try:
+        data = lib.read_bytes()
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    body, record = data[:-RECORD], data[-RECORD:]
+    if len(data) < RECORD or not record.startswith(MAGIC):
+        return f"is not a library spf wrote ({len(data)} bytes without spf's record: cut " \
+            "short, empty or another file)"
+    size = int.from_bytes(record[len(MAGIC):len(MAGIC) + 8], "little")
+    if size != len(body):
+        return f"has {len(body)} bytes where its record says {size}"
+    if hashlib.sha256(body).digest() != record[len(MAGIC) + 8:]:
+        return "does not match its recorded SHA-256 (changed after it was written)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -164,7 +238,16 @@ def clear_cache(directory: Path | None = None) -> CacheUsage:
 
 @cache
 def load_library(path: str) -> ctypes.CDLL:
-    return ctypes.CDLL(path)
+    """The library at ``path`` (from :func:`build_library`), loaded once per process after
+    its record was checked: a damaged file is never mapped."""
+    why = damage(Path(path))
+    if why is not None:
+        raise CompileError(f"the compiled kernel {path} {why}; it was damaged after spf "
+                           "checked it (compiling the kernel again replaces it)")
+    try:
+        return ctypes.CDLL(path)
+    except OSError as exc:
+        raise CompileError(f"cannot load the compiled kernel {path}: {exc}") from None
 
 
 _INDEX_CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64}

@@ -8,14 +8,16 @@ set once per kernel, so a call costs a few microseconds beyond the C.
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
 from ..assembly import AssemblyPlan
+from ..back.status import Status
 from ..decide.options import KernelOptions
-from ..errors import ArgumentError
+from ..errors import ArgumentError, OutOfMemoryError
 from ..front import index_expr
 from ..front.kernel_spec import Expr
 from ..front.layout import Layout
@@ -23,12 +25,12 @@ from ..front.semiring import Semiring
 from ..front.value_types import Kind, Typing, ValueType
 from ..middle.iteration_space import shared_fields
 from . import build as runtime
-from .assembled import run_assembling
-from .fields import check_built_ranges, with_derived
-from .memory import aligned_zeros
+from .assembled import check_values, run_assembling
+from .fields import with_derived
+from .memory import aligned_zeros, reserve
 from .operands import DenseStruct, Operand
 from .shapes import shape_plan
-from .stored import StoredTensor, tensor_class
+from .stored import StoredTensor, check_built_ranges, tensor_class
 from .writer import rewritten
 
 
@@ -62,6 +64,10 @@ class KernelLike(Protocol):
     def parallel_loop(self) -> str | None: ...
     @property
     def written(self) -> Layout | None: ...
+    @property
+    def privatized(self) -> bool: ...
+    @property
+    def decisions(self) -> tuple[Any, ...]: ...
     def c_source(self) -> str: ...
 
 
@@ -106,20 +112,24 @@ class CompiledKernel(Generic[K]):
                           for a in expr.factors]
         # fill values with a mul zero does not annihilate: operands read as dense arrays
         self._densely = {name: Operand(name, lay) for name, lay in kernel.read_densely.items()}
+        self._fills = kernel.options.fill_values     # an operand's absent entries: its fill
+        self._private = kernel.privatized and bool(expr.output.indices)
+        self._allocations = _allocations(kernel)
         self._out_dense = DenseStruct.of(kernel.layouts[self.output]) if expr.output.indices \
             else None
         # the struct of a dense output the kernel allocates, with nothing to accumulate into
         self._dense_output = self._out_dense if not expr.accumulate else None
         self._inputs = list(zip([a.tensor for a in expr.factors], self._operands))
         self._semiring = None if kernel.semiring.is_plus_times else kernel.semiring
-        self._shapes = shape_plan(expr)
+        self._shapes = shape_plan(expr, kernel.index_type)
+        self._what = f"output {self.output!r} of kernel {kernel.name}"    # allocations
         # the plain call: every input a tensor read as given, into a dense output of the
         # usual struct
         self._plain: tuple[DenseStruct, list[tuple[str, Operand]]] | None = None
         tensors = [(name, op) for name, op in self._inputs if op is not None]
         out = self._dense_output
         if out is not None and out.in_order and len(tensors) == len(self._inputs) \
-                and not (self._densely or self._masks or self._semiring):
+                and not (self._densely or self._masks or self._semiring or self._fills):
             self._plain = (out, tensors)
         typing = kernel.typing
         self._dtype = typing.output.dtype          # the output's values
@@ -158,21 +168,29 @@ class CompiledKernel(Generic[K]):
         bound = {a.tensor: op.tensor(inputs[a.tensor])
                  for a, op in zip(self.kernel.expr.factors, self._operands)
                  if op and a.tensor in inputs}
-        extents = self._extents({name: t.shape for name, t in bound.items()})
+        shapes = {name: t.shape for name, t in bound.items()}
+        extents = self._extents(shapes)
         out = self.kernel.expr.output
         if not out.indices:
             raise ArgumentError("allocate_output: the kernel's output is a scalar")
         if self.kernel.assembly is not None:
             raise ArgumentError(f"allocate_output: the output {self.output!r} is assembled by "
                                 "the kernel (its structure depends on the inputs)")
-        missing = [i for i in out.indices if i not in extents]
+        free = self._shapes.free()
+        missing = [i for k, i in enumerate(out.indices) if i not in extents and k not in free]
+        shape: tuple[int, ...] = ()
+        if not missing:
+            try:       # an extent index arithmetic sets: the points its terms reach
+                shape = self._shapes.output_shape(shapes, None, self.output) if free else \
+                    tuple(extents[i] for i in out.indices)
+            except KeyError:
+                missing = [out.indices[k] for k in free]
         if missing:
             raise ArgumentError(f"allocate_output: pass the inputs that fix index(es) {missing}")
-        shape = tuple(extents[i] for i in out.indices)
         layout = self.kernel.layouts[self.output]
         if layout.dense_array is None:
             return self._shared_output(layout, None, shape, bound)
-        array = aligned_zeros(shape, self._dtype)
+        array = aligned_zeros(shape, self._dtype, self._what)
         array.fill(self._zero)
         return self._filled(tensor_class().from_dense(layout, array))
 
@@ -239,12 +257,29 @@ class CompiledKernel(Generic[K]):
         return result
 
     def _dense_reading(self, name: str, value: Any) -> np.ndarray:
-        """Operand ``name`` (given in its sparse layout) as a dense array holding the
-        semiring's zero where it stores no entry (``fill_values`` semantics)."""
+        """Operand ``name`` (given in its sparse layout) as a dense array holding, where it
+        stores no entry, its own fill (``fill_values``: 0 for data from numpy, scipy or
+        pydata, a Tensor's fill), else the semiring's zero."""
         tensor = self._densely[name].tensor(value)
-        self._refuse_padding(name, tensor, "its padding would read as entries, not as the "
-                             "semiring's zero")
-        return tensor.to_dense(fill=self._zero)
+        fill = self.kernel.typing.of(name).value_of(tensor.fill) \
+            if self.kernel.options.fill_values else self._zero
+        if fill != 0:       # padding holds 0.0: read as the fill where that is 0 too
+            self._refuse_padding(name, tensor, f"its padding would read as entries, not as "
+                                 f"{fill} (what it holds where it stores nothing)")
+        reserve(math.prod(tensor.shape) * self._densely[name].layout.value_type.dtype.itemsize,
+                f"{name!r} read as a dense array (shape {tensor.shape})")
+        return tensor.to_dense(fill=fill)
+
+    def _check_fill(self, name: str, bound: Any) -> None:
+        """``fill_values``: an operand the kernel iterates over its stored entries (0, the
+        semiring's zero, annihilates mul) must hold 0 where it stores nothing."""
+        fill = getattr(bound, "fill", 0.0)
+        if fill != 0:
+            raise ArgumentError(
+                f"{name!r} holds {fill} where it stores nothing (its fill), and this kernel "
+                "(fill_values=True) iterates over its stored entries, which is right only "
+                f"for a fill of 0 (the semiring's zero); pass {name}.with_fill(0.0), or its "
+                "dense array")
 
     def _check_mask_shape(self, name: str, mask: tuple[int, ...],
                           out: tuple[int, ...]) -> None:
@@ -273,6 +308,8 @@ class CompiledKernel(Generic[K]):
             value = self._dense_reading(name, args[name]) if name in self._densely \
                 else args[name]
             address, shapes[name], keep[name] = op.bind(value)
+            if self._fills and name not in self._densely and name not in self._masks:
+                self._check_fill(name, keep[name])
             if name in self._masks:
                 self._refuse_padding(name, keep[name], "a mask's stored slot is an entry")
             elif self._semiring is not None:
@@ -298,22 +335,23 @@ class CompiledKernel(Generic[K]):
         if self._shapes.disagree(shapes):
             self._extents(shapes)
         shape = self._shapes.output_shape(shapes, None, self.output)
-        array = aligned_zeros(shape, self._dtype)
+        if self._private:
+            self._reserve_private(shape)
+        array = aligned_zeros(shape, self._dtype, self._what)
         out = output.fresh(array, shape)       # alive until the call returns
-        if self._fn(ctypes.addressof(out), *values) != 0:
-            raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
+        self._ran(self._fn(ctypes.addressof(out), *values))
         return array
 
     def _call(self, args: Mapping[str, Any]) -> Any:
         values, shapes, keep = self._bind(args)
         out_shape = self._output_shape(shapes, args.get(self.output))
+        if self._private:
+            self._reserve_private(out_shape)
         if self._dense_output is not None and self.output not in args:
-            array = aligned_zeros(out_shape, self._dtype)
+            array = aligned_zeros(out_shape, self._dtype, self._what)
             struct = self._dense_output.struct(array)
             if struct is not None:
-                if self._fn(ctypes.addressof(struct), *values) != 0:
-                    raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find "
-                                      "state")
+                self._ran(self._fn(ctypes.addressof(struct), *values))
                 return array
         assembly = self.kernel.assembly
         if assembly is not None:
@@ -325,9 +363,25 @@ class CompiledKernel(Generic[K]):
             return self._run_scalar(args, values)
         _alive, address, result = self._dense_or_shared_output(args.get(self.output), out_shape,
                                                               keep)
-        if self._fn(address, *values) != 0:
-            raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
+        self._ran(self._fn(address, *values))
         return result
+
+    def _reserve_private(self, shape: tuple[int, ...]) -> None:
+        """ArgumentError before the call when the per-thread copies of the output that its
+        parallel loop sums into (one per OpenMP thread) would not fit."""
+        max_threads = getattr(self._lib, "omp_get_max_threads", None)   # built without OpenMP
+        threads = int(max_threads()) if max_threads is not None else 1
+        reserve(threads * math.prod(shape) * self.kernel.typing.accumulate.dtype.itemsize,
+                f"the per-thread copies of {self._what} ({threads} threads, shape {shape})")
+
+    def _ran(self, status: int) -> None:
+        """The error of the kernel's status when it is not 0: a value numpy refuses
+        (:func:`~spf.runtime.assembled.check_values`), else an allocation of its own that
+        failed (OutOfMemoryError)."""
+        if status != Status.OK:
+            check_values(status, self.kernel.name)
+            raise OutOfMemoryError(f"kernel {self.kernel.name}: its C code could not allocate "
+                                   f"{self._allocations} (malloc returned NULL): out of memory")
 
     def _output_shape(self, shapes: Mapping[str, tuple[int, ...]],
                       given: Any = None) -> tuple[int, ...]:
@@ -343,9 +397,9 @@ class CompiledKernel(Generic[K]):
         if self.output in args and not self.kernel.expr.accumulate:
             raise ArgumentError(f"{self.output!r} is assigned with '='; do not pass it")
         vt = self.kernel.typing.output
-        out = np.array([_typed_scalar(self.output, args.get(self.output, 0), vt)], vt.dtype)
-        if self._fn(out.ctypes.data, *values) != 0:
-            raise MemoryError(f"kernel {self.kernel.name}: out of memory for its find state")
+        start = args.get(self.output, vt.dtype.type(0))      # the type's 0 (bool: False)
+        out = np.array([_typed_scalar(self.output, start, vt)], vt.dtype)
+        self._ran(self._fn(out.ctypes.data, *values))
         return out[0]
 
     def _dense_or_shared_output(self, given: Any, shape: tuple[int, ...],
@@ -362,7 +416,7 @@ class CompiledKernel(Generic[K]):
             if self.kernel.expr.accumulate:
                 raise ArgumentError(f"'+=' accumulates into {self.output!r}: pass it as "
                                     f"{self.output}=array")
-            array = aligned_zeros(shape, self._dtype)
+            array = aligned_zeros(shape, self._dtype, self._what)
         else:
             array = given.to_dense() if isinstance(given, StoredTensor) else given
             if not isinstance(array, np.ndarray) or array.dtype != self._dtype \
@@ -385,8 +439,10 @@ class CompiledKernel(Generic[K]):
             if isinstance(kept, StoredTensor):
                 arrays = [(f" (its field {f!r})", a) for f, a in kept.fields.items()
                           if isinstance(a, np.ndarray)]
-            else:
+            elif isinstance(kept, tuple):       # a dense operand: (struct, array)
                 arrays = [("", kept[1])]
+            else:                               # a complex scalar's own copy
+                continue
             for what, array in arrays:
                 if np.may_share_memory(written, array) and np.shares_memory(written, array):
                     raise ArgumentError(f"output {self.output!r} shares memory with input "
@@ -467,7 +523,7 @@ class CompiledKernel(Generic[K]):
         size = 1
         for d in layout.fields[value].dims:
             size *= index_expr.evaluate(d, scalars, arrays)
-        fields[value] = aligned_zeros(size, layout.value_type.dtype)
+        fields[value] = aligned_zeros(size, layout.value_type.dtype, self._what)
         fields[value].fill(self._zero)    # what '=' and '+=' start from
         return self._filled(tensor_class()(layout, shape, fields, check=False))
 
@@ -476,6 +532,18 @@ class CompiledKernel(Generic[K]):
         out.fill = self._zero
         return out
 
+
+
+def _allocations(kernel: KernelLike) -> str:
+    """What the C of ``kernel`` allocates, for the message when it could not."""
+    out = kernel.expr.output.tensor
+    what = [f"the state of its {d.chosen.algorithm} find of {d.find.var} in {d.find.use.name}"
+            for d in kernel.decisions if d.chosen and d.chosen.algorithm != "binsearch"]
+    if kernel.privatized:
+        what.append(f"the per-thread copies of output {out!r}")
+    if kernel.assembly is not None:
+        what.append(f"the workspace and entry streams assembling output {out!r}")
+    return ", ".join(what) or "its working memory"
 
 
 def _without(tensor: StoredTensor, hit: np.ndarray) -> StoredTensor:
@@ -487,7 +555,8 @@ def _without(tensor: StoredTensor, hit: np.ndarray) -> StoredTensor:
 
 
 def _function(lib: ctypes.CDLL, name: str, argtypes: list[Any]) -> Any:
-    """``lib.name`` returning int, its argument types set once (struct pointers as addresses)."""
+    """``lib.name`` returning its status (:class:`~spf.back.status.Status`), its argument
+    types set once (struct pointers as addresses)."""
     fn = getattr(lib, name)
     fn.restype = ctypes.c_int
     fn.argtypes = argtypes

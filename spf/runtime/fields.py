@@ -347,20 +347,3 @@ def _check_properties(layout: Layout, scalars: Mapping[str, int],
             continue        # on the slots the relation reads, by spf.read_check
         if not (proven and prop in proven):
             prop.check(arrays, scalars, layout.name)
-
-
-def check_built_ranges(layout: Layout, fields: Mapping[str, Any], what: str) -> None:
-    """ArgumentError when a tensor spf built (``what``: a kernel's assembled output, a
-    conversion's result) stores a coordinate outside a range its layout declares: a layout
-    whose range is narrower than its shape cannot store that entry.  Sorted assembly and
-    placement establish the other properties; ranges they cannot (checked here, O(entries))."""
-    ranges = [p for p in layout.properties if isinstance(p, Range)]
-    if not ranges:
-        return
-    scalars = {f: int(fields[f]) for f in layout.scalar_fields}
-    arrays = {f: np.asarray(fields[f]).reshape(-1) for f in layout.index_arrays}
-    for prop in ranges:
-        try:
-            prop.check(arrays, scalars, layout.name)
-        except ArgumentError as exc:
-            raise ArgumentError(f"{what}: {exc} (the layout cannot store that entry)") from None

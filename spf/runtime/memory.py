@@ -76,7 +76,7 @@ def aligned_zeros(shape: int | tuple[int, ...], dtype: np.typing.DTypeLike = _FL
     n = math.prod(dims)
     if n * size < SMALL:
         return np.zeros(dims, dtype)
-    reserve(n * size, what)
+    reserve(n * size, f"{what} (shape {dims}, {dtype})")
     if ALIGNMENT % size:        # an item size that does not divide a cache line: by bytes
         raw = np.zeros(n * size + ALIGNMENT, dtype=np.uint8)
         start = -address(raw) % ALIGNMENT

@@ -16,8 +16,9 @@ from typing import Any, Self
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..front.layout import Layout
-from ..front.properties import Property
+from ..front.properties import Property, Range
 from . import build as runtime
 from .fields import as_shape, check_fields
 
@@ -93,6 +94,13 @@ class StoredTensor:
         t.fill, t.source_entries = self.fill, self.source_entries
         return t
 
+    def with_fill(self, fill: float) -> Self:
+        """This tensor (its arrays shared) holding ``fill`` where it stores nothing: what its
+        absent entries are to a kernel with ``fill_values=True`` and to :meth:`to_dense`."""
+        t = type(self)(self.layout, self.shape, self.fields, check=False)
+        t.fill, t.source_entries = float(fill), self.source_entries
+        return t
+
     def __getitem__(self, name: str) -> Any:
         return self.fields[name]
 
@@ -155,6 +163,35 @@ class StoredTensor:
         """How many entries the layout's relation yields at each coordinate, as a dense array
         (nonzero where the tensor has an entry), by a generated kernel."""
         raise NotImplementedError
+
+    @staticmethod
+    def check_reads(layout: Layout, fields: Mapping[str, Any]) -> None:
+        """ArgumentError when generated code would read ``fields`` out of bounds or they
+        violate a property checked at the relation's reads (:mod:`spf.read_check`)."""
+        raise NotImplementedError
+
+
+def check_built_ranges(layout: Layout, fields: Mapping[str, Any], what: str) -> None:
+    """ArgumentError when a tensor spf built (``what``: a kernel's assembled output, a
+    conversion's result) stores a coordinate outside a range its layout declares: a layout
+    whose range is narrower than its shape cannot store that entry.  Sorted assembly and
+    placement establish the other properties; ranges they cannot (checked here, O(entries);
+    a range relative to layout indices, ``colIdx(pk) >= pi``, by the generated read check)."""
+    ranges = [p for p in layout.properties if isinstance(p, Range)]
+    if not ranges:
+        return
+    if any(p.relative for p in ranges):
+        try:
+            tensor_class().check_reads(layout, fields)
+        except ArgumentError as exc:
+            raise ArgumentError(f"{what}: {exc} (the layout cannot store that entry)") from None
+    scalars = {f: int(fields[f]) for f in layout.scalar_fields}
+    arrays = {f: np.asarray(fields[f]).reshape(-1) for f in layout.index_arrays}
+    for prop in ranges:
+        try:
+            prop.check(arrays, scalars, layout.name)
+        except ArgumentError as exc:
+            raise ArgumentError(f"{what}: {exc} (the layout cannot store that entry)") from None
 
 
 def _as_declared(layout: Layout, field: str, value: Any) -> Any:

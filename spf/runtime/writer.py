@@ -2,25 +2,36 @@
 
 Given an entry list (coordinates and values, no coordinate twice), the solved atoms are
 evaluated, each position index is ranked (sorted keys, groups, prefix sums), every field the
-plan determines is filled, and every constraint of the written part is checked per entry;
-the other parts of a union are read back over the written positions and must give exactly the
-entries the first part did not take.  Errors name the entry and what it violates.
+plan determines is filled (markers included), and every constraint of the written part is
+checked per entry.  The tensor is then read back through its whole relation by generated code
+(every part of a union, every position) and must give exactly the entries
+(:func:`written`, :func:`read_back`, which also verifies what packers build).  Errors name the
+entry and what it violates.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, SpecError
 from ..front import index_expr as ie
 from ..front.layout import Layout
-from ..front.relation import Conj
-from ..front.storage import storage_of
+from ..front.layout_file import layout_error
+from ..front.storage import storage_of, storage_or_none
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
-from ..front.writing import PartWrite, Permuted, Position, Start, WritePlan, write_plan
+from ..front.writing import (
+    PartWrite,
+    Permuted,
+    Position,
+    Start,
+    WritePlan,
+    entry_filters,
+    write_plan,
+)
 from .fields import index_max, wider_hint
 from .memory import aligned_zeros, reserve
 from .stored import StoredTensor, tensor_class
@@ -40,7 +51,7 @@ class _Arrays:
     def allocate(self, name: str, scalars: Mapping[str, int], fill: int = 0) -> np.ndarray:
         """``name`` sized by its extents: the value array zeroed (64-byte aligned), an
         index array filled with ``fill`` in int64 (cast to its width at the end)."""
-        dims = tuple(ie.evaluate(d, scalars, self.flat) for d in self.layout.fields[name].dims)
+        dims = tuple(self.extent(name, d, scalars) for d in self.layout.fields[name].dims)
         if any(d < 0 for d in dims):
             raise ArgumentError(f"{self.layout.name}: {name} would have extents {dims}")
         size = math.prod(dims)
@@ -52,6 +63,17 @@ class _Arrays:
             arr = np.full(size, fill, np.int64)
         self.flat[name], self.dims[name] = arr, dims
         return arr
+
+    def extent(self, name: str, dim: ie.IExpr, scalars: Mapping[str, int]) -> int:
+        """An extent of ``name`` as declared, from what is written so far; SpecError at its
+        declaration when it needs a field the writer has not determined yet (or cannot
+        evaluate)."""
+        try:
+            return ie.evaluate(dim, scalars, self.flat)
+        except (KeyError, IndexError, ValueError) as exc:
+            what = f"{exc.args[0]} is not known yet" if isinstance(exc, KeyError) else exc
+            raise layout_error(self.layout, f"layout {self.layout.name}: the extent of {name} "
+                               f"cannot be computed when it is written ({what})", name) from None
 
     def offset(self, name: str, args: Sequence[Any]) -> Vec:
         """Row-major offsets of ``name[args...]``; -1 where out of bounds."""
@@ -81,7 +103,9 @@ def vec(a: Aff, env: Env, arrays: _Arrays | None = None) -> Any:
 
 def _read(call: UFCall, env: Env, arrays: _Arrays | None) -> Any:
     if arrays is None or call.name not in arrays.flat:
-        raise KeyError(call.name)
+        where = "" if arrays is None else f"layout {arrays.layout.name}: "
+        raise SpecError(f"{where}{call} is read before the writer determines "
+                        f"{call.name}", "<string>" if arrays is None else arrays.layout.source)
     arr = arrays.flat[call.name]
     off = arrays.offset(call.name, [vec(x, env, arrays) for x in call.args])
     return np.where(off >= 0, arr[np.clip(off, 0, max(len(arr) - 1, 0))] if len(arr) else 0,
@@ -110,16 +134,10 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
     outs = list(lay.relation.out_vars or ())
     env: Env = {g: np.asarray(c, np.int64) for g, c in zip(outs, coords)}
     values = np.asarray(values).astype(lay.value_type.dtype, copy=False)
-    scalars: dict[str, int] = {name: n for e, n in zip(lay.shape, shape)
-                               if (name := e.as_name()) is not None}
-    fixed = tuple(e.evaluate(scalars) for e in lay.shape)
-    if fixed != tuple(shape):
-        raise ArgumentError(f"layout {lay.name} stores tensors of shape "
-                            f"({', '.join(map(str, lay.shape))}); got shape {tuple(shape)}")
+    scalars = check_shape(lay, shape)
     part = plan.first
     taken = _taken(part, env, len(values))
-    if plan.others:
-        env_all, values_all = dict(env), values
+    if plan.others:         # the other parts must read the rest back (see written)
         env = {g: v[taken] for g, v in env.items()}
         values = values[taken]
     elif not taken.all():
@@ -149,6 +167,11 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
         if isinstance(s.atom, UFCall):
             off = arrays.offset(s.atom.name, [vec(x, env, arrays) for x in s.atom.args])
             _store(lay, arrays.flat[s.atom.name], off, env[str(s.atom)], s.atom.name, env, outs)
+    for m in part.markers:          # each entry's slot marked, the others not
+        marks = arrays.allocate(m.call.name, scalars, m.unused)
+        off = arrays.offset(m.call.name, [vec(x, env, arrays) for x in m.call.args])
+        _store(lay, marks, np.broadcast_to(off, (len(values),)),
+               np.full(len(values), m.mark, np.int64), m.call.name, env, outs)
     for name, spec in lay.fields.items():
         if spec.is_array and name not in arrays.flat and name != lay.value.array:
             arrays.allocate(name, scalars)
@@ -157,8 +180,6 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
                                           for s in lay.value.subscripts])
     _store_values(lay, data, off, values, env, outs)
     _check(part.conj, lay, env, arrays, scalars, outs)
-    if plan.others:
-        _read_back(plan, env, arrays, scalars, env_all, values_all, outs)
     fields: dict[str, Any] = dict(scalars)
     for name, arr in arrays.flat.items():
         if name not in lay.fields:
@@ -182,19 +203,144 @@ def rewritten(t: StoredTensor, layout: Layout, allow_padding: bool = True) -> St
     (level,) = storage_of(t.layout).levels
     arrays = {d: a for d, a in level.coords if a is not None}
     coords = [np.asarray(t.fields[arrays[d]], np.int64) for d in range(layout.order)]
-    fields, slots = write(write_plan(layout), tuple(t.shape), coords,
-                          np.asarray(t.values), allow_padding)
-    out = tensor_class()(layout, t.shape, fields)
-    n = len(coords[0]) if coords else 1
+    return written(write_plan(layout), tuple(t.shape), coords, np.asarray(t.values),
+                   allow_padding)
+
+
+def written(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
+            values: np.ndarray, allow_padding: bool = True) -> StoredTensor:
+    """A tensor of ``shape`` in ``plan.layout`` holding the entries (unique coordinates),
+    checked like any tensor, then read back through its whole relation (every part, every
+    position): it must give exactly the entries (a union's other parts the ones its first
+    part leaves, symmetric storage the mirror images), else an ArgumentError names the first
+    entry that differs."""
+    lay = plan.layout
+    fields, slots = write(plan, shape, coords, values, allow_padding)
+    out = tensor_class()(lay, shape, fields)
+    n = len(values)
     out.source_entries = n if slots > n else None
+    diff, read, given = read_back(out, coords, values)
+    if diff is not None:
+        two = " (entries read through two parts of the relation differ)" \
+            if plan.others and diff.given is not None and diff.read is not None else ""
+        raise ArgumentError(f"{lay.name} cannot hold these entries: its relation reads "
+                            f"{read} entries back from what was written, the source has "
+                            f"{given}; {diff}{two}")
     return out
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The first coordinate (in row-major order) where the entries a tensor's relation reads
+    differ from those it was built from."""
+
+    at: tuple[int, ...]
+    given: Any = None           # the value given there (None: no entry)
+    read: Any = None            # the value read back, summed where read twice (None: none)
+
+    def __str__(self) -> str:
+        if self.given is None:
+            return (f"{self.at} would be read back, but the source has no entry there "
+                    f"(read back: {self.read!r})")
+        if self.read is None:
+            return f"{self.at} of the source (value {self.given!r}) is not read back"
+        return f"{self.at}: value {self.given!r}, read back {self.read!r}"
+
+
+def read_back(t: StoredTensor, coords: Sequence[np.ndarray], values: np.ndarray
+              ) -> tuple[Difference | None, int, int]:
+    """(the first difference between the entries ``t``'s relation reads, by generated code
+    over every part, and the given ones, or None; how many it reads; how many were given).
+    Entries holding 0 are not compared on either side: padding a layout stores, explicit
+    zeros a layout of dense levels does not keep."""
+    read, read_values = _entries(t)
+    given_values = np.asarray(values).astype(read_values.dtype, copy=False)
+    keep, kept = given_values != 0, read_values != 0
+    given = [np.asarray(c, np.int64)[keep] for c in coords]
+    got = [np.asarray(c)[kept] for c in read]
+    given_values, got_values = given_values[keep], read_values[kept]
+    return (_difference(tuple(t.shape), given, given_values, got, got_values),
+            len(got_values), len(given_values))
+
+
+def _entries(t: StoredTensor) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """The entries ``t``'s relation reads: a coordinate list's arrays as they are (its storage
+    level accounts for every constraint of the relation), else by a generated conversion
+    (:meth:`spf.Tensor.entries`), which would gather a coordinate list of one dimension in a
+    workspace as large as its extent."""
+    storage = storage_or_none(t.layout)
+    if storage is None or not storage.is_coordinate_list():
+        return t.entries()
+    (level,) = storage.levels
+    n = int(t.fields[level.count]) if level.count else len(t.values)
+    arrays = {d: a for d, a in level.coords if a is not None}
+    return (tuple(np.asarray(t.fields[arrays[d]]).reshape(-1)[:n] for d in range(len(t.shape))),
+            np.asarray(t.values).reshape(-1)[:n])
+
+
+def _difference(shape: tuple[int, ...], want: list[Vec], want_values: np.ndarray,
+                got: list[Vec], got_values: np.ndarray) -> Difference | None:
+    """The first difference of two entry lists, each with unique coordinates (a relation
+    reading one coordinate twice is read back with the values added, as kernels add them)."""
+    kw, kg = _keys(shape, want, got)
+    ow, og = np.argsort(kw, kind="stable"), np.argsort(kg, kind="stable")
+    kw, kg, wv, gv = kw[ow], kg[og], want_values[ow], got_values[og]
+    if len(kw) == len(kg) and (kw == kg).all() and _same(wv, gv).all():
+        return None
+    first: list[tuple[int, Difference]] = []
+
+    def at(k: int, coords: list[Vec], order: Vec) -> tuple[int, ...]:
+        return tuple(int(c[order[k]]) for c in coords)
+    where = np.searchsorted(kg, kw)
+    found = where < len(kg)
+    found[found] = kg[where[found]] == kw[found]
+    if not found.all():
+        k = int(np.flatnonzero(~found)[0])
+        first.append((int(kw[k]), Difference(at(k, want, ow), given=wv[k].item())))
+    differs = np.flatnonzero(found)
+    differs = differs[~_same(wv[differs], gv[where[differs]])]
+    if differs.size:
+        k = int(differs[0])
+        first.append((int(kw[k]), Difference(at(k, want, ow), wv[k].item(),
+                                             gv[where[k]].item())))
+    back = np.searchsorted(kw, kg)
+    extra = back >= len(kw)
+    extra[~extra] = kw[back[~extra]] != kg[~extra]
+    if extra.any():
+        k = int(np.flatnonzero(extra)[0])
+        first.append((int(kg[k]), Difference(at(k, got, og), read=gv[k].item())))
+    return min(first, key=lambda item: item[0])[1]
+
+
+def _keys(shape: tuple[int, ...], a: list[Vec], b: list[Vec]) -> tuple[Vec, Vec]:
+    """One int64 per coordinate tuple, equal for equal tuples and ordered as they are."""
+    n = len(a[0]) if a else 0
+    if not shape:
+        return np.zeros(n, np.int64), np.zeros(len(b[0]) if b else 0, np.int64)
+    if math.prod(max(e, 1) for e in shape) < 1 << 62:
+        return (np.ravel_multi_index(a, shape).astype(np.int64),
+                np.ravel_multi_index(b, shape).astype(np.int64))
+    both = [np.concatenate([x, y]) for x, y in zip(a, b)]       # ranks of the tuples
+    order = np.lexsort(both[::-1])
+    rank = np.empty(len(order), np.int64)
+    if len(order):
+        rank[order] = np.cumsum(_changes(both, order)) - 1
+    return rank[:n], rank[n:]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> Vec:
+    """Elementwise equality, NaN equal to NaN."""
+    eq = a == b
+    if a.dtype.kind in "fc":
+        eq |= (a != a) & (b != b)
+    return eq
 
 
 def _check_padding(lay: Layout, scalars: Mapping[str, int], arrays: _Arrays, n: int,
                    allow_padding: bool) -> None:
     """The value array's size, known before it is allocated: at most 4 slots per entry
     unless padding is allowed, and at most what the index type addresses."""
-    dims = [ie.evaluate(d, scalars, arrays.flat) for d in lay.fields[lay.value.array].dims]
+    dims = [arrays.extent(lay.value.array, d, scalars) for d in lay.fields[lay.value.array].dims]
     slots = math.prod(dims)
     if slots > index_max(lay):
         raise ArgumentError(f"{lay.name} would need {slots} slots, more than "
@@ -267,6 +413,10 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
     starts = arrays.allocate(p.lower.name, scalars)
     if p.start is Start.POINTER:
         size = len(starts) - 1
+        if size < 0:
+            raise layout_error(lay, f"layout {lay.name}: the pointer array {p.lower.name} has "
+                               "no entries here (its declared extents give 0); it holds one "
+                               "more entry than the groups it bounds", p.lower.name)
         at = np.broadcast_to(vec(p.lower.args[0], env, arrays), (n,))
     else:
         size = len(starts)
@@ -285,7 +435,13 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
     else:
         starts[:] = begin[:-1]
         end = _single_name(p.upper)
-        arrays.allocate(end, scalars)[:] = begin[1:]
+        ends = arrays.allocate(end, scalars)
+        if ends.shape != starts.shape:
+            raise layout_error(lay, f"layout {lay.name}: {p.index} runs from {p.lower.name} to "
+                               f"{end}, whose extents differ ({starts.size} and {ends.size} "
+                               "entries): a group's start and end are read at the same "
+                               "arguments", end)
+        ends[:] = begin[1:]
     env[p.index] = begin[at] + rank if n else np.zeros(0, np.int64)
 
 
@@ -326,11 +482,26 @@ def _derive(lay: Layout, arrays: _Arrays, scalars: dict[str, int]) -> None:
     """Derived fields whose source is written (or sources whose field is), once."""
     for d in lay.derived.values():
         if d.source in arrays.flat and d.field not in arrays.flat:
-            arrays.allocate(d.field, scalars)[:] = d.compute(arrays.flat[d.source])
+            _fill_derived(lay, arrays, scalars, d.field, d.compute(arrays.flat[d.source]),
+                          f"{d.field} = {d.text()}")
         elif d.field in arrays.flat and d.source not in arrays.flat:
             source = d.invert(arrays.flat[d.field])
-            assert source is not None       # the writer's pointers start at 0 and grow
-            arrays.allocate(d.source, scalars)[:] = source
+            if source is None:
+                raise layout_error(lay, f"layout {lay.name}: the pointers written into "
+                                   f"{d.field} are not {d.text()} of any {d.source}", d.field)
+            _fill_derived(lay, arrays, scalars, d.source, source, f"{d.source}, from which "
+                          f"{d.field} = {d.text()}")
+
+
+def _fill_derived(lay: Layout, arrays: _Arrays, scalars: dict[str, int], name: str,
+                  values: np.ndarray, what: str) -> None:
+    """``name`` allocated by its declared extents and set to ``values``; SpecError at its
+    declaration when the extents and the derivation disagree on its length."""
+    arr = arrays.allocate(name, scalars)
+    if len(arr) != len(values):
+        raise layout_error(lay, f"layout {lay.name}: {what} has {len(values)} entries here, but "
+                           f"its declared extents give it {len(arr)}", name)
+    arr[:] = values
 
 
 def _sized(plan: WritePlan, env: Env, arrays: _Arrays, scalars: dict[str, int]) -> None:
@@ -467,84 +638,49 @@ def _store_values(lay: Layout, data: np.ndarray, off: Vec, values: np.ndarray, e
     data[off] = values
 
 
-def _check(conj: Conj, lay: Layout, env: Env, arrays: _Arrays, scalars: Mapping[str, int],
-           outs: list[str]) -> None:
+def _check(conj: Sequence[Constraint], lay: Layout, env: Env, arrays: _Arrays,
+           scalars: Mapping[str, int], outs: list[str]) -> None:
     """Every constraint of the written part holds at every entry."""
     full: Env = {**scalars, **env}
+    n = len(env[outs[0]]) if outs else 1
     for c in conj:
-        ok = _holds(c, full, arrays)
+        ok = _holds(c, full, arrays, n)
         if not ok.all():
             _refuse(lay, env, int(np.flatnonzero(~ok)[0]), outs, c.aff, c.is_eq)
 
 
-def _holds(c: Constraint, env: Env, arrays: _Arrays) -> Vec:
+def refuse_excluded(lay: Layout, shape: tuple[int, ...], coords: Sequence[np.ndarray]) -> None:
+    """ArgumentError naming the first entry that a constraint of ``lay``'s relation on the
+    logical coordinates excludes (:func:`~spf.front.writing.entry_filters`: ``gj <= gi``),
+    and that constraint; what every way of writing ``lay`` refuses alike."""
+    filters = entry_filters(lay)
+    if not filters:
+        return
+    outs = list(lay.relation.out_vars or ())
+    env: Env = {g: np.asarray(c, np.int64) for g, c in zip(outs, coords)}
+    full: Env = {**_shape_scalars(lay, shape), **env}
+    _check(filters, lay, full, _Arrays(lay), {}, outs)
+
+
+def check_shape(lay: Layout, shape: tuple[int, ...]) -> dict[str, int]:
+    """The scalar fields ``lay``'s shape names, at ``shape``; ArgumentError when its extents
+    cannot describe ``shape`` (a constant extent, or one field for two extents that differ)."""
+    scalars = _shape_scalars(lay, shape)
+    fixed = tuple(e.evaluate(scalars) for e in lay.shape)
+    if fixed != tuple(shape):
+        raise ArgumentError(f"layout {lay.name} stores tensors of shape "
+                            f"({', '.join(map(str, lay.shape))}); got shape {tuple(shape)}")
+    return scalars
+
+
+def _shape_scalars(lay: Layout, shape: tuple[int, ...]) -> dict[str, int]:
+    """The scalar fields the shape names, at ``shape``."""
+    return {name: n for e, n in zip(lay.shape, shape) if (name := e.as_name()) is not None}
+
+
+def _holds(c: Constraint, env: Env, arrays: _Arrays, n: int) -> Vec:
     value = np.asarray(vec(c.aff, env, arrays))
-    n = len(next(v for v in env.values() if isinstance(v, np.ndarray)))
     return np.broadcast_to(value == 0 if c.is_eq else value >= 0, (n,))
-
-
-def _read_back(plan: WritePlan, env: Env, arrays: _Arrays, scalars: Mapping[str, int],
-               env_all: Env, values_all: np.ndarray, outs: list[str]) -> None:
-    """The other parts, read over the written positions, give exactly the entries the first
-    part did not take, with their values (a union layout holds nothing else)."""
-    lay = plan.layout
-    points: Env = {**scalars, **{p: env[p] for p in lay.indices}}
-    got = [np.stack([env[g] for g in outs]) if outs else np.zeros((0, 0), np.int64)]
-    data = arrays.flat[lay.value.array]
-    vals = [data[np.clip(arrays.offset(lay.value.array, [
-        _ie_vec(s, points, arrays) for s in lay.value.subscripts]), 0, None)]]
-    for conj in plan.others:
-        logical = _logical_values(conj, outs, points, arrays, lay)
-        here: Env = {**points, **logical}
-        ok = np.ones(len(env[outs[0]]), bool)
-        for c in conj:
-            ok &= _holds(c, here, arrays)
-        got.append(np.stack([np.broadcast_to(logical[g], ok.shape)[ok] for g in outs]))
-        vals.append(vals[0][ok])
-    coords = np.concatenate(got, axis=1)
-    read = np.concatenate(vals)
-    want = np.stack([env_all[g] for g in outs])
-    a, b = np.lexsort(coords[::-1]), np.lexsort(want[::-1])
-    coords, read, want, wanted = coords[:, a], read[a], want[:, b], values_all[b]
-    same = coords.shape == want.shape and (coords == want).all() and (read == wanted).all()
-    if not same:
-        k = _first_difference(coords, want, read, wanted)
-        raise ArgumentError(f"{lay.name} cannot hold these entries: its parts read "
-                            f"{coords.shape[1]} entries back over the positions written, the "
-                            f"source has {want.shape[1]}; {k}")
-
-
-def _first_difference(coords: np.ndarray, want: np.ndarray, read: np.ndarray,
-                      wanted: np.ndarray) -> str:
-    """The first entry read back that the source lacks, or the first the source has that is
-    not read back, or the first whose value differs (both sides sorted)."""
-    got = {tuple(int(x) for x in c): v for c, v in zip(coords.T, read)}
-    have = {tuple(int(x) for x in c): v for c, v in zip(want.T, wanted)}
-    extra = next((c for c in got if c not in have), None)
-    if extra is not None:
-        return f"{extra} would be read back, but the source has no entry there"
-    missing = next((c for c in have if c not in got), None)
-    if missing is not None:
-        return f"{missing} of the source is not read back"
-    differs = next(c for c in have if got[c] != have[c])
-    return (f"{differs}: value {float(have[differs])!r}, read back "
-            f"{float(got[differs])!r} (entries read through two parts of the relation differ)")
-
-
-def _logical_values(conj: Conj, outs: list[str], points: Env, arrays: _Arrays,
-                    lay: Layout) -> Env:
-    """The logical coordinates a part's equalities give at the written positions."""
-    out: Env = {}
-    for c in conj:
-        gs = [g for g in outs if c.aff.coeff(g)]
-        if c.is_eq and len(gs) == 1 and abs(c.aff.coeff(gs[0])) == 1:
-            k = c.aff.coeff(gs[0])
-            out[gs[0]] = vec((c.aff - Aff.var(gs[0], k)) * -k, {**points, **out}, arrays)
-    missing = [g for g in outs if g not in out]
-    if missing:
-        raise ArgumentError(f"{lay.name}: a part of its relation does not give "
-                            f"{', '.join(missing)} by an equality; it cannot be read back")
-    return out
 
 
 def _range(a: Aff, extents: Mapping[str, int], arrays: _Arrays) -> tuple[int, int]:

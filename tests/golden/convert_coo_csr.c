@@ -484,8 +484,8 @@ int spf_convert(spf_CSR *restrict B, int64_t *restrict B_size, const spf_COO *re
     const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     int spf_status = 0;
     spf_index_t *restrict spf_next = B->rowPtr;   /* (zeroed) counts, then per bucket the next free position */
-    if (spf_convert_histogram(spf_next + 1, A))
-        goto spf_out_of_memory;
+    if ((spf_status = spf_convert_histogram(spf_next + 1, A)) != 0)   /* out of memory, or a value numpy refuses */
+        goto spf_fail;
     for (int64_t spf_b = 0; spf_b < spf_ext[0]; ++spf_b)
         spf_next[spf_b + 1] += spf_next[spf_b];
     if (spf_next[spf_ext[0]] > B_size[1]) {
@@ -502,8 +502,6 @@ int spf_convert(spf_CSR *restrict B, int64_t *restrict B_size, const spf_COO *re
     B_size[0] = spf_ext[0];
     B_size[1] = spf_bucket_finish(spf_ext[0], spf_next, B->colIdx, B->data, 1, 0, 0);
     return 0;
-spf_out_of_memory:
-    spf_status = 1;
 spf_fail:
     return spf_status;
 }

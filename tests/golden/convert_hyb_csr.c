@@ -476,16 +476,14 @@ typedef struct spf_HYB {
     double *restrict data;  /* [((numRows * width) + nnz)] */
 } spf_HYB;
 
-static int spf_convert_term0(spf_stream *restrict B, const spf_HYB *restrict A)
+static int spf_convert_term0(spf_stream *restrict B, const int64_t *restrict spf_ext, const spf_HYB *restrict A)
 {
     /* the tensors' fields, read once (restrict: no output overlaps an input) */
     const spf_index_t A_numRows = A->numRows;
-    const spf_index_t A_numCols = A->numCols;
     const spf_index_t A_width = A->width;
     const spf_index_t *restrict A_colIdx = A->colIdx;
     const double *restrict A_data = A->data;
     /* output B (CSR) assembled in storage order (i, j); ordered by the loops: (i); a dense workspace over (j) gathers each group and emits it in order; Z3 proved (i) non-decreasing (affine constraints); the group is checked once where i is defined, not per instance (Z3 proved it non-decreasing over those iterations). */
-    const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     spf_workspace spf_ws;
     if (spf_ws_init(&spf_ws, spf_ext[1], -1))
         goto spf_out_of_memory;
@@ -516,18 +514,16 @@ spf_out_of_memory:
     return 1;
 }
 
-static int spf_convert_term1(spf_stream *restrict B, const spf_HYB *restrict A)
+static int spf_convert_term1(spf_stream *restrict B, const int64_t *restrict spf_ext, const spf_HYB *restrict A)
 {
     /* the tensors' fields, read once (restrict: no output overlaps an input) */
     const spf_index_t A_numRows = A->numRows;
-    const spf_index_t A_numCols = A->numCols;
     const spf_index_t A_width = A->width;
     const spf_index_t A_nnz = A->nnz;
     const spf_index_t *restrict A_rowIdx = A->rowIdx;
     const spf_index_t *restrict A_cooCol = A->cooCol;
     const double *restrict A_data = A->data;
     /* output B (CSR) assembled in storage order (i, j); ordered by the loops: (none); all entries are collected, sorted and combined (no ordered prefix); Z3 found executions where every prefix of the storage order decreases. */
-    const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     B->n = 0;
     const spf_index_t A_pa = 1;
     const spf_index_t A_pi = 0;
@@ -638,11 +634,12 @@ int spf_convert_bound(int64_t *restrict spf_bound, const spf_HYB *restrict A)
 {
     int64_t spf_n = 0;
     *spf_bound = 0;
-    if (spf_convert_term0_bound(&spf_n, A))
-        return 1;
+    int spf_status;
+    if ((spf_status = spf_convert_term0_bound(&spf_n, A)) != 0)
+        return spf_status;
     *spf_bound += spf_n;
-    if (spf_convert_term1_bound(&spf_n, A))
-        return 1;
+    if ((spf_status = spf_convert_term1_bound(&spf_n, A)) != 0)
+        return spf_status;
     *spf_bound += spf_n;
     return 0;
 }
@@ -652,16 +649,17 @@ int spf_convert(spf_CSR *restrict B, int64_t *restrict B_size, const spf_HYB *re
 {
     /* B(i,j) = A(i,j): statement splitting, one function per term; no term reads the
      * implicit zeros of another term's operands */
+    const int64_t spf_ext[2] = {A->numRows, A->numCols};   /* the output's extents: every run is keyed by them */
     spf_stream spf_runs[2] = {{0}};   /* one sorted run per term */
     spf_stream spf_union = {0};
-    int spf_status =
-        spf_convert_term0(&spf_runs[0], A) ||
-        spf_convert_term1(&spf_runs[1], A) ||
-        spf_stream_merge(&spf_union, spf_runs, 2);
+    int spf_status = spf_convert_term0(&spf_runs[0], spf_ext, A);
+    if (!spf_status)
+        spf_status = spf_convert_term1(&spf_runs[1], spf_ext, A);
+    if (!spf_status)
+        spf_status = spf_stream_merge(&spf_union, spf_runs, 2);
     for (int k = 0; k < 2; ++k)
         spf_stream_free(&spf_runs[k]);
     if (!spf_status) {
-        const int64_t spf_ext[2] = {A->numRows, A->numCols};
         spf_convert_cursor spf_cur;
         spf_convert_cursor_init(&spf_cur, spf_ext, B_size);
         for (int64_t spf_e = 0; spf_e < spf_union.n && !spf_status; ++spf_e)

@@ -500,8 +500,8 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_COO *res
     const int64_t spf_ext[2] = {A_numRows, B_numCols};   /* extents of i, j */
     int spf_status = 0;
     spf_index_t *restrict spf_next = C->rowPtr;   /* (zeroed) counts, then per bucket the next free position */
-    if (spf_kernel_histogram(spf_next + 1, A, B))
-        goto spf_out_of_memory;
+    if ((spf_status = spf_kernel_histogram(spf_next + 1, A, B)) != 0)   /* out of memory, or a value numpy refuses */
+        goto spf_fail;
     for (int64_t spf_b = 0; spf_b < spf_ext[0]; ++spf_b)
         spf_next[spf_b + 1] += spf_next[spf_b];
     if (spf_next[spf_ext[0]] > C_size[1]) {
@@ -522,8 +522,6 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_COO *res
     C_size[0] = spf_ext[0];
     C_size[1] = spf_bucket_finish(spf_ext[0], spf_next, C->colIdx, C->data, 1, 1, 0);
     return 0;
-spf_out_of_memory:
-    spf_status = 1;
 spf_fail:
     return spf_status;
 }

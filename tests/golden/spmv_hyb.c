@@ -94,9 +94,10 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_HYB *restrict A, const spf
     /* y(i) = A(i,j) * x(j): statement splitting, one function per term; no term reads the
      * implicit zeros of another term's operands */
     memset(y->data, 0, sizeof(spf_value_t) * (size_t)(y->n0));
-    if (spf_kernel_term0(y, A, x))
-        return 1;
-    if (spf_kernel_term1(y, A, x))
-        return 1;
+    int spf_status;
+    if ((spf_status = spf_kernel_term0(y, A, x)) != 0)
+        return spf_status;
+    if ((spf_status = spf_kernel_term1(y, A, x)) != 0)
+        return spf_status;
     return 0;
 }

@@ -489,16 +489,14 @@ typedef struct spf_DCSR {
     double *restrict data;  /* [rowPtr(numNZRows)] */
 } spf_DCSR;
 
-static int spf_kernel_term0(spf_stream *restrict C, const spf_CSR *restrict A)
+static int spf_kernel_term0(spf_stream *restrict C, const int64_t *restrict spf_ext, const spf_CSR *restrict A)
 {
     /* the tensors' fields, read once (restrict: no output overlaps an input) */
     const spf_index_t A_numRows = A->numRows;
-    const spf_index_t A_numCols = A->numCols;
     const spf_index_t *restrict A_rowPtr = A->rowPtr;
     const spf_index_t *restrict A_colIdx = A->colIdx;
     const double *restrict A_data = A->data;
     /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i, j); a dense workspace over () gathers each group and emits it in order; Z3 proved (i, j) non-decreasing (A: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')); the group changes only between statement instances. */
-    const int64_t spf_ext[2] = {A_numRows, A_numCols};   /* extents of i, j */
     spf_workspace spf_ws;
     if (spf_ws_init(&spf_ws, 1, -1))
         goto spf_out_of_memory;
@@ -526,17 +524,14 @@ spf_out_of_memory:
     return 1;
 }
 
-static int spf_kernel_term1(spf_stream *restrict C, const spf_COO *restrict B)
+static int spf_kernel_term1(spf_stream *restrict C, const int64_t *restrict spf_ext, const spf_COO *restrict B)
 {
     /* the tensors' fields, read once (restrict: no output overlaps an input) */
-    const spf_index_t B_numRows = B->numRows;
-    const spf_index_t B_numCols = B->numCols;
     const spf_index_t B_numNNZ = B->numNNZ;
     const spf_index_t *restrict B_rowIdx = B->rowIdx;
     const spf_index_t *restrict B_colIdx = B->colIdx;
     const double *restrict B_data = B->data;
     /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (none); all entries are collected, sorted and combined (no ordered prefix); Z3 found executions where every prefix of the storage order decreases. */
-    const int64_t spf_ext[2] = {B_numRows, B_numCols};   /* extents of i, j */
     C->n = 0;
     for (spf_index_t B_p = 0; B_p < B_numNNZ; ++B_p) {
         const spf_index_t i = B_rowIdx[B_p];
@@ -550,18 +545,15 @@ spf_out_of_memory:
     return 1;
 }
 
-static int spf_kernel_term2(spf_stream *restrict C, const spf_DCSR *restrict D)
+static int spf_kernel_term2(spf_stream *restrict C, const int64_t *restrict spf_ext, const spf_DCSR *restrict D)
 {
     /* the tensors' fields, read once (restrict: no output overlaps an input) */
-    const spf_index_t D_numRows = D->numRows;
-    const spf_index_t D_numCols = D->numCols;
     const spf_index_t D_numNZRows = D->numNZRows;
     const spf_index_t *restrict D_rowIdx = D->rowIdx;
     const spf_index_t *restrict D_rowPtr = D->rowPtr;
     const spf_index_t *restrict D_colIdx = D->colIdx;
     const double *restrict D_data = D->data;
     /* output C (CSR) assembled in storage order (i, j); ordered by the loops: (i, j); a dense workspace over () gathers each group and emits it in order; Z3 proved (i, j) non-decreasing (D: monotonic a < a' -> rowIdx(a) < rowIdx(a'); D: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')); the group changes only between statement instances. */
-    const int64_t spf_ext[2] = {D_numRows, D_numCols};   /* extents of i, j */
     spf_workspace spf_ws;
     if (spf_ws_init(&spf_ws, 1, -1))
         goto spf_out_of_memory;
@@ -698,14 +690,15 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
 {
     int64_t spf_n = 0;
     *spf_bound = 0;
-    if (spf_kernel_term0_bound(&spf_n, A))
-        return 1;
+    int spf_status;
+    if ((spf_status = spf_kernel_term0_bound(&spf_n, A)) != 0)
+        return spf_status;
     *spf_bound += spf_n;
-    if (spf_kernel_term1_bound(&spf_n, B))
-        return 1;
+    if ((spf_status = spf_kernel_term1_bound(&spf_n, B)) != 0)
+        return spf_status;
     *spf_bound += spf_n;
-    if (spf_kernel_term2_bound(&spf_n, D))
-        return 1;
+    if ((spf_status = spf_kernel_term2_bound(&spf_n, D)) != 0)
+        return spf_status;
     *spf_bound += spf_n;
     return 0;
 }
@@ -715,17 +708,19 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *res
 {
     /* C(i,j) = A(i,j) + B(i,j) - D(i,j): statement splitting, one function per term; no term reads the
      * implicit zeros of another term's operands */
+    const int64_t spf_ext[2] = {A->numRows, A->numCols};   /* the output's extents: every run is keyed by them */
     spf_stream spf_runs[3] = {{0}};   /* one sorted run per term */
     spf_stream spf_union = {0};
-    int spf_status =
-        spf_kernel_term0(&spf_runs[0], A) ||
-        spf_kernel_term1(&spf_runs[1], B) ||
-        spf_kernel_term2(&spf_runs[2], D) ||
-        spf_stream_merge(&spf_union, spf_runs, 3);
+    int spf_status = spf_kernel_term0(&spf_runs[0], spf_ext, A);
+    if (!spf_status)
+        spf_status = spf_kernel_term1(&spf_runs[1], spf_ext, B);
+    if (!spf_status)
+        spf_status = spf_kernel_term2(&spf_runs[2], spf_ext, D);
+    if (!spf_status)
+        spf_status = spf_stream_merge(&spf_union, spf_runs, 3);
     for (int k = 0; k < 3; ++k)
         spf_stream_free(&spf_runs[k]);
     if (!spf_status) {
-        const int64_t spf_ext[2] = {A->numRows, A->numCols};
         spf_kernel_cursor spf_cur;
         spf_kernel_cursor_init(&spf_cur, spf_ext, C_size);
         for (int64_t spf_e = 0; spf_e < spf_union.n && !spf_status; ++spf_e)

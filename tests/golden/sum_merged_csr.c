@@ -134,11 +134,12 @@ int spf_kernel_bound(int64_t *restrict spf_bound, const spf_CSR *restrict A, con
 {
     int64_t spf_n = 0;
     *spf_bound = 0;
-    if (spf_kernel_term0_bound(&spf_n, A))
-        return 1;
+    int spf_status;
+    if ((spf_status = spf_kernel_term0_bound(&spf_n, A)) != 0)
+        return spf_status;
     *spf_bound += spf_n;
-    if (spf_kernel_term1_bound(&spf_n, B))
-        return 1;
+    if ((spf_status = spf_kernel_term1_bound(&spf_n, B)) != 0)
+        return spf_status;
     *spf_bound += spf_n;
     return 0;
 }

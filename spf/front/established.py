@@ -1,0 +1,73 @@
+"""Whether a way of writing a layout accounts for every constraint of its relation.
+
+Assembling by storage levels (:mod:`spf.front.storage`) and placing by position
+(:mod:`spf.front.placement`) each establish some constraints of the relation by construction
+(a dense level's bounds, a pointer pair, an offset in its tile).  Every other constraint must
+follow from those and from the shape (each logical coordinate within its extent); one that does
+not (``gj <= gi`` added to CSR, ``1 <= tbl(pi, pj)``) decides which entries the layout holds or
+what an array must contain, which those ways do not write: the layout is then written by its
+relation's solution (:mod:`spf.front.writing`), which checks every constraint per entry.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from . import index_expr as ie
+from .isl_bridge import encode, isl_limit
+from .layout import Layout
+from .relation import Relation
+from .terms import Aff, Constraint
+
+
+def unestablished(layout: Layout, conj: Sequence[Constraint],
+                  used: Iterable[Constraint]) -> Constraint | None:
+    """The first constraint of ``conj`` that neither the constraints ``used`` (which the way
+    of writing establishes) nor the shape implies; None when there is none."""
+    outs = list(layout.relation.out_vars or ())
+    known = list(used)
+    taken = set(known)
+    known += within_shape(layout)
+    with isl_limit(f"checking the relation of layout {layout.name}", layout.source):
+        for c in conj:
+            if c not in taken and not implied(known, c, list(layout.indices) + outs):
+                return c
+    return None
+
+
+def within_shape(layout: Layout) -> list[Constraint]:
+    """Every logical coordinate within its extent: ``0 <= g_k <= shape_k - 1``."""
+    outs = list(layout.relation.out_vars or ())
+    return [c for g, extent in zip(outs, layout.shape)
+            for c in (Constraint.ge(Aff.var(g), Aff.num(0)), Constraint.ge(extent - 1, Aff.var(g)))]
+
+
+def implied(known: list[Constraint], c: Constraint, dims: list[str]) -> bool:
+    """Whether ``known`` implies ``c`` for every value of the other names (index-array reads
+    are free values: nothing is assumed of the arrays)."""
+    negations = [Constraint.ge(Aff.num(-1), c.aff)]             # aff <= -1
+    if c.is_eq:
+        negations.append(Constraint.ge(c.aff, Aff.num(1)))      # aff >= 1
+    for negation in negations:
+        conj = [*known, negation]
+        if not encode(dims, conj).isl_set([conj]).is_empty():
+            return False
+    return True
+
+
+def holds_densely(layout: Layout, array: str) -> bool:
+    """Whether the field ``array`` holds the whole tensor in row-major order, as a layout's
+    ``dense_array`` says: the relation is ``g_k = p_k`` over ``0 <= p_k < shape_k`` (no more,
+    no less) and the value is ``array[p_0]...[p_n]``."""
+    rel = layout.relation
+    outs = list(rel.out_vars or ())
+    indices = list(layout.indices)
+    if rel.exists or rel.calls() or len(indices) != len(outs) \
+            or layout.value.array != array \
+            or layout.value.subscripts != tuple(ie.Name(p) for p in indices):
+        return False
+    identity = Relation(indices, outs, [[c for p, g, e in zip(indices, outs, layout.shape)
+                                         for c in (Constraint.eq(Aff.var(g), Aff.var(p)),
+                                                   Constraint.ge(Aff.var(p), Aff.num(0)),
+                                                   Constraint.ge(e - 1, Aff.var(p)))]])
+    with isl_limit(f"checking the dense layout {layout.name}", layout.source):
+        return rel.is_subset(identity) and identity.is_subset(rel)

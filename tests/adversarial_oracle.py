@@ -1,0 +1,885 @@
+"""The adversarial suite's references, written from the documentation alone (no spf code is
+used): expressions of the language evaluated by numpy on the dense arrays, and a layout's
+relation read by brute force to decode a tensor's fields.
+
+Expressions (docs/expressions.md, docs/value-types.md): the right-hand side is a sum of
+products; each product is evaluated by numpy with numpy's promotion (a number is a Python
+number: weak), over the points of its indices where every access lies inside its tensor
+(an index read plainly somewhere also stays inside that extent; an output index inside the
+output's extent); the products are added in numpy's promotion of their types, each once
+into every element along the output indices it leaves out (a number is a term: added
+once).  Two readings are
+computed, since the docs leave the grouping open: ``expanded`` distributes ``*`` over ``+``
+and ``-`` and computes each product, its coefficient and its sign in the product's own type
+(as the docs say spf does), ``grouped`` keeps each top-level term as written and subtracts
+in the output's type (as numpy computes ``a - b``).  Each reading has a ``structural``
+variant for non-finite values: a product that is 0 where a sparse operand stores nothing (in
+real arithmetic) skips those points (GraphBLAS's semantics; numpy's dense arithmetic gives
+``0 * inf = nan`` there).  float16, which spf holds as float32, is computed as float32.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+# -- the expression tree ---------------------------------------------------------------------
+Aff = tuple[tuple[tuple[str, int], ...], int]       # ((index, coefficient), ...), constant
+
+
+@dataclass(frozen=True)
+class Num:
+    value: int | float          # >= 0 (a negative number is Op("neg", Num)); inf and nan too
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str                   # an index's value
+
+
+@dataclass(frozen=True)
+class Scalar:
+    name: str                   # an order-0 operand
+
+
+@dataclass(frozen=True)
+class Access:
+    tensor: str
+    position: tuple[Aff, ...]
+
+
+@dataclass(frozen=True)
+class Op:
+    op: str                     # + - * / neg < <= > >= == != and or not
+    args: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Call:
+    fn: str
+    args: tuple[Node, ...]
+
+
+Node = Num | Index | Scalar | Access | Op | Call
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "abs": np.abs, "sign": np.sign, "sqrt": np.sqrt, "sin": np.sin, "tanh": np.tanh,
+    "exp": np.exp, "cos": np.cos, "log": np.log, "pow": np.power, "min": np.minimum,
+    "max": np.maximum, "where": np.where}
+UFUNCS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
+          "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+          "==": np.equal, "!=": np.not_equal, "and": np.logical_and, "or": np.logical_or}
+
+
+def aff_text(aff: Aff) -> str:
+    terms, const = aff
+    out = ""
+    for name, c in terms:
+        size = abs(c)
+        word = name if size == 1 else f"{size}*{name}"
+        out += (f"-{word}" if c < 0 else word) if not out else \
+            (f" - {word}" if c < 0 else f" + {word}")
+    if not out:
+        return str(const)
+    return out + (f" + {const}" if const > 0 else f" - {-const}" if const < 0 else "")
+
+
+def text(n: Node, names: dict[str, str] | None = None) -> str:
+    """``n`` in the notation, every operation parenthesized (``names``: the names tensors
+    and scalars are printed with)."""
+    names = names or {}
+    if isinstance(n, Num):
+        v = n.value
+        if isinstance(v, float) and math.isnan(v):
+            return "nan"
+        if isinstance(v, float) and math.isinf(v):
+            return "inf"
+        return repr(v)
+    if isinstance(n, Index):
+        return n.name
+    if isinstance(n, Scalar):
+        return names.get(n.name, n.name)
+    if isinstance(n, Access):
+        return f"{names.get(n.tensor, n.tensor)}({', '.join(aff_text(a) for a in n.position)})"
+    args = [text(a, names) for a in n.args]
+    if isinstance(n, Call):
+        return f"{n.fn}({', '.join(args)})"
+    if n.op == "neg":
+        return f"(-{args[0]})"
+    if n.op == "not":
+        return f"(not {args[0]})"
+    return f"({args[0]} {n.op} {args[1]})"
+
+
+def walk(n: Node) -> Iterator[Node]:
+    yield n
+    if isinstance(n, (Op, Call)):
+        for a in n.args:
+            yield from walk(a)
+
+
+def aff_indices(aff: Aff) -> set[str]:
+    return {name for name, c in aff[0] if c}
+
+
+def indices_of(nodes: tuple[Node, ...]) -> set[str]:
+    out: set[str] = set()
+    for node in nodes:
+        for n in walk(node):
+            if isinstance(n, Access):
+                for a in n.position:
+                    out |= aff_indices(a)
+            elif isinstance(n, Index):
+                out.add(n.name)
+    return out
+
+
+def accesses(nodes: tuple[Node, ...]) -> list[Access]:
+    return [n for node in nodes for n in walk(node) if isinstance(n, Access)]
+
+
+def number_only(n: Node) -> bool:
+    return all(isinstance(m, (Num, Op, Call)) for m in walk(n))
+
+
+# -- terms: the two readings ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Term:
+    """``sign * coefficient * factors[0] * factors[1] ...`` (no factor: a number term)."""
+
+    sign: int
+    coefficient: Fraction | float
+    factors: tuple[Node, ...]
+
+
+def expanded(n: Node) -> list[Term]:
+    """``+ - neg`` split, ``*`` distributed, a division by a number a coefficient (as the
+    docs say spf computes: each product in its factors' type, the coefficient and the sign
+    applied there, the products then added)."""
+    if isinstance(n, Num):
+        v = n.value
+        return [Term(1, Fraction(v) if isinstance(v, int) else v, ())]
+    if isinstance(n, Op) and n.op == "neg":
+        return [Term(-t.sign, t.coefficient, t.factors) for t in expanded(n.args[0])]
+    if isinstance(n, Op) and n.op in ("+", "-"):
+        right = expanded(n.args[1])
+        if n.op == "-":
+            right = [Term(-t.sign, t.coefficient, t.factors) for t in right]
+        return expanded(n.args[0]) + right
+    if isinstance(n, Op) and n.op == "*":
+        return [Term(a.sign * b.sign, a.coefficient * b.coefficient, a.factors + b.factors)
+                for a in expanded(n.args[0]) for b in expanded(n.args[1])]
+    if isinstance(n, Op) and n.op == "/" and isinstance(n.args[1], Num) and n.args[1].value:
+        d = n.args[1].value
+        return [Term(t.sign, t.coefficient / (Fraction(d) if isinstance(d, int) else d),
+                     t.factors) for t in expanded(n.args[0])]
+    return [Term(1, Fraction(1), (n,))]
+
+
+def grouped(n: Node) -> list[Term]:
+    """Only binary ``+ -`` at the top split; each term is evaluated as written, and a
+    subtracted one is subtracted in the output's type (as numpy computes ``a - b``)."""
+    if isinstance(n, Op) and n.op in ("+", "-"):
+        right = grouped(n.args[1])
+        if n.op == "-":
+            right = [Term(-t.sign, t.coefficient, t.factors) for t in right]
+        return grouped(n.args[0]) + right
+    return [Term(1, Fraction(1), (n,))]
+
+
+# -- evaluation ------------------------------------------------------------------------------
+class NumpyError(Exception):
+    """numpy raises for this expression (an spf error is then the expected outcome)."""
+
+
+class TooLargeError(Exception):
+    """The reference would enumerate or allocate too much."""
+
+
+class UnboundedError(NumpyError):
+    """An index no access bounds: the statement has no finite result."""
+
+
+REAL_NAN, REAL_INF = 0.625, 3.5      # finite stand-ins: real arithmetic, as Z3 reasons
+
+
+@dataclass
+class Env:
+    points: dict[str, np.ndarray]
+    tensors: dict[str, np.ndarray]
+    scalars: dict[str, Any]
+    reals: bool = False             # non-finite values replaced (the structural check)
+    zero: str | None = None         # this operand read as 0
+    narrow: bool = False            # set when a value was computed in float32 or less
+
+
+def _real(v: Any) -> Any:
+    if isinstance(v, float):
+        return REAL_NAN if math.isnan(v) else (math.copysign(REAL_INF, v) if math.isinf(v)
+                                                else v)
+    a = np.asarray(v)
+    if a.dtype.kind in "fc":
+        return np.nan_to_num(v, nan=REAL_NAN, posinf=REAL_INF, neginf=-REAL_INF)
+    return v
+
+
+def _python(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, (bool, np.generic))
+
+
+def ev(n: Node, env: Env) -> Any:
+    """``n`` at every point of ``env`` (numpy arrays, numpy scalars or Python numbers)."""
+    out = _ev(n, env)
+    if not _python(out) and np.asarray(out).dtype in (np.float32, np.complex64):
+        env.narrow = True
+    return _real(out) if env.reals else out
+
+
+def _ev(n: Node, env: Env) -> Any:
+    if isinstance(n, Num):
+        return n.value
+    if isinstance(n, Index):
+        return env.points[n.name]
+    if isinstance(n, Scalar):
+        v = env.scalars[n.name]
+        return type(v)(0) if env.zero == n.name else v
+    if isinstance(n, Access):
+        t = env.tensors[n.tensor]
+        n_points = len(next(iter(env.points.values()))) if env.points else 1
+        if env.zero == n.tensor:
+            return np.zeros(n_points, t.dtype)
+        where = tuple(_aff_value(a, env.points, n_points) for a in n.position)
+        return t[where]
+    args = [ev(a, env) for a in n.args]
+    if isinstance(n, Call):
+        if n.fn == "pow" and _python(args[1]) and isinstance(args[1], int) and args[1] < 0 \
+                and np.asarray(args[0]).dtype.kind in "iub":
+            raise ValueError("Integers to negative integer powers are not allowed.")
+        out = FUNCTIONS[n.fn](*args)
+        if np.asarray(out).dtype == np.float16:       # spf holds float16 as float32
+            out = FUNCTIONS[n.fn](*[np.asarray(a).astype(np.float32) if not _python(a)
+                                    else a for a in args])
+        return out
+    if n.op == "neg":
+        return -args[0] if _python(args[0]) else np.negative(args[0])
+    if n.op == "not":
+        return np.logical_not(args[0])
+    a, b = args
+    if _python(a) and _python(b) and n.op in ("+", "-", "*"):
+        return {"+": a + b, "-": a - b, "*": a * b}[n.op]
+    if _python(a) and _python(b) and n.op == "/" and b:
+        return a / b
+    if _python(a) and _python(b) and n.op in COMPARISONS:
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
+                "!=": a != b}[n.op]
+    if _python(a) and _python(b) and n.op == "/":
+        return np.true_divide(np.float64(a), b)
+    return UFUNCS[n.op](a, b)
+
+
+def _aff_value(aff: Aff, points: dict[str, np.ndarray], n_points: int) -> np.ndarray:
+    terms, const = aff
+    v = np.full(n_points, const, dtype=np.int64)
+    for name, c in terms:
+        v = v + c * points[name]
+    return v
+
+
+# -- domains ---------------------------------------------------------------------------------
+MAX_POINTS = 200_000
+
+
+def domain(nodes: tuple[Node, ...], bounds: dict[str, tuple[int, int | None]],
+           shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray] | None:
+    """The points of the indices of ``nodes`` where every access is inside its tensor and
+    each index inside ``bounds`` (``(lo, hi)`` inclusive, ``hi`` None: unbounded above;
+    indices without an entry are unbounded); None if some index stays unbounded."""
+    names = sorted(indices_of(nodes))
+    lo: dict[str, float] = dict.fromkeys(names, -math.inf)
+    hi: dict[str, float] = dict.fromkeys(names, math.inf)
+    for k in names:
+        if k in bounds:
+            lo[k] = bounds[k][0]
+            hi[k] = math.inf if bounds[k][1] is None else bounds[k][1]
+    constraints = [(a, shapes[acc.tensor][d] - 1) for acc in accesses(nodes)
+                   for d, a in enumerate(acc.position)]
+    for _ in range(4):               # interval propagation: 0 <= sum c*k + const <= top
+        for (terms, const), top in constraints:
+            for name, c in terms:
+                rest_lo, rest_hi = const, const
+                for other, d in terms:
+                    if other == name:
+                        continue
+                    ends = (d * lo[other], d * hi[other])
+                    rest_lo += min(ends)
+                    rest_hi += max(ends)
+                # 0 - rest_hi <= c*name <= top - rest_lo
+                a, b = -rest_hi, top - rest_lo
+                if c > 0:
+                    lo[name] = max(lo[name], math.ceil(a / c) if math.isfinite(a) else a)
+                    hi[name] = min(hi[name], math.floor(b / c) if math.isfinite(b) else b)
+                else:
+                    lo[name] = max(lo[name], math.ceil(b / c) if math.isfinite(b) else -b)
+                    hi[name] = min(hi[name], math.floor(a / c) if math.isfinite(a) else -a)
+    if any(not (math.isfinite(lo[k]) and math.isfinite(hi[k])) for k in names):
+        return None
+    sizes = [max(0, int(hi[k]) - int(lo[k]) + 1) for k in names]
+    if 0 in sizes:
+        return {k: np.zeros(0, np.int64) for k in names}
+    if math.prod(sizes) > MAX_POINTS:
+        raise TooLargeError(f"{math.prod(sizes)} points")
+    grids = np.meshgrid(*[np.arange(int(lo[k]), int(lo[k]) + s, dtype=np.int64)
+                          for k, s in zip(names, sizes)], indexing="ij")
+    points = {k: g.reshape(-1) for k, g in zip(names, grids)}
+    n_points = math.prod(sizes)
+    keep = np.ones(n_points, bool)
+    for (terms, const), top in constraints:
+        v = _aff_value((terms, const), points, n_points)
+        keep &= (v >= 0) & (v <= top)
+    return {k: p[keep] for k, p in points.items()}
+
+
+# -- the reference ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Statement:
+    """``output(out_indices) = rhs`` with its operands' dense values."""
+
+    output: str
+    out_indices: tuple[str, ...]
+    rhs: Node
+    tensors: dict[str, np.ndarray]      # dense, order >= 1
+    scalars: dict[str, Any]             # numpy scalars
+    sparse: frozenset[str]              # operands stored sparse (absent entries skipped)
+    out_shape: tuple[int, ...] | None = None    # given (out=), else derived
+    names: dict[str, str] | None = None         # operands and output as the text names them
+
+    def name(self, operand: str) -> str:
+        return (self.names or {}).get(operand, operand)
+
+    def text(self) -> str:
+        lhs = self.name(self.output) + (f"({','.join(self.out_indices)})"
+                                        if self.out_indices else "")
+        body = text(self.rhs, self.names)
+        return f"{lhs} = {body[1:-1] if body.startswith('(') and _balanced(body) else body}"
+
+
+def _balanced(s: str) -> bool:
+    """``s`` is one parenthesized group (its outer parentheses may go)."""
+    depth = 0
+    for k, ch in enumerate(s):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and k < len(s) - 1:
+            return False
+    return True
+
+
+def plain_extents(st: Statement) -> dict[str, int]:
+    """Each index read plainly (``x(j)``) with the extent of that axis."""
+    out: dict[str, int] = {}
+    for acc in accesses((st.rhs,)):
+        for d, (terms, const) in enumerate(acc.position):
+            if const == 0 and len(terms) == 1 and terms[0][1] == 1:
+                out.setdefault(terms[0][0], st.tensors[acc.tensor].shape[d])
+    return out
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One reading's result: the array and its numpy type, the sum of the magnitudes added
+    into each element (for the tolerance)."""
+
+    reading: str
+    value: np.ndarray
+    scale: np.ndarray
+    empty: bool = False         # no term reaches any point (only the shape is in question)
+    narrow: bool = False        # some value was computed in float32: its rounding
+
+def output_shape(st: Statement, terms: list[Term]) -> tuple[int, ...]:
+    """``out_shape``, or each output index's extent: its plain extent, widened to hold
+    every point a term reaches."""
+    if st.out_shape is not None:
+        return st.out_shape
+    plain = plain_extents(st)
+    shapes = {t: a.shape for t, a in st.tensors.items()}
+    shape = []
+    for o in st.out_indices:
+        ext = plain.get(o, 0)
+        for t in terms:
+            if o not in indices_of(t.factors):
+                continue
+            bounds = {k: (0, plain[k] - 1) for k in plain if k != o}
+            bounds[o] = (0, None)
+            bounds |= {k: (0, None) for k in st.out_indices if k not in bounds}
+            pts = domain(t.factors, bounds, shapes)
+            if pts is None and o in {k for a in accesses(t.factors) for k in indices_of((a,))}:
+                raise UnboundedError(f"no access bounds the output index {o}")
+            if pts is not None and len(pts[o]):
+                ext = max(ext, int(pts[o].max()) + 1)
+        shape.append(ext)
+    return tuple(shape)
+
+
+MAX_OUTPUT = 1_000_000
+
+
+def reference(st: Statement, reading: str, structural: bool = False) -> Expected:
+    """The statement's result under ``reading`` (``expanded`` or ``grouped``)."""
+    terms = (expanded if reading == "expanded" else grouped)(st.rhs)
+    shape = output_shape(st, terms)
+    if math.prod(shape) > MAX_OUTPUT:
+        raise TooLargeError(f"an output of shape {shape}")
+    plain = plain_extents(st)
+    shapes = {t: a.shape for t, a in st.tensors.items()}
+    bounds = {k: (0, plain[k] - 1) for k in plain if k not in st.out_indices}
+    bounds |= {o: (0, n - 1) for o, n in zip(st.out_indices, shape)}
+    parts = []
+    narrow = [False]
+    with np.errstate(all="ignore"):
+        for t in terms:
+            part = _term(st, t, bounds, shapes, structural, narrow)
+            if reading == "expanded" and part[2] < 0:     # -1 * product, in its type
+                parts.append((part[0], _negated(part[1]), 1))
+            else:
+                parts.append(part)
+    try:
+        dtype = np.result_type(*[v for _, v, _ in parts]) if parts else np.dtype(np.float64)
+    except TypeError as err:
+        raise NumpyError(str(err)) from err
+    out = np.zeros(shape, dtype)
+    scale = np.zeros(shape, np.float64)
+    with np.errstate(all="ignore"):
+        for where, v, sign in parts:
+            _accumulate(st, out, scale, where, v, sign, shape)
+    empty = all(where is None or not len(v) for where, v, _ in parts)
+    return Expected(reading + (" structural" if structural else ""), out, scale, empty,
+                    narrow[0])
+
+
+def _term(st: Statement, t: Term, bounds: dict, shapes: dict, structural: bool,
+          narrow: list[bool]) -> tuple[dict[str, np.ndarray] | None, Any, int]:
+    """(the term's points, or None for a number term; its values; its sign); ``narrow[0]``
+    set when a value was computed in float32."""
+    if all(number_only(f) for f in t.factors):     # numbers only: every element
+        if not t.factors:
+            return None, _coefficient_value(t.coefficient), t.sign
+        try:
+            v = _scaled(_product(t.factors, Env({}, st.tensors, st.scalars)), t.coefficient)
+        except (TypeError, OverflowError, ValueError) as err:
+            raise NumpyError(f"{type(err).__name__}: {err}") from err
+        return None, v, t.sign
+    points = domain(t.factors, bounds, shapes)
+    if points is None:
+        raise UnboundedError("an index no access bounds")
+    env = Env(points, st.tensors, st.scalars)
+    try:
+        v = _scaled(_product(t.factors, env), t.coefficient)
+    except (TypeError, OverflowError, ValueError) as err:
+        raise NumpyError(f"{type(err).__name__}: {err}") from err
+    narrow[0] |= env.narrow
+    n_points = len(next(iter(points.values()))) if points else 1
+    v = np.broadcast_to(np.asarray(v), (n_points,)) if np.ndim(v) == 0 else v
+    if structural:
+        v = np.where(_skipped(st, t, points, n_points), np.zeros((), np.asarray(v).dtype), v)
+    return points, v, t.sign
+
+
+def _skipped(st: Statement, t: Term, points: dict, n_points: int) -> np.ndarray:
+    """Points where a sparse operand of the term stores nothing and the term, in real
+    arithmetic with that operand 0, is 0."""
+    skip = np.zeros(n_points, bool)
+    env = Env(points, st.tensors, st.scalars)
+    for acc in accesses(t.factors):
+        if acc.tensor not in st.sparse:
+            continue
+        absent = _ev(acc, env) == 0
+        zeroed = Env(points, st.tensors, st.scalars, reals=True, zero=acc.tensor)
+        v = np.broadcast_to(np.asarray(_scaled(_product(t.factors, zeroed),
+                                               t.coefficient)), (n_points,))
+        skip |= absent & (v == 0)
+    return skip
+
+
+def _negated(v: Any) -> Any:
+    if _python(v):
+        return -v
+    try:
+        return np.negative(v)
+    except TypeError as err:
+        raise NumpyError(f"{type(err).__name__}: {err}") from err
+
+
+def _product(factors: tuple[Node, ...], env: Env) -> Any:
+    v: Any = None
+    for f in factors:
+        x = ev(f, env)
+        v = x if v is None else (v * x if _python(v) and _python(x) else np.multiply(v, x))
+        if env.reals:
+            v = _real(v)
+    return v
+
+
+def _coefficient_value(c: Fraction | float) -> int | float:
+    if isinstance(c, Fraction):
+        return c.numerator if c.denominator == 1 else c.numerator / c.denominator
+    return c
+
+
+def _scaled(v: Any, c: Fraction | float) -> Any:
+    """``v`` times the coefficient as numpy computes ``v * p / q`` (Python numbers weak)."""
+    if isinstance(c, Fraction):
+        if c.numerator != 1:
+            v = v * c.numerator if _python(v) else np.multiply(v, c.numerator)
+        if c.denominator != 1:
+            v = v / c.denominator if _python(v) else np.true_divide(v, c.denominator)
+        return v
+    return v * c if _python(v) else np.multiply(v, c)
+
+
+def _accumulate(st: Statement, out: np.ndarray, scale: np.ndarray,
+                where: dict[str, np.ndarray] | None, v: Any, sign: int,
+                shape: tuple[int, ...]) -> None:
+    """Add (``sign`` -1: subtract) the term into ``out``, broadcast along the output
+    indices it does not use; its magnitudes into ``scale``."""
+    try:
+        v = np.asarray(v).astype(out.dtype) if not _python(v) else np.asarray(v, out.dtype)
+    except (OverflowError, ValueError, TypeError) as err:
+        raise NumpyError(f"{type(err).__name__}: {err}") from err
+    magnitude = np.abs(v.astype(np.complex128) if v.dtype.kind == "c" else
+                       v.astype(np.float64))
+    op = np.add if sign > 0 else np.subtract
+    if where is None:                       # a number: every element
+        try:
+            out[...] = op(out, v)
+        except TypeError as err:
+            raise NumpyError(f"{type(err).__name__}: {err}") from err
+        scale += magnitude
+        return
+    n_points = len(v)
+    index = []
+    for o in st.out_indices:
+        if o in where:
+            index.append(where[o])
+        else:                               # broadcast: every element along o
+            index.append(None)
+    grids = [np.arange(n) for o, n, w in zip(st.out_indices, shape, index) if w is None]
+    if grids:
+        mesh = [g.reshape(-1) for g in np.meshgrid(*grids, indexing="ij")]
+        reps = len(mesh[0])
+        v = np.repeat(v, reps)
+        magnitude = np.repeat(magnitude, reps)
+        full, k = [], 0
+        for w in index:
+            if w is None:
+                full.append(np.tile(mesh[k], n_points))
+                k += 1
+            else:
+                full.append(np.repeat(w, reps))
+        index = full
+    target = tuple(index) if index else (np.zeros(len(v), np.int64),)
+    flat_out = out.reshape(-1) if not st.out_indices else out
+    flat_scale = scale.reshape(-1) if not st.out_indices else scale
+    try:
+        op.at(flat_out, target, v)
+    except TypeError as err:
+        raise NumpyError(f"{type(err).__name__}: {err}") from err
+    np.add.at(flat_scale, target, magnitude)
+
+
+# -- a layout's relation read by brute force -------------------------------------------------
+class InvalidFieldsError(Exception):
+    """The fields do not describe a tensor of the layout (a read out of an array's bounds,
+    an entry outside the shape, an array of the wrong size, a value that is no index)."""
+
+
+class UndecidedError(Exception):
+    """The decoder cannot say (an index array of integral floats, a construct it does not
+    read)."""
+
+
+MAX_RANGE = 100_000
+_ASSIGN = re.compile(r"(?<![<>=!])=(?!=)")
+
+
+def _split_top(s: str, word: str) -> list[str]:
+    parts, depth, start, k = [], 0, 0, 0
+    pat = f" {word} "
+    while k < len(s):
+        ch = s[k]
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and s.startswith(pat, k):
+            parts.append(s[start:k])
+            k += len(pat)
+            start = k
+            continue
+        k += 1
+    parts.append(s[start:])
+    return [p.strip() for p in parts]
+
+
+def _strip_parens(s: str) -> str:
+    s = s.strip()
+    while s.startswith("(") and s.endswith(")") and _balanced(s):
+        s = s[1:-1].strip()
+    return s
+
+
+def _names(expr: str) -> set[str]:
+    return set(re.findall(r"\b[A-Za-z_]\w*\b", expr)) - {"and", "or", "not"}
+
+
+class _Reader:
+    """The fields of one tensor and lookups into them."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], scalars: dict[str, int]) -> None:
+        self.arrays, self.scalars = arrays, scalars
+
+    def lookup(self, name: str) -> Callable[..., int]:
+        def read(*args: int) -> int:
+            a = self.arrays[name]
+            if len(args) != a.ndim:
+                raise InvalidFieldsError(f"{name} read with {len(args)} subscripts, "
+                                         f"it has {a.ndim}")
+            for d, k in enumerate(args):
+                if not 0 <= k < a.shape[d]:
+                    raise InvalidFieldsError(f"{name}{list(args)} is outside its shape {a.shape}")
+            return int(a[tuple(args)])
+        return read
+
+    def namespace(self) -> dict[str, Any]:
+        ns: dict[str, Any] = {"__builtins__": {}}
+        ns.update(self.scalars)
+        ns.update({k: self.lookup(k) for k in self.arrays})
+        return ns
+
+
+def _compile(expr: str) -> Any:
+    py = _ASSIGN.sub("==", expr.strip()).replace("/", "//")
+    try:
+        return compile(py, "<relation>", "eval")
+    except SyntaxError as err:
+        raise UndecidedError(f"cannot read {expr!r}") from err
+
+
+def _eval(code: Any, ns: dict[str, Any]) -> Any:
+    try:
+        return eval(code, ns)        # the relation's own text, from a layout file
+    except (InvalidFieldsError, UndecidedError):
+        raise
+    except Exception as err:
+        raise UndecidedError(f"{type(err).__name__}: {err}") from err
+
+
+def _as_index_array(name: str, value: Any) -> np.ndarray:
+    try:
+        a = np.asarray(value) if not isinstance(value, np.ndarray) else value
+    except ValueError as err:
+        raise InvalidFieldsError(f"{name} is ragged") from err
+    if a.dtype.kind in "OSU":       # objects or text: what they hold, if integers
+        try:
+            ints = a.astype(np.int64)
+        except (ValueError, TypeError, OverflowError) as err:
+            raise InvalidFieldsError(f"{name} holds no integers ({a.dtype})") from err
+        if a.dtype.kind == "O" and not all(isinstance(v, (int, np.integer))
+                                           for v in a.reshape(-1)):
+            raise UndecidedError(f"{name} holds {a.dtype}")
+        return ints
+    if a.dtype.kind in "iu":
+        if a.size and a.dtype.kind == "u" and int(a.max()) >= 2**63:
+            raise InvalidFieldsError(f"{name} holds {int(a.max())}")
+        return a.astype(np.int64)
+    if a.dtype.kind in "fcb":
+        raise UndecidedError(f"{name} is {a.dtype}")
+    raise InvalidFieldsError(f"{name} is not numeric ({a.dtype})")
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise UndecidedError(f"{name} = {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        raise UndecidedError(f"{name} = {value!r}")
+    raise InvalidFieldsError(f"{name} = {value!r} is not an integer")
+
+
+def decode(raw: dict, params: dict[str, int], fields: dict[str, Any],
+           shape: tuple[int, ...]) -> np.ndarray:
+    """The dense tensor that ``fields`` describe under the layout ``raw`` (the TOML table,
+    templates expanded); InvalidFieldsError or UndecidedError."""
+    specs: dict[str, str] = raw["fields"]
+    value_text: str = raw["value"]
+    value_array = value_text.split("[", 1)[0].strip()
+    scalars: dict[str, int] = {k: int(v) for k, v in params.items()}
+    arrays: dict[str, np.ndarray] = {}
+    for name, spec in specs.items():
+        if "[" in spec:
+            continue
+        if name in fields:
+            scalars[name] = _as_int(name, fields[name])
+    for k, expr in enumerate(raw["shape"]):       # shape fields from the shape given
+        if k >= len(shape):
+            raise InvalidFieldsError("the shape has fewer axes than the layout")
+        if re.fullmatch(r"[A-Za-z_]\w*", expr) and expr not in scalars:
+            scalars[expr] = int(shape[k])
+    if len(raw["shape"]) != len(shape):
+        raise InvalidFieldsError("the shape has another number of axes")
+    derived = raw.get("derived", {}) or {}
+    for name, spec in specs.items():
+        if "[" not in spec or name in derived:
+            continue
+        if name not in fields:
+            raise InvalidFieldsError(f"{name} is missing")
+        v = fields[name]
+        if name == value_array:
+            try:
+                a = np.asarray(v)
+            except ValueError as err:
+                raise InvalidFieldsError(f"{name} is ragged") from err
+            if a.dtype.kind not in "biufc":
+                raise InvalidFieldsError(f"{name} is not numeric ({a.dtype})")
+            arrays[name] = a
+        else:
+            arrays[name] = _as_index_array(name, v)
+    for name, expr in derived.items():
+        m = re.fullmatch(r"prefix_sum\(\s*(?:(\w+)\s*\*\s*)?(\w+)\s*\)", expr.strip())
+        if not m:
+            raise UndecidedError(f"derived {expr!r}")
+        k = scalars[m.group(1)] if m.group(1) else 1
+        src = arrays[m.group(2)]
+        arrays[name] = np.concatenate([[0], np.cumsum(k * src.reshape(-1))]).astype(np.int64)
+    reader = _Reader(arrays, scalars)
+    ns = reader.namespace()
+    for name, spec in specs.items():       # scalars no one gave: from an array's length
+        if "[" not in spec and name not in scalars:
+            for other, s in specs.items():
+                dims = re.findall(r"\[([^\]]*)\]", s)
+                if dims and dims[0].strip() == name and other in arrays:
+                    scalars[name] = ns[name] = int(np.shape(arrays[other])[0]) if \
+                        np.ndim(arrays[other]) else 0
+                    break
+            else:
+                raise UndecidedError(f"scalar {name} not given")
+    for name, spec in specs.items():       # every array of its declared extents
+        if "[" not in spec or name not in arrays:
+            continue
+        dims = tuple(_eval(_compile(d), ns) for d in re.findall(r"\[([^\]]*)\]", spec))
+        if any(d >= 2**62 for d in dims):
+            raise InvalidFieldsError(f"{name} would have extents {dims}")
+        if any(d < 0 for d in dims):
+            raise InvalidFieldsError(f"{name} has negative extents {dims}")
+        got = np.shape(arrays[name])
+        if got != dims and len(got) == 1 and got[0] == math.prod(dims):
+            arrays[name] = arrays[name].reshape(dims)       # given flat, in C order
+        elif got != dims:
+            if math.prod(got) == math.prod(dims):
+                raise UndecidedError(f"{name} of shape {got} for {dims}")
+            raise InvalidFieldsError(f"{name} has shape {got}, declared {dims}")
+    for k, expr in enumerate(raw["shape"]):
+        if _eval(_compile(expr), ns) != shape[k]:
+            raise InvalidFieldsError(f"shape {expr} is not {shape[k]}")
+    return _entries(raw["relation"], value_text, reader, ns, arrays[value_array], shape)
+
+
+def _entries(relation: str, value_text: str, reader: _Reader, ns: dict[str, Any],
+             data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    m = re.fullmatch(r"\s*\{\s*\[([^\]]*)\]\s*->\s*\[([^\]]*)\]\s*:(.*)\}\s*", relation, re.S)
+    if not m:
+        raise UndecidedError("relation not read")
+    pvars = [v.strip() for v in m.group(1).split(",") if v.strip()]
+    gvars = [v.strip() for v in m.group(2).split(",") if v.strip()]
+    subscripts = [_compile(s) for s in re.findall(r"\[([^\]]*)\]", value_text)]
+    pairs: dict[tuple, tuple] = {}
+    for disjunct in _split_top(_strip_parens(m.group(3)), "or"):
+        conjuncts = [_strip_parens(c) for c in _split_top(_strip_parens(disjunct), "and")]
+        for p, g in _points(conjuncts, pvars, gvars, ns):
+            pairs[(p, g)] = p
+    dense = np.zeros(shape, data.dtype if data.dtype.kind in "biufc" else np.float64)
+    for (p, g), _ in pairs.items():
+        if any(not 0 <= c < n for c, n in zip(g, shape)):
+            raise InvalidFieldsError(f"entry {g} is outside the shape {shape}")
+        local = dict(ns, **dict(zip(pvars, p)))
+        where = tuple(_eval(s, local) for s in subscripts)
+        for d, k in enumerate(where):
+            if d >= data.ndim or not 0 <= k < data.shape[d]:
+                raise InvalidFieldsError(f"value {where} is outside the values' shape {data.shape}")
+        dense[g] += data[where]
+    return dense
+
+
+def _bounds(conjunct: str, var: str) -> list[tuple[str, str]]:
+    """(op, the other side) for each comparison of the bare ``var`` in a chain."""
+    parts = re.split(r"(<=|>=|<|>|(?<![<>=!])=(?!=))", conjunct)
+    out = []
+    for k in range(0, len(parts), 2):
+        if parts[k].strip() != var:
+            continue
+        if k >= 2:
+            out.append((_flip(parts[k - 1]), parts[k - 2]))
+        if k + 2 < len(parts):
+            out.append((parts[k + 1], parts[k + 2]))
+    return out
+
+
+def _flip(op: str) -> str:
+    return {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}[op]
+
+
+def _points(conjuncts: list[str], pvars: list[str], gvars: list[str],
+            ns: dict[str, Any]) -> Iterator[tuple[tuple, tuple]]:
+    """(physical point, logical coordinates) of one disjunct."""
+    codes = [_compile(c) for c in conjuncts]
+    names = [_names(c) for c in conjuncts]
+    level = [max([pvars.index(v) for v in ns_ if v in pvars], default=-1) for ns_ in names]
+    has_g = [bool(ns_ & set(gvars)) for ns_ in names]
+    defs: dict[str, Any] = {}
+    for c in conjuncts:
+        m = re.fullmatch(r"(\w+)\s*=\s*(.+)", c)
+        if m and m.group(1) in gvars and not (_names(m.group(2)) & set(gvars)):
+            defs.setdefault(m.group(1), _compile(m.group(2)))
+    if set(defs) != set(gvars):
+        raise UndecidedError("a logical index without a definition")
+
+    if not all(_eval(code, ns) for code, lv, hg in zip(codes, level, has_g)
+               if lv < 0 and not hg):
+        return
+
+    def rec(d: int, local: dict[str, Any]) -> Iterator[tuple[tuple, tuple]]:
+        if d == len(pvars):
+            g = {v: _eval(defs[v], local) for v in gvars}
+            full = dict(local, **g)
+            for code, hg in zip(codes, has_g):
+                if hg and not _eval(code, full):
+                    return
+            yield tuple(local[v] for v in pvars), tuple(g[v] for v in gvars)
+            return
+        var = pvars[d]
+        lo, hi = -math.inf, math.inf
+        for c, lv, hg in zip(conjuncts, level, has_g):
+            if lv != d or hg:
+                continue
+            for op, other in _bounds(c, var):
+                if _names(other) & set(pvars[d:]):
+                    continue
+                v = _eval(_compile(other), local)
+                if op in ("<", "<="):
+                    hi = min(hi, v - (op == "<"))
+                elif op in (">", ">="):
+                    lo = max(lo, v + (op == ">"))
+                else:
+                    lo, hi = max(lo, v), min(hi, v)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise UndecidedError(f"no bounds on {var}")
+        if hi - lo > MAX_RANGE:
+            raise UndecidedError(f"{var} ranges over {hi - lo} values")
+        for value in range(int(lo), int(hi) + 1):
+            inner = dict(local, **{var: value})
+            if all(_eval(code, inner) for code, lv, hg in zip(codes, level, has_g)
+                   if lv == d and not hg):
+                yield from rec(d + 1, inner)
+
+    yield from rec(0, dict(ns))

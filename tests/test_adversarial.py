@@ -1,0 +1,1040 @@
+"""The standing adversarial suite: no silently wrong result, no crash and no raw exception.
+
+Hypothesis draws what an adversarial user would write, spf runs it in a worker subprocess
+(tests/adversarial_worker.py: a crash or a hang fails the example, not pytest), and every
+outcome must be a result equal to numpy's or an spf error with a clear message:
+
+- (a) random expressions of the language (functions, literals ``inf`` and ``nan`` included,
+  division, comparisons, logic, index values, index arithmetic with offsets beyond the
+  extents, strides, sums of indices) over random layouts and value types, by ``spf.evaluate``
+  and by a compiled ``spf.Kernel``, against an independent numpy reference
+  (tests/adversarial_oracle.py).  An spf error passes only where the documentation says the
+  input is refused (:data:`DOCUMENTED_REFUSALS`) or numpy itself refuses it;
+- (b) the shipped layout files mutated (the mutations of tests/test_fuzz_specs.py): one that
+  loads must store, convert, read back and run small tensors correctly, or refuse with an
+  spf error naming the file;
+- (c) every shipped layout: random tensors stored by the writer (``from_dense``, ``convert``),
+  checked by decoding the written fields with the relation (an independent reader) and read
+  back; then those fields corrupted (out-of-range, negative, unsorted, duplicated, wrong
+  lengths, NaN values, and the wrong arrays of tests/test_data_checks.py) and passed to
+  ``from_arrays`` and a kernel: an spf error, or the result the corrupted fields mean.
+
+Profiles (tests/conftest.py): ``short`` (the default, derandomized, for CI) and ``long``
+(``--hypothesis-profile=long``: more examples; the tests then keep going after a failure
+and report every one at the end).  ``$SPF_ADVERSARIAL_EXAMPLES`` sets the examples per
+test; ``$SPF_ADVERSARIAL_KEEP_GOING=1`` keeps going under any profile; the counts of each
+run (examples per test by outcome, expected errors by reason, the first
+``$SPF_ADVERSARIAL_KEPT`` failures of each test) are printed at the end of the session and
+written to ``$SPF_ADVERSARIAL_SUMMARY`` when it names a file (docs/development.md).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+import tomllib
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import adversarial_worker as aw
+import numpy as np
+import pytest
+from adversarial_oracle import (
+    COMPARISONS,
+    Access,
+    Call,
+    Expected,
+    Index,
+    InvalidFieldsError,
+    Num,
+    NumpyError,
+    Op,
+    Scalar,
+    Statement,
+    TooLargeError,
+    UndecidedError,
+    accesses,
+    decode,
+    expanded,
+    grouped,
+    indices_of,
+    output_shape,
+    plain_extents,
+    reference,
+    walk,
+)
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_data_checks import BAD_ARRAYS, BAD_SCALARS
+from test_fuzz_specs import (
+    LAYOUT_NAMES,
+    LAYOUTS,
+    any_mutation,
+    conjunct_mutation,
+    mutated,
+    properties_mutated,
+    renamed,
+    strings_mutated,
+    token_mutation,
+    toml_document,
+    toml_mutated,
+)
+
+import spf
+
+pytestmark = pytest.mark.fuzz
+
+
+def _examples(weight: float) -> settings:
+    """``weight`` times the profile's examples (``$SPF_ADVERSARIAL_EXAMPLES``: exactly that
+    many), no deadline, slow data generation allowed."""
+    forced = int(os.environ.get("SPF_ADVERSARIAL_EXAMPLES", "0"))
+    n = forced or max(1, round(weight * settings.default.max_examples))
+    return settings(max_examples=n, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
+
+
+def keep_going() -> bool:
+    return os.environ.get("SPF_ADVERSARIAL_KEEP_GOING") == "1" or \
+        settings.get_current_profile_name().startswith("long")
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = aw.Worker()
+    yield w
+    w.close()
+    aw.write_counts()
+
+
+class Verdict:
+    """The examples of one test: each is classified, counted, and (unless the suite keeps
+    going) a failure raises at once so that hypothesis shrinks it."""
+
+    def __init__(self, test: str) -> None:
+        self.test = test
+        self.failures: list[str] = []
+
+    def record(self, klass: str, detail: str = "") -> None:
+        """Count the example; ``detail``: the failure, or an expected error's reason."""
+        failing = klass not in ("correct", "spf error (expected)")
+        aw.tally(self.test, klass, detail)
+        if failing:
+            if not keep_going():
+                raise AssertionError(f"{klass}: {detail}")
+            self.failures.append(f"{klass}: {detail}")
+
+    def run(self, prop: Callable[[], None]) -> None:
+        prop()
+        assert not self.failures, (f"{len(self.failures)} failing examples:\n" +
+                                   "\n\n".join(self.failures[:20]))
+
+
+def worst(outcomes: list[aw.Outcome]) -> aw.Outcome | None:
+    """The first crash, hang or raw exception among a job's steps."""
+    for kind in ("crash", "hang", "raw"):
+        for o in outcomes:
+            if o.kind == kind:
+                return o
+    return None
+
+
+KLASS = {"crash": "crash", "hang": "hang", "raw": "raw exception"}
+UNCLEAR = re.compile(r"ArrayRef\(|Aff\(|object at 0x|Traceback")
+INTERNAL = re.compile(r"<string>:\S* .*\bT\.p\d")     # spf's own conversion kernels (T)
+
+
+def close(got: np.ndarray, want: np.ndarray, scale: np.ndarray | None = None,
+          narrow: bool = False) -> bool:
+    """Equal for integers and bool; for floats within the type's rounding (``scale``: the
+    magnitudes summed into each element; ``narrow``: float32 rounding whatever the type),
+    non-finite values equal."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return False
+    if want.dtype.kind in "biu" and got.dtype.kind in "biu":
+        return bool(np.array_equal(got.astype(np.int64) if got.dtype != np.uint64 else got,
+                                   want.astype(np.int64) if want.dtype != np.uint64 else want))
+    real = np.float32 if narrow or np.dtype(got.dtype).itemsize <= 4 or \
+        np.result_type(want.dtype, np.float32) == np.float32 else np.float64
+    tol = (2e-4 if real == np.float32 else 1e-9)
+    scale = np.zeros(want.shape) if scale is None else scale
+    g = got.astype(np.complex128)
+    w = want.astype(np.complex128)
+    if want.dtype.kind == "c":         # C's and numpy's complex products of inf differ
+        odd = ~np.isfinite(w)
+        if not np.array_equal(odd, ~np.isfinite(g)):
+            return False
+        g, w = np.where(odd, 0, g), np.where(odd, 0, w)
+    for part in (np.real, np.imag):
+        a, b = part(g), part(w)
+        nan_a, nan_b = np.isnan(a), np.isnan(b)
+        if not np.array_equal(nan_a, nan_b):
+            return False
+        inf_b = np.isinf(b)
+        if not np.array_equal(np.where(inf_b, a, 0), np.where(inf_b, b, 0)):
+            return False
+        fin = ~nan_b & ~inf_b
+        if np.any(np.isinf(a[fin])):
+            return False
+        bound = tol * (1 + scale[fin] + np.abs(b[fin]))
+        if np.any(np.abs(a[fin] - b[fin]) > bound):
+            return False
+    return True
+
+
+# =============================================================================================
+# (a) expressions
+ROLES = {"A": ("i", "j"), "B": ("i", "j"), "x": ("j",), "v": ("i",), "T": ("i", "j", "k"),
+         "F": ("k",)}
+ROLE_LAYOUTS = {2: ["CSR", "CSC", "COO", "SortedCOO", "DCSR", "BCSR", "ELL", "DIA", "SymCSR",
+                    "CSR_unsorted", "dense"],
+                1: ["SV", "dense"], 3: ["COO3", "CSF", "dense"]}
+PARAMS = {"BCSR": {"B": 2}}
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float32", "float64", "complex128"]
+SPARSE_OUTPUTS = {1: ["SV"], 2: ["CSR", "COO", "CSC", "DCSR", "SortedCOO"]}
+EXTENTS = st.sampled_from([0, 1, 2, 2, 3, 3, 4, 5])
+SMALL_OFFSETS = [-3, -2, -1, 1, 2, 3]
+BIG_OFFSETS = [-7, 7, 6, -6, 2**31 - 1, 2**31, -2**31, 2**32, -2**32, 2**32 + 1, 2**33, 2**40]
+INTS = [0, 1, 2, 3, 5, 7]
+BIG_INTS = [127, 128, 255, 256, 32768, 2**31, 2**32, 3037000499, 2**63 - 1, 2**63, 2**64,
+            99999999999999999999999]
+FLOATS = [0.5, 2.5, 0.25, 1e-3, 1e300]
+SPECIALS = [math.inf, math.nan]
+# names generated C or the language might collide with (docs: function names are reserved)
+NAMES = ["linux", "unix", "NULL", "INT32_MAX", "EOF", "M_PI", "errno", "main", "free", "I",
+         "A_data", "R_data", "x_p0", "A_pi", "T_p0", "R_p0", "i0", "data", "spf_x", "int",
+         "double", "exp", "where", "sizeof", "restrict", "_Bool", "complex", "pow"]
+RESERVED = {"spf_x", "int", "double", "exp", "where", "sizeof", "restrict", "_Bool", "pow"}
+
+
+@dataclass(frozen=True)
+class Design:
+    """What an expression may use: the output's indices, the operands (role, layout,
+    dtype), whether a scalar operand exists, the index extents."""
+
+    out_indices: tuple[str, ...]
+    operands: tuple[tuple[str, str, str], ...]
+    scalar: str | None
+    extents: dict[str, int]
+
+
+def _aff(draw, role_index: str, indices: list[str], extent: int) -> tuple:
+    kind = draw(st.sampled_from(["plain"] * 6 + ["offset", "offset", "big", "stride",
+                                                  "sum", "reverse"]))
+    if kind == "plain":
+        return (((role_index, 1),), 0)
+    if kind == "offset":
+        return (((role_index, 1),), draw(st.sampled_from(SMALL_OFFSETS + [extent, -extent])))
+    if kind == "big":
+        return (((role_index, 1),), draw(st.sampled_from(BIG_OFFSETS)))
+    if kind == "stride":
+        return (((role_index, draw(st.sampled_from([2, 3]))),),
+                draw(st.sampled_from([0, 0, 1, -1])))
+    if kind == "reverse":
+        return (((role_index, -1),), draw(st.sampled_from([extent - 1, extent, 2])))
+    other = draw(st.sampled_from([k for k in indices if k != role_index] or [role_index]))
+    if other == role_index:
+        return (((role_index, 1),), 1)
+    return (((role_index, 1), (other, draw(st.sampled_from([1, -1])))),
+            draw(st.sampled_from([0, 0, 1, -2])))
+
+
+@st.composite
+def _access(draw, d: Design) -> Access:
+    role = draw(st.sampled_from([r for r, _, _ in d.operands]))
+    indices = sorted(d.extents)
+    return Access(role, tuple(_aff(draw, r, indices, d.extents[r]) for r in ROLES[role]))
+
+
+@st.composite
+def _number(draw, exact: bool) -> Num:
+    if exact:
+        return Num(draw(st.sampled_from(INTS + [0.5, 2.5])))
+    which = draw(st.sampled_from(["int"] * 5 + ["float"] * 3 + ["big", "special"]))
+    pool = {"int": INTS, "float": FLOATS, "big": BIG_INTS, "special": SPECIALS}[which]
+    return Num(draw(st.sampled_from(pool)))
+
+
+UNARY = ["abs", "sign", "sqrt", "sin", "tanh", "exp", "cos", "log"]
+EXACT_UNARY = ["abs", "sign"]
+POWERS = [0, 1, 2, 3, 0.5, -1, -2, 41, 63]
+
+
+@st.composite
+def _node(draw, d: Design, depth: int, exact: bool = False) -> Any:
+    """A random expression; ``exact``: one whose float value has no rounding for the
+    operand values drawn (comparisons and conditions read only such expressions, so that
+    a rounding difference cannot flip them)."""
+    leaves = ["access"] * 6 + ["number"] * 2 + ["index"] + (["scalar"] if d.scalar else [])
+    inner = ["+", "-", "*", "*", "neg", "cmp", "logic", "call", "call", "where"] + \
+        ([] if exact else ["/", "/", "/0"])
+    kind = draw(st.sampled_from(leaves + (inner if depth > 0 else [])))
+    sub = lambda ex=exact: _node(d, depth - 1, ex)     # noqa: E731
+    if kind == "access":
+        return draw(_access(d))
+    if kind == "number":
+        return draw(_number(exact))
+    if kind == "index":
+        return Index(draw(st.sampled_from(sorted(d.extents))))
+    if kind == "scalar":
+        return Scalar(d.scalar)
+    if kind in ("+", "-", "*", "/"):
+        return Op(kind, (draw(sub()), draw(sub())))
+    if kind == "/0":            # a literal zero divisor (integers: C traps where numpy does not)
+        return Op("/", (draw(sub()), Num(0)))
+    if kind == "neg":
+        return Op("neg", (draw(sub()),))
+    if kind == "cmp":
+        return Op(draw(st.sampled_from(COMPARISONS)), (draw(sub(True)), draw(sub(True))))
+    if kind == "logic":
+        op = draw(st.sampled_from(["and", "or", "not"]))
+        if op == "not":
+            return Op("not", (draw(sub(True)),))
+        return Op(op, (draw(sub(True)), draw(sub(True))))
+    if kind == "where":
+        return Call("where", (draw(sub(True)), draw(sub()), draw(sub())))
+    fn = draw(st.sampled_from((EXACT_UNARY if exact else UNARY) + ["min", "max", "pow"]))
+    if fn in ("min", "max"):
+        return Call(fn, (draw(sub()), draw(sub())))
+    if fn == "pow":
+        c = draw(st.sampled_from(POWERS[:4] if exact else POWERS))
+        return Call("pow", (draw(sub()), Num(c) if c >= 0 else Op("neg", (Num(-c),))))
+    return Call(fn, (draw(sub()),))
+
+
+def _values(draw, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Small exact values (k/4, small integers) at a drawn density, now and then a type's
+    extreme or a non-finite value."""
+    dt = np.dtype(dtype)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    density = draw(st.sampled_from([0.0, 0.3, 0.6, 1.0]))
+    mask = rng.random(shape) < density
+    if dt.kind == "b":
+        return mask & (rng.random(shape) < 0.8)
+    if dt.kind in "iu":
+        low = 0 if dt.kind == "u" else -3
+        a = np.where(mask, rng.integers(low, 5, shape), 0).astype(dt)
+        if a.size and draw(st.integers(0, 9)) == 0:
+            info = np.iinfo(dt)
+            a.reshape(-1)[rng.integers(a.size)] = draw(st.sampled_from([info.min, info.max]))
+    else:
+        a = np.where(mask, rng.integers(-12, 13, shape) / 4, 0).astype(dt)
+        if dt.kind == "c":
+            a = a + 1j * np.where(mask, rng.integers(-8, 9, shape) / 4, 0)
+        if a.size and draw(st.integers(0, 9)) == 0:
+            a.reshape(-1)[rng.integers(a.size)] = draw(st.sampled_from(
+                [np.nan, np.inf, -np.inf, 1e30]))
+    return a
+
+
+def _symmetric(a: np.ndarray) -> np.ndarray:
+    upper = np.triu(a)
+    return upper + np.triu(upper, 1).T
+
+
+@st.composite
+def designs(draw) -> Design:
+    order = draw(st.sampled_from([0, 1, 1, 2, 2]))
+    out_indices = ("i", "j")[:order] if order != 1 else (draw(st.sampled_from(["i", "j"])),)
+    roles = draw(st.lists(st.sampled_from(sorted(ROLES)), min_size=1, max_size=3, unique=True))
+    base = draw(st.sampled_from(DTYPES))
+    operands = []
+    for r in roles:
+        layout = draw(st.sampled_from(ROLE_LAYOUTS[len(ROLES[r])]))
+        dtype = base if draw(st.integers(0, 9)) < 7 else draw(st.sampled_from(DTYPES))
+        operands.append((r, layout, dtype))
+    extents = {k: draw(EXTENTS) for k in sorted({k for r in roles for k in ROLES[r]}
+                                                | set(out_indices))}
+    if any(lay == "SymCSR" for _, lay, _ in operands):
+        extents["j"] = extents["i"] = extents.get("i", extents.get("j", 2))
+    scalar = "s" if draw(st.integers(0, 4)) == 0 else None
+    return Design(out_indices, tuple(operands), scalar, extents)
+
+
+@dataclass(frozen=True)
+class ExprCase:
+    statement: Statement
+    design: Design
+    api: str
+    out_layout: str | None
+    fill_values: bool
+
+    def payload(self, out: np.ndarray | None, out_dtype: str) -> dict:
+        st_ = self.statement
+        operands: dict[str, tuple] = {}
+        for role, layout, _ in self.used():
+            array = st_.tensors[role]
+            operands[st_.name(role)] = ("dense", array) if layout == "dense" else \
+                ("sparse", layout, array, PARAMS.get(layout, {}))
+        if self.scalar_used():
+            operands[st_.name(self.design.scalar)] = ("scalar",
+                                                      st_.scalars[self.design.scalar])
+        dtypes = {n: str(np.asarray(v[1] if v[0] != "sparse" else v[2]).dtype)
+                  for n, v in operands.items()}
+        dtypes[st_.name(st_.output)] = out_dtype
+        return {"expr": st_.text(), "operands": operands, "output": st_.name(st_.output),
+                "out": out,
+                "out_layout": self.out_layout, "api": self.api, "dtypes": dtypes,
+                "fill_values": self.fill_values}
+
+    def used(self) -> list[tuple[str, str, str]]:
+        """The operands the expression reads: (name, layout, dtype)."""
+        names = {a.tensor for a in accesses((self.statement.rhs,))}
+        return [o for o in self.design.operands if o[0] in names]
+
+    def scalar_used(self) -> bool:
+        return any(isinstance(n, Scalar) for n in walk(self.statement.rhs))
+
+    def describe(self) -> str:
+        st_ = self.statement
+        parts = [f"expr: {st_.text()}", f"api: {self.api}"]
+        for role, layout, dtype in self.used():
+            a = st_.tensors[role]
+            parts.append(f"{st_.name(role)}: {layout} {dtype} {a.shape} = {a.tolist()!r}")
+        if self.scalar_used():
+            s = st_.scalars[self.design.scalar]
+            parts.append(f"{st_.name(self.design.scalar)} = {s!r} ({np.asarray(s).dtype})")
+        if st_.out_shape is not None:
+            parts.append(f"out = zeros({st_.out_shape})")
+        if self.out_layout:
+            parts.append(f"output layout {self.out_layout}")
+        if self.fill_values:
+            parts.append("fill_values=True")
+        return "\n    ".join(parts)
+
+
+@st.composite
+def expression_cases(draw, api: str) -> ExprCase:
+    d = draw(designs())
+    rhs = draw(_node(d, draw(st.integers(1, 3))))
+    used = indices_of((rhs,))
+    assume(accesses((rhs,)))
+    assume(set(d.out_indices) <= {k for a in accesses((rhs,)) for k in indices_of((a,))})
+    assume(used <= set(d.extents))
+    tensors = {}
+    for role, layout, dtype in d.operands:
+        shape = tuple(d.extents[k] for k in ROLES[role])
+        a = _values(draw, shape, dtype)
+        tensors[role] = _symmetric(a) if layout == "SymCSR" else a
+    scalars = {}
+    if d.scalar:
+        dtype = draw(st.sampled_from(DTYPES))
+        scalars[d.scalar] = np.dtype(dtype).type(draw(st.sampled_from([0, 1, 2, 3])))
+    sparse = frozenset(r for r, lay, _ in d.operands if lay != "dense")
+    names = {}
+    for name in [r for r, _, _ in d.operands] + ([d.scalar] if d.scalar else []) + ["R"]:
+        if draw(st.integers(0, 9)) == 0:
+            other = draw(st.sampled_from(NAMES))
+            if other not in names.values():
+                names[name] = other
+    statement = Statement("R", d.out_indices, rhs, tensors, scalars, sparse, names=names)
+    out_layout = None
+    if d.out_indices and draw(st.integers(0, 4)) == 0:
+        out_layout = draw(st.sampled_from(SPARSE_OUTPUTS[len(d.out_indices)]))
+    elif d.out_indices and draw(st.integers(0, 3)) == 0:       # out= of chosen extents
+        try:
+            natural = output_shape(statement, expanded(rhs))
+        except (TooLargeError, NumpyError):
+            natural = None
+        if natural is not None:           # extents of indices read plainly are fixed
+            plain = plain_extents(statement)
+            shape = tuple(n if o in plain else max(0, n + draw(st.sampled_from([-2, -1, 1, 2])))
+                          for o, n in zip(d.out_indices, natural))
+            statement = replace(statement, out_shape=shape)
+    return ExprCase(statement, d, api, out_layout, draw(st.integers(0, 6)) == 0)
+
+
+# what the documentation says spf refuses: (name, does the input qualify, the message says)
+def _divides_by_sparse(c: ExprCase) -> bool:
+    return not c.fill_values and any(
+        isinstance(n, Op) and n.op == "/" and any(a.tensor in c.statement.sparse
+                                                  for a in accesses((n.args[1],)))
+        for n in walk(c.statement.rhs))
+
+
+def _complex_order(c: ExprCase) -> bool:
+    return any(dt == "complex128" for _, _, dt in c.used()) and any(
+        isinstance(n, Call) and n.fn in ("min", "max", "sign") for n in walk(c.statement.rhs))
+
+
+def _scalar_in_value(c: ExprCase) -> bool:
+    def inside(n: Any, in_value: bool) -> bool:
+        if isinstance(n, Scalar):
+            return in_value
+        if isinstance(n, Call) or (isinstance(n, Op) and n.op not in ("+", "-", "*", "neg")):
+            return any(inside(a, True) for a in n.args)
+        if isinstance(n, Op):
+            return any(inside(a, in_value) for a in n.args)
+        return False
+    return inside(c.statement.rhs, False)
+
+
+def _index_values_only(c: ExprCase) -> bool:
+    terms = expanded(c.statement.rhs) + grouped(c.statement.rhs)
+    return any(t.factors and not any(isinstance(n, (Access, Scalar)) for f in t.factors
+                                     for n in walk(f))
+               and any(isinstance(n, Index) for f in t.factors for n in walk(f))
+               for t in terms)
+
+
+def _reserved_name(c: ExprCase) -> bool:
+    return any(n in RESERVED for n in (c.statement.names or {}).values())
+
+
+def _sparse_output_broadcast(c: ExprCase) -> bool:
+    return c.out_layout is not None and any(
+        not set(c.statement.out_indices) <= indices_of(t.factors)
+        for t in expanded(c.statement.rhs))
+
+
+DOCUMENTED_REFUSALS: list[tuple[str, Callable[[ExprCase], bool], str]] = [
+    # docs/expressions.md, "Functions of tensors": c / x refused unless fill_values=True
+    ("division by a sparse operand's absent entries", _divides_by_sparse, "fill_values=True"),
+    # docs/expressions.md: min, max and sign are refused on complex values
+    ("min, max or sign of complex values", _complex_order, "complex"),
+    # docs/expressions.md, "Not yet": a scalar inside a function
+    ("a scalar inside a function", _scalar_in_value, "scalar"),
+    # docs/expressions.md, "Not yet": a term of index values only
+    ("a term of index values only", _index_values_only, "index values only"),
+    # docs/expressions.md, "Not yet": function names are reserved; docs/kernels.md: C keywords
+    # and the spf_ prefix
+    ("a reserved name", _reserved_name, ""),
+    # docs/expressions.md, "Broadcasting": a sparse output of a term without its indices
+    ("a broadcast term into a sparse output", _sparse_output_broadcast, ""),
+]
+
+
+def documented_refusal(c: ExprCase, message: str) -> str | None:
+    for name, applies, says in DOCUMENTED_REFUSALS:
+        if applies(c) and says in message:
+            return name
+    return None
+
+
+def expected_results(c: ExprCase) -> tuple[list[Expected], list[str], bool]:
+    """(the readings' results, why numpy refuses under some reading, whether the output is
+    too large to compute)."""
+    results, refusals, too_large = [], [], False
+    for reading in ("expanded", "grouped"):
+        try:
+            results.append(reference(c.statement, reading))
+        except NumpyError as err:
+            refusals.append(f"{reading}: numpy raises {err}")
+        except TooLargeError:
+            too_large = True
+    return results, refusals, too_large
+
+
+def _matches(c: ExprCase, got: np.ndarray, results: list[Expected]) -> Expected | None:
+    for r in results:
+        if close(got, r.value, r.scale, r.narrow):
+            return r
+        if r.empty and got.ndim == r.value.ndim and _constant(got, r.value):
+            return r        # nothing reaches any point: the docs leave the extents open
+    if not any(np.asarray(r.value).dtype.kind in "fc" and not np.all(np.isfinite(r.value))
+               for r in results):
+        return None
+    for reading in ("expanded", "grouped"):      # non-finite: GraphBLAS's skipping
+        try:
+            r = reference(c.statement, reading, structural=True)
+        except (NumpyError, TooLargeError):
+            continue
+        if close(got, r.value, r.scale, r.narrow):
+            return r
+    return None
+
+
+def _constant(got: np.ndarray, want: np.ndarray) -> bool:
+    """``got`` holds only the value every element of ``want`` holds (0 if it has none)."""
+    values = np.unique(want.reshape(-1)) if want.size else np.zeros(1, want.dtype)
+    return len(values) == 1 and close(got, np.full(got.shape, values[0], want.dtype))
+
+
+def check_expression(worker: aw.Worker, verdict: Verdict, c: ExprCase) -> None:
+    results, refusals, too_large = expected_results(c)
+    if too_large and not results:
+        big = output_size(c)
+        assume(big is not None and big > 10**8)
+    out_dtype = str(results[0].value.dtype) if results else "float64"
+    out = None
+    if c.statement.out_shape is not None and results:
+        out = np.zeros(c.statement.out_shape, out_dtype)
+    outcomes = worker.call("expression", c.payload(out, out_dtype))
+    detail = c.describe()
+    bad = worst(outcomes)
+    if bad is not None:
+        verdict.record(KLASS[bad.kind], f"{bad.describe()}\n    {detail}")
+        return
+    final = outcomes[-1]
+    if final.kind == "spf":
+        message = final.message
+        if UNCLEAR.search(message) or not message.strip():
+            verdict.record("spf error (not documented)",
+                           f"unclear message: {final.describe()}\n    {detail}")
+            return
+        reason = documented_refusal(c, message) or (refusals[0].split(": ", 1)[1][:70]
+                                                    if refusals else None)
+        if reason is None and all(r.empty for r in results) and "extent" in message:
+            reason = "extents of an output no point reaches"
+        if reason or not results:
+            verdict.record("spf error (expected)", reason or "the output is too large")
+            return
+        verdict.record("spf error (not documented)", f"{final.describe()}\n    {detail}")
+        return
+    got, kind = final.value
+    if not results:
+        verdict.record("silently wrong", f"numpy refuses ({'; '.join(refusals)}) or the "
+                       f"output is too large, spf returned {kind} {got!r}\n    {detail}")
+        return
+    match = _matches(c, got, results)
+    if match is None:
+        want = "\n    ".join(f"{r.reading}: {r.value.dtype} {r.value.tolist()!r}"
+                             for r in results)
+        verdict.record("silently wrong", f"spf returned {got.dtype} {got.tolist()!r}\n    "
+                       f"numpy: {want}\n    {detail}")
+        return
+    if got.dtype != match.value.dtype and c.api == "evaluate":
+        verdict.record("silently wrong", f"type {got.dtype} ({kind}), numpy's is "
+                       f"{match.value.dtype}\n    {detail}")
+        return
+    verdict.record("correct")
+
+
+def output_size(c: ExprCase) -> int | None:
+    try:
+        return math.prod(output_shape(c.statement, expanded(c.statement.rhs)))
+    except (TooLargeError, NumpyError):
+        return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", ["evaluate", "kernel"])
+def test_expressions(worker, api):
+    """Random statements against numpy (by ``spf.evaluate`` or a compiled Kernel)."""
+    verdict = Verdict(f"expressions[{api}]")
+
+    @_examples(6)
+    @given(case=expression_cases(api))
+    def prop(case):
+        check_expression(worker, verdict, case)
+
+    verdict.run(prop)
+
+
+# =============================================================================================
+# (b) mutated layout files
+@st.composite
+def relation_edit(draw, relation: str, scalars: list[str]) -> str:
+    """One semantic change: a comparison of two of the relation's variables or of one with
+    a scalar field added (``gj <= gi``: fewer entries storable), a conjunct dropped, the
+    logical coordinates swapped (a transpose), a lower bound moved."""
+    m = re.fullmatch(r"\{\s*\[([^\]]*)\]\s*->\s*\[([^\]]*)\]\s*:(.*)\}", relation.strip(), re.S)
+    if not m or " or " in m.group(3):
+        return draw(conjunct_mutation(relation))
+    pvars = [v.strip() for v in m.group(1).split(",") if v.strip()]
+    gvars = [v.strip() for v in m.group(2).split(",") if v.strip()]
+    parts = [c.strip() for c in m.group(3).split(" and ")]
+    how = draw(st.sampled_from(["compare", "compare", "bound", "drop", "swap", "shift"]))
+    variables = pvars + gvars
+    if how == "compare" and len(variables) > 1:
+        a, b = draw(st.permutations(variables))[:2]
+        op = draw(st.sampled_from(["<", "<=", "=", ">="]))
+        shift = draw(st.sampled_from(["", "", " + 1", " - 1", " + 2"]))
+        parts.insert(draw(st.integers(0, len(parts))), f"{a} {op} {b}{shift}")
+    elif how == "bound" and scalars:
+        v = draw(st.sampled_from(variables))
+        parts.append(draw(st.sampled_from([f"{v} >= 1", f"{v} < {draw(st.sampled_from(scalars))} "
+                                           "- 1", f"{v} <= 1", f"2 <= {v}"])))
+    elif how == "drop" and len(parts) > 1:
+        del parts[draw(st.integers(0, len(parts) - 1))]
+    elif how == "swap" and len(gvars) > 1:
+        a, b = gvars[:2]
+        parts = [re.sub(rf"\b({a}|{b})\b", lambda g: b if g.group(1) == a else a, c)
+                 for c in parts]
+    else:
+        parts = [c.replace("0 <=", "1 <=", 1) for c in parts]
+    return f"{{[{', '.join(pvars)}] -> [{', '.join(gvars)}] : {' and '.join(parts)}}}"
+
+
+@st.composite
+def relation_mutated(draw, text: str) -> str:
+    """One change to the relation (:func:`relation_edit`, or a conjunct or token of
+    tests/test_fuzz_specs.py), the packer dropped or kept: mutations that often load."""
+    table = tomllib.loads(text)
+    scalars = [f for f, t in table["fields"].items() if t == "int"] + \
+        list(table.get("params", {}))
+    how = draw(st.sampled_from(["edit", "edit", "edit", "conjunct", "token"]))
+    relation = table["relation"]
+    table["relation"] = draw(relation_edit(relation, scalars) if how == "edit" else
+                             conjunct_mutation(relation) if how == "conjunct" else
+                             token_mutation(relation))
+    if "packer" in table and draw(st.booleans()):
+        del table["packer"]
+    return toml_document(table)
+
+
+MUTATIONS: dict[str, Callable[[str], st.SearchStrategy[str]]] = {
+    "text": lambda t: mutated(t, any_mutation), "strings": strings_mutated,
+    "values": toml_mutated, "names": renamed, "properties": properties_mutated,
+    "relation": relation_mutated}
+
+
+def small_tensors(draw, order: int, how_many: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Small tensors of ``order`` (empty, one entry, an empty row, rectangular, random),
+    each with a dense vector for the kernel."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    fixed = {1: [np.zeros(4), np.array([0.0, 2.0, 0.0]), np.array([1.0, 0.0, -3.0, 4.0])],
+             2: [np.zeros((3, 4)), np.array([[0.0, 0.0], [0.0, 5.0]]),
+                 np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 0.0], [0.0, 3.0, 0.0]]),
+                 np.array([[0.0, 1.5, 0.0, 0.0, -2.0], [4.0, 0.0, 0.0, 0.0, 0.0]]),
+                 np.zeros((0, 3))],
+             3: [np.zeros((2, 2, 2)), np.arange(12.0).reshape(2, 3, 2) % 3]}.get(order, [])
+    out = []
+    for _ in range(how_many):
+        if fixed and draw(st.booleans()):
+            dense = draw(st.sampled_from(fixed))
+        else:
+            shape = tuple(int(rng.integers(1, 5)) for _ in range(order))
+            dense = np.where(rng.random(shape) < 0.4, rng.integers(-4, 5, shape), 0) * 1.0
+        x = rng.integers(1, 4, dense.shape[-1] if order else 1) * 1.0
+        out.append((dense, x))
+    return out
+
+
+def contracted(dense: np.ndarray, x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.tensordot(dense, x, axes=([dense.ndim - 1], [0]))
+
+
+def step_values(outcomes: list[aw.Outcome]) -> dict[str, aw.Outcome]:
+    return {o.step: o for o in outcomes}
+
+
+def _read_back_wrong(outcomes: dict[str, aw.Outcome], prefix: str, dense: np.ndarray,
+                     x: np.ndarray) -> str | None:
+    """What a tensor meant to hold ``dense`` read back wrong (None: nothing)."""
+    o = outcomes.get(f"{prefix}to_dense")
+    if o is not None and o.kind == "value" and not close(o.value, dense):
+        return f"{prefix}to_dense gave {np.asarray(o.value).tolist()!r}"
+    o = outcomes.get(f"{prefix}kernel")
+    if o is not None and o.kind == "value" and not close(o.value[0], contracted(dense, x)):
+        return (f"{prefix}kernel gave {np.asarray(o.value[0]).tolist()!r}, numpy "
+                f"{contracted(dense, x).tolist()!r}")
+    return None
+
+
+def _decoded_wrong(fields: aw.Outcome | None, dense: np.ndarray) -> str | None:
+    """What the written fields mean under the relation, if not ``dense`` (the suite reads
+    the relation itself; a relation it cannot read is skipped)."""
+    if fields is None or fields.kind != "value":
+        return None
+    f = fields.value
+    try:
+        got = decode(f["raw"], f["params"], f["fields"], f["shape"])
+    except UndecidedError:
+        return None
+    except InvalidFieldsError as err:
+        return f"the written fields {f['fields']!r} do not decode: {err}"
+    if close(got, dense):
+        return None
+    return f"the written fields {f['fields']!r} mean {got.tolist()!r} under the relation"
+
+
+_files = itertools.count()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(MUTATIONS))
+def test_mutated_layout_files(worker, kind):
+    """A mutated shipped layout: refused with its file:line:col, or correct for small
+    tensors stored, converted, read back and used in a kernel."""
+    verdict = Verdict(f"layout files[{kind}]")
+
+    @_examples(1.5)
+    @given(data=st.data())
+    def prop(data):
+        name = data.draw(st.sampled_from(LAYOUT_NAMES), label="layout")
+        text = data.draw(MUTATIONS[kind](LAYOUTS[name]), label="text")
+        tensors = {order: small_tensors(data.draw, order, 2) for order in (1, 2, 3)}
+        file = f"mutated{os.getpid()}_{next(_files)}.toml"
+        outcomes = worker.call("layout_file", {"file": file, "text": text,
+                                               "tensors": tensors})
+        check_layout_file(verdict, file, text, tensors, outcomes)
+
+    verdict.run(prop)
+
+
+def check_layout_file(verdict: Verdict, file: str, text: str, tensors: dict,
+                      outcomes: list[aw.Outcome]) -> None:
+    used = {o: [(d.tolist(), x.tolist()) for d, x in ts] for o, ts in tensors.items() if ts}
+    detail = (f"layout file {file} (a mutation of a shipped layout):\n{text}\n"
+              f"tensors (and vectors) by order: {used!r}")
+    bad = worst(outcomes)
+    if bad is not None:
+        verdict.record(KLASS[bad.kind], f"{bad.describe()}\n{detail}")
+        return
+    steps = step_values(outcomes)
+    load = steps["load"]
+    if load.kind == "spf":
+        if not re.match(rf"^\S*{re.escape(file)}(:\d+:\d+)?: ", load.message):
+            verdict.record("spf error (not documented)",
+                           f"load refused without the file's position: {load.message}"
+                           f"\n{detail}")
+        else:
+            verdict.record("spf error (expected)", "refused when loaded")
+        return
+    info = steps["loaded"].value
+    refused = False
+    for o in outcomes:
+        if o.kind != "spf":
+            continue
+        refused = True
+        if (file not in o.message and not re.search(rf"\b{re.escape(info['name'])}\b",
+                                                     o.message)) or UNCLEAR.search(o.message) \
+                or INTERNAL.search(o.message):
+            verdict.record("spf error (not documented)",
+                           f"an error that names neither the file nor the layout "
+                           f"{info['name']!r}: {o.describe()}\n{detail}")
+            return
+    for k, (dense, x) in enumerate(tensors.get(info["order"], [])):
+        wrong = _decoded_wrong(steps.get(f"#{k} fields"), dense)
+        for prefix in (f"#{k} ", f"#{k} converted "):
+            wrong = wrong or _read_back_wrong(steps, prefix, dense, x)
+            if wrong:
+                verdict.record("silently wrong", f"{wrong}; the tensor was "
+                               f"{dense.tolist()!r} (x = {x.tolist()!r})\n{detail}")
+                return
+    if refused:
+        verdict.record("spf error (expected)", "loaded, the tensors refused")
+    else:
+        verdict.record("correct")
+
+
+# =============================================================================================
+# (c) every shipped layout: the writer's output, then corrupted operands
+LAYOUT_PARAMS = {"BCSR": {"B": [1, 2, 3]}, "BlockedELL": {"B": [1, 2]}, "CSB": {"B": [2, 3]},
+                 "HiCOO": {"B": [2]}, "SELL": {"C": [1, 2, 4]},
+                 "SELL_sigma": {"C": [2], "sigma": [2, 4]}, "COOTensor": {"N": [2, 3, 4]},
+                 "DenseTensor": {"N": [1, 2, 3]}}
+SOURCES = {1: "SV", 2: "CSR", 3: "COO3"}
+
+
+def layout_order(name: str, params: dict) -> int:
+    return params.get("N") or spf.load_layout(name).order
+
+
+@st.composite
+def layout_tensor(draw, name: str) -> tuple[dict, np.ndarray, np.ndarray]:
+    """(params, a dense tensor ``name`` can store, a vector for the kernel)."""
+    params = {k: draw(st.sampled_from(v)) for k, v in LAYOUT_PARAMS.get(name, {}).items()}
+    order = layout_order(name, params)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if name == "CUDAmma16x16":
+        dense = np.zeros((16, 16))
+        for r in range(16):
+            for p in range(8):
+                if rng.random() < 0.3:
+                    dense[r, 2 * p + rng.integers(2)] = rng.integers(-4, 5) or 1
+    else:
+        shape = tuple(draw(st.sampled_from([0, 1, 2, 3, 5])) if order < 3 else
+                      draw(st.sampled_from([1, 2, 3])) for _ in range(order))
+        if name in ("SymCSR", "LowerTri"):
+            shape = (shape[0], shape[0])
+        density = draw(st.sampled_from([0.0, 0.2, 0.5, 1.0]))
+        dense = np.where(rng.random(shape) < density, rng.integers(-4, 5, shape), 0) * 1.0
+        if shape and shape[0] > 1 and draw(st.booleans()):
+            dense[min(1, shape[0] - 1)] = 0          # an empty row
+        if name == "SymCSR":
+            dense = _symmetric(dense)
+        if name == "LowerTri":
+            dense = np.tril(dense)
+    x = rng.integers(1, 4, dense.shape[-1]) * 1.0
+    return params, dense, x
+
+
+@pytest.mark.parametrize("name", spf.layout_names())
+def test_writer_read_back(worker, name):
+    """Random tensors stored in every shipped layout (``from_dense``, ``convert``): the
+    written fields decode to the tensor by the relation, and read back (``to_dense``, a
+    kernel) equal numpy."""
+    verdict = Verdict(f"writer read back[{name}]")
+
+    @_examples(0.3)
+    @given(case=layout_tensor(name))
+    def prop(case):
+        params, dense, x = case
+        order = layout_order(name, params)
+        outcomes = worker.call("store", {"layout": name, "params": params, "dense": dense,
+                                         "x": x, "source": SOURCES.get(order)})
+        detail = f"{name} {params}: {dense.tolist()!r}, x = {x.tolist()!r}"
+        bad = worst(outcomes)
+        if bad is not None:
+            verdict.record(KLASS[bad.kind], f"{bad.describe()}\n    {detail}")
+            return
+        steps = step_values(outcomes)
+        refused = [o for o in outcomes if o.kind == "spf"]
+        if refused:
+            verdict.record("spf error (not documented)",
+                           f"a tensor the layout can hold was refused: "
+                           f"{refused[0].describe()}\n    {detail}")
+            return
+        wrong = _read_back_wrong(steps, "", dense, x) or \
+            _read_back_wrong(steps, "converted ", dense, x)
+        wrong = wrong or _decoded_wrong(steps.get("fields"), dense)
+        if wrong:
+            verdict.record("silently wrong", f"{wrong}\n    {detail}")
+        else:
+            verdict.record("correct")
+
+    verdict.run(prop)
+
+
+INDEX_VALUES = [-1, -2, 2**31 - 1, 2**31, 10**6]
+
+
+def _quietly(make: Callable[[], Any], otherwise: Any = None) -> Any:
+    """``make()``, or ``otherwise`` where an earlier corruption left nothing it applies to."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            return make()
+        except (TypeError, ValueError, OverflowError, IndexError):
+            return otherwise
+
+
+@st.composite
+def corruption(draw, fields: dict, raw: dict) -> tuple[dict, str]:
+    """``fields`` with one or two things made wrong, and what."""
+    specs = raw["fields"]
+    value_array = raw["value"].split("[", 1)[0].strip()
+    derived = set(raw.get("derived") or {})
+    fields = {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in fields.items()
+              if k not in derived}
+    arrays = [k for k, s in specs.items() if "[" in s and k in fields]
+    index_arrays = [k for k in arrays if k != value_array]
+    scalars = [k for k, s in specs.items() if "[" not in s and k in fields]
+    done = []
+    for _ in range(draw(st.integers(1, 2))):
+        kinds = ["nan"] + (["entry", "entry", "unsorted", "duplicate", "length"]
+                           if index_arrays else []) + (["scalar"] if scalars else []) + \
+            ["bad array"]
+        kind = draw(st.sampled_from(kinds))
+        name = value_array
+        if kind == "nan":
+            a = _quietly(lambda: np.array(fields[value_array]))
+            if a is not None and a.size and a.dtype.kind in "fc":
+                a.reshape(-1)[draw(st.integers(0, a.size - 1))] = draw(st.sampled_from(
+                    [np.nan, np.inf, -np.inf]))
+                fields[value_array] = a
+        elif kind == "entry":
+            name = draw(st.sampled_from(index_arrays))
+            a = _quietly(lambda a=fields[name]: np.array(a).astype(np.int64))
+            if a is not None and a.size:
+                k = draw(st.integers(0, a.size - 1))
+                flat = a.reshape(-1)
+                flat[k] = draw(st.sampled_from(INDEX_VALUES + [a.size, int(flat[k]) + 1,
+                                                               int(flat[k]) - 1]))
+                fields[name] = a
+        elif kind == "unsorted":
+            name = draw(st.sampled_from(index_arrays))
+            rev = draw(st.booleans())
+            fields[name] = _quietly(lambda a=fields[name]: np.array(a)[::-1].copy() if rev
+                                    else np.roll(np.array(a), 1), fields[name])
+        elif kind == "duplicate":
+            n = _quietly(lambda: np.size(fields[value_array]), 0)
+            same = [k for k in index_arrays if _quietly(lambda k=k: np.size(fields[k])) == n]
+            if n >= 2:
+                k = draw(st.integers(0, n - 2))
+                for name in same:
+                    a = np.array(fields[name])
+                    a.reshape(-1)[k + 1] = a.reshape(-1)[k]
+                    fields[name] = a
+        elif kind == "length":
+            name = draw(st.sampled_from(arrays))
+            shorter = draw(st.booleans())
+            fields[name] = _quietly(lambda a=fields[name]: np.array(a).reshape(-1)[:-1]
+                                    if shorter else np.append(np.array(a).reshape(-1), 0),
+                                    fields[name])
+        elif kind == "scalar":
+            name = draw(st.sampled_from(scalars))
+            bad = draw(st.sampled_from(BAD_SCALARS))
+            fields[name] = _quietly(lambda v=fields[name]: bad(int(v)), fields[name])
+            kind = f"scalar {name} = {fields[name]!r}"
+        else:
+            name = draw(st.sampled_from(arrays))
+            bad = draw(st.sampled_from(BAD_ARRAYS))
+            fields[name] = _quietly(lambda a=fields[name]: bad(np.array(a)), fields[name])
+        done.append(kind if kind.startswith("scalar") else f"{kind} {name}"
+                    if kind != "nan" else "nan in the values")
+    return fields, ", ".join(done)
+
+
+@pytest.mark.parametrize("name", spf.layout_names())
+def test_corrupted_operands(worker, name):
+    """A valid tensor's fields corrupted: ``from_arrays`` (with its checks) and a kernel give
+    an spf error, or the result the fields mean under the relation (decoded by the suite);
+    never a crash, a raw exception or a result from fields that mean no tensor."""
+    verdict = Verdict(f"corrupted operands[{name}]")
+
+    @_examples(0.5)
+    @given(data=st.data())
+    def prop(data):
+        params, dense, x = data.draw(layout_tensor(name), label="tensor")
+        made = worker.call("store", {"layout": name, "params": params, "dense": dense,
+                                     "x": x, "source": None})
+        steps = step_values(made)
+        assume("fields" in steps and steps["fields"].kind == "value")
+        valid = steps["fields"].value
+        fields, what = data.draw(corruption(valid["fields"], valid["raw"]), label="what")
+        outcomes = worker.call("tensor", {"layout": name, "params": params,
+                                          "shape": valid["shape"], "fields": fields, "x": x})
+        detail = (f"{name} {params} {valid['shape']}: {what}; fields {fields!r}, "
+                  f"x = {x.tolist()!r}")
+        check_corrupted(verdict, outcomes, valid, fields, x, detail)
+
+    verdict.run(prop)
+
+
+def check_corrupted(verdict: Verdict, outcomes: list[aw.Outcome], valid: dict, fields: dict,
+                    x: np.ndarray, detail: str) -> None:
+    bad = worst(outcomes)
+    if bad is not None:
+        verdict.record(KLASS[bad.kind], f"{bad.describe()}\n    {detail}")
+        return
+    steps = step_values(outcomes)
+    errors = [o for o in outcomes if o.kind == "spf"]
+    if any(UNCLEAR.search(o.message) or INTERNAL.search(o.message) for o in errors):
+        verdict.record("spf error (not documented)", f"unclear message: "
+                       f"{errors[0].describe()}\n    {detail}")
+        return
+    try:
+        meaning: np.ndarray | None = decode(valid["raw"], valid["params"], fields,
+                                            tuple(valid["shape"]))
+    except InvalidFieldsError as err:
+        results = [o for o in outcomes if o.kind == "value" and o.step != "from_arrays"]
+        if results:
+            verdict.record("silently wrong", f"fields that mean no tensor ({err}) were "
+                           f"accepted: {results[0].describe()}\n    {detail}")
+        else:
+            verdict.record("spf error (expected)", f"refused fields that mean no tensor: "
+                           f"{errors[0].error}" if errors else "?")
+        return
+    except UndecidedError:
+        meaning = None
+    if meaning is not None:
+        wrong = _read_back_wrong(steps, "", meaning, x)
+        if wrong:
+            verdict.record("silently wrong", f"{wrong}; the fields mean "
+                           f"{meaning.tolist()!r}\n    {detail}")
+            return
+    if errors:
+        verdict.record("spf error (expected)", f"refused fields with a meaning: "
+                       f"{errors[0].error} at {errors[0].step}")
+    else:
+        verdict.record("correct")
