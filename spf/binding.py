@@ -136,12 +136,14 @@ def infer_operand(name: str, value: Any, width: str | None, caller: str,
 
 
 def operand_type(value: Any) -> ValueType | None:
-    """The value type an operand brings (a Tensor's, an array's or a sparse matrix's), or
-    None (a number: numpy's weak promotion; or a type the operand's check will refuse)."""
+    """The value type an operand brings (a Tensor's, an array's, a sparse matrix's, a numpy
+    scalar's: numpy 2 promotes a numpy scalar by its type, ``np.float32(3) * uint16`` is
+    float32), or None (a Python number: numpy's weak promotion; or a type the operand's
+    check will refuse)."""
     if isinstance(value, Tensor):
         return value.layout.value_type
     dtype = getattr(value, "dtype", None)
-    if not isinstance(dtype, np.dtype) or np.ndim(value) == 0:
+    if not isinstance(dtype, np.dtype):
         return None
     try:
         return held_type(dtype, "")

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from .assembly.merge import same_levels
 from .binding import (
     bind_operands,
@@ -47,10 +49,11 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, str | Layout] | N
     the other keywords are kernel options (:class:`spf.KernelOptions`: ``order``, ``find``,
     ``parallel``, ``reassociate``, ``index_type``, ...); ``tune=True`` lets :func:`spf.tune`
     choose the sparse operand's layout instead (its decision cached per structure).
-    ``out``: an array to write (``=``) or add (``+=``) the result into.  Returns a float for
-    a scalar output, numpy for a dense one, a ``scipy.sparse.csr_array`` for an order-2
-    output whose operands are all sparse, and a Tensor when ``layouts`` names a sparse
-    layout for the output.
+    ``out``: an array to write (``=``) or add (``+=``) the result into (a numpy array: a
+    dense output).
+    Returns a float for a scalar output, numpy for a dense one, a ``scipy.sparse.csr_array``
+    for an order-2 output whose operands are all sparse (no ``out``), and a Tensor when
+    ``layouts`` names a sparse layout for the output.
     """
     if operands_and_options.pop("tune", False):
         return _tuned(expr, out, layouts, operands_and_options)
@@ -60,17 +63,23 @@ def evaluate(expr: str, out: Any = None, layouts: Mapping[str, str | Layout] | N
     if isinstance(mask, Mapping) and len(mask) == 1 and isinstance(next(iter(mask.values())),
                                                                    str):
         with_mask = parsed.with_mask(next(iter(mask.values())))
-    options, operands = split_keywords("evaluate", parsed.text, set(with_mask.tensors),
+    options, operands = split_keywords("evaluate", parsed.text, set(with_mask.written_tensors),
                                        operands_and_options, KEYWORDS)
     asked = dict(layouts or {})
     width = index_width(options.get("index_type"), operands.values())
     bound, chosen = bind_operands(with_mask, operands, asked, width, "evaluate")
     output = parsed.output
     if output.indices and output.tensor not in asked:
-        sparse_out = _sparse_output_layout(parsed, chosen)
+        # a numpy array passed as out= is the dense output; else all-sparse operands give
+        # a sparse one
+        sparse_out = None if isinstance(out, np.ndarray) \
+            else _sparse_output_layout(parsed, chosen)
         if sparse_out is not None:
             chosen[output.tensor] = sparse_out
-            _in_output_order(parsed, bound, chosen, sparse_out)
+            converted = _in_output_order(parsed, bound, chosen, sparse_out)
+            if converted and isinstance(options.get("params"), Mapping):   # now in CSR's
+                options["params"] = {t: p for t, p in options["params"].items()
+                                     if t not in converted}
     elif output.tensor in asked:
         chosen[output.tensor] = asked[output.tensor]
     options = typed_options(options, operands)
@@ -130,32 +139,38 @@ def _sparse_output_layout(parsed: Expr, chosen: Mapping[str, Any]) -> Any:
 
 
 def _in_output_order(parsed: Expr, bound: dict[str, Any], chosen: dict[str, Any],
-                     out: str) -> None:
+                     out: str) -> set[str]:
     """An expression of several sparse operands' values (``min(A(i,j), B(i,j))``) into the
     sparse output chosen (``out``) runs over their union by a merge of their storage, which
     needs each stored in the output's levels: an operand stored in another order (a CSC
     beside a CSR output) is converted to the output's layout first (generated code), as
-    scipy's ``A.minimum(B)`` converts B to A's format."""
+    scipy's ``A.minimum(B)`` converts B to A's format.  Only an operand read at the output's
+    indices is (``exp(T(i,j,k))`` reads an order-3 tensor: no merge).  Returns the operands
+    converted (the layout parameters given for them were their old layout's)."""
     valued = [a for a in parsed.factors if a.value is not None]
     if parsed.is_sum or len(valued) != 1:
-        return
+        return set()
     tree = valued[0].value
     assert tree is not None
     target = load_layout(out)
     out_storage = storage_or_none(target)
     accesses = {a.tensor: a for a in parsed.factors}
+    converted: set[str] = set()
     for name in value_operands(tree):
         value, lay = bound.get(name), chosen.get(name)
         if out_storage is None or not isinstance(value, Tensor) \
-                or not isinstance(lay, Layout) or lay.dense_array is not None:
+                or not isinstance(lay, Layout) or lay.dense_array is not None \
+                or sorted(accesses[name].indices) != sorted(parsed.output.indices):
             continue
         storage = storage_or_none(lay)
         if storage is not None and same_levels(storage, accesses[name].indices, out_storage,
                                                parsed.output.indices):
             continue
-        converted = value.convert(target.with_index_type(lay.index_type)
-                                  .with_value_type(lay.value_type))
-        bound[name], chosen[name] = converted, converted.layout
+        new = value.convert(target.with_index_type(lay.index_type)
+                            .with_value_type(lay.value_type))
+        bound[name], chosen[name] = new, new.layout
+        converted.add(name)
+    return converted
 
 
 def _kernel(parsed: Expr, layouts: Mapping[str, Any], options: Mapping[str, Any]

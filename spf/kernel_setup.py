@@ -45,12 +45,12 @@ from .front.kernel_spec import (
 from .front.layout import INDEX_WIDTHS, Layout
 from .front.layout_file import layout_error
 from .front.layout_path import default_layout, load_for_order, load_layout
-from .front.rhs import called, index_refs, operands
+from .front.rhs import Coefficient, called, index_refs, is_sign, operands
 from .front.stand_ins import coordinate_layout
 from .front.storage import storage_of, storage_or_none
 from .front.terms import Aff
 from .front.toml_source import is_file
-from .front.value_exprs import check_coefficient, type_of
+from .front.value_exprs import check_coefficient, check_folded_steps, type_of
 from .front.value_types import (
     FLOAT64,
     FLOAT64_TYPING,
@@ -197,6 +197,8 @@ class Setup:
                 "to its expression; a point where an access falls outside its tensor is not "
                 "in the space; loop variables and sizes are int64_t, so offsets, strides and "
                 "their products with extents never wrap)"))
+        if ranges := self.expr.ranges_text(self.assembled):
+            notes.append(("ranges", ranges))
         return notes
 
     def header(self) -> list[str]:
@@ -244,6 +246,17 @@ def resolve(expr: str | Expr, layouts: Any, params: Any, options: KernelOptions 
     else:
         statement = expr if isinstance(expr, Expr) else parse_expr(expr)
         named, in_file = dict(given), {}
+    try:
+        return _resolve(statement, spec, named, params, in_file, options, keywords)
+    except SpecError as e:      # as the user wrote it: no name spf gave a tensor read again
+        raise SpecError(statement.as_written(e.detail), e.source, e.line, e.column) from None
+
+
+def _resolve(statement: Expr, spec: KernelFile | None, named: dict[str, Any],
+             params: dict[str, Any], in_file: dict[str, tuple[int, int]],
+             options: KernelOptions | None, keywords: Mapping[str, Any]) -> Setup:
+    """:func:`resolve` once the statement is parsed (``named``: the layouts given or in the
+    kernel file, ``in_file``: where the file names each)."""
     opts = _options(statement, spec, options, keywords)
     mask = opts.mask[1] if opts.mask else None
     if mask and not opts.complement:
@@ -454,11 +467,19 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
               if (a.tensor in layouts or (not a.indices and a.tensor in types))
               and a.tensor != mask and not a.in_value]      # a typed scalar promotes too
     _check_coefficients(expr, types, mask)
-    literals = tuple(float(c) if isinstance(c, Fraction) else c
-                     for c in (expr.coefficient, *(coef for coef, _ in expr.terms))
-                     if c not in (1, -1))       # a sign is no literal: bool stays bool
-    computed = result_type(*inputs, weak=literals)
-    output = declared(out) or computed
+    literals = tuple(_literal(p.coefficient) for p in expr.products()
+                     if not p.factors or not is_sign(p.coefficient))   # bool stays bool
+    given_out = declared(out)
+    # numbers only (a sum's number term): weak next to the output's type, as numpy adds it
+    computed = result_type(*(inputs or ([given_out] if given_out is not None else [])),
+                           weak=literals)
+    output = given_out or computed
+    if expr.rhs is not None:    # what numpy refuses as written (-x(j) of booleans)
+        written = {n: types.get(n, FLOAT64) for n in operands(expr.rhs)}
+        written.update({a.tensor: types.get(a.tensor, output) for a in expr.factors
+                        if not a.indices})      # a scalar: the output's unless typed
+        type_of(expr.rhs, written, expr.source)
+        check_folded_steps(expr.rhs, written, expr.source)
     if opts.semiring.is_plus_times and not can_cast(computed, output):
         raise SpecError(f"dtype: the output {out!r} is {output.name}, and numpy computes "
                         f"{expr.text.split('=', 1)[1].strip()!r} in {computed.name}, which "
@@ -479,12 +500,21 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
     return Typing(tuple(sorted(every.items())), output, acc)
 
 
+def _literal(c: Coefficient) -> Any:
+    """A coefficient as numpy promotes it: its size (its sign is numpy's negative of the
+    product, ``-(256 * x(j))`` of uint32 is uint32), a Python number weakly (a Fraction as
+    the float it divides into), a numpy scalar (a function's value) by its type."""
+    if isinstance(c, (bool, np.generic)):
+        return c
+    return float(abs(c)) if isinstance(c, Fraction) else abs(c)
+
+
 def _check_coefficients(expr: Expr, types: Mapping[str, ValueType], mask: str | None) -> None:
     """Each product's number in numpy's type of the product (SpecError for an integer beyond
     it: ``x(i) * 99999999999999999999999`` with int64 x, as numpy's OverflowError)."""
     for product in expr.products():
         factors = [a for a in product.factors if a.tensor != mask and not a.in_value]
-        if factors and product.coefficient not in (1, -1):
+        if factors and not is_sign(product.coefficient):
             check_coefficient(product.coefficient, [
                 type_of(a.value, {n: types.get(n, FLOAT64) for n in operands(a.value)},
                         expr.source) if a.value is not None else types.get(a.tensor, FLOAT64)

@@ -21,7 +21,7 @@ import ctypes
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from .back import ctree as t
 from .back.levels import lower_levels
@@ -40,6 +40,7 @@ from .middle.scan import LevelKind, LoopNest, scan
 from .runtime import build as runtime
 
 _OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_Ordered = TypeVar("_Ordered", PeriodicMonotonic, Sorted)
 
 
 @dataclass
@@ -267,17 +268,15 @@ def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNam
     statement: list[t.Node] = []
     checked: list[PeriodicMonotonic] = []
     used: set[str] = set()
-    for prop in (p for p in layout.properties if isinstance(p, PeriodicMonotonic)):
-        calls = [c for c in use.relation().calls() if c.name == use.symbol(prop.uf)
-                 and len(c.args) == 1]
+    for prop, call in _reads_of(layout, use, PeriodicMonotonic, lambda p: 1):
         periods = [use.var(p) for p in prop.period]
-        if not calls or not all(p in level_of for p in periods):
+        if not all(p in level_of for p in periods):
             continue
         n = len(checked)
         checked.append(prop)
-        position = names.aff(calls[0].args[0])
-        used |= calls[0].args[0].names() | set(periods)
-        shown = names.written.aff(calls[0].args[0])
+        position = names.aff(call.args[0])
+        used |= call.args[0].names() | set(periods)
+        shown = names.written.aff(call.args[0])
         prev = f"spf_prev{n}"
         hooks.setdefault(max(level_of[p] for p in periods), []).append(t.Assign(prev, "-1"))
         gap = f" + {prop.gap}" if prop.gap else ""
@@ -290,6 +289,19 @@ def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNam
     return statement, checked, used
 
 
+def _reads_of(layout: Layout, use: TensorUse, kind: type[_Ordered],
+              arity: Callable[[_Ordered], int]) -> list[tuple[_Ordered, UFCall]]:
+    """Each property of ``kind`` with each distinct read of its array in the relation (of
+    ``arity`` arguments), in a fixed order: every read is checked, each along its own
+    positions (a relation may read the array at two, ``idx2(p1) <= p2`` and ``idx2(p2)``)."""
+    out = []
+    for prop in (p for p in layout.properties if isinstance(p, kind)):
+        calls = {str(c): c for c in use.relation().calls()
+                 if c.name == use.symbol(prop.uf) and len(c.args) == arity(prop)}
+        out += [(prop, calls[k]) for k in sorted(calls)]
+    return out
+
+
 def _sorted_along(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNames,
                   hooks: dict[int, list[t.Node]], first: int
                   ) -> tuple[list[t.Node], list[Sorted], set[str]]:
@@ -299,12 +311,8 @@ def _sorted_along(layout: Layout, use: TensorUse, nest: LoopNest, names: _Checke
     statement: list[t.Node] = []
     checked: list[Sorted] = []
     used: set[str] = set()
-    for prop in (p for p in layout.properties if isinstance(p, Sorted)):
-        calls = [c for c in use.relation().calls() if c.name == use.symbol(prop.uf)
-                 and len(c.args) == prop.rank]
-        if not calls:
-            continue
-        args = calls[0].args
+    for prop, call in _reads_of(layout, use, Sorted, lambda p: p.rank):
+        args = call.args
         others = {n for k, a in enumerate(args) if k != prop.along for n in a.names()}
         if not others <= set(level_of) or not args[prop.along].names() <= set(level_of):
             continue

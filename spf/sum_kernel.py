@@ -100,7 +100,11 @@ class SumKernel:
 
     @property
     def assembly(self) -> AssemblyPlan | None:
-        return self.terms[0].assembly
+        """The first term's, ``ranged`` when any term's is (the sum's ``_bound`` then takes
+        the output's extents)."""
+        a = self.terms[0].assembly
+        ranged = any(t.assembly is not None and t.assembly.ranged for t in self.terms)
+        return replace(a, ranged=True) if a is not None and ranged else a
 
     @property
     def parallel_loop(self) -> str | None:
@@ -172,6 +176,8 @@ class SumKernel:
         for k, t in enumerate(self.terms):
             header.append(f"Term {k} ({t.name}): {t.setup.expr}")
             header += ["  " + h for h in t.header_lines()]
+            if ranges := t.setup.expr.ranges_text(t.assembly is not None):
+                header.append(f"  Ranges: {ranges}")
             codes.append(kernel_code(t.plan, t.name, FunctionRole.STREAM))
             args.append(_arguments(t, stream=True))
         bounds = [kernel_code(t.plan.count_plan, f"{t.name}_bound", FunctionRole.BOUND)
@@ -179,7 +185,8 @@ class SumKernel:
         named = self.named
         return emit_sum(self.name, header, named.expr, named.layouts, codes, args,
                         self.space, self.parallel_loop is not None, self.assembly, bounds,
-                        named.options.semiring, named.typing)
+                        named.options.semiring, named.typing,
+                        [_bound_arguments(t) for t in self.terms])
 
     def _merged_source(self, header: list[str], runs: tuple[Run, ...],
                        assembly: AssemblyPlan) -> str:
@@ -194,7 +201,7 @@ class SumKernel:
                   for t in self.terms]
         named = self.named
         return emit_merged(self.name, header, named.expr, named.layouts, list(runs),
-                           assembly, bounds, [_arguments(t) for t in self.terms],
+                           assembly, bounds, [_bound_arguments(t) for t in self.terms],
                            named.options.semiring, named.typing, self.parallel_merge,
                            self._leaf())
 
@@ -279,8 +286,11 @@ def _term_kernel(setup: Setup, k: int, term: Term, names: Mapping[str, str],
         semiring=opts.semiring, accumulate=opts.accumulate,
         dtype={a.tensor: setup.typing.of(a.tensor).name
                for a in (term.product.output, *term.product.factors)})
-    return ProductKernel.build(resolve(term.product, term.layouts, None, options, {}),
-                               stream=True, names=names)
+    sized = {a.tensor for a in term.product.sized}     # read for their extents: as given
+    own = resolve(term.product, {t: lay for t, lay in term.layouts.items() if t not in sized},
+                  None, options, {})
+    layouts = {**own.layouts, **{t: term.layouts[t] for t in sized}}
+    return ProductKernel.build(replace(own, layouts=Table(layouts)), stream=True, names=names)
 
 
 def _arguments(term: ProductKernel, stream: bool = False) -> list[str]:
@@ -289,4 +299,12 @@ def _arguments(term: ProductKernel, stream: bool = False) -> list[str]:
     expr, assembly = term.named.expr, term.assembly
     extents = ["spf_ext"] if stream and assembly is not None \
         and stream_reads_extents(assembly) else []
-    return [expr.output.tensor, *extents, *(a.tensor for a in expr.factors)]
+    return [expr.output.tensor, *extents, *(a.tensor for a in (*expr.factors, *expr.sized))]
+
+
+def _bound_arguments(term: ProductKernel) -> list[str]:
+    """The arguments of a term's ``_bound`` (its count first, then the output's extents
+    where the statement's range of an output index bounds it)."""
+    expr, assembly = term.named.expr, term.assembly
+    extents = ["spf_ext"] if assembly is not None and assembly.ranged else []
+    return [expr.output.tensor, *extents, *(a.tensor for a in (*expr.factors, *expr.sized))]

@@ -28,7 +28,7 @@ from .front.layout_path import load_for_order
 from .front.placement import placement_or_none
 from .front.properties import Property, Unique
 from .front.storage import storage_or_none
-from .front.value_types import held_type, value_type
+from .front.value_types import Kind, held_type, value_type
 from .front.writing import write_plan_or_none
 from .kernel import dense_copy_kernel, entry_count_kernel, pattern_kernel
 from .read_check import check_structure
@@ -67,21 +67,27 @@ class Tensor(StoredTensor):
         """``proven``: properties that hold by construction of ``fields`` (not checked)."""
         super().__init__(layout, shape, fields, check, proven)
         check_structure(layout, self.fields, check)   # every read in bounds; periodic order
-        if check and any(isinstance(p, Unique) and p not in proven
-                         for p in layout.properties):
-            self._check_unique()
+        unique = next((p for p in layout.properties if isinstance(p, Unique)), None)
+        if check and unique is not None and unique not in proven:
+            self._check_unique(unique.violated(layout.name))
+        elif check and unique is None and layout.value_type.kind is Kind.BOOL:
+            self._check_unique(f"{layout.name} tensor: a bool tensor cannot store a coordinate "
+                               "twice (kernels would count both entries, where the sum of "
+                               "True and True is True)")
 
-    def _check_unique(self) -> None:
+    def _check_unique(self, violated: str) -> None:
         """The entries the relation reads have distinct coordinates (a ``unique``
-        property): as many stored entries as distinct coordinates among them."""
+        property, or bool values): as many stored entries as distinct coordinates among
+        them; else ArgumentError, ``violated`` and the counts."""
         with blamed_on(self.layout, "T"):
             stored = int(entry_count_kernel(self.layout)(T=self, one=1.0))
-        distinct = len(self.entries()[1])
+        if stored == 0:
+            return
+        coo = _coordinate_layout(self.layout.order, self.layout.index_type)
+        distinct = len(self.convert(coo, keep_zeros=True).values)   # equal ones added
         if stored != distinct:
-            prop = next(p for p in self.layout.properties if isinstance(p, Unique))
-            raise ArgumentError(f"{prop.violated(self.layout.name)}: its {stored} stored "
-                                f"entries have {distinct} distinct coordinates (an entry "
-                                "is stored twice)")
+            raise ArgumentError(f"{violated}: its {stored} stored entries have {distinct} "
+                                "distinct coordinates (an entry is stored twice)")
 
     @staticmethod
     def check_reads(layout: Layout, fields: Mapping[str, Any]) -> None:

@@ -255,7 +255,7 @@ def _bound(expr: str, fixed: Mapping[str, str | Layout], operands: Mapping[str, 
     checks and errors: a misspelt keyword, a missing operand, data spf cannot take), the
     layouts of the others that are tensors, each holding its operand's value type)."""
     parsed = parsed_statement(expr)
-    _, given = split_keywords("tune", parsed.text, set(parsed.tensors), operands, ())
+    _, given = split_keywords("tune", parsed.text, set(parsed.written_tensors), operands, ())
     bound, chosen = bind_operands(parsed, given, fixed, index_width(None, given.values()),
                                   "tune")
     tuned = [n for n, v in bound.items() if isinstance(v, Tensor) and v.layout.dense_array

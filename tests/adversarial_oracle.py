@@ -2,27 +2,40 @@
 used): expressions of the language evaluated by numpy on the dense arrays, and a layout's
 relation read by brute force to decode a tensor's fields.
 
-Expressions (docs/expressions.md, docs/value-types.md): the right-hand side is a sum of
-products; each product is evaluated by numpy with numpy's promotion (a number is a Python
-number: weak), over the points of its indices where every access lies inside its tensor
-(an index read plainly somewhere also stays inside that extent; an output index inside the
-output's extent); the products are added in numpy's promotion of their types, each once
-into every element along the output indices it leaves out (a number is a term: added
-once).  Two readings are
-computed, since the docs leave the grouping open: ``expanded`` distributes ``*`` over ``+``
-and ``-`` and computes each product, its coefficient and its sign in the product's own type
-(as the docs say spf does), ``grouped`` keeps each top-level term as written and subtracts
-in the output's type (as numpy computes ``a - b``).  Each reading has a ``structural``
-variant for non-finite values: a product that is 0 where a sparse operand stores nothing (in
-real arithmetic) skips those points (GraphBLAS's semantics; numpy's dense arithmetic gives
-``0 * inf = nan`` there).  float16, which spf holds as float32, is computed as float32.
+Expressions (docs/expressions.md, docs/value-types.md, and the lead's decisions of issue 52):
+the right-hand side is expanded into a sum of products (``*`` distributed over ``+`` and
+``-``, a division over the sum it divides: ``(A(i,j)*x(j) + b(i)) / c(i)`` is
+``A*x/c + b/c``); each product is evaluated by numpy with numpy's promotion (a number is a
+Python number: weak; float16 is held as float32) over the points of its indices where every
+access lies inside its tensor, each index having one range for the whole statement (an
+index read plainly anywhere: that extent; an output index: the output's extent, widened by
+the terms that reach further except those on other terms' coordinates); the products are
+added in numpy's promotion of their types, each once into every element along the output
+indices it leaves out (a number term is added once into every element); inf and nan are
+never distributed over a sum (one tensor plus numbers divided by zero or times inf is one
+value at every point).  What the docs say is refused raises :class:`RefusedError` (a sum of
+several products divided by zero or times inf or nan; a sum inside a function, a comparison
+or a divisor whose terms differ in a summed index; an index read plainly nowhere that a term
+uses only as a value); what they leave open raises :class:`DocsSilentError`;
+:func:`as_written_refusal` is what numpy refuses in the expression as written.  Two
+readings of the arithmetic are computed, since the docs say both that each product is
+computed in its own type and that every node has numpy's type: ``expanded`` computes each
+product, its coefficient and its sign in the product's type; ``grouped`` evaluates a sum as
+written wherever all its products have the same points (numpy's type at every node: ``(a -
+b) * c`` of uint8 wraps ``a - b``, ``(a + b) / c`` is numpy's ``inf`` where the expansion's
+``a/c + b/c`` is ``nan``) and subtracts a term in the output's type (``u(i) - (not b(i))``).
+Each reading has a ``structural`` variant for non-finite values: a product over stored
+entries skips the points where a sparse operand stores nothing and the product, in real
+arithmetic, is 0 there (``0 * inf`` and ``0 * nan`` are 0: the documented convention;
+numpy's dense arithmetic gives ``nan``).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -148,53 +161,28 @@ def number_only(n: Node) -> bool:
 
 
 # -- terms: the two readings ---------------------------------------------------------------
-@dataclass(frozen=True)
-class Term:
-    """``sign * coefficient * factors[0] * factors[1] ...`` (no factor: a number term)."""
-
-    sign: int
-    coefficient: Fraction | float
-    factors: tuple[Node, ...]
-
-
-def expanded(n: Node) -> list[Term]:
-    """``+ - neg`` split, ``*`` distributed, a division by a number a coefficient (as the
-    docs say spf computes: each product in its factors' type, the coefficient and the sign
-    applied there, the products then added)."""
-    if isinstance(n, Num):
-        v = n.value
-        return [Term(1, Fraction(v) if isinstance(v, int) else v, ())]
-    if isinstance(n, Op) and n.op == "neg":
-        return [Term(-t.sign, t.coefficient, t.factors) for t in expanded(n.args[0])]
-    if isinstance(n, Op) and n.op in ("+", "-"):
-        right = expanded(n.args[1])
-        if n.op == "-":
-            right = [Term(-t.sign, t.coefficient, t.factors) for t in right]
-        return expanded(n.args[0]) + right
-    if isinstance(n, Op) and n.op == "*":
-        return [Term(a.sign * b.sign, a.coefficient * b.coefficient, a.factors + b.factors)
-                for a in expanded(n.args[0]) for b in expanded(n.args[1])]
-    if isinstance(n, Op) and n.op == "/" and isinstance(n.args[1], Num) and n.args[1].value:
-        d = n.args[1].value
-        return [Term(t.sign, t.coefficient / (Fraction(d) if isinstance(d, int) else d),
-                     t.factors) for t in expanded(n.args[0])]
-    return [Term(1, Fraction(1), (n,))]
-
-
-def grouped(n: Node) -> list[Term]:
-    """Only binary ``+ -`` at the top split; each term is evaluated as written, and a
-    subtracted one is subtracted in the output's type (as numpy computes ``a - b``)."""
-    if isinstance(n, Op) and n.op in ("+", "-"):
-        right = grouped(n.args[1])
-        if n.op == "-":
-            right = [Term(-t.sign, t.coefficient, t.factors) for t in right]
-        return grouped(n.args[0]) + right
-    return [Term(1, Fraction(1), (n,))]
-
-
-# -- evaluation ------------------------------------------------------------------------------
 class NumpyError(Exception):
     """numpy raises for this expression (an spf error is then the expected outcome)."""
+
+
+class RefusedError(NumpyError):
+    """The documentation says spf refuses this statement (an spf error is expected)."""
+
+
+class SumByZeroError(RefusedError):
+    """A sum of several products divided by zero or times inf or nan: refused
+    (docs/expressions.md), or numpy's value of that quotient as one value (the ``zero
+    whole`` reading)."""
+
+
+class ValueIndexError(RefusedError):
+    """An index no tensor reads plainly, used by a term only as a value: refused
+    (docs/expressions.md, "One range per index for the whole statement")."""
+
+
+class DocsSilentError(Exception):
+    """The documentation does not say what this statement means (the example is not
+    judged; the reason is counted)."""
 
 
 class TooLargeError(Exception):
@@ -205,6 +193,206 @@ class UnboundedError(NumpyError):
     """An index no access bounds: the statement has no finite result."""
 
 
+@dataclass(frozen=True)
+class Term:
+    """``sign * coefficient * factors[0] * factors[1] ...`` (no factor: a number term); a
+    quotient by a tensor is one factor (``(A*x + b) / c`` gives ``(A*x)/c`` and ``b/c``)."""
+
+    sign: int
+    coefficient: Fraction | float
+    factors: tuple[Node, ...]
+    divided: bool = False       # a true division is in the coefficient: a float, whatever
+    #                             its value (``x(i) * 5 / 5`` of int32 is float64)
+
+    def nodes(self) -> tuple[Node, ...]:
+        return self.factors
+
+
+def _zero(n: Node) -> bool:
+    return isinstance(n, Num) and n.value == 0
+
+
+def expanded(n: Node, strict: bool = True, quotients: bool = True) -> list[Term]:
+    """``+ - neg`` split, ``*`` distributed, a division distributed over the sum it divides
+    (``(a + b) / c`` is ``a / c + b / c``), a division by a nonzero number a coefficient
+    (docs/expressions.md: spf expands the right-hand side into a sum of products, each
+    computed in its factors' type, the coefficient and the sign applied there).  inf and nan
+    are never distributed over a sum: one tensor plus numbers divided by zero or times inf
+    or nan is one factor computed at every point; ``strict``: a sum of several products so
+    divided or multiplied is a SumByZeroError (documented), else it is distributed.  Each
+    product's quotient by a tensor is one factor, numpy's ``product / divisor`` (its type
+    numpy's at that node); ``quotients`` False: a quotient by a tensor is not distributed
+    (the product as written, before its numerator is split)."""
+    if isinstance(n, Num):
+        v = n.value
+        return [Term(1, Fraction(v) if isinstance(v, int) else v, ())]
+    if isinstance(n, Op) and n.op == "neg":
+        return [replace(t, sign=-t.sign) for t in expanded(n.args[0], strict, quotients)]
+    if isinstance(n, Op) and n.op in ("+", "-"):
+        right = expanded(n.args[1], strict, quotients)
+        if n.op == "-":
+            right = [replace(t, sign=-t.sign) for t in right]
+        return expanded(n.args[0], strict, quotients) + right
+    if isinstance(n, Op) and n.op == "*":
+        left = expanded(n.args[0], strict, quotients)
+        right = expanded(n.args[1], strict, quotients)
+        for number, other, node in ((left, right, n.args[1]), (right, left, n.args[0])):
+            if len(other) > 1 and len(number) == 1 and _not_finite(number[0]):
+                if one_tensor(node):
+                    return [Term(1, Fraction(1), (n,))]
+                if strict:
+                    raise SumByZeroError("a sum of products times inf or nan "
+                                         "(docs/expressions.md)")
+        return [Term(a.sign * b.sign, a.coefficient * b.coefficient, a.factors + b.factors,
+                     a.divided or b.divided) for a in left for b in right]
+    if isinstance(n, Op) and n.op == "/":
+        top, d = expanded(n.args[0], strict, quotients), n.args[1]
+        if _zero(d) and len(top) > 1 and one_tensor(n.args[0]):
+            return [Term(1, Fraction(1), (n,))]
+        if strict and _zero(d) and len(top) > 1:
+            raise SumByZeroError("a sum of products divided by zero (docs/expressions.md)")
+        if isinstance(d, Num) and d.value and not math.isnan(d.value):
+            c = Fraction(d.value) if isinstance(d.value, int) else d.value
+            return [replace(t, coefficient=t.coefficient / c, divided=True) for t in top]
+        if not quotients:
+            return [Term(1, Fraction(1), (n,))]
+        return [_quotient(t, d) for t in top]
+    return [Term(1, Fraction(1), (n,))]
+
+
+def _quotient(t: Term, d: Node) -> Term:
+    """``t / d`` with the quotient one factor: its factors' product divided by ``d`` (a
+    number term's number, its coefficient then 1)."""
+    if not t.factors:
+        value = _coefficient_value(t.coefficient, t.divided)
+        return Term(t.sign, Fraction(1), (Op("/", (Num(value), d)),))
+    top = t.factors[0]
+    for f in t.factors[1:]:
+        top = Op("*", (top, f))
+    return replace(t, factors=(Op("/", (top, d)),))
+
+
+def _not_finite(t: Term) -> bool:
+    """``t`` is a number (numbers only) that is inf or nan."""
+    if not all(number_only(f) for f in t.nodes()):
+        return False
+    try:
+        with np.errstate(all="ignore"):
+            return not bool(np.all(np.isfinite(_value(t, Env({}, {}, {})))))
+    except (TypeError, ValueError, OverflowError, ArithmeticError):
+        return False
+
+
+def one_tensor(n: Node) -> bool:
+    """``n`` is one tensor plus numbers (``A(i,j) + 1``): one access, the other terms of its
+    expansion numbers only."""
+    if len(accesses((n,))) != 1 or any(isinstance(m, Scalar) for m in walk(n)):
+        return False
+    terms = expanded(n, strict=False)
+    return len([t for t in terms if not all(number_only(f) for f in t.nodes())]) == 1
+
+
+def _not_distributed(n: Node) -> bool:
+    """``n`` divides by the number zero or multiplies by an inf or nan number."""
+    if isinstance(n, Op) and n.op == "/":
+        return _zero(n.args[1])
+    return isinstance(n, Op) and n.op == "*" and any(
+        len(e) == 1 and _not_finite(e[0]) for e in (expanded(a, False) for a in n.args))
+
+
+def _signature(t: Term, plain: dict[str, int]) -> tuple[frozenset, frozenset]:
+    """What sets a product's points apart: its indices and the range conditions of its
+    accesses (a plain read of an index read plainly anywhere being that index's extent)."""
+    conditions = set()
+    for a in accesses(t.nodes()):
+        for axis, (terms, const) in enumerate(a.position):
+            if const == 0 and len(terms) == 1 and terms[0][1] == 1 and terms[0][0] in plain:
+                conditions.add(("plain", terms[0][0]))
+            else:
+                conditions.add((a.tensor, axis, (terms, const)))
+    return frozenset(indices_of(t.nodes())), frozenset(conditions)
+
+
+def grouped(n: Node, plain: dict[str, int], strict: bool = True,
+            zero_whole: bool = False) -> list[Term]:
+    """numpy's grouping wherever the documented expansion cannot tell: a sum (or a product
+    of sums, a quotient of one) all of whose products have the same indices and the same
+    points is one term evaluated as written (numpy's type at every node: ``(a - b) * c`` of
+    uint8 ``a, b`` wraps ``a - b`` in uint8, ``(a + b) / c`` is numpy's ``inf`` where the
+    expansion's ``a/0 + b/0`` is ``nan``); elsewhere the terms are split as
+    :func:`expanded` splits them, and a subtracted term is subtracted in the output's type
+    (as numpy computes ``a - b``).  ``strict``: as for :func:`expanded`; ``zero_whole``: a
+    quotient by the number zero is one group, whatever its products (numpy's ``(a + b) /
+    0``, an alternative to the documented refusal)."""
+    expanded(n, strict)                 # a sum divided by zero: refused
+    if len({_signature(t, plain) for t in expanded(n, strict=False)}) <= 1 or (
+            zero_whole and _not_distributed(n)):
+        return [Term(1, Fraction(1), (n,))]
+    again = lambda m: grouped(m, plain, strict, zero_whole)     # noqa: E731
+    if isinstance(n, Op) and n.op == "neg":
+        return [replace(t, sign=-t.sign) for t in again(n.args[0])]
+    if isinstance(n, Op) and n.op in ("+", "-"):
+        right = again(n.args[1])
+        if n.op == "-":
+            right = [replace(t, sign=-t.sign) for t in right]
+        return again(n.args[0]) + right
+    if isinstance(n, Op) and n.op == "*":
+        return [Term(a.sign * b.sign, Fraction(1), (Op("*", (a.factors[0], b.factors[0])),))
+                for a in again(n.args[0]) for b in again(n.args[1])]
+    assert isinstance(n, Op) and n.op == "/", n      # a single product is always one group
+    return [Term(t.sign, Fraction(1), (Op("/", (t.factors[0], n.args[1])),))
+            for t in again(n.args[0])]
+
+
+def _value_roots(n: Node) -> Iterator[Node]:
+    """The subexpressions of ``n`` in a function's, a comparison's or a divisor's place (a
+    sum there is computed at every point, not split into terms)."""
+    if isinstance(n, Call) or (isinstance(n, Op) and (n.op in COMPARISONS or
+                                                      n.op in ("and", "or", "not"))):
+        for a in n.args:
+            yield a
+            yield from _value_roots(a)
+    elif isinstance(n, Op) and n.op == "/":
+        yield from _value_roots(n.args[0])
+        yield n.args[1]
+        yield from _value_roots(n.args[1])
+    elif isinstance(n, Op):
+        for a in n.args:
+            yield from _value_roots(a)
+
+
+def _indices_but(nodes: tuple[Node, ...], skip: Node) -> set[str]:
+    """The indices ``nodes`` read outside the subtree ``skip`` (by identity)."""
+    out: set[str] = set()
+
+    def visit(n: Node) -> None:
+        if n is skip:
+            return
+        out.update(indices_of((n,)) if isinstance(n, (Access, Index)) else ())
+        if isinstance(n, (Op, Call)):
+            for a in n.args:
+                visit(a)
+    for n in nodes:
+        visit(n)
+    return out
+
+
+def ambiguous_sum(rhs: Node, out_indices: tuple[str, ...]) -> str | None:
+    """A sum inside a function, a comparison or a divisor whose terms differ in an index
+    that is summed and that nothing else in the product reads (docs/expressions.md,
+    "Broadcasting": refused, since the sum over that index could be inside or outside)."""
+    for t in expanded(rhs, strict=False, quotients=False):
+        roots = [r for f in t.nodes() for r in _value_roots(f)]
+        for root in roots:
+            sets = [indices_of(u.nodes()) for u in expanded(root, strict=False)]
+            differ = set().union(*sets) - set.intersection(*sets) - set(out_indices)
+            alone = differ - _indices_but(t.nodes(), root)
+            if alone:
+                return f"{text(root)} inside the product, summed over {sorted(alone)}"
+    return None
+
+
+# -- evaluation ------------------------------------------------------------------------------
 REAL_NAN, REAL_INF = 0.625, 3.5      # finite stand-ins: real arithmetic, as Z3 reasons
 
 
@@ -214,7 +402,7 @@ class Env:
     tensors: dict[str, np.ndarray]
     scalars: dict[str, Any]
     reals: bool = False             # non-finite values replaced (the structural check)
-    zero: str | None = None         # this operand read as 0
+    zero: Access | None = None      # this access read as 0
     narrow: bool = False            # set when a value was computed in float32 or less
 
 
@@ -246,12 +434,11 @@ def _ev(n: Node, env: Env) -> Any:
     if isinstance(n, Index):
         return env.points[n.name]
     if isinstance(n, Scalar):
-        v = env.scalars[n.name]
-        return type(v)(0) if env.zero == n.name else v
+        return env.scalars[n.name]
     if isinstance(n, Access):
         t = env.tensors[n.tensor]
         n_points = len(next(iter(env.points.values()))) if env.points else 1
-        if env.zero == n.tensor:
+        if env.zero == n:
             return np.zeros(n_points, t.dtype)
         where = tuple(_aff_value(a, env.points, n_points) for a in n.position)
         return t[where]
@@ -272,14 +459,20 @@ def _ev(n: Node, env: Env) -> Any:
     a, b = args
     if _python(a) and _python(b) and n.op in ("+", "-", "*"):
         return {"+": a + b, "-": a - b, "*": a * b}[n.op]
-    if _python(a) and _python(b) and n.op == "/" and b:
-        return a / b
     if _python(a) and _python(b) and n.op in COMPARISONS:
         return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
                 "!=": a != b}[n.op]
-    if _python(a) and _python(b) and n.op == "/":
-        return np.true_divide(np.float64(a), b)
+    if n.op == "/":
+        return _divided(a, b)
     return UFUNCS[n.op](a, b)
+
+
+def _divided(a: Any, b: Any) -> Any:
+    """numpy's true division; of two Python numbers a Python float (weak, as spf folds a
+    number's arithmetic: ``x(i) * (1 / 0)`` of float32 is float32)."""
+    if _python(a) and _python(b):
+        return a / b if b else float(np.true_divide(float(a), b))
+    return np.true_divide(a, b)
 
 
 def _aff_value(aff: Aff, points: dict[str, np.ndarray], n_points: int) -> np.ndarray:
@@ -308,18 +501,27 @@ def domain(nodes: tuple[Node, ...], bounds: dict[str, tuple[int, int | None]],
             hi[k] = math.inf if bounds[k][1] is None else bounds[k][1]
     constraints = [(a, shapes[acc.tensor][d] - 1) for acc in accesses(nodes)
                    for d, a in enumerate(acc.position)]
-    for _ in range(4):               # interval propagation: 0 <= sum c*k + const <= top
-        for (terms, const), top in constraints:
-            for name, c in terms:
+    rows = [(dict(terms), const, 0, top) for (terms, const), top in constraints]
+    for (t1, c1, b1, u1), (t2, c2, b2, u2) in itertools.combinations(list(rows), 2):
+        for sign in (1, -1):         # sums and differences that cancel an index: i+j, j-i
+            terms = dict(t1)
+            for name, c in t2.items():
+                terms[name] = terms.get(name, 0) + sign * c
+            if any(v == 0 for v in terms.values()):
+                rows.append(({k: v for k, v in terms.items() if v}, c1 + sign * c2,
+                              b1 + (b2 if sign > 0 else -u2), u1 + (u2 if sign > 0 else -b2)))
+    for _ in range(4):               # interval propagation: bottom <= sum c*k + const <= top
+        for terms, const, bottom, top in rows:
+            for name, c in terms.items():
                 rest_lo, rest_hi = const, const
-                for other, d in terms:
+                for other, d in terms.items():
                     if other == name:
                         continue
                     ends = (d * lo[other], d * hi[other])
                     rest_lo += min(ends)
                     rest_hi += max(ends)
-                # 0 - rest_hi <= c*name <= top - rest_lo
-                a, b = -rest_hi, top - rest_lo
+                # bottom - rest_hi <= c*name <= top - rest_lo
+                a, b = bottom - rest_hi, top - rest_lo
                 if c > 0:
                     lo[name] = max(lo[name], math.ceil(a / c) if math.isfinite(a) else a)
                     hi[name] = min(hi[name], math.floor(b / c) if math.isfinite(b) else b)
@@ -379,7 +581,8 @@ def _balanced(s: str) -> bool:
 
 
 def plain_extents(st: Statement) -> dict[str, int]:
-    """Each index read plainly (``x(j)``) with the extent of that axis."""
+    """Each index read plainly (``x(j)``) with the extent of that axis: its one range in
+    every term of the statement (the lead's decision, docs/expressions.md)."""
     out: dict[str, int] = {}
     for acc in accesses((st.rhs,)):
         for d, (terms, const) in enumerate(acc.position):
@@ -398,28 +601,60 @@ class Expected:
     scale: np.ndarray
     empty: bool = False         # no term reaches any point (only the shape is in question)
     narrow: bool = False        # some value was computed in float32: its rounding
+    base: np.ndarray = field(default_factory=lambda: np.zeros(1))   # number terms only
 
-def output_shape(st: Statement, terms: list[Term]) -> tuple[int, ...]:
-    """``out_shape``, or each output index's extent: its plain extent, widened to hold
-    every point a term reaches."""
+
+def _plain(aff: Aff) -> bool:
+    terms, const = aff
+    return const == 0 and len(terms) == 1 and terms[0][1] == 1
+
+
+def on_coordinates(terms: list[Term], k: int) -> bool:
+    """Term ``k``'s every tensor another term reads plainly (every index plain): it stays on
+    their coordinates (docs/expressions.md, "The output's extent")."""
+    others = [a for j, t in enumerate(terms) if j != k for a in accesses(t.nodes())]
+    mine = {a.tensor for a in accesses(terms[k].nodes())}
+    whole = {a.tensor for a in others if all(_plain(p) for p in a.position)}
+    return bool(mine) and mine <= whole
+
+
+def output_shape(st: Statement) -> tuple[int, ...]:
+    """``out_shape``, or each output index's extent (docs/expressions.md, "The output's
+    extent"): its plain extent, widened to hold every point a term reaches (all its
+    accesses together, each index read plainly anywhere in its one range, another output
+    index from 0 up), except the terms that stay on the coordinates of tensors read plainly
+    elsewhere."""
     if st.out_shape is not None:
         return st.out_shape
+    return _output_shape(st)
+
+
+def _output_shape(st: Statement) -> tuple[int, ...]:
     plain = plain_extents(st)
     shapes = {t: a.shape for t, a in st.tensors.items()}
+    terms = expanded(st.rhs, strict=False)
     shape = []
     for o in st.out_indices:
-        ext = plain.get(o, 0)
-        for t in terms:
-            if o not in indices_of(t.factors):
-                continue
-            bounds = {k: (0, plain[k] - 1) for k in plain if k != o}
+        ext, reaching = plain.get(o, 0), False
+        for k, t in enumerate(terms):
+            if o not in indices_of(tuple(accesses(t.nodes()))) or \
+                    on_coordinates(terms, k):
+                continue        # as a value only, a term's index ranges as the rest says
+            reaching = True
+            bounds = {i: (0, plain[i] - 1) for i in plain if i != o}
             bounds[o] = (0, None)
-            bounds |= {k: (0, None) for k in st.out_indices if k not in bounds}
-            pts = domain(t.factors, bounds, shapes)
-            if pts is None and o in {k for a in accesses(t.factors) for k in indices_of((a,))}:
-                raise UnboundedError(f"no access bounds the output index {o}")
-            if pts is not None and len(pts[o]):
+            bounds |= {i: (0, None) for i in st.out_indices if i not in bounds}
+            read = indices_of(tuple(accesses(t.nodes())))
+            bounds |= dict.fromkeys(indices_of(t.nodes()) - read, (0, 0))  # values: no reach
+            pts = domain(t.nodes(), bounds, shapes)
+            if pts is None:
+                raise UnboundedError(f"the accesses of a term reading {sorted(read)} do not "
+                                     f"bound them all (the output's {o!r} included)")
+            if len(pts[o]):
                 ext = max(ext, int(pts[o].max()) + 1)
+        if o not in plain and not reaching:
+            raise DocsSilentError(f"output index {o!r} is read plainly by no tensor and "
+                                  "only by terms on other terms' coordinates")
         shape.append(ext)
     return tuple(shape)
 
@@ -427,10 +662,71 @@ def output_shape(st: Statement, terms: list[Term]) -> tuple[int, ...]:
 MAX_OUTPUT = 1_000_000
 
 
-def reference(st: Statement, reading: str, structural: bool = False) -> Expected:
-    """The statement's result under ``reading`` (``expanded`` or ``grouped``)."""
-    terms = (expanded if reading == "expanded" else grouped)(st.rhs)
-    shape = output_shape(st, terms)
+def as_written_refusal(st: Statement) -> str | None:
+    """What numpy raises for the right-hand side evaluated as written, node by node, on no
+    points (the types' rules only: ``-`` of booleans, ``-(-x)`` of booleans, a number that
+    does not fit its neighbour's type, an integer to a negative power): docs/expressions.md,
+    "whatever numpy refuses is a SpecError"."""
+    env = Env({k: np.zeros(0, np.int64) for k in indices_of((st.rhs,))}, st.tensors,
+              st.scalars)
+    try:
+        with np.errstate(all="ignore"):
+            ev(st.rhs, env)
+    except (TypeError, ValueError, OverflowError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def value_kind(st: Statement, n: Node) -> str | None:
+    """numpy's kind of ``n``'s type as written (``"i"``, ``"f"``, ...; None where numpy
+    refuses it)."""
+    env = Env({k: np.zeros(0, np.int64) for k in indices_of((st.rhs,))}, st.tensors,
+              st.scalars)
+    try:
+        with np.errstate(all="ignore"):
+            v = ev(n, env)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return "i" if isinstance(v, int) and not isinstance(v, bool) else \
+        "f" if isinstance(v, float) else np.asarray(v).dtype.kind
+
+
+def value_only_indices(st: Statement) -> set[str]:
+    """The indices no tensor reads plainly and no output has that some term uses only as a
+    value: they have no range there (docs/expressions.md: refused)."""
+    ranged = set(plain_extents(st)) | set(st.out_indices)
+    return {k for t in expanded(st.rhs, strict=False)
+            for k in indices_of(t.nodes()) - indices_of(tuple(accesses(t.nodes()))) - ranged}
+
+
+def reading_terms(st: Statement, reading: str, refuse: bool = True) -> list[Term]:
+    """The statement's terms under ``reading`` (``expanded``, ``grouped`` or ``zero
+    whole``); ``refuse``: RefusedError for what the documentation refuses."""
+    if reading == "zero whole":
+        return grouped(st.rhs, plain_extents(st), False, zero_whole=True)
+    expanded(st.rhs, refuse)
+    if refuse and (lone := value_only_indices(st)):
+        raise ValueIndexError(f"index {sorted(lone)} is read plainly by no tensor and used "
+                              "by a term only as a value (docs/expressions.md)")
+    if refuse and (why := ambiguous_sum(st.rhs, st.out_indices)):
+        raise RefusedError(f"a sum inside a function, a comparison or a divisor whose terms "
+                           f"differ in a summed index: {why} (docs/expressions.md)")
+    return expanded(st.rhs, refuse) if reading.startswith("expanded") else \
+        grouped(st.rhs, plain_extents(st), refuse)
+
+
+BOOL_COUNTED = "expanded, a bool product subtracted in the output's type"
+"""A reading the docs leave open: numpy or's ``a + b`` of booleans and refuses ``-a``, while
+the expansion makes ``x - (a + b)`` into ``x - a - b``, whose products of bool are counted
+(docs/expressions.md: "what the expansion makes is not refused")."""
+
+
+def reference(st: Statement, reading: str, structural: frozenset[str] = frozenset(),
+              refuse: bool = True) -> Expected:
+    """The statement's result under ``reading`` (``expanded`` or ``grouped``); ``refuse``:
+    as for :func:`reading_terms`."""
+    terms = reading_terms(st, reading, refuse)
+    shape = output_shape(st)
     if math.prod(shape) > MAX_OUTPUT:
         raise TooLargeError(f"an output of shape {shape}")
     plain = plain_extents(st)
@@ -442,65 +738,78 @@ def reference(st: Statement, reading: str, structural: bool = False) -> Expected
     with np.errstate(all="ignore"):
         for t in terms:
             part = _term(st, t, bounds, shapes, structural, narrow)
-            if reading == "expanded" and part[2] < 0:     # -1 * product, in its type
-                parts.append((part[0], _negated(part[1]), 1))
+            counted = reading == BOOL_COUNTED and np.asarray(part[1]).dtype == np.bool_
+            if reading.startswith("expanded") and part[2] < 0 and not counted:
+                parts.append((part[0], _negated(part[1]), 1))   # -1 * product, in its type
             else:
                 parts.append(part)
     try:
         dtype = np.result_type(*[v for _, v, _ in parts]) if parts else np.dtype(np.float64)
     except TypeError as err:
         raise NumpyError(str(err)) from err
+    if dtype == np.float16:                 # spf holds float16 as float32
+        dtype = np.dtype(np.float32)
     out = np.zeros(shape, dtype)
     scale = np.zeros(shape, np.float64)
     with np.errstate(all="ignore"):
         for where, v, sign in parts:
             _accumulate(st, out, scale, where, v, sign, shape)
     empty = all(where is None or not len(v) for where, v, _ in parts)
-    return Expected(reading + (" structural" if structural else ""), out, scale, empty,
-                    narrow[0])
+    base = np.zeros(1, dtype)           # an element no term with points reaches
+    with np.errstate(all="ignore"):
+        for where, v, sign in parts:
+            if where is None:
+                _accumulate(st, base.reshape(()), np.zeros(()), None, v, sign, ())
+    over = f" over the entries of {sorted(structural)}" if structural else ""
+    return Expected(reading + over, out, scale, empty,
+                    narrow[0], base)
 
 
-def _term(st: Statement, t: Term, bounds: dict, shapes: dict, structural: bool,
+def _term(st: Statement, t: Term, bounds: dict, shapes: dict, structural: frozenset[str],
           narrow: list[bool]) -> tuple[dict[str, np.ndarray] | None, Any, int]:
     """(the term's points, or None for a number term; its values; its sign); ``narrow[0]``
     set when a value was computed in float32."""
-    if all(number_only(f) for f in t.factors):     # numbers only: every element
-        if not t.factors:
-            return None, _coefficient_value(t.coefficient), t.sign
+    if all(number_only(f) for f in t.nodes()):     # numbers only: every element
         try:
-            v = _scaled(_product(t.factors, Env({}, st.tensors, st.scalars)), t.coefficient)
+            return None, _value(t, Env({}, st.tensors, st.scalars)), t.sign
         except (TypeError, OverflowError, ValueError) as err:
             raise NumpyError(f"{type(err).__name__}: {err}") from err
-        return None, v, t.sign
-    points = domain(t.factors, bounds, shapes)
+    points = domain(t.nodes(), bounds, shapes)
     if points is None:
         raise UnboundedError("an index no access bounds")
     env = Env(points, st.tensors, st.scalars)
     try:
-        v = _scaled(_product(t.factors, env), t.coefficient)
+        v = _value(t, env)
     except (TypeError, OverflowError, ValueError) as err:
         raise NumpyError(f"{type(err).__name__}: {err}") from err
     narrow[0] |= env.narrow
     n_points = len(next(iter(points.values()))) if points else 1
     v = np.broadcast_to(np.asarray(v), (n_points,)) if np.ndim(v) == 0 else v
     if structural:
-        v = np.where(_skipped(st, t, points, n_points), np.zeros((), np.asarray(v).dtype), v)
+        v = np.where(_skipped(st, t, points, n_points, structural),
+                     np.zeros((), np.asarray(v).dtype), v)
     return points, v, t.sign
 
 
-def _skipped(st: Statement, t: Term, points: dict, n_points: int) -> np.ndarray:
-    """Points where a sparse operand of the term stores nothing and the term, in real
-    arithmetic with that operand 0, is 0."""
+def _skipped(st: Statement, t: Term, points: dict, n_points: int,
+             iterated: frozenset[str]) -> np.ndarray:
+    """Points where an ``iterated`` operand of the term stores nothing and a factor of it, in
+    real arithmetic with that operand 0, is 0 (a product over stored entries: 0 * inf and
+    0 * nan are 0 there, the documented structural convention; a coefficient inf or nan
+    reads the operand densely, a divisor 0 is no factor 0)."""
     skip = np.zeros(n_points, bool)
+    c = t.coefficient
+    if isinstance(c, float) and not math.isfinite(c):
+        return skip
     env = Env(points, st.tensors, st.scalars)
-    for acc in accesses(t.factors):
-        if acc.tensor not in st.sparse:
+    for acc in accesses(t.nodes()):
+        if acc.tensor not in iterated:
             continue
         absent = _ev(acc, env) == 0
-        zeroed = Env(points, st.tensors, st.scalars, reals=True, zero=acc.tensor)
-        v = np.broadcast_to(np.asarray(_scaled(_product(t.factors, zeroed),
-                                               t.coefficient)), (n_points,))
-        skip |= absent & (v == 0)
+        zeroed = Env(points, st.tensors, st.scalars, reals=True, zero=acc)
+        for f in t.factors:
+            v = np.broadcast_to(np.asarray(ev(f, zeroed)), (n_points,))
+            skip |= absent & (v == 0)
     return skip
 
 
@@ -513,28 +822,35 @@ def _negated(v: Any) -> Any:
         raise NumpyError(f"{type(err).__name__}: {err}") from err
 
 
-def _product(factors: tuple[Node, ...], env: Env) -> Any:
+def _value(t: Term, env: Env) -> Any:
+    """The product's factors multiplied, then scaled by its coefficient."""
     v: Any = None
-    for f in factors:
+    for f in t.factors:
         x = ev(f, env)
         v = x if v is None else (v * x if _python(v) and _python(x) else np.multiply(v, x))
         if env.reals:
             v = _real(v)
-    return v
+    c, divided = t.coefficient, t.divided
+    if v is None:
+        v, c, divided = _coefficient_value(c, divided), Fraction(1), False
+    return _scaled(v, c, divided)
 
 
-def _coefficient_value(c: Fraction | float) -> int | float:
+def _coefficient_value(c: Fraction | float, divided: bool) -> int | float:
+    """The coefficient as a Python number (a float where it holds a true division)."""
     if isinstance(c, Fraction):
-        return c.numerator if c.denominator == 1 else c.numerator / c.denominator
+        return c.numerator if c.denominator == 1 and not divided else \
+            c.numerator / c.denominator
     return c
 
 
-def _scaled(v: Any, c: Fraction | float) -> Any:
-    """``v`` times the coefficient as numpy computes ``v * p / q`` (Python numbers weak)."""
+def _scaled(v: Any, c: Fraction | float, divided: bool) -> Any:
+    """``v`` times the coefficient as numpy computes ``v * p / q`` (Python numbers weak; a
+    true division, ``divided``, even by 1: numpy's ``/`` of integers is float64)."""
     if isinstance(c, Fraction):
         if c.numerator != 1:
             v = v * c.numerator if _python(v) else np.multiply(v, c.numerator)
-        if c.denominator != 1:
+        if c.denominator != 1 or divided:
             v = v / c.denominator if _python(v) else np.true_divide(v, c.denominator)
         return v
     return v * c if _python(v) else np.multiply(v, c)

@@ -228,7 +228,7 @@ def _short(payload: Any) -> str:
 
 # -- counts --------------------------------------------------------------------------------
 CLASSES = ("correct", "spf error (expected)", "spf error (not documented)",
-           "silently wrong", "crash", "raw exception", "hang")
+           "silently wrong", "crash", "raw exception", "hang", "unchecked (docs silent)")
 _COUNTS: dict[str, Counter] = defaultdict(Counter)
 _FAILURES: dict[str, list[str]] = defaultdict(list)
 _REASONS: dict[str, Counter] = defaultdict(Counter)
@@ -240,8 +240,8 @@ def tally(test: str, klass: str, detail: str = "") -> None:
     failure, or for an expected spf error its reason."""
     assert klass in CLASSES, klass
     _COUNTS[test][klass] += 1
-    if klass == CLASSES[1]:
-        _REASONS[test][detail or "?"] += 1
+    if klass in (CLASSES[1], CLASSES[7]):
+        _REASONS[test][f"{klass}: {detail}" if klass == CLASSES[7] else detail or "?"] += 1
     elif detail and len(_FAILURES[test]) < MAX_KEPT:
         _FAILURES[test].append(f"[{klass}] {detail}")
 
@@ -281,7 +281,7 @@ def summary(directory: str) -> list[str]:
         total.update(counts[test])
         lines.append(f"  {test}: {_counts_text(counts[test])}")
     lines.append(f"  all: {_counts_text(total)}")
-    lines.append("expected spf errors by reason:")
+    lines.append("expected spf errors (and unchecked examples) by reason:")
     lines += [f"  {n:6d}  {reason}" for reason, n in reasons.most_common(30)]
     for test in sorted(failures):
         lines.append(f"failures of {test} (first {MAX_KEPT} per process):")

@@ -318,8 +318,7 @@ def test_mtx_the_layout_cannot_store(tmp_path, capsys):
     upper = sp.coo_matrix(([1.0, 2.0], ([0, 1], [0, 3])), shape=(4, 4))
     path = mmwrite(tmp_path / "upper.mtx", upper)
     assert check_error(capsys, "LowerTri", path) == (
-        f"{path}: layout LowerTri cannot store this tensor: LowerTri cannot store entry (1, 3) "
-        "above the diagonal (1 such entries)")
+        f"{path}: entry (1, 3) cannot be stored in LowerTri: its relation requires gj <= gi")
 
 
 def test_mtx_in_a_vector_layout(tmp_path, capsys):

@@ -717,7 +717,13 @@ def test_isl_keywords_as_names(tmp_path, name):
     path = tmp_path / f"Named_{name}.toml"
     path.write_text(re.sub(r"\bpj\b", name, CSR_TEXT))
     spf.Kernel("y(i) = A(i,j) * x(j)", {"A": str(path)}).c_source()
-    spf.Kernel(f"y(i) = A(i,{name}) * x({name})", {"A": "CSR"}).c_source()
+    kernel = f"y(i) = A(i,{name}) * x({name})"
+    if name != "nan":
+        spf.Kernel(kernel, {"A": "CSR"}).c_source()
+        return
+    with pytest.raises(spf.SpecError, match=r"<string>:1:12: A's index 2: nan is not an "
+                                            r"integer"):      # a literal of the kernel notation
+        spf.Kernel(kernel, {"A": "CSR"})
 
 
 @pytest.mark.parametrize("field", ["int", "double", "restrict", "_Bool"])

@@ -146,7 +146,10 @@ def test_sum_errors():
         spf.Kernel("C(i,j) = A(i,j) + b(i)", {"C": "CSR"})      # broadcast: dense outputs
     f = compiled("y(i) = A(i,j) * x(j) + B(i,j) * z(j)")
     ones = np.ones
-    # j is a separate index per term: A and B may differ in their second extent
-    np.testing.assert_allclose(f(A=ones((3, 4)), x=ones(4), B=ones((3, 5)), z=ones(5)), 9.0)
+    # one range per index for the whole statement: j has one extent in both terms
+    np.testing.assert_allclose(f(A=ones((3, 4)), x=ones(4), B=ones((3, 4)), z=ones(4)), 8.0)
+    with pytest.raises(spf.ArgumentError, match=r"index 'j' has extent 4 in A \(shape \(3, "
+                                                r"4\)\) but 5 in B \(dimension 1\)"):
+        f(A=ones((3, 4)), x=ones(4), B=ones((3, 5)), z=ones(5))
     with pytest.raises(spf.ArgumentError, match="index 'i' has extent 3"):
         f(A=ones((3, 4)), x=ones(4), B=ones((4, 5)), z=ones(5))

@@ -6,6 +6,7 @@ and refused with the tensor, its shape and its size named (what to build, 4).  R
 numpy, scipy and python-graphblas."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from functools import cache
@@ -272,3 +273,327 @@ def test_a_failed_malloc_in_generated_c_is_a_clear_error():
         "True kernel spf_kernel: its C code could not allocate what it assembles output 'C' "
         "of shape (2, 2147483647) with (its workspace, entry streams or find state; malloc "
         "returned NULL): out of memory")
+
+
+# -- round 2: one range per index for the whole statement ---------------------------------
+def test_a_reduction_index_has_one_range_for_the_whole_statement():
+    """``i`` is read plainly by x in one term, so ``x(i+1)`` ranges over x's extent too:
+    (2+3+4) - (1+2+3+4), as ``y(i) = x(i+1) - x(i)`` summed."""
+    x = np.arange(1.0, 5.0)
+    assert spf.evaluate("s = x(i+1) - x(i)", x=x) == x[1:].sum() - x.sum() == -1.0
+    assert spf.evaluate("s = x(i+1) - x(i)", x=x[:1]) == -1.0          # x(1) is not there
+    assert spf.evaluate("s = x(i+1) - x(i)", x=np.zeros(0)) == 0.0
+    np.testing.assert_array_equal(spf.evaluate("y(i) = x(i+1) - x(i)", x=x),
+                                  np.append(np.diff(x), -x[-1]))
+    B = np.array([[0.0, 3.0], [3.0, 0.0]])             # i over B's rows in both terms
+    np.testing.assert_array_equal(
+        spf.evaluate("R(j) = B(i,j) - B(i-2,j)", B=sp.csr_matrix(B)), B.sum(axis=0))
+    B3 = np.arange(1.0, 13.0).reshape(4, 3)
+    np.testing.assert_array_equal(spf.evaluate("R(j) = B(i,j) - B(i-2,j)", B=sp.csr_matrix(B3)),
+                                  B3.sum(axis=0) - B3[:2].sum(axis=0))
+    # a tensor of another term gives the range: i over x's extent in y(i+1)'s term
+    y = np.arange(10.0, 17.0)
+    assert spf.evaluate("s = x(i) + y(i+1)", x=x, y=y) == x.sum() + y[1:5].sum()
+
+
+def test_an_index_used_only_as_a_value_takes_the_statements_range():
+    """``k`` in ``B(i,j) * k`` ranges over F's extent (it was 'k' undeclared in C)."""
+    Bd = np.array([[1.0, 2.0], [0.0, 3.0], [4.0, 0.0]])
+    B = sp.csr_matrix(Bd)
+    for F in (np.ones(2), np.arange(1.0, 5.0), np.zeros(0)):
+        k = np.arange(len(F))
+        got = spf.evaluate("R(j) = F(k)*B(i,j) + B(i,j)*k", B=B, F=F)
+        np.testing.assert_array_equal(got, F.sum() * Bd.sum(axis=0) + k.sum() * Bd.sum(axis=0))
+    S = np.array([[1.0, 2.0, 0.0], [2.0, 0.0, 4.0], [0.0, 4.0, 5.0]])    # a union operand
+    got = spf.evaluate("y(j) = A(i,j)*k + x(k)*A(i,j)", A=spf.Tensor.from_dense("SymCSR", S),
+                       x=np.ones(4))
+    np.testing.assert_array_equal(got, (0 + 1 + 2 + 3) * S.sum(axis=0) + 4 * S.sum(axis=0))
+    src = spf.Kernel("R(j) = F(k)*B(i,j) + B(i,j)*k", {"B": "CSR"}).c_source()
+    assert "Ranges: k over F's dimension 1" in src     # F passed to the term for its extent
+    assert_compiles_clean(src)
+
+
+def test_an_index_only_a_value_and_read_plainly_nowhere_is_refused():
+    B = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]]))
+    with pytest.raises(spf.SpecError) as err:
+        spf.evaluate("R(j) = F(k+1)*B(i,j) + B(i,j)*k", B=B, F=np.ones(3))
+    assert str(err.value) == (
+        "<string>:1:31: index 'k' is only a value in the term B(i,j) * k and no tensor of the "
+        "statement reads it plainly (only inside index arithmetic), so its range there is "
+        "unknown: read it plainly in some tensor ('k' then ranges over that tensor's extent "
+        "in every term)")
+    # an access of the term bounds it: i + k in B's rows, i over B's rows (term 1)
+    np.testing.assert_array_equal(
+        spf.evaluate("R(j) = F(k+1)*B(i,j) + B(i+k,j)*k", B=B, F=np.ones(3)), [2.0, 16.0])
+
+
+def test_an_index_read_plainly_has_one_extent_across_the_terms():
+    with pytest.raises(spf.ArgumentError) as err:
+        spf.evaluate("s = x(i) - y(i)", x=np.ones(3), y=np.ones(4))
+    assert str(err.value) == ("index 'i' has extent 3 in x (shape (3,)) but 4 in y "
+                              "(dimension 0); shapes must agree")
+    # indices computed by index arithmetic need not agree: i + 1 in both (i from -1 to 1)
+    assert spf.evaluate("s = x(i+1) * z(i+1)", x=np.ones(3), z=np.ones(5)) == 3.0
+
+
+CROSSED_OUT = """
+import json
+import numpy as np
+import spf
+from spf import Tensor
+out = {}
+def dense(r):
+    return r.toarray() if hasattr(r, "toarray") else r.to_dense()
+def record(name, got, want):
+    out[name] = [list(np.shape(got)), bool(np.array_equal(got, want))]
+# a term reading A only inside index arithmetic stays on A's coordinates: its points past
+# the output's extent are not in the statement's range (they overflowed the arrays)
+A = np.array([[-3.0, 1.0], [0.0, 1.0]])
+record("j-3", dense(spf.evaluate("R(i,j) = A(i, j-3) - A(i,j)", A=Tensor.from_dense("CSR", A))), -A)
+A = np.array([[2.0, 3.0], [2.0, 0.0]])
+want = -A.copy()
+want[1] += A[1]
+record("-i+2", dense(spf.evaluate("R(i,j) = A(-i+2, j) - A(i,j)", A=Tensor.from_dense("CSR", A))),
+       want)
+want = -A.copy()
+want[:, 1:] += A[:, :1]
+record("j-1", dense(spf.evaluate("R(i,j) = A(i, j-1) - A(i,j)", A=Tensor.from_dense("CSR", A))),
+       want)
+A = np.array([[0.0], [1.0], [0.0]])
+record("2^32", dense(spf.evaluate("R(i,j) = A(i,j) + A(i, j - 4294967296)",
+                                  A=Tensor.from_dense("CSR", A), layouts={"R": "CSR"})), A)
+# strides over SymCSR's mirrored half (its loop bounds read their own variable)
+S = np.array([[1.0, 2.0, 0.0, 5.0], [2.0, 0.0, 4.0, 0.0], [0.0, 4.0, 6.0, 7.0],
+              [5.0, 0.0, 7.0, 8.0]])
+record("3*j", dense(spf.evaluate("R(i,j) = A(i, 3*j)", A=Tensor.from_dense("SymCSR", S))),
+       S[:, ::3])
+record("3*i", dense(spf.evaluate("R(i,j) = A(3*i, j)", A=Tensor.from_dense("SymCSR", S))),
+       S[::3])
+record("eye", dense(spf.evaluate("R(i,j) = A(i, 3*j)",
+                                 A=Tensor.from_dense("SymCSR", np.eye(3)))), np.eye(3)[:, ::3])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_terms_past_the_outputs_extent_and_strides_over_a_union_never_crash():
+    """Each once overflowed a heap buffer, outgrew the arrays spf_kernel_bound sized (a
+    RuntimeError) or crashed with SIGSEGV: run apart, compared with numpy."""
+    run = subprocess.run([sys.executable, "-c", CROSSED_OUT], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, f"rc {run.returncode}\n{run.stderr[-3000:]}"
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got == {"j-3": [[2, 2], True], "-i+2": [[2, 2], True], "j-1": [[2, 2], True],
+                   "2^32": [[3, 1], True], "3*j": [[4, 2], True], "3*i": [[2, 4], True],
+                   "eye": [[3, 1], True]}
+
+
+def test_the_sum_bound_reads_the_outputs_extents():
+    """The kernel and its bound agree on the term's range: both read the output's extents."""
+    k = spf.Kernel("R(i,j) = A(i, j-3) - A(i,j)", {"A": "CSR", "R": "CSR"})
+    src = k.c_source()
+    assert "int spf_kernel_bound(int64_t *restrict spf_bound, const int64_t *restrict " \
+           "spf_ext, const spf_CSR *restrict A)" in src
+    assert src.count("if (A_colIdx[A_pj] + 3 < spf_ext[1]) {") == 2    # kernel and bound
+    assert "Ranges: j over R's dimension 2" in src
+    assert_compiles_clean(src)
+
+
+# -- strides: a loop's bounds and guards from isl's existential variables ------------------
+@pytest.mark.parametrize("expr, sliced", [
+    ("y(i) = B(i,2*j) * x(j)", lambda M: M[:, ::2]),
+    ("y(i) = B(2*i,j) * x(j)", lambda M: M[::2]),
+    ("y(i) = B(3*i,j) * x(j)", lambda M: M[::3])])
+def test_a_stride_over_dias_computed_column_reads_its_entries(expr, sliced):
+    """isl's gist split the offsets' level into a union (``offset <= 0`` or ``0 < offset``
+    with a parity condition), whose constraints conjoined read nothing."""
+    for M in (np.arange(1.0, 16.0).reshape(3, 5), np.arange(1.0, 16.0).reshape(5, 3),
+              np.diag([1.0, 2.0, 3.0, 4.0]), np.zeros((2, 2))):
+        want = sliced(M)
+        x = np.arange(1.0, want.shape[1] + 1)
+        got = spf.evaluate(expr, B=spf.Tensor.from_dense("DIA", M), x=x)
+        np.testing.assert_array_equal(got, want @ x, err_msg=f"{expr} {M.shape}")
+
+
+# -- evaluate: the output it builds -------------------------------------------------------
+def test_an_array_passed_as_out_is_a_dense_output():
+    A = sp.random(5, 4, density=0.4, format="csr", random_state=6)
+    B = sp.random(5, 4, density=0.4, format="csc", random_state=7)
+    out = np.full((5, 4), 7.0)
+    got = spf.evaluate("R(i,j) = A(i,j) + B(i,j)", A=A, B=B, out=out)
+    assert got is out
+    np.testing.assert_array_equal(out, (A + B).toarray())
+    spf.evaluate("R(i,j) += A(i,j) * B(i,j)", A=A, B=B, out=out)
+    np.testing.assert_array_equal(out, (A + B).toarray() + A.multiply(B).toarray())
+    got = spf.evaluate("R(i,j) = min(A(i,j), B(i,j))", A=A, B=B, out=np.zeros((5, 4)))
+    np.testing.assert_array_equal(got, A.minimum(B).toarray())
+
+
+def test_layout_parameters_of_an_operand_evaluate_converts_are_dropped():
+    """min of a BCSR and a CSR merges over CSR storage: B converted, its BCSR parameter not
+    given to CSR."""
+    M = np.arange(16.0).reshape(4, 4) - 5.0
+    A = spf.Tensor.from_dense("BCSR", M, B=2)
+    C = sp.csr_matrix(M.T)
+    for out in (None, np.zeros((4, 4))):
+        got = spf.evaluate("R(i,j) = min(A(i,j), C(i,j))", A=A, C=C, params={"A": {"B": 2}},
+                           out=out)
+        np.testing.assert_array_equal(got if out is not None else got.toarray(),
+                                      np.minimum(M, M.T))
+    got = spf.evaluate("R(i,j) = A(i,j) * 2", A=A, params={"A": {"B": 2}}, out=np.zeros((4, 4)))
+    np.testing.assert_array_equal(got, 2 * M)
+
+
+@pytest.mark.parametrize("layout", ["CSF", "COO3"])
+def test_an_operand_of_another_order_is_not_converted_to_the_output(layout):
+    T = np.zeros((2, 3, 2))
+    T[0, 1, 1], T[1, 2, 0] = 1.0, -2.0
+    got = spf.evaluate("R(i,j) = exp(T(i,j,k))", T=spf.Tensor.from_dense(layout, T))
+    np.testing.assert_allclose(got.toarray(), np.exp(T).sum(axis=2))
+
+
+def test_an_empty_iteration_space_runs_no_iteration():
+    """``-j-1`` is never a column: no point (the loop over A's rows had no bound)."""
+    A = np.arange(1.0, 10.0).reshape(3, 3)
+    for a in (A, sp.csr_matrix(A)):
+        out = np.full((3, 3), 5.0)
+        np.testing.assert_array_equal(
+            spf.evaluate("R(i,j) = A(i+1, -j-1)", A=a, out=out), np.zeros((3, 3)))
+    assert spf.evaluate("R(i,j) = A(i+1, -j-1)", A=sp.csr_matrix(A)).shape == (0, 0)
+    assert "the iteration space holds no point" in spf.Kernel("R(i,j) = A(i+1, -j-1)").c_source()
+
+
+def test_an_output_extent_bounded_through_another_output_index():
+    """``j <= i`` by ``v(i-j)``, and ``i < len(v) - 1`` by ``v(i+1)``."""
+    for v in (np.arange(1.0, 6.0), np.array([1.0, -1.0])):
+        n = len(v)
+        want = np.zeros((n - 1, n - 1))
+        for i in range(n - 1):
+            for j in range(i + 1):
+                want[i, j] = v[i - j] * v[i + 1]
+        np.testing.assert_array_equal(spf.evaluate("R(i,j) = v(i-j) * v(i+1)", v=v), want)
+    assert spf.evaluate("R(i,j) = v(i-j) * v(i+1)", v=np.array([2.0])).size == 0
+
+
+def test_output_extents_hold_exactly_the_points_the_terms_reach():
+    """Interval propagation over each reaching term's accesses (indices read plainly
+    anywhere in their one range, other output indices from 0), then the largest point
+    (docs/expressions.md, "The output's extent")."""
+    v = np.array([-2, -3, 0], dtype=np.int32)         # i, j bound only by each other
+    got = spf.evaluate("R(i,j) = v(i + j - 2)", v=spf.Tensor.from_dense("SV", v))
+    want = np.array([[v[i + j - 2] if 0 <= i + j - 2 < 3 else 0 for j in range(5)]
+                     for i in range(5)])
+    np.testing.assert_array_equal(got.toarray(), want)
+    B = np.array([[4, 4, 0], [4, 7, 0], [0, 0, 0]], dtype=np.uint32)   # i: -i+2 in range
+    got = spf.evaluate("R(j) = B(-i + 2, j + i)", B=spf.Tensor.from_dense("COO", B),
+                       layouts={"R": "SV"})
+    np.testing.assert_array_equal(got.to_dense(), [B[2, 0] + B[1, 1] + B[0, 2],
+                                                   B[2, 1] + B[1, 2], B[2, 2]])
+    w = np.arange(1.0, 8.0)                           # k >= i and i + k < 7: i <= 3
+    got = spf.evaluate("O(i) = v(i+k) * w(k-i)", v=w, w=np.ones(7))
+    np.testing.assert_array_equal(got, [sum(w[i + k] for k in range(i, 7 - i))
+                                        for i in range(4)])
+    A = np.array([[True]])                            # a term without a point reaches none
+    empty = spf.Tensor.from_dense("COO3", np.zeros((1, 1, 0), dtype=bool))
+    got = spf.evaluate("R(i,j) = U(i - 1, j, k) + A(i, j)", A=spf.Tensor.from_dense("CSC", A),
+                       U=empty, layouts={"R": "CSR"})
+    assert got.shape == (1, 1) and got.to_dense().tolist() == [[True]]
+
+
+def test_a_term_with_a_tensor_no_other_term_reads_plainly_reaches_further():
+    """``A(i-3) * B(i-10)`` does not stay on A's coordinates: B is read there only."""
+    A, B = np.arange(1.0, 13.0), np.arange(1.0, 6.0)
+    want = np.concatenate([A, np.zeros(3)])
+    want[10:15] += A[7:12] * B
+    np.testing.assert_array_equal(spf.evaluate("C(i) = A(i) + A(i-3)*B(i-10)", A=A, B=B), want)
+    got = spf.evaluate("C(i) = A(i) + A(i-3)*B(i-10)", A=spf.Tensor.from_dense("SV", A),
+                       B=spf.Tensor.from_dense("SV", B), layouts={"C": "SV"})
+    np.testing.assert_array_equal(got.to_dense(), want)
+
+
+# round 3: offsets near 2^31 and past an output's extent (sparse and dense outputs) --------
+
+HALF = 2147483648       # 2**31: past int32, and the output extents it reaches
+
+
+@pytest.mark.parametrize("shape", [(3, 2), (3, 0), (1, 1)])
+def test_a_group_past_an_assembled_outputs_extent_writes_no_pointer(shape):
+    """``j + 2`` reaches no column of B: the term has no point, R is (0, 0), and the loop
+    over B's rows wrote ``R.rowPtr[i + 1]`` at ``i = 2**31 + row`` (SIGSEGV)."""
+    B = spf.Tensor.from_dense("CSR", np.ones(shape))
+    got = spf.evaluate(f"R(i,j) = B(i - {HALF}, j + 2)", B=B, layouts={"R": "CSR"},
+                       fill_values=True)
+    assert got.shape == (0, 0) and len(got.values) == 0
+
+
+def test_the_group_pointer_is_guarded_by_the_outputs_extent():
+    """Also through evaluate's own sparse output (a SymCSR operand), and warning-free."""
+    A = spf.Tensor.from_dense("SymCSR", np.eye(1))
+    got = spf.evaluate(f"R(i,j) = (A(i-{HALF}, j+8589934592) * 1) / 0", A=A)
+    assert got.shape == (0, 0) and got.nnz == 0
+    src = spf.Kernel(f"R(i,j) = B(i - {HALF}, j + 2)", {"B": "CSR", "R": "CSR"}).c_source()
+    assert "if (i < spf_ext[0]) {   /* a group without entries may lie past" in src
+    assert_compiles_clean(src)
+
+
+def test_a_dense_output_bounded_only_by_a_find_is_not_written_past():
+    """In ``T(i-k, j, k-c) * T(i,j,k)`` only the find of ``T(i,j,k)`` bounds ``i`` and
+    ``k``; the sum over the finds is added into R where its indices are set, outside the
+    finds, so their bounds must hold there too (R[2**31, 0, 2**31] was written)."""
+    ones = spf.Tensor.from_dense("CSF", np.ones((1, 1, 1)))
+    for fill in (False, True):
+        got = spf.evaluate(f"R(i,j,k) = T(i - k, j, k - {HALF}) * T(i, j, k)", T=ones,
+                           out=np.zeros((1, 1, 1)), fill_values=fill)
+        np.testing.assert_array_equal(got, np.zeros((1, 1, 1)))
+    rng = np.random.default_rng(3)
+    d = rng.integers(-2, 3, (3, 2, 3)) * (rng.random((3, 2, 3)) < 0.6)
+    want = np.zeros(d.shape)
+    for i, j, k in np.ndindex(*d.shape):
+        if i >= k and k >= 1:
+            want[i, j, k] = d[i - k, j, k - 1] * d[i, j, k]
+    got = spf.evaluate("R(i,j,k) = T(i - k, j, k - 1) * T(i, j, k)",
+                       T=spf.Tensor.from_dense("CSF", d.astype(float)), out=np.zeros(d.shape))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_index_used_as_a_value_is_no_broadcast():
+    """``i * x(j-3) * x(j+3)`` uses i (as a value, over the output's rows): into a sparse
+    output it was refused as a term that "does not use the output index 'i'".  int64 data:
+    an int8 product times the int64 index value is refused (numpy's steps)."""
+    x = np.array([True, False, True, True, False, True, True, False])
+    B = np.zeros((3, 8), np.int64)
+    B[0, 3], B[2, 5], B[1, 6] = 2, -1, 3
+    want = np.zeros((3, 8), np.int64)
+    for i, j in np.ndindex(*B.shape):
+        if j >= 3:
+            want[i, j] -= i * int(x[j - 3]) * int(B[i, j])
+            if j + 3 < 8:
+                want[i, j] += i * int(x[j - 3]) * int(x[j + 3])
+    expr = "R(i,j) = i * (x(j - 3) * (x(j + 3) - B(i, j)))"
+    for layout, out in [("DIA", "COO"), ("CSR", "CSR")]:
+        k = spf.Kernel(expr, {"B": layout, "R": out},
+                       dtype={"x": "bool", "B": "int64", "R": "int64"}).compile()
+        got = k(x=x, B=spf.Tensor.from_dense(layout, B)).to_dense()
+        np.testing.assert_array_equal(got, want)
+
+
+def _left_and_reaching(v: np.ndarray) -> np.ndarray:
+    """``R(i,j) = v(i-1) + v(i+j)``, 0 where an access falls outside v, over the smallest
+    extents holding every point a term reaches (i up to len(v) from v(i-1); j up to
+    len(v) - 1 from v(i+j) at i = 0)."""
+    n = len(v)
+    want = np.zeros((n + 1, n) if n else (0, 0))
+    for i, j in np.ndindex(*want.shape):
+        want[i, j] = (v[i - 1] if 0 <= i - 1 < n else 0) + (v[i + j] if i + j < n else 0)
+    return want
+
+
+def test_an_output_index_read_by_a_later_read_of_a_tensor():
+    """``R(i,j) = v(i-1) + v(i+j)`` was refused ("output index 'j' does not appear on the
+    right-hand side"): a tensor read again in a later term was looked at in its first read
+    only; ``v(i+j) + v(i-1)`` worked."""
+    for expr in ("R(i,j) = v(i - 1) + v(i + j)", "R(i,j) = v(i + j) + v(i - 1)"):
+        for v in (np.array([1.0, 2.0]), np.array([3.0]), np.arange(1.0, 6.0)):
+            got = spf.evaluate(expr, v=v)
+            assert got.shape == _left_and_reaching(v).shape
+            np.testing.assert_array_equal(got, _left_and_reaching(v))

@@ -11,8 +11,11 @@ harness over such changes: each path (``from_dense``, ``from_coords``, ``from_sc
 exception or a different tensor."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -395,3 +398,205 @@ def test_mutated_layouts_are_right_or_refused(layouts, k):
                 continue
             dense = t.to_dense() if isinstance(t, spf.Tensor) else np.asarray(t)
             np.testing.assert_array_equal(dense, a, err_msg=f"{base} {how}")
+
+
+# -- round 2: what the adversarial suite found in the write paths -----------------------------
+def _line_of(path: str, start: str) -> int:
+    return next(k for k, text in enumerate(Path(path).read_text().splitlines(), 1)
+                if text.startswith(start))
+
+
+def test_a_layout_named_like_a_shipped_one_has_its_own_struct(layouts):
+    """A copy of DenseMatrix.toml keeping its name, its fields reordered (n0, data, n1): the
+    C of a kernel reading it beside the shipped DenseMatrix (``to_dense``'s output) declared
+    one struct for both, so the copy's fields were read at the shipped one's offsets and
+    ``to_dense`` gave zeros."""
+    path = layouts / "ReorderedDense.toml"
+    path.write_text((LAYOUT_DIR / "DenseMatrix.toml").read_text().replace(
+        'n1 = "int"\ndata = "double[n0][n1]"', 'data = "double[n0][n1]"\nn1 = "int"'))
+    m = np.arange(1.0, 7.0).reshape(2, 3)
+    for how, build in _paths(str(path), m).items():
+        t = build()
+        dense = t.to_dense() if isinstance(t, spf.Tensor) else t    # a dense output: an array
+        np.testing.assert_array_equal(dense, m, err_msg=how)
+    t = spf.Tensor.from_dense(str(path), m)
+    assert list(t.fields) == ["n0", "data", "n1"]
+    np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * x(j)", A=t, x=np.ones(3)),
+                               m.sum(axis=1))
+    for empty in (np.zeros((0, 3)), np.zeros((2, 0))):
+        np.testing.assert_array_equal(spf.Tensor.from_dense(str(path), empty).to_dense(), empty)
+
+
+def test_a_coordinate_defined_twice_is_refused_or_right(layouts):
+    """SV_unsorted with ``and p = i`` added: coordinate i is both p and idx(p).  The storage
+    analysis sorted ``(0, None)`` against ``(0, 'idx')`` (a raw TypeError); now every way of
+    writing it gives the vector or an spf error naming the layout."""
+    sv = _variant(layouts, "SV_unsorted", "SVAtP", ("i = idx(p)}", "i = idx(p) and p = i}"))
+    full = np.array([1.0, 2.0, 3.0])
+    for how in ("from_dense", "from_coords"):
+        build = {"from_dense": lambda: spf.Tensor.from_dense(sv, full),
+                 "from_coords": lambda: spf.Tensor.from_coords(sv, (3,), ([0, 1, 2],), full)}
+        np.testing.assert_array_equal(build[how]().to_dense(), full, err_msg=how)
+    gap = np.array([0.0, 2.0, 0.0])
+    with pytest.raises(SpecError) as err:           # the packer stores 2 at position 0
+        spf.Tensor.from_dense(sv, gap)
+    assert str(err.value) == (
+        f"{sv}:{_line_of(sv, 'packer')}:10: layout SVAtP: its packer sparse_vector.py stores "
+        "fields that its relation does not read back as the entries it was given (1 entries "
+        "given, 0 read back; (1,) of the source (value 2.0) is not read back): the packer and "
+        "the relation disagree")
+    with pytest.raises(ArgumentError) as err:       # slot 0 unwritten: idx 0 there twice
+        spf.Tensor.from_dense("SV", gap).convert(sv)
+    assert str(err.value) == (
+        "SVAtP cannot hold these entries: the fields its relation gives them fail its own "
+        "checks (SVAtP tensor: 'idx' violates injective (a != a' -> (idx(a)) != (idx(a'))): "
+        "position 2 repeats position 0 (idx[2] = 0))")
+
+
+def test_a_property_order_that_is_not_a_string_is_a_spec_error(layouts):
+    path = layouts / "SortedList.toml"
+    path.write_text((LAYOUT_DIR / "ELLPACK_R.toml").read_text().replace(
+        'name = "ELLPACK_R"', 'name = "SortedList"')
+        + '\n[[properties]]\nkind = "sorted"\nuf = "colIdx"\norder = []\nalong = 1\n')
+    lines = path.read_text().splitlines()
+    at = max(k for k, text in enumerate(lines, 1) if text.startswith("order"))
+    count = sum(text == "[[properties]]" for text in lines)
+    with pytest.raises(SpecError) as err:           # was a TypeError: unhashable list
+        spf.load_layout(str(path))
+    assert str(err.value) == (f"{path}:{at}:9: property #{count} (sorted): order must be one "
+                              "of ['<', '<=', '>', '>='], got []")
+
+
+CSF_MIXED = ("ptr2(p1) <= p2 < ptr2(p1 + 1)", "idx2(p1) <= p2 < ptr2(p1 + 1)")
+
+
+def test_a_periodic_array_read_twice_is_checked_at_every_read(layouts):
+    """CSF whose p2 starts at idx2(p1): idx2 is read at p1 and at p2.  The data check tested
+    the order of one read, chosen by set order (so by the hash seed): the packer's fields
+    passed with some seeds and a conversion's counting and writing passes then disagreed
+    (a raw RuntimeError "'B' outgrew the arrays sized by spf_convert_bound")."""
+    mixed = _variant(layouts, "CSF", "CSFMixed", CSF_MIXED)
+    a = np.array([[[-3.0, -1.0, -3.0, 3.0]], [[0.0, 0.0, 2.0, 0.0]], [[0.0, 2.0, 0.0, 0.0]],
+                  [[3.0, -3.0, 0.0, 4.0]]])
+    with pytest.raises(SpecError) as err:
+        spf.Tensor.from_dense(mixed, a)
+    assert str(err.value) == (
+        f"{mixed}:{_line_of(mixed, 'packer')}:10: layout CSFMixed: its packer CSF.py stores "
+        "fields that fail the layout's own checks (CSFMixed tensor: 'idx2' violates "
+        "periodic_monotonic (p1 = p1' and a < a' -> idx2(a) < idx2(a'), period p1) at "
+        "position 4: idx2[4] = 2 is out of order): the packer and the layout file disagree")
+    fields = dict(spf.Tensor.from_dense("CSF", a).fields)
+    with pytest.raises(ArgumentError, match=re.escape("idx2[4] = 2 is out of order")):
+        spf.Tensor.from_arrays(mixed, a.shape, fields)
+    one = np.zeros((2, 2, 2))
+    one[1, 0, 0] = 5.0                              # what both readings agree on
+    np.testing.assert_array_equal(spf.Tensor.from_dense(mixed, one).to_dense(), one)
+
+
+@pytest.mark.slow
+def test_the_check_of_a_periodic_array_read_twice_does_not_depend_on_the_hash_seed(layouts):
+    mixed = _variant(layouts, "CSF", "CSFSeeded", CSF_MIXED)
+    script = ("import numpy as np, spf\n"
+              "a = np.array([[[-3.0, -1, -3, 3]], [[0.0, 0, 2, 0]], [[0.0, 2, 0, 0]], "
+              "[[3.0, -3, 0, 4]]])\n"
+              "f = dict(spf.Tensor.from_dense('CSF', a).fields)\n"
+              "try:\n"
+              f"    spf.Tensor.from_arrays({mixed!r}, a.shape, f)\n"
+              "except spf.ArgumentError as e:\n"
+              "    print(e)\n")
+    for seed in ("0", "2", "5"):                    # 2 and 5 passed the fields before
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert "idx2[4] = 2 is out of order" in out.stdout, (seed, out.stdout, out.stderr)
+
+
+def test_writer_refusals_name_the_layout(layouts):
+    transposed = _variant(layouts, "CSR", "TransposedCSR",
+                          ("gi = pi and gj = colIdx(pj)", "gj = pi and gi = colIdx(pj)"))
+    a = np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 4.0]])
+    with pytest.raises(ArgumentError) as err:
+        spf.Tensor.from_dense("CSR", a).convert(transposed)
+    assert str(err.value) == ("entry (1, 2) cannot be written into TransposedCSR: rowPtr(pi) "
+                              "is outside rowPtr's 2 groups")
+    with pytest.raises(SpecError) as err:           # the packer's rows are the relation's columns
+        spf.Tensor.from_dense(transposed, a.T.copy())
+    assert str(err.value) == (
+        f"{transposed}:{_line_of(transposed, 'packer')}:10: layout TransposedCSR: its packer "
+        "CSR.py stores fields that fail the layout's own checks (TransposedCSR tensor: logical "
+        "coordinate 1 = pi = 2 at pi = 2, pj = 3 is outside 0..numCols - 1 = 0..1): the packer "
+        "and the layout file disagree")
+    square = np.array([[1.0, 2.0], [0.0, 3.0]])
+    t = spf.Tensor.from_dense("CSR", square).convert(transposed)
+    np.testing.assert_array_equal(t.to_dense(), square)
+
+
+@pytest.mark.slow
+def test_bool_entries_stored_twice_are_refused(layouts):
+    """A bool tensor whose fields store one coordinate twice: to_dense reads True there
+    (True + True is True), a kernel counted the entry twice.  Now refused, on every layout
+    that can store a coordinate twice; scipy's non-canonical bool matrices likewise."""
+    fields = {"numRows": 2, "numCols": 2, "numBlockRows": 1, "numBlockCols": 1, "nnz": 2,
+              "blkStart": [[0]], "blkEnd": [[2]], "lowRow": [0, 0], "lowCol": [1, 1],
+              "data": np.array([True, True])}
+    with pytest.raises(ArgumentError) as err:
+        spf.Tensor.from_arrays("CSB", (2, 2), fields, params={"B": 2}, dtype="bool")
+    assert str(err.value) == (
+        "CSB tensor: a bool tensor cannot store a coordinate twice (kernels would count both "
+        "entries, where the sum of True and True is True): its 2 stored entries have 1 "
+        "distinct coordinates (an entry is stored twice)")
+    w = np.array([1.0, 2.0])
+    twice = sp.csr_matrix((np.array([True, True]), np.array([1, 1]), np.array([0, 2, 2])),
+                          shape=(2, 2))
+    with pytest.raises(ArgumentError, match="a bool tensor cannot store a coordinate twice"):
+        spf.evaluate("y(i) = A(i,j) * w(j)", A=twice, w=w)
+    twice.sum_duplicates()
+    np.testing.assert_array_equal(spf.evaluate("y(i) = A(i,j) * w(j)", A=twice, w=w), [2.0, 0.0])
+    once = {**fields, "lowCol": [0, 1]}
+    t = spf.Tensor.from_arrays("CSB", (2, 2), once, params={"B": 2}, dtype="bool")
+    np.testing.assert_array_equal(t.to_dense(), [[True, True], [False, False]])
+    np.testing.assert_array_equal(spf.evaluate("y(i) = A(i,j) * w(j)", A=t, w=w), [3.0, 0.0])
+    pattern = np.array([[True, False, False], [False, True, True], [False, False, False]])
+    for layout in ("COO", "CSR_unsorted", "DenseMatrix", "ELL", "DIA"):
+        t = spf.Tensor.from_dense(layout, pattern)
+        np.testing.assert_array_equal(t.to_dense(), pattern, err_msg=layout)
+    empty = spf.Tensor.from_dense("COO", np.zeros((0, 2), bool))
+    assert empty.to_dense().shape == (0, 2)
+
+
+def test_an_index_giving_two_coordinates_is_not_placed_by_one(layouts):
+    """CSR with ``gj = pi and gi = pi``: placement took pi from one equality and counted the
+    other as established, so from_dense and convert stored the whole matrix in fields that
+    the relation reads as its diagonal (what to_dense, kernels and the oracle read)."""
+    diagonal = _variant(layouts, "CSR", "DiagonalCSR", ("gi = pi and gj = colIdx(pj)",
+                                                        "gj = pi and gi = pi and gj = colIdx(pj)"))
+    a = np.array([[0.0, -2.0, 0.0, 0.0], [0.0, -1.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0]])
+    for how, build in _paths(diagonal, a).items():
+        try:
+            t = build()
+        except spf.SpfError as err:
+            assert "DiagonalCSR" in str(err), (how, str(err))
+            continue
+        dense = t.to_dense() if isinstance(t, spf.Tensor) else t
+        np.testing.assert_array_equal(dense, a, err_msg=how)
+    d = np.diag([1.0, 0.0, 3.0])
+    for how, build in _paths(diagonal, d).items():
+        t = build()
+        dense = t.to_dense() if isinstance(t, spf.Tensor) else t
+        np.testing.assert_array_equal(dense, d, err_msg=how)
+    np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * x(j)", A=spf.Tensor.from_dense(
+        diagonal, d), x=np.arange(1.0, 4.0)), d @ np.arange(1.0, 4.0))
+
+
+def test_a_shape_extent_that_no_shape_gives_is_a_spec_error(layouts):
+    negated = _variant(layouts, "DIA", "NegatedDIA", ('shape = ["numRows", "numCols"]',
+                                                      'shape = ["-numRows", "numCols"]'))
+    at = _line_of(negated, "shape")
+    for build in (lambda: spf.Tensor.from_dense(negated, np.zeros((4, 1))),   # a KeyError
+                  lambda: spf.Tensor.from_coords(negated, (2, 2), ([0], [0]), [1.0]),
+                  lambda: spf.Tensor.from_dense("CSR", np.eye(2)).convert(negated)):
+        with pytest.raises(SpecError) as err:
+            build()
+        assert str(err.value) == (f"{negated}:{at}:9: layout NegatedDIA: a tensor's shape "
+                                  "does not give numRows, which its shape (-numRows, numCols) "
+                                  "reads (each extent is a scalar field or a constant)")

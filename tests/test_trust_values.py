@@ -472,3 +472,418 @@ def test_padding_read_densely_is_not_refused_under_plus_times(layout):
                 "its padding would read as entries, not as 2.0")):
             spf.evaluate("y(i) = exp(A(i,j)) * x(j)", A=a.with_fill(2.0), x=x,
                          fill_values=True)
+
+
+# round 2 of issue 52: the value language ------------------------------------------------
+# a number term is added into every element, also where index arithmetic reads nothing
+
+_X4 = np.arange(1.0, 5.0)
+
+
+@pytest.mark.parametrize("expr, out, want", [
+    ("y(i) = x(i+1) - 3", np.zeros(4), [-1.0, 0.0, 1.0, -3.0]),
+    ("y(i) = x(i+1) - 3", None, [-1.0, 0.0, 1.0]),
+    ("y(i) = x(i+1) - 3", np.zeros(6), [-1.0, 0.0, 1.0, -3.0, -3.0, -3.0]),
+    ("y(i) = (x(i+1) - 3) * 2", np.zeros(4), [-2.0, 0.0, 2.0, -6.0]),
+    ("y(i) = x(i-1) - 3", None, [-3.0, -2.0, -1.0, 0.0, 1.0]),
+    ("y(i) = x(i) + (x(i+1) - 3)", None, [0.0, 2.0, 4.0, 1.0]),
+    ("y(i) = (x(i+1) - 3) * x(i)", None, [-1.0, 0.0, 3.0, -12.0]),
+    ("y(i) = abs(x(i+1) - 3)", np.zeros(4), [1.0, 0.0, 1.0, 0.0]),    # a function: no term
+])
+def test_a_number_term_is_added_into_every_element(expr, out, want):
+    """``y(i) = x(i+1) - 3`` was one value, x(i+1) - 3, computed only where x(i+1) lies in
+    x: the last element of a 4-long output stayed 0, numpy's broadcasting gives -3 there."""
+    x = spf.Tensor.from_dense("SV", _X4) if "*" in expr else _X4
+    _same(spf.evaluate(expr, x=x, out=out), np.array(want))
+
+
+# a product subtracted whose type is bool (a negated sum of a truth and numbers)
+
+def test_a_truth_subtracted_in_an_unsigned_sum_keeps_its_sign():
+    """``-((not F(k)) + F(k)*F(k))`` of uint32 dropped the sign of the bool term (a bool
+    product was never negated): 4294967282, numpy's 4294967278."""
+    f = np.array([0, 4, 0], np.uint32)
+    want = np.negative(np.logical_not(f) + f * f).sum(dtype=np.uint32)
+    _same(spf.evaluate("R = -((not F(k)) + F(k)*F(k))", F=f), want)
+    u, b = np.array([0, 5, 200], np.uint8), np.array([1.0, 0.0, 2.0])
+    _same(spf.evaluate("y(i) = u(i) - (not b(i))", u=u, b=b), u - np.logical_not(b))
+    _same(spf.evaluate("y(i) = u(i) - (b(i) > 1)", u=u, b=b), u - (b > 1))
+
+
+@pytest.mark.parametrize("expr, at, message", [
+    ("R = -x(j)", "1:5: -x(j)", "numpy refuses it on bool values (TypeError: The numpy "
+     "boolean negative, the `-` operator, is not supported"),
+    ("y(i) = x(i) - x(i)", "1:13: x(i) - x(i)", "numpy refuses it on bool values (TypeError: "
+     "numpy boolean subtract, the `-` operator, is not supported"),
+    ("y(i) = -(not x(i)) + x(i) * 2", "1:8: -(not x(i))", "numpy refuses it on bool values"),
+])
+def test_what_numpy_refuses_as_written_is_an_spf_error(expr, at, message):
+    """``-x(j)`` and ``x(i) - x(i)`` of booleans computed (the sign of a bool product was
+    dropped); numpy raises TypeError."""
+    with pytest.raises(spf.SpecError, match=re.escape(f"<string>:{at}: {message}")):
+        spf.evaluate(expr, x=np.array([True, False, True]))
+
+
+def test_an_unsigned_integer_to_a_negative_literal_power_is_refused():
+    """``pow(A(i,j), -1)`` of uint64 computed [inf, 1.33] (``-1`` was numpy's strongly typed
+    int64, so the power was a float); numpy refuses the Python int -1 for uint64."""
+    with pytest.raises(spf.SpecError, match=re.escape(
+            "<string>:1:10: pow(A(i,j), -1): numpy refuses it on uint64 values "
+            "(OverflowError: Python integer -1 out of bounds for uint64)")):
+        spf.evaluate("R(i,j) = pow(A(i,j), -1)", A=np.array([[0, 3], [1, 2]], np.uint64))
+    f = np.array([0.5, 4.0], np.float32)         # a literal's sign keeps it weak: float32
+    _same(spf.evaluate("y(i) = max(x(i), -1) + pow(x(i), -2)", x=f),
+          np.maximum(f, -1) + np.power(f, -2))
+
+
+# inf and nan are never distributed over a sum
+
+def test_an_infinite_coefficient_is_not_distributed_over_a_sum():
+    """``((T(i,j,k) + 0.5) / 0) + 1`` of uint32 zeros gave nan: the sum was split into
+    T * inf (0 * inf = nan) + 0.5 * inf; numpy's (T + 0.5) / 0 is inf at every point."""
+    t = np.zeros((2, 2, 2), np.uint32)
+    _same(spf.evaluate("R = ((T(i,j,k) + 0.5) / 0) + 1", T=t), np.float64(np.inf))
+    d = np.array([[0.0, 1.0], [2.0, 0.0]])
+    with np.errstate(divide="ignore"):
+        want = ((d + 1) / 0).sum(1)
+    _same(spf.evaluate("y(i) = (A(i,j) + 1) / 0", A=sp.csr_matrix(d)), want)
+    _same(spf.evaluate("y(i) = (A(i,j) + 1) * log(0)", A=sp.csr_matrix(d)), -want)
+    with pytest.raises(spf.SpecError, match=re.escape(
+            "<string>:1:26: a sum of products times a number that is not finite")):
+        spf.evaluate("y(i) = (A(i,j) + B(i,j)) * inf", A=EYE, B=EYE)
+
+
+def test_a_product_times_inf_reads_every_operand_densely():
+    """``(T * (T / 0)) / 0`` folded inf into the first factor only: the second iterated T's
+    entries, so an all-zero T gave 0 (numpy: 0 * nan = nan at every point); and the first
+    factor's value ``(x <= y) * inf`` was float64 where the product is float32."""
+    t = np.array([[[3, 4], [0, 3]], [[3, 0], [0, 4]], [[2, 3], [2, 3]]], np.uint64)
+    with np.errstate(all="ignore"):
+        for d in (t, t * 0):
+            for expr in ("R(i) = (T(i,j,k) * (T(i,j,k) / 0)) / 0",
+                         "R(i) = ((T(i,j,k) / 0) * T(i,j,k)) / 0"):
+                _same(spf.evaluate(expr, T=spf.Tensor.from_dense("CSF", d)),
+                      ((d * (d / 0)) / 0).sum((1, 2)))
+        d = np.eye(2)
+        _same(spf.evaluate("y(i) = A(i,j) * x(j) * log(0)", A=sp.csr_matrix(d), x=np.ones(2)),
+              (d * np.log(0)).sum(1))
+    f = np.array([0.0, 1.0], np.float32)
+    b = spf.Tensor.from_dense("CSR", np.array([[0.0, 2.0], [1.0, 0.0]], np.float32))
+    got = spf.evaluate("y(j) = ((u(i) <= v(j)) / 0) * B(i,j)", u=f, v=f, B=b,
+                       out=np.zeros(2, np.float32))
+    assert got.dtype == np.float32      # (bool * float32) times a weak inf: float32
+
+
+def test_a_narrow_integer_product_negated_wraps_in_its_type():
+    """``-A(i,j)`` of uint16 summed into int64 gave -1 per entry (C negates in int); numpy's
+    negative wraps in uint16 (65535) before the sum adds it."""
+    a = np.array([[1], [3], [4]], np.uint16)
+    v = np.array([0, -3, 1], np.int64)
+    got = spf.evaluate("R = (A(2*i + 1, j) + v(i)) + (-A(i, j))",
+                       A=spf.Tensor.from_dense("SortedCOO", a), v=v)
+    _same(got, np.int64(a[1, 0]) + v.sum() + np.negative(a).sum(dtype=np.int64))
+    b = np.array([-128, 5], np.int8)
+    w = np.array([1, 1])
+    _same(spf.evaluate("y(i) = w(i) - b(i)", w=w, b=b), w + np.negative(b))
+
+
+def test_a_split_subtraction_of_booleans_is_not_a_negation():
+    """A sum split off inside a value subtracted its operand through a '-' node, which
+    numpy refuses on booleans: ``((B / 0) - B(-i+2,j)) / B(i,j)`` was refused."""
+    d = np.ones((2, 3), bool)
+    b = spf.Tensor.from_dense("DCSR", d)
+    with np.errstate(all="ignore"):
+        got = spf.evaluate("R(i,j) = ((B(i,j) / 0) - B(-i+2,j)) / B(i,j)", B=b,
+                           out=np.zeros((2, 3)), fill_values=True)
+        want = np.zeros((2, 3))
+        want[1] = ((d[1] / 0) - d[1]) / d[1]
+        want[0] = (d[0] / 0) / d[0]       # B(2, j) is outside B: that term adds nothing
+    _same(got, want)
+
+
+def test_a_product_of_an_infinite_value_and_a_sum_is_computed_at_every_point():
+    """``((T or j) / 0) * (j - x(2*j))`` distributed the infinite value over the sum
+    (inf * j - inf * x: nan where numpy's per-point product is inf)."""
+    t = np.array([[[0, 4, 0, 2], [2, 3, 1, 1], [1, 4, 1, 2]],
+                  [[3, 2, 3, 0], [4, 0, 3, 0], [1, 4, 1, 4]]], np.uint64)
+    x = np.zeros(3, np.uint64)
+    want = np.zeros((2, 3))
+    with np.errstate(all="ignore"):
+        for i, j, k in np.ndindex(2, 3, 8):
+            if k + i + 1 < 4 and 2 * j < 3:
+                want[i, j] += (np.logical_or(t[i, j, k + i + 1], j) / 0) * (j - x[2 * j])
+        got = spf.evaluate("R(i,j) = ((T(i,j,k + i + 1) or j) / 0) * (j - x(2*j))",
+                           T=spf.Tensor.from_dense("COO3", t), x=x)
+    _same(got, want)
+
+
+def test_a_scalar_times_inf_is_a_number_term():
+    """A scalar divided by zero (no tensor in its term) must not be folded into a value of
+    a tensor (there is none): it is inf, -inf or nan added into every element."""
+    b = spf.Tensor.from_dense("CSR", np.eye(3))
+    with np.errstate(all="ignore"):
+        for s in (2.0, -1.0, 0.0):
+            _same(spf.evaluate("R(i) = B(i,j) + 256 * (s / 0)", B=b, s=s),
+                  np.ones(3) + 256 * (np.float64(s) / 0))
+
+
+def test_a_scalar_added_to_one_tensor_is_a_term():
+    """``i + (s + T(i,j,k))`` folded ``s + T`` into one value (one access and no number
+    term) and refused "the scalar 's' inside a function"; s is a term of its own."""
+    t = np.arange(8.0).reshape(2, 2, 2)
+    _same(spf.evaluate("y(j) = 2 * (s + T(i,j,k))", s=np.float64(3), T=t),
+          2 * t.sum((0, 2)) + 2 * 3.0)
+    with pytest.raises(spf.SpecError, match="a term of index values only"):
+        spf.evaluate("y(j) = i + (s + T(i,j,k))", s=np.float64(3), T=t)
+
+
+# numpy's types: numpy scalars strongly typed, literals weakly, numbers alone in the output's
+
+def test_numpy_scalars_promote_by_their_type():
+    """A numpy scalar was typed as the kernel's output (``s = np.float32(3)`` refused as not
+    converting to uint16; ``5 * ((T >= 3) * s)`` int64 for a np.uint16 ``s``); numpy 2
+    promotes a numpy scalar by its type, a Python number weakly."""
+    v = np.array([1, 2, 3], np.uint16)
+    s = np.float32(3)
+    want = s + (v * s).sum(dtype=np.float32) + s * s         # the number terms added once
+    _same(spf.evaluate("R = s + (v(i)+s)*s", v=v, s=s), want)
+    t = np.array([[[1, 5], [3, 2]]], np.int64)
+    u = np.uint16(2)
+    _same(spf.evaluate("R(j) = 5 * ((T(i,j,k) >= 3) * s)", T=t, s=u),
+          (5 * ((t >= 3) * u)).sum(axis=(0, 2), dtype=np.uint16))
+    f = np.array([1.5, 2.0], np.float32)
+    _same(spf.evaluate("y(i) = s * x(i)", s=np.float64(2), x=f), np.float64(2) * f)
+    _same(spf.evaluate("y(i) = s * x(i)", s=2.0, x=f), 2.0 * f)
+
+
+def test_numbers_added_to_integer_sums_keep_the_integer_type():
+    """A number term was typed float64 on its own: refused as not casting into the sum's
+    integer type; numpy adds a Python int weakly (int32, int64 for a bool sum, uint32)."""
+    k = spf.Kernel("R = (x(j)*x(j)) - 5", dtype={"x": "int32", "R": "int32"}).compile()
+    x = np.array([3, -4, 100000], np.int32)
+    _same(k(x=x), (x * x).sum(dtype=np.int32) - np.int32(5))
+    a = np.array([[True, False], [True, True]])
+    _same(spf.evaluate("R = A(i,j) + 0", A=a), np.int64(3))
+    t = np.full((2, 2, 2), 4294967295, np.uint32)
+    _same(spf.evaluate("R = T(i,j,k) + 1", T=t), t.sum(dtype=np.uint32) + np.uint32(1))
+    _same(spf.evaluate("y(i) = x(i) - 3", x=np.array([0, 5], np.uint8)),
+          np.array([0, 5], np.uint8) - 3)
+
+
+def test_a_negative_coefficient_wraps_in_an_unsigned_type():
+    """``-(256*x(j))`` of uint32 was refused (-256 does not fit uint32); numpy negates the
+    uint32 product, wrapping; a negative literal written as such is numpy's refusal."""
+    x = np.array([1, 2, 0], np.uint32)
+    _same(spf.evaluate("R(j) = -(256*x(j))", x=x), -(256 * x))
+    u = np.array([0, 3, 100], np.uint8)
+    _same(spf.evaluate("R(j) = x(j) - (3 * x(j))", x=u), u - 3 * u)
+    with pytest.raises(spf.SpecError, match=re.escape(
+            "<string>:1:13: x(j) * (-256): numpy refuses it on uint32 values (OverflowError: "
+            "Python integer -256 out of bounds for uint32)")):
+        spf.evaluate("R(j) = x(j) * -256", x=x)
+
+
+@pytest.mark.parametrize("expr, extra", [
+    ("y(i) = A(i,j) * x(j) + pow(2.5, -1)", 0.4),
+    ("y(i) = A(i,j) * x(j) - log(1)", 0.0),
+    ("y(i) = A(i,j) * x(j) + 3 * abs(-2) / 4", 1.5),
+    ("y(i) = A(i,j) * x(j) - (1 < 2)", -1.0),
+    ("y(i) = A(i,j) * x(j) + where(2 > 3, 1, 0.25) * 2", 0.5),
+])
+def test_a_term_of_numbers_is_a_number(expr, extra):
+    """``pow(2.5, -1)`` and ``log(1)`` were refused as "a term of index values only"; numpy
+    computes them (as numbers: added into every element once)."""
+    d = np.array([[1.0, 0.0], [2.0, 3.0]])
+    x = np.array([1.0, -1.0])
+    np.testing.assert_allclose(spf.evaluate(expr, A=sp.csr_matrix(d), x=x), d @ x + extra)
+
+
+def test_numbers_of_functions_are_numpys_scalars():
+    """A function of numbers is numpy's scalar (strongly typed: float64 next to float32),
+    a literal a Python number (weak); numpy's refusal of one is an spf error."""
+    f = np.array([1.0, 2.0], np.float32)
+    _same(spf.evaluate("y(i) = x(i) * w(i) + log(2)", x=f, w=f), f * f + np.log(2))
+    _same(spf.evaluate("y(i) = x(i) * w(i) + 0.5", x=f, w=f), f * f + 0.5)
+    _same(spf.evaluate("y(i) = x(i) * exp(1)", x=f), f * np.exp(1))
+    _same(spf.evaluate("y(i) = max(x(i), 7 / 2)", x=f), np.maximum(f, 7 / 2))
+    with pytest.raises(spf.SpecError, match=re.escape(
+            "<string>:1:22: pow(2, -1): numpy refuses it (ValueError: Integers to negative "
+            "integer powers are not allowed.)")):
+        spf.evaluate("y(i) = x(i) * w(i) + pow(2, -1)", x=f, w=f)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int16"])
+def test_float_functions_of_narrow_integers_are_float32(dtype):
+    """numpy gives float16 for sqrt of 8-bit integers (float32 for 16-bit); spf holds float16
+    as float32 (docs/value-types.md)."""
+    x = np.array([1, 4, 0, 1], dtype)
+    w = np.array([2, 1, 3, 0], dtype)
+    for expr, ref in [("y(i) = sqrt(x(i))", np.sqrt(x)), ("y(i) = exp(x(i)) * w(i)",
+                                                           np.exp(x) * w),
+                      ("s = sqrt(x(i)) * w(i)", (np.sqrt(x) * w).sum())]:
+        got = spf.evaluate(expr, x=x, w=w) if "w(" in expr else spf.evaluate(expr, x=x)
+        assert got.dtype == np.float32 and np.result_type(ref) in (np.float16, np.float32)
+        np.testing.assert_allclose(got, ref.astype(np.float32), rtol=2e-3)
+
+
+def test_the_round_two_c_compiles_warning_free():
+    """A truth negated in an unsigned sum, numbers folded from functions and truths, a
+    number term in an integer output: no warning under -Wall -Wextra."""
+    from conftest import assert_compiles_clean
+    for expr, dtype in [("R = -((not F(k)) + F(k)*F(k))", {"F": "uint32"}),
+                        ("y(i) = F(i,j) * x(j) + log(2) - (1 < 2)", "float32"),
+                        ("y(i) = max(x(i), 2 - 5) * pow(3, 2) + (x(i) + 1 - 4) - 7", "int8"),
+                        ("y(i) = x(i+1) - 3", "uint16")]:
+        assert_compiles_clean(spf.Kernel(expr, dtype=dtype).c_source())
+
+
+# round 3: a negated integer wraps in its own type; messages name the tensors as written ---
+
+def test_a_negated_operand_of_a_merged_sum_wraps_in_its_type():
+    """A sparse output merging its operands' storage negated a run in C's int (int8 -128
+    gave 128) or in the output's wider type; numpy's negative wraps in the operand's type
+    (-128), then each term adds in the output's type."""
+    a = np.array([[-128, 1, 0], [0, 127, 2]], np.int8)
+    b = np.array([[0, 3, -128], [5, 0, -128]], np.int8)
+    d = np.array([[1, 0, 1], [0, 1000, 0]], np.int32)
+    A, B, D = (spf.Tensor.from_dense("CSR", m) for m in (a, b, d))
+    for out in ("CSR", "DenseMatrix"):
+        got = spf.evaluate("C(i,j) = -A(i,j) + D(i,j)", A=A, D=D, layouts={"C": out})
+        _same(got.to_dense() if out == "CSR" else got, (-a).astype(np.int32) + d)
+        k = spf.Kernel("C(i,j) = -A(i,j) - B(i,j)", {"A": "CSR", "B": "CSR", "C": out},
+                       dtype={"A": "int8", "B": "int8", "C": "int32"}).compile()
+        got = k(A=A, B=B)
+        _same(got.to_dense() if out == "CSR" else got,
+              (-a).astype(np.int32) + (-b).astype(np.int32))
+    k = spf.Kernel("C(i,j) = -min(A(i,j), B(i,j))", {"A": "CSR", "B": "CSR", "C": "CSR"},
+                   dtype={"A": "int8", "B": "int8", "C": "int32"})
+    assert "union" in k.report()
+    _same(k.compile()(A=A, B=B).to_dense(), (-np.minimum(a, b)).astype(np.int32))
+    w = np.array([[-2 ** 31, 1], [0, 5]], np.int32)
+    k = spf.Kernel("C(i,j) = -A(i,j) - B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
+                   dtype={"A": "int32", "B": "int32", "C": "int64"}).compile()
+    W = spf.Tensor.from_dense("CSR", w)
+    _same(k(A=W, B=W).to_dense(), 2 * (-w).astype(np.int64))
+
+
+def test_refusals_name_a_tensor_read_again_as_written():
+    """A tensor read again is renamed inside spf (``spf_B_2``); a refusal printed that."""
+    B = spf.Tensor.from_dense("SymCSR", np.array([[True, False], [False, True]]))
+    with pytest.raises(spf.SpecError) as err:
+        spf.evaluate("R(i,j) = B(i,j) / B(i,j) - B(i,j)", B=B, layouts={"R": "CSR"})
+    assert str(err.value) == (
+        "<string>:1:10: B(i,j) / B(i,j): it divides by B(i,j), which is 0 where B stores "
+        "nothing; pass fill_values=True to compute it densely, as numpy does (inf or nan "
+        "where nothing is stored)")
+    with pytest.raises(spf.SpecError) as err:
+        spf.evaluate("R(i,j) = ((B(i-1,j) - B(i,j)) / B(i,j)) - B(i,j)", B=B,
+                     layouts={"R": "CSR"})
+    assert str(err.value).startswith("<string>:1:12: B(i-1,j) / B(i,j): it divides by "
+                                     "B(i,j), which is 0 where B stores nothing;")
+    with pytest.raises(spf.ArgumentError) as err:
+        spf.evaluate("R(i,j) = F(i,j) * exp(F(i,j))", F=np.eye(2), G=1)
+    assert "are neither tensors of 'R(i,j) = F(i,j) * exp(F(i,j))' (['F', 'R'])" in \
+        str(err.value)
+
+
+# a number coefficient keeps its type; the literal -2**63 (round 3) ------------------------
+
+@pytest.mark.parametrize("written, numpy_of", [
+    ("x(i) / 5 * 5", lambda x: x / 5 * 5), ("x(i) / 1", lambda x: x / 1),
+    ("x(i) * 1.0", lambda x: x * 1.0), ("x(i) * (5.0/5)", lambda x: x * (5.0 / 5)),
+    ("x(i) * -1.0", lambda x: x * -1.0), ("x(i) * 1", lambda x: x * 1),
+    ("x(i) * 1.0 + x(i)", lambda x: x * 1.0 + x), ("-x(i)", lambda x: -x)])
+def test_a_coefficient_folded_to_one_keeps_its_type(written, numpy_of):
+    """A coefficient equal to 1 was dropped with its type: ``x(i) * 5/5`` of int32 was int32
+    [1 2]; numpy's is float64 (a float literal or a division promotes, the int 1 does not),
+    and ``x(i) * -1.0`` of int8 -128 is 128.0, not int8's wrapped negative (-128 * 5 would
+    wrap in int8 before numpy divides)."""
+    low = -25 if "/ 5" in written else -128
+    for x in (np.array([1, 2], np.int32), np.array([low, 5, 0], np.int8)):
+        _same(spf.evaluate(f"y(i) = {written}", x=x), numpy_of(x))
+
+
+def test_a_coefficient_of_one_keeps_its_type_in_a_sparse_output_and_a_kernel():
+    d = np.array([[-128, 0], [0, 5]], np.int8)
+    A = spf.Tensor.from_dense("CSR", d)
+    for written, want in [("A(i,j) * -1.0", d * -1.0), ("A(i,j) / 1", d / 1)]:
+        got = spf.evaluate(f"C(i,j) = {written}", A=A, layouts={"C": "CSR"})
+        _same(got.to_dense(), want)
+    k = spf.Kernel("y(i) = x(i) / 5 * 5", {}, dtype={"x": "int32"})
+    assert k.typing.output.name == "float64"
+    with pytest.raises(spf.SpecError, match=re.escape(
+            "dtype: the output 'y' is int32, and numpy computes 'x(i) * 1.0' in float64")):
+        spf.Kernel("y(i) = x(i) * 1.0", {}, dtype="int32")
+
+
+@pytest.mark.parametrize("written, numpy_of", [
+    ("x(i) * (-9223372036854775808)", lambda x: x * -2 ** 63),
+    ("-9223372036854775808 * x(i)", lambda x: -2 ** 63 * x),
+    ("x(i) + (-9223372036854775808)", lambda x: x + -2 ** 63),
+    ("-(x(i) * 4611686018427387904) * 2", lambda x: -(x * 2 ** 62) * 2)])
+def test_the_literal_minus_2_to_the_63_multiplies_as_numpy(written, numpy_of):
+    """``x * -N`` multiplies by the literal -N: -2**63 fits int64, but its size was checked
+    alone and refused ("9223372036854775808 does not fit int64")."""
+    x = np.array([1, 2, -3, 0])
+    with np.errstate(over="ignore"):
+        want = numpy_of(x)
+    _same(spf.evaluate(f"y(i) = {written}", x=x), want)
+
+
+def test_the_integer_2_to_the_63_is_still_refused_next_to_int64():
+    x = np.array([1, 2])
+    why = ("the integer 9223372036854775808 does not fit int64, the type numpy computes it "
+           "in (numpy raises OverflowError: Python int too large to convert to C long)")
+    for written, where in [("x(i) * 9223372036854775808", " 9223372036854775808 * x(i)"),
+                           ("-(9223372036854775808 * x(i))",    # at its '*'
+                            "1:30: 9223372036854775808 * x(i)")]:
+        with pytest.raises(spf.SpecError) as err:
+            spf.evaluate(f"y(i) = {written}", x=x)
+        assert str(err.value) == f"<string>:{where}: {why}"
+
+
+_I32 = np.array([70000, 3, -5], np.int32)
+
+
+@pytest.mark.parametrize("written, operands, step, at, types", [
+    ("x(i) * x(i) * 2.0", {"x": _I32}, "x(i) * x(i)", "1:20", ("int32", "float64")),
+    ("x(i) * 4611686018427387904 / 3", {"x": np.array([1, 2, -3])},
+     "x(i) * 4611686018427387904", "1:35", ("int64", "float64")),
+    ("x(i) * 5 / 5", {"x": np.array([-128, 3], np.int8)}, "x(i) * 5", "1:17",
+     ("int8", "float64")),
+    ("-x(i) / 2", {"x": np.array([-128, 3], np.int8)}, "-x(i)", "1:14", ("int8", "float64")),
+    ("x(i) * x(i) * z(i)", {"x": _I32, "z": np.array([1, 2, 3])}, "x(i) * x(i)", "1:20",
+     ("int32", "int64")),
+    ("x(i) * x(i) * log(2)", {"x": _I32}, "x(i) * x(i)", "1:20", ("int32", "float64")),
+    ("(x(i) * x(i) + 1.5) * 2.0", {"x": _I32}, "x(i) * x(i)", "1:28", ("int32", "float64"))])
+def test_an_integer_step_before_a_type_change_is_refused(written, operands, step, at, types):
+    """numpy computes (and wraps) ``x * x`` in int32 before ``* 2.0``; spf folds a product's
+    numbers into one coefficient and multiplied in float64 (9.8e9 for numpy's 1.21e9):
+    silently wrong, now a SpecError naming the step."""
+    own, final = types
+    with pytest.raises(spf.SpecError) as err:
+        spf.evaluate(f"y(i) = {written}", **operands)
+    assert str(err.value).startswith(
+        f"<string>:{at}: {step} is {own} in numpy and may wrap there before ")
+    assert f"spf multiplies a product's numbers and factors in one type ({final})" \
+        in str(err.value)
+
+
+@pytest.mark.parametrize("written, numpy_of", [
+    ("2.0 * x(i) * x(i)", lambda x: 2.0 * x * x),          # float64 at every step
+    ("x(i) * x(i) * 2", lambda x: x * x * 2),               # int32 throughout: wraps
+    ("x(i) * 1 * 2.0 + x(i) / 2", lambda x: x * 1 * 2.0 + x / 2)])
+def test_products_whose_steps_keep_their_type_still_compute_as_numpy(written, numpy_of):
+    with np.errstate(over="ignore"):
+        want = numpy_of(_I32)
+    _same(spf.evaluate(f"y(i) = {written}", x=_I32), want)
+
+
+@pytest.mark.parametrize("written", ["A(i,j) * 1.0", "A(i,j) / 1", "A(i,j) * 2", "A(i,j) * 1"])
+def test_a_number_is_refused_under_a_semiring(written):
+    """``* 1.0``, ``/ 1`` and ``* 1`` came to the coefficient 1 and were accepted under
+    min_plus (where ``* 1`` is the semiring's mul by 1: A + 1)."""
+    with pytest.raises(spf.SpecError, match=re.escape(
+            "semiring=min_plus: a subtracted product or a numeric coefficient has no "
+            "meaning in a semiring")):
+        spf.Kernel(f"y(i) = {written}", {"A": "CSR"}, semiring="min_plus")

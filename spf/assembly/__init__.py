@@ -65,8 +65,9 @@ def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) 
     extents = tuple(nest.space.extent[i] for i in key)
     ordered, why = ordered_prefix(nest, key, storage.descending, decisions)
     chosen = next(s for s in STRATEGIES.values() if s.applies(ordered, len(key), storage))
+    ranged = any(t == output.name for _, t, _ in nest.space.expr.ranges)
     plan = AssemblyPlan(output, storage, key, storage.descending, extents, ordered,
-                        chosen.mode, why)
+                        chosen.mode, why, ranged=ranged)
     plan = chosen.specialize(nest, plan, decisions)
     return replace(plan, how=chosen.how(plan))
 

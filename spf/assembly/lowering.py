@@ -31,7 +31,8 @@ def param(plan: AssemblyPlan, tensor: str, role: FunctionRole) -> str:
     if role is FunctionRole.ROW_COUNTS:
         return "spf_index_t *restrict spf_count, spf_workspace *restrict spf_wss"
     if role.counts:
-        return "int64_t *restrict spf_bound"
+        return "int64_t *restrict spf_bound" + (
+            ", const int64_t *restrict spf_ext" if plan.ranged else "")
     if role is FunctionRole.STREAM:
         return f"spf_stream *restrict {tensor}" + (
             ", const int64_t *restrict spf_ext" if stream_reads_extents(plan) else "")
@@ -40,10 +41,24 @@ def param(plan: AssemblyPlan, tensor: str, role: FunctionRole) -> str:
 
 
 def stream_reads_extents(plan: AssemblyPlan) -> bool:
-    """Whether a term of a sum linearizes its keys by the output's extents, which its caller
-    passes (``spf_ext``): they may be the output's own (``y(i) = A(i-1) + A(i+1)``: i
-    ranges over y), and every run must be keyed as the caller decodes the union."""
-    return strategy(plan).needs_extents(plan)
+    """Whether a term of a sum reads the output's extents, which its caller passes
+    (``spf_ext``): to linearize its keys (they may be the output's own, ``y(i) = A(i-1) +
+    A(i+1)``: i ranges over y, and every run must be keyed as the caller decodes the union),
+    or as the range of an output index (:attr:`AssemblyPlan.ranged`)."""
+    return strategy(plan).needs_extents(plan) or plan.ranged
+
+
+def extents_read(plan: AssemblyPlan) -> dict[str, str]:
+    """Where a term's functions read the output's extents: each shape field of the output
+    (``R.numCols``) as its element of ``spf_ext`` (the extents in storage order), for a
+    nest bounded by the statement's range of an output index (:attr:`AssemblyPlan.ranged`);
+    the kernel writing the output reads them from it."""
+    if not plan.ranged:
+        return {}
+    out = plan.output
+    fields = [s.as_name() for s in out.layout.shape]
+    return {f: f"spf_ext[{plan.key.index(i)}]" for f, i in zip(fields, out.indices)
+            if f is not None}
 
 
 def reads(plan: AssemblyPlan, role: FunctionRole, operands: set[str]) -> set[str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..decide.synthesis import Decision
 from ..front.kernel_spec import Expr
 from ..front.layout import Layout
+from ..front.rhs import is_sign
 from ..front.storage import Storage, storage_or_none
 from ..middle.scan import LoopNest
 from .model import AssemblyPlan
@@ -38,7 +39,7 @@ def operand_run(expr: Expr, layouts: Mapping[str, Layout], nest: LoopNest,
     """The run a term reads directly from its operand, or None when it needs one built."""
     tensors = [a for a in expr.factors if a.indices]
     if len(tensors) != 1 or len(expr.factors) != 1 or decisions or \
-            expr.coefficient not in (1, -1) or tensors[0].value is not None:
+            not is_sign(expr.coefficient) or tensors[0].value is not None:
         return None         # a product, a scalar factor, a coefficient or a find
     acc = tensors[0]
     layout = layouts[acc.tensor]

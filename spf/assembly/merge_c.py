@@ -25,12 +25,19 @@ from fractions import Fraction
 from ..back import ctree as t
 from ..back.names import field_ctype
 from ..back.status import VALUE_STATUS, Status, value_status_declaration
-from ..back.value_c import helpers_of, scaled_c, sets_status, value_c
-from ..front.rhs import Coefficient, Node
+from ..back.value_c import (
+    helpers_of,
+    negated_c,
+    negation_wraps,
+    scaled_c,
+    sets_status,
+    value_c,
+)
+from ..front.rhs import Coefficient, Node, is_sign
 from ..front.semiring import PLUS_TIMES, Semiring
 from ..front.storage import Storage, StorageKind
 from ..front.value_exprs import type_of
-from ..front.value_types import ValueType, result_type
+from ..front.value_types import Kind, ValueType, result_type
 from .base import CAPACITY
 from .merge import Run
 
@@ -145,7 +152,7 @@ class _MergeWriter:
             text = ""
             for r, place in present:
                 read = self._read(r, place.pos)
-                if self.runs[r].sign < 0:
+                if self.runs[r].sign < 0 and not self._wraps(r):
                     text = f"{text} - {read}" if text else f"-{read}"
                 else:
                     text = f"{text} + {read}" if text else read
@@ -169,20 +176,31 @@ class _MergeWriter:
                 f"({place.has} ? {read} : 0)"
         value = value_c(self.leaf.tree, reads, self.leaf.types)
         coef = self.leaf.coefficient
-        if coef not in (1, -1):     # in numpy's type of the product (a Fraction: a float)
+        if not is_sign(coef):       # in numpy's type of the product (a Fraction: a float)
             own = type_of(self.leaf.tree, self.leaf.types)
             weak = float(coef) if isinstance(coef, Fraction) else coef
             product = result_type(own, weak=(weak,))
             cast = "" if product == own else f"({product.c})"
             value = scaled_c(f"{cast}{value}", coef, product)
         elif coef == -1:
-            value = f"-{value}"
+            value = negated_c(value, type_of(self.leaf.tree, self.leaf.types))
         return f"(spf_value_t)({value})"
 
+    def _wraps(self, r: int) -> bool:
+        """Whether run ``r`` is subtracted as its negative in its own type, numpy's (-(-128) of
+        int8 is -128): an integer narrower than C's ``int`` (C negates it in ``int``) or than
+        the output's type (the sum's)."""
+        vt = self.runs[r].layout.value_type
+        return self.runs[r].sign < 0 and (negation_wraps(vt) or (
+            vt.kind in (Kind.INT, Kind.UINT) and vt != self.out.layout.value_type))
+
     def _read(self, r: int, pos: str) -> str:
-        """Run ``r``'s value at ``pos``; in the output's type when the runs' types differ
-        (C's promotion is not numpy's: uint32 + int32 is unsigned in C)."""
+        """Run ``r``'s value at ``pos`` (its negative when :meth:`_wraps`); in the output's
+        type when the runs' types differ (C's promotion is not numpy's: uint32 + int32 is
+        unsigned in C) or it is negated."""
         read = f"r{r}_val[{pos}]"
+        if self._wraps(r):
+            return f"((spf_value_t){negated_c(read, self.runs[r].layout.value_type)})"
         mixed = len({run.layout.value_type for run in self.runs}) > 1
         return f"((spf_value_t){read})" if mixed else read
 
@@ -191,7 +209,8 @@ class _MergeWriter:
         semiring: one add per run, not a nested expression)."""
         if not self.semiring.is_plus_times:
             return t.Assign(target, self.semiring.add_c(target, read))
-        return t.Assign(target, read, "-=" if self.runs[r].sign < 0 else "+=")
+        return t.Assign(target, read, "-=" if self.runs[r].sign < 0 and not self._wraps(r)
+                        else "+=")
 
     def _dense(self, k: int, parent: str | None, places: list[_Place | None]) -> list[t.Node]:
         c = f"c{k}"

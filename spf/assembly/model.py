@@ -69,6 +69,10 @@ class AssemblyPlan:
     unique: bool = False            # Z3: no two statement instances have the same key
     drop_zeros: bool = False        # entries equal to the semiring's zero are not stored
     semiring: Semiring = PLUS_TIMES  # equal coordinates combine by its add
+    ranged: bool = False            # the nest reads the output's extents (a term of a sum
+                                    # bounded by the statement's range of an output index,
+                                    # Expr.ranges_of): each of its functions takes them; a
+                                    # sum's: some term's do, so its _bound takes them too
     how: str = ""                   # the strategy's account of itself, for reports
 
     @property

@@ -23,7 +23,7 @@ from ..finds.base import FindLowering
 from ..finds.model import Decision
 from ..front.kernel_spec import Access
 from ..front.layout import Layout
-from ..front.rhs import Node, index_refs, operands
+from ..front.rhs import Node, index_refs, is_sign, operands
 from ..front.terms import Aff
 from ..front.value_exprs import type_of
 from ..front.value_types import Kind, ValueType, result_type
@@ -37,7 +37,7 @@ from .names import CNames, scalar_param, scalar_value, struct_name, used_names, 
 from .privatize import private_region, redirect
 from .register_block import BLOCK, find_block, open_block
 from .status import VALUE_STATUS, Status, value_status_declaration
-from .value_c import helpers_of, number_c, scaled_c, sets_status, value_c
+from .value_c import helpers_of, negated_c, number_c, scaled_c, sets_status, value_c
 
 
 class CustomStatement:
@@ -98,6 +98,10 @@ class KernelLowering:
         direct = frozenset({self.expr.output.tensor}) \
             if plan.assembly is not None or custom is not None else frozenset()
         self.names = CNames(self.space, self.helpers, hoist=True, direct=direct)
+        if plan.assembly is not None and role is not FunctionRole.OUTPUT:   # no output struct
+            out = plan.assembly.output.name
+            self.names.redirect.update({(out, f): c for f, c in
+                                        assembly_c.extents_read(plan.assembly).items()})
         # a scatter loop in parallel: every thread adds into its own copy of the output
         self.privatized = plan.privatized and bool(self.parallel_loop) and custom is None
         if self.privatized:
@@ -131,8 +135,10 @@ class KernelLowering:
 
     # signature ------------------------------------------------------------------------
     def signature(self) -> str:
-        """``int <name>(<the output's parameters>, <each factor's>)``."""
-        params = [p for acc in (self.expr.output, *self.expr.factors) for p in self._params(acc)]
+        """``int <name>(<the output's parameters>, <each factor's>, <each tensor read for
+        its extents only>)``."""
+        params = [p for acc in (self.expr.output, *self.expr.factors, *self.expr.sized)
+                  for p in self._params(acc)]
         return f"int {self.name}({', '.join(params)})"
 
     def _params(self, acc: Access) -> list[str]:
@@ -170,22 +176,26 @@ class KernelLowering:
         types = [vt if acc.value is None else type_of(acc.value, self._types(acc.value))
                  for acc, vt in zip(accs, stored)]
         coef = self.expr.coefficient
-        weak = () if coef in (1, -1) else (float(coef) if isinstance(coef, Fraction) else coef,)
+        if not accs:                 # a number broadcast over the output, in its type
+            out = self.plan.typing.output
+            return f"({out.c}){number_c(coef, out)}"
+        size = -coef if coef < 0 else coef      # the sign is a negation of the product
+        weak = () if is_sign(coef) else (float(size) if isinstance(size, Fraction) else size,)
         ptype = result_type(*types, weak=weak)
         factors = [self._factor(acc, vt) for acc, vt in zip(accs, stored)]
-        if not factors:              # a number broadcast over the output
-            return f"({ptype.c}){number_c(coef, ptype)}"
         factors = [f if vt == ptype else f"(({ptype.c}){f})" for f, vt in zip(factors, types)]
         if ptype.kind is Kind.BOOL and self.semiring.is_plus_times:
             rhs = " && ".join(factors) if len(factors) > 1 else factors[0]
-            return rhs              # booleans: times is and (no sign: '-' is refused)
+            # booleans: times is and; a product subtracted (a sum of other types negated,
+            # numpy refuses '-' of booleans) is negated in the sums' type
+            return f"-({self.plan.typing.accumulate.c})({rhs})" if coef == -1 else rhs
         rhs = self.semiring.mul_c(factors)
         if coef not in (1, -1):
             rhs = scaled_c(rhs if len(factors) == 1 else f"({rhs})", coef, ptype)
         if ptype.kind in (Kind.INT, Kind.UINT, Kind.BOOL) and (len(factors) > 1 or
                                                                coef not in (1, -1)):
             rhs = f"({ptype.c})({rhs})"   # wrapped in the type first, as numpy's product
-        return f"-({rhs})" if coef == -1 else rhs
+        return negated_c(rhs, ptype) if coef == -1 else rhs   # numpy's negative, in the type
 
     def _factor(self, acc: Access, vt: ValueType) -> str:
         """A factor's value in C: the tensor's value, a scalar or a value expression."""

@@ -1,12 +1,15 @@
 """C names of one iteration space: terms, index-array reads, values, loop bounds, structs."""
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..front import index_expr as ie
 from ..front.c_reserved import reserved_in_c
 from ..front.layout import INDEX_TYPE, FieldSpec, Layout
+from ..front.layout_path import LAYOUT_DIR
 from ..front.terms import Aff, Atom, Constraint, FloorDiv, UFCall, format_constraint, format_sum
 from ..front.value_types import Kind, ValueType
 from ..middle.iteration_space import IterationSpace, TensorUse
@@ -142,7 +145,18 @@ def struct_name(layout: Layout) -> str:
     suffix = "".join(f"_{k}{v}" for k, v in sorted(layout.params.items()))
     values = "" if layout.value_type.is_float64 else f"_{layout.value_type.name}"
     sep = "_" if layout.name[:1].isupper() else "__"
-    return f"spf{sep}{layout.name}{suffix}{values}"
+    return f"spf{sep}{layout.name}{suffix}{values}{_members_digest(layout)}"
+
+
+def _members_digest(layout: Layout) -> str:
+    """``''`` for a shipped layout; for any other, ``_`` and 8 hex digits of its struct's
+    members: a layout file named like another (a copy of DenseMatrix.toml with its fields
+    reordered) never shares a typedef with it in one C file."""
+    if Path(layout.source).parent == LAYOUT_DIR:
+        return ""
+    members = ";".join(f"{f.name}:{field_ctype(f, layout)}:{f.is_array}"
+                       for f in layout.fields.values())
+    return "_" + hashlib.sha256(members.encode()).hexdigest()[:8]
 
 
 def struct_typedef(layout: Layout) -> str:
@@ -152,8 +166,7 @@ def struct_typedef(layout: Layout) -> str:
     for f in layout.fields.values():
         ctype = field_ctype(f, layout)
         if f.is_array:
-            extents = "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})")
-                                for d in f.dims)
+            extents = "][".join(ie.text(d) for d in f.dims)
             lines.append(f"    {ctype} *restrict {f.name};  /* [{extents}] */")
         else:
             lines.append(f"    {ctype} {f.name};")

@@ -36,6 +36,9 @@ def header_lines(plan: Plan, name: str) -> list[str]:
         header.append(f"  {use.name}: {use.layout.name}"
                       + (f" {dict(use.layout.params)}" if use.layout.params else ""))
     header.append(f"Loop order: {', '.join(plan.nest.schedule)}")
+    if plan.nest.empty:
+        header.append("  (the iteration space holds no point, as no access is ever in range: "
+                      "every loop runs no iteration)")
     if plan.order_why:
         header.append(f"  ({plan.order_why})")
     for d in plan.decisions:
@@ -114,10 +117,12 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
              terms: list[KernelCode], term_args: list[list[str]], out_space: IterationSpace,
              parallel: bool, assembly: AssemblyPlan | None = None,
              bounds: Sequence[KernelCode] = (), semiring: Semiring = PLUS_TIMES,
-             typing: Typing = FLOAT64_TYPING) -> str:
+             typing: Typing = FLOAT64_TYPING,
+             bound_args: Sequence[list[str]] = ()) -> str:
     """A sum by statement splitting (paper Sec. 4): one static function per product term,
     each adding into the output (a dense array or scalar), or each producing a sorted run of
-    the assembled output's entries (``bounds``: the terms' instance counters); the kernel
+    the assembled output's entries (``bounds``: the terms' instance counters, taking
+    ``bound_args``); the kernel
     sets the output to the semiring's zero, or merges the runs (combining equal coordinates
     by its add) and appends their union to the output."""
     helpers: set[str] = set().union(*(c.helpers for c in [*terms, *bounds]))
@@ -134,7 +139,7 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
             [CPrinter().definitions(storage_c.functions(
                 assembly.storage, name, struct_name(assembly.output.layout), False))]
             + [function(b, static=True) for b in bounds]
-            + [_sum_bound(name, expr.output.tensor, term_args, params[1:])])
+            + [_sum_bound(name, expr.output.tensor, bound_args, params[1:])])
     else:
         body += _add_terms(name, expr, term_args, out_space, names, parallel,
                            semiring.zero_c())
@@ -149,13 +154,13 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
 
 def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[str, Layout],
                 runs: list[Run], assembly: AssemblyPlan, bounds: list[KernelCode],
-                term_args: list[list[str]], semiring: Semiring = PLUS_TIMES,
+                bound_args: list[list[str]], semiring: Semiring = PLUS_TIMES,
                 typing: Typing = FLOAT64_TYPING, parallel: bool = False,
                 leaf: Leaf | None = None) -> str:
     """A sum whose every term is an operand already stored in the output's storage order
     (:mod:`spf.assembly.merge`): the kernel merges the operands level by level into the
     output (``parallel``: row by row, by the threads); ``bounds`` (the terms' entry
-    counters) size it."""
+    counters, taking ``bound_args``) size it."""
     layouts: dict[str, Layout] = {}
     params = _sum_params(expr, tensor_layouts, assembly, layouts, typing)
     out = expr.output.tensor
@@ -164,7 +169,7 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mappin
                            leaf)
     extra = "\n\n".join([CPrinter().definitions([merge])]
                          + [function(b, static=True) for b in bounds]
-                         + [_sum_bound(name, out, term_args, params[1:])])
+                         + [_sum_bound(name, out, bound_args, params[1:])])
     args = ", ".join(run.operand for run in runs)
     body: list[t.Node] = [t.Comment(f"{expr}: the operands are the sorted runs of the union"),
                           t.Return(f"{name}_merge({out}, {out}_size, {args})")]
@@ -225,17 +230,23 @@ def _merge_runs(name: str, out: str, term_args: list[list[str]], assembly: Assem
         t.Return("spf_status")]
 
 
-def _sum_bound(name: str, out: str, term_args: list[list[str]], inputs: list[str]) -> str:
+def _sum_bound(name: str, out: str, bound_args: Sequence[list[str]],
+               inputs: list[str]) -> str:
+    """The sum's ``<name>_bound``: its terms' counts added (``bound_args``: the arguments of
+    each term's; one taking the output's extents, ``spf_ext``, makes the sum's take them
+    after ``spf_bound``)."""
     body: list[t.Node] = [t.Declare("int64_t", "spf_n", "0"), t.Assign("*spf_bound", "0"),
                           t.Declare("int", "spf_status")]
-    for k, args in enumerate(term_args):
-        args = ["&spf_n" if a == out else a for a in args if a != "spf_ext"]
+    for k, args in enumerate(bound_args):
+        args = ["&spf_n" if a == out else a for a in args]
         body += [_passed_on(f"{name}_term{k}_bound({', '.join(args)})"),
                  t.Assign("*spf_bound", "spf_n", "+=")]
     body.append(t.Return(str(Status.OK.value)))
+    extents = ["const int64_t *restrict spf_ext"] if any("spf_ext" in a for a in bound_args) \
+        else []
     return BOUND_COMMENT + function(KernelCode(
-        f"int {name}_bound(int64_t *restrict spf_bound, {', '.join(inputs)})", body, set(),
-        {}, set(), False, []))
+        f"int {name}_bound({', '.join(['int64_t *restrict spf_bound', *extents, *inputs])})",
+        body, set(), {}, set(), False, []))
 
 
 def _add_terms(name: str, expr, term_args: list[list[str]], out_space: IterationSpace,

@@ -30,8 +30,12 @@ from ..front.rhs import (
     Op,
     Ref,
     children,
+    is_python_number,
+    number_value,
+    numbers_only,
+    text,
 )
-from ..front.value_exprs import type_of
+from ..front.value_exprs import number_type, type_of
 from ..front.value_types import Kind, ValueType, can_cast, result_type
 
 INTEGERS = (Kind.INT, Kind.UINT, Kind.BOOL)
@@ -39,9 +43,13 @@ INTEGERS = (Kind.INT, Kind.UINT, Kind.BOOL)
 
 def value_c(tree: Node, reads: Mapping[str, str], types: Mapping[str, ValueType]) -> str:
     """``tree`` in C: ``reads`` the C of each operand's value (by name), ``types`` their
-    value types."""
+    value types.  An expression of numbers only is its value, computed as numpy does
+    (:func:`~spf.front.rhs.number_value`): C never computes what numpy folds."""
     if isinstance(tree, Number):
         return literal_c(tree.value, None)
+    if numbers_only(tree):
+        value = number_value(tree, "<string>")
+        return literal_c(value, number_type(value, text(tree)))
     if isinstance(tree, Ref):
         return reads[tree.name] if tree.indices is not None else tree.name   # an index
     mine = type_of(tree, types)
@@ -55,8 +63,9 @@ def value_c(tree: Node, reads: Mapping[str, str], types: Mapping[str, ValueType]
             f"({truths[0]} {'&&' if tree.op is Op.AND else '||'} {truths[1]})"
     if tree.op in COMPARISONS:
         return f"(({mine.c}){_comparison(tree, reads, types)})"
-    args = [literal_c(o.value, mine, real=tree.op is Op.DIV) if isinstance(o, Number)
-            else _in(o, reads, types, mine) for o in tree.operands]
+    weak = [_weak_number(o) for o in tree.operands]
+    args = [literal_c(w, mine, real=tree.op is Op.DIV) if w is not None
+            else _in(o, reads, types, mine) for o, w in zip(tree.operands, weak)]
     code = f"(-{args[0]})" if tree.op is Op.NEG else f"({args[0]} {tree.op.value} {args[1]})"
     if tree.op is not Op.DIV and mine.kind in INTEGERS and mine.dtype.itemsize < 4:
         code = f"(({mine.c}){code})"     # C computes it in int: wrapped in its type, as numpy
@@ -69,7 +78,8 @@ def helpers_of(tree: Node, types: Mapping[str, ValueType]) -> set[str]:
     for signed ones, whose negative exponents set the function's status: it needs
     :func:`spf.back.status.value_status_declaration`, see :func:`sets_status`)."""
     def pows(n: Node) -> set[str]:
-        kind = type_of(n, types).kind if isinstance(n, Call) and n.function == "pow" else None
+        kind = type_of(n, types).kind if isinstance(n, Call) and n.function == "pow" \
+            and not numbers_only(n) else None       # numbers: folded, no C computes them
         own = {"spf_ipow"} if kind in INTEGERS else set()
         own |= {"spf_ipow_signed"} if kind is Kind.INT else set()
         return own.union(*map(pows, children(n)))
@@ -84,9 +94,21 @@ def sets_status(helpers: Collection[str]) -> bool:
 
 def _truth(n: Node, reads: Mapping[str, str], types: Mapping[str, ValueType]) -> str:
     """``n`` as a truth value (``and``, ``or``, ``not``): nonzero is true, NaN included."""
-    if isinstance(n, Number):
-        return str(int(n.value != 0))
+    if numbers_only(n):
+        return str(int(bool(number_value(n, "<string>") != 0)))
     return f"({value_c(n, reads, types)} != 0)"
+
+
+def _weak_number(n: Node) -> int | float | None:
+    """The value of ``n`` when it is a Python number numpy promotes weakly (a literal, or an
+    expression of literals Python computes: ``2 - 1``); None otherwise (a function's value
+    is a numpy scalar of its own type)."""
+    if isinstance(n, Number):
+        return n.value
+    if not numbers_only(n):
+        return None
+    value = number_value(n, "<string>")
+    return value if is_python_number(value) else None
 
 
 _PY_COMPARE = {Op.LT: operator.lt, Op.LE: operator.le, Op.GT: operator.gt,
@@ -99,14 +121,15 @@ def _comparison(tree: Apply, reads: Mapping[str, str], types: Mapping[str, Value
     that type decides it alone (``int8 < 300`` is true, as numpy 2 compares); complex
     numbers are ordered by real parts, then imaginary parts (a NaN part: false)."""
     left, right = tree.operands
-    typed = [type_of(o, types) for o in tree.operands if not isinstance(o, Number)]
-    numbers = tuple(o.value for o in tree.operands if isinstance(o, Number))
-    common = result_type(*typed, weak=numbers) if typed else result_type(weak=numbers)
+    weak = [_weak_number(o) for o in tree.operands]
+    typed = [type_of(o, types) for o, w in zip(tree.operands, weak) if w is None]
+    numbers = tuple(w for w in weak if w is not None)
+    common = result_type(*typed, weak=numbers)
     compare = _PY_COMPARE[tree.op]
-    for k, o in enumerate(tree.operands):
-        if isinstance(o, Number) and typed and not fits(o.value, common):
+    for k, w in enumerate(weak):
+        if w is not None and typed and not fits(w, common):
             other = value_c(tree.operands[1 - k], reads, types)
-            beyond = [o.value, 0] if k == 0 else [0, o.value]   # any value of the type
+            beyond = [w, 0] if k == 0 else [0, w]   # any value of the type
             return f"((void){other}, {int(compare(*beyond))})"
     a, b = (_in(o, reads, types, common) for o in (left, right))
     if common.kind is not Kind.COMPLEX or tree.op in (Op.EQ, Op.NE):
@@ -139,8 +162,9 @@ def _in(n: Node, reads: Mapping[str, str], types: Mapping[str, ValueType],
     same_kind casting allows it (an integer argument of sqrt computes in double, as
     numpy's), not otherwise (a complex number under a real result: abs of it; a float
     condition of an integer where: its truth, not its truncation)."""
-    if isinstance(n, Number):
-        return literal_c(n.value, parent)
+    weak = _weak_number(n)
+    if weak is not None:
+        return literal_c(weak, parent)
     code = value_c(n, reads, types)
     own = type_of(n, types)
     if own == parent or not can_cast(own, parent):
@@ -148,11 +172,13 @@ def _in(n: Node, reads: Mapping[str, str], types: Mapping[str, ValueType],
     return f"(({parent.c}){code})"
 
 
-def literal_c(value: int | float, vt: ValueType | None, real: bool = False) -> str:
+def literal_c(value: int | float | np.generic, vt: ValueType | None, real: bool = False) -> str:
     """The number ``value`` in C, in the type ``vt`` as numpy converts a Python number to
     it (None: as written, an integer or a double); ``real``: a float literal (a division's
     operand: C divides integers otherwise).  An integer beyond ``int`` is cast to an integer
-    ``vt``; inf and nan are GCC's builtins."""
+    ``vt``; inf and nan are GCC's builtins; a numpy scalar is its number, a truth 1 or 0."""
+    if isinstance(value, (np.generic, bool)):
+        value = int(value) if isinstance(value, (bool, np.bool_)) else value.item()
     if vt is None or vt.kind in INTEGERS:
         code = _double(float(value)) if real or isinstance(value, float) else _integer(value)
         small = isinstance(value, float) or -2 ** 31 <= value < 2 ** 31
@@ -171,6 +197,18 @@ def number_c(coefficient: Coefficient, vt: ValueType) -> str:
         return (f"({literal_c(coefficient.numerator, vt, real=True)} / "
                 f"{literal_c(coefficient.denominator, vt, real=True)})")
     return literal_c(coefficient, vt)
+
+
+def negation_wraps(vt: ValueType) -> bool:
+    """Whether C's negative of a ``vt`` value needs a cast to be numpy's: C negates an integer
+    narrower than ``int`` in ``int`` (-(-128) of int8 is 128 there), numpy wraps it in the
+    type (-128)."""
+    return vt.kind in (Kind.INT, Kind.UINT) and vt.dtype.itemsize < 4
+
+
+def negated_c(code: str, vt: ValueType) -> str:
+    """numpy's negative of ``code``, a value of type ``vt``, in C (wrapped in the type)."""
+    return f"(({vt.c})-({code}))" if negation_wraps(vt) else f"-({code})"
 
 
 def scaled_c(code: str, coefficient: Coefficient, vt: ValueType) -> str:

@@ -22,7 +22,7 @@ from ..finds import NAMES as ALGORITHMS
 from ..front.c_reserved import reserved_in_c
 from ..front.kernel_spec import Expr, parse_bounds, parse_order
 from ..front.layout import INDEX_WIDTHS, Layout
-from ..front.rhs import NUMBER_NAMES
+from ..front.rhs import NUMBER_NAMES, Node, Number, children, is_sign
 from ..front.semiring import BUILTINS, PLUS_TIMES, Semiring, semiring_of
 from ..front.syntax import C_KEYWORDS
 from ..front.terms import Constraint
@@ -272,10 +272,17 @@ def check_semiring_scope(semiring: Semiring, expr: Expr, assembled: bool) -> Non
                         "coordinates in an order it chooses (sorting, buckets), and add is "
                         "not proven associative and commutative; use a dense output",
                         expr.source)
-    if expr.coefficient != 1 or any(coef != 1 for coef, _ in expr.terms):
+    if any(not is_sign(coef) or coef != 1       # 1.0 and 1/1 are literals numpy promotes
+           for coef in (expr.coefficient, *(c for c, _ in expr.terms))) or \
+            (expr.rhs is not None and _has_number(expr.rhs)):     # ``* 1`` folded away
         raise SpecError(f"semiring={semiring.name}: a subtracted product or a numeric "
                         "coefficient has no meaning in a semiring (terms are combined by add, "
                         "factors by mul)", expr.source)
+
+
+def _has_number(n: Node) -> bool:
+    """Whether the expression ``n`` as written holds a number."""
+    return isinstance(n, Number) or any(_has_number(c) for c in children(n))
 
 
 def check_complement(options: KernelOptions, expr: Expr, output: Layout | None,

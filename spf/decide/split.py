@@ -38,7 +38,7 @@ def split_terms(expr: Expr, layouts: Mapping[str, Layout], bounds: list[Constrai
             product = replace(product, accumulate=True)
         fits = all(c.names() <= set(product.indices) for c in bounds)
         for combo in itertools.product(*choices):
-            mine = dict(combo)
+            mine = dict(combo) | {a.tensor: layouts[a.tensor] for a in product.sized}
             terms.append(Term(product, mine, list(bounds) if fits else None,
                               find if isinstance(find, str)
                               else {t: a for t, a in find.items() if t in mine}))

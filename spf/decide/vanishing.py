@@ -14,9 +14,24 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..concurrency import share_z3_context, symbolic
+from ..errors import SpecError
 from ..front.functions import function
-from ..front.rhs import Apply, Call, Node, Number, Op, Ref, children, operands, text
+from ..front.rhs import (
+    Apply,
+    Call,
+    Node,
+    Op,
+    Ref,
+    children,
+    is_finite,
+    number_value,
+    numbers_only,
+    operands,
+    text,
+)
 
 
 @dataclass(frozen=True)
@@ -103,15 +118,29 @@ def _solver(tree: Node, zeroed: list[str], z3: Any) -> tuple[Any, Any]:
 
 
 def not_finite(n: Node) -> bool:
-    """Whether ``n`` holds the number inf or nan (``A(i,j) * inf``)."""
-    if isinstance(n, Number):
-        return isinstance(n.value, float) and not math.isfinite(n.value)
+    """Whether ``n`` holds the number inf or nan (``A(i,j) * inf``), or an expression of
+    numbers whose value is (``A(i,j) * log(0)``)."""
+    if numbers_only(n):
+        return not is_finite(_number(n))
     return any(not_finite(c) for c in children(n))
 
 
+def _number(n: Node) -> Any:
+    """The value of ``n``, an expression of numbers; nan where numpy refuses it (the typing
+    of the statement reports that at its line and column)."""
+    try:
+        return number_value(n, "<string>")
+    except SpecError:
+        return math.nan
+
+
 def _z3(n: Node, z3: Any, facts: list[Any]) -> Any:
-    if isinstance(n, Number):       # inf or nan: any real (a divisor holding one may be 0)
-        return z3.FreshReal("spf_nf") if not_finite(n) else z3.RealVal(str(n.value))
+    if numbers_only(n):       # its value; inf or nan: any real (a divisor may be 0)
+        value = _number(n)
+        if not is_finite(value):
+            return z3.FreshReal("spf_nf")
+        exact = value.item() if isinstance(value, np.generic) else value
+        return z3.RealVal(str(int(exact) if isinstance(exact, (bool, int)) else exact))
     if isinstance(n, Ref):           # an operand's value, or an index's (another variable)
         return _operand(n.name, z3) if n.indices is not None else z3.Real(f"index_{n.name}")
     if isinstance(n, Call):

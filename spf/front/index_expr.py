@@ -157,6 +157,19 @@ def substitute(e: IExpr, mapping: Mapping[str, IExpr]) -> IExpr:
     return e
 
 
+def text(e: IExpr) -> str:
+    """``e`` as a layout file writes it (``rowPtr(numRows) / 2``), for messages and comments."""
+    if isinstance(e, Num):
+        return str(e.value)
+    if isinstance(e, Name):
+        return e.name
+    if isinstance(e, Call):
+        return f"{e.name}({', '.join(text(a) for a in e.args)})"
+    if isinstance(e.lhs, Num) and e.lhs.value == 0 and e.op == "-":
+        return f"(-{text(e.rhs)})"
+    return f"({text(e.lhs)} {e.op} {text(e.rhs)})"
+
+
 def to_c(e: IExpr, name_text: Callable[[str], str], call_text: Callable[[str, list[str]], str],
          wide: bool = False) -> str:
     """C text; ``/`` is C integer division (operands are non-negative in layouts; a divisor
@@ -213,7 +226,7 @@ def evaluate(e: IExpr, env: Mapping[str, int], arrays: Mapping[str, Any] | None 
     if e.op == "*":
         return lhs * rhs
     if rhs == 0:
-        raise ValueError(f"division by zero in {to_c(e, str, lambda n, a: f'{n}({a[0]})')}")
+        raise ValueError(f"division by zero in {text(e)}")
     return lhs // rhs
 
 

@@ -26,6 +26,7 @@ from .rhs import (
     Node,
     accesses,
     children,
+    index_refs,
     number_text,
     parse_rhs,
     renamed,
@@ -36,6 +37,8 @@ from .rhs import Ref as RefNode
 from .syntax import Parser, parse_constraints
 from .terms import Aff, Constraint
 from .toml_source import TomlSource, is_file
+
+Range = tuple[str, str, int]    # (index, tensor, dimension): the index ranges over its extent
 
 # offsets, strides and what index arithmetic reaches stay under this: generated C computes
 # them in int64, with room to combine a few (:mod:`spf.runtime.shapes` checks each call)
@@ -97,6 +100,12 @@ class Expr:
                                                 # in one product (``A(i,j) * A(i,j)``)
     sized_by_output: tuple[str, ...] = ()       # a term of a sum: the sum's
                                                 # :attr:`free_extents`
+    rhs: Node | None = field(default=None, compare=False, repr=False)   # as written
+                                                # (the statement's; a term's is None)
+    ranges: tuple[Range, ...] = ()      # a term of a sum: the statement's range of each index
+                                        # it uses without reading it plainly (:meth:`products`)
+    sized: tuple[Access, ...] = ()      # a term of a sum: tensors of other terms whose
+                                        # extents give its ranges (never iterated)
 
     def renamed(self, names: Mapping[str, str]) -> Expr:
         """The statement with the tensors, scalars and indices in ``names`` renamed (the
@@ -107,7 +116,10 @@ class Expr:
                        factors=tuple(a.renamed(names) for a in self.factors),
                        terms=tuple((c, tuple(a.renamed(names) for a in fs))
                                    for c, fs in self.terms),
-                       aliases=tuple((a, names.get(t, t)) for a, t in self.aliases))
+                       aliases=tuple((a, names.get(t, t)) for a, t in self.aliases),
+                       ranges=tuple((names.get(i, i), names.get(t, t), d)
+                                    for i, t, d in self.ranges),
+                       sized=tuple(a.renamed(names) for a in self.sized))
 
     def original(self, name: str) -> str:
         """The tensor an operand name reads (itself, or the tensor an alias reads again)."""
@@ -118,13 +130,87 @@ class Expr:
         return len(self.terms) > 1
 
     def products(self) -> list[Expr]:
-        """One product statement per term (the statement itself for a product)."""
+        """One product statement per term (the statement itself for a product), each with
+        the statement's range of the indices it uses without reading them plainly
+        (:meth:`ranges_of`)."""
         if not self.is_sum:
             return [self]
         free = self.free_extents
-        return [Expr(self.output, factors, self.accumulate, self.text, self.source, coef,
-                     aliases=self.aliases, sized_by_output=free)
-                for coef, factors in self.terms]
+        out = []
+        for coef, factors in self.terms:
+            ranges = self.ranges_of(factors)
+            present = {a.tensor for a in factors} | {self.output.tensor}
+            sized = tuple(dict.fromkeys(
+                self.plain_access(t) for _, t, _ in ranges if t not in present))
+            out.append(Expr(self.output, factors, self.accumulate, self.text, self.source,
+                            coef, aliases=self.aliases, sized_by_output=free, ranges=ranges,
+                            sized=sized))
+        return out
+
+    def ranges_of(self, factors: tuple[Access, ...]) -> tuple[Range, ...]:
+        """One range per index for the whole statement: each index a term (its ``factors``)
+        uses only inside index arithmetic or as a value (``x(i+1)`` in ``s = x(i+1) -
+        x(i)``; ``k`` in ``F(k)*B(i,j) + B(i,j)*k``) ranges as the statement says, given as
+        ``(index, tensor, dimension)``: a reduction index over a tensor reading it plainly
+        (the term's own when it reads that tensor), an output index over the output's extent
+        (which a term reaching further widens, :mod:`spf.runtime.shapes`)."""
+        plain = {i for a in factors for i in a.indices if i not in dict(a.arithmetic)}
+        used = {n for a in factors for _, aff in a.arithmetic for n in aff.names()}
+        used |= {r.name for a in factors if a.value is not None
+                 for r in index_refs(a.value)} & set(self.indices)
+        present = {self.original(a.tensor): a.tensor for a in reversed(factors)}
+        out: list[Range] = []
+        for i in [i for i in self.indices if i in used - plain]:
+            if i in self.output.indices:
+                out.append((i, self.output.tensor, self.output.indices.index(i)))
+                continue
+            slots = self.plain_slots(i)
+            if slots:
+                mine = [(present[self.original(t)], d) for t, d in slots
+                        if self.original(t) in present]
+                out.append((i, *(mine or slots)[0]))
+        return tuple(out)
+
+    def ranges_text(self, assembled: bool) -> str:
+        """What :attr:`ranges` say, for a header or a report ('' if nothing): those over the
+        output only when it is ``assembled`` (a dense output's own relation bounds them)."""
+        shown = [f"{i} over {t}'s dimension {d + 1}" for i, t, d in self.ranges
+                 if assembled or t != self.output.tensor]
+        return "; ".join(shown) + (" (one range per index for the whole statement: this "
+                                   "term uses it only inside index arithmetic or as a "
+                                   "value)") if shown else ""
+
+    def rhs_text(self) -> str:
+        """The right-hand side as :meth:`__str__` prints it."""
+        return str(self).split("= ", 1)[1]
+
+    def plain_slots(self, index: str) -> list[tuple[str, int]]:
+        """Every (operand, dimension) that reads ``index`` plainly, in any term."""
+        terms = [f for _, f in self.terms] if self.is_sum else [self.factors]
+        return list(dict.fromkeys((a.tensor, d) for factors in terms for a in factors
+                                  for d, i in enumerate(a.indices) if i == index))
+
+    def plain_access(self, operand: str) -> Access:
+        """The first access of ``operand`` in the statement."""
+        terms = [f for _, f in self.terms] if self.is_sum else [self.factors]
+        return next(a for factors in terms for a in factors if a.tensor == operand)
+
+    def reaches_beyond(self, k: int, index: str) -> bool:
+        """Whether term ``k`` may reach points of the output index ``index`` beyond the
+        extent of the tensors that read it plainly: it uses ``index`` only inside index
+        arithmetic, and does not stay on the coordinates of other terms (some tensor it
+        reads is not read with every index plain by another term: ``x(i+1)`` in ``x(i) +
+        x(i+1)`` stays on x's; a term without ``index`` is the same along it: it fills the
+        extent the others set)."""
+        terms = [f for _, f in self.terms] if self.is_sum else [self.factors]
+        factors = terms[k]
+        if any(index in a.indices for a in factors) or not any(
+                index in aff.names() for a in factors for _, aff in a.arithmetic):
+            return False
+        mine = {self.original(a.tensor) for a in factors if a.indices}
+        plain = {self.original(a.tensor) for j, fs in enumerate(terms) if j != k
+                 for a in fs if a.indices and not a.arithmetic}
+        return not mine <= plain
 
     @property
     def free_extents(self) -> tuple[str, ...]:
@@ -141,6 +227,19 @@ class Expr:
     @property
     def tensors(self) -> list[str]:
         return [self.output.tensor] + [f.tensor for f in self.factors]
+
+    @property
+    def written_tensors(self) -> list[str]:
+        """The tensors as the statement names them (a tensor read again once, not by its
+        :func:`alias_name`)."""
+        return list(dict.fromkeys(self.original(t) for t in self.tensors))
+
+    def as_written(self, message: str) -> str:
+        """``message`` with each name spf gave a tensor read again (:func:`alias_name`, in
+        this statement or in one derived from it) written as the tensor's own."""
+        for tensor in self.written_tensors:
+            message = re.sub(rf"\bspf_{re.escape(tensor)}_\d+\b", tensor, message)
+        return message
 
     @property
     def mask(self) -> str | None:
@@ -162,7 +261,7 @@ class Expr:
         mask = Access(tensor, out.indices, out.line, out.column, pattern=True)
         terms = tuple((coef, factors + (mask,)) for coef, factors in self.terms)
         return Expr(out, self.factors + (mask,), self.accumulate, self.text, self.source,
-                    self.coefficient, terms, self.aliases)
+                    self.coefficient, terms, self.aliases, rhs=self.rhs)
 
     def with_old_output(self) -> Expr:
         """``C(i,j) += rhs`` as ``C(i,j) = C_old(i,j) + rhs``: the output's old entries read as
@@ -173,7 +272,7 @@ class Expr:
         old = Access(alias, out.indices, out.line, out.column)
         terms = self.terms if self.is_sum else ((self.coefficient, self.factors),)
         return Expr(out, (old, *self.factors), False, self.text, self.source, 1,
-                    ((1, (old,)), *terms), self.aliases + ((alias, out.tensor),))
+                    ((1, (old,)), *terms), self.aliases + ((alias, out.tensor),), rhs=self.rhs)
 
     @property
     def indices(self) -> list[str]:
@@ -186,6 +285,7 @@ class Expr:
                 if i in exprs:
                     seen.update(dict.fromkeys(sorted(exprs[i].names())))
                 seen.setdefault(i, None)
+        seen.update(dict.fromkeys(i for i, _, _ in self.ranges))   # a value's (``B(i,j)*k``)
         return list(seen)
 
     @property
@@ -201,8 +301,11 @@ class Expr:
 
     def broadcast(self) -> list[str]:
         """The output indices this product statement's factors do not use: its value is
-        the same along them (``C(i,j) = A(i,j) + b(j)``: the term ``b(j)`` along i)."""
+        the same along them (``C(i,j) = A(i,j) + b(j)``: the term ``b(j)`` along i); an
+        index used as a value (``i * x(j)``) is used."""
         used = {i for acc in self.factors for i in acc.index_names}
+        used |= {r.name for acc in self.factors if acc.value is not None
+                 for r in index_refs(acc.value)}
         return [i for i in self.output.indices if i not in used]
 
     @property
@@ -215,8 +318,8 @@ class Expr:
         rhs = ""
         for n, (coef, factors) in enumerate(terms):
             size = -coef if coef < 0 else coef
-            product = " * ".join([number_text(size)] * (size != 1) +
-                                 [str(f) for f in factors if not (f.pattern or f.in_value)])
+            shown = [str(f) for f in factors if not (f.pattern or f.in_value)]
+            product = " * ".join([number_text(size)] * bool(size != 1 or not shown) + shown)
             rhs += (f" {'-' if coef < 0 else '+'} " if n else ("-" if coef < 0 else "")) + product
         mask = f"<{self.mask}>" if self.mask else ""
         return f"{self.output}{mask} {op} {rhs}"
@@ -240,8 +343,10 @@ def _access(p: Parser) -> Access:
     return Access(tok.text, tuple(indices), tok.line, tok.column)
 
 
-def _terms(p: Parser, out: Access, source: str) -> list[tuple[Coefficient, tuple[Access, ...]]]:
-    """The right-hand side as (coefficient, factors) per product (:mod:`.rhs`)."""
+def _terms(p: Parser, out: Access, source: str
+           ) -> tuple[list[tuple[Coefficient, tuple[Access, ...]]], Node]:
+    """The right-hand side as (coefficient, factors) per product (:mod:`.rhs`), and as
+    written."""
     tree = parse_rhs(p)
     p.expect_end()
     indices = set(out.indices)
@@ -257,7 +362,7 @@ def _terms(p: Parser, out: Access, source: str) -> list[tuple[Coefficient, tuple
     return [(t.coefficient, _aliased(tuple(
         Access(f.ref.name, f.ref.indices or (), f.ref.line, f.ref.column, value=f.value,
                in_value=f.in_value, arithmetic=f.ref.arithmetic) for f in t.factors), source))
-            for t in terms]
+            for t in terms], tree
 
 
 def _renamed_node(n: Node, names: Mapping[str, str]) -> Node:
@@ -334,12 +439,13 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
     else:
         found = "end of input" if p.tok.kind == "end" else repr(p.tok.text)
         raise p.error(f"expected '=' or '+=' after the output {out}, found {found}")
-    terms = _terms(p, out, source)
+    terms, tree = _terms(p, out, source)
     aliases = tuple(sorted({(a.tensor, a.tensor[4:].rsplit("_", 1)[0])    # spf_<A>_<k>
                             for _, factors in terms for a in factors
                             if a.tensor.startswith("spf_")}))
     if len(terms) == 1:
-        expr = Expr(out, terms[0][1], accumulate, text, source, terms[0][0], aliases=aliases)
+        expr = Expr(out, terms[0][1], accumulate, text, source, terms[0][0], aliases=aliases,
+                    rhs=tree)
         _check(expr, source)
         _check_output_indices(expr, source)
         return expr
@@ -351,9 +457,10 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
                 raise SpecError(f"tensor {acc.tensor!r} is used with {len(first.indices)} and "
                                 f"{len(acc.indices)} indices", source, acc.line, acc.column)
     expr = Expr(out, tuple(inputs.values()), accumulate, text, source, 1, tuple(terms),
-                aliases)
+                aliases, rhs=tree)
     for product in expr.products():
         _check(product, source)
+        _check_value_indices(expr, product, source)
     _check_output_indices(expr, source)
     clash = set(inputs) & set(expr.indices)
     if clash:
@@ -362,9 +469,27 @@ def parse_expr(text: str, source: str = "<string>", line0: int = 1, col0: int = 
     return expr
 
 
+def _check_value_indices(expr: Expr, product: Expr, source: str) -> None:
+    """An index a term uses only as a value (``k`` in ``B(i,j)*k``) ranges as the rest of
+    the statement says: some tensor must read it plainly (``F(k)``), else its range in that
+    term is unknown."""
+    read = {i for a in product.factors for i in a.index_names}
+    ranged = {i for i, _, _ in product.ranges} | set(expr.output.indices)
+    for r in (r for a in product.factors if a.value is not None for r in index_refs(a.value)):
+        if r.name in expr.indices and r.name not in read | ranged:
+            raise SpecError(f"index {r.name!r} is only a value in the term {product.rhs_text()} "
+                            f"and no tensor of the statement reads it plainly (only inside "
+                            f"index arithmetic), so its range there is unknown: read it "
+                            f"plainly in some tensor ({r.name!r} then ranges over that "
+                            "tensor's extent in every term)", source, r.line, r.column)
+
+
 def _check_output_indices(expr: Expr, source: str) -> None:
-    """Every output index is some input's (a term may leave it out: it is broadcast)."""
-    used = {i for acc in expr.factors for i in acc.index_names}
+    """Every output index is some input's (a term may leave it out: it is broadcast); every
+    term's reads count (:attr:`Expr.factors` holds a tensor read again by another term once:
+    ``v(i-1) + v(i+j)`` reads ``j`` in its second term)."""
+    used = {i for product in expr.products() for acc in product.factors
+            for i in acc.index_names}
     for i in expr.output.indices:
         if i not in used:
             raise SpecError(f"output index {i!r} does not appear on the right-hand side (its "

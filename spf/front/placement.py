@@ -125,21 +125,45 @@ def placement_of(layout: Layout) -> Placement:
     def fail(why: str) -> NoReturn:
         raise SpecError(f"layout {layout.name} cannot be placed: {why}", layout.source)
 
-    rel = layout.relation
     why = layout.written_as_one_conjunction()
     if why:
         fail(why)
-    conj = rel.disjuncts[0]
-    outs = list(rel.out_vars or ())
     for d, extent in enumerate(layout.shape):
         if extent.as_name() is None and not extent.is_const:
             fail(f"the extent of dimension {d} ({extent}) is neither a scalar field nor a "
                  "constant")
+    conj = layout.relation.disjuncts[0]
+    outs = list(layout.relation.out_vars or ())
     indices = list(layout.indices)
     sizes = {p: n for p in indices if (n := _constant_extent(conj, p)) is not None}
+    coordinates, offsets, defs, defining = _coordinates(conj, outs, indices, sizes, fail)
+    ranked, slot = _arrays(layout, conj, outs, coordinates, defs, fail)
+    bounds = _bounds(layout, conj, sizes, coordinates, ranked, slot, fail)
+    names = _value_indices(layout, ranked, fail)
+    _check_fields(layout, coordinates, ranked, bounds, names, fail)
+    used = _established(conj, defining, offsets, ranked, slot, bounds)
+    extra = unestablished(layout, conj, used)
+    if extra is not None:
+        fail(f"constraint {extra} of its relation does not follow from the positions "
+             "placement computes and the shape (it decides which entries the layout holds)")
+    return Placement(layout, coordinates, ranked, slot, bounds, names)
+
+
+_Definition = tuple[int, Aff, int]      # g_dim = value (+ an offset in a tile of this size)
+
+
+def _coordinates(conj: Conj, outs: list[str], indices: list[str], sizes: dict[str, int],
+                 fail: Fail) -> tuple[dict[str, Aff], set[str], list[_Definition],
+                                      list[Constraint]]:
+    """The layout indices that are coordinates (or a tile of one, or the offset in that
+    tile: ``0 <= q < c`` by construction), the definitions of the logical coordinates that
+    read index arrays (for :func:`_arrays`), and the equalities placement establishes (a
+    second coordinate of an index, ``gj = pi`` beside ``gi = pi``, is not one: it is left
+    to the relation's check, :func:`~spf.front.established.unestablished`)."""
     coordinates: dict[str, Aff] = {}
-    offsets: set[str] = set()                       # offsets in a tile: 0 <= q < c by construction
-    defs: list[tuple[int, Aff, int]] = []           # g = value (+ an offset of tile size)
+    offsets: set[str] = set()
+    defs: list[_Definition] = []
+    defining: list[Constraint] = []
     for c in conj:
         gs = [g for g in outs if c.aff.coeff(g)]
         if not c.is_eq or not gs:
@@ -151,62 +175,90 @@ def placement_of(layout: Layout) -> Placement:
         dim = outs.index(gs[0])
         offset = next((a for a, n in value.terms if n == 1 and a in sizes), None) \
             if len(value.terms) > 1 else None
+        size = 1 if offset is None else sizes[offset]
+        rest = value if offset is None else value - Aff.var(offset)
+        single = _single_index(rest, indices)
+        single = single if single is not None and rest == Aff.var(single, size) else None
+        if {offset, single} & set(coordinates):
+            continue                # a coordinate already: this equality is checked
+        defining.append(c)
         if offset is not None:
-            size = sizes[offset]
             offsets.add(offset)
             coordinates[offset] = _dim(dim) - _tile(dim, size) * size
-            value = value - Aff.var(offset)
-            single = _single_index(value, indices)
-            if single is not None and value == Aff.var(single, size):
-                coordinates[single] = _tile(dim, size)
-            else:
-                defs.append((dim, value, size))
-            continue
-        single = _single_index(value, indices)
-        if single is not None and value == Aff.var(single):
-            coordinates[single] = _dim(dim)
+        if single is not None:
+            coordinates[single] = _dim(dim) if offset is None else _tile(dim, size)
         else:
-            defs.append((dim, value, 1))
+            defs.append((dim, rest, size))
+    return coordinates, offsets, defs, defining
+
+
+def _arrays(layout: Layout, conj: Conj, outs: list[str], coordinates: dict[str, Aff],
+            defs: list[_Definition], fail: Fail) -> tuple[Ranked | None, Slot | None]:
+    """The ranked index and the slot index: one of each at most, from the coordinates
+    defined by an index array read."""
     ranked: Ranked | None = None
     slot: Slot | None = None
     for dim, value, size in defs:
-        calls = [(a, k) for a, k in value.terms if isinstance(a, UFCall)]
-        plain = [a for a, k in value.terms if isinstance(a, str)]
-        if len(calls) != 1 or calls[0][1] != 1 or any(a not in coordinates for a in plain):
-            fail(f"coordinate {outs[dim]} = {value} is not an index array read plus coordinates")
-        call = calls[0][0]
-        args = []
-        for a in call.args:
-            index = _single_index(a, indices)
-            if index is None or a != Aff.var(index):
-                fail(f"{call} is not read at layout indices")
-            args.append(index)
-        free = [a for a in args if a not in coordinates]
-        if len(free) != 1:
-            fail(f"{call} has {len(free)} arguments that are not coordinates (one is needed)")
+        call, args, free = _index_read(layout, outs[dim], value, coordinates, fail)
         rest = value - Aff.var(call)
-        target = _dim(dim) if size == 1 else _tile(dim, size) * size
         if len(args) == 1 and ranked is None:
-            key = target - rest.substitute(coordinates)
-            unit = math.gcd(key.const, *(k for _, k in key.terms)) or 1
-            pointer = _pointer(conj, free[0])
-            group: tuple[str, ...] = ()
-            if pointer is not None:
-                ptr, q = pointer
-                if not isinstance(q, str) or q not in coordinates:
-                    fail(f"{free[0]} runs over {ptr}({q}) but {q} is not a coordinate")
-                group = (q,)
-            ranked = Ranked(free[0], call.name,
-                            Aff(((a, k // unit) for a, k in key.terms), key.const // unit),
-                            unit, _descending(layout, call.name, group, unit, fail), group,
-                            pointer[0] if pointer else None)
+            target = _dim(dim) if size == 1 else _tile(dim, size) * size
+            ranked = _ranked(layout, conj, call, free, target - rest.substitute(coordinates),
+                             coordinates, fail)
         elif rest == Aff.num(0) and size == 1 and slot is None:
-            slot = Slot(free[0], call.name, tuple(args), dim, _fill(layout, conj, call, fail))
+            slot = Slot(free, call.name, tuple(args), dim, _fill(layout, conj, call, fail))
         else:
             fail(f"coordinate {outs[dim]} = {value}: only one ranked and one slot array are "
                  "supported")
+    return ranked, slot
+
+
+def _index_read(layout: Layout, out: str, value: Aff, coordinates: dict[str, Aff],
+                fail: Fail) -> tuple[UFCall, list[str], str]:
+    """``value`` (coordinate ``out``'s definition) as one index array read at layout indices
+    plus coordinates: the read, its arguments, and the one argument not a coordinate."""
+    indices = list(layout.indices)
+    calls = [(a, k) for a, k in value.terms if isinstance(a, UFCall)]
+    plain = [a for a, k in value.terms if isinstance(a, str)]
+    if len(calls) != 1 or calls[0][1] != 1 or any(a not in coordinates for a in plain):
+        fail(f"coordinate {out} = {value} is not an index array read plus coordinates")
+    call = calls[0][0]
+    args = []
+    for a in call.args:
+        index = _single_index(a, indices)
+        if index is None or a != Aff.var(index):
+            fail(f"{call} is not read at layout indices")
+        args.append(index)
+    free = [a for a in args if a not in coordinates]
+    if len(free) != 1:
+        fail(f"{call} has {len(free)} arguments that are not coordinates (one is needed)")
+    return call, args, free[0]
+
+
+def _ranked(layout: Layout, conj: Conj, call: UFCall, index: str, key: Aff,
+            coordinates: dict[str, Aff], fail: Fail) -> Ranked:
+    """The ranked index ``index`` of ``call``, whose values are ``key`` (over logical
+    atoms), ranked within the groups of its pointer when it runs over one."""
+    unit = math.gcd(key.const, *(k for _, k in key.terms)) or 1
+    pointer = _pointer(conj, index)
+    group: tuple[str, ...] = ()
+    if pointer is not None:
+        ptr, q = pointer
+        if not isinstance(q, str) or q not in coordinates:
+            fail(f"{index} runs over {ptr}({q}) but {q} is not a coordinate")
+        group = (q,)
+    return Ranked(index, call.name, Aff(((a, k // unit) for a, k in key.terms), key.const // unit),
+                  unit, _descending(layout, call.name, group, unit, fail), group,
+                  pointer[0] if pointer else None)
+
+
+def _bounds(layout: Layout, conj: Conj, sizes: dict[str, int], coordinates: dict[str, Aff],
+            ranked: Ranked | None, slot: Slot | None, fail: Fail
+            ) -> dict[str, str | int | None]:
+    """Each layout index's upper bound: a constant, a scalar field, or None (a ranked
+    index within its pointer's groups)."""
     bounds: dict[str, str | int | None] = {}
-    for p in indices:
+    for p in layout.indices:
         if p not in coordinates and not (ranked and ranked.index == p) \
                 and not (slot and slot.index == p):
             fail(f"layout index {p} is neither a coordinate, a ranked nor a slot index")
@@ -214,20 +266,21 @@ def placement_of(layout: Layout) -> Placement:
             bounds[p] = None
         else:
             bounds[p] = sizes[p] if p in sizes else _upper_field(layout, conj, p, fail)
+    return bounds
+
+
+def _value_indices(layout: Layout, ranked: Ranked | None, fail: Fail) -> tuple[str, ...]:
+    """The layout indices subscripting the value array: each once, all of them but the
+    groups a pointer implies."""
+    indices = set(layout.indices)
     names = tuple(getattr(s, "name", "?") for s in layout.value.subscripts)
     implied = set(ranked.group) if ranked and ranked.pointer else set()
-    if len(set(names)) != len(names) or not set(names) <= set(indices) \
-            or set(indices) - set(names) != implied:
+    if len(set(names)) != len(names) or not set(names) <= indices \
+            or indices - set(names) != implied:
         shown = "".join(f"[{ie.to_c(x, str, _call_text)}]" for x in layout.value.subscripts)
         fail(f"value {layout.value.array}{shown} is not subscripted by every layout index"
              + (f" but {', '.join(sorted(implied))}" if implied else ""))
-    _check_fields(layout, coordinates, ranked, bounds, names, fail)
-    used = _established(conj, outs, offsets, ranked, slot, bounds)
-    extra = unestablished(layout, conj, used)
-    if extra is not None:
-        fail(f"constraint {extra} of its relation does not follow from the positions "
-             "placement computes and the shape (it decides which entries the layout holds)")
-    return Placement(layout, coordinates, ranked, slot, bounds, names)
+    return names
 
 
 def _check_fields(layout: Layout, coordinates: dict[str, Aff], ranked: Ranked | None,
@@ -265,13 +318,15 @@ def _call_text(name: str, args: list[str]) -> str:
     return f"{name}({', '.join(args)})"
 
 
-def _established(conj: Conj, outs: list[str], offsets: set[str], ranked: Ranked | None,
-                 slot: Slot | None, bounds: dict[str, str | int | None]) -> list[Constraint]:
+def _established(conj: Conj, defining: list[Constraint], offsets: set[str],
+                 ranked: Ranked | None, slot: Slot | None, bounds: dict[str, str | int | None]
+                 ) -> list[Constraint]:
     """The constraints placement makes hold by construction: the equalities giving the
-    logical coordinates, an offset's bounds in its tile, a ranked or slot index's bounds (its
-    positions count from 0 to the number it sets, or between its group's pointers), a
-    coordinate's bound by the scalar field it sets, and the mark of unused slots."""
-    used = [c for c in conj if c.is_eq and any(c.aff.coeff(g) for g in outs)]
+    logical coordinates (``defining``), an offset's bounds in its tile, a ranked or slot
+    index's bounds (its positions count from 0 to the number it sets, or between its group's
+    pointers), a coordinate's bound by the scalar field it sets, and the mark of unused
+    slots."""
+    used = list(defining)
     counted = {x.index for x in (ranked, slot) if x is not None}
     for c in conj:
         if c.is_eq:

@@ -386,8 +386,9 @@ class Sorted(Property):
     @classmethod
     def parse(cls, table: PropertyTable) -> Sorted:
         order = table.keys.get("order")
-        if order not in _CMP:
-            raise table.error(f"{table.label}: order must be one of {list(_CMP)}", "order")
+        if order not in ORDERS:
+            raise table.error(f"{table.label}: order must be one of {list(ORDERS)}, got "
+                              f"{order!r}", "order")
         dims = table.arrays[table.ufs[0]]
         along = table.keys.get("along")
         if isinstance(along, bool) or not isinstance(along, int) or not 0 <= along < len(dims) \

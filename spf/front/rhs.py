@@ -23,13 +23,17 @@ construct it cannot express that way, at its line and column.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
+from typing import Any
+
+import numpy as np
 
 from ..errors import SpecError
-from .functions import FUNCTIONS
+from .functions import FUNCTIONS, function
 from .syntax import Parser, Token
 from .terms import Aff
 
@@ -54,6 +58,17 @@ class Op(Enum):
 
 
 COMPARISONS = (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE)
+
+# numpy's operator of each Op (on arrays and numpy scalars)
+UFUNCS = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.true_divide,
+          Op.NEG: np.negative, Op.LT: np.less, Op.LE: np.less_equal, Op.GT: np.greater,
+          Op.GE: np.greater_equal, Op.EQ: np.equal, Op.NE: np.not_equal,
+          Op.AND: np.logical_and, Op.OR: np.logical_or, Op.NOT: np.logical_not}
+# Python's, on Python numbers (as a Python expression of literals computes)
+_PYTHON_OPS: dict[Op, Callable[..., Any]] = {
+    Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul, Op.DIV: operator.truediv,
+    Op.NEG: operator.neg, Op.LT: operator.lt, Op.LE: operator.le, Op.GT: operator.gt,
+    Op.GE: operator.ge, Op.EQ: operator.eq, Op.NE: operator.ne}
 
 
 MAX_TERMS = 64      # products of a right-hand side once parentheses are expanded
@@ -336,6 +351,47 @@ def index_refs(n: Node) -> list[Ref]:
     return [r for c in children(n) for r in index_refs(c)]
 
 
+def is_python_number(v: Any) -> bool:
+    """A Python int or float: numpy promotes it weakly, as a literal (``2.5 * float32`` is
+    float32); a bool (a comparison's truth) and a numpy scalar (a function's value) are
+    numpy's own types."""
+    return isinstance(v, (int, float)) and not isinstance(v, (bool, np.generic))
+
+
+def apply_op(op: Op, args: Sequence[Any]) -> Any:
+    """``op`` on ``args`` as a Python expression computes it: on Python numbers, ``+ - *``,
+    ``-``, ``/`` by a nonzero number and comparisons are Python's (the result is a Python
+    number, weak as a literal is: ``x(i) - (2 - 1)`` is ``x(i) - 1``); anything else is
+    numpy's ufunc (a division by zero is numpy's inf or nan, a numpy scalar)."""
+    if op in _PYTHON_OPS and all(is_python_number(a) for a in args) \
+            and not (op is Op.DIV and args[1] == 0):
+        return _PYTHON_OPS[op](*args)
+    return UFUNCS[op](*args)
+
+
+def numbers_only(n: Node) -> bool:
+    """Whether ``n`` is an expression of numbers (no tensor, scalar or index)."""
+    return not isinstance(n, Ref) and all(numbers_only(c) for c in children(n))
+
+
+def number_value(n: Node, source: str) -> Any:
+    """The value of ``n``, an expression of numbers only, as numpy computes it with Python
+    numbers for the literals (:func:`apply_op`; a function's value is numpy's scalar, whose
+    type is strong: ``x(i) * log(2)`` of float32 ``x`` is float64); SpecError at the node
+    numpy (or Python) refuses."""
+    if isinstance(n, Number):
+        return n.value
+    args = [number_value(c, source) for c in children(n)]
+    try:
+        with np.errstate(all="ignore"):
+            out = function(n.function).numpy(*args) if isinstance(n, Call) else \
+                apply_op(n.op, args) if isinstance(n, Apply) else None
+    except (TypeError, ValueError, ArithmeticError) as e:
+        raise SpecError(f"{text(n)}: numpy refuses it ({type(e).__name__}: {e})", source,
+                        n.line, n.column) from None
+    return out[()] if isinstance(out, np.ndarray) else out
+
+
 @dataclass(frozen=True)
 class Factor:
     """A factor of a product: an access, and the expression of its value when it is not
@@ -347,14 +403,32 @@ class Factor:
     in_value: bool = False
 
 
-Coefficient = int | float | Fraction      # a Fraction: divided by an integer (exactly)
+Exact = int | float | Fraction      # a Fraction: divided by an integer (exactly)
+# a numpy scalar: the value of an expression of numbers that calls a function (``log(2)``,
+# strongly typed, as numpy's), made once the expansion is done
+Coefficient = Exact | np.number[Any]
+
+
+def times(a: Coefficient, b: Coefficient) -> Exact:
+    """The product of two coefficients of the expansion (exact: Python numbers and
+    Fractions; numpy's numbers are made at its end only)."""
+    assert not isinstance(a, np.number) and not isinstance(b, np.number)
+    return a * b
+
+
+def is_sign(c: Coefficient) -> bool:
+    """Whether the coefficient ``c`` is only a sign, no literal (``x(i)``, ``-x(i)``, ``x(i) *
+    1``: the Python int 1 or -1, which keeps the product's type); any other number is a
+    literal numpy promotes (``x(i) * 1.0`` and ``x(i) / 1`` of an int32 ``x`` are float64)."""
+    return type(c) is int and c in (1, -1)
 
 
 def number_text(c: Coefficient) -> str:
-    """A coefficient as the notation writes it (``2``, ``2.5``, ``1/3``)."""
+    """A coefficient as the notation writes it (``2``, ``2.5``, ``1/3``; a truth as 1 or 0)."""
     if isinstance(c, Fraction):
         return str(c.numerator) if c.denominator == 1 else f"{c.numerator}/{c.denominator}"
-    return repr(c)
+    value = c.item() if isinstance(c, np.generic) else c
+    return repr(int(value) if isinstance(value, bool) else value)
 
 
 @dataclass(frozen=True)
@@ -368,24 +442,47 @@ class Term:
     index_values: tuple[Node, ...] = ()       # expressions of indices (``i``, ``i == j``)
 
     def scaled(self, by: Coefficient) -> Term:
-        return Term(self.coefficient * by, self.factors, self.at, self.index_values)
+        return Term(times(self.coefficient, by), self.factors, self.at, self.index_values)
 
 
-def _folded(t: Term) -> Term:
+def is_finite(v: Coefficient) -> bool:
+    """Whether the number ``v`` is finite (an integer, a Fraction or a truth always is)."""
+    if isinstance(v, (int, Fraction, np.integer, np.bool_)):
+        return True
+    return bool(np.isfinite(v))
+
+
+def _folded(t: Term, infinite: bool) -> Term:
     """``t`` with its index values multiplied into its first tensor factor's value
-    (``A(i,j) * i`` is one factor: the value ``A(i,j) * i``), and so a coefficient that is
-    not finite (``A(i,j) * inf`` is inf, -inf or nan where A is 0 too: a value, not a
-    coefficient of the entries' product)."""
+    (``A(i,j) * i`` is one factor: the value ``A(i,j) * i``); a product whose numbers are
+    not all finite (``infinite``: ``A(i,j) * x(j) * inf``, ``* log(0)``) is one value, the
+    product of its factors times them, as numpy computes it at every point (inf, -inf or
+    nan where an operand is 0 too: every sparse operand is read densely)."""
     c = t.coefficient
-    infinite = isinstance(c, float) and not math.isfinite(c) and bool(t.factors)
     if not t.index_values and not infinite:
         return t
     first = t.factors[0]
-    value: Node = first.value or first.ref
-    numbers = (Number(t.at.line, t.at.column, c),) if isinstance(c, float) and infinite else ()
-    for index_value in t.index_values + numbers:
-        value = Apply(index_value.line, index_value.column, Op.MUL, (value, index_value))
-    return Term(1 if infinite else c, (Factor(first.ref, value),) + t.factors[1:], t.at)
+    if not infinite or all(f.ref.indices is None for f in t.factors):   # scalars: C's inf
+        if not t.index_values:
+            return t
+        value: Node = first.value or first.ref
+        for index_value in t.index_values:
+            value = Apply(index_value.line, index_value.column, Op.MUL, (value, index_value))
+        return Term(c, (Factor(first.ref, value),) + t.factors[1:], t.at)
+    scalars = tuple(f for f in t.factors if f.ref.indices is None)     # factors still
+    parts = [f.value or f.ref for f in t.factors if not f.in_value and f not in scalars] \
+        + list(t.index_values)
+    if not is_finite(c) or c != 1:
+        parts.append(Number(t.at.line, t.at.column, c if isinstance(c, int) else float(c)))
+    product = parts[0]
+    for part in parts[1:]:
+        product = Apply(t.at.line, t.at.column, Op.MUL, (product, part))
+    firsts: dict[tuple, Ref] = {}
+    for r in accesses(product):                     # an access read twice is one read
+        firsts.setdefault((r.name, r.indices), r)
+    refs = list(firsts.values())
+    return Term(1, (Factor(refs[0], _positioned(product, firsts)),)
+                + tuple(Factor(r, in_value=True) for r in refs[1:]) + scalars, t.at)
 
 
 LOGIC = (Op.AND, Op.OR, Op.NOT)
@@ -403,11 +500,11 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str],
         raise SpecError(f"the right-hand side expands to more than {MAX_TERMS} products",
                         source, node.line, node.column)
     for t in terms:
-        if not t.factors and t.index_values:
-            raise expander.unsupported(f"a term of index values only "
-                                       f"({text(t.index_values[0])})", t.at)
-
-    return [_folded(t) for t in terms]
+        indexed = next((v for v in t.index_values if not numbers_only(v)), None)
+        if not t.factors and indexed is not None:
+            raise expander.unsupported(f"a term of index values only ({text(indexed)})", t.at)
+    return [_folded(t, expander.not_finite(t)) if t.factors else expander.number_term(t)
+            for t in terms]
 
 
 @dataclass(frozen=True)
@@ -416,6 +513,46 @@ class _Expander:
 
     source: str
     indices: frozenset[str]
+
+    def number_term(self, t: Term) -> Term:
+        """A term of numbers only (``log(2)``, ``pow(2.5, -1)``) as one number: numpy's value
+        of its expressions' product times its coefficient (the coefficient's size weakly, a
+        Python number, then its sign by numpy's negative), as numpy computes it."""
+        if not t.index_values:
+            return t
+        c = t.coefficient
+        negative = bool(c < 0)
+        size = -c if negative else c
+        steps: list[tuple[Op, Any]] = [(Op.MUL, number_value(v, self.source))
+                                       for v in t.index_values[1:]]
+        if isinstance(size, Fraction):
+            steps += [(Op.MUL, size.numerator)] * (size.numerator != 1) + \
+                [(Op.DIV, size.denominator)] * (size.denominator != 1)
+        elif size != 1:
+            steps.append((Op.MUL, size))
+        value = number_value(t.index_values[0], self.source)
+        try:
+            with np.errstate(all="ignore"):
+                for op, by in steps:
+                    value = apply_op(op, [value, by])
+                if negative and isinstance(value, (bool, np.bool_)):
+                    value = -int(value)     # a truth subtracted: 1 in the sum's type
+                elif negative:
+                    value = apply_op(Op.NEG, [value])
+        except (TypeError, ValueError, ArithmeticError) as e:
+            shown = "-" * negative + " * ".join([number_text(size)] * (size != 1) +
+                                                [_grouped(v) for v in t.index_values])
+            raise SpecError(f"{shown}: numpy refuses it ({type(e).__name__}: {e})",
+                            self.source, t.at.line, t.at.column) from None
+        return Term(bool(value) if isinstance(value, np.bool_) else value, (), t.at)
+
+    def not_finite(self, t: Term) -> bool:
+        """Whether the numbers of ``t`` (its coefficient, its expressions of numbers) are
+        not all finite: inf and nan are never distributed over a sum (``(a + b) * inf`` is
+        not ``a * inf + b * inf`` where ``a`` is 0)."""
+        return not is_finite(t.coefficient) or any(
+            numbers_only(v) and not is_finite(number_value(v, self.source))
+            for v in t.index_values)
 
     def unsupported(self, what: str, at: Node) -> SpecError:
         return SpecError(f"{what} is not supported yet: the right-hand side is a sum of "
@@ -451,14 +588,24 @@ class _Expander:
             return [t.scaled(inverse) for t in terms]
         left, right = (self.expand(o) for o in n.operands)
         if n.op is Op.MUL:
+            for infinite, other in ((left, right), (right, left)):
+                if len(other) < 2 or not any(self.not_finite(t) for t in infinite):
+                    continue
+                if len(infinite) == 1 and not infinite[0].factors:
+                    raise SpecError("a sum of products times a number that is not finite: "
+                                    "numpy's result is inf or nan at every element where a "
+                                    "product is 0; multiply each product by it", self.source,
+                                    n.line, n.column)
+                return self.value_factor(n)     # one value: computed at every point
             if len(left) * len(right) > MAX_TERMS:
                 raise SpecError(f"the right-hand side expands to more than {MAX_TERMS} "
                                 "products", self.source, n.line, n.column)
-            return [Term(a.coefficient * b.coefficient, a.factors + b.factors, a.at,
+            return [Term(times(a.coefficient, b.coefficient), a.factors + b.factors, a.at,
                          a.index_values + b.index_values) for a in left for b in right]
         if n.op is Op.SUB:
             right = [t.scaled(-1) for t in right]
-        if any(not t.factors for t in left + right) and len(accesses(n)) == 1:
+        if any(not t.factors for t in left + right) and len(accesses(n)) == 1 \
+                and not self.scalars(n):
             return self.value_factor(n)      # a number added to one tensor: A(i,j) - 3
         return left + right
 
@@ -467,8 +614,13 @@ class _Expander:
         indices (``(A(i,j)*x(j) + b(i)) / c(i)``, ``A(i,j) + 1`` into ``y(i)``) distributed
         into terms of their own, each summed over its own indices as the broadcasting rule
         says (``A(i,j)*x(j) / c(i) + b(i) / c(i)``); such a sum inside a function, a
-        comparison or a divisor, where no term can be split off, is a SpecError."""
+        comparison or a divisor, where no term can be split off, is a SpecError.  A number
+        added to a tensor read with index arithmetic is a term of its own too (``x(i+1) -
+        3``: -3 at every point, also where x(i+1) reads nothing); a term times inf or nan
+        is never distributed (computed at every point)."""
         summed = self.indices - outputs
+        if self.not_finite(t):
+            return [t]          # computed at every point: the value times inf or nan
         for k, f in enumerate(t.factors):
             if f.value is None:
                 continue
@@ -478,18 +630,22 @@ class _Expander:
             others = [g for g in t.factors[:k] + t.factors[end:] if not g.in_value]
             outside = frozenset().union(*(index_reads(g.value or g.ref) for g in others),
                                         *map(index_reads, t.index_values))
-            found = _mixed_sum(f.value, None, outside, summed)
+            bounded = frozenset().union(*(_restricted(g.value or g.ref) for g in others))
+            found = _mixed_sum(f.value, None, (outside, bounded), summed)
             if found is None:
                 continue
             node, within, index = found
             if within is not None:
                 raise self.mixed(node, within, index)
-            parts = [node.operands[0], node.operands[1] if node.op is Op.ADD else
-                     Apply(node.line, node.column, Op.NEG, (node.operands[1],))]
-            return [d for part in parts for e in self.expand(_replaced(f.value, node, part))
+            # a subtracted operand: its term negated (the value is linear in it), not a
+            # '-' node (numpy refuses '-' of booleans; the sum subtracts in its own type)
+            parts = [(node.operands[0], 1), (node.operands[1], -1 if node.op is Op.SUB else 1)]
+            return [d for part, sign in parts
+                    for e in self.expand(_replaced(f.value, node, part))
                     for d in self.distributed(Term(
-                        t.coefficient * e.coefficient, t.factors[:k] + e.factors
-                        + t.factors[end:], t.at, t.index_values + e.index_values), outputs)]
+                        times(times(t.coefficient, e.coefficient), sign), t.factors[:k]
+                        + e.factors + t.factors[end:], t.at, t.index_values + e.index_values),
+                        outputs)]
         return [t]
 
     def mixed(self, node: Apply, within: Node, index: str) -> SpecError:
@@ -505,6 +661,10 @@ class _Expander:
             f"summed, {text(lacks)} the same along {index!r}) is ambiguous; for inside, "
             "compute the sum into a tensor of its own first; for outside, multiply by a "
             f"tensor of ones along {index!r}", self.source, node.line, node.column)
+
+    def scalars(self, n: Node) -> list[Ref]:
+        """The scalars ``n`` reads (bare names that are no index)."""
+        return [r for r in index_refs(n) if r.name not in self.indices]
 
     def check_value(self, n: Node) -> None:
         """What an expression of values may hold: accesses, index values, numbers."""
@@ -559,19 +719,57 @@ def _linear_in(n: Node) -> tuple[bool, ...]:
     return (False,) * len(children(n))
 
 
-def _mixed_sum(n: Node, within: Node | None, outside: frozenset[str],
+def _infinite(n: Node) -> bool:
+    """Whether ``n`` multiplies or divides by a number that makes it inf or nan where its
+    other operand is 0 (``(x(i+1) - 3) * inf``, ``(...) / 0``, ``(...) * log(0)``)."""
+    if numbers_only(n):
+        try:
+            return not is_finite(number_value(n, "<string>"))
+        except SpecError:
+            return False        # numpy refuses it: the statement's typing says where
+    if isinstance(n, Apply) and n.op is Op.DIV and numbers_only(n.operands[1]):
+        try:
+            return bool(number_value(n.operands[1], "<string>") == 0) or _infinite(n.operands[0])
+        except SpecError:
+            return False
+    return isinstance(n, Apply) and n.op in (Op.MUL, Op.DIV, Op.NEG) \
+        and any(_infinite(o) for o in n.operands)
+
+
+def _restricted(n: Node, skip: Node | None = None) -> frozenset[tuple[str, tuple[str, ...]]]:
+    """The accesses in ``n`` (not in the subtree ``skip``) with index arithmetic
+    (``x(i+1)``): each may fall outside its tensor, and a point where it does is not one of
+    its product's."""
+    if n is skip:
+        return frozenset()
+    if isinstance(n, Ref):
+        return frozenset({(n.name, n.indices or ())}) if n.arithmetic else frozenset()
+    return frozenset().union(*(_restricted(c, skip) for c in children(n)))
+
+
+def _mixed_sum(n: Node, within: Node | None,
+               outside: tuple[frozenset[str], frozenset[tuple[str, tuple[str, ...]]]],
                summed: frozenset[str], root: Node | None = None
                ) -> tuple[Apply, Node | None, str] | None:
     """The first sum in the value ``n`` (under ``root``, the whole value) whose operands
-    differ in a summed index nothing outside the sum reads (``outside``: the rest of the
-    product), with the function, comparison or divisor it is inside (``within``; None: a
-    linear position, where it can be distributed) and that index."""
+    differ in a summed index nothing outside the sum reads, with the function, comparison
+    or divisor it is inside (``within``; None: a linear position, where it can be
+    distributed) and that index; or, at a linear position, whose operands differ in an
+    access with index arithmetic nothing outside the sum restricts the points by (``x(i+1) -
+    3``: the number is a term of its own, added at every point, ``""`` for the index).
+    ``outside``: the index names and the accesses with index arithmetic of the rest of the
+    product."""
     root = root or n
+    if _infinite(n):
+        return None             # times inf or nan: computed at every point, never split
     if isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB):
         left, right = (index_reads(o) for o in n.operands)
-        differ = ((left ^ right) & summed) - outside - index_reads(root, n)
+        differ = ((left ^ right) & summed) - outside[0] - index_reads(root, n)
         if differ:
             return n, within, min(differ)
+        bounds = [_restricted(o) for o in n.operands]
+        if within is None and (bounds[0] ^ bounds[1]) - outside[1] - _restricted(root, n):
+            return n, None, ""
     for child, linear in zip(children(n), _linear_in(n)):
         found = _mixed_sum(child, within if linear else (within or n), outside, summed, root)
         if found is not None:

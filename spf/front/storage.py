@@ -149,7 +149,7 @@ class _Deriver:
         levels: list[StorageLevel] = []
         for k, p in enumerate(self.indices):
             parent = self.indices[k - 1] if k else None
-            mine = tuple(sorted(coords.get(p, [])))
+            mine = tuple(sorted(coords.get(p, []), key=lambda c: (c[0], c[1] or "")))
             if not mine:
                 self.fail(f"layout index {p} fixes no logical coordinate")
             lower, upper = self._bounds(p)

@@ -104,12 +104,15 @@ def held_type(dtype: np.dtype, what: str) -> ValueType:
     return value_type(dtype, what)
 
 
-def result_type(*types: ValueType, weak: tuple[int | float, ...] = ()) -> ValueType:
-    """numpy's promotion of ``types`` and of the Python numbers ``weak`` (literals: they
-    promote weakly, ``2.5 * float32`` is float32), float64 for no types."""
-    if not types:
+def result_type(*types: ValueType, weak: tuple[Any, ...] = ()) -> ValueType:
+    """numpy's promotion of ``types`` and of the numbers ``weak`` (Python numbers promote
+    weakly, as literals: ``2.5 * float32`` is float32; numpy scalars by their type; alone,
+    an integer is int64, one beyond int64 a float, as numpy's Python int next to a float);
+    float64 for neither; float16 held as float32."""
+    if not types and not weak:
         return FLOAT64
-    return value_type(np.result_type(*(t.dtype for t in types), *weak))
+    dtype = np.result_type(*(t.dtype for t in types), *weak)
+    return FLOAT64 if dtype.kind == "O" else held_type(dtype, "a number")
 
 
 def can_cast(src: ValueType, dst: ValueType) -> bool:

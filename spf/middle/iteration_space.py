@@ -29,6 +29,7 @@ class TensorUse:
     shares: str | None = None       # a tensor whose same-named fields this one uses
     shared: frozenset[str] = frozenset()
     aliases: tuple[tuple[str, str], ...] = ()   # layout index -> the source's variable
+    sized: bool = False             # read only for its extents (:attr:`Expr.sized`)
 
     def var(self, layout_index: str) -> str:
         """Name of a layout index in the iteration space (``A_pi``); a position of a shared
@@ -41,6 +42,8 @@ class TensorUse:
     @property
     def vars(self) -> tuple[str, ...]:
         """This tensor's own layout-index variables (not those it shares)."""
+        if self.sized:
+            return ()
         own = {p for p, _ in self.aliases}
         return tuple(self.var(p) for p in self.layout.indices if p not in own)
 
@@ -157,13 +160,14 @@ def build(expr: Expr, layouts: Mapping[str, Layout], bounds: Sequence[Constraint
     clash = names & set(indices)
     if clash:
         raise SpecError(f"index name(s) {sorted(clash)} clash with layout index names", expr.source)
-    constraints = [c for use in uses for c in _composed(use, indices)]
+    constraints = [c for use in uses if not use.sized for c in _composed(use, indices)]
     # an affine access index (``I(i+k, j)``) is one more variable, equal to its expression:
     # the access map becomes affine, and the scanner solves for whichever side it iterates
     constraints += [Constraint.eq(Aff.var(name), aff) for name, aff in expr.derived.items()
                     if name in indices]
     free = set(expr.free_extents)
     extent, substitution, facts = _extents(uses, free)
+    constraints += _ranges(expr, uses, assembled, extent)
     if assembled is not None:
         constraints += _output_bounds(assembled, extent, free)
     # No "0 <= idx < extent" facts for the logical indices: they hold on the points of each
@@ -208,6 +212,8 @@ def _uses(expr: Expr, layouts: Mapping[str, Layout],
                                   tuple((p, f"{share[1]}_{p}") for p in sorted(aliases))))
         else:
             uses.append(TensorUse(acc.tensor, lay, acc.indices, is_out))
+    uses += [TensorUse(a.tensor, layouts[a.tensor], a.indices, False, sized=True)
+             for a in expr.sized]
     return uses
 
 
@@ -226,6 +232,25 @@ def _composed(use: TensorUse, indices: list[str]) -> list[Constraint]:
                         f"{use.name} are not defined by equalities of its layout indices",
                         use.layout.source)
     return list(flat.disjuncts[0])
+
+
+def _ranges(expr: Expr, uses: list[TensorUse], assembled: TensorUse | None,
+            extent: dict[str, Aff]) -> list[Constraint]:
+    """``0 <= i < extent`` for each index the statement gives its range (a term of a sum
+    using ``i`` without reading it plainly, :meth:`Expr.ranges_of`): a tensor's extent, or
+    the output's (bounding a dense output's points already; an assembled output's extents
+    are the call's, ``extent`` keeps those)."""
+    out: list[Constraint] = []
+    for idx, tensor, dim in expr.ranges:
+        if tensor == expr.output.tensor and assembled is None:
+            continue
+        use = assembled if tensor == expr.output.tensor and assembled is not None \
+            else next(u for u in uses if u.name == tensor)
+        ext = use.extents()[dim]
+        if use is not assembled:
+            extent.setdefault(idx, ext)
+        out += [Constraint.ge(Aff.var(idx), Aff.num(0)), Constraint.ge(ext - 1, Aff.var(idx))]
+    return out
 
 
 def _output_bounds(out: TensorUse, extent: dict[str, Aff], free: set[str]) -> list[Constraint]:
@@ -255,6 +280,8 @@ def _extents(uses: list[TensorUse], free: set[str]
     substitution: dict[str, Aff] = {}
     facts: list[Constraint] = []
     for use in uses:
+        if use.sized:
+            continue            # its extents bound only the indices it gives a range
         for idx, ext in zip(use.indices, use.extents()):
             if idx in free:
                 if use.is_output or idx not in extent:

@@ -11,8 +11,10 @@
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import partial
 
 import islpy as isl
 
@@ -87,6 +89,7 @@ class LoopNest:
     statement_guards: list[Constraint]
     schedule: list[str]
     z3: Z3Limit = field(default_factory=Z3Limit)    # time limit of queries about this nest
+    empty: bool = False         # the space holds no point: every loop runs no iteration
 
     def level(self, var: str) -> Level:
         for lv in self.levels:
@@ -110,13 +113,19 @@ class Scanner:
         self.base = list(space.variables)
         self.enc = encode(self.base, space.all_constraints)
         self.full = self.enc.isl_set([space.all_constraints])
+        self.empty = self.full.is_empty()     # no point: every loop runs no iteration
+        # what the relation (not the properties) says: definitions come from it alone, so
+        # that no index-array read is placed before the levels that make its position one of
+        # the array's (a range of ``rowPtr`` in 0..1 implies ``pk = 0``, but ``colIdx[0]``
+        # exists only where some row holds position 0)
+        self.relation = self.enc.isl_set([space.constraints])
         self.deps = _transitive_deps(self.enc, set(self.base))
 
     # -- scheduling ---------------------------------------------------------------
     def _restricted(self, keep: set[str]) -> tuple[isl.Set, Encoding]:
         kept = [d for d in self.enc.dims
                 if (d in keep) or (d in self.enc.call_of and self.deps[d] <= keep)]
-        s = self.full
+        s = self.relation
         for pos in range(len(self.enc.dims) - 1, -1, -1):
             if self.enc.dims[pos] not in kept:
                 s = s.project_out(isl.dim_type.set, pos, 1)
@@ -197,15 +206,13 @@ class Scanner:
                 here = here.coalesce()
             if here.n_basic_set() > 1:
                 here = isl.Set.from_basic_set(here.simple_hull())
-            gist = here.gist(ctx)
+            gist = _gist(here, ctx)
             sub = Encoding(dims=enc.dims[:k + 1],
                            call_of={d: c for d, c in enc.call_of.items() if d in enc.dims[:k + 1]},
                            var_of={}, params=enc.params)
-            cons: list[Constraint] = []
-            for b in gist.get_basic_sets():
-                cons.extend(sub.decode_basic_set(b))
+            cons = _decoded(gist, sub)
             atom = enc.call_of.get(var, var)
-            mine = [c for c in cons if c.aff.coeff(atom)]
+            mine = [c for c in cons if c.aff.coeff(atom) or _in_floor(c.aff, atom)]
             if var in enc.call_of:
                 levels.append(Level(var, LevelKind.READ, call=enc.call_of[var], guards=mine))
             elif var in defs:
@@ -214,23 +221,42 @@ class Scanner:
                 levels.append(Level(var, LevelKind.ASSIGN, expr=expr,
                                     guards=[c for c in mine if c != defining]))
             else:
-                levels.append(self._loop_level(var, mine, enc.dims[k + 1:]))
-        nest = LoopNest(self.space, levels, [], schedule)
+                levels.append(self._loop_level(var, mine, enc.dims[k + 1:],
+                                               partial(_relaxed, here, ctx, sub)))
+        nest = LoopNest(self.space, levels, [], schedule, empty=self.empty)
         self._prune(nest, enc, full, facts)
         _prefer_named(nest)
         return nest
 
-    def _loop_level(self, var: str, cons: list[Constraint], inner: list[str]) -> Level:
+    def _loop_level(self, var: str, cons: list[Constraint], inner: list[str],
+                    relaxed: Callable[[], list[Constraint]]) -> Level:
+        """The loop over ``var`` bounded by ``cons``.  A constraint with ``var`` inside a
+        floor division (``3*ceil(pi/3) < numRows``: a stride's multiple of pi must be a row)
+        cannot bound it, as its bound would read ``var`` itself: it is tested inside the loop,
+        and a side left without a bound takes the bound of the level without existential
+        variables (``relaxed()``, Fourier-Motzkin: ``pi < numRows``).  In a space without
+        a point (``R(i,j) = A(i+1, -j-1)``: ``-j-1`` is never a column) a loop left unbounded
+        runs no iteration."""
         lv = Level(var, LevelKind.LOOP)
         for c in cons:
-            k = c.aff.coeff(var)
-            rest = c.aff - Aff.var(var, k)
-            if c.is_eq:
+            if _in_floor(c.aff, var):
                 lv.guards.append(c)
-            elif k > 0:      # k*var + rest >= 0  ->  var >= ceil(-rest / k)
-                lv.lower.append((-rest, k))
-            else:            # var <= floor(rest / -k)
-                lv.upper.append((rest, -k))
+            else:
+                _bound(lv, c)
+        for c in [g for g in lv.guards if g.is_eq and not _in_floor(g.aff, var)]:
+            if not lv.lower or not lv.upper:     # var = e: one trip (none where e is not
+                lv.guards.remove(c)              # a multiple of var's coefficient)
+                _bound(lv, Constraint.ge(c.aff, Aff.num(0)))
+                _bound(lv, Constraint.ge(c.aff * -1, Aff.num(0)))
+        if not lv.lower or not lv.upper:
+            missing = (not lv.lower, not lv.upper)
+            for c in relaxed():
+                k = c.aff.coeff(var)
+                if c.is_eq or not k or _in_floor(c.aff, var) or not missing[k < 0]:
+                    continue
+                _bound(lv, c)
+        if (not lv.lower or not lv.upper) and self.empty:
+            lv.lower, lv.upper = [(Aff.num(0), 1)], [(Aff.num(-1), 1)]   # no point: no trip
         if not lv.lower or not lv.upper:
             self._unbounded(var, "lower" if not lv.lower else "upper", inner)
         return lv
@@ -252,17 +278,31 @@ class Scanner:
                         f"depends on {names}; place {names} before {shown(var)}")
 
     def _prune(self, nest: LoopNest, enc: Encoding, full: isl.Set, facts: isl.Set) -> None:
-        """Drop guards implied by the rest of the nest plus the facts; add what is missing."""
-        def executed(skip: Constraint | None = None, skip_level: Level | None = None) -> isl.Set:
+        """Drop guards implied by the rest of the nest plus the facts; add what is missing.
+
+        A guard at or above the level that selects a dense output's element is kept when
+        without it the levels up to there no longer keep the element inside the output:
+        the element is written there (a sum's accumulator) whether or not the finds and
+        loops below match, so a bound that only a find below implies (``R(i,j,k) =
+        T(i-k, j, k-c) * T(i,j,k)``: the find of ``T(i,j,k)`` bounds ``i``) would let it
+        write past the output."""
+        def executed(skip: Constraint | None = None, skip_level: Level | None = None,
+                     upto: int | None = None) -> isl.Set:
             cons: list[Constraint] = []
-            for lv in nest.levels:
+            for lv in nest.levels[:upto]:
                 cons.extend(lv.bound_constraints())
                 cons.extend(g for g in lv.guards if not (lv is skip_level and g == skip))
             return enc.isl_set([cons]).intersect(facts)
 
-        for lv in reversed(nest.levels):
+        written, bounds = _output_bounds(nest)
+        inside = enc.isl_set([bounds])
+        keep = bool(bounds) and executed(upto=written + 1).is_subset(inside)
+        for k in range(len(nest.levels) - 1, -1, -1):
+            lv = nest.levels[k]
             for g in list(lv.guards):
-                if executed(g, lv).is_subset(full):
+                if executed(g, lv).is_subset(full) and not (
+                        keep and k <= written and
+                        not executed(g, lv, written + 1).is_subset(inside)):
                     lv.guards.remove(g)
                     lv.dropped.append(g)
         rest = full.gist(executed())
@@ -272,6 +312,70 @@ class Scanner:
             if rest.n_basic_set() > 1:
                 raise SpecError("the iteration space is a union that the scanner cannot yet "
                                 "express as one guard")
+
+
+def _output_bounds(nest: LoopNest) -> tuple[int, list[Constraint]]:
+    """The last level defining a variable that selects a dense output's element (-1: none)
+    and the constraints that keep that element inside the output (``0 <= R_p0 < R.n0``)."""
+    space = nest.space
+    out = space.expr.output
+    if not out.indices or space.assembled is not None:
+        return -1, []
+    names = set(space.use(out.tensor).vars)
+    bounds = [c for c in space.constraints if c.names() & names and not c.calls()
+              and not c.names() & (set(space.variables) - names)]
+    return max((k for k, lv in enumerate(nest.levels) if lv.var in names), default=-1), bounds
+
+
+def _bound(lv: Level, c: Constraint) -> None:
+    """``c`` (affine in ``lv``'s variable) as a bound of the loop, or an equality as a
+    guard."""
+    k = c.aff.coeff(lv.var)
+    rest = c.aff - Aff.var(lv.var, k)
+    if c.is_eq:
+        lv.guards.append(c)
+    elif k > 0:      # k*var + rest >= 0  ->  var >= ceil(-rest / k)
+        lv.lower.append((-rest, k))
+    else:            # var <= floor(rest / -k)
+        lv.upper.append((rest, -k))
+
+
+def _in_floor(aff: Aff, atom: str | UFCall) -> bool:
+    """Whether ``atom`` (a variable or an index-array read) occurs inside a floor division
+    of ``aff``."""
+    return any(isinstance(a, FloorDiv) and (bool(a.num.coeff(atom)) or _in_floor(a.num, atom))
+               for a in aff.atoms())
+
+
+def _decoded(s: isl.Set, enc: Encoding) -> list[Constraint]:
+    """The constraints of ``s`` (one basic set, or none)."""
+    return [c for b in s.get_basic_sets() for c in enc.decode_basic_set(b)]
+
+
+def _relaxed(here: isl.Set, ctx: isl.Set, enc: Encoding) -> list[Constraint]:
+    """The constraints of ``here`` without its existential variables (eliminated: a larger
+    set), simplified in ``ctx``, as one basic set."""
+    s = here.remove_divs().gist(ctx).coalesce()
+    if s.n_basic_set() > 1:
+        s = isl.Set.from_basic_set(s.simple_hull())
+    return _decoded(s, enc)
+
+
+def _gist(here: isl.Set, ctx: isl.Set) -> isl.Set:
+    """``here`` (one basic set) simplified in the context ``ctx``, as one basic set: its
+    constraints are conjoined into bounds and guards.  isl's gist may split it into a union
+    (``y(i) = B(i,2*j) * x(j)`` over DIA: ``offset <= 0``, or ``0 < offset`` with a parity
+    condition), whose pieces' constraints conjoined would contradict; then the level keeps
+    the constraints without existential variables (a larger set: what it leaves out, the
+    inner levels or the statement's guards test, :meth:`Scanner._prune`)."""
+    gist = here.gist(ctx)
+    if gist.n_basic_set() > 1:
+        gist = gist.coalesce()
+    if gist.n_basic_set() > 1:
+        gist = here.remove_divs().gist(ctx).coalesce()
+    if gist.n_basic_set() > 1:
+        gist = isl.Set.from_basic_set(gist.simple_hull())
+    return gist
 
 
 def _prefer_named(nest: LoopNest) -> None:

@@ -40,8 +40,10 @@ def run_assembling(assembly: AssemblyPlan, fn: Callable[..., int],
         raise ArgumentError(f"output {output!r} of shape {shape} has more than 2^63 "
                             "coordinates; its keys would overflow int64")
     bound = ctypes.c_int64(0)
+    extents = np.array(ext, dtype=np.int64)     # a nest the output's extents bound reads them
+    counted = [runtime.address(extents), *inputs] if assembly.ranged else list(inputs)
     for sizer in sizers:        # counting without reading values suffices if it sizes little
-        status = sizer(ctypes.addressof(bound), *inputs)
+        status = sizer(ctypes.addressof(bound), *counted)
         if status != Status.OK:
             check_values(status, name)
             raise OutOfMemoryError(f"kernel {name}: its C code could not allocate the state "

@@ -140,9 +140,11 @@ class CompiledKernel(Generic[K]):
         self._fn = _function(lib, kernel.name,
                              [ctypes.c_void_p] * (2 if kernel.assembly else 1) + inputs)
         if kernel.assembly is not None:
-            self._bound = _function(lib, f"{kernel.name}_bound", [ctypes.c_void_p] + inputs)
+            extents = [ctypes.c_void_p] if kernel.assembly.ranged else []     # spf_ext
+            self._bound = _function(lib, f"{kernel.name}_bound",
+                                    [ctypes.c_void_p] + extents + inputs)
             self._bound_slots = _function(lib, f"{kernel.name}_bound_slots",
-                                          [ctypes.c_void_p] + inputs) \
+                                          [ctypes.c_void_p] + extents + inputs) \
                 if kernel.assembly.drop_zeros else None
 
     def __reduce__(self) -> tuple:
@@ -465,29 +467,24 @@ class CompiledKernel(Generic[K]):
         return self._filled(built if written is None else rewritten(built, written))
 
     def _extents(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
-        """Extent of each index from the input shapes; they must agree within a term, and
-        the output's indices across the terms of a sum."""
+        """Extent of each index from the input shapes; every index read plainly has one
+        extent across the whole statement (one range per index)."""
         expr = self.kernel.expr
         extents: dict[str, int] = {}
         owner: dict[str, str] = {}
-        for product in expr.products():
-            local: dict[str, int] = {}
-            local_owner: dict[str, str] = {}
-            for acc in product.factors:
-                if acc.tensor not in shapes:
-                    continue
-                shape = shapes[acc.tensor]
-                for dim, (idx, n) in enumerate(zip(acc.indices, shape)):
-                    known, who = (extents, owner) if idx in expr.output.indices \
-                        else (local, local_owner)
-                    if idx in known and known[idx] != n:
-                        raise ArgumentError(
-                            f"index {idx!r} has extent {known[idx]} in {who[idx]} but {n} in "
-                            f"{acc.tensor} (dimension {dim}); shapes must agree")
-                    known.setdefault(idx, n)
-                    who.setdefault(idx, f"{acc.tensor} (shape {shape})")
-            for idx, n in local.items():
+        for acc in (a for product in expr.products() for a in product.factors):
+            if acc.tensor not in shapes:
+                continue
+            shape, derived = shapes[acc.tensor], dict(acc.arithmetic)
+            for dim, (idx, n) in enumerate(zip(acc.indices, shape)):
+                if idx in derived:
+                    continue        # computed by index arithmetic: nothing to agree
+                if idx in extents and extents[idx] != n:
+                    raise ArgumentError(
+                        f"index {idx!r} has extent {extents[idx]} in {owner[idx]} but {n} in "
+                        f"{acc.tensor} (dimension {dim}); shapes must agree")
                 extents.setdefault(idx, n)
+                owner.setdefault(idx, f"{acc.tensor} (shape {shape})")
         return extents
 
     def _shared_output(self, layout: Layout, given: Any, shape: tuple[int, ...],

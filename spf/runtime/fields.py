@@ -188,8 +188,7 @@ class _ArrayField:
 
     def declared(self) -> str:
         """The extents as the layout writes them: ``rowPtr(numRows)][2``."""
-        return "][".join(ie.to_c(d, str, lambda n, a: f"{n}({', '.join(a)})")
-                         for d in self.dims)
+        return "][".join(ie.text(d) for d in self.dims)
 
 
 @dataclass(frozen=True)

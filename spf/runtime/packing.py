@@ -83,12 +83,28 @@ def packed(layout: Layout, shape: tuple[int, ...], coords: Any, values: Any) -> 
                 from None
         except Exception as exc:    # the packer is the layout's code
             raise _failed(layout, func, exc) from exc
-        t = tensor_class()(layout, shape, fields)
+        t = _checked(layout, shape, fields)
         diff, read, given = read_back(t, arrays, data)
         if diff is not None:
             raise _disagreement(layout, f"{given} entries given, {read} read back; {diff}")
     t.source_entries = len(data)
     return t
+
+
+def _checked(layout: Layout, shape: tuple[int, ...], fields: Any) -> StoredTensor:
+    """The tensor of the fields a packer returned, checked like any; fields that fail the
+    checks of the packer's own layout are the packer's and its relation's disagreement
+    (values beyond the index type stay the caller's: a wider one stores them)."""
+    try:
+        return tensor_class()(layout, shape, fields)
+    except ArgumentError as exc:
+        if "index_type=" in str(exc):
+            raise
+        assert layout.packer is not None
+        raise layout_error(layout, f"layout {layout.name}: its packer "
+                           f"{Path(layout.packer.split(':')[0]).name} stores fields that fail "
+                           f"the layout's own checks ({exc}): the packer and the layout file "
+                           "disagree", "packer") from None
 
 
 def _failed(layout: Layout, func: str, exc: BaseException) -> SpecError:
@@ -135,7 +151,7 @@ def packed_dense(layout: Layout, array: np.ndarray) -> StoredTensor | None:
         fields = module.pack_dense(array, dict(layout.params))
     except Exception as exc:        # the packer is the layout's code
         raise _failed(layout, "pack_dense", exc) from exc
-    t = tensor_class()(layout, array.shape, fields)
+    t = _checked(layout, array.shape, fields)
     read = _densely(t)
     if _same_memory(read, array):
         return t            # the packer stored the array itself where the relation reads it

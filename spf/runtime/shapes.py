@@ -11,50 +11,142 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import ArgumentError
 from ..front.kernel_spec import ARITHMETIC_LIMIT, Expr
 
 Slot = tuple[str, int]   # (tensor, dimension)
 Shapes = Mapping[str, tuple[int, ...]]
+INF = math.inf
+_ROUNDS = 64        # interval propagation stops here if it has not settled (a larger box)
 
 
 @dataclass(frozen=True)
-class Bound:
-    """``0 <= coeff*i + sum(c*v) + const < extent(slot)`` for one affine access index, each
-    other index ``v`` in ``[0, extent(its slot))``."""
+class Dim:
+    """``0 <= sum(c*v) + const < extent(slot)``: one dimension of one access."""
 
-    slot: Slot
-    coeff: int
-    rest: tuple[tuple[int, Slot], ...]
+    terms: tuple[tuple[str, int], ...]
     const: int
+    slot: Slot
 
-    def largest(self, shapes: Shapes) -> int:
-        """The largest ``i`` the bound allows, by interval arithmetic on ``[0, extent - 1]``
-        (the usual sizes when a range is empty: a full convolution of n and 0 elements has
-        n - 1)."""
-        lo = -self.const
-        hi = shapes[self.slot[0]][self.slot[1]] - 1 - self.const
-        for c, (tensor, dim) in self.rest:
-            top = c * (shapes[tensor][dim] - 1)
-            lo, hi = lo - max(top, 0), hi - min(top, 0)
-        return hi // self.coeff if self.coeff > 0 else lo // self.coeff
+
+@dataclass(frozen=True)
+class TermReach:
+    """The points of one term: each access dimension (``dims``) in range, each index in
+    ``ranges`` in ``[0, extent(slot))`` (an index read plainly anywhere: one range per index
+    for the whole statement) or ``[0, inf)`` (``None``: another output index no tensor reads
+    plainly), any other index free but for the accesses."""
+
+    dims: tuple[Dim, ...]
+    ranges: tuple[tuple[str, Slot | None], ...]
+
+    @property
+    def slots(self) -> tuple[Slot, ...]:
+        """The input dimensions whose extents its points depend on."""
+        return tuple(sorted({d.slot for d in self.dims} |
+                            {s for _, s in self.ranges if s is not None}))
+
+    def largest(self, index: str, shapes: Shapes) -> int | None:
+        """The largest value of ``index`` at a point of the term (-1: the term has no point;
+        None: its accesses do not bound it): the largest ``v`` for which the points with
+        ``index >= v`` are not found empty, by binary search over interval propagation (a
+        full convolution ``O(i) = I(i-k) * F(k)`` reaches ``n_I + n_F - 2``;
+        ``v(i+k) * w(k-i)`` reaches ``(n_v - 1) // 2``); kept per extents (calls repeat
+        them)."""
+        return _largest(self, index, tuple(shapes[t][d] for t, d in self.slots))
+
+    def search(self, index: str, shapes: Shapes) -> int | None:
+        """:meth:`largest`, computed."""
+        box = self._box(shapes, index, None)
+        if box is None:
+            return -1
+        lo, hi = box
+        if hi == INF:
+            return None
+        a, b = int(lo), int(hi)
+        while a < b:
+            m = (a + b + 1) // 2
+            if self._box(shapes, index, m) is None:
+                b = m - 1
+            else:
+                a = m
+        return a
+
+    def _box(self, shapes: Shapes, index: str, at_least: int | None
+             ) -> tuple[float, float] | None:
+        """The interval of ``index`` over the term's points with ``index >= at_least``, by
+        interval propagation (None: found empty)."""
+        lo: dict[str, float] = {}
+        hi: dict[str, float] = {}
+        for name, slot in self.ranges:
+            lo[name], hi[name] = 0, INF if slot is None else shapes[slot[0]][slot[1]] - 1
+        for d in self.dims:
+            for name, _ in d.terms:
+                lo.setdefault(name, -INF)
+                hi.setdefault(name, INF)
+        lo[index], hi[index] = at_least or 0, INF     # an output index: its own extent open
+        for _ in range(_ROUNDS):
+            before = (dict(lo), dict(hi))
+            for d in self.dims:
+                top = shapes[d.slot[0]][d.slot[1]] - 1
+                for name, c in d.terms:
+                    rest_lo: float = d.const
+                    rest_hi: float = d.const
+                    for other, e in d.terms:
+                        if other != name:
+                            ends = (e * lo[other], e * hi[other])
+                            rest_lo, rest_hi = rest_lo + min(ends), rest_hi + max(ends)
+                    _tighten(lo, hi, name, c, -rest_hi, top - rest_lo)
+            if any(lo[n] > hi[n] for n in lo):
+                return None
+            if (lo, hi) == before:
+                break
+        return lo[index], hi[index]
+
+
+@lru_cache(maxsize=4096)
+def _largest(term: TermReach, index: str, extents: tuple[int, ...]) -> int | None:
+    shapes: dict[str, list[int]] = {}
+    for (t, d), n in zip(term.slots, extents):
+        dims = shapes.setdefault(t, [])
+        dims.extend([0] * (d + 1 - len(dims)))
+        dims[d] = n
+    return term.search(index, {t: tuple(v) for t, v in shapes.items()})
+
+
+def _tighten(lo: dict[str, float], hi: dict[str, float], name: str, c: int, a: float,
+             b: float) -> None:
+    """``name``'s interval within ``a <= c*name <= b`` (integers; an infinite end bounds
+    nothing)."""
+    if c < 0:
+        a, b, c = -b, -a, -c
+    if a != -INF:
+        lo[name] = max(lo[name], -(int(-a) // c))
+    if b != INF:
+        hi[name] = min(hi[name], int(b) // c)
 
 
 @dataclass(frozen=True)
 class ArithmeticExtent:
     """An output index some term reads only inside affine access indices: the extent of the
-    tensors that read it plainly (``plain``, None if none does), and per term that reaches
-    further, the bounds its accesses give (``None``: a term no input bounds)."""
+    tensors that read it plainly (``plain``, None if none does), and the terms that reach
+    further (:meth:`~spf.front.kernel_spec.Expr.reaches_beyond`)."""
 
     index: str
-    terms: tuple[tuple[Bound, ...] | None, ...]
+    terms: tuple[TermReach, ...]
     plain: Slot | None = None
 
     def extent(self, shapes: Shapes) -> int | None:
-        if any(t is None for t in self.terms):
-            return None
-        reach = [min(b.largest(shapes) for b in t) + 1 for t in self.terms if t is not None]
+        """The extent (None: the accesses of a term do not bound the index, or nothing
+        reads it): the largest point a term reaches (a term without a point reaches
+        none), at least the plain extent."""
+        reach = []
+        for t in self.terms:
+            top = t.largest(self.index, shapes)
+            if top is None:
+                return None
+            reach.append(top + 1)
         if self.plain is not None:
             reach.append(shapes[self.plain[0]][self.plain[1]])
         return max(0, *reach) if reach else None
@@ -149,20 +241,21 @@ def arithmetic_reach(expr: Expr) -> ArithmeticReach | None:
 
 
 def shape_plan(expr: Expr, index_type: str = "int32") -> ShapePlan:
-    """Which input dimensions must have equal extents (an output index across the whole
-    kernel, another index within one term of a sum) and where each output extent comes
+    """Which input dimensions must have equal extents (every index read plainly, across the
+    whole kernel: one range per index) and where each output extent comes
     from: a tensor reading the index plainly; for an index some term reads only inside
     index arithmetic (:attr:`~spf.front.kernel_spec.Expr.free_extents`), the smallest
     extent holding every point a term reaches (``C(i) = A(i) + B(i-10)``: 20 for A and B of
-    10), where a term reading only tensors that another term reads plainly stays on their
+    10), where a term reading only tensors that other terms read plainly stays on their
     coordinates (a stencil ``x(i-1) - 2*x(i) + x(i+1)`` keeps x's extent)."""
     out_idx = expr.output.indices
-    groups: dict[object, list[Slot]] = {}
-    for k, product in enumerate(expr.products()):
+    groups: dict[str, list[Slot]] = {}
+    for product in expr.products():
         for acc in product.factors:
+            derived = dict(acc.arithmetic)      # an access index computed: none to agree
             for dim, idx in enumerate(acc.indices):
-                key = idx if idx in out_idx else (k, idx)
-                groups.setdefault(key, []).append((acc.tensor, dim))
+                if idx not in derived:
+                    groups.setdefault(idx, []).append((acc.tensor, dim))
     agree = tuple((*slots[0], *other) for slots in groups.values() for other in slots[1:])
     free = expr.free_extents
     out: list[Source] = []
@@ -170,44 +263,23 @@ def shape_plan(expr: Expr, index_type: str = "int32") -> ShapePlan:
         if i in groups and i not in free:
             out.append(groups[i][0])
             continue
-        plain = {expr.original(t) for t, _ in groups.get(i, [])}
         out.append(ArithmeticExtent(i, tuple(
-            _term_bounds(expr, k, product, i, groups) for k, product in
-            enumerate(expr.products()) if _extends(expr, product, i, plain)),
-            groups[i][0] if i in groups else None))
+            _term_reach(product, groups) for k, product in enumerate(expr.products())
+            if expr.reaches_beyond(k, i)), groups[i][0] if i in groups else None))
     return ShapePlan(agree, tuple(out), index_type, arithmetic_reach(expr))
 
 
-def _extends(expr: Expr, product: Expr, index: str, plain: set[str]) -> bool:
-    """Whether the term ``product`` may reach points of ``index`` beyond the extent of the
-    tensors that read it plainly (``plain``): it reads ``index`` only inside index
-    arithmetic, and of tensors no term reads plainly (a term without ``index`` is the same
-    along it: it fills the extent the others set)."""
-    reading = [a for a in product.factors
-               if any(index in aff.names() for _, aff in a.arithmetic)]
-    return bool(reading) and not any(index in a.indices for a in product.factors) \
-        and not any(expr.original(a.tensor) in plain for a in reading)
-
-
-def _term_bounds(expr: Expr, k: int, product: Expr, index: str,
-                 groups: Mapping[object, list[Slot]]) -> tuple[Bound, ...] | None:
-    """The bounds one term's affine access indices put on ``index`` (None: none that the
-    inputs' extents bound)."""
-    bounds = []
+def _term_reach(product: Expr, groups: Mapping[str, list[Slot]]) -> TermReach:
+    """The points of one term (``groups``: the slots reading each index plainly)."""
+    dims = []
     for acc in product.factors:
+        exprs = dict(acc.arithmetic)
         for dim, name in enumerate(acc.indices):
-            aff = dict(acc.arithmetic).get(name)
-            if aff is None or aff.coeff(index) == 0:
-                continue
-            rest = []
-            for atom, c in aff.terms:
-                if atom == index:
-                    continue
-                slots = groups.get(atom if atom in expr.output.indices else (k, atom))
-                if not slots:
-                    break
-                rest.append((c, slots[0]))
-            else:
-                bounds.append(Bound((acc.tensor, dim), aff.coeff(index), tuple(rest),
-                                    aff.const))
-    return tuple(bounds) or None
+            aff = exprs.get(name)
+            terms = ((name, 1),) if aff is None else \
+                tuple((a, c) for a, c in aff.terms if isinstance(a, str))
+            dims.append(Dim(terms, 0 if aff is None else aff.const, (acc.tensor, dim)))
+    names = {n for d in dims for n, _ in d.terms}
+    ranges = tuple((n, groups[n][0]) for n in sorted(names) if n in groups) + \
+        tuple((n, None) for n in product.output.indices if n in names and n not in groups)
+    return TermReach(tuple(dims), ranges)

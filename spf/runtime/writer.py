@@ -216,7 +216,13 @@ def written(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray
     entry that differs."""
     lay = plan.layout
     fields, slots = write(plan, shape, coords, values, allow_padding)
-    out = tensor_class()(lay, shape, fields)
+    try:
+        out = tensor_class()(lay, shape, fields)
+    except ArgumentError as exc:    # what the relation solves for breaks a property
+        if "index_type=" in str(exc):
+            raise                   # a wider index type holds it
+        raise ArgumentError(f"{lay.name} cannot hold these entries: the fields its relation "
+                            f"gives them fail its own checks ({exc})") from None
     n = len(values)
     out.source_entries = n if slots > n else None
     diff, read, given = read_back(out, coords, values)
@@ -365,12 +371,13 @@ def _permute(q: Permuted, env: Env, scalars: Mapping[str, int], arrays: _Arrays,
              outs: list[str]) -> None:
     """The permutation ``q.array`` (positions ordered by the entry count of their values,
     stably within windows) and its inverse."""
+    lay = arrays.layout
     perm = arrays.allocate(q.array, scalars)
     n = len(perm)
     at = np.broadcast_to(np.asarray(vec(q.value, env), np.int64), env[outs[0]].shape)
     outside = (at < 0) | (at >= n)
     if outside.any():
-        _refuse_entry(env, int(np.flatnonzero(outside)[0]), outs,
+        _refuse_entry(lay, env, int(np.flatnonzero(outside)[0]), outs,
                       f"{q.value} is outside the {n} values of the permutation {q.array}")
     if q.descending is None:
         perm[:] = np.arange(n)
@@ -384,13 +391,14 @@ def _permute(q: Permuted, env: Env, scalars: Mapping[str, int], arrays: _Arrays,
 
 
 def _solve(part: PartWrite, env: Env, outs: list[str], arrays: _Arrays) -> None:
+    lay = arrays.layout
     for s in part.solved:
         value = vec(s.value, env, arrays)
         value = np.broadcast_to(np.asarray(value, np.int64), env[outs[0]].shape if outs else ())
         if s.divisor != 1:
             bad = np.flatnonzero(value % s.divisor)
             if bad.size:
-                _refuse_entry(env, int(bad[0]), outs,
+                _refuse_entry(lay, env, int(bad[0]), outs,
                               f"{s.atom} = ({s.value}) / {s.divisor} is not an integer")
             value = value // s.divisor
         env[str(s.atom)] = value
@@ -425,7 +433,7 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
     rank, first_of_key, _ = _ranks([at], keys, n)
     if n and (at.min() < 0 or at.max() >= size):
         bad = int(np.flatnonzero((at < 0) | (at >= size))[0])
-        _refuse_entry(env, bad, list(lay.relation.out_vars or ()),
+        _refuse_entry(lay, env, bad, list(lay.relation.out_vars or ()),
                       f"{p.lower} is outside {p.lower.name}'s {size} groups")
     counts = np.bincount(at[first_of_key], minlength=size)[:size] if n \
         else np.zeros(size, np.int64)
@@ -459,7 +467,7 @@ def _place_nested(p: Position, env: Env, scalars: dict[str, int], arrays: _Array
     after = arrays.offset(p.lower.name, [args[0], args[1] + 1])
     bad = np.flatnonzero((at < 0) | (after < 0))
     if bad.size:
-        _refuse_entry(env, int(bad[0]), outs, f"{p.lower} is outside {p.lower.name}'s "
+        _refuse_entry(lay, env, int(bad[0]), outs, f"{p.lower} is outside {p.lower.name}'s "
                       f"{rows} x {width} pointers")
     rank, first_of_key, _ = _ranks([at], keys, n)
     counts = np.bincount(at[first_of_key], minlength=rows * width).reshape(rows, width) \
@@ -609,7 +617,7 @@ def _rank_bound(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
     limit = p.upper.evaluate(scalars)
     if largest > limit:
         bad = int(np.argmax(rank))
-        _refuse_entry(env, bad, list(lay.relation.out_vars or ()),
+        _refuse_entry(lay, env, bad, list(lay.relation.out_vars or ()),
                       f"its group has more than {p.upper} = {limit} entries "
                       f"(layout index {p.index})")
 
@@ -617,7 +625,7 @@ def _rank_bound(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
 def _store(lay: Layout, arr: np.ndarray, off: Vec, value: Vec, name: str, env: Env,
            outs: list[str]) -> None:
     if off.size and off.min() < 0:
-        _refuse_entry(env, int(np.flatnonzero(off < 0)[0]), outs,
+        _refuse_entry(lay, env, int(np.flatnonzero(off < 0)[0]), outs,
                       f"it would be written outside {name}")
     arr[off] = value
 
@@ -626,7 +634,7 @@ def _store_values(lay: Layout, data: np.ndarray, off: Vec, values: np.ndarray, e
                   outs: list[str]) -> None:
     off = np.broadcast_to(off, values.shape)
     if off.size and off.min() < 0:
-        _refuse_entry(env, int(np.flatnonzero(off < 0)[0]), outs,
+        _refuse_entry(lay, env, int(np.flatnonzero(off < 0)[0]), outs,
                       f"its value would be written outside {lay.value.array}")
     uniq, counts = np.unique(off, return_counts=True)
     if (counts > 1).any():
@@ -666,7 +674,13 @@ def check_shape(lay: Layout, shape: tuple[int, ...]) -> dict[str, int]:
     """The scalar fields ``lay``'s shape names, at ``shape``; ArgumentError when its extents
     cannot describe ``shape`` (a constant extent, or one field for two extents that differ)."""
     scalars = _shape_scalars(lay, shape)
-    fixed = tuple(e.evaluate(scalars) for e in lay.shape)
+    try:
+        fixed = tuple(e.evaluate(scalars) for e in lay.shape)
+    except KeyError as exc:         # an extent such as -numRows: no shape gives numRows
+        raise layout_error(lay, f"layout {lay.name}: a tensor's shape does not give "
+                           f"{exc.args[0]}, which its shape ({', '.join(map(str, lay.shape))}) "
+                           "reads (each extent is a scalar field or a constant)",
+                           "shape") from None
     if fixed != tuple(shape):
         raise ArgumentError(f"layout {lay.name} stores tensors of shape "
                             f"({', '.join(map(str, lay.shape))}); got shape {tuple(shape)}")
@@ -703,8 +717,8 @@ def _at(env: Env, k: int, outs: list[str]) -> tuple[int, ...]:
     return tuple(int(env[g][k]) for g in outs)
 
 
-def _refuse_entry(env: Env, k: int, outs: list[str], why: str) -> None:
-    raise ArgumentError(f"entry {_at(env, k, outs)} cannot be written: {why}")
+def _refuse_entry(lay: Layout, env: Env, k: int, outs: list[str], why: str) -> None:
+    raise ArgumentError(f"entry {_at(env, k, outs)} cannot be written into {lay.name}: {why}")
 
 
 def _refuse(lay: Layout, env: Env, k: int, outs: list[str], aff: Aff,
