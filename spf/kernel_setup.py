@@ -460,26 +460,19 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
                 raise SpecError(f"dtype names {name!r}, which is not a tensor of "
                                 f"{expr.text!r}", expr.source)
     types = {a.tensor: t for a in expr.factors if (t := declared(a.tensor)) is not None}
-    inputs = [type_of(a.value, {n: types.get(n, FLOAT64) for n in operands(a.value)},
-                      expr.source)
-              if a.value is not None else types.get(a.tensor, FLOAT64)
-              for a in _every_factor(expr)
-              if (a.tensor in layouts or (not a.indices and a.tensor in types))
-              and a.tensor != mask and not a.in_value]      # a typed scalar promotes too
     _check_coefficients(expr, types, mask)
-    literals = tuple(_literal(p.coefficient) for p in expr.products()
-                     if not p.factors or not is_sign(p.coefficient))   # bool stays bool
+    products, numbers = _product_types(expr, types, layouts, mask)
     given_out = declared(out)
     # numbers only (a sum's number term): weak next to the output's type, as numpy adds it
-    computed = result_type(*(inputs or ([given_out] if given_out is not None else [])),
-                           weak=literals)
-    output = given_out or computed
-    if expr.rhs is not None:    # what numpy refuses as written (-x(j) of booleans)
-        written = {n: types.get(n, FLOAT64) for n in operands(expr.rhs)}
-        written.update({a.tensor: types.get(a.tensor, output) for a in expr.factors
-                        if not a.indices})      # a scalar: the output's unless typed
-        type_of(expr.rhs, written, expr.source)
+    computed = result_type(*(products or ([given_out] if given_out is not None else [])),
+                           weak=numbers)
+    if expr.rhs is not None:    # numpy's type of the statement as written, and what numpy
+        written = {n: types.get(n, FLOAT64) for n in operands(expr.rhs)}   # refuses there
+        written.update({a.tensor: types.get(a.tensor, given_out or computed)
+                        for a in expr.factors if not a.indices})   # a scalar: the output's
+        computed = type_of(expr.rhs, written, expr.source)
         check_folded_steps(expr.rhs, written, expr.source)
+    output = given_out or computed
     if opts.semiring.is_plus_times and not can_cast(computed, output):
         raise SpecError(f"dtype: the output {out!r} is {output.name}, and numpy computes "
                         f"{expr.text.split('=', 1)[1].strip()!r} in {computed.name}, which "
@@ -498,6 +491,28 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
     if mask is not None and mask not in every:          # complemented: not a factor
         every[mask] = declared(mask) or FLOAT64
     return Typing(tuple(sorted(every.items())), output, acc)
+
+
+def _product_types(expr: Expr, types: Mapping[str, ValueType], layouts: Mapping[str, Layout],
+                   mask: str | None) -> tuple[list[ValueType], tuple[Any, ...]]:
+    """numpy's type of each product with typed factors (its factors' types and its literal
+    coefficient, weakly: ``1e300 * (x(i) < 0)`` is float64 before a float32 is added to
+    it) and the numbers of the other products (numbers only, or times untyped scalars,
+    which take the output's type): weak next to the sum's type."""
+    products: list[ValueType] = []
+    numbers: list[Any] = []
+    for p in expr.products():
+        factors = [type_of(a.value, {n: types.get(n, FLOAT64) for n in operands(a.value)},
+                           expr.source) if a.value is not None else types.get(a.tensor, FLOAT64)
+                   for a in p.factors
+                   if (a.tensor in layouts or (not a.indices and a.tensor in types))
+                   and a.tensor != mask and not a.in_value]     # a typed scalar promotes too
+        literal = () if p.factors and is_sign(p.coefficient) else (_literal(p.coefficient),)
+        if factors:
+            products.append(result_type(*factors, weak=literal))    # bool stays bool
+        else:           # numbers, or untyped scalars (the output's type): weak next to it
+            numbers.extend(literal)
+    return products, tuple(numbers)
 
 
 def _literal(c: Coefficient) -> Any:

@@ -78,6 +78,8 @@ def expression(steps: Steps, case: dict) -> None:
         run = steps.run("kernel", call)
     if run.kind == "value":
         steps.run("read back", lambda: dense_of(run.value))
+        steps.run("stored", lambda: {n: _described(t) for n, t in operands.items()
+                                     if isinstance(t, spf.Tensor)})
 
 
 # -- tensors of a layout: the writer read back, operands corrupted ---------------------------

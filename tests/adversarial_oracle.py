@@ -10,24 +10,25 @@ Python number: weak; float16 is held as float32) over the points of its indices 
 access lies inside its tensor, each index having one range for the whole statement (an
 index read plainly anywhere: that extent; an output index: the output's extent, widened by
 the terms that reach further except those on other terms' coordinates); the products are
-added in numpy's promotion of their types, each once into every element along the output
+added in the output's type, each once into every element along the output
 indices it leaves out (a number term is added once into every element); inf and nan are
 never distributed over a sum (one tensor plus numbers divided by zero or times inf is one
-value at every point).  What the docs say is refused raises :class:`RefusedError` (a sum of
+value at every point). What the docs say is refused raises :class:`RefusedError` (a sum of
 several products divided by zero or times inf or nan; a sum inside a function, a comparison
 or a divisor whose terms differ in a summed index; an index read plainly nowhere that a term
-uses only as a value); what they leave open raises :class:`DocsSilentError`;
-:func:`as_written_refusal` is what numpy refuses in the expression as written.  Two
-readings of the arithmetic are computed, since the docs say both that each product is
-computed in its own type and that every node has numpy's type: ``expanded`` computes each
-product, its coefficient and its sign in the product's type; ``grouped`` evaluates a sum as
-written wherever all its products have the same points (numpy's type at every node: ``(a -
-b) * c`` of uint8 wraps ``a - b``, ``(a + b) / c`` is numpy's ``inf`` where the expansion's
-``a/c + b/c`` is ``nan``) and subtracts a term in the output's type (``u(i) - (not b(i))``).
-Each reading has a ``structural`` variant for non-finite values: a product over stored
-entries skips the points where a sparse operand stores nothing and the product, in real
-arithmetic, is 0 there (``0 * inf`` and ``0 * nan`` are 0: the documented convention;
-numpy's dense arithmetic gives ``nan``).
+uses only as a value; an output index no input gives an extent); the output's type is
+numpy's type of the statement as written; :func:`as_written_refusal` is what numpy refuses
+in the expression as written. Two readings of the arithmetic are computed, since the docs
+say both that each product is computed in its own type and that every node has numpy's type:
+``expanded`` computes each product, its coefficient and its sign in the product's type;
+``grouped`` evaluates a sum as written wherever all its products have the same points
+(numpy's type at every node: ``(a - b) * c`` of uint8 wraps ``a - b``, ``(a + b) / c`` is
+numpy's ``inf`` where the expansion's ``a/c + b/c`` is ``nan``) and subtracts a term in the
+output's type (``u(i) - (not b(i))``). Each reading has a ``structural`` variant for
+non-finite values: a product over stored entries skips the points where a sparse operand
+stores nothing (as its fields say, read by the relation: a DIA's padding is stored) and the
+product, in real arithmetic, is 0 there (``0 * inf`` and ``0 * nan`` are 0: the documented
+convention; numpy's dense arithmetic gives ``nan``).
 """
 from __future__ import annotations
 
@@ -180,9 +181,9 @@ class ValueIndexError(RefusedError):
     (docs/expressions.md, "One range per index for the whole statement")."""
 
 
-class DocsSilentError(Exception):
-    """The documentation does not say what this statement means (the example is not
-    judged; the reason is counted)."""
+class NoExtentError(RefusedError):
+    """An output index no tensor reads plainly and only terms on other terms' coordinates
+    read: it has no extent (docs/expressions.md, "The output's extent": refused)."""
 
 
 class TooLargeError(Exception):
@@ -237,7 +238,7 @@ def expanded(n: Node, strict: bool = True, quotients: bool = True) -> list[Term]
         left = expanded(n.args[0], strict, quotients)
         right = expanded(n.args[1], strict, quotients)
         for number, other, node in ((left, right, n.args[1]), (right, left, n.args[0])):
-            if len(other) > 1 and len(number) == 1 and _not_finite(number[0]):
+            if len(other) > 1 and any(map(_times_not_finite, number)):
                 if one_tensor(node):
                     return [Term(1, Fraction(1), (n,))]
                 if strict:
@@ -281,6 +282,13 @@ def _not_finite(t: Term) -> bool:
             return not bool(np.all(np.isfinite(_value(t, Env({}, {}, {})))))
     except (TypeError, ValueError, OverflowError, ArithmeticError):
         return False
+
+
+def _times_not_finite(t: Term) -> bool:
+    """``t``'s numbers (its coefficient, its factors of numbers only) hold an inf or nan."""
+    c = t.coefficient
+    return (isinstance(c, float) and not math.isfinite(c)) or _not_finite(
+        replace(t, factors=tuple(f for f in t.factors if number_only(f))))
 
 
 def one_tensor(n: Node) -> bool:
@@ -381,7 +389,7 @@ def ambiguous_sum(rhs: Node, out_indices: tuple[str, ...]) -> str | None:
     """A sum inside a function, a comparison or a divisor whose terms differ in an index
     that is summed and that nothing else in the product reads (docs/expressions.md,
     "Broadcasting": refused, since the sum over that index could be inside or outside)."""
-    for t in expanded(rhs, strict=False, quotients=False):
+    for t in expanded(rhs, strict=False):     # a quotient by a tensor: distributed too
         roots = [r for f in t.nodes() for r in _value_roots(f)]
         for root in roots:
             sets = [indices_of(u.nodes()) for u in expanded(root, strict=False)]
@@ -610,9 +618,12 @@ def _plain(aff: Aff) -> bool:
 
 
 def on_coordinates(terms: list[Term], k: int) -> bool:
-    """Term ``k``'s every tensor another term reads plainly (every index plain): it stays on
-    their coordinates (docs/expressions.md, "The output's extent")."""
-    others = [a for j, t in enumerate(terms) if j != k for a in accesses(t.nodes())]
+    """Term ``k``'s every tensor another term reading other accesses reads plainly (every
+    index plain): it stays on their coordinates (docs/expressions.md, "The output's
+    extent")."""
+    mine_read = set(accesses(terms[k].nodes()))
+    others = [a for j, t in enumerate(terms) if j != k and set(accesses(t.nodes())) != mine_read
+              for a in accesses(t.nodes())]
     mine = {a.tensor for a in accesses(terms[k].nodes())}
     whole = {a.tensor for a in others if all(_plain(p) for p in a.position)}
     return bool(mine) and mine <= whole
@@ -653,8 +664,8 @@ def _output_shape(st: Statement) -> tuple[int, ...]:
             if len(pts[o]):
                 ext = max(ext, int(pts[o].max()) + 1)
         if o not in plain and not reaching:
-            raise DocsSilentError(f"output index {o!r} is read plainly by no tensor and "
-                                  "only by terms on other terms' coordinates")
+            raise NoExtentError(f"output index {o!r} is read plainly by no tensor and "
+                                "only by terms on other terms' coordinates")
         shape.append(ext)
     return tuple(shape)
 
@@ -691,6 +702,19 @@ def value_kind(st: Statement, n: Node) -> str | None:
         "f" if isinstance(v, float) else np.asarray(v).dtype.kind
 
 
+def value_dtype(st: Statement, n: Node) -> np.dtype | None:
+    """numpy's type of ``n`` as written (None for a Python number or where numpy refuses
+    it)."""
+    env = Env({k: np.zeros(0, np.int64) for k in indices_of((st.rhs,))}, st.tensors,
+              st.scalars)
+    try:
+        with np.errstate(all="ignore"):
+            v = ev(n, env)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None if _python(v) else np.asarray(v).dtype
+
+
 def value_only_indices(st: Statement) -> set[str]:
     """The indices no tensor reads plainly and no output has that some term uses only as a
     value: they have no range there (docs/expressions.md: refused)."""
@@ -722,9 +746,11 @@ the expansion makes ``x - (a + b)`` into ``x - a - b``, whose products of bool a
 
 
 def reference(st: Statement, reading: str, structural: frozenset[str] = frozenset(),
-              refuse: bool = True) -> Expected:
+              refuse: bool = True, stored: dict[str, np.ndarray] | None = None) -> Expected:
     """The statement's result under ``reading`` (``expanded`` or ``grouped``); ``refuse``:
-    as for :func:`reading_terms`."""
+    as for :func:`reading_terms`; the products over the entries of the ``structural``
+    operands skip the points where they store nothing (where ``stored`` says, by operand;
+    else where they are 0)."""
     terms = reading_terms(st, reading, refuse)
     shape = output_shape(st)
     if math.prod(shape) > MAX_OUTPUT:
@@ -737,14 +763,16 @@ def reference(st: Statement, reading: str, structural: frozenset[str] = frozense
     narrow = [False]
     with np.errstate(all="ignore"):
         for t in terms:
-            part = _term(st, t, bounds, shapes, structural, narrow)
+            part = _term(st, t, bounds, shapes, structural, narrow, stored or {})
             counted = reading == BOOL_COUNTED and np.asarray(part[1]).dtype == np.bool_
             if reading.startswith("expanded") and part[2] < 0 and not counted:
                 parts.append((part[0], _negated(part[1]), 1))   # -1 * product, in its type
             else:
                 parts.append(part)
+    written = value_dtype(st, st.rhs)      # numpy's type of the statement as written
     try:
-        dtype = np.result_type(*[v for _, v, _ in parts]) if parts else np.dtype(np.float64)
+        dtype = written if written is not None else np.result_type(
+            *[v for _, v, _ in parts]) if parts else np.dtype(np.float64)
     except TypeError as err:
         raise NumpyError(str(err)) from err
     if dtype == np.float16:                 # spf holds float16 as float32
@@ -766,7 +794,8 @@ def reference(st: Statement, reading: str, structural: frozenset[str] = frozense
 
 
 def _term(st: Statement, t: Term, bounds: dict, shapes: dict, structural: frozenset[str],
-          narrow: list[bool]) -> tuple[dict[str, np.ndarray] | None, Any, int]:
+          narrow: list[bool], stored: dict[str, np.ndarray]
+          ) -> tuple[dict[str, np.ndarray] | None, Any, int]:
     """(the term's points, or None for a number term; its values; its sign); ``narrow[0]``
     set when a value was computed in float32."""
     if all(number_only(f) for f in t.nodes()):     # numbers only: every element
@@ -786,13 +815,13 @@ def _term(st: Statement, t: Term, bounds: dict, shapes: dict, structural: frozen
     n_points = len(next(iter(points.values()))) if points else 1
     v = np.broadcast_to(np.asarray(v), (n_points,)) if np.ndim(v) == 0 else v
     if structural:
-        v = np.where(_skipped(st, t, points, n_points, structural),
+        v = np.where(_skipped(st, t, points, n_points, structural, stored),
                      np.zeros((), np.asarray(v).dtype), v)
     return points, v, t.sign
 
 
 def _skipped(st: Statement, t: Term, points: dict, n_points: int,
-             iterated: frozenset[str]) -> np.ndarray:
+             iterated: frozenset[str], stored: dict[str, np.ndarray]) -> np.ndarray:
     """Points where an ``iterated`` operand of the term stores nothing and a factor of it, in
     real arithmetic with that operand 0, is 0 (a product over stored entries: 0 * inf and
     0 * nan are 0 there, the documented structural convention; a coefficient inf or nan
@@ -805,9 +834,15 @@ def _skipped(st: Statement, t: Term, points: dict, n_points: int,
     for acc in accesses(t.nodes()):
         if acc.tensor not in iterated:
             continue
-        absent = _ev(acc, env) == 0
+        if acc.tensor in stored:
+            absent = ~stored[acc.tensor][tuple(_aff_value(a, points, n_points)
+                                               for a in acc.position)]
+        else:
+            absent = _ev(acc, env) == 0
         zeroed = Env(points, st.tensors, st.scalars, reals=True, zero=acc)
         for f in t.factors:
+            if acc not in accesses((f,)):
+                continue            # a factor of the others' values: 0 there is no skip
             v = np.broadcast_to(np.asarray(ev(f, zeroed)), (n_points,))
             skip |= absent & (v == 0)
     return skip
@@ -1027,6 +1062,19 @@ def decode(raw: dict, params: dict[str, int], fields: dict[str, Any],
            shape: tuple[int, ...]) -> np.ndarray:
     """The dense tensor that ``fields`` describe under the layout ``raw`` (the TOML table,
     templates expanded); InvalidFieldsError or UndecidedError."""
+    return decoded(raw, params, fields, shape)[0]
+
+
+def stored_mask(raw: dict, params: dict[str, int], fields: dict[str, Any],
+                shape: tuple[int, ...]) -> np.ndarray:
+    """Where ``fields`` store an entry under the layout ``raw`` (explicit zeros too: a
+    diagonal's or a block's padding)."""
+    return decoded(raw, params, fields, shape)[1]
+
+
+def decoded(raw: dict, params: dict[str, int], fields: dict[str, Any],
+            shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`decode`'s tensor and :func:`stored_mask`'s mask."""
     specs: dict[str, str] = raw["fields"]
     value_text: str = raw["value"]
     value_array = value_text.split("[", 1)[0].strip()
@@ -1102,7 +1150,7 @@ def decode(raw: dict, params: dict[str, int], fields: dict[str, Any],
 
 
 def _entries(relation: str, value_text: str, reader: _Reader, ns: dict[str, Any],
-             data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+             data: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     m = re.fullmatch(r"\s*\{\s*\[([^\]]*)\]\s*->\s*\[([^\]]*)\]\s*:(.*)\}\s*", relation, re.S)
     if not m:
         raise UndecidedError("relation not read")
@@ -1115,6 +1163,7 @@ def _entries(relation: str, value_text: str, reader: _Reader, ns: dict[str, Any]
         for p, g in _points(conjuncts, pvars, gvars, ns):
             pairs[(p, g)] = p
     dense = np.zeros(shape, data.dtype if data.dtype.kind in "biufc" else np.float64)
+    stored = np.zeros(shape, bool)
     for (p, g), _ in pairs.items():
         if any(not 0 <= c < n for c, n in zip(g, shape)):
             raise InvalidFieldsError(f"entry {g} is outside the shape {shape}")
@@ -1124,7 +1173,8 @@ def _entries(relation: str, value_text: str, reader: _Reader, ns: dict[str, Any]
             if d >= data.ndim or not 0 <= k < data.shape[d]:
                 raise InvalidFieldsError(f"value {where} is outside the values' shape {data.shape}")
         dense[g] += data[where]
-    return dense
+        stored[g] = True
+    return dense, stored
 
 
 def _bounds(conjunct: str, var: str) -> list[tuple[str, str]]:

@@ -10,8 +10,8 @@ outcome must be a result equal to numpy's or an spf error with a clear message:
   and by a compiled ``spf.Kernel``, against an independent numpy reference
   (tests/adversarial_oracle.py).  An spf error passes only where the documentation says the
   input is refused (:data:`DOCUMENTED_REFUSALS`, each citing its page) or numpy itself
-  refuses it under every reading; a statement whose meaning the docs leave open is run (a
-  crash still fails) but not judged: ``unchecked (docs silent)``;
+  refuses it under every reading; a result the docs' reading and numpy's as written both
+  allow (a sum of booleans the expansion counts) is not judged: ``unchecked (docs silent)``;
 - (b) the shipped layout files mutated (the mutations of tests/test_fuzz_specs.py): one that
   loads must store, convert, read back and run small tensors correctly, or refuse with an
   spf error naming the file;
@@ -54,10 +54,10 @@ from adversarial_oracle import (
     FUNCTIONS,
     Access,
     Call,
-    DocsSilentError,
     Expected,
     Index,
     InvalidFieldsError,
+    NoExtentError,
     Num,
     NumpyError,
     Op,
@@ -74,10 +74,13 @@ from adversarial_oracle import (
     decode,
     expanded,
     indices_of,
+    number_only,
     output_shape,
     plain_extents,
     reading_terms,
     reference,
+    stored_mask,
+    value_dtype,
     value_kind,
     value_only_indices,
     walk,
@@ -541,7 +544,7 @@ def expression_cases(draw, api: str) -> ExprCase:
     elif d.out_indices and draw(st.integers(0, 3)) == 0:       # out= of chosen extents
         try:
             natural = output_shape(statement)
-        except (TooLargeError, NumpyError, DocsSilentError):
+        except (TooLargeError, NumpyError):
             natural = None
         if natural is not None:           # extents of indices read plainly are fixed
             plain = plain_extents(statement)
@@ -641,13 +644,78 @@ def _huge_arithmetic(c: ExprCase) -> bool:
 def _output_beyond_int32(c: ExprCase) -> bool:
     try:
         return any(n > 2**31 - 1 for n in output_shape(c.statement))
-    except (TooLargeError, NumpyError, DocsSilentError):
+    except (TooLargeError, NumpyError):
         return False
+
+
+def _no_extent(c: ExprCase) -> bool:
+    try:
+        output_shape(c.statement)
+    except NoExtentError:
+        return True
+    except (TooLargeError, NumpyError):
+        pass
+    return False
 
 
 def _output_beyond_memory(c: ExprCase) -> bool:
     size = output_size(c)
     return size is not None and size > 10**8
+
+
+def _summands(n: Any) -> list[Any]:
+    if isinstance(n, Op) and n.op in ("+", "-") and not number_only(n):
+        return [s for a in n.args for s in _summands(a)]
+    return [n]
+
+
+def _may_wrap(n: Any) -> bool:
+    """An integer negation, a product other than by the literal 1, or a sum holding one."""
+    if not isinstance(n, Op) or n.op not in ("+", "-", "neg", "*") or number_only(n):
+        return False
+    if n.op == "neg" or (n.op == "*" and not any(
+            isinstance(a, Num) and type(a.value) is int and a.value == 1 for a in n.args)):
+        return True
+    return any(_may_wrap(a) for a in n.args)
+
+
+def _wraps_before_type_change(c: ExprCase) -> bool:
+    """An integer product, negation or sum of them that numpy computes in its own type
+    before a number, index value or factor of another type multiplies it or a number
+    divides it, outside functions (computed as written)."""
+    st = c.statement
+
+    def found(n: Any) -> bool:
+        if not isinstance(n, Op) or n.op not in ("+", "-", "neg", "*", "/") or \
+                number_only(n) or (n.op == "/" and not number_only(n.args[1])):
+            return False
+        folded = n.args[:1] if n.op == "/" else n.args
+        if n.op in ("*", "/"):
+            mine = value_dtype(st, n)
+            for s in (s for f in folded for s in _summands(f)):
+                own = value_dtype(st, s) if _may_wrap(s) else mine
+                if own is not None and own != mine and own.kind in "iu":
+                    return True
+        return any(found(f) for f in folded)
+    return found(st.rhs)
+
+
+def _truth_sum_in_wider(c: ExprCase) -> bool:
+    """A sum of booleans (numpy's logical or) directly inside arithmetic of another type,
+    outside functions (computed as written)."""
+    st = c.statement
+
+    def found(n: Any) -> bool:
+        if not isinstance(n, Op) or n.op not in ("+", "-", "neg", "*", "/") or \
+                number_only(n) or (n.op == "/" and not number_only(n.args[1])):
+            return False
+        folded = n.args[:1] if n.op == "/" else n.args
+        if any(isinstance(f, Op) and f.op == "+" and not number_only(f)
+               and value_kind(st, f) == "b" and value_kind(st, n) not in ("b", None)
+               for f in folded):
+            return True
+        return any(found(f) for f in folded)
+    return found(st.rhs)
 
 
 DOCUMENTED_REFUSALS: list[tuple[str, Callable[[ExprCase], bool], str]] = [
@@ -687,11 +755,22 @@ DOCUMENTED_REFUSALS: list[tuple[str, Callable[[ExprCase], bool], str]] = [
     # negative integer power
     ("an integer to a negative integer power", _negative_power,
      "Integers to negative integer powers are not allowed"),
+    # docs/value-types.md, "Products of mixed types": an integer step numpy computes (and
+    # may wrap) in its own type before a type change (`x(i) * x(i) * 2.0` of int32)
+    ("an integer step numpy wraps before a type change", _wraps_before_type_change,
+     "may wrap there before"),
+    # docs/value-types.md, "Products of mixed types": a sum of booleans (numpy's or) inside
+    # arithmetic of another type (`x(i) - (a(i) + b(i))`)
+    ("a sum of booleans inside arithmetic of another type", _truth_sum_in_wider,
+     "is a sum of booleans"),
     # docs/expressions.md, "Index arithmetic": an offset or stride of 2^62 or more, or
     # arithmetic the call's extents carry past 2^62
     ("index arithmetic beyond 2^62", _huge_arithmetic, "2^62"),
     # docs/expressions.md, "Index arithmetic": an output extent beyond the index type
     ("an output extent beyond int32", _output_beyond_int32, "index_type='int64'"),
+    # docs/expressions.md, "The output's extent": an output index no tensor reads plainly
+    # and only terms on other terms' coordinates read has no extent
+    ("an output index no input gives an extent", _no_extent, "is set by no input"),
     # docs/errors.md: an array sized by the data larger than the machine's memory is refused
     # before it is allocated
     ("an output larger than memory", _output_beyond_memory, ""),
@@ -720,18 +799,17 @@ def _sum_by_zero_only(c: ExprCase) -> bool:
 class Expectation:
     """What the oracle says of a case: the readings' results; why numpy refuses under
     every reading (any spf error is then right: docs/expressions.md, "Whatever numpy
-    refuses is a SpecError"); what the docs say spf refuses; what they leave open."""
+    refuses is a SpecError"); what the docs say spf refuses."""
 
     results: list[Expected]
     numpy_refuses: str | None = None
     docs_refuse: str | None = None
-    silent: str | None = None
     too_large: bool = False
 
 
 def expected_results(c: ExprCase) -> Expectation:
     results, numpy_errors, too_large = [], [], False
-    docs_refuse = silent = None
+    docs_refuse = None
     for reading in ("expanded", "grouped"):
         for refuse in (True, False):
             try:
@@ -741,25 +819,33 @@ def expected_results(c: ExprCase) -> Expectation:
                 continue
             except NumpyError as err:
                 numpy_errors.append(f"{reading}: numpy raises {err}")
-            except DocsSilentError as err:
-                silent = str(err)
             except TooLargeError:
                 too_large = True
             break
     written = as_written_refusal(c.statement)
-    if written:
-        silent = None
     if docs_refuse or written:
         results = []
     if docs_refuse and not written and _sum_by_zero_only(c):    # or numpy's value of it
-        with contextlib.suppress(NumpyError, DocsSilentError, TooLargeError):
+        with contextlib.suppress(NumpyError, TooLargeError):
             results = [reference(c.statement, "zero whole", refuse=False)]
     numpy_refuses = f"numpy raises {written}" if written else numpy_errors[0] \
         if numpy_errors and not results and len(numpy_errors) + too_large == 2 else None
-    return Expectation(results, numpy_refuses, docs_refuse, silent, too_large)
+    return Expectation(results, numpy_refuses, docs_refuse, too_large)
 
 
-def _matches(c: ExprCase, got: np.ndarray, results: list[Expected]) -> Expected | None:
+def _stored(outcomes: list[aw.Outcome]) -> dict[str, np.ndarray]:
+    """Where each sparse operand stores an entry, its fields read by the relation (the
+    suite's own reader; an operand it cannot read: where it is nonzero)."""
+    o = step_values(outcomes).get("stored")
+    masks: dict[str, np.ndarray] = {}
+    for name, f in (o.value.items() if o is not None and o.kind == "value" else ()):
+        with contextlib.suppress(UndecidedError, InvalidFieldsError):
+            masks[name] = stored_mask(f["raw"], f["params"], f["fields"], f["shape"])
+    return masks
+
+
+def _matches(c: ExprCase, got: np.ndarray, results: list[Expected],
+             stored: dict[str, np.ndarray]) -> Expected | None:
     for r in results:
         if close(got, r.value, r.scale, r.narrow):
             return r
@@ -773,8 +859,8 @@ def _matches(c: ExprCase, got: np.ndarray, results: list[Expected]) -> Expected 
                for s in itertools.combinations(sparse, n)]
     for reading, over in itertools.product(("expanded", "grouped"), subsets):
         try:           # non-finite: the products over these operands' entries skip the rest
-            r = reference(c.statement, reading, structural=over)
-        except (NumpyError, TooLargeError, DocsSilentError):
+            r = reference(c.statement, reading, structural=over, stored=stored)
+        except (NumpyError, TooLargeError):
             continue
         if close(got, r.value, r.scale, r.narrow):
             return r
@@ -785,7 +871,7 @@ def _bool_counted(c: ExprCase, got: np.ndarray) -> bool:
     """``got`` is the expansion's result with its bool products counted (:data:`BOOL_COUNTED`)."""
     try:
         r = reference(c.statement, BOOL_COUNTED)
-    except (NumpyError, TooLargeError, DocsSilentError):
+    except (NumpyError, TooLargeError):
         return False
     return close(got, r.value, r.scale, r.narrow)
 
@@ -809,16 +895,13 @@ def check_expression(worker: aw.Worker, verdict: Verdict, c: ExprCase) -> None:
     outcomes = worker.call("expression", c.payload(out, out_dtype))
     want = "\n    ".join(f"the oracle ({r.reading}): {r.value.dtype} {r.value.shape} "
                          f"{r.value.tolist()!r}" for r in e.results) or \
-        f"the oracle: {e.docs_refuse or e.numpy_refuses or e.silent or 'too large'}"
+        f"the oracle: {e.docs_refuse or e.numpy_refuses or 'too large'}"
     detail = f"{want}\n    {c.describe(out_dtype)}"
     bad = worst(outcomes)
     if bad is not None:
         verdict.record(KLASS[bad.kind], f"{bad.describe()}\n    {detail}")
         return
-    final = outcomes[-1]
-    if e.silent:
-        verdict.record("unchecked (docs silent)", e.silent.split(":")[0])
-        return
+    final = next(o for o in reversed(outcomes) if o.step != "stored")
     if final.kind == "spf":
         message = final.message
         if UNCLEAR.search(message) or not message.strip():
@@ -846,7 +929,7 @@ def check_expression(worker: aw.Worker, verdict: Verdict, c: ExprCase) -> None:
         verdict.record("silently wrong", f"{why}, spf returned {kind} {np.asarray(got).dtype} "
                        f"{np.shape(got)} {np.asarray(got).tolist()!r}\n    {detail}")
         return
-    match = _matches(c, got, e.results)
+    match = _matches(c, got, e.results, _stored(outcomes))
     if match is None and _bool_counted(c, got):
         verdict.record("unchecked (docs silent)", "a bool sum inside a wider expression: "
                        "numpy or's it, the expansion counts it")
@@ -865,7 +948,7 @@ def check_expression(worker: aw.Worker, verdict: Verdict, c: ExprCase) -> None:
 def output_size(c: ExprCase) -> int | None:
     try:
         return math.prod(output_shape(c.statement))
-    except (TooLargeError, NumpyError, DocsSilentError):
+    except (TooLargeError, NumpyError):
         return None
 
 

@@ -276,3 +276,35 @@ def test_index_named_like_a_loop_variable():
     x = np.arange(5.0)
     y = spf.evaluate("y(A_pi) = A(A_pi,j) * x(j) + x(A_pi)", A=A, x=x)
     np.testing.assert_allclose(y, A @ x + x)
+
+
+# -- an offset added to an index array's read in a guard -------------------------------------
+
+# run in a subprocess: the old code computed `idx[p] + 2147483647 < n` in the array's int32,
+# which wraps negative, so the guard let a read 2^31 elements past the array through (SIGSEGV)
+_WIDE_GUARD = textwrap.dedent("""
+    import json
+    import numpy as np, spf
+    v = spf.Tensor.from_dense("SV", np.array([0.0, 0.0, 0.25, 1.75, 0.0]))
+    out = {}
+    for expr in ["R(i) = where((v(-i + 2) or 2) + (v(i + 2147483647) - i), -v(i), v(i))",
+                 "R(i) = v(i) * exp(v(i + 2147483647))"]:
+        k = spf.Kernel(expr, {"v": "SV"}, dtype={"v": "float64", "R": "float64"}).compile()
+        out[expr] = k(v=v).tolist()
+    # a row 2^32 past the output's: its pointer was written at rowPtr[i + 1] all the same
+    c = spf.Tensor.from_dense("SortedCOO", np.array([[0.75], [1.0]]))
+    k = spf.Kernel("R(i,j) = not (not (C(i - 4294967296, j) * C(i, j)))",
+                   {"C": "SortedCOO", "R": "CSR"}, dtype={"C": "float64", "R": "bool"}).compile()
+    out["rows"] = k(C=c).to_dense().tolist()
+    print(json.dumps(out))
+""")
+
+
+def test_offset_added_to_an_index_array_read_never_wraps():
+    run = subprocess.run([sys.executable, "-c", _WIDE_GUARD], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    # every access reaching 2^31 - 1 past i falls outside v: no term has a point
+    got = json.loads(run.stdout.splitlines()[-1])
+    assert got.pop("rows") == [[False], [False]]
+    assert len(got) == 2 and all(r == [0.0] * 5 for r in got.values()), got

@@ -394,7 +394,7 @@ def test_the_sum_bound_reads_the_outputs_extents():
     src = k.c_source()
     assert "int spf_kernel_bound(int64_t *restrict spf_bound, const int64_t *restrict " \
            "spf_ext, const spf_CSR *restrict A)" in src
-    assert src.count("if (A_colIdx[A_pj] + 3 < spf_ext[1]) {") == 2    # kernel and bound
+    assert src.count("if ((int64_t)A_colIdx[A_pj] + 3 < spf_ext[1]) {") == 2   # kernel, bound
     assert "Ranges: j over R's dimension 2" in src
     assert_compiles_clean(src)
 
@@ -597,3 +597,13 @@ def test_an_output_index_read_by_a_later_read_of_a_tensor():
             got = spf.evaluate(expr, v=v)
             assert got.shape == _left_and_reaching(v).shape
             np.testing.assert_array_equal(got, _left_and_reaching(v))
+
+
+def test_terms_with_the_same_accesses_do_not_stay_on_each_others_coordinates():
+    """``x(j)/x(j+i) - 2*x(j)/x(j+i)``: each term read x plainly through the other, so each
+    stayed on the other's coordinates and ``i`` had no extent (refused), while the same
+    statement written as one term ran: a term with the same accesses sets no coordinates."""
+    x = np.array([1.0, 2.0, 3.0])
+    want = [-sum(x[j] / x[j + i] for j in range(3 - i)) for i in range(3)]
+    np.testing.assert_allclose(spf.evaluate("R(i) = x(j)/x(j+i) - 2*x(j)/x(j+i)", x=x), want)
+    np.testing.assert_allclose(spf.evaluate("R(i) = -(x(j)/x(j+i))", x=x), want)

@@ -600,3 +600,19 @@ def test_a_shape_extent_that_no_shape_gives_is_a_spec_error(layouts):
         assert str(err.value) == (f"{negated}:{at}:9: layout NegatedDIA: a tensor's shape "
                                   "does not give numRows, which its shape (-numRows, numCols) "
                                   "reads (each extent is a scalar field or a constant)")
+
+
+def test_a_padding_slot_the_relation_places_outside_the_shape_is_refused(layouts):
+    """DIA without ``0 <= gj < numCols``: the padding slot of diagonal -1 in row 0 is an entry
+    at (0, -1) by the relation; every writer stored it, so the tensor's own fields failed its
+    check (from_arrays refused them) while to_dense and kernels skipped it."""
+    unbounded = _variant(layouts, "DIA", "UnboundedDIA",
+                         (" and 0 <= gj < numCols}", "}"))
+    lower = np.array([[0.0, 0.0], [-2.0, 0.0], [0.0, 0.0]])
+    outside = "logical coordinate 1 = pi + offset[pd] = -1 at pd = 0, pi = 0 is outside " \
+        "0..numCols - 1 = 0..1"
+    for path in _paths(unbounded, lower).values():
+        with pytest.raises((ArgumentError, SpecError), match=re.escape(outside)):
+            path()
+    main = np.array([[1.0, 0.0], [0.0, 2.0]])      # no padding slot: stored as given
+    np.testing.assert_array_equal(spf.Tensor.from_dense(unbounded, main).to_dense(), main)

@@ -556,7 +556,8 @@ def test_an_infinite_coefficient_is_not_distributed_over_a_sum():
 def test_a_product_times_inf_reads_every_operand_densely():
     """``(T * (T / 0)) / 0`` folded inf into the first factor only: the second iterated T's
     entries, so an all-zero T gave 0 (numpy: 0 * nan = nan at every point); and the first
-    factor's value ``(x <= y) * inf`` was float64 where the product is float32."""
+    factor's value was typed apart from the product; the product is numpy's type of the
+    statement as written (``(u <= v) / 0`` is float64)."""
     t = np.array([[[3, 4], [0, 3]], [[3, 0], [0, 4]], [[2, 3], [2, 3]]], np.uint64)
     with np.errstate(all="ignore"):
         for d in (t, t * 0):
@@ -569,9 +570,12 @@ def test_a_product_times_inf_reads_every_operand_densely():
               (d * np.log(0)).sum(1))
     f = np.array([0.0, 1.0], np.float32)
     b = spf.Tensor.from_dense("CSR", np.array([[0.0, 2.0], [1.0, 0.0]], np.float32))
-    got = spf.evaluate("y(j) = ((u(i) <= v(j)) / 0) * B(i,j)", u=f, v=f, B=b,
-                       out=np.zeros(2, np.float32))
-    assert got.dtype == np.float32      # (bool * float32) times a weak inf: float32
+    got = spf.evaluate("y(j) = ((u(i) <= v(j)) / 0) * B(i,j)", u=f, v=f, B=b)
+    with np.errstate(all="ignore"):     # numpy's bool / 0 is float64, so is the product
+        assert got.dtype == (((f[:, None] <= f) / 0) * b.to_dense()).dtype == np.float64
+    with pytest.raises(spf.ArgumentError, match="must be a writeable C-contiguous float64"):
+        spf.evaluate("y(j) = ((u(i) <= v(j)) / 0) * B(i,j)", u=f, v=f, B=b,
+                     out=np.zeros(2, np.float32))       # never cast silently
 
 
 def test_a_narrow_integer_product_negated_wraps_in_its_type():
@@ -887,3 +891,49 @@ def test_a_number_is_refused_under_a_semiring(written):
             "semiring=min_plus: a subtracted product or a numeric coefficient has no "
             "meaning in a semiring")):
         spf.Kernel(f"y(i) = {written}", {"A": "CSR"}, semiring="min_plus")
+
+
+_TRUTHS = np.array([[True, False], [False, True]])
+_HALVES = np.array([-1.25, 2.75], np.float32)
+
+
+@pytest.mark.parametrize("written, operands, numpy_of", [
+    # a literal 1 is a literal: numpy promotes booleans times it to int64 (spf kept bool,
+    # and -(1 * A) was True where numpy's is -1)
+    ("y(i) = -(1 * A(i,j))", {"A": sp.csr_array(_TRUTHS)}, lambda A, x: -(1 * A).sum(1)),
+    ("y(i,j) = 1 * D(i,j)", {"D": _TRUTHS}, lambda A, x: 1 * _TRUTHS),
+    # each product is typed on its own: numpy's 1e300 * (x < 0) is float64 before the
+    # float32 is added (spf promoted every factor and literal at once: float32, inf)
+    ("y(i) = 1e300 * (x(i) < 0) + x(i)", {"x": _HALVES}, lambda A, x: 1e300 * (x < 0) + x),
+    # a literal division by zero is a weak number, as a literal: float32 stays float32
+    # (spf made it numpy's float64 scalar inside functions, but not as a coefficient)
+    ("y(i) = max(x(i), 1 / 0)", {"x": _HALVES}, lambda A, x: np.maximum(x, np.float32(np.inf))),
+    ("y(i) = where(x(i) > 0, x(i), -1 / 0)", {"x": _HALVES},
+     lambda A, x: np.where(x > 0, x, np.float32(-np.inf)))])
+def test_literals_promote_as_numpy_promotes_them(written, operands, numpy_of):
+    _same(spf.evaluate(written, **operands), numpy_of(_TRUTHS, _HALVES))
+
+
+@pytest.mark.parametrize("written", ["x(i) - (a(i) + b(i))", "a(i) + b(i) + x(i)",
+                                     "(a(i) + b(i)) * x(i)", "(a(i) + b(i)) / 2"])
+def test_a_sum_of_booleans_inside_wider_arithmetic_is_refused(written):
+    """numpy's a + b of booleans is a logical or (1 where both hold); spf added the terms
+    (x - 2 where numpy gives x - 1): silently wrong, now a SpecError naming the sum."""
+    with pytest.raises(spf.SpecError, match=re.escape(
+            "a(i) + b(i) is a sum of booleans, which numpy computes as a logical or before")):
+        spf.evaluate(f"y(i) = {written}", a=_TRUTHS[0], b=_TRUTHS[0],
+                     **({"x": np.array([5, 5])} if "x(" in written else {}))
+
+
+def test_a_sum_of_booleans_among_booleans_is_numpys_or():
+    a, b = np.array([True, True, False]), np.array([True, False, False])
+    _same(spf.evaluate("y(i) = a(i) + b(i)", a=a, b=b), a + b)
+    _same(spf.evaluate("y(i) = (a(i) + b(i)) * a(i)", a=a, b=b), (a + b) * a)
+    _same(spf.evaluate("y(i) = x(i) - (a(i) or b(i))", a=a, b=b, x=np.array([5, 5, 5])),
+          np.array([5, 5, 5]) - np.logical_or(a, b))
+
+
+def test_a_complex_number_to_the_power_zero_is_one():
+    """C's cpow computes exp(0 * log z): nan at 0 and at nan, where numpy's z ** 0 is 1."""
+    z = np.array([[0j, 1 + 2j], [complex(np.nan, 0), 3j]])
+    _same(spf.evaluate("R(i,j) = pow(Z(i,j), 0)", Z=z), np.power(z, 0))

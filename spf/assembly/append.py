@@ -83,20 +83,13 @@ class Append(AssemblyStrategy):
         if not plan.direct or len(plan.key) < 2:
             return []
         nodes = _pointer_past(plan, "the group's entries are appended")
-        own = [m for m in range(len(plan.key) - 1) if _own_extent(plan, m)]
-        if not nodes or not own:
+        if not nodes:
             return nodes
-        return [t.If(" && ".join(f"{plan.key[m]} < spf_ext[{m}]" for m in own), nodes,
-                     note="a group without entries may lie past the output's extent, which "
-                          "the points the terms reach set: it has no pointer")]
-
-
-def _own_extent(plan: AssemblyPlan, m: int) -> bool:
-    """Whether key coordinate ``m``'s extent is the output's own (set at the call by the
-    points the terms reach, :mod:`spf.runtime.shapes`), not an input's that bounds its loop."""
-    out = plan.output
-    own = {out.symbol(f) for f in out.layout.scalar_fields}
-    return bool(plan.extents[m].names() & own)
+        return [t.If(" && ".join(f"{plan.key[m]} < spf_ext[{m}]"
+                                 for m in range(len(plan.key) - 1)), nodes,
+                     note="a group without entries may lie past the output's extent (a loop "
+                          "over an operand's entries at an offset, x(i - 4294967296)): it "
+                          "has no pointer")]
 
 
 def _combine(plan: AssemblyPlan, target: str, value: str) -> t.Node:

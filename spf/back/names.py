@@ -255,10 +255,23 @@ class CNames:
         return atom
 
     def aff(self, a: Aff) -> str:
-        return format_sum(a.terms, a.const, self.atom)
+        return format_sum(a.terms, a.const, self.atom, self._widened)
 
     def condition(self, c: Constraint) -> str:
-        return format_constraint(c, self.atom, eq_op="==")
+        return format_constraint(c, self.atom, eq_op="==", compound_text=self._widened)
+
+    def _widened(self, atom: Atom) -> str:
+        """``atom`` inside a sum: in a kernel with index arithmetic (int64_t loop
+        variables), a narrower index array's read is widened first, so that an offset added
+        to it (``idx[p] + 2147483647``) or a product never wraps in the array's type."""
+        text = self.atom(atom)
+        if not isinstance(atom, UFCall) or self.index_ctype != "int64_t":
+            return text
+        use, fld = self.tensor_of(atom.name)
+        spec = use.layout.fields.get(fld)
+        if spec is None or field_ctype(spec, use.layout) == "int64_t":
+            return text
+        return f"(int64_t){text}"
 
     def array_read(self, use: TensorUse, fld: str, args: list[str]) -> str:
         spec = use.layout.fields[fld]

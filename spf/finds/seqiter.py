@@ -24,6 +24,9 @@ from .checks import (
 from .model import Choice, Decision, Find, StateArray
 
 _ORDERS = ((1, "<"), (-1, "<"), (1, ">"), (-1, ">"))
+# an entry of an array of states that no search has left yet: no state a search leaves is
+# below -1 (positions of a tensor that passed validation, and one before the first)
+_UNSEARCHED = "INT32_MIN"
 
 
 def _label(direction: int, compare: str) -> str:
@@ -98,6 +101,11 @@ class SeqIter(FindAlgorithm):
     def state(f: FindLowering) -> str:
         return f"spf_pos_{f.var}"
 
+    @staticmethod
+    def start(f: FindLowering) -> Aff:
+        """Where a search starts afresh: its range's first (or last) position."""
+        return f.find.lo if f.choice.direction > 0 else f.find.hi
+
     def declare(self, f: FindLowering) -> list[t.Node]:
         if f.choice.array is not None:
             return [t.Declare("spf_index_t", f"*{self.state(f)}", "NULL")]
@@ -119,13 +127,21 @@ class SeqIter(FindAlgorithm):
                 t.If(f"!{self.state(f)}", [t.Goto("spf_out_of_memory")], braces=False)]
 
     def init(self, f: FindLowering) -> list[t.Node]:
-        c, array = f.choice, f.choice.array
+        array, start = f.choice.array, self.start(f)
         if array is None:
-            return [t.Assign(self.state(f), f.lo() if c.direction > 0 else f.hi())]
-        bound = f.find.lo if c.direction > 0 else f.find.hi
-        first = f.names.aff(bound.substitute({array.key: Aff.var("spf_t")}))
-        return [t.For("spf_index_t spf_t = 0", f"spf_t < {f.names.aff(array.extent)}",
-                      "++spf_t", [t.Assign(f"{self.state(f)}[spf_t]", first)], braces=False)]
+            return [t.Assign(self.state(f), f.names.aff(start))]
+        note: list[t.Node] = []
+        if start.calls():       # read only when a key's first search runs
+            entry = _UNSEARCHED
+            note = [t.Comment(f"{_UNSEARCHED}: not searched yet; a key's first search starts "
+                              f"at {f.names.aff(start)}, read only then (the array also covers "
+                              "keys that no search reaches, where that read could fall outside "
+                              "its array)")]
+        else:
+            entry = f.names.aff(start.substitute({array.key: Aff.var("spf_t")}))
+        return note + [t.For("spf_index_t spf_t = 0", f"spf_t < {f.names.aff(array.extent)}",
+                             "++spf_t", [t.Assign(f"{self.state(f)}[spf_t]", entry)],
+                             braces=False)]
 
     def open(self, f: FindLowering, b: t.Builder) -> None:
         c, array = f.choice, f.choice.array
@@ -135,6 +151,9 @@ class SeqIter(FindAlgorithm):
             # a value that no match can have (e.g. ELL padding) must not index the array
             b.nest(t.If(f"{array.key} >= 0 && {array.key} < {f.names.aff(array.extent)}"))
             b.add(t.Declare("spf_index_t", cur, f"{self.state(f)}[{array.key}]"))
+            if self.start(f).calls():
+                b.add(t.If(f"{cur} == {_UNSEARCHED}",
+                           [t.Assign(cur, f.names.aff(self.start(f)))], braces=False))
         step = "++" if c.direction > 0 else "--"
         b.add(f.snippet("find_seqiter.c", in_range=f.in_range(cur, c.direction > 0),
                         advance=f.advance(cur), step=f"{step}{cur}"))

@@ -11,6 +11,7 @@ relation's solution (:mod:`spf.front.writing`), which checks every constraint pe
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from . import index_expr as ie
 from .isl_bridge import encode, isl_limit
@@ -39,6 +40,23 @@ def within_shape(layout: Layout) -> list[Constraint]:
     outs = list(layout.relation.out_vars or ())
     return [c for g, extent in zip(outs, layout.shape)
             for c in (Constraint.ge(Aff.var(g), Aff.num(0)), Constraint.ge(extent - 1, Aff.var(g)))]
+
+
+@lru_cache(maxsize=256)
+def keeps_within_shape(layout: Layout) -> bool:
+    """Whether every entry the relation gives lies within the shape, whatever the index
+    arrays hold beyond the ranges the layout declares (a padding slot of a relation that
+    does not bound its coordinates, ``gj = pi + offset(pd)`` without ``0 <= gj``, may not)."""
+    rel = layout.relation
+    dims = list(layout.indices) + list(rel.out_vars or ()) + list(rel.exists)
+    box = within_shape(layout)
+    with isl_limit(f"checking the relation of layout {layout.name}", layout.source):
+        for conj in rel.disjuncts:
+            known = list(conj) + [f for c in conj for call in c.calls()
+                                  for f in layout.range_constraints(call)]
+            if not all(implied(known, c, dims) for c in box):
+                return False
+    return True
 
 
 def implied(known: list[Constraint], c: Constraint, dims: list[str]) -> bool:

@@ -73,10 +73,13 @@ VALUE_STATUS = "spf_value_status"
 
 
 def _pow_c(args: Sequence[str], vt: ValueType) -> str:
-    """C's pow in floats; integers exactly, wrapping in their type as numpy's (spf_ipow:
-    square and multiply in unsigned 64-bit arithmetic; a signed exponent below 0, which
-    numpy refuses, sets the function's :data:`VALUE_STATUS`, which it returns)."""
-    if vt.kind in (Kind.FLOAT, Kind.COMPLEX):
+    """C's pow in floats (a complex number to the power 0 is 1, as numpy's); integers
+    exactly, wrapping in their type as numpy's (spf_ipow: square and multiply in unsigned
+    64-bit arithmetic; a signed exponent below 0, which numpy refuses, sets the function's
+    :data:`VALUE_STATUS`, which it returns)."""
+    if vt.kind is Kind.COMPLEX:     # numpy's z ** 0 is 1 (C's cpow: exp(0 * log z), nan at 0)
+        return f"(({args[1]}) == 0 ? ({vt.c})1 : pow({args[0]}, {args[1]}))"
+    if vt.kind is Kind.FLOAT:
         return f"pow({args[0]}, {args[1]})"
     if vt.kind is Kind.INT:
         return (f"spf_ipow_signed((uint64_t)({args[0]}), (int64_t)({args[1]}), "

@@ -13,7 +13,7 @@ A kernel spec file is TOML::
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -199,18 +199,25 @@ class Expr:
         """Whether term ``k`` may reach points of the output index ``index`` beyond the
         extent of the tensors that read it plainly: it uses ``index`` only inside index
         arithmetic, and does not stay on the coordinates of other terms (some tensor it
-        reads is not read with every index plain by another term: ``x(i+1)`` in ``x(i) +
-        x(i+1)`` stays on x's; a term without ``index`` is the same along it: it fills the
-        extent the others set)."""
+        reads is not read with every index plain by another term reading other accesses:
+        ``x(i+1)`` in ``x(i) + x(i+1)`` stays on x's; a term without ``index`` is the same
+        along it: it fills the extent the others set)."""
         terms = [f for _, f in self.terms] if self.is_sum else [self.factors]
         factors = terms[k]
         if any(index in a.indices for a in factors) or not any(
                 index in aff.names() for a in factors for _, aff in a.arithmetic):
             return False
         mine = {self.original(a.tensor) for a in factors if a.indices}
-        plain = {self.original(a.tensor) for j, fs in enumerate(terms) if j != k
+        reads = self._reads(factors)
+        plain = {self.original(a.tensor) for j, fs in enumerate(terms)
+                 if j != k and self._reads(fs) != reads    # other coordinates than its own
                  for a in fs if a.indices and not a.arithmetic}
         return not mine <= plain
+
+    def _reads(self, factors: Sequence[Access]) -> frozenset[tuple[str, tuple[str, ...]]]:
+        """The accesses of a term as written (tensor, index expressions)."""
+        return frozenset((self.original(a.tensor), tuple(
+            str(dict(a.arithmetic).get(n, n)) for n in a.indices)) for a in factors)
 
     @property
     def free_extents(self) -> tuple[str, ...]:

@@ -360,11 +360,14 @@ def is_python_number(v: Any) -> bool:
 
 def apply_op(op: Op, args: Sequence[Any]) -> Any:
     """``op`` on ``args`` as a Python expression computes it: on Python numbers, ``+ - *``,
-    ``-``, ``/`` by a nonzero number and comparisons are Python's (the result is a Python
-    number, weak as a literal is: ``x(i) - (2 - 1)`` is ``x(i) - 1``); anything else is
-    numpy's ufunc (a division by zero is numpy's inf or nan, a numpy scalar)."""
-    if op in _PYTHON_OPS and all(is_python_number(a) for a in args) \
-            and not (op is Op.DIV and args[1] == 0):
+    ``-``, ``/`` and comparisons are Python's (the result is a Python number, weak as a
+    literal is: ``x(i) - (2 - 1)`` is ``x(i) - 1``; a division by zero is numpy's inf or
+    nan as a Python float, so ``max(x(i), 1 / 0)`` of float32 is float32); anything else
+    is numpy's ufunc."""
+    if op in _PYTHON_OPS and all(is_python_number(a) for a in args):
+        if op is Op.DIV and args[1] == 0:
+            with np.errstate(all="ignore"):
+                return float(np.true_divide(float(args[0]), 0.0))
         return _PYTHON_OPS[op](*args)
     return UFUNCS[op](*args)
 
@@ -409,11 +412,20 @@ Exact = int | float | Fraction      # a Fraction: divided by an integer (exactly
 Coefficient = Exact | np.number[Any]
 
 
+class UnitLiteral(int):
+    """The literal 1 or -1 as written (``1 * b(i)``): numpy promotes it weakly, so a product
+    of booleans times it is int64, as numpy's; a sign alone (``b(i)``, ``-x(i)``) is a
+    plain int."""
+
+
 def times(a: Coefficient, b: Coefficient) -> Exact:
     """The product of two coefficients of the expansion (exact: Python numbers and
-    Fractions; numpy's numbers are made at its end only)."""
+    Fractions; numpy's numbers are made at its end only); a literal 1 or -1 stays one."""
     assert not isinstance(a, np.number) and not isinstance(b, np.number)
-    return a * b
+    out = a * b
+    if isinstance(a, UnitLiteral) or isinstance(b, UnitLiteral):
+        return UnitLiteral(out) if type(out) is int and out in (1, -1) else out
+    return out
 
 
 def is_sign(c: Coefficient) -> bool:
@@ -494,7 +506,9 @@ def sum_of_products(node: Node, source: str, indices: frozenset[str],
     expression of accesses or of index values being one factor); SpecError at the first
     construct that is not such a sum (``indices``: the statement's index names;
     ``outputs``: the output's, which no term sums over)."""
-    expander = _Expander(source, indices)
+    in_arithmetic = frozenset(name for r in accesses(node) for _, aff in r.arithmetic
+                              for name in aff.names())
+    expander = _Expander(source, indices, outputs & in_arithmetic)
     terms = [d for t in expander.expand(node) for d in expander.distributed(t, outputs)]
     if len(terms) > MAX_TERMS:
         raise SpecError(f"the right-hand side expands to more than {MAX_TERMS} products",
@@ -513,6 +527,19 @@ class _Expander:
 
     source: str
     indices: frozenset[str]
+    reaching: frozenset[str] = frozenset()   # output indices read inside index arithmetic:
+    #                                          a term may reach past a plain read's extent
+
+    def restricted(self, n: Node) -> frozenset[tuple[str, tuple[str, ...]]]:
+        """The accesses in ``n`` that may restrict its points more than the statement's one
+        range per index does: one with index arithmetic (``x(i+1)``), one reading plainly an
+        output index that a term may reach past its extent with (``B(i,j)`` where another
+        term reads ``x(-j+2)``)."""
+        if isinstance(n, Ref):
+            reads = set(n.indices or ())
+            return frozenset({(n.name, n.indices or ())}) \
+                if n.arithmetic or reads & self.reaching else frozenset()
+        return frozenset().union(*(self.restricted(c) for c in children(n)))
 
     def number_term(self, t: Term) -> Term:
         """A term of numbers only (``log(2)``, ``pow(2.5, -1)``) as one number: numpy's value
@@ -562,7 +589,8 @@ class _Expander:
 
     def expand(self, n: Node) -> list[Term]:
         if isinstance(n, Number):
-            return [Term(n.value, (), n)]
+            unit = type(n.value) is int and n.value in (1, -1)
+            return [Term(UnitLiteral(n.value) if unit else n.value, (), n)]
         if isinstance(n, Ref):
             if n.indices is None and n.name in self.indices:
                 return [Term(1, (), n, (n,))]       # an index's value
@@ -576,6 +604,7 @@ class _Expander:
             return [t.scaled(-1) for t in self.expand(n.operands[0])]
         if n.op is Op.DIV:
             if not isinstance(n.operands[1], Number):
+                self.expand(n.operands[0])      # its sums by zero or times inf: refused
                 return self.value_factor(n)
             den = n.operands[1].value
             terms = self.expand(n.operands[0])
@@ -589,14 +618,11 @@ class _Expander:
         left, right = (self.expand(o) for o in n.operands)
         if n.op is Op.MUL:
             for infinite, other in ((left, right), (right, left)):
-                if len(other) < 2 or not any(self.not_finite(t) for t in infinite):
-                    continue
-                if len(infinite) == 1 and not infinite[0].factors:
+                if len(other) > 1 and any(self.not_finite(t) for t in infinite):
                     raise SpecError("a sum of products times a number that is not finite: "
                                     "numpy's result is inf or nan at every element where a "
                                     "product is 0; multiply each product by it", self.source,
                                     n.line, n.column)
-                return self.value_factor(n)     # one value: computed at every point
             if len(left) * len(right) > MAX_TERMS:
                 raise SpecError(f"the right-hand side expands to more than {MAX_TERMS} "
                                 "products", self.source, n.line, n.column)
@@ -610,17 +636,16 @@ class _Expander:
         return left + right
 
     def distributed(self, t: Term, outputs: frozenset[str]) -> list[Term]:
-        """``t`` with each sum folded into a value whose operands read different summed
+        """``t`` with each sum folded into a value whose products read different summed
         indices (``(A(i,j)*x(j) + b(i)) / c(i)``, ``A(i,j) + 1`` into ``y(i)``) distributed
         into terms of their own, each summed over its own indices as the broadcasting rule
         says (``A(i,j)*x(j) / c(i) + b(i) / c(i)``); such a sum inside a function, a
         comparison or a divisor, where no term can be split off, is a SpecError.  A number
         added to a tensor read with index arithmetic is a term of its own too (``x(i+1) -
         3``: -3 at every point, also where x(i+1) reads nothing); a term times inf or nan
-        is never distributed (computed at every point)."""
+        is never distributed (computed at every point), and a sum inside its functions is
+        refused all the same (the refusal is the statement's, whatever its numbers)."""
         summed = self.indices - outputs
-        if self.not_finite(t):
-            return [t]          # computed at every point: the value times inf or nan
         for k, f in enumerate(t.factors):
             if f.value is None:
                 continue
@@ -630,13 +655,18 @@ class _Expander:
             others = [g for g in t.factors[:k] + t.factors[end:] if not g.in_value]
             outside = frozenset().union(*(index_reads(g.value or g.ref) for g in others),
                                         *map(index_reads, t.index_values))
-            bounded = frozenset().union(*(_restricted(g.value or g.ref) for g in others))
-            found = _mixed_sum(f.value, None, (outside, bounded), summed)
-            if found is None:
+            for root, within in _roots(f.value):
+                differ = _spread(root, False).differ & summed - outside \
+                    - index_reads(f.value, root)
+                if differ:
+                    index = min(differ)
+                    raise self.mixed(_mixed(root, index, False), within, index)
+            if self.not_finite(t):
+                continue        # computed at every point: the value times inf or nan
+            node = _split(f.value, outside, frozenset().union(
+                *(self.restricted(g.value or g.ref) for g in others)), summed, self.restricted)
+            if node is None:
                 continue
-            node, within, index = found
-            if within is not None:
-                raise self.mixed(node, within, index)
             # a subtracted operand: its term negated (the value is linear in it), not a
             # '-' node (numpy refuses '-' of booleans; the sum subtracts in its own type)
             parts = [(node.operands[0], 1), (node.operands[1], -1 if node.op is Op.SUB else 1)]
@@ -719,6 +749,13 @@ def _linear_in(n: Node) -> tuple[bool, ...]:
     return (False,) * len(children(n))
 
 
+def _roots(n: Node) -> list[tuple[Node, Node]]:
+    """Each operand of a function, a comparison, logic or a divisor in ``n`` (at any depth),
+    with that function, comparison or quotient: a sum there is computed at every point."""
+    return [(child, n) for child, linear in zip(children(n), _linear_in(n)) if not linear] \
+        + [r for c in children(n) for r in _roots(c)]
+
+
 def _infinite(n: Node) -> bool:
     """Whether ``n`` multiplies or divides by a number that makes it inf or nan where its
     other operand is 0 (``(x(i+1) - 3) * inf``, ``(...) / 0``, ``(...) * log(0)``)."""
@@ -736,45 +773,95 @@ def _infinite(n: Node) -> bool:
         and any(_infinite(o) for o in n.operands)
 
 
-def _restricted(n: Node, skip: Node | None = None) -> frozenset[tuple[str, tuple[str, ...]]]:
-    """The accesses in ``n`` (not in the subtree ``skip``) with index arithmetic
-    (``x(i+1)``): each may fall outside its tensor, and a point where it does is not one of
-    its product's."""
-    if n is skip:
-        return frozenset()
-    if isinstance(n, Ref):
-        return frozenset({(n.name, n.indices or ())}) if n.arithmetic else frozenset()
-    return frozenset().union(*(_restricted(c, skip) for c in children(n)))
+Reads = Callable[[Node], frozenset[Any]]     # what a product reads (index names, accesses)
 
 
-def _mixed_sum(n: Node, within: Node | None,
-               outside: tuple[frozenset[str], frozenset[tuple[str, tuple[str, ...]]]],
-               summed: frozenset[str], root: Node | None = None
-               ) -> tuple[Apply, Node | None, str] | None:
-    """The first sum in the value ``n`` (under ``root``, the whole value) whose operands
-    differ in a summed index nothing outside the sum reads, with the function, comparison
-    or divisor it is inside (``within``; None: a linear position, where it can be
-    distributed) and that index; or, at a linear position, whose operands differ in an
-    access with index arithmetic nothing outside the sum restricts the points by (``x(i+1) -
-    3``: the number is a term of its own, added at every point, ``""`` for the index).
-    ``outside``: the index names and the accesses with index arithmetic of the rest of the
-    product."""
-    root = root or n
-    if _infinite(n):
-        return None             # times inf or nan: computed at every point, never split
-    if isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB):
-        left, right = (index_reads(o) for o in n.operands)
-        differ = ((left ^ right) & summed) - outside[0] - index_reads(root, n)
-        if differ:
-            return n, within, min(differ)
-        bounds = [_restricted(o) for o in n.operands]
-        if within is None and (bounds[0] ^ bounds[1]) - outside[1] - _restricted(root, n):
-            return n, None, ""
-    for child, linear in zip(children(n), _linear_in(n)):
-        found = _mixed_sum(child, within if linear else (within or n), outside, summed, root)
-        if found is not None:
-            return found
-    return None
+@dataclass(frozen=True)
+class _Spread:
+    """The products of an expression's expansion: what any of them reads (``union``: index
+    names, or accesses with index arithmetic) and what all of them read (``common``), how
+    many there are (``products``) and how many are numbers only (``numbers``)."""
+
+    union: frozenset[Any]
+    common: frozenset[Any]
+    products: int = 1
+    numbers: int = 0
+
+    @property
+    def differ(self) -> frozenset[Any]:
+        """What some products read and others do not."""
+        return self.union - self.common
+
+
+def _whole(n: Node, linear: bool) -> bool:
+    """Whether ``n`` is one product of its expansion: no arithmetic (an access, an index
+    value, a function, a comparison); or times inf or nan, or divided by 0, which is never
+    distributed (computed at every point) at a ``linear`` position of a value, and inside
+    a function where the rest is one tensor plus numbers (one value, as at the top)."""
+    if not isinstance(n, Apply) or n.op not in (Op.ADD, Op.SUB, Op.NEG, Op.MUL, Op.DIV):
+        return True
+    if n.op in (Op.MUL, Op.DIV) and _infinite(n):
+        if linear:
+            return True
+        spread = _spread(n, False, whole=False)
+        return len(accesses(n)) == 1 and spread.products - spread.numbers == 1
+    return False
+
+
+def _spread(n: Node, linear: bool, reads: Reads = index_reads, whole: bool = True) -> _Spread:
+    """:class:`_Spread` of ``n``'s expansion as the broadcasting rule splits a sum (``*``
+    and a quotient distributed over it; a function, a comparison or a divisor one factor),
+    of what ``reads`` says each product reads (``linear``, ``whole``: see :func:`_whole`,
+    which ``whole`` False skips at ``n``)."""
+    if numbers_only(n):
+        return _Spread(frozenset(), frozenset(), 1, 1)
+    if whole and _whole(n, linear):
+        read = reads(n)
+        return _Spread(read, read)
+    assert isinstance(n, Apply)
+    a = _spread(n.operands[0], linear, reads)
+    if n.op is Op.NEG:
+        return a
+    if n.op is Op.DIV:          # each product divided: the divisor is one more factor
+        bottom = n.operands[1]
+        by = reads(bottom)
+        return _Spread(a.union | by, a.common | by, a.products,
+                       a.numbers if numbers_only(bottom) else 0)
+    b = _spread(n.operands[1], linear, reads)
+    if n.op is Op.MUL:
+        return _Spread(a.union | b.union, a.common | b.common, a.products * b.products,
+                       a.numbers * b.numbers)
+    return _Spread(a.union | b.union, a.common & b.common, a.products + b.products,
+                   a.numbers + b.numbers)
+
+
+def _mixed(n: Node, read: Any, linear: bool, reads: Reads = index_reads) -> Apply:
+    """The sum in ``n`` (whose products differ in reading ``read``: :func:`_spread`) to name
+    or split: inside a function, the one with an operand that reads it in every product
+    and one that reads it in none; at a ``linear`` position the first on the way (split
+    there, the terms added to an inner sum would be in both parts)."""
+    assert isinstance(n, Apply)
+    if linear and n.op in (Op.ADD, Op.SUB):
+        return n
+    for o in n.operands[:1] if n.op is Op.DIV else n.operands:
+        if read in _spread(o, linear, reads).differ:
+            return _mixed(o, read, linear, reads)
+    assert n.op in (Op.ADD, Op.SUB)
+    return n
+
+
+def _split(value: Node, outside: frozenset[str], bounded: frozenset[Any],
+           summed: frozenset[str], restricted: Reads) -> Apply | None:
+    """The sum at a linear position of ``value`` to distribute (None: none): one whose
+    products read different summed indices that nothing else in the product reads
+    (``outside``), or different accesses that may restrict their points (``restricted``)
+    where nothing else in the product does (``bounded``; ``x(i+1) - 3``: the number is a
+    term of its own, added at every point)."""
+    differ = _spread(value, True).differ & summed - outside
+    if differ:
+        return _mixed(value, min(differ), True)
+    apart = _spread(value, True, restricted).differ - bounded
+    return _mixed(value, min(apart), True, restricted) if apart else None
 
 
 def _replaced(n: Node, old: Node, new: Node) -> Node:

@@ -216,8 +216,15 @@ def _lift(x: Aff | int) -> Aff:
 
 
 def format_sum(terms: Iterable[tuple[Atom, int]], const: int,
-               atom_text: Callable[[Atom], str] = str) -> str:
-    """Format ``sum(c*a) + const`` readably: ``pi + 1``, ``2*pj - k``, ``0``."""
+               atom_text: Callable[[Atom], str] = str,
+               compound_text: Callable[[Atom], str] | None = None) -> str:
+    """Format ``sum(c*a) + const`` readably: ``pi + 1``, ``2*pj - k``, ``0``; an atom of a
+    sum of several parts or with a coefficient other than 1 by ``compound_text`` (where
+    given: C widens a narrow index array's read there, so the sum cannot wrap)."""
+    terms = list(terms)
+    if compound_text is not None and (len(terms) > 1 or const or
+                                      any(abs(k) != 1 for _, k in terms)):
+        atom_text = compound_text
     parts: list[str] = []
     for atom, coeff in terms:
         text = atom_text(atom)
@@ -292,21 +299,25 @@ class Constraint:
 
 
 def format_constraint(c: Constraint, atom_text: Callable[[Atom], str] = str,
-                      eq_op: str = "=") -> str:
+                      eq_op: str = "=",
+                      compound_text: Callable[[Atom], str] | None = None) -> str:
     """SPF-style text: positive terms on the right (``rowPtr(pi) <= pj``,
-    ``pj < rowPtr(pi + 1)``)."""
+    ``pj < rowPtr(pi + 1)``); ``compound_text`` as :func:`format_sum`'s, side by side."""
+    def side(terms: list[tuple[Atom, int]], const: int) -> str:
+        return format_sum(terms, const, atom_text, compound_text)
+
     pos = [(a, k) for a, k in c.aff.terms if k > 0]
     neg = [(a, -k) for a, k in c.aff.terms if k < 0]
     const = c.aff.const
     if c.is_eq:
         if not neg and const:   # a + 3 = 0  ->  a = -3
-            return f"{format_sum(pos, 0, atom_text)} {eq_op} {-const}"
-        return f"{format_sum(pos, 0, atom_text)} {eq_op} {format_sum(neg, -const, atom_text)}"
+            return f"{side(pos, 0)} {eq_op} {-const}"
+        return f"{side(pos, 0)} {eq_op} {side(neg, -const)}"
     # sum(pos) + const >= sum(neg)  ->  neg <= pos + const ; strict form when const == -1
     if const <= -1 and neg:
-        return f"{format_sum(neg, -const - 1, atom_text)} < {format_sum(pos, 0, atom_text)}"
+        return f"{side(neg, -const - 1)} < {side(pos, 0)}"
     if const <= -1:
-        return f"{-const - 1} < {format_sum(pos, 0, atom_text)}"
+        return f"{-const - 1} < {side(pos, 0)}"
     if not neg:
-        return f"{format_sum(pos, const, atom_text)} >= 0" if pos else f"{const} >= 0"
-    return f"{format_sum(neg, 0, atom_text)} <= {format_sum(pos, const, atom_text)}"
+        return f"{side(pos, const)} >= 0" if pos else f"{const} >= 0"
+    return f"{side(neg, 0)} <= {side(pos, const)}"

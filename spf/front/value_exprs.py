@@ -74,6 +74,7 @@ def check_folded_steps(tree: Node, types: Mapping[str, ValueType], source: str) 
             (tree.op is Op.DIV and not isinstance(tree.operands[1], Number)):
         return
     folded = tree.operands[:1] if tree.op is Op.DIV else tree.operands
+    _check_truth_sums(tree, folded, types, source)
     if tree.op in (Op.MUL, Op.DIV):
         mine = type_of(tree, types, source)
         for o in (c for f in folded for c in _summands(f)):
@@ -92,6 +93,25 @@ def check_folded_steps(tree: Node, types: Mapping[str, ValueType], source: str) 
 
 
 _FOLDED = (Op.ADD, Op.SUB, Op.NEG, Op.MUL, Op.DIV)      # what the expansion distributes
+
+
+def _check_truth_sums(tree: Apply, folded: Sequence[Node], types: Mapping[str, ValueType],
+                      source: str) -> None:
+    """SpecError for a sum of booleans inside arithmetic of another type (``x(i) - (a(i) +
+    b(i))``): numpy's ``+`` of booleans is a logical or, the expansion adds its terms (2
+    where both hold); inside arithmetic of booleans both are the same truth."""
+    for o in folded:
+        if not (isinstance(o, Apply) and o.op is Op.ADD and not numbers_only(o)):
+            continue
+        own = type_of(o, types, source)
+        mine = type_of(tree, types, source)
+        if own.kind is Kind.BOOL and mine.kind is not Kind.BOOL:
+            a, b = (text(x) for x in o.operands)
+            raise SpecError(
+                f"{text(o)} is a sum of booleans, which numpy computes as a logical or "
+                f"before {text(tree)} computes in {mine.name}; spf adds a sum's terms (2 where "
+                f"both hold), so the result could differ: write ({a} or {b}) for numpy's, "
+                f"or compute {text(o)} into a tensor of its own", source, o.line, o.column)
 
 
 def _summands(n: Node) -> list[Node]:

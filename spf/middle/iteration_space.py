@@ -166,7 +166,7 @@ def build(expr: Expr, layouts: Mapping[str, Layout], bounds: Sequence[Constraint
     constraints += [Constraint.eq(Aff.var(name), aff) for name, aff in expr.derived.items()
                     if name in indices]
     free = set(expr.free_extents)
-    extent, substitution, facts = _extents(uses, free)
+    extent, substitution, facts = _extents(uses, free, set(expr.derived))
     constraints += _ranges(expr, uses, assembled, extent)
     if assembled is not None:
         constraints += _output_bounds(assembled, extent, free)
@@ -269,13 +269,15 @@ def _output_bounds(out: TensorUse, extent: dict[str, Aff], free: set[str]) -> li
     return out_bounds
 
 
-def _extents(uses: list[TensorUse], free: set[str]
+def _extents(uses: list[TensorUse], free: set[str], derived: set[str]
              ) -> tuple[dict[str, Aff], dict[str, Aff], list[Constraint]]:
     """Logical extents: the first tensor using an index defines it; others must agree (a
     scalar field equal to it is substituted, anything else becomes a fact).  An output index
     in ``free`` (some term of the sum reads it only inside index arithmetic) has the output's
-    extent, which may differ from an input's: nothing is substituted, each tensor's relation
-    bounds it."""
+    extent, which may differ from an input's, and an affine access index in ``derived``
+    (``i+j-1`` in ``B(i+j-1, k) * A(i+j-1, j)``) need not have one extent in every tensor
+    reading it (a call compares only the extents of indices read plainly,
+    :mod:`spf.runtime.shapes`): nothing is substituted, each tensor's relation bounds it."""
     extent: dict[str, Aff] = {}
     substitution: dict[str, Aff] = {}
     facts: list[Constraint] = []
@@ -283,7 +285,7 @@ def _extents(uses: list[TensorUse], free: set[str]
         if use.sized:
             continue            # its extents bound only the indices it gives a range
         for idx, ext in zip(use.indices, use.extents()):
-            if idx in free:
+            if idx in free or idx in derived:
                 if use.is_output or idx not in extent:
                     extent[idx] = ext
                 continue

@@ -8,6 +8,8 @@
    become guards (``x.idx(x_p) = j``).
 4. Guards that the rest of the nest already implies (e.g. "this loop is non-empty") are
    dropped: a guard goes when the executed set stays inside the iteration space without it.
+5. Each index-array read comes after the constraints of its tensor's relation that the levels
+   before it can test, as the layout's own scan makes it (:meth:`Scanner._guard_reads`).
 """
 from __future__ import annotations
 
@@ -225,6 +227,7 @@ class Scanner:
                                                partial(_relaxed, here, ctx, sub)))
         nest = LoopNest(self.space, levels, [], schedule, empty=self.empty)
         self._prune(nest, enc, full, facts)
+        self._guard_reads(nest, enc)
         _prefer_named(nest)
         return nest
 
@@ -312,6 +315,55 @@ class Scanner:
             if rest.n_basic_set() > 1:
                 raise SpecError("the iteration space is a union that the scanner cannot yet "
                                 "express as one guard")
+
+    def _guard_reads(self, nest: LoopNest, enc: Encoding) -> None:
+        """Test before each index-array read the constraints of its tensor's relation that
+        the levels before it can test.  A tensor that passed validation reads in bounds under
+        those constraints (:mod:`spf.read_check`), but the scanner may leave one to an inner
+        level that implies it with the layout's facts about values read only there, or to
+        the context of parameters under which the space has a point (``A(i + 3, j)`` over
+        SymCSR: ``3 <= pi <= colIdx(pk) < numRows`` bounds ``pi`` only through ``colIdx``);
+        the read would then come first, past the array's end (a 0x0 operand's ``rowPtr[4]``).
+        Each such constraint becomes a bound of its last variable's loop, or a guard there."""
+        at = {d: k for k, d in enumerate(enc.dims)}
+        read_at = {call: at[v] for v, call in enc.call_of.items()}
+
+        def level(c: Constraint) -> int:
+            """The last level defining an atom of ``c`` (-1: parameters only)."""
+            return max([at.get(n, -1) for n in c.names()]
+                       + [read_at.get(call, len(at)) for call in c.calls()], default=-1)
+
+        owned = {u.name: {*u.vars, *(u.symbol(f) for f in u.layout.fields)}
+                 for u in self.space.uses}
+        for k, lv in enumerate(nest.levels):
+            if lv.kind is not LevelKind.READ or k == 0:    # nothing runs before level 0
+                continue
+            tensor = lv.read_call.name.split(".", 1)[0]
+            mine = owned.get(tensor, set())
+            needed = [c for c in self.space.constraints if level(c) < k and (
+                c.names() & mine or any(f.name in mine for f in c.calls()))]
+            if not needed:
+                continue
+            known = [c for prior in nest.levels[:k]
+                     for c in prior.bound_constraints() + prior.guards]
+            known += [c for c in self.space.facts if level(c) < k]
+            executed = enc.isl_set([known])
+            if executed.is_subset(enc.isl_set([needed])):
+                continue
+            for c in needed:
+                if not executed.is_subset(enc.isl_set([[c]])):
+                    _place(nest.levels[max(level(c), 0)], c)
+                    executed = executed.intersect(enc.isl_set([[c]]))
+
+
+def _place(lv: Level, c: Constraint) -> None:
+    """``c`` tested at ``lv``: a bound of its loop where it bounds the loop's variable,
+    else a guard."""
+    if lv.kind is LevelKind.LOOP and not c.is_eq and c.aff.coeff(lv.var) \
+            and not _in_floor(c.aff, lv.var):
+        _bound(lv, c)
+    else:
+        lv.guards.append(c)
 
 
 def _output_bounds(nest: LoopNest) -> tuple[int, list[Constraint]]:

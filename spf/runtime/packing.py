@@ -32,7 +32,7 @@ from .fields import (
     shown,
     wider_hint,
 )
-from .stored import StoredTensor, tensor_class
+from .stored import StoredTensor, check_within_shape, tensor_class
 from .writer import check_shape, read_back, refuse_excluded, written
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
@@ -96,7 +96,9 @@ def _checked(layout: Layout, shape: tuple[int, ...], fields: Any) -> StoredTenso
     checks of the packer's own layout are the packer's and its relation's disagreement
     (values beyond the index type stay the caller's: a wider one stores them)."""
     try:
-        return tensor_class()(layout, shape, fields)
+        t = tensor_class()(layout, shape, fields)
+        check_within_shape(layout, t.fields)
+        return t
     except ArgumentError as exc:
         if "index_type=" in str(exc):
             raise

@@ -56,8 +56,16 @@ class TermReach:
         them)."""
         return _largest(self, index, tuple(shapes[t][d] for t, d in self.slots))
 
+    def bounds(self, index: str) -> bool:
+        """Whether the term's accesses bound ``index`` above whatever the extents: a
+        property of the statement, never of the data (``R(i) = B(i-k, j)`` leaves ``i``
+        unbounded, also where B is empty)."""
+        return _bounds(self, index)
+
     def search(self, index: str, shapes: Shapes) -> int | None:
         """:meth:`largest`, computed."""
+        if not self.bounds(index):
+            return None
         box = self._box(shapes, index, None)
         if box is None:
             return -1
@@ -103,6 +111,31 @@ class TermReach:
             if (lo, hi) == before:
                 break
         return lo[index], hi[index]
+
+
+@lru_cache(maxsize=4096)
+def _bounds(term: TermReach, index: str) -> bool:
+    """:meth:`TermReach.bounds`: the interval propagation of :meth:`TermReach._box` on
+    which ends are finite only (every extent is finite), to its fixed point."""
+    low = {name: True for name, _ in term.ranges}           # each from 0
+    high = {name: slot is not None for name, slot in term.ranges}
+    for d in term.dims:
+        for name, _ in d.terms:
+            low.setdefault(name, False)
+            high.setdefault(name, False)
+    low[index], high[index] = True, False
+    changed = True
+    while changed:
+        changed = False
+        for d in term.dims:
+            for name, c in d.terms:     # -rest_hi <= c*name <= top - rest_lo
+                rest_lo = all((low if e > 0 else high)[o] for o, e in d.terms if o != name)
+                rest_hi = all((high if e > 0 else low)[o] for o, e in d.terms if o != name)
+                lo, hi = (rest_hi, rest_lo) if c > 0 else (rest_lo, rest_hi)
+                if (lo and not low[name]) or (hi and not high[name]):
+                    low[name], high[name] = low[name] or lo, high[name] or hi
+                    changed = True
+    return high[index]
 
 
 @lru_cache(maxsize=4096)
@@ -179,11 +212,14 @@ class ShapePlan:
             if isinstance(src, ArithmeticExtent):
                 n = given[k] if given is not None and k < len(given) else src.extent(shapes)
                 if n is None:
+                    why = f"{src.index!r} appears only inside index arithmetic whose " \
+                        "accesses do not bound it" if src.terms else \
+                        f"no tensor reads {src.index!r} plainly, and no term reading it " \
+                        "inside index arithmetic reaches past the coordinates other terms read"
                     raise ArgumentError(
                         f"the extent of {output!r} along {src.index!r} is set by no input "
-                        f"({src.index!r} appears only inside index arithmetic with indices "
-                        f"no input bounds): pass the output ({output}=array to a compiled "
-                        "kernel, out=array to spf.evaluate)")
+                        f"({why}): pass the output ({output}=array to a compiled kernel, "
+                        "out=array to spf.evaluate)")
                 if n > _INDEX_MAX[self.index_type]:
                     raise ArgumentError(
                         f"the output {output!r} would have extent {n} along {src.index!r} "

@@ -17,6 +17,7 @@ from typing import Any, Self
 import numpy as np
 
 from ..errors import ArgumentError
+from ..front.established import keeps_within_shape
 from ..front.layout import Layout
 from ..front.properties import Property, Range
 from . import build as runtime
@@ -171,27 +172,32 @@ class StoredTensor:
         raise NotImplementedError
 
 
+def check_within_shape(layout: Layout, fields: Mapping[str, Any]) -> None:
+    """ArgumentError when fields spf or a packer wrote put a slot outside the shape: a
+    relation that does not bound its coordinates (``gj = pi + offset(pd)`` without ``0 <=
+    gj``) makes a padding slot an entry there.  Checked by the generated read check, only
+    for a layout whose relation and ranges do not prove every slot within the shape."""
+    if not keeps_within_shape(layout):
+        tensor_class().check_reads(layout, fields)
+
+
 def check_built_ranges(layout: Layout, fields: Mapping[str, Any], what: str) -> None:
     """ArgumentError when a tensor spf built (``what``: a kernel's assembled output, a
-    conversion's result) stores a coordinate outside a range its layout declares: a layout
-    whose range is narrower than its shape cannot store that entry.  Sorted assembly and
-    placement establish the other properties; ranges they cannot (checked here, O(entries);
-    a range relative to layout indices, ``colIdx(pk) >= pi``, by the generated read check)."""
+    conversion's result) stores a coordinate outside a range its layout declares (a layout
+    whose range is narrower than its shape cannot store that entry) or a slot, padding
+    included, outside the shape (:func:`check_within_shape`).  Sorted assembly and placement
+    establish the other properties; ranges they cannot (checked here, O(entries); a range
+    relative to layout indices, ``colIdx(pk) >= pi``, by the generated read check)."""
     ranges = [p for p in layout.properties if isinstance(p, Range)]
-    if not ranges:
-        return
-    if any(p.relative for p in ranges):
-        try:
+    try:
+        if any(p.relative for p in ranges) or not keeps_within_shape(layout):
             tensor_class().check_reads(layout, fields)
-        except ArgumentError as exc:
-            raise ArgumentError(f"{what}: {exc} (the layout cannot store that entry)") from None
-    scalars = {f: int(fields[f]) for f in layout.scalar_fields}
-    arrays = {f: np.asarray(fields[f]).reshape(-1) for f in layout.index_arrays}
-    for prop in ranges:
-        try:
+        scalars = {f: int(fields[f]) for f in layout.scalar_fields}
+        arrays = {f: np.asarray(fields[f]).reshape(-1) for f in layout.index_arrays}
+        for prop in ranges:
             prop.check(arrays, scalars, layout.name)
-        except ArgumentError as exc:
-            raise ArgumentError(f"{what}: {exc} (the layout cannot store that entry)") from None
+    except ArgumentError as exc:
+        raise ArgumentError(f"{what}: {exc} (the layout cannot store that entry)") from None
 
 
 def _as_declared(layout: Layout, field: str, value: Any) -> Any:

@@ -34,7 +34,7 @@ from ..front.writing import (
 )
 from .fields import index_max, wider_hint
 from .memory import aligned_zeros, reserve
-from .stored import StoredTensor, tensor_class
+from .stored import StoredTensor, check_within_shape, tensor_class
 
 Vec = np.ndarray
 Env = dict[str, Any]                 # names -> int or int64 vector (one value per entry)
@@ -218,6 +218,7 @@ def written(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray
     fields, slots = write(plan, shape, coords, values, allow_padding)
     try:
         out = tensor_class()(lay, shape, fields)
+        check_within_shape(lay, out.fields)
     except ArgumentError as exc:    # what the relation solves for breaks a property
         if "index_type=" in str(exc):
             raise                   # a wider index type holds it

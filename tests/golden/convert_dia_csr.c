@@ -575,7 +575,9 @@ int spf_convert(spf_CSR *restrict B, int64_t *restrict B_size, const spf_DIA *re
                 }
             }
         }
-        B->rowPtr[(int64_t)i + 1] = (spf_index_t)spf_cur.next1;   /* the group's entries are appended */
+        if (i < spf_ext[0]) {   /* a group without entries may lie past the output's extent (a loop over an operand's entries at an offset, x(i - 4294967296)): it has no pointer */
+            B->rowPtr[(int64_t)i + 1] = (spf_index_t)spf_cur.next1;   /* the group's entries are appended */
+        }
     }
     spf_convert_finish(&spf_cur, B, B_size);
     return 0;

@@ -65,8 +65,9 @@ int spf_kernel(spf_DenseMatrix *restrict C, const spf_CSR *restrict A, const spf
     memset(C_data, 0, sizeof(spf_value_t) * (size_t)(C_n0) * (size_t)(C_n1));
     for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
         const spf_index_t C_p0 = A_pi;
+        /* INT32_MIN: not searched yet; a key's first search starts at B_colPtr[B_pj], read only then (the array also covers keys that no search reaches, where that read could fall outside its array) */
         for (spf_index_t spf_t = 0; spf_t < B_numCols; ++spf_t)
-            spf_pos_B_pi[spf_t] = B_colPtr[spf_t];
+            spf_pos_B_pi[spf_t] = INT32_MIN;
         for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
             const spf_index_t k = A_colIdx[A_pj];
             for (spf_index_t B_pj = 0; B_pj < B_numCols; ++B_pj) {
@@ -74,6 +75,8 @@ int spf_kernel(spf_DenseMatrix *restrict C, const spf_CSR *restrict A, const spf
                 spf_acc_t spf_acc = 0.0;
                 if (B_pj >= 0 && B_pj < B_numCols) {
                     spf_index_t spf_cur_B_pi = spf_pos_B_pi[B_pj];
+                    if (spf_cur_B_pi == INT32_MIN)
+                        spf_cur_B_pi = B_colPtr[B_pj];
                     /* find B_pi in [B_colPtr[B_pj], B_colPtr[B_pj + 1] - 1] with B_rowIdx[B_pi] == k
                      * SeqIter: scans forward from the position the previous search stopped at;
                      * valid because Z3 proved Eq. 3 and Eq. 4 unsatisfiable; state indices {A_pi, B_pj}. */

@@ -48,7 +48,7 @@ int spf_kernel(spf_DenseVector *restrict y, const spf_CSR *restrict A, const spf
         const int64_t y_p0 = A_pi;
         spf_acc_t spf_acc = 0.0;
         for (int64_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
-            if (A_colIdx[A_pj] == 2*spf_floord(A_colIdx[A_pj], 2) && A_colIdx[A_pj] + 1 < 2*x_n0) {
+            if (A_colIdx[A_pj] == 2*spf_floord(A_colIdx[A_pj], 2) && (int64_t)A_colIdx[A_pj] + 1 < 2*x_n0) {
                 const int64_t spf_2j = A_colIdx[A_pj];
                 const int64_t x_p0 = spf_floord(spf_2j, 2);
                 spf_acc += A_data[A_pj] * x_data[x_p0];
