@@ -605,20 +605,15 @@ def test_a_split_subtraction_of_booleans_is_not_a_negation():
     _same(got, want)
 
 
-def test_a_product_of_an_infinite_value_and_a_sum_is_computed_at_every_point():
-    """``((T or j) / 0) * (j - x(2*j))`` distributed the infinite value over the sum
-    (inf * j - inf * x: nan where numpy's per-point product is inf)."""
+def test_a_product_of_an_infinite_value_and_a_sum_is_refused():
+    """``((T or j) / 0) * (j - x(2*j))`` distributed the infinite value over the sum (inf *
+    j - inf * x: nan where numpy's per-point product is inf); ``j - x(2*j)`` is one tensor
+    plus an index value, no number, so the product is a sum of products times inf."""
     t = np.array([[[0, 4, 0, 2], [2, 3, 1, 1], [1, 4, 1, 2]],
                   [[3, 2, 3, 0], [4, 0, 3, 0], [1, 4, 1, 4]]], np.uint64)
-    x = np.zeros(3, np.uint64)
-    want = np.zeros((2, 3))
-    with np.errstate(all="ignore"):
-        for i, j, k in np.ndindex(2, 3, 8):
-            if k + i + 1 < 4 and 2 * j < 3:
-                want[i, j] += (np.logical_or(t[i, j, k + i + 1], j) / 0) * (j - x[2 * j])
-        got = spf.evaluate("R(i,j) = ((T(i,j,k + i + 1) or j) / 0) * (j - x(2*j))",
-                           T=spf.Tensor.from_dense("COO3", t), x=x)
-    _same(got, want)
+    with pytest.raises(spf.SpecError, match="a sum of products times a number that is not"):
+        spf.evaluate("R(i,j) = ((T(i,j,k + i + 1) or j) / 0) * (j - x(2*j))",
+                     T=spf.Tensor.from_dense("COO3", t), x=np.zeros(3, np.uint64))
 
 
 def test_a_scalar_times_inf_is_a_number_term():
@@ -937,3 +932,32 @@ def test_a_complex_number_to_the_power_zero_is_one():
     """C's cpow computes exp(0 * log z): nan at 0 and at nan, where numpy's z ** 0 is 1."""
     z = np.array([[0j, 1 + 2j], [complex(np.nan, 0), 3j]])
     _same(spf.evaluate("R(i,j) = pow(Z(i,j), 0)", Z=z), np.power(z, 0))
+
+
+@pytest.mark.parametrize("written", ["(sign(j) + A(i,j)) / 0", "(j + A(i,j)) * inf"])
+def test_a_tensor_plus_index_values_by_zero_is_a_sum_of_products(written):
+    """``sign(j) + A(i,j)`` is one value in spf, but an index value is no number: numpy's
+    result divided by 0 differs from the expansion's (inf where the expansion has nan)."""
+    with pytest.raises(spf.SpecError, match="a sum of products"):
+        spf.evaluate(f"y(i) = {written}", A=np.array([[1.0, -2.0], [3.0, 4.0]]))
+    np.testing.assert_array_equal(spf.evaluate("y(i) = (A(i,j) + 1) / 0", A=np.eye(2)),
+                                  [np.inf, np.inf])       # one tensor plus a number: one value
+
+
+def test_a_divisors_sum_is_ambiguous_for_each_product_of_the_numerator():
+    """``(F(k) - v(i)) / (F(k) - v(i))`` is ``F/(F - v) - v/(F - v)``: in the first product
+    only the divisor reads i, so its sum over i is ambiguous (spf counted the numerator's
+    reads together and computed it)."""
+    with pytest.raises(spf.SpecError, match="so whether 'i' is summed inside"):
+        spf.evaluate("R = (F(k) - v(i)) / (F(k) - v(i))", F=np.arange(1.0, 4.0),
+                     v=np.array([0.5, 4.0]))
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_division_is_numpys(dtype):
+    """C's complex division (Annex G) gives 0 for 1 / (inf + nan i) and signs zeros its own
+    way, where numpy's (Smith's method) gives nan + nan i and inf + nan i for 1 / 0."""
+    a = np.array([1 + 2j, 3 - 1j, 1 + 0j, 0j, 1 + 0j], dtype)
+    b = np.array([0j, 2 + 1j, complex(np.inf, 0), 0j, complex(np.inf, np.nan)], dtype)
+    with np.errstate(all="ignore"):
+        _same(spf.evaluate("y(i) = a(i) / b(i)", a=a, b=b), a / b)

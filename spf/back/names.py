@@ -118,6 +118,29 @@ HELPERS = {
                        "__ATOMIC_RELAXED);\n"
                        "        return 0;\n    }\n"
                        "    return spf_ipow(base, (uint64_t)exp);\n}",
+    # numpy's complex division (Smith's method, no C99 Annex G recovery: 1 / (inf + nan i)
+    # is nan + nan i, and x / 0 is inf or nan in each part, as numpy's); needs <complex.h>
+    "spf_cdiv": "".join(
+        f"static inline {z} spf_cdiv{s}({z} a, {z} b) {{\n"
+        f"    const {r} ar = creal{s}(a), ai = cimag{s}(a), br = creal{s}(b), "
+        f"bi = cimag{s}(b);\n"
+        f"    union {{ {r} part[2]; {z} z; }} q;   /* a complex is its two parts */\n"
+        f"    if (fabs{s}(br) >= fabs{s}(bi) && br == 0 && bi == 0) {{\n"
+        f"        q.part[0] = ar / fabs{s}(br);\n"
+        f"        q.part[1] = ai / fabs{s}(br);\n"
+        f"    }} else if (fabs{s}(br) >= fabs{s}(bi)) {{\n"
+        f"        const {r} rat = bi / br, scl = 1 / (br + bi * rat);\n"
+        f"        q.part[0] = (ar + ai * rat) * scl;\n"
+        f"        q.part[1] = (ai - ar * rat) * scl;\n"
+        f"    }} else {{\n"
+        f"        const {r} rat = br / bi, scl = 1 / (bi + br * rat);\n"
+        f"        q.part[0] = (ar * rat + ai) * scl;\n"
+        f"        q.part[1] = (ai * rat - ar) * scl;\n"
+        f"    }}\n"
+        f"    return q.z;\n}}\n"
+        for z, r, s in (("double _Complex", "double", ""), ("float _Complex", "float", "f")))
+        + "#define spf_cdiv(a, b) _Generic((a) / (b), float _Complex: spf_cdivf, "
+          "default: spf_cdiv)((a), (b))",
     # a semiring's '/': C's division in floats; in integers numpy's results where C traps
     # (x / 0 is 0, MIN / -1 wraps to MIN), truncating otherwise (as Z3 proved its laws)
     "spf_div": "static inline int64_t spf_div_i64(int64_t a, int64_t b) "

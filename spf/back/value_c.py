@@ -67,6 +67,8 @@ def value_c(tree: Node, reads: Mapping[str, str], types: Mapping[str, ValueType]
     args = [literal_c(w, mine, real=tree.op is Op.DIV) if w is not None
             else _in(o, reads, types, mine) for o, w in zip(tree.operands, weak)]
     code = f"(-{args[0]})" if tree.op is Op.NEG else f"({args[0]} {tree.op.value} {args[1]})"
+    if tree.op is Op.DIV and mine.kind is Kind.COMPLEX and weak[1] is None:
+        code = f"spf_cdiv(({mine.c})({args[0]}), ({mine.c})({args[1]}))"   # numpy's method
     if tree.op is not Op.DIV and mine.kind in INTEGERS and mine.dtype.itemsize < 4:
         code = f"(({mine.c}){code})"     # C computes it in int: wrapped in its type, as numpy
     return code
@@ -82,6 +84,9 @@ def helpers_of(tree: Node, types: Mapping[str, ValueType]) -> set[str]:
             and not numbers_only(n) else None       # numbers: folded, no C computes them
         own = {"spf_ipow"} if kind in INTEGERS else set()
         own |= {"spf_ipow_signed"} if kind is Kind.INT else set()
+        if isinstance(n, Apply) and n.op is Op.DIV and not numbers_only(n) and \
+                type_of(n, types).kind is Kind.COMPLEX:
+            own.add("spf_cdiv")
         return own.union(*map(pows, children(n)))
     return {"spf_tgmath"} | pows(tree)
 

@@ -608,7 +608,7 @@ class _Expander:
                 return self.value_factor(n)
             den = n.operands[1].value
             terms = self.expand(n.operands[0])
-            if den == 0 and len(terms) > 1:     # inf * a + inf * b is not (a + b) / 0
+            if den == 0 and _several(n.operands[0]):    # inf*a + inf*b is not (a + b) / 0
                 raise SpecError("division of a sum of products by zero: numpy's result is "
                                 "inf or nan at every element; divide each product by zero "
                                 "(or multiply it by inf)", self.source, n.line, n.column)
@@ -617,8 +617,8 @@ class _Expander:
             return [t.scaled(inverse) for t in terms]
         left, right = (self.expand(o) for o in n.operands)
         if n.op is Op.MUL:
-            for infinite, other in ((left, right), (right, left)):
-                if len(other) > 1 and any(self.not_finite(t) for t in infinite):
+            for infinite, other in ((left, n.operands[1]), (right, n.operands[0])):
+                if _several(other) and any(self.not_finite(t) for t in infinite):
                     raise SpecError("a sum of products times a number that is not finite: "
                                     "numpy's result is inf or nan at every element where a "
                                     "product is 0; multiply each product by it", self.source,
@@ -657,7 +657,7 @@ class _Expander:
                                         *map(index_reads, t.index_values))
             for root, within in _roots(f.value):
                 differ = _spread(root, False).differ & summed - outside \
-                    - index_reads(f.value, root)
+                    - _read_beside(f.value, root, within)
                 if differ:
                     index = min(differ)
                     raise self.mixed(_mixed(root, index, False), within, index)
@@ -747,6 +747,24 @@ def _linear_in(n: Node) -> tuple[bool, ...]:
     if isinstance(n, Apply) and n.op is Op.DIV:
         return (True, False)
     return (False,) * len(children(n))
+
+
+def _read_beside(value: Node, root: Node, within: Node) -> frozenset[str]:
+    """What the rest of each product reads beside ``root``: the value outside it; for a
+    divisor, only what every product of the numerator reads (a division distributes over
+    the numerator's sum: in ``(F(k) - v(i)) / (F(k) - v(i))`` the product ``F(k) / (...)``
+    does not read ``i``)."""
+    if isinstance(within, Apply) and within.op is Op.DIV and root is within.operands[1]:
+        return index_reads(value, within) | _spread(within.operands[0], True).common
+    return index_reads(value, root)
+
+
+def _several(n: Node) -> bool:
+    """Whether ``n`` is a sum of several products other than numbers (an index value is
+    one: ``sign(j) + B(i,j)``, though computed as one value, is not one tensor plus numbers,
+    which alone is one value at every point divided by zero or times inf)."""
+    spread = _spread(n, True)
+    return spread.products - spread.numbers > 1
 
 
 def _roots(n: Node) -> list[tuple[Node, Node]]:
