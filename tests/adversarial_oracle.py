@@ -688,15 +688,22 @@ def as_written_refusal(st: Statement) -> str | None:
     return None
 
 
-def value_kind(st: Statement, n: Node) -> str | None:
-    """numpy's kind of ``n``'s type as written (``"i"``, ``"f"``, ...; None where numpy
-    refuses it)."""
+def _as_written(st: Statement, n: Node) -> tuple[bool, Any]:
+    """(whether numpy computes ``n`` as written, on no points; its value)."""
     env = Env({k: np.zeros(0, np.int64) for k in indices_of((st.rhs,))}, st.tensors,
               st.scalars)
     try:
         with np.errstate(all="ignore"):
-            v = ev(n, env)
+            return True, ev(n, env)
     except (TypeError, ValueError, OverflowError):
+        return False, None
+
+
+def value_kind(st: Statement, n: Node) -> str | None:
+    """numpy's kind of ``n``'s type as written (``"i"``, ``"f"``, ...; None where numpy
+    refuses it)."""
+    ok, v = _as_written(st, n)
+    if not ok:
         return None
     return "i" if isinstance(v, int) and not isinstance(v, bool) else \
         "f" if isinstance(v, float) else np.asarray(v).dtype.kind
@@ -705,14 +712,8 @@ def value_kind(st: Statement, n: Node) -> str | None:
 def value_dtype(st: Statement, n: Node) -> np.dtype | None:
     """numpy's type of ``n`` as written (None for a Python number or where numpy refuses
     it)."""
-    env = Env({k: np.zeros(0, np.int64) for k in indices_of((st.rhs,))}, st.tensors,
-              st.scalars)
-    try:
-        with np.errstate(all="ignore"):
-            v = ev(n, env)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return None if _python(v) else np.asarray(v).dtype
+    ok, v = _as_written(st, n)
+    return None if not ok or _python(v) else np.asarray(v).dtype
 
 
 def value_only_indices(st: Statement) -> set[str]:

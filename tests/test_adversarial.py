@@ -679,6 +679,15 @@ def _may_wrap(n: Any) -> bool:
     return any(_may_wrap(a) for a in n.args)
 
 
+def _folded(n: Any) -> tuple[Any, ...]:
+    """The operands the expansion folds into ``n``'s products (none: ``n`` is no such
+    arithmetic; a division only by a number, its numerator)."""
+    if not isinstance(n, Op) or n.op not in ("+", "-", "neg", "*", "/") or number_only(n) \
+            or (n.op == "/" and not number_only(n.args[1])):
+        return ()
+    return n.args[:1] if n.op == "/" else n.args
+
+
 def _wraps_before_type_change(c: ExprCase) -> bool:
     """An integer product, negation or sum of them that numpy computes in its own type
     before a number, index value or factor of another type multiplies it or a number
@@ -686,11 +695,8 @@ def _wraps_before_type_change(c: ExprCase) -> bool:
     st = c.statement
 
     def found(n: Any) -> bool:
-        if not isinstance(n, Op) or n.op not in ("+", "-", "neg", "*", "/") or \
-                number_only(n) or (n.op == "/" and not number_only(n.args[1])):
-            return False
-        folded = n.args[:1] if n.op == "/" else n.args
-        if n.op in ("*", "/"):
+        folded = _folded(n)
+        if folded and n.op in ("*", "/"):
             mine = value_dtype(st, n)
             for s in (s for f in folded for s in _summands(f)):
                 own = value_dtype(st, s) if _may_wrap(s) else mine
@@ -706,10 +712,7 @@ def _truth_sum_in_wider(c: ExprCase) -> bool:
     st = c.statement
 
     def found(n: Any) -> bool:
-        if not isinstance(n, Op) or n.op not in ("+", "-", "neg", "*", "/") or \
-                number_only(n) or (n.op == "/" and not number_only(n.args[1])):
-            return False
-        folded = n.args[:1] if n.op == "/" else n.args
+        folded = _folded(n)
         if any(isinstance(f, Op) and f.op == "+" and not number_only(f)
                and value_kind(st, f) == "b" and value_kind(st, n) not in ("b", None)
                for f in folded):

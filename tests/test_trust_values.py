@@ -961,3 +961,16 @@ def test_complex_division_is_numpys(dtype):
     b = np.array([0j, 2 + 1j, complex(np.inf, 0), 0j, complex(np.inf, np.nan)], dtype)
     with np.errstate(all="ignore"):
         _same(spf.evaluate("y(i) = a(i) / b(i)", a=a, b=b), a / b)
+
+
+def test_a_number_in_the_numerator_reads_no_index_away():
+    """``(B(i,j) + nan) / (B(i+j+1, j-i) + 2)``: the number is no product reading nothing,
+    so ``i`` is read beside the divisor's sum (it was refused as ambiguous)."""
+    b = np.array([[1.0, 2.0], [3.0, 4.0]])
+    x = np.array([1.0, 2.0])
+    want = np.zeros(2)
+    for i, j in np.ndindex(2, 2):
+        if i + j + 1 < 2 and 0 <= j - i < 2:        # every access in range
+            want[j] += x[j] / ((b[i, j] + np.nan) / (b[i + j + 1, j - i] + 2))
+    _same(spf.evaluate("R(j) = x(j) / ((B(i,j) + nan) / (B(i+j+1, j-i) + 2))", x=x, B=b),
+          want)

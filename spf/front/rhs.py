@@ -755,8 +755,17 @@ def _read_beside(value: Node, root: Node, within: Node) -> frozenset[str]:
     the numerator's sum: in ``(F(k) - v(i)) / (F(k) - v(i))`` the product ``F(k) / (...)``
     does not read ``i``)."""
     if isinstance(within, Apply) and within.op is Op.DIV and root is within.operands[1]:
-        return index_reads(value, within) | _spread(within.operands[0], True).common
+        return index_reads(value, within) | _common_reads(within.operands[0])
     return index_reads(value, root)
+
+
+def _common_reads(n: Node) -> frozenset[str]:
+    """What every product of ``n``'s expansion but its numbers reads (``B(i,j) + nan``:
+    ``i`` and ``j``; a number adds no product that reads nothing)."""
+    if isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB) and not numbers_only(n):
+        parts = [_common_reads(o) for o in n.operands if not numbers_only(o)]
+        return frozenset.intersection(*parts)
+    return _spread(n, True).common
 
 
 def _several(n: Node) -> bool:
