@@ -473,7 +473,10 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
         computed = type_of(expr.rhs, written, expr.source)
         check_folded_steps(expr.rhs, written, expr.source)
     output = given_out or computed
-    if opts.semiring.is_plus_times and not can_cast(computed, output):
+    # a product of a statement's expansion (no ``rhs``) computes in the statement's type,
+    # which was checked against the output there; its own product type is not numpy's
+    if expr.rhs is not None and opts.semiring.is_plus_times and \
+            not can_cast(computed, output):
         raise SpecError(f"dtype: the output {out!r} is {output.name}, and numpy computes "
                         f"{expr.text.split('=', 1)[1].strip()!r} in {computed.name}, which "
                         "numpy's same_kind casting does not allow into it (a fraction, an inf "

@@ -120,6 +120,13 @@ def pytest_configure(config):
             prefix="spf-adversarial-")
 
 
+def pytest_collection_modifyitems(config, items):
+    """No time limit per test under the long hypothesis profile (hours of examples)."""
+    if config.getoption("hypothesis_profile", None) == "long":
+        for item in items:
+            item.add_marker(pytest.mark.timeout(0))
+
+
 def pytest_terminal_summary(terminalreporter, config):
     """The adversarial suite's counts, also written to ``$SPF_ADVERSARIAL_SUMMARY``."""
     directory = getattr(config, "_adversarial_counts", None)

@@ -188,6 +188,37 @@ def test_cg_restarts_from_its_copy_when_data_is_lost(client, monkeypatch):
     np.testing.assert_allclose(A @ sol.x.compute(), b, atol=1e-8)
 
 
+def test_a_plugin_is_removed_without_waiting_on_the_client(client):
+    """A kernel's static-data plugin is removed by a finalizer when its blocks' futures are
+    freed, which the garbage collector may do inside a client call holding the client's
+    locks: the finalizer waited there for the client's loop, itself waiting on such a lock
+    (CI hung in ``cg``).  It hands the removal to the loop and returns at once."""
+    import threading
+    import time
+
+    from spf.distributed.kernel import _unregister
+    name = "spf-test-plugin"
+    client.register_plugin(distributed.WorkerPlugin(), name=name)
+    busy, release = threading.Event(), threading.Event()
+
+    def block() -> None:            # the loop waits, as on a lock the finalizer's caller holds
+        busy.set()
+        release.wait(30)
+    client.loop.add_callback(block)
+    assert busy.wait(10)
+    call = threading.Thread(target=_unregister, args=(client, name))
+    call.start()
+    call.join(5)
+    waited = call.is_alive()
+    release.set()
+    call.join()
+    assert not waited
+    deadline = time.monotonic() + 30
+    while any(client.run(lambda dask_worker: name in dask_worker.plugins).values()):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
 def test_bad_input(client):
     f = spf.Kernel(SPMV, {"A": "CSR"}).compile()
     with pytest.raises(spf.ArgumentError, match="grid must be"):

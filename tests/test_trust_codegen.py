@@ -308,3 +308,38 @@ def test_offset_added_to_an_index_array_read_never_wraps():
     got = json.loads(run.stdout.splitlines()[-1])
     assert got.pop("rows") == [[False], [False]]
     assert len(got) == 2 and all(r == [0.0] * 5 for r in got.values()), got
+
+
+def test_a_state_array_as_long_as_the_output_in_a_sparse_output_term():
+    """A SeqIter state array keyed by ``i`` (``B(-i+2, j)``, ``R(i)``) is as long as R's
+    extent; the term streaming its run into R and its sizing pass read ``R->size``, a
+    member the stream has not and a name the sizing pass has not: they take R's extents."""
+    d = np.array([[1, 0, 2], [0, -2, 3], [4, -3, 0]], np.int8)
+    k = spf.Kernel("R(i) = (B(i, -j + 1) - (B(-i + 2, 2*j + 1) / 0.001)) * B(-i + 2, j)",
+                   {"B": "CSC", "R": "SV"}, dtype={"B": "int8", "R": "float64"}).compile()
+
+    def at(a: int, b: int) -> float | None:
+        return float(d[a, b]) if 0 <= a < 3 and 0 <= b < 3 else None
+
+    want = np.zeros(3)
+    for i, j in np.ndindex(3, 3):       # a term sums where each of its accesses is in range
+        for a, b, c in ((at(i, 1 - j), at(2 - i, j), 1.0),
+                        (at(2 - i, 2 * j + 1), at(2 - i, j), -1000.0)):
+            if a is not None and b is not None:
+                want[i] += c * a * b
+    np.testing.assert_allclose(k(B=spf.Tensor.from_dense("CSC", d)).to_dense(), want)
+
+
+def test_a_find_reading_a_level_in_a_counting_pass_declares_it():
+    """The hash find of ``B(i, 3*j)`` (ELL) reads ``B_pi = i``; the passes counting a CSC
+    output's entries read no value and so declared no ``i`` (``'i' undeclared``)."""
+    rng = np.random.default_rng(0)
+    t = (rng.random((4, 3, 5)) < 0.4) * rng.integers(-3, 4, (4, 3, 5))
+    b = (rng.random((4, 9)) < 0.5) * rng.integers(-3, 4, (4, 9))
+    k = spf.Kernel("R(i,j) = T(i, j, k + 1) and sign(B(i, 3*j))",
+                   {"B": "ELL", "T": "CSF", "R": "CSC"},
+                   dtype={"B": "int64", "T": "int64", "R": "bool"}).compile()
+    got = k(T=spf.Tensor.from_dense("CSF", t), B=spf.Tensor.from_dense("ELL", b)).to_dense()
+    # k + 1 ranges over T's last dimension (k from -1): any k of T's row and the sign
+    want = np.logical_and(t, np.sign(b[:, ::3])[:, :, None]).any(2)
+    np.testing.assert_array_equal(got, want)

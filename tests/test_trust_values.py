@@ -974,3 +974,18 @@ def test_a_number_in_the_numerator_reads_no_index_away():
             want[j] += x[j] / ((b[i, j] + np.nan) / (b[i + j + 1, j - i] + 2))
     _same(spf.evaluate("R(j) = x(j) / ((B(i,j) + nan) / (B(i+j+1, j-i) + 2))", x=x, B=b),
           want)
+
+
+def test_a_term_of_an_expansion_computes_in_the_statements_type():
+    """``(T(i,j,k) + 7) * ((not x(j)) - x(j))`` of uint32 is uint32 in numpy, but its term
+    ``7 * (not x(j))`` alone is int64 in numpy: each term of the expansion was checked again
+    as a statement of its own and the uint32 output refused.  (A term sums over its own
+    indices: ``7 * (not x(j))`` reads no ``k``.)"""
+    d = np.array([[[0, 3], [1, 0], [0, 0]], [[2, 0], [0, 0], [4, 5]]], np.uint32)
+    x = np.array([0, 2, 5], np.uint32)
+    k = spf.Kernel("R(i,j) = (T(i,j,k) + 7) * ((not x(j)) - x(j))", {"T": "CSF"},
+                   dtype={"T": "uint32", "x": "uint32", "R": "uint32"}).compile()
+    with np.errstate(over="ignore"):
+        per = np.logical_not(x) - x
+        want = (d * per[None, :, None]).sum(2, dtype=np.uint32) + np.uint32(7) * per
+    _same(k(T=spf.Tensor.from_dense("CSF", d), x=x, R=np.zeros((2, 3), np.uint32)), want)

@@ -65,11 +65,21 @@ def plan_assembly(nest: LoopNest, output: TensorUse, decisions: list[Decision]) 
     extents = tuple(nest.space.extent[i] for i in key)
     ordered, why = ordered_prefix(nest, key, storage.descending, decisions)
     chosen = next(s for s in STRATEGIES.values() if s.applies(ordered, len(key), storage))
-    ranged = any(t == output.name for _, t, _ in nest.space.expr.ranges)
+    ranged = any(t == output.name for _, t, _ in nest.space.expr.ranges) or \
+        _state_spans_output(output, decisions)
     plan = AssemblyPlan(output, storage, key, storage.descending, extents, ordered,
                         chosen.mode, why, ranged=ranged)
     plan = chosen.specialize(nest, plan, decisions)
     return replace(plan, how=chosen.how(plan))
+
+
+def _state_spans_output(output: TensorUse, decisions: list[Decision]) -> bool:
+    """Whether a find keeps its state in an array as long as one of the output's extents
+    (a key ranging over an output index, ``B(-i+2, j)`` read by ``R(i)``): the nest reads
+    that extent, which a function without the output's struct takes as ``spf_ext``."""
+    fields = {output.symbol(f) for f in output.layout.scalar_fields}
+    return any(c.array is not None and c.array.extent.names() & fields
+               for d in decisions for c in d.candidates)
 
 
 def for_stream(plan: AssemblyPlan) -> AssemblyPlan:

@@ -71,8 +71,9 @@ class AssemblyPlan:
     semiring: Semiring = PLUS_TIMES  # equal coordinates combine by its add
     ranged: bool = False            # the nest reads the output's extents (a term of a sum
                                     # bounded by the statement's range of an output index,
-                                    # Expr.ranges_of): each of its functions takes them; a
-                                    # sum's: some term's do, so its _bound takes them too
+                                    # Expr.ranges_of, or a find's state array as long as
+                                    # one): each of its functions takes them; a sum's: some
+                                    # term's do, so its _bound takes them too
     how: str = ""                   # the strategy's account of itself, for reports
 
     @property

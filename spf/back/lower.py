@@ -253,15 +253,15 @@ class KernelLowering:
         the finds' keys and ranges (a template reads its keys at its own positions, not at
         the matched one)."""
         keys = [k for d in self.decisions if d.chosen is not None for k in d.find.keys]
-        used = used_names(nest or self.nest, stmt_names,
-                          lambda g: not any(is_key_guard(g, c, e) for c, e in keys))
+        read = set(stmt_names)      # with the finds': a level they read reads its own too
         for d in self.decisions:
             own = {d.find.var} if d.chosen is not None else set()
             for c, e in d.find.keys:
-                used |= e.names() | (Aff.var(c).names() - own)
-            used |= d.find.lo.names() | d.find.hi.names()
-            used |= {c.array_key for c in d.candidates if c.array_key}
-        return used
+                read |= e.names() | (Aff.var(c).names() - own)
+            read |= d.find.lo.names() | d.find.hi.names()
+            read |= {c.array_key for c in d.candidates if c.array_key}
+        return used_names(nest or self.nest, read,
+                          lambda g: not any(is_key_guard(g, c, e) for c, e in keys))
 
     # body -----------------------------------------------------------------------------
     def body(self) -> None:

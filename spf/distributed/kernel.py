@@ -320,9 +320,19 @@ class _ScatterCache:
 
 
 def _unregister(client: Any, plugin: str) -> None:
-    """Remove a worker plugin (quietly when the client or cluster is gone already)."""
-    with contextlib.suppress(Exception):       # the cluster may be shut down by now
-        client.unregister_worker_plugin(plugin)
+    """Remove a worker plugin, from a finalizer: it runs wherever the garbage collector
+    frees the futures, possibly inside a client call holding the client's locks, so it
+    never waits there (a blocking ``unregister_worker_plugin`` deadlocked against the
+    client's own loop): the removal is handed to that loop, as a future's release is."""
+    with contextlib.suppress(Exception):       # the loop may be closed by now
+        client.loop.add_callback(_unregistered, client, plugin)
+
+
+async def _unregistered(client: Any, plugin: str) -> None:
+    """On the client's loop: ask the scheduler to remove ``plugin`` from every worker
+    (quietly when the client or cluster is gone already)."""
+    with contextlib.suppress(Exception):
+        await client.scheduler.unregister_worker_plugin(name=plugin)
 
 
 def _alive(value: Any) -> bool:
