@@ -18,7 +18,7 @@ from .back.lower import kernel_code
 from .back.source import emit_merged, emit_sum
 from .concurrency import symbolic
 from .decide.analysis import Analysis
-from .decide.options import KernelOptions, Table
+from .decide.options import Table
 from .decide.plan import Plan
 from .decide.split import Term, split_terms
 from .decide.synthesis import Decision
@@ -238,12 +238,24 @@ def _union_operands(expr: Expr) -> Expr:
                 tuple((1, (a,)) for a in plain), expr.aliases)
 
 
+# How a term's kernel takes the statement's options (:class:`KernelOptions`): each is the
+# statement's, but those its term sets (order, find, bounds: the term's share of them; its
+# name; the statement's index width and value types, in the term's names), those applied
+# once to the whole statement (below: their defaults in every term) and those a split
+# statement refuses (:data:`UNSUPPORTED`).
+STATEMENT_ONLY = {
+    "mask": None,           # every product reads the mask already (Expr.with_mask)
+    "complement": False,    # the sum's own kernel resets or removes what the mask leaves
+    "fill_values": False,   # the statement chose the operands read densely; calls fill them
+}
+UNSUPPORTED = ("drop_zeros", "tile", "share")
+
+
 def _check_supported(setup: Setup) -> None:
     """SpecError for the options a statement split into products does not support."""
     opts = setup.options
-    for option, given in (("drop_zeros", opts.drop_zeros), ("tile", opts.tile),
-                          ("share", opts.share)):
-        if given:
+    for option in UNSUPPORTED:
+        if getattr(opts, option):
             raise SpecError(f"{option} is not supported {_split_reason(setup)}",
                             setup.expr.source)
 
@@ -279,11 +291,10 @@ def _term_kernel(setup: Setup, k: int, term: Term, names: Mapping[str, str],
         variables = _term_space(term, setup, names).variables
         order = tuple(v for v, c in zip(order, c_order or ())
                       if c.replace(".", "_", 1) in variables) or None
-    options = KernelOptions(
-        order=order, find=term.find, parallel=opts.parallel, bounds=tuple(term.bounds or ()),
+    # every other option is the statement's (a new one reaches the terms unless named here)
+    options = replace(
+        opts, **STATEMENT_ONLY, order=order, find=term.find, bounds=tuple(term.bounds or ()),
         name=f"{opts.name}_term{k}", index_type=setup.index_type,
-        reassociate=opts.reassociate, unroll=opts.unroll, z3_timeout_ms=opts.z3_timeout_ms,
-        semiring=opts.semiring, accumulate=opts.accumulate,
         dtype={a.tensor: setup.typing.of(a.tensor).name
                for a in (term.product.output, *term.product.factors)})
     sized = {a.tensor for a in term.product.sized}     # read for their extents: as given

@@ -187,3 +187,32 @@ def test_a_mistake_made_in_the_call_is_not_located_in_the_file(tmp_path):
     with pytest.raises(spf.SpecError) as err:
         spf.Kernel(str(path), find={"Q": "loop"})
     assert str(err.value) == f"{path}: find names 'Q', which is not a tensor of the kernel"
+
+
+def test_a_sum_gives_its_terms_every_option_it_does_not_name():
+    """A split statement's terms each take the statement's options, except those the sum
+    kernel names: set per term, applied once to the statement, or refused (re-listing the
+    options by hand for each term let a new one skip the terms silently).  Each carried
+    option is tried with its case's value: a new option must reach the terms or be named."""
+    from dataclasses import fields
+
+    from spf import sum_kernel
+    from spf.decide.options import KernelOptions
+    per_term = {"order", "find", "bounds", "name", "index_type", "dtype"}
+    named = per_term | set(sum_kernel.STATEMENT_ONLY) | set(sum_kernel.UNSUPPORTED)
+    assert named <= {f.name for f in fields(KernelOptions)}
+    carried = [n for n in NAMES if n not in named]
+    assert carried
+    for name in carried:
+        _, value, extra = CASES[name]
+        k = spf.Kernel("y(i) = A(i,j) * x(j) + A(i,j) * z(j)", {"A": "CSR"},
+                       **{name: value, **extra})
+        statement = k._body.setup.options
+        assert len(k._body.terms) == 2
+        for term in k._body.terms:
+            assert getattr(term.setup.options, name) == getattr(statement, name), name
+    for name in sum_kernel.UNSUPPORTED:
+        _, value, extra = CASES[name]
+        with pytest.raises(spf.SpecError, match=f"{name} is not supported for sums"):
+            spf.Kernel("C(i,j) = A(i,j) * B(i,j) + A(i,j)",
+                       {"A": "CSR", "B": "CSR", "C": "CSR"}, **{name: value, **extra})
