@@ -49,7 +49,7 @@ class ProductKernel:
         names = Table(setup.c_names() if names is None else names)
         named = setup.in_c(names)
         opts, source = named.options, setup.expr.source
-        space = build(named.expr, named.layouts, opts.bounds, opts.share,
+        space = build(named.expr, named.layouts, opts.space_bounds(named.expr), opts.share,
                       assemble=setup.assembled)
         tile = check_tile(opts.tile, space.variables, source)
         if tile:

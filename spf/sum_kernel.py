@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 from .assembly import AssemblyPlan, FunctionRole
 from .assembly.lowering import stream_reads_extents
@@ -243,7 +244,7 @@ def _union_operands(expr: Expr) -> Expr:
 # name; the statement's index width and value types, in the term's names), those applied
 # once to the whole statement (below: their defaults in every term) and those a split
 # statement refuses (:data:`UNSUPPORTED`).
-STATEMENT_ONLY = {
+STATEMENT_ONLY: dict[str, Any] = {
     "mask": None,           # every product reads the mask already (Expr.with_mask)
     "complement": False,    # the sum's own kernel resets or removes what the mask leaves
     "fill_values": False,   # the statement chose the operands read densely; calls fill them
@@ -275,9 +276,11 @@ def _term_space(term: Term, setup: Setup, names: Mapping[str, str]) -> Iteration
     """``term``'s iteration space in the C's names (``names``), as its kernel builds it (a
     term whose constraints contradict holds no point)."""
     renaming = {n: Aff.var(c) for n, c in names.items()}
-    return build(term.product.renamed(names),
-                 {names.get(t, t): lay for t, lay in term.layouts.items()},
-                 [c.substitute(renaming) for c in term.bounds or []], assemble=setup.assembled)
+    product = term.product.renamed(names)
+    bounds = replace(setup.options, bounds=tuple(c.substitute(renaming)
+                                                 for c in term.bounds or []))
+    return build(product, {names.get(t, t): lay for t, lay in term.layouts.items()},
+                 bounds.space_bounds(product), assemble=setup.assembled)
 
 
 def _term_kernel(setup: Setup, k: int, term: Term, names: Mapping[str, str],

@@ -815,6 +815,9 @@ def _term(st: Statement, t: Term, bounds: dict, shapes: dict, structural: frozen
     narrow[0] |= env.narrow
     n_points = len(next(iter(points.values()))) if points else 1
     v = np.broadcast_to(np.asarray(v), (n_points,)) if np.ndim(v) == 0 else v
+    for g in (g for f in t.factors for g in guards(f)):      # no point where one is false
+        holds = np.broadcast_to(np.asarray(ev(g, env), bool), (n_points,))
+        v = np.where(holds, v, np.zeros((), np.asarray(v).dtype))
     if structural:
         v = np.where(_skipped(st, t, points, n_points, structural, stored),
                      np.zeros((), np.asarray(v).dtype), v)
@@ -847,6 +850,31 @@ def _skipped(st: Statement, t: Term, points: dict, n_points: int,
             v = np.broadcast_to(np.asarray(ev(f, zeroed)), (n_points,))
             skip |= absent & (v == 0)
     return skip
+
+
+def guards(n: Node) -> list[Node]:
+    """The comparisons of indices multiplying the factor ``n`` at its top, through ``*`` and
+    ``and`` (docs/expressions.md: the product is 0 where one is false, whatever its other
+    factors, inf and nan included: its iteration space holds only the points where they
+    hold); ``!=`` and a comparison with a non-affine side stay values."""
+    if isinstance(n, Op) and n.op in ("*", "and"):
+        return [g for a in n.args for g in guards(a)]
+    if isinstance(n, Op) and n.op in COMPARISONS and n.op != "!=" and \
+            all(map(_index_affine, n.args)):
+        return [n]
+    return []
+
+
+def _index_affine(n: Node) -> bool:
+    """``n`` is an affine expression of indices and integers (``2*i - j + 1``)."""
+    if isinstance(n, Num):
+        return isinstance(n.value, int) and not isinstance(n.value, bool)
+    if isinstance(n, Index):
+        return True
+    if not (isinstance(n, Op) and n.op in ("+", "-", "neg", "*")) or \
+            not all(map(_index_affine, n.args)):
+        return False
+    return n.op != "*" or any(not any(isinstance(m, Index) for m in walk(a)) for a in n.args)
 
 
 def _negated(v: Any) -> Any:

@@ -210,6 +210,14 @@ class KernelOptions:
                                 "kernel")
         return replace(self, z3_timeout_ms=z3_timeout(self.z3_timeout_ms, expr.source))
 
+    def space_bounds(self, expr: Expr) -> tuple[Constraint, ...]:
+        """What restricts the iteration space of the product statement ``expr``: the given
+        ``bounds`` and, where a product of 0 adds nothing (plus_times), the comparisons of
+        indices multiplying it (:attr:`Expr.guards`: ``A(i,j) * (i == j)`` runs over the
+        diagonal only and stores nothing elsewhere)."""
+        guards = expr.guards if self.semiring.is_plus_times else ()
+        return tuple(dict.fromkeys((*self.bounds, *guards)))
+
 
 OPTIONS: tuple[Option, ...] = tuple(replace(f.metadata["option"], name=f.name)
                                     for f in fields(KernelOptions) if "option" in f.metadata)

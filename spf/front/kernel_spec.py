@@ -26,6 +26,7 @@ from .rhs import (
     Node,
     accesses,
     children,
+    index_guards,
     index_refs,
     number_text,
     parse_rhs,
@@ -299,6 +300,18 @@ class Expr:
     def derived(self) -> dict[str, Aff]:
         """Each affine access index's name and expression (``spf_i_p_k``: ``i + k``)."""
         return {n: a for acc in self._accesses() for n, a in acc.arithmetic}
+
+    @property
+    def guards(self) -> tuple[Constraint, ...]:
+        """The comparisons of indices multiplying this product statement (``A(i,j) * (i ==
+        j)``, :func:`~.rhs.index_guards`), as constraints: where one is false the product is
+        0, so its iteration space need not hold the point (nor an output store an entry);
+        none for a sum (each of its :meth:`products` has its own)."""
+        if self.is_sum:
+            return ()
+        indices = set(self.indices)
+        return tuple(dict.fromkeys(g for a in self.factors
+                                   for g in index_guards(a.value, indices)))
 
     def _accesses(self) -> list[Access]:
         """Every access: the output's, then each term's (a tensor of several terms once per

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import SpecError
 from .functions import FUNCTIONS, function
 from .syntax import Parser, Token
-from .terms import Aff
+from .terms import Aff, Constraint
 
 
 class Op(Enum):
@@ -495,6 +495,53 @@ def _folded(t: Term, infinite: bool) -> Term:
     refs = list(firsts.values())
     return Term(1, (Factor(refs[0], _positioned(product, firsts)),)
                 + tuple(Factor(r, in_value=True) for r in refs[1:]) + scalars, t.at)
+
+
+def index_guards(value: Node | None, indices: Collection[str]) -> list[Constraint]:
+    """The comparisons of ``indices`` that multiply ``value`` at its top, as affine
+    constraints (``A(i,j) * (i == j)``: ``i - j == 0``; ``x(i) * (j <= i) * (i < 3)``):
+    the value is 0 wherever one is false, so the product needs no point there; through
+    ``and`` too (a band: ``(j >= i - 1) and (j <= i + 1)``).  A comparison inside a function
+    or a quotient, ``!=`` or a non-affine one stays a value."""
+    if isinstance(value, Apply) and value.op in (Op.MUL, Op.AND):
+        return [g for o in value.operands for g in index_guards(o, indices)]
+    if not (isinstance(value, Apply) and value.op in _GUARDS):
+        return []
+    left, right = (_index_aff(o, indices) for o in value.operands)
+    if left is None or right is None:
+        return []
+    is_eq, lhs, rhs = _GUARDS[value.op](left, right)
+    return [Constraint.make(lhs - rhs, is_eq)]
+
+
+# each comparison as (is_eq, lhs, rhs) of ``lhs == rhs`` or ``lhs >= rhs``
+_GUARDS: dict[Op, Callable[[Aff, Aff], tuple[bool, Aff, Aff]]] = {
+    Op.EQ: lambda a, b: (True, a, b), Op.GE: lambda a, b: (False, a, b),
+    Op.LE: lambda a, b: (False, b, a), Op.GT: lambda a, b: (False, a, b + Aff.num(1)),
+    Op.LT: lambda a, b: (False, b, a + Aff.num(1))}
+
+
+def _index_aff(n: Node, indices: Collection[str]) -> Aff | None:
+    """``n`` as an affine expression of ``indices`` and integers, or None."""
+    if isinstance(n, Number):
+        whole = isinstance(n.value, (int, np.integer)) and not isinstance(n.value, bool)
+        return Aff.num(int(n.value)) if whole else None
+    if isinstance(n, Ref):
+        return Aff.var(n.name) if n.indices is None and n.name in indices else None
+    if not (isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB, Op.NEG, Op.MUL)):
+        return None
+    parts = [_index_aff(o, indices) for o in n.operands]
+    if any(p is None for p in parts):
+        return None
+    a = [p for p in parts if p is not None]
+    if n.op is Op.NEG:
+        return -a[0]
+    if n.op is not Op.MUL:
+        return a[0] + a[1] if n.op is Op.ADD else a[0] - a[1]
+    const = next((q for q in a if q.is_const), None)
+    if const is None:
+        return None
+    return (a[1] if const is a[0] else a[0]) * const.const
 
 
 LOGIC = (Op.AND, Op.OR, Op.NOT)
