@@ -689,7 +689,7 @@ def _entry_list(layout: Layout) -> Layout:
         raise SpecError(f"an output in {layout.name} is assembled as an entry list, and no "
                         f"coordinate layout of order {layout.order} is on the layout search "
                         "path", layout.source)
-    return out.with_index_type(layout.index_type)
+    return out.with_index_type(layout.index_type).with_value_type(layout.value_type)
 
 
 def _needs_assembly(expr: Expr, layouts: Mapping[str, Layout],

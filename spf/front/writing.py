@@ -16,7 +16,13 @@ logical coordinates ``g``:
   bounds say where the positions of a group start: ``ptr(a) <= p < ptr(a + 1)`` (a pointer
   array, its prefix sums), ``start(a) <= p < end(a)`` (two arrays), or ``0 <= p < U`` (ranks
   within the group: ``U`` a constant, a scalar field set to the largest group, or an array over
-  the group's indices set to each group's size).
+  the group's indices set to each group's size).  With several keys, those an ordering
+  property orders over the group come first, in the order the properties are declared;
+- an equality left with a position, its group's start or end bound (opposite signs) and at most
+  one array read at the group's indices places the position in a **run** of consecutive
+  coordinates (:class:`Run`: skyline, Finch's band); a position before a run with no keys of its
+  own numbers the maximal runs (where the run's free array is read at it: block lists) or
+  spreads the entries sharing a slot by rank (where the run is pinned: JDS).
 
 Every field the relation reads is then determined: scalar extents from the shape, pointers and
 bounds from the counts, index arrays from the keys, the value array from its subscripts, and
@@ -29,7 +35,7 @@ entries (:func:`spf.runtime.writer.written`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from functools import cache
 from typing import NoReturn
@@ -39,7 +45,7 @@ from . import index_expr as ie
 from .established import implied, within_shape
 from .isl_bridge import isl_limit
 from .layout import Layout
-from .properties import Permutation, Range
+from .properties import Ordering, Permutation, Range
 from .relation import Conj
 from .terms import Aff, Atom, Constraint, FloorDiv, UFCall
 
@@ -83,6 +89,23 @@ INVERSE = "⁻¹"      # suffix of an inverse permutation's name (no field can h
 
 
 @dataclass(frozen=True)
+class Run:
+    """A position whose entries lie in runs of consecutive slots by their coordinates (skyline:
+    ``gj = pi + pk - rowPtr(pi + 1) + 1``; Finch's bands and block lists): the equality gives
+    ``p - anchor = offset + sign * free``, ``anchor`` the group's start or (exclusive) end bound,
+    ``offset`` over the logical coordinates and ``free`` an array read at the group's indices
+    that spf chooses (None: the relation pins the run's start or end).  Each group's run covers
+    its entries from the least offset to the largest (explicit zeros between): from the pinned
+    start (offset 0) or to the pinned end (offset -1), else exactly its entries' span."""
+
+    anchor: UFCall
+    at_end: bool                        # anchored at the group's end bound
+    offset: Aff                         # over the logical coordinates (and perm⁻¹ reads)
+    free: UFCall | None = None
+    sign: int = 1                       # of ``free`` in ``p - anchor``
+
+
+@dataclass(frozen=True)
 class Position:
     """A layout index whose value is the position of its keys within its group."""
 
@@ -93,9 +116,12 @@ class Position:
     start: Start
     lower: UFCall | None                # POINTER, RANGE: where its group starts
     upper: Aff                          # the exclusive upper bound as written
-    tight: bool                         # every position below ``upper`` holds an entry
+    tight: bool                         # every position below ``upper`` holds an entry (a
+                                        # run's: checked, nothing marks an unused slot)
     also: tuple[str, ...] = ()          # scalar fields bounding it too: the largest group
     outer: UFCall | None = None         # NESTED: the outer pointer array read O(a)
+    run: Run | None = None              # POINTER, RANGE: placed by coordinate, not ranked
+    inner: Run | None = None            # no keys of its own: the next index's run places it
 
     @property
     def bound_field(self) -> str | None:
@@ -165,16 +191,7 @@ class WritePlan:
         for s in self.first.solved:
             value = s.value.rename(logical)
             text.append(f"{s.atom} = {value}" + (f" / {s.divisor}" if s.divisor != 1 else ""))
-        for p in self.first.positions:
-            keys = ", ".join(map(str, p.keys))
-            where = {Start.POINTER: f"from {p.lower} (prefix sums of the groups' sizes)",
-                     Start.NESTED: f"from {p.outer} + {p.lower} (prefix sums of the outer "
-                                   "groups' sizes, plus of the groups' sizes within each)",
-                     Start.RANGE: f"from {p.lower} to {p.upper} (each group's start and end)",
-                     Start.RANK: f"the rank within ({', '.join(p.group)}), below {p.upper}"}
-            text.append(f"{p.index} = position of ({keys}) "
-                        f"{'decreasing' if any(p.descending) else 'increasing'}, "
-                        + where[p.start])
+        text += [_describe_position(p, logical) for p in self.first.positions]
         for field, _ in self.first.extents:
             text.append(f"{field} = the extent of its coordinate")
         for uf, fill in self.first.fills:
@@ -186,6 +203,38 @@ class WritePlan:
             text.append(f"parts 1-{len(self.others)} read back from what is written"
                         + (f" ({', '.join(self.emptied)} = 0)" if self.emptied else ""))
         return "; ".join(text)
+
+
+def _describe_position(p: Position, logical: dict[str, str]) -> str:
+    """A position's line in the report."""
+    if p.run is not None:
+        return _describe_run(p, p.run, logical)
+    keys = f"({', '.join(map(str, p.keys))})"
+    if p.inner is not None and p.inner.free is not None:
+        keys = f"(the maximal run of consecutive {p.inner.offset.rename(logical)})"
+    elif p.inner is not None:
+        keys += f" among the entries at the same {p.inner.offset.rename(logical)}"
+    where = {Start.POINTER: f"from {p.lower} (prefix sums of the groups' sizes)",
+             Start.NESTED: f"from {p.outer} + {p.lower} (prefix sums of the outer "
+                           "groups' sizes, plus of the groups' sizes within each)",
+             Start.RANGE: f"from {p.lower} to {p.upper} (each group's start and end)",
+             Start.RANK: f"the rank within ({', '.join(p.group)}), below {p.upper}"}
+    return (f"{p.index} = position of {keys} "
+            f"{'decreasing' if any(p.descending) else 'increasing'}, " + where[p.start])
+
+
+def _describe_run(p: Position, run: Run, logical: dict[str, str]) -> str:
+    """A run position's line in the report."""
+    offset = run.offset.rename(logical)
+    if run.free is not None:
+        offset = offset + Aff.var(run.free, run.sign)
+        chosen = (f", {run.free} chosen so that each group's run spans its entries' "
+                  "coordinates exactly")
+    else:
+        chosen = ", each group's run " + ("ending at offset -1" if run.at_end else
+                                          "starting at offset 0")
+    return (f"{p.index} = {run.anchor} + ({offset}) (a run of consecutive coordinates per "
+            f"({', '.join(p.group)}){chosen}, any gap stored as explicit zeros)")
 
 
 @cache
@@ -307,6 +356,8 @@ def _produced(part: PartWrite, layout: Layout) -> set[str]:
         elif (name := p.upper.as_name()) is not None:
             out.add(name)
         out |= set(p.also)
+        if p.run is not None and p.run.free is not None:
+            out.add(p.run.free.name)
     out |= {m.call.name for m in part.markers}
     out.add(layout.value.array)
     return out
@@ -340,6 +391,7 @@ class _Solver:
         self.indices = list(layout.indices)
         self.solved: dict[Atom, Solved] = {}
         self.permuted: list[Permuted] = []
+        self.runs: dict[str, Run] = {}
 
     def fail(self, why: str) -> NoReturn:
         _fail(self.layout, why)
@@ -382,10 +434,14 @@ class _Solver:
                 rest = self._step(aff)
                 left.extend(rest)
             if len(left) == len(pending) and all(a in pending for a in left):
-                eq = " ; ".join(f"{a} = 0" for a in left)
-                self.fail(f"the equalities {eq} do not give their unknowns from the logical "
-                          "coordinates (no unknown is alone, and none lies in [0, c) beside "
-                          "multiples of c)")
+                runs = [a for a in left if self._run(a)]
+                if not runs:
+                    eq = " ; ".join(f"{a} = 0" for a in left)
+                    self.fail(f"the equalities {eq} do not give their unknowns from the "
+                              "logical coordinates (no unknown is alone, none lies in [0, c) "
+                              "beside multiples of c, and none is a layout index beside the "
+                              "bound of its group: a run of consecutive coordinates)")
+                left = [a for a in left if a not in runs]
             pending = left
 
     def _step(self, aff: Aff) -> list[Aff]:
@@ -418,6 +474,33 @@ class _Solver:
             others = Aff([(a, kk * sign) for a, kk in unknown if a != atom])
             return [others - Aff.var(tile, size)]
         return [aff]
+
+    def _run(self, aff: Aff) -> bool:
+        """Whether ``aff == 0`` places a layout index in a run of its group (:class:`Run`):
+        its unknowns are the index, the start or end bound of its group with the opposite
+        sign, and at most one array read at the group's indices (recorded in ``runs``)."""
+        aff = self._known(aff)
+        unknown = [(a, k) for a, k in aff.terms if not self._is_known(a)]
+        idx = [(a, k) for a, k in unknown if isinstance(a, str) and a in self.indices]
+        if len(idx) != 1 or abs(idx[0][1]) != 1 or idx[0][0] in self.runs:
+            return False
+        p, k = idx[0]
+        bounds = self._group_bounds(p)
+        if bounds is None:
+            return False
+        group = set(self.indices[:self.indices.index(p)])
+        anchors = [(a, a == bounds[1]) for a, kk in unknown if a in bounds and kk == -k]
+        rest = [(a, kk) for a, kk in unknown if a != p and a not in dict(anchors)]
+        if len(anchors) != 1 or len(rest) > 1 or any(
+                not isinstance(a, UFCall) or abs(kk) != 1 or not Aff.var(a).names() <= group
+                or a.name in (bounds[0].name, bounds[1].name) for a, kk in rest):
+            return False
+        (anchor, at_end), = anchors
+        known = Aff([(a, kk) for a, kk in aff.terms if self._is_known(a)], aff.const)
+        free, sign = (rest[0][0], -rest[0][1] * k) if rest else (None, 1)
+        assert isinstance(anchor, UFCall) and (free is None or isinstance(free, UFCall))
+        self.runs[p] = Run(anchor, at_end, known * -k, free, sign)
+        return True
 
     def _through_inverse(self, atom: Atom, value: Aff, divisor: int) -> list[Aff]:
         """For ``perm(arg) = value`` with unknowns in ``arg`` and ``perm`` a permutation: the
@@ -458,22 +541,12 @@ class _Solver:
 
     # positions --------------------------------------------------------------------------
     def _position(self, p: str) -> Position:
-        keys = tuple(s.atom for s in self.solved.values()
-                     if isinstance(s.atom, UFCall) and p in Aff.var(s.atom).names())
-        later = set(self.indices[self.indices.index(p) + 1:])
-        ahead = [k for k in keys if Aff.var(k).names() & later]
-        if ahead:
-            self.fail(f"{ahead[0]} is read at a position that depends on a later layout index "
-                      f"({', '.join(sorted(Aff.var(ahead[0]).names() & later))}): the "
-                      f"relation does not say which position of {ahead[0].name} an entry "
-                      f"takes at {p}")
-        if not keys:
-            self.fail(f"layout index {p} is neither given by the logical coordinates nor the "
-                      "position of an index array's entries (no index array read at "
-                      f"{p} is given by the coordinates)")
         group = tuple(self.indices[:self.indices.index(p)])
+        run = self.runs.get(p)
+        keys, inner = self._keys(p, group, run)
         lower, upper, also = self._bounds(p)
-        descending = tuple(self._descending(k.name) for k in keys)
+        descending = (self._blocks_descending(inner),) if inner and inner.free \
+            else tuple(self._descending(k.name) for k in keys)
         if lower == Aff.num(0):
             call = _single_call(upper)
             if upper.is_const or upper.as_name() in self.layout.scalar_fields:
@@ -483,25 +556,104 @@ class _Solver:
             else:
                 self.fail(f"layout index {p} < {upper}: the bound is neither a constant, a "
                           "scalar field nor an index array read at earlier layout indices")
-            return Position(p, keys, descending, group, Start.RANK, None, upper, tight, also)
+            return Position(p, keys, descending, group, Start.RANK, None, upper, tight, also,
+                            inner=inner)
+        if inner is not None and inner.free is None:
+            self.fail(f"layout index {p} spreads the entries sharing a slot of the runs at "
+                      f"{self.indices[self.indices.index(p) + 1]} by rank: it needs the "
+                      f"bounds 0 <= {p} < U (found {lower} <= {p} < {upper})")
         lo, hi = _single_call(lower), _single_call(upper)
         if (lo is None or hi is None) and len(lower.calls()) == 2:
-            return self._nested(p, keys, descending, group, lower, upper)
+            return replace(self._nested(p, keys, descending, group, lower, upper),
+                           inner=inner)
         if lo is None or hi is None:
             self.fail(f"layout index {p} runs from {lower} to {upper}: neither 0 nor an "
                       "index array read at earlier layout indices")
         for call in (lo, hi):
             if not Aff.var(call).names() <= set(group):
                 self.fail(f"{call} bounds {p} but reads layout indices after it")
-        if lo.name == hi.name:
-            if len(lo.args) != 1 or hi.args[0] != lo.args[0] + 1:
-                self.fail(f"{p} runs from {lo} to {hi}: a pointer array bounds a group by "
-                          "two consecutive entries")
-            return Position(p, keys, descending, group, Start.POINTER, lo, upper, True)
-        if lo.args != hi.args:
+        start = Start.POINTER if lo.name == hi.name else Start.RANGE
+        if start is Start.POINTER and (len(lo.args) != 1 or hi.args[0] != lo.args[0] + 1):
+            self.fail(f"{p} runs from {lo} to {hi}: a pointer array bounds a group by "
+                      "two consecutive entries")
+        if start is Start.RANGE and lo.args != hi.args:
             self.fail(f"{p} runs from {lo} to {hi}: start and end arrays are read at the same "
                       "arguments")
-        return Position(p, keys, descending, group, Start.RANGE, lo, upper, True)
+        tight = run is None or any(self._excluded(k) is None for k in self._reads_at(p))
+        return Position(p, keys, descending, group, start, lo, upper, tight, run=run,
+                        inner=inner)
+
+    def _reads_at(self, p: str) -> list[UFCall]:
+        """The solved index-array reads at layout index ``p``, in the order solved."""
+        return [s.atom for s in self.solved.values()
+                if isinstance(s.atom, UFCall) and p in Aff.var(s.atom).names()]
+
+    def _keys(self, p: str, group: tuple[str, ...], run: Run | None
+              ) -> tuple[tuple[UFCall, ...], Run | None]:
+        """The keys that rank the entries at ``p``, and the run at the next layout index that
+        places them instead (:meth:`_inner`).  A read at a later run index
+        (``perm(pp - jdPtr(pd))``) is placed by that run, not a key of ``p``; a run index has
+        no keys (what is read at it is stored at the slot its coordinates give)."""
+        later = set(self.indices[self.indices.index(p) + 1:])
+        if run is not None:
+            return (), None
+        reads = [k for k in self._reads_at(p)
+                 if not Aff.var(k).names() & later & set(self.runs)]
+        keys = self._key_order(tuple(reads), group)
+        ahead = [k for k in keys if Aff.var(k).names() & later]
+        if ahead:
+            self.fail(f"{ahead[0]} is read at a position that depends on a later layout index "
+                      f"({', '.join(sorted(Aff.var(ahead[0]).names() & later))}): the "
+                      f"relation does not say which position of {ahead[0].name} an entry "
+                      f"takes at {p}")
+        inner = self._inner(p) if not keys else None
+        if inner is not None and inner.free is None:
+            nxt = self.indices[self.indices.index(p) + 1]
+            keys = self._key_order(tuple(
+                k for k in self._reads_at(nxt) if not Aff.var(k).names() & (later - {nxt})
+                and not all(a.coeff(nxt) == -a.coeff(inner.anchor) for a in k.args)), group)
+        if not keys and inner is None:
+            self.fail(f"layout index {p} is neither given by the logical coordinates nor the "
+                      "position of an index array's entries (no index array read at "
+                      f"{p} is given by the coordinates)")
+        return keys, inner
+
+    def _inner(self, p: str) -> Run | None:
+        """The run at the next layout index when it places the entries at ``p`` (which has no
+        keys of its own): one whose free array is read at ``p`` (Finch's block lists,
+        ``gj = q + idx(pr) - ofs(pr + 1) + 1``: ``p`` numbers each group's maximal runs of
+        consecutive offsets, so no explicit zeros are stored), or one pinned to its group's
+        start or end (JDS, ``gi = perm(pp - jdPtr(pd))``: entries at the same offset share a
+        slot of every group, so ``p`` is their rank by the next index's keys, the d-th entry
+        of each row in jagged diagonal d)."""
+        at = self.indices.index(p) + 1
+        run = self.runs.get(self.indices[at]) if at < len(self.indices) else None
+        if run is None or (run.free is not None and p not in Aff.var(run.free).names()):
+            return None
+        return run
+
+    def _blocks_descending(self, run: Run) -> bool:
+        """Whether blocks go by decreasing offsets: as an ordering property of the run's free
+        array asks (it moves against the offsets where it enters ``p - anchor`` with ``+``),
+        else increasing."""
+        assert run.free is not None
+        if not any(prop.descending(run.free.name) is not None
+                   for prop in self.layout.properties):
+            return False
+        return self._descending(run.free.name) == (run.sign < 0)
+
+    def _key_order(self, keys: tuple[UFCall, ...], group: tuple[str, ...]
+                   ) -> tuple[UFCall, ...]:
+        """The keys, most significant first: those an ordering property orders over the
+        position's group (``monotonic diag <=`` over the whole tensor, ``periodic_monotonic``
+        over its period) in the order the properties are declared, then the others as the
+        equalities give them (sorting by a key first is what orders its array)."""
+        props = self.layout.properties
+        rank: dict[str, int] = {}
+        for n, prop in enumerate(props):
+            if isinstance(prop, Ordering) and prop.orders_within(group):
+                rank.setdefault(prop.uf, n)
+        return tuple(sorted(keys, key=lambda k: rank.get(k.name, len(props))))
 
     def _nested(self, p: str, keys: tuple[UFCall, ...], descending: tuple[bool, ...],
                 group: tuple[str, ...], lower: Aff, upper: Aff) -> Position:
@@ -521,11 +673,28 @@ class _Solver:
         return Position(p, keys, descending, group, Start.NESTED, inner, upper, True,
                         outer=outer)
 
+    def _group_bounds(self, p: str) -> tuple[UFCall, UFCall] | None:
+        """The index-array reads bounding ``p``'s group (``rowPtr(pi) <= p < rowPtr(pi + 1)``,
+        ``start(a) <= p < end(a)``), or None."""
+        lower, upper, _ = self._bound_lists(p)
+        if len(lower) != 1 or len(upper) != 1:
+            return None
+        lo, hi = _single_call(lower[0]), _single_call(upper[0])
+        return (lo, hi) if lo is not None and hi is not None else None
+
     def _bounds(self, p: str) -> tuple[Aff, Aff, tuple[str, ...]]:
         """``(lower, exclusive upper, other upper scalar fields)`` of ``p`` as written, not
         involving the logical coordinates: where an array and scalar fields both bound it
         (``pk < rowLen(pi)`` and ``pk < width``), the array is its bound and the scalar fields
         are set to the largest group."""
+        lower, upper, also = self._bound_lists(p)
+        if len(lower) != 1 or len(upper) != 1:
+            self.fail(f"layout index {p} needs one lower and one upper bound (found "
+                      f"{len(lower)} and {len(upper)})")
+        return lower[0], upper[0], also
+
+    def _bound_lists(self, p: str) -> tuple[list[Aff], list[Aff], tuple[str, ...]]:
+        """The lower and exclusive upper bounds of ``p`` (see :meth:`_bounds`)."""
         later = set(self.indices[self.indices.index(p) + 1:])
         lower: list[Aff] = []
         upper: list[Aff] = []
@@ -540,10 +709,7 @@ class _Solver:
             upper = [u for u in upper if u.as_name() not in also]
         else:
             also = ()
-        if len(lower) != 1 or len(upper) != 1:
-            self.fail(f"layout index {p} needs one lower and one upper bound (found "
-                      f"{len(lower)} and {len(upper)})")
-        return lower[0], upper[0], also
+        return lower, upper, also
 
     def _descending(self, array: str) -> bool:
         for prop in self.layout.properties:

@@ -27,6 +27,7 @@ from ..front.writing import (
     PartWrite,
     Permuted,
     Position,
+    Run,
     Start,
     WritePlan,
     entry_filters,
@@ -408,10 +409,16 @@ def _solve(part: PartWrite, env: Env, outs: list[str], arrays: _Arrays) -> None:
 def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
            lay: Layout) -> None:
     """The position of every entry at layout index ``p`` and the arrays bounding it."""
-    keys = [-env[str(k)] if down else env[str(k)] for k, down in zip(p.keys, p.descending)]
-    n = len(keys[0])
+    outs = list(lay.relation.out_vars or ())
+    n = len(env[outs[0]])
+    groups = [env[g] for g in p.group]
+    given = [_block_key(p.inner, groups, env, arrays, n)] if p.inner and p.inner.free \
+        else [env[str(k)] for k in p.keys]
+    keys = [-key if down else key for key, down in zip(given, p.descending)]
     if p.start is Start.RANK:
-        rank = _ranks([env[g] for g in p.group], keys, n)[0]
+        if p.inner is not None and p.inner.free is None:      # spread over the run's slots
+            groups = groups + [np.broadcast_to(vec(p.inner.offset, env, arrays), (n,))]
+        rank = _ranks(groups, keys, n)[0]
         env[p.index] = rank
         _rank_bound(p, env, scalars, arrays, lay, rank)
         return
@@ -431,13 +438,16 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
         size = len(starts)
         at = arrays.offset(p.lower.name, [vec(x, env, arrays) for x in p.lower.args])
         at = np.broadcast_to(at, (n,))
-    rank, first_of_key, _ = _ranks([at], keys, n)
     if n and (at.min() < 0 or at.max() >= size):
         bad = int(np.flatnonzero((at < 0) | (at >= size))[0])
-        _refuse_entry(lay, env, bad, list(lay.relation.out_vars or ()),
-                      f"{p.lower} is outside {p.lower.name}'s {size} groups")
-    counts = np.bincount(at[first_of_key], minlength=size)[:size] if n \
-        else np.zeros(size, np.int64)
+        _refuse_entry(lay, env, bad, outs, f"{p.lower} is outside {p.lower.name}'s {size} "
+                      "groups")
+    if p.run is None:
+        rank, first_of_key, _ = _ranks([at], keys, n)
+        counts = np.bincount(at[first_of_key], minlength=size)[:size] if n \
+            else np.zeros(size, np.int64)
+    else:
+        counts, rank = _run_slots(p, p.run, env, scalars, arrays, at, size)
     begin = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     if p.start is Start.POINTER:
         starts[:] = begin
@@ -452,6 +462,53 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
                                "arguments", end)
         ends[:] = begin[1:]
     env[p.index] = begin[at] + rank if n else np.zeros(0, np.int64)
+
+
+def _block_key(run: Run, groups: list[Vec], env: Env, arrays: _Arrays, n: int) -> Vec:
+    """Per entry, which maximal run of consecutive offsets of ``run`` it lies in within its
+    group (equal along a run, increasing from one to the next): its offset less its rank."""
+    offset = np.broadcast_to(np.asarray(vec(run.offset, env, arrays), np.int64), (n,))
+    return offset - _ranks([np.broadcast_to(g, (n,)) for g in groups], [offset], n)[0]
+
+
+def _run_slots(p: Position, run: Run, env: Env, scalars: Mapping[str, int], arrays: _Arrays,
+               at: Vec, size: int) -> tuple[Vec, Vec]:
+    """A run position (:class:`~spf.front.writing.Run`): each group's number of slots (its
+    run, from its least offset to its largest, or from or to the end the relation pins) and
+    each entry's slot in its group; the array the run leaves free set per group."""
+    lay, outs = arrays.layout, list(arrays.layout.relation.out_vars or ())
+    n = len(at)
+    off = np.broadcast_to(np.asarray(vec(run.offset, env, arrays), np.int64), at.shape)
+    lo = np.full(size, np.iinfo(np.int64).max)
+    hi = np.full(size, np.iinfo(np.int64).min)
+    np.minimum.at(lo, at, off)
+    np.maximum.at(hi, at, off)
+    held = np.bincount(at, minlength=size)[:size] > 0
+    if run.free is None:        # the relation pins the run's end (offset -1) or start (0)
+        bad = off > -1 if run.at_end else off < 0
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            bound = f"{p.index} < {run.anchor}" if run.at_end else f"{run.anchor} <= {p.index}"
+            _refuse_entry(lay, env, k, outs, f"its relation puts it at {p.index} = {run.anchor}"
+                          f" + ({run.offset}) = {run.anchor} + {off[k]}, but requires {bound}")
+        (hi if run.at_end else lo)[held] = -1 if run.at_end else 0
+    else:                       # the free array moves each group's run onto its entries
+        chosen = np.where(held, (-1 - hi) if run.at_end else -lo, 0) * run.sign
+        free = arrays.flat.get(run.free.name)
+        if free is None:
+            free = arrays.allocate(run.free.name, scalars)
+        where = arrays.offset(run.free.name, [vec(x, env, arrays) for x in run.free.args])
+        _store(lay, free, np.broadcast_to(where, at.shape), chosen[at], run.free.name, env,
+               outs)
+    counts = np.where(held, hi - lo + 1, 0)
+    if p.tight and n:           # what is read at it has no value marking an unused slot
+        short = np.flatnonzero(counts > np.bincount(at, minlength=size)[:size])
+        if short.size:
+            k = int(np.flatnonzero(at == short[0])[0])
+            _refuse_entry(lay, env, k, outs, f"its group's run at {p.index} would have a slot "
+                          "without an entry, and nothing in the relation marks an unused "
+                          "slot of what is read there")
+    return counts, off - lo[at] if at.size else np.zeros(0, np.int64)
 
 
 def _place_nested(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
