@@ -6,6 +6,7 @@ kernels are tensor index notation.  See docs/ for the file formats and the API.
 from .errors import (
     ArgumentError,
     CompileError,
+    ConvertedOperandWarning,
     GuardLoopWarning,
     OutOfMemoryError,
     SpecError,
@@ -63,8 +64,8 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion", "DistributedKernel",
-           "GuardLoopWarning",
+__all__ = ["ArgumentError", "CompileError", "CompiledKernel", "Conversion",
+           "ConvertedOperandWarning", "DistributedKernel", "GuardLoopWarning",
            "Kernel", "KernelOptions", "Layout", "OutOfMemoryError", "Relation",
            "Semiring", "SpecError", "SpfError", "SynthesisError", "Tensor", "aslinearoperator",
            "evaluate",

@@ -97,8 +97,9 @@ def infer_operand(name: str, value: Any, width: str | None, caller: str,
     """The value to pass for operand ``name`` and the layout inferred for it: a Tensor's own,
     the dense layout of a numpy array's order, the first layout ``layouts/defaults.toml``
     lists for a scipy or pydata object that can store it (the object wrapped or converted
-    into it, as a Tensor).  Errors start with ``caller`` and suggest ``override`` (how the
-    caller names a layout)."""
+    into it, as a Tensor; a layout that takes its arrays as they are comes before one it is
+    converted into because they break a property).  Errors start with ``caller`` and suggest
+    ``override`` (how the caller names a layout)."""
     if isinstance(value, Tensor):
         return value, value.layout
     if isinstance(value, (np.ndarray, list, tuple)):
@@ -122,13 +123,16 @@ def infer_operand(name: str, value: Any, width: str | None, caller: str,
         raise ArgumentError(f"{caller}: {name!r}: no layout is listed for a {what} in "
                             f"layouts/defaults.toml; pass {override}")
     reasons = []
-    for candidate in candidates:
+    # a layout that takes the object's arrays as they are, before one it is converted into
+    for converting, candidate in [(c, n) for c in (False, True) for n in candidates]:
         try:
             lay = _layout(candidate, value.ndim, width, _search_path())
             t = as_tensor(name, value, lay.with_value_type(operand_type(value) or
-                                                           lay.value_type))
+                                                           lay.value_type),
+                          converting=converting)
         except SpfError as exc:
-            reasons.append(f"{candidate}: {exc}")
+            if not converting:
+                reasons.append(f"{candidate}: {exc}")
             continue
         return t, t.layout
     raise ArgumentError(f"{caller}: {name!r}: no layout listed for a {what} can store it ("

@@ -56,6 +56,12 @@ class GuardLoopWarning(UserWarning):
     outside it) because no find template is valid: the kernel is right but may be slow."""
 
 
+class ConvertedOperandWarning(UserWarning):
+    """A scipy.sparse or pydata operand whose own arrays break a property of the kernel's
+    layout (unsorted indices, duplicates) was converted into the layout by generated code: a
+    copy on every call, which converting it once (``spf.Tensor.from_scipy``) avoids."""
+
+
 def warn_user(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` attributed to the first caller outside the spf package (and the
     standard library's decorators between)."""

@@ -186,13 +186,78 @@ def test_scalar_field_must_be_a_0d_integer(tmp_path, capsys, value, described):
         f"{path}: scalar field 'numRows' must be a 0-d integer array, got {described}")
 
 
-def test_scipy_save_npz_file(tmp_path, capsys):
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dia", "bsr"])
+@pytest.mark.parametrize("layout", ["CSR", "CSR_lengths"])
+def test_scipy_save_npz_file(tmp_path, capsys, fmt, layout):
+    """A matrix scipy.sparse.save_npz wrote is stored in the layout, as a Matrix Market file
+    is (issue 53: it was refused)."""
     path = tmp_path / "scipy.npz"
-    sp.save_npz(path, MATRIX)
-    message = check_error(capsys, "CSR", path)
-    assert message.startswith(f"{path}: a scipy.sparse.save_npz matrix, not arrays named by "
-                              "the fields of layout CSR")
-    assert "scipy.io.mmwrite" in message
+    sp.save_npz(path, MATRIX.asformat(fmt))
+    code, out, err = check(capsys, layout, path)
+    assert (code, err) == (0, "")
+    assert out == (f"ok: {path} can be stored as a {layout} tensor of shape (8, 6) with "
+                   f"{MATRIX.nnz} stored entries\n")
+    t = load_tensor_file(layout, path)
+    np.testing.assert_array_equal(t.to_dense(), MATRIX.toarray())
+    if layout == "CSR_lengths":
+        np.testing.assert_array_equal(t["rowLen"], np.diff(MATRIX.indptr))
+
+
+@pytest.mark.parametrize("matrix", [sp.csr_matrix((0, 3)), sp.csr_matrix((4, 5)),
+                                    sp.csr_matrix(([2.5], ([3], [0])), shape=(4, 5))])
+def test_scipy_save_npz_edge_cases(tmp_path, matrix):
+    path = tmp_path / "edge.npz"
+    sp.save_npz(path, matrix)
+    t = load_tensor_file("CSR", path)
+    assert t.shape == matrix.shape
+    np.testing.assert_array_equal(t.to_dense(), matrix.toarray())
+
+
+def test_damaged_scipy_save_npz(tmp_path, capsys):
+    path = savez(tmp_path / "bad.npz", format=np.array("xyz"), shape=np.array([2, 2]),
+                 data=np.ones(1))
+    assert check_error(capsys, "CSR", path) == (
+        f'{path}: not a valid scipy.sparse.save_npz matrix: Unknown format "xyz_matrix"')
+    path = savez(tmp_path / "short.npz", format=np.array("csr"), shape=np.array([2, 2]),
+                 data=np.ones(1))
+    assert check_error(capsys, "CSR", path) == (
+        f"{path}: not a valid scipy.sparse.save_npz matrix: 'indices is not a file in the "
+        "archive'")
+
+
+# ---------------------------------------------------------------------------------------
+# [derived] fields: either side of a pair, computed as Tensor.from_arrays does (issue 53)
+LENGTHS = {"numRows": 3, "numCols": 4, "colIdx": CSR["colIdx"], "data": CSR["data"]}
+
+
+@pytest.mark.parametrize("given", [{"rowLen": [2, 1, 2]}, {"rowPtr": CSR["rowPtr"]},
+                                   {"rowLen": [2, 1, 2], "rowPtr": CSR["rowPtr"]}])
+def test_derived_field_or_its_source(tmp_path, capsys, given):
+    path = savez(tmp_path / "lengths.npz", **LENGTHS, **given)
+    code, out, err = check(capsys, "CSR_lengths", path)
+    assert (code, err) == (0, "")
+    assert out == (f"ok: {path} is a valid CSR_lengths tensor of shape (3, 4) with 5 stored "
+                   "entries\n")
+    t = load_tensor_file("CSR_lengths", path)
+    np.testing.assert_array_equal(t["rowLen"], [2, 1, 2])
+    np.testing.assert_array_equal(t["rowPtr"], CSR["rowPtr"])
+    want = spf.Tensor.from_arrays("CSR", (3, 4), CSR).to_dense()
+    np.testing.assert_array_equal(t.to_dense(), want)
+
+
+def test_derived_field_errors(tmp_path, capsys):
+    path = savez(tmp_path / "none.npz", **LENGTHS)
+    assert check_error(capsys, "CSR_lengths", path) == (
+        f"{path}: no array for field(s) rowLen, rowPtr of layout CSR_lengths (numRows, numCols, "
+        "rowLen, rowPtr, colIdx, data); rowPtr = prefix_sum(rowLen) is [derived]: give rowPtr "
+        "or rowLen")
+    path = savez(tmp_path / "disagree.npz", **LENGTHS, rowLen=[2, 1, 1], rowPtr=CSR["rowPtr"])
+    assert check_error(capsys, "CSR_lengths", path) == (
+        f"{path}: CSR_lengths tensor: rowPtr must be prefix_sum(rowLen) (derived); it differs "
+        "at 3")
+    path = savez(tmp_path / "empty.npz", numRows=0, numCols=4, rowLen=np.zeros(0, int),
+                 colIdx=np.zeros(0, int), data=np.zeros(0))
+    assert check(capsys, "CSR_lengths", path)[0] == 0
 
 
 # ---------------------------------------------------------------------------------------

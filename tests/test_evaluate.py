@@ -123,9 +123,13 @@ def test_bad_input(data):
                                                 r"sparse array or a number, got dict"):
         spf.evaluate("y(i) = A(i,j) * x(j)", A={}, x=data["x"])
     dup = sp.coo_matrix(([1.0, 2.0], ([0, 0], [1, 1])), shape=(2, 2))
+    with pytest.warns(spf.ConvertedOperandWarning, match="does not satisfy layout SortedCOO"):
+        y = spf.evaluate("y(i) = A(i,j) * x(j)", A=dup, x=np.ones(2))    # duplicates added
+    np.testing.assert_array_equal(y, dup @ np.ones(2))
+    dup.col[0] = 2                          # outside the shape: no layout can store it
     with pytest.raises(spf.ArgumentError, match=r"evaluate: 'A': no layout listed for a "
                                                 r"scipy.sparse coo_matrix \(coo\) can store it "
-                                                r"\(SortedCOO: .*; COO: .*violates injective.*\); "
+                                                r"\(SortedCOO: .*; COO: .*violates range.*\); "
                                                 r"pass layouts=\{'A': ...\}"):
         spf.evaluate("y(i) = A(i,j) * x(j)", A=dup, x=np.ones(2))
     with pytest.raises(spf.ArgumentError, match="'A' holds complex128 values; the kernel "

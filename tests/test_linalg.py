@@ -273,6 +273,14 @@ def test_bad_vector(op, call, message):
     assert str(err.value) == message
 
 
+def _outside_its_shape() -> sp.coo_matrix:
+    """A COO matrix whose column 2 is outside its 2 columns (no layout stores it; one that
+    stores a coordinate twice is converted, the duplicates added up)."""
+    m = sp.coo_matrix(([1.0, 2.0], ([0, 0], [1, 1])), shape=(2, 2))
+    m.col[0] = 2
+    return m
+
+
 @pytest.mark.parametrize("make,error,message", [
     (lambda: spf.aslinearoperator(np.ones(3)), spf.ArgumentError,
      "aslinearoperator: A must be a matrix (order 2), got shape (3,) (ndarray)"),
@@ -286,9 +294,9 @@ def test_bad_vector(op, call, message):
      "aslinearoperator: A is a list that is no array: ..."),
     (lambda: spf.aslinearoperator(sp.eye_array(3, dtype=complex)), spf.ArgumentError,
      "aslinearoperator: A has dtype complex128, but spf computes with real float64 values"),
-    (lambda: spf.aslinearoperator(sp.coo_matrix(([1.0, 2.0], ([0, 0], [1, 1])), shape=(2, 2))),
+    (lambda: spf.aslinearoperator(_outside_its_shape()),
      spf.ArgumentError, "aslinearoperator: 'A': no layout listed for a scipy.sparse coo_matrix "
-     "(coo) can store it (SortedCOO: ...; COO: ...violates injective...); pass layout=..."),
+     "(coo) can store it (SortedCOO: ...; COO: ...violates range...); pass layout=..."),
     (lambda: spf.aslinearoperator(sp.eye_array(3), layout="SV"), spf.ArgumentError,
      "aslinearoperator: layout SV stores order-1 tensors; A is a matrix"),
     (lambda: spf.aslinearoperator(sp.eye_array(3), layout="Nope"), spf.SpecError,

@@ -3,6 +3,9 @@ compiled kernels, checked, wrapped without a copy where the layout's storage mat
 result compared with numpy."""
 from __future__ import annotations
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -104,24 +107,85 @@ def test_canonical_flag_proves_storage_order(monkeypatch):
     assert skipped[-1] == []
 
 
-def test_unsorted_scipy_refused_by_sorted_layout(spmv):
-    m = matrices()["random"]
+def _calls(kernel, **args):
+    """The kernel's result and the ConvertedOperandWarnings of the call."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = kernel(**args)
+    return out, [w for w in caught if issubclass(w.category, spf.ConvertedOperandWarning)]
+
+
+@pytest.mark.parametrize("name", list(matrices()))
+def test_unsorted_scipy_is_converted_into_a_sorted_layout(spmv, name):
+    """A scipy operand whose rows are unsorted, for a layout that sorts them, is converted
+    by the generated conversion (a warning says so), and its arrays are left as they were;
+    the layout that allows unsorted rows takes them as they are (issue 53)."""
+    m = matrices()[name]
     u = unsorted_rows(m)
-    x = np.ones(m.shape[1])
-    np.testing.assert_allclose(spmv["CSR_unsorted"](A=u, x=x), m @ x)
-    with pytest.raises(spf.ArgumentError, match=r"'A': CSR tensor: 'colIdx' violates "
-                                                r"periodic_monotonic .* not in scipy's canonical "
-                                                r"format: .sum_duplicates\(\)"):
-        spmv["CSR"](A=u, x=x)
+    x = np.arange(1.0, m.shape[1] + 1)
+    before = [a.copy() for a in (u.indptr, u.indices, u.data)]
+    y, told = _calls(spmv["CSC"], A=unsorted_rows(m.T.tocsr()).T, x=x)   # columns unsorted
+    np.testing.assert_allclose(y, m @ x, atol=1e-12)
+    assert len(told) == (np.diff(m.tocsc().indptr) > 1).any()
+    y, told = _calls(spmv["CSR"], A=u, x=x)
+    np.testing.assert_allclose(y, m @ x, atol=1e-12)
+    assert len(told) == (np.diff(m.indptr) > 1).any()        # a row of two entries or more
+    if told:
+        assert re.match(r"'A': the scipy.sparse csr_matrix \(csr\) does not satisfy layout "
+                        r"CSR \(CSR tensor: 'colIdx' violates periodic_monotonic .*\); converted "
+                        r"into CSR by generated code, a copy on every call", str(told[0].message))
+    y, told = _calls(spmv["CSR_unsorted"], A=u, x=x)
+    np.testing.assert_allclose(y, m @ x, atol=1e-12)
+    assert not told
+    for a, b in zip((u.indptr, u.indices, u.data), before):
+        np.testing.assert_array_equal(a, b)
+        assert a.flags.writeable
 
 
-def test_duplicates(spmv):
+def test_duplicates_are_converted_and_summed(spmv):
+    """A coordinate stored twice (scipy adds duplicates up): wrapped as it is where the
+    layout allows it, converted (the duplicates added) where it does not."""
     coo = sp.coo_matrix(([1.0, 2.0, 4.0], ([0, 0, 2], [1, 1, 0])), shape=(3, 2))
     x = np.array([1.0, 10.0])
     # CSR_unsorted stores duplicates as they are; SpMV adds them up as scipy does
-    np.testing.assert_allclose(spmv["CSR_unsorted"](A=coo.tocsr(copy=False), x=x), coo @ x)
-    with pytest.raises(spf.ArgumentError, match="'A': COO tensor: 'rowIdx' violates injective"):
-        spmv["COO"](A=coo, x=x)
+    y, told = _calls(spmv["CSR_unsorted"], A=coo.tocsr(copy=False), x=x)
+    np.testing.assert_allclose(y, coo @ x)
+    assert not told
+    for layout in ("COO", "SortedCOO"):
+        y, told = _calls(spmv[layout], A=coo, x=x)
+        np.testing.assert_allclose(y, coo @ x)
+        assert len(told) == 1 and re.search(r"violates (injective|covary_monotonic) .* "
+                                            r"converted into", str(told[0].message)), layout
+
+
+def test_unsorted_pydata_is_converted():
+    a = sparse.random((6, 5), density=0.4, random_state=1)
+    x = np.arange(1.0, 6.0)
+    want = a.todense() @ x
+    a.coords = np.ascontiguousarray(a.coords[:, ::-1])      # the entries in reverse order
+    a.data = np.ascontiguousarray(a.data[::-1])
+    kernel = spf.Kernel(SPMV, {"A": "SortedCOO"}).compile()
+    y, told = _calls(kernel, A=a, x=x)
+    np.testing.assert_allclose(y, want, atol=1e-12)
+    assert len(told) == 1 and "the pydata sparse COO does not satisfy layout SortedCOO (" \
+        "SortedCOO tensor: 'rowIdx' violates monotonic" in str(told[0].message)
+
+
+def test_a_tensor_is_never_converted(spmv):
+    """An spf Tensor is its own layout's: one in another layout is refused, not converted;
+    a scipy operand whose arrays a conversion cannot take either is refused with what its
+    own arrays break."""
+    u = unsorted_rows(matrices()["random"])
+    x = np.ones(u.shape[1])
+    t = spf.Tensor.from_scipy("CSR_unsorted", u)
+    with pytest.raises(spf.ArgumentError, match="the kernel was generated for layout CSR but "
+                                                "got a tensor in layout CSR_unsorted"):
+        spmv["CSR"](A=t, x=x)
+    bad = u.copy()
+    bad.indices[0] = 99                                    # outside the 20 columns
+    with pytest.raises(spf.ArgumentError, match=r"'A': CSR tensor: 'colIdx' violates .* not in "
+                                                r"scipy's canonical format: .sum_duplicates\(\)"):
+        spmv["CSR"](A=bad, x=x)
 
 
 def test_bad_scipy_operands(spmv):

@@ -166,12 +166,15 @@ def region_end(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.No
 
 def finish(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
     """After the loops: a bound pass stores its count; the kernel or a term finishes its
-    output."""
+    output, and the kernel writes the output's ``[derived]`` arrays the levels do not."""
     if role is FunctionRole.HISTOGRAM:
         return []
     if role.counts:
         return [t.Assign("*spf_bound", "spf_n")]
-    return strategy(plan).finish(plan, kernel, role)
+    nodes = strategy(plan).finish(plan, kernel, role)
+    if role is FunctionRole.OUTPUT:
+        nodes += storage_c.derived_passes(plan.storage, plan.output.name)
+    return nodes
 
 
 def release(plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:

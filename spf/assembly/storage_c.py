@@ -205,6 +205,35 @@ def _finish(sh: _Shape) -> t.Function:
                       "pointers of parents without entries; positions used by each level")
 
 
+def derived_passes(storage: Storage, out: str) -> list[t.Node]:
+    """After the levels are complete (``<out>_size``: the positions each level used): each
+    ``[derived]`` array the levels do not write, from the one they do (see
+    :meth:`~spf.front.storage.Storage.derived_passes`), so the output has every field."""
+    nodes: list[t.Node] = []
+    for dp in storage.derived_passes():
+        d = dp.derived
+        field, source = f"{out}->{d.field}", f"{out}->{d.source}"
+        elem = _elem(storage, dp.computed)
+        written = f"{out}_size[{dp.level}]" + (" + 1" if dp.pointer else "")
+        if dp.to_source:
+            steps = f"{out}_size[{dp.level}]" if dp.pointer else f"{written} - 1"
+            diff = f"{field}[spf_d + 1] - {field}[spf_d]"
+            step = diff if d.scale == 1 else f"({diff}) / {d.scale}"
+            nodes += [t.Comment(f"{d.source}: {d.field} is {d.text()} ([derived]), so {d.source} "
+                                f"is {d.field}'s differences"
+                                + (f" divided by {d.scale}" if d.scale != 1 else "")),
+                      t.For("int64_t spf_d = 0", f"spf_d < {steps}", "++spf_d",
+                            [t.Assign(f"{source}[spf_d]", f"({elem})({step})")], braces=False)]
+        else:
+            term = f"{source}[spf_d]" if d.scale == 1 else f"{d.scale} * {source}[spf_d]"
+            nodes += [t.Comment(f"{d.field}: {d.text()} ([derived]), the prefix sum of {d.source}"),
+                      t.Assign(f"{field}[0]", "0"),
+                      t.For("int64_t spf_d = 0", f"spf_d < {written}", "++spf_d", [t.Assign(
+                          f"{field}[spf_d + 1]", f"({elem})({field}[spf_d] + {term})")],
+                            braces=False)]
+    return nodes
+
+
 def _flush(sh: _Shape, any_order: bool, last_only: bool) -> t.Function:
     kernel, cur = sh.kernel, sh.cursor
     take = t.Declare("int64_t", "n", "spf_ws_release(ws)", const=True,

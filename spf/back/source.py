@@ -59,6 +59,10 @@ def header_lines(plan: Plan, name: str) -> list[str]:
         header.append(f"Output {plan.space.expr.output.tensor}: assembled in "
                       f"{a.storage.layout.name} ({strategy(a).summary(a, name)}; "
                       f"arrays sized by {name}_bound)")
+        for dp in a.storage.derived_passes():
+            header.append(f"  then {dp.computed} from {dp.written}, as [derived] "
+                          f"{dp.derived.field} = {dp.derived.text()} (the levels write "
+                          f"{dp.written} only)")
     return header
 
 
@@ -210,6 +214,8 @@ def _merge_runs(name: str, out: str, term_args: list[list[str]], assembly: Assem
     exts = ", ".join(names.aff(e) for e in assembly.extents)
     append = t.Assign("spf_status", f"{name}_append(&spf_cur, {out}, spf_union.key[spf_e], "
                                     "spf_union.val[spf_e])")
+    finish = [t.Call(f"{name}_finish(&spf_cur, {out}, {out}_size)"),
+              *storage_c.derived_passes(assembly.storage, out)]
     return [
         t.Declare("int64_t", f"spf_ext[{len(assembly.extents)}]", f"{{{exts}}}", const=True,
                   note="the output's extents: every run is keyed by them"),
@@ -224,8 +230,7 @@ def _merge_runs(name: str, out: str, term_args: list[list[str]], assembly: Assem
             t.Call(f"{name}_cursor_init(&spf_cur, spf_ext, {out}_size)"),
             t.For("int64_t spf_e = 0", "spf_e < spf_union.n && !spf_status", "++spf_e",
                   [append], braces=False),
-            t.If("!spf_status", [t.Call(f"{name}_finish(&spf_cur, {out}, {out}_size)")],
-                 braces=False)]),
+            t.If("!spf_status", finish, braces=len(finish) > 1)]),
         t.Call("spf_stream_free(&spf_union)"),
         t.Return("spf_status")]
 

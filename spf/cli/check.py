@@ -1,4 +1,5 @@
-"""``spf check``: whether tensor data in a file (.npz of fields, Matrix Market) fits a layout."""
+"""``spf check``: whether tensor data in a file (an .npz of fields, a matrix: Matrix Market or
+scipy's save_npz) fits a layout."""
 from __future__ import annotations
 
 import argparse
@@ -12,12 +13,15 @@ def add_parser(sub: Commands) -> argparse.ArgumentParser:
                          "the checks of spf.Tensor.from_arrays: extents, shape and every "
                          "property LAYOUT declares. An .npz (np.savez) holds one array per "
                          "field of LAYOUT, named by the field (scalar fields as 0-d arrays); "
-                         "an array that is no field is an error. A Matrix Market file (.mtx, "
-                         ".mtx.gz, .mtx.bz2) holds a matrix, which is stored in LAYOUT "
-                         "(spf.Tensor.from_scipy): the check says whether LAYOUT can hold it.")
+                         "an array that is no field is an error; a [derived] field or its "
+                         "source may be left out, as it is computed from the other. A Matrix "
+                         "Market file (.mtx, .mtx.gz, .mtx.bz2) or an .npz that "
+                         "scipy.sparse.save_npz wrote holds a matrix, which is stored in "
+                         "LAYOUT (spf.Tensor.from_scipy): the check says whether LAYOUT can "
+                         "hold it.")
     cmd.add_argument("layout", metavar="LAYOUT", help="a layout name or a .toml path")
-    cmd.add_argument("file", metavar="FILE", help="an .npz of the layout's fields or a "
-                     "Matrix Market file (.mtx)")
+    cmd.add_argument("file", metavar="FILE", help="an .npz of the layout's fields, or a "
+                     "matrix: a Matrix Market file (.mtx) or a scipy.sparse.save_npz .npz")
     layout_param_argument(cmd)
     index_type_argument(cmd)
     cmd.add_argument("--reads", action="store_true",
@@ -27,14 +31,14 @@ def add_parser(sub: Commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..runtime.tensor_file import is_matrix_market, load_tensor_file
+    from ..runtime.tensor_file import holds_a_matrix, load_tensor_file
     tensor = load_tensor_file(args.layout, args.file, layout_params(args.param, parser),
                               args.index_type)
     lay = tensor.layout
     details = [f"{k}={v}" for k, v in lay.params.items()]
     details += [f"{lay.index_type} indices"] if lay.index_type != "int32" else []
     what = f"{lay.name} tensor" + (f" ({', '.join(details)})" if details else "")
-    verdict = (f"can be stored as a {what}" if is_matrix_market(args.file)
+    verdict = (f"can be stored as a {what}" if holds_a_matrix(args.file, lay)
                else f"is a valid {what}")
     print(f"ok: {args.file} {verdict} of shape {tensor.shape} with {tensor.values.size} "
           "stored entries")

@@ -18,6 +18,7 @@ this shape (blocked, diagonal, padded) are rejected with the reason.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -25,6 +26,7 @@ from typing import NoReturn
 
 from ..errors import SpecError
 from . import index_expr as ie
+from .derived import Derived
 from .established import unestablished
 from .layout import Layout
 from .properties import Property, StorageOrder
@@ -61,6 +63,32 @@ class StorageLevel:
 
 
 @dataclass(frozen=True)
+class DerivedPass:
+    """A ``[derived]`` pair of which the levels write one array (``written``): the other
+    (``computed``) follows from it once the levels are complete, so that assembly writes
+    every field: the source as the field's differences divided by the scale, or the field
+    as the prefix sum of the scaled source."""
+
+    derived: Derived
+    to_source: bool     # the levels write the derived field, and its source follows
+    level: int          # the written array holds one element per position of this level,
+    pointer: bool       # and one more when it is a pointer array over them
+
+    @property
+    def written(self) -> str:
+        return self.derived.field if self.to_source else self.derived.source
+
+    @property
+    def computed(self) -> str:
+        return self.derived.source if self.to_source else self.derived.field
+
+    def computed_length(self, positions: Sequence[int]) -> int:
+        """The computed array's length, given the positions each level holds."""
+        written = int(positions[self.level]) + self.pointer
+        return max(written - 1, 0) if self.to_source else written + 1
+
+
+@dataclass(frozen=True)
 class Storage:
     """The levels of a layout and its storage order."""
 
@@ -74,6 +102,27 @@ class Storage:
     @property
     def value_array(self) -> str:
         return self.layout.value.array
+
+    def written_arrays(self) -> dict[str, tuple[int, bool]]:
+        """The index arrays the levels write: each with the level whose positions it holds
+        one element per (the parent's, for a pointer array) and whether it holds one more
+        (a pointer array)."""
+        out: dict[str, tuple[int, bool]] = {}
+        for k, lv in enumerate(self.levels):
+            if lv.pointer:
+                out[lv.pointer] = (k - 1, True)
+            out.update((arr, (k, False)) for _, arr in lv.coords if arr)
+        return out
+
+    def derived_passes(self) -> tuple[DerivedPass, ...]:
+        """The layout's ``[derived]`` pairs of which the levels write exactly one side."""
+        written = self.written_arrays()
+        out = []
+        for d in self.layout.derived.values():
+            if (d.field in written) != (d.source in written):
+                side = d.field if d.field in written else d.source
+                out.append(DerivedPass(d, d.field in written, *written[side]))
+        return tuple(out)
 
     def level_of(self, dim: int) -> int:
         return next(k for k, lv in enumerate(self.levels) if any(d == dim for d, _ in lv.coords))
@@ -169,8 +218,10 @@ class _Deriver:
                       "levels and its shape (it decides which entries the layout holds)")
         self._check_properties(levels, order)
         self._check_value(levels)
-        return Storage(lay, tuple(levels), order, descending, tuple(shape_fields),
-                       self._free_tail(levels[-1]))
+        storage = Storage(lay, tuple(levels), order, descending, tuple(shape_fields),
+                          self._free_tail(levels[-1]))
+        self._check_written(storage)
+        return storage
 
     def _coordinates(self) -> dict[str, list[tuple[int, str | None]]]:
         out: dict[str, list[tuple[int, str | None]]] = {}
@@ -241,6 +292,22 @@ class _Deriver:
                 return StorageLevel(p, StorageKind.COMPRESSED, coords, parent, pointer=ptr.name)
         self.fail(f"layout index {p} (bounds {lo} <= {p} <= {hi}) is neither a dense level "
                   "nor a compressed level of its parent")
+
+    def _check_written(self, storage: Storage) -> None:
+        """Every array is written: by a level, as the values, or from one of those by its
+        ``[derived]`` definition."""
+        written = set(storage.written_arrays()) | {storage.value_array} \
+            | {p.computed for p in storage.derived_passes()}
+        missing = [n for n, spec in self.layout.fields.items()
+                   if spec.is_array and n not in written]
+        if missing:
+            self.fail(f"the array(s) {', '.join(missing)} are written by no level (neither a "
+                      "pointer nor a coordinate array) and follow from none by [derived]")
+        for p in storage.derived_passes():
+            d = p.derived
+            if p.to_source and d.scale != 1:
+                self.fail(f"{d.field} is [derived] as {d.text()}, so it grows by multiples of "
+                          f"{d.scale}, which the levels, one position per entry, do not give")
 
     def _descending(self, array: str | None) -> bool:
         for prop in self.layout.properties:

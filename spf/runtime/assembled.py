@@ -124,7 +124,7 @@ def _storage_fields(storage: Storage, shape: tuple[int, ...], caps: list[int],
                     output: str) -> dict[str, Any]:
     """The output layout's fields with room for ``caps`` positions per level (pointer
     arrays zeroed; values zeroed when the last level is dense, as it has no entry for
-    every position)."""
+    every position), and for the ``[derived]`` arrays the kernel computes from them."""
     fields: dict[str, Any] = {f: int(n) for f, n in zip(storage.shape_fields, shape)}
     reserve(_bytes(storage, caps), f"output {output!r} of shape {shape} ("
             f"{storage.layout.name}'s arrays for {caps[-1]} entries)")
@@ -137,6 +137,9 @@ def _storage_fields(storage: Storage, shape: tuple[int, ...], caps: list[int],
         for _, arr in lv.coords:
             if arr:
                 fields[arr] = np.empty(caps[k], dtype=storage.layout.dtype_of(arr))
+    for dp in storage.derived_passes():     # written by the kernel from the levels' arrays
+        fields[dp.computed] = np.empty(dp.computed_length(caps),
+                                       dtype=storage.layout.dtype_of(dp.computed))
     alloc = np.zeros if storage.levels[-1].kind is StorageKind.DENSE else np.empty
     fields[storage.value_array] = alloc(caps[-1], dtype=storage.layout.value_type.dtype)
     return fields
@@ -152,7 +155,8 @@ def _bytes(storage: Storage, caps: list[int]) -> int:
     for k, lv in enumerate(storage.levels):
         total += (caps[k - 1] + 1) * width(lv.pointer) if lv.pointer else 0
         total += sum(caps[k] * width(a) for _, a in lv.coords if a)
-    return total
+    return total + sum(dp.computed_length(caps) * width(dp.computed)
+                       for dp in storage.derived_passes())
 
 
 def _trim(storage: Storage, fields: dict[str, Any], size: np.ndarray) -> None:
@@ -165,4 +169,6 @@ def _trim(storage: Storage, fields: dict[str, Any], size: np.ndarray) -> None:
         for _, arr in lv.coords:
             if arr:
                 fields[arr].resize(int(size[k]), refcheck=False)
+    for dp in storage.derived_passes():
+        fields[dp.computed].resize(dp.computed_length(size.tolist()), refcheck=False)
     fields[storage.value_array].resize(int(size[-1]), refcheck=False)

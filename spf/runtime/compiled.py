@@ -26,7 +26,6 @@ from ..front.value_types import Kind, Typing, ValueType
 from ..middle.iteration_space import shared_fields
 from . import build as runtime
 from .assembled import check_values, run_assembling
-from .fields import with_derived
 from .memory import aligned_zeros, reserve
 from .operands import DenseStruct, Operand
 from .shapes import shape_plan
@@ -458,8 +457,7 @@ class CompiledKernel(Generic[K]):
         sizers = [self._bound] if self._bound_slots is None else [self._bound_slots, self._bound]
         fields = run_assembling(assembly, self._fn, sizers, inputs, shape,
                                 self.kernel.name, self.output)
-        layout = assembly.storage.layout
-        fields = dict(with_derived(layout, fields))     # a derived field's source, say
+        layout = assembly.storage.layout        # every field written, [derived] ones too
         check_built_ranges(layout, fields, f"output {self.output!r} of kernel "
                                            f"{self.kernel.name}")
         built = tensor_class()._built(layout, tuple(shape), fields)

@@ -6,17 +6,21 @@ a compressed level under it (scipy CSR when rows are outer, CSC when columns are
 compressed level holding every coordinate (scipy COO, pydata COO).  scipy's canonical-format
 flag proves the ordering and uniqueness properties that storage order gives; everything
 else the layout declares is checked, on every call (the object's arrays stay the caller's).
-Any other object goes through the layout's packer or a generated conversion (a copy).
+An object whose arrays break a property (unsorted indices for a sorted layout, duplicates)
+and any other object go through the layout's packer or a generated conversion (a copy; the
+first with a ConvertedOperandWarning).  An spf Tensor is never converted: it holds its
+layout's properties from the day it was built.
 Which fields hold which of scipy's arrays is :mod:`spf.runtime.scipy_io`'s.
 """
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ConvertedOperandWarning, SpfError, warn_user
 from ..front.layout import Layout
 from ..front.storage import storage_or_none
 from ..front.value_types import ValueType, can_cast, held_type
@@ -115,10 +119,13 @@ class Operand:
         return as_tensor(self.name, value, self.layout, self.pattern)
 
 
-def as_tensor(name: str, value: Any, layout: Layout, pattern: bool = False) -> StoredTensor:
+def as_tensor(name: str, value: Any, layout: Layout, pattern: bool = False,
+              converting: bool = True) -> StoredTensor:
     """A numpy array (dense layouts), scipy.sparse matrix or array, or pydata sparse array
     as a checked Tensor in ``layout`` (``pattern``: a mask, of any value type); ArgumentError
-    naming ``name`` when it cannot be."""
+    naming ``name`` when it cannot be.  A sparse object whose own arrays break a property of
+    the layout is converted into it (``converting``; else refused), with a
+    :class:`~spf.errors.ConvertedOperandWarning`."""
     if isinstance(value, StoredTensor):
         return Operand(name, layout, pattern).tensor(value)
     if isinstance(value, (np.ndarray, list, tuple)) and layout.dense_array is None:
@@ -129,9 +136,9 @@ def as_tensor(name: str, value: Any, layout: Layout, pattern: bool = False) -> S
         if isinstance(value, (np.ndarray, list, tuple)):
             t = tensor_class().from_dense(layout, value)
         elif is_scipy(value):
-            t = _from_scipy(value, layout)
+            t = _from_scipy(value, layout, name if converting else None)
         elif is_pydata(value):
-            t = _from_pydata(value, layout)
+            t = _from_pydata(value, layout, name if converting else None)
     except ArgumentError as exc:
         raise ArgumentError(f"{name!r}: {exc}") from None
     if t is not None:       # the data's own type, converted to the kernel's if it may be
@@ -260,7 +267,9 @@ def _check_coordinates(where: str, m: Any) -> None:
                                 f"0..{n - 1}")
 
 
-def _from_scipy(m: Any, layout: Layout) -> StoredTensor:
+def _from_scipy(m: Any, layout: Layout, operand: str | None) -> StoredTensor:
+    """``m`` in ``layout``: its own arrays where the storage has its shape, else a copy;
+    ``operand``: its name when arrays that break a property are converted (else refused)."""
     kind = f"scipy.sparse {type(m).__name__} ({m.format})"
     check_arrays(kind, m, layout)
     if len(m.shape) != layout.order:
@@ -269,14 +278,14 @@ def _from_scipy(m: Any, layout: Layout) -> StoredTensor:
     storage = storage_or_none(layout)
     fields = None if storage is None else fields_of(m, storage)
     if storage is None or fields is None:
-        if m.format == "coo":    # scipy's conversions index with the coordinates unchecked
-            _check_coordinates(f"a {kind}: ", m)
-        return _packed(kind, layout, lambda: tensor_class().from_scipy(layout, m))
+        return _packed(kind, layout, lambda: _scipy_copy(kind, m, layout))
     is_canonical = canonical(m)
     proven = proven_by_order(layout) if is_canonical and scipy_order(m) == storage.order \
         else frozenset()
     try:
-        return tensor_class()(layout, m.shape, fields, proven=proven)
+        return _wrapped_or_converted(
+            lambda: tensor_class()(layout, m.shape, fields, proven=proven),
+            lambda: _scipy_copy(kind, m, layout), operand, kind, layout)
     except ArgumentError as exc:
         if is_canonical is not False:
             raise
@@ -284,7 +293,16 @@ def _from_scipy(m: Any, layout: Layout) -> StoredTensor:
                             ".sum_duplicates() sorts its indices and adds up duplicates)") from None
 
 
-def _from_pydata(a: Any, layout: Layout) -> StoredTensor:
+def _scipy_copy(kind: str, m: Any, layout: Layout) -> StoredTensor:
+    """``m`` copied into ``layout`` (:meth:`spf.Tensor.from_scipy`); scipy's conversions
+    index with a COO object's coordinates unchecked: they are checked first."""
+    if m.format == "coo":
+        _check_coordinates(f"a {kind}: ", m)
+    return tensor_class().from_scipy(layout, m)
+
+
+def _from_pydata(a: Any, layout: Layout, operand: str | None) -> StoredTensor:
+    """``a`` in ``layout``, as :func:`_from_scipy`."""
     kind = f"pydata sparse {type(a).__name__}"
     check_arrays(kind, a, layout)
     if a.fill_value != 0:
@@ -297,10 +315,37 @@ def _from_pydata(a: Any, layout: Layout) -> StoredTensor:
     storage = storage_or_none(layout)
     fields = coordinate_fields(storage, coo.coords, coo.data, dict(zip(
         storage.shape_fields, coo.shape))) if storage is not None else None
+
+    def copied() -> StoredTensor:
+        return tensor_class().from_coords(layout, coo.shape, tuple(coo.coords), coo.data)
     if fields is None:
-        return _packed(kind, layout, lambda: tensor_class().from_coords(
-            layout, coo.shape, tuple(coo.coords), coo.data))
-    return tensor_class()(layout, coo.shape, fields)
+        return _packed(kind, layout, copied)
+    return _wrapped_or_converted(lambda: tensor_class()(layout, coo.shape, fields), copied,
+                                 operand, kind, layout)
+
+
+def _wrapped_or_converted(wrap: Callable[[], StoredTensor], convert: Callable[[], StoredTensor],
+                          operand: str | None, kind: str, layout: Layout) -> StoredTensor:
+    """The object's own arrays as a tensor in ``layout`` (``wrap``).  Where they break the
+    layout's properties (a row's indices unsorted, a coordinate stored twice), the object
+    converted into the layout by generated code or its packer (``convert``, a copy: the
+    caller's arrays are never changed) when ``operand`` (its name) is given and that
+    succeeds, with a ConvertedOperandWarning saying so; else wrapping's ArgumentError."""
+    try:
+        return wrap()
+    except ArgumentError as exc:
+        if operand is None:
+            raise
+        refused = exc
+    try:
+        t = convert()
+    except SpfError:
+        raise refused from None         # what the object's arrays break, not the copy's
+    warn_user(f"{operand!r}: the {kind} does not satisfy layout {layout.name} ({refused}); "
+              f"converted into {layout.name} by generated code, a copy on every call (convert "
+              "it once with spf.Tensor.from_scipy or from_coords, or use a layout that "
+              "allows it)", ConvertedOperandWarning)
+    return t
 
 
 def _packed(kind: str, layout: Layout, build: Any) -> StoredTensor:

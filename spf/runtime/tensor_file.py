@@ -1,8 +1,10 @@
 """Tensors read from files and checked against a layout (``spf check LAYOUT FILE``).
 
-Two kinds of file: an ``.npz`` archive (``np.savez``) holding the layout's fields by name,
-and a Matrix Market matrix (``.mtx``, also gzip- or bzip2-compressed), which is stored in the
-layout: checking it says whether the layout can hold the matrix.
+Two kinds of file: an ``.npz`` archive (``np.savez``) holding the layout's fields by name (a
+``[derived]`` field or its source may be left out: it is computed from the other), and a
+matrix, stored in the layout, so that checking it says whether the layout can hold it: a
+Matrix Market file (``.mtx``, also gzip- or bzip2-compressed) or an ``.npz`` that
+``scipy.sparse.save_npz`` wrote.
 """
 from __future__ import annotations
 
@@ -21,11 +23,31 @@ from .stored import StoredTensor, tensor_class
 
 MATRIX_MARKET = (".mtx", ".mtx.gz", ".mtx.bz2")
 KINDS = (".npz",) + MATRIX_MARKET
+SCIPY_KEYS = frozenset({"format", "shape"})    # in every archive scipy.sparse.save_npz writes
 
 
 def is_matrix_market(path: str | os.PathLike) -> bool:
     """Whether ``path`` is named like a Matrix Market file."""
     return os.fspath(path).endswith(MATRIX_MARKET)
+
+
+def holds_a_matrix(path: str | os.PathLike, layout: Layout) -> bool:
+    """Whether ``path`` (read by :func:`load_tensor_file` into ``layout``) holds a matrix to
+    store in the layout rather than the layout's fields: a Matrix Market file or a
+    ``scipy.sparse.save_npz`` archive."""
+    if is_matrix_market(path):
+        return True
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return _saved_by_scipy(set(archive.files), layout)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, AttributeError, TypeError):
+        return False     # not an archive: a file load_tensor_file refuses
+
+
+def _saved_by_scipy(names: set[str], layout: Layout) -> bool:
+    """Whether arrays named ``names`` are what ``scipy.sparse.save_npz`` writes (its format
+    and shape beside the arrays), not fields of ``layout``."""
+    return names >= SCIPY_KEYS and not SCIPY_KEYS & set(layout.fields)
 
 
 def load_tensor_file(layout: str | Layout, path: str | os.PathLike,
@@ -35,9 +57,11 @@ def load_tensor_file(layout: str | Layout, path: str | os.PathLike,
     checked like ``Tensor.from_arrays(..., check=True)``: extents, shape, every property.
 
     An ``.npz`` holds one array per field, named by the field (scalar fields as 0-d integer
-    arrays); the shape comes from the layout's ``shape``; a missing field or an array that is
-    no field of the layout is an error.  A Matrix Market file holds a matrix, stored with
-    :meth:`spf.Tensor.from_scipy` (an array-format one with :meth:`spf.Tensor.from_dense`).
+    arrays); the shape comes from the layout's ``shape``; a missing field (but a ``[derived]``
+    field or its source, computed from the other) or an array that is no field of the
+    layout is an error.  A Matrix Market file, or an ``.npz`` of ``scipy.sparse.save_npz``,
+    holds a matrix, stored with :meth:`spf.Tensor.from_scipy` (an array-format one with
+    :meth:`spf.Tensor.from_dense`).
 
     Raises :class:`ArgumentError`, its message starting with the path, for a file that is
     missing, unreadable or of another kind, or whose data does not fit the layout;
@@ -62,20 +86,23 @@ def load_tensor_file(layout: str | Layout, path: str | os.PathLike,
 
 def _from_npz(layout: Layout, file: Path) -> StoredTensor:
     arrays = _read_npz(file)
-    if {"format", "indptr"} <= set(arrays) and "format" not in layout.fields:
-        raise ArgumentError(f"a scipy.sparse.save_npz matrix, not arrays named by the fields "
-                            f"of layout {layout.name} ({', '.join(layout.fields)}); to check "
-                            f"whether {layout.name} can store it, write it as Matrix Market "
-                            f"(scipy.io.mmwrite) and check the .mtx")
-    missing = [f for f in layout.fields if f not in arrays]
+    if _saved_by_scipy(set(arrays), layout):
+        return _from_matrix(layout, _load_scipy_npz(file))
+    # a [derived] field or its source: computed from the other, as Tensor.from_arrays does
+    computed = {d.source if d.field in arrays else d.field for d in layout.derived.values()
+                if (d.field in arrays) != (d.source in arrays)}
+    missing = [f for f in layout.fields if f not in arrays and f not in computed]
     unknown = [a for a in arrays if a not in layout.fields]
     if missing or unknown:
+        pairs = [f"{d.field} = {d.text()} is [derived]: give {d.field} or {d.source}"
+                 for d in layout.derived.values() if d.field in missing]
         problems = ([f"no array for field(s) {', '.join(missing)}"] if missing else []) + \
                    ([f"array(s) {', '.join(unknown)} not among the fields"] if unknown else [])
         raise ArgumentError(f"{'; '.join(problems)} of layout {layout.name} "
-                            f"({', '.join(layout.fields)})")
+                            f"({', '.join(layout.fields)})"
+                            + "".join(f"; {p}" for p in pairs))
     fields: dict[str, Any] = {name: arrays[name] if spec.is_array else _scalar(name, arrays[name])
-                              for name, spec in layout.fields.items()}
+                              for name, spec in layout.fields.items() if name in arrays}
     scalars = {k: v for k, v in fields.items() if isinstance(v, int)}
     shape = tuple(s.evaluate(scalars) for s in layout.shape)
     return tensor_class().from_arrays(layout, shape, fields)
@@ -109,6 +136,15 @@ def _read_npz(file: Path) -> dict[str, np.ndarray]:
             except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
                 raise ArgumentError(f"cannot read array {name!r}: {exc}") from None
     return out
+
+
+def _load_scipy_npz(file: Path) -> Any:
+    """The matrix ``scipy.sparse.save_npz`` wrote to ``file`` (pickles refused)."""
+    import scipy.sparse
+    try:
+        return scipy.sparse.load_npz(file)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise ArgumentError(f"not a valid scipy.sparse.save_npz matrix: {exc}") from None
 
 
 def _read_matrix_market(file: Path) -> Any:
