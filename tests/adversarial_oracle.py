@@ -285,10 +285,13 @@ def _not_finite(t: Term) -> bool:
 
 
 def _times_not_finite(t: Term) -> bool:
-    """``t``'s numbers (its coefficient, its factors of numbers only) hold an inf or nan."""
+    """``t``'s numbers (its coefficient, its factors of numbers only) hold an inf or nan, or
+    a factor is divided by zero (docs/expressions.md: a product divided by zero is the
+    product times inf)."""
     c = t.coefficient
     return (isinstance(c, float) and not math.isfinite(c)) or _not_finite(
-        replace(t, factors=tuple(f for f in t.factors if number_only(f))))
+        replace(t, factors=tuple(f for f in t.factors if number_only(f)))) or any(
+        isinstance(f, Op) and f.op == "/" and _zero(f.args[1]) for f in t.factors)
 
 
 def one_tensor(n: Node) -> bool:
@@ -308,35 +311,40 @@ def _not_distributed(n: Node) -> bool:
         len(e) == 1 and _not_finite(e[0]) for e in (expanded(a, False) for a in n.args))
 
 
-def _signature(t: Term, plain: dict[str, int]) -> tuple[frozenset, frozenset]:
-    """What sets a product's points apart: its indices and the range conditions of its
-    accesses (a plain read of an index read plainly anywhere being that index's extent)."""
+def _signature(t: Term, plain: dict[str, int], outputs: frozenset[str]
+               ) -> tuple[frozenset, frozenset]:
+    """What sets a product's points apart: its summed indices and the range conditions of
+    its accesses (a plain read of an index read plainly anywhere being that index's extent;
+    an output index read plainly or as a value is the output's: a product without it is
+    broadcast along it, docs/expressions.md)."""
     conditions = set()
     for a in accesses(t.nodes()):
         for axis, (terms, const) in enumerate(a.position):
             if const == 0 and len(terms) == 1 and terms[0][1] == 1 and terms[0][0] in plain:
-                conditions.add(("plain", terms[0][0]))
+                if terms[0][0] not in outputs:
+                    conditions.add(("plain", terms[0][0]))
             else:
                 conditions.add((a.tensor, axis, (terms, const)))
-    return frozenset(indices_of(t.nodes())), frozenset(conditions)
+    return frozenset(indices_of(t.nodes()) - outputs), frozenset(conditions)
 
 
-def grouped(n: Node, plain: dict[str, int], strict: bool = True,
+def grouped(n: Node, plain: dict[str, int], outputs: frozenset[str], strict: bool = True,
             zero_whole: bool = False) -> list[Term]:
     """numpy's grouping wherever the documented expansion cannot tell: a sum (or a product
-    of sums, a quotient of one) all of whose products have the same indices and the same
-    points is one term evaluated as written (numpy's type at every node: ``(a - b) * c`` of
-    uint8 ``a, b`` wraps ``a - b`` in uint8, ``(a + b) / c`` is numpy's ``inf`` where the
-    expansion's ``a/0 + b/0`` is ``nan``); elsewhere the terms are split as
-    :func:`expanded` splits them, and a subtracted term is subtracted in the output's type
-    (as numpy computes ``a - b``).  ``strict``: as for :func:`expanded`; ``zero_whole``: a
-    quotient by the number zero is one group, whatever its products (numpy's ``(a + b) /
+    of sums, a quotient of one) all of whose products have the same summed indices and the
+    same points (they may differ in the ``outputs`` indices they read plainly: broadcast) is
+    one term evaluated as written (numpy's type at every node: ``(a - b) * c`` of uint8
+    ``a, b`` wraps ``a - b`` in uint8, ``(a + b) / c`` and ``(x(i) - B(i,j)) / c(i)`` are
+    numpy's ``inf`` where the expansion's ``a/0 + b/0`` is ``nan``); elsewhere the terms are
+    split as :func:`expanded` splits them, and a subtracted term is subtracted in the output's
+    type (as numpy computes ``a - b``).  ``strict``: as for :func:`expanded`; ``zero_whole``:
+    a quotient by the number zero is one group, whatever its products (numpy's ``(a + b) /
     0``, an alternative to the documented refusal)."""
     expanded(n, strict)                 # a sum divided by zero: refused
-    if len({_signature(t, plain) for t in expanded(n, strict=False)}) <= 1 or (
+    if len({_signature(t, plain, outputs) for t in expanded(n, strict=False)}) <= 1 or (
             zero_whole and _not_distributed(n)):
         return [Term(1, Fraction(1), (n,))]
-    again = lambda m: grouped(m, plain, strict, zero_whole)     # noqa: E731
+    again = lambda m: grouped(m, plain, outputs, strict, zero_whole)     # noqa: E731
     if isinstance(n, Op) and n.op == "neg":
         return [replace(t, sign=-t.sign) for t in again(n.args[0])]
     if isinstance(n, Op) and n.op in ("+", "-"):
@@ -518,6 +526,9 @@ def domain(nodes: tuple[Node, ...], bounds: dict[str, tuple[int, int | None]],
             if any(v == 0 for v in terms.values()):
                 rows.append(({k: v for k, v in terms.items() if v}, c1 + sign * c2,
                               b1 + (b2 if sign > 0 else -u2), u1 + (u2 if sign > 0 else -b2)))
+    if any(not terms and const < bottom for terms, const, bottom, _ in rows):
+        return {k: np.zeros(0, np.int64) for k in names}     # no point whatever the extents:
+        # two accesses contradict (``T(i-j-2, j-i)``: i-j-2 >= 0 and j-i >= 0)
     for _ in range(4):               # interval propagation: bottom <= sum c*k + const <= top
         for terms, const, bottom, top in rows:
             for name, c in terms.items():
@@ -728,7 +739,8 @@ def reading_terms(st: Statement, reading: str, refuse: bool = True) -> list[Term
     """The statement's terms under ``reading`` (``expanded``, ``grouped`` or ``zero
     whole``); ``refuse``: RefusedError for what the documentation refuses."""
     if reading == "zero whole":
-        return grouped(st.rhs, plain_extents(st), False, zero_whole=True)
+        return grouped(st.rhs, plain_extents(st), frozenset(st.out_indices), False,
+                       zero_whole=True)
     expanded(st.rhs, refuse)
     if refuse and (lone := value_only_indices(st)):
         raise ValueIndexError(f"index {sorted(lone)} is read plainly by no tensor and used "
@@ -737,7 +749,7 @@ def reading_terms(st: Statement, reading: str, refuse: bool = True) -> list[Term
         raise RefusedError(f"a sum inside a function, a comparison or a divisor whose terms "
                            f"differ in a summed index: {why} (docs/expressions.md)")
     return expanded(st.rhs, refuse) if reading.startswith("expanded") else \
-        grouped(st.rhs, plain_extents(st), refuse)
+        grouped(st.rhs, plain_extents(st), frozenset(st.out_indices), refuse)
 
 
 BOOL_COUNTED = "expanded, a bool product subtracted in the output's type"
