@@ -607,3 +607,24 @@ def test_terms_with_the_same_accesses_do_not_stay_on_each_others_coordinates():
     want = [-sum(x[j] / x[j + i] for j in range(3 - i)) for i in range(3)]
     np.testing.assert_allclose(spf.evaluate("R(i) = x(j)/x(j+i) - 2*x(j)/x(j+i)", x=x), want)
     np.testing.assert_allclose(spf.evaluate("R(i) = -(x(j)/x(j+i))", x=x), want)
+
+
+def test_a_number_times_a_number_of_the_same_access_reaches_every_point():
+    """``(2 - x(i+1)) * (2 - x(i+1))`` is ``4 - 4*x(i+1) + x(i+1)**2``: 4 at every point,
+    also where x(i+1) reads nothing; each factor took the other, reading the same access,
+    for a restriction to x(i+1)'s points and was not distributed (0 there)."""
+    x = np.array([1.0, 2.0, 3.0])
+    got = spf.evaluate("y(i) = (2 - x(i + 1)) * (2 - x(i + 1)) + 0 * x(i)", x=x)
+    np.testing.assert_array_equal(got, [0.0, 1.0, 4.0])
+    b = np.array([[-3, 4, 7, -1, 0], [2, -2, 4, 4, -2], [3, 3, 0, 0, 3]], np.int16)
+    got = spf.evaluate("R(i,j) = (2 - B(i + j - 2, j)) * (2 - B(i + j - 2, j))",
+                       B=spf.Tensor.from_dense("CSR_unsorted", b))
+    want = np.full((5, 5), 4, np.int16)
+    for i, j in np.ndindex(5, 5):
+        if 0 <= i + j - 2 < 3:
+            want[i, j] = (2 - b[i + j - 2, j]) ** 2
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.int16
+    # a factor that reads the access in every product of its expansion restricts the other
+    np.testing.assert_array_equal(
+        spf.evaluate("y(i) = (2 - x(i + 1)) * x(i + 1) + 0 * x(i)", x=x), [0.0, -3.0, 0.0])

@@ -711,7 +711,8 @@ class _Expander:
             if self.not_finite(t):
                 continue        # computed at every point: the value times inf or nan
             node = _split(f.value, outside, frozenset().union(
-                *(self.restricted(g.value or g.ref) for g in others)), summed, self.restricted)
+                *(_restricting(g.value or g.ref, self.restricted) for g in others)), summed,
+                self.restricted)
             if node is None:
                 continue
             # a subtracted operand: its term negated (the value is linear in it), not a
@@ -936,6 +937,23 @@ def _split(value: Node, outside: frozenset[str], bounded: frozenset[Any],
         return _mixed(value, min(differ), True)
     apart = _spread(value, True, restricted).differ - bounded
     return _mixed(value, min(apart), True, restricted) if apart else None
+
+
+def _restricting(n: Node, restricted: Reads) -> frozenset[Any]:
+    """The accesses of ``restricted(n)`` that every product of the factor ``n``'s expansion
+    reads (where one reads nothing, that product has no point): what a product's factors or
+    a negation restrict, what every operand of a sum restricts, all a function, comparison
+    or divisor reads (computed whole).  In ``(2 - x(i+1)) * (2 - x(i+1))`` neither factor
+    restricts the other: its number 2 is there where x(i+1) reads nothing, so each sum is
+    distributed (4 at every point)."""
+    if not isinstance(n, Apply) or n.op not in (Op.MUL, Op.NEG, Op.DIV, Op.ADD, Op.SUB):
+        return restricted(n)
+    if n.op is Op.DIV:
+        return _restricting(n.operands[0], restricted) | restricted(n.operands[1])
+    parts = [_restricting(o, restricted) for o in n.operands]
+    if n.op in (Op.ADD, Op.SUB):
+        return frozenset.intersection(*parts)
+    return frozenset().union(*parts)
 
 
 def _replaced(n: Node, old: Node, new: Node) -> Node:
