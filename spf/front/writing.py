@@ -45,7 +45,7 @@ from . import index_expr as ie
 from .established import implied, within_shape
 from .isl_bridge import isl_limit
 from .layout import Layout
-from .properties import Ordering, Permutation, Range
+from .properties import Linear, Ordering, Permutation, Range
 from .relation import Conj
 from .terms import Aff, Atom, Constraint, FloorDiv, UFCall
 
@@ -167,6 +167,17 @@ class PartWrite:
 
 
 @dataclass(frozen=True)
+class Pinned:
+    """A scalar field a ``linear`` property pins (``numCols <= C*numBlockCols < numCols +
+    C``): the least value with ``coeff * field >= bound`` for each lower bound (an equality
+    gives one), ``bound`` over fields the plan determines first; the property is checked on the
+    written tensor as on any other."""
+
+    field: str
+    bounds: tuple[tuple[int, Aff], ...]     # (coeff > 0, bound)
+
+
+@dataclass(frozen=True)
 class WritePlan:
     """How entries are written into ``layout``: its first part writes them, the other parts
     (``others``) give the rest, checked when the whole relation is read back."""
@@ -177,6 +188,7 @@ class WritePlan:
     produced: frozenset[str]            # fields the first part determines
     emptied: tuple[str, ...]            # scalar fields set to 0 (parts left empty)
     sized: tuple[str, ...] = ()         # scalar fields only sizing arrays: what is written
+    pinned: tuple[Pinned, ...] = ()     # scalar fields a ``linear`` property pins
 
     def describe(self, names: tuple[str, ...]) -> str:
         """One line per decision, for the conversion's report."""
@@ -194,6 +206,8 @@ class WritePlan:
         text += [_describe_position(p, logical) for p in self.first.positions]
         for field, _ in self.first.extents:
             text.append(f"{field} = the extent of its coordinate")
+        for pin in self.pinned:
+            text.append(f"{pin.field} = the least value its linear property allows")
         for uf, fill in self.first.fills:
             text.append(f"unused {uf} = {fill}")
         for m in self.first.markers:
@@ -268,13 +282,41 @@ def write_plan(layout: Layout) -> WritePlan:
     _check_arrays(layout, produced, emptied)
     sized = tuple(f for f, spec in layout.fields.items() if f not in produced
                   and not spec.is_array and _sizes_an_array(layout, f))
-    missing = [f for f, spec in layout.fields.items()
-               if f not in produced and f not in sized and not spec.is_array]
+    pinned = _pinned(layout, produced | set(sized))
+    missing = [f for f, spec in layout.fields.items() if f not in produced and f not in sized
+               and not spec.is_array and f not in {p.field for p in pinned}]
     if missing:
         _fail(layout, f"the scalar field(s) {', '.join(missing)} are given neither by the "
-              "shape, nor by a bound of a layout index, nor as an extent of an array")
+              "shape, nor by a bound of a layout index, nor as an extent of an array, nor by "
+              'a linear property: a property kind = "linear" whose holds bounds '
+              f"{missing[0]} below and above (or equates it) by given fields and parameters "
+              "would pin it")
     return WritePlan(layout, first, tuple(rel.disjuncts[1:]), frozenset(produced),
-                     tuple(emptied), sized)
+                     tuple(emptied), sized, pinned)
+
+
+def _pinned(layout: Layout, known: set[str]) -> tuple[Pinned, ...]:
+    """Scalar fields not otherwise given that a ``linear`` property over scalars bounds above
+    and below (or equates) by fields in ``known`` and parameters."""
+    facts = [c for prop in layout.properties if isinstance(prop, Linear) and not prop.variables
+             for c in prop.holds if not c.calls()]
+    out = []
+    for f, spec in layout.fields.items():
+        if f in known or spec.is_array:
+            continue
+        lower: list[tuple[int, Aff]] = []
+        upper = False
+        for c in facts:
+            k = c.aff.coeff(f)
+            rest = c.aff - Aff.var(f, k)
+            if k == 0 or not set(rest.names()) <= known | set(layout.params):
+                continue
+            if c.is_eq or k > 0:        # k*f + rest >= 0: k*f >= -rest
+                lower.append((abs(k), -rest if k > 0 else rest))
+            upper = upper or c.is_eq or k < 0
+        if lower and upper:
+            out.append(Pinned(f, tuple(lower)))
+    return tuple(out)
 
 
 def _check_nested(layout: Layout, part: PartWrite, produced: set[str]) -> None:
@@ -541,7 +583,7 @@ class _Solver:
 
     # positions --------------------------------------------------------------------------
     def _position(self, p: str) -> Position:
-        group = tuple(self.indices[:self.indices.index(p)])
+        group = tuple(self.indices[:self.indices.index(p)]) + self._given_later(p)
         run = self.runs.get(p)
         keys, inner = self._keys(p, group, run)
         lower, upper, also = self._bounds(p)
@@ -573,15 +615,24 @@ class _Solver:
             if not Aff.var(call).names() <= set(group):
                 self.fail(f"{call} bounds {p} but reads layout indices after it")
         start = Start.POINTER if lo.name == hi.name else Start.RANGE
-        if start is Start.POINTER and (len(lo.args) != 1 or hi.args[0] != lo.args[0] + 1):
+        if start is Start.POINTER and (lo.args[:-1] != hi.args[:-1]
+                                       or hi.args[-1] != lo.args[-1] + 1):
             self.fail(f"{p} runs from {lo} to {hi}: a pointer array bounds a group by "
-                      "two consecutive entries")
+                      "two consecutive entries (of its last dimension)")
         if start is Start.RANGE and lo.args != hi.args:
             self.fail(f"{p} runs from {lo} to {hi}: start and end arrays are read at the same "
                       "arguments")
         tight = run is None or any(self._excluded(k) is None for k in self._reads_at(p))
         return Position(p, keys, descending, group, start, lo, upper, tight, run=run,
                         inner=inner)
+
+    def _given_later(self, p: str) -> tuple[str, ...]:
+        """The layout indices after ``p`` that the coordinates give and an index array read at
+        ``p`` also reads (SELL's ``colIdx(slicePtr(s) + C*k + r)`` at ``[s, k, r]``): the
+        entries at ``p`` are grouped by them too."""
+        read = {n for k in self._reads_at(p) for n in Aff.var(k).names()}
+        return tuple(i for i in self.indices[self.indices.index(p) + 1:]
+                     if i in self.solved and i in read)
 
     def _reads_at(self, p: str) -> list[UFCall]:
         """The solved index-array reads at layout index ``p``, in the order solved."""
@@ -594,7 +645,7 @@ class _Solver:
         places them instead (:meth:`_inner`).  A read at a later run index
         (``perm(pp - jdPtr(pd))``) is placed by that run, not a key of ``p``; a run index has
         no keys (what is read at it is stored at the slot its coordinates give)."""
-        later = set(self.indices[self.indices.index(p) + 1:])
+        later = set(self.indices[self.indices.index(p) + 1:]) - set(group)
         if run is not None:
             return (), None
         reads = [k for k in self._reads_at(p)

@@ -159,6 +159,9 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
         _place(p, env, scalars, arrays, lay)
         _derive(lay, arrays, scalars)
     _sized(plan, env, arrays, scalars)
+    for pin in plan.pinned:     # the least value its lower bounds allow (ceiling division)
+        known = {**lay.params, **scalars}
+        scalars[pin.field] = max(-(-int(vec(b, known)) // k) for k, b in pin.bounds)
     _check_padding(lay, scalars, arrays, len(values), allow_padding)
     fills = dict(part.fills)
     for s in part.solved:
@@ -427,13 +430,18 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
         _place_nested(p, env, scalars, arrays, lay, keys)
         return
     starts = arrays.allocate(p.lower.name, scalars)
-    if p.start is Start.POINTER:
-        size = len(starts) - 1
-        if size < 0:
+    if p.start is Start.POINTER:     # its rows (all dimensions but the last) in turn
+        width = arrays.dims[p.lower.name][-1]
+        size = len(starts) // max(width, 1) * (width - 1)
+        if width < 1:
             raise layout_error(lay, f"layout {lay.name}: the pointer array {p.lower.name} has "
                                "no entries here (its declared extents give 0); it holds one "
                                "more entry than the groups it bounds", p.lower.name)
-        at = np.broadcast_to(vec(p.lower.args[0], env, arrays), (n,))
+        first = arrays.offset(p.lower.name, [vec(x, env, arrays) for x in p.lower.args[:-1]]
+                              + [0])
+        last = vec(p.lower.args[-1], env, arrays)
+        at = np.broadcast_to(np.where((first >= 0) & (last >= 0) & (last < width - 1),
+                                      first // width * (width - 1) + last, -1), (n,))
     else:
         size = len(starts)
         at = arrays.offset(p.lower.name, [vec(x, env, arrays) for x in p.lower.args])
@@ -449,8 +457,9 @@ def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
     else:
         counts, rank = _run_slots(p, p.run, env, scalars, arrays, at, size)
     begin = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    if p.start is Start.POINTER:
-        starts[:] = begin
+    if p.start is Start.POINTER:     # a row's last pointer: where the next row starts
+        rows = np.arange(len(starts) // width)[:, None] * (width - 1)
+        starts[:] = begin[(rows + np.arange(width)).reshape(-1)]
     else:
         starts[:] = begin[:-1]
         end = _single_name(p.upper)
