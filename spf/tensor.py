@@ -183,7 +183,11 @@ class Tensor(StoredTensor):
             storage = storage_or_none(src)
             assert storage is not None      # compressed_rows_layout found src by its storage
             given = cls(src, csr.shape, compressed_fields(csr, storage))
-            return given if lay == src else given.convert(lay, allow_padding=True)
+            if lay == src:
+                return given
+            out = given.convert(lay, allow_padding=True)
+            out.fill = lay.fill         # the matrix's absent entries: the layout's fill
+            return out
         coo = matrix.tocoo()
         return cls.from_coords(lay, coo.shape, (coo.row, coo.col), coo.data)
 
@@ -204,6 +208,8 @@ class Tensor(StoredTensor):
         if data.ndim != lay.order:
             raise ArgumentError(f"layout {lay.name} stores order-{lay.order} tensors, got shape "
                                 f"{data.shape}")
+        if lay.fill != 0.0 and lay.dense_array is None:
+            return cls._from_dense_filled(lay, data)
         src = dense_layout(data.ndim)
         if lay.dense_array is None and src is not None and _generated(lay):
             return cls.from_dense(src.with_index_type(lay.index_type).with_value_type(
@@ -215,11 +221,29 @@ class Tensor(StoredTensor):
         nz = np.nonzero(data)
         return cls.from_coords(lay, data.shape, nz, data[nz])
 
+    @classmethod
+    def _from_dense_filled(cls, lay: Layout, data: np.ndarray) -> Tensor:
+        """The elements of ``data`` other than ``lay``'s fill (a layout whose file sets
+        ``fill``), zeros included, through the coordinate layout and a generated conversion
+        (or the layout's packer); the tensor's fill is the layout's."""
+        absent = np.isnan(data) if math.isnan(lay.fill) else data == lay.fill
+        at = np.nonzero(~absent)
+        if lay.packer is not None or not _generated(lay):
+            return cls.from_coords(lay, data.shape, at, data[at])
+        coo = _coordinate_layout(lay.order, lay.index_type).with_value_type(lay.value_type)
+        out = Tensor.from_coords(coo, data.shape, at, data[at]).convert(
+            lay, keep_zeros=True, allow_padding=True)
+        out.fill = lay.fill
+        return out
+
     # conversion ----------------------------------------------------------------------
     def convert(self, dst: str | Layout, **params: Any) -> Tensor:
         """This tensor in layout ``dst``, by generated code (:class:`spf.Conversion`;
-        ``keep_zeros=True`` keeps entries equal to 0.0; other keywords are layout
-        parameters)."""
+        ``keep_zeros=True`` keeps entries equal to 0.0, the default for a tensor whose
+        fill is not 0, where a 0 is a value; other keywords are layout parameters).  The
+        tensor keeps its fill (the logical tensor is the same), whatever ``dst``'s fill."""
+        if self.fill != 0.0:
+            params.setdefault("keep_zeros", True)
         out = convert(self, dst, **params)
         out.fill = self.fill
         return tensor_of(out)

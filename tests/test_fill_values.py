@@ -168,3 +168,39 @@ def test_non_commutative_add_into_an_assembled_output_is_refused():
     with pytest.raises(spf.SpecError, match="not proven associative and commutative"):
         spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSC", "B": "CSR", "C": "CSR"},
                    semiring=last)
+
+
+def test_layout_fill_key(tmp_path):
+    """A layout file's ``fill`` (an inf-filled distance matrix): from_dense stores the
+    elements other than inf (zeros included), to_dense, convert and a min-plus kernel with
+    fill_values=True read inf where nothing is stored (numpy references)."""
+    from pathlib import Path
+    csr = (Path(__file__).parent.parent / "layouts" / "CSR.toml").read_text()
+    path = tmp_path / "DistCSR.toml"
+    path.write_text(csr.replace('name = "CSR"', 'name = "DistCSR"\nfill = inf')
+                    .replace('packer = "CSR.py"\n', ""))
+    inf = np.inf
+    w = np.array([[0, 2, inf], [inf, 0, 1], [4, inf, inf], [inf, inf, inf]])
+    t = spf.Tensor.from_dense(str(path), w)
+    assert t.fill == inf and list(t.values) == [0, 2, 0, 1, 4]      # zeros are values
+    assert np.array_equal(t.to_dense(), w)
+    assert np.array_equal(t.convert("COO").to_dense(), w)
+    k = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": str(path), "B": "DenseMatrix"},
+                   semiring="min_plus", fill_values=True).compile()
+    ref = np.min(w[:, :, None] + w[None, :3, :], axis=1)
+    assert np.array_equal(k(A=t, B=w[:3]), ref)
+    m = sp.random(5, 4, density=0.3, random_state=0, format="csr")
+    dense = m.toarray()
+    dense[dense == 0] = inf
+    assert np.array_equal(spf.Tensor.from_scipy(str(path), m).to_dense(), dense)
+    bad = tmp_path / "Bad.toml"
+    bad.write_text(csr.replace('name = "CSR"', 'name = "Bad"\nfill = "x"')
+                   .replace('packer = "CSR.py"\n', ""))
+    with pytest.raises(spf.SpecError, match=r"Bad.toml:2:8: 'fill' must be a number"):
+        spf.load_layout(str(bad))
+    # a fill the values' type cannot hold is refused where that type is chosen, never a raw
+    # numpy error when a dense copy is filled
+    with pytest.raises(spf.SpecError, match=r"its fill inf is no int64 value"):
+        spf.Tensor.from_dense(str(path), np.array([[1, 2], [3, 4]], np.int64))
+    with pytest.raises(spf.SpecError, match=r"its fill inf is no int64 value"):
+        spf.Kernel("y(i) = A(i,j) * x(j)", {"A": str(path)}, dtype="int64")

@@ -68,6 +68,14 @@ class Layout:
     order_param: str | None = None  # the parameter that is the order (a file for every order)
     derived: Mapping[str, Derived] = field(default_factory=dict, compare=False)  # [derived]
     value_type: ValueType = FLOAT64     # what the values are (a tensor's or kernel's choice)
+    fill: float = 0.0       # what its tensors' absent elements hold by default (``fill``)
+
+    def __post_init__(self) -> None:
+        """A ``fill`` its value type holds (``inf`` is no integer, 2.5 no bool)."""
+        if self.fill != 0 and not self.value_type.holds(self.fill):
+            raise SpecError(f"layout {self.name}: its fill {self.fill!r} is no "
+                            f"{self.value_type.name} value (the type its values have here)",
+                            self.source)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Layout) and self.key == other.key

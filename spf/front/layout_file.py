@@ -29,7 +29,7 @@ from .terms import Aff, Constraint
 from .toml_source import TomlSource, is_file, name_position, read_spec
 
 _KEYS = ("name", "description", "relation", "value", "shape", "fields", "params", "properties",
-         "packer", "dense_array", "order", "derived")
+         "packer", "dense_array", "order", "derived", "fill")
 MAX_GENERIC_ORDER = 16      # a file for every order: orders 1 .. 16
 
 
@@ -90,7 +90,7 @@ def parse_layout(text: str, source: str = "<string>",
                     packer=_packer(table, file), dense_array=_dense_array(table, file, names),
                     raw=table, order_param=order_param,
                     derived=_parse_derived(table, file, names),
-                    index_type=_widest(names.fields))
+                    index_type=_widest(names.fields), fill=_fill(table, file))
     _check_has_entries(layout, line, col)
     if layout.dense_array is not None and not holds_densely(layout, layout.dense_array):
         raise file.error(f"dense_array {layout.dense_array!r} says the field holds the whole "
@@ -321,6 +321,16 @@ def _packer(table: dict, file: TomlSource) -> str | None:
         raise file.error(f"packer file {packer.split(':')[0]!r} not found next to the layout "
                          "file", "packer")
     return str(directory / packer)
+
+
+def _fill(table: dict, file: TomlSource) -> float:
+    """The ``fill`` key: what the elements a tensor in the layout does not store hold unless
+    it says otherwise (a number; TOML writes infinity ``inf``); 0.0 when absent."""
+    fill = table.get("fill", 0.0)
+    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
+        raise file.error(f"'fill' must be a number (0, 1.0, inf, -inf, nan), got {fill!r}",
+                         "fill")
+    return float(fill)
 
 
 def _dense_array(table: dict, file: TomlSource, names: _Names) -> str | None:

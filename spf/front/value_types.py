@@ -56,6 +56,18 @@ class ValueType:
             return f"{self.name.upper()}_MAX" if positive else "0"
         return f"{self.name.upper()}_{'MAX' if positive else 'MIN'}"
 
+    def holds(self, x: float) -> bool:
+        """Whether the number ``x`` is a value of this type (an integer type's within its
+        range; ``inf`` and ``nan`` only a float's or complex's)."""
+        if self.kind in (Kind.FLOAT, Kind.COMPLEX):
+            return True
+        if not math.isfinite(x) or x != int(x):
+            return False
+        if self.kind is Kind.BOOL:
+            return x in (0, 1)
+        info = np.iinfo(self.dtype)
+        return info.min <= x <= info.max
+
     def value_of(self, x: float) -> Any:
         """The number ``x`` (a semiring's zero) in this type, infinities as
         :meth:`infinity_c` makes them."""

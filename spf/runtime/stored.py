@@ -53,6 +53,7 @@ class StoredTensor:
 
     def _store(self, fields: Mapping[str, Any]) -> None:
         self.fields = _frozen(fields)
+        self.fill = self.layout.fill      # the layout's default (its file's ``fill`` key)
         self._struct: Any = None
         self.source_entries: int | None = None   # entries spf packed it from (None: as given)
 
