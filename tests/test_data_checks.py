@@ -345,7 +345,8 @@ LAYOUT_FILES = [
      "indices, got 'rowPtr(0)'"),
     (lambda t: t.replace('packer = "CSR.py"', 'packer = "CSR.py"\ncolour = 1'),
      "7:1: unknown key 'colour'; expected one of ['dense_array', 'derived', 'description', "
-     "'fields', 'name', 'order', 'packer', 'params', 'properties', 'relation', 'shape', 'value']"),
+     "'fields', 'fill', 'name', 'order', 'packer', 'params', 'properties', 'relation', 'shape', "
+     "'value']"),
 ]
 
 
