@@ -197,8 +197,9 @@ class Setup:
                 "to its expression; a point where an access falls outside its tensor is not "
                 "in the space; loop variables and sizes are int64_t, so offsets, strides and "
                 "their products with extents never wrap)"))
-        guards = dict.fromkeys(str(g) for p in self.expr.products() for g in p.guards) \
-            if self.options.semiring.is_plus_times else {}
+        guards = dict.fromkeys(str(g) for p in self.expr.products()
+                               for g in self.options.space_bounds(p)
+                               if g not in self.options.bounds)
         if guards:
             notes.append(("index comparisons", f"{', '.join(guards)} (a comparison of "
                           "indices multiplying a product is 0 where it is false: the product's "

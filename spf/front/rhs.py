@@ -260,35 +260,43 @@ def _named(p: Parser, aff: Aff) -> str | None:
 
 def _affine(p: Parser, n: Node, tensor: str, position: int) -> Aff:
     """The affine expression of index names and integers an access index is."""
-    def bad(what: str, at: Node) -> SpecError:
-        return SpecError(f"{tensor}'s index {position}: {what}; an index is an affine "
-                         "expression of index names and integers (i, i+k, 2*j-1)", p.source,
-                         at.line, at.column)
+    aff = affine_of(n, lambda name: True)
+    if isinstance(aff, Aff):
+        return aff
+    what, at = aff
+    raise SpecError(f"{tensor}'s index {position}: {what}; an index is an affine expression "
+                    "of index names and integers (i, i+k, 2*j-1)", p.source, at.line, at.column)
+
+
+def affine_of(n: Node, is_index: Callable[[str], bool]) -> Aff | tuple[str, Node]:
+    """``n`` as an affine expression of index names (the bare names ``is_index`` accepts)
+    and integers, or what keeps it from being one and where."""
     if isinstance(n, Number):
-        if not isinstance(n.value, int):
-            raise bad(f"{n.value!r} is not an integer", n)
-        return Aff.num(n.value)
+        whole = isinstance(n.value, (int, np.integer)) and not isinstance(n.value, bool)
+        return Aff.num(int(n.value)) if whole else (f"{n.value!r} is not an integer", n)
     if isinstance(n, Ref):
         if n.indices is not None:
-            raise bad(f"the access {text(n)} inside an index (indirect indexing) is not "
-                      "supported", n)
-        return Aff.var(n.name)
-    if isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB, Op.NEG, Op.MUL):
-        parts: list[Aff] = [_affine(p, o, tensor, position) for o in n.operands]
-        if n.op is Op.NEG:
-            return -parts[0]
-        if n.op is Op.ADD:
-            return parts[0] + parts[1]
-        if n.op is Op.SUB:
-            return parts[0] - parts[1]
-        const = next((q for q in parts if q.is_const), None)
-        if const is None:
-            raise bad(f"{text(n)} multiplies two indices (not affine)", n)
-        other = parts[1] if const is parts[0] else parts[0]
-        return other * const.const
-    what = f"the call {n.function}()" if isinstance(n, Call) else \
-        f"the operator {n.op.value!r}" if isinstance(n, Apply) else "this construct"
-    raise bad(f"{what} is not supported in an index", n)
+            return (f"the access {text(n)} inside an index (indirect indexing) is not "
+                    "supported", n)
+        return Aff.var(n.name) if is_index(n.name) else (f"{n.name} is no index", n)
+    if not (isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB, Op.NEG, Op.MUL)):
+        what = f"the call {n.function}()" if isinstance(n, Call) else \
+            f"the operator {n.op.value!r}" if isinstance(n, Apply) else "this construct"
+        return (f"{what} is not supported in an index", n)
+    parts: list[Aff] = []
+    for o in n.operands:
+        part = affine_of(o, is_index)
+        if not isinstance(part, Aff):
+            return part
+        parts.append(part)
+    if n.op is Op.NEG:
+        return -parts[0]
+    if n.op is not Op.MUL:
+        return parts[0] + parts[1] if n.op is Op.ADD else parts[0] - parts[1]
+    const = next((q for q in parts if q.is_const), None)
+    if const is None:
+        return (f"{text(n)} multiplies two indices (not affine)", n)
+    return (parts[1] if const is parts[0] else parts[0]) * const.const
 
 
 def _number(p: Parser, tok: Token) -> int | float:
@@ -507,8 +515,8 @@ def index_guards(value: Node | None, indices: Collection[str]) -> list[Constrain
         return [g for o in value.operands for g in index_guards(o, indices)]
     if not (isinstance(value, Apply) and value.op in _GUARDS):
         return []
-    left, right = (_index_aff(o, indices) for o in value.operands)
-    if left is None or right is None:
+    left, right = (affine_of(o, indices.__contains__) for o in value.operands)
+    if not (isinstance(left, Aff) and isinstance(right, Aff)):
         return []
     is_eq, lhs, rhs = _GUARDS[value.op](left, right)
     return [Constraint.make(lhs - rhs, is_eq)]
@@ -519,29 +527,6 @@ _GUARDS: dict[Op, Callable[[Aff, Aff], tuple[bool, Aff, Aff]]] = {
     Op.EQ: lambda a, b: (True, a, b), Op.GE: lambda a, b: (False, a, b),
     Op.LE: lambda a, b: (False, b, a), Op.GT: lambda a, b: (False, a, b + Aff.num(1)),
     Op.LT: lambda a, b: (False, b, a + Aff.num(1))}
-
-
-def _index_aff(n: Node, indices: Collection[str]) -> Aff | None:
-    """``n`` as an affine expression of ``indices`` and integers, or None."""
-    if isinstance(n, Number):
-        whole = isinstance(n.value, (int, np.integer)) and not isinstance(n.value, bool)
-        return Aff.num(int(n.value)) if whole else None
-    if isinstance(n, Ref):
-        return Aff.var(n.name) if n.indices is None and n.name in indices else None
-    if not (isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB, Op.NEG, Op.MUL)):
-        return None
-    parts = [_index_aff(o, indices) for o in n.operands]
-    if any(p is None for p in parts):
-        return None
-    a = [p for p in parts if p is not None]
-    if n.op is Op.NEG:
-        return -a[0]
-    if n.op is not Op.MUL:
-        return a[0] + a[1] if n.op is Op.ADD else a[0] - a[1]
-    const = next((q for q in a if q.is_const), None)
-    if const is None:
-        return None
-    return (a[1] if const is a[0] else a[0]) * const.const
 
 
 LOGIC = (Op.AND, Op.OR, Op.NOT)
