@@ -23,9 +23,13 @@ from typing import Any
 import numpy as np
 
 from .assembly import contiguous_group_level
+from .back import ctree as t
+from .back.c_printer import CPrinter
 from .back.lower import kernel_code
+from .back.names import struct_name
 from .back.placement_passes import aff_text, placement_passes
 from .back.source import function, render_file
+from .back.status import Status, c_name
 from .back.templates import text as template_text
 from .concurrency import symbolic
 from .errors import ArgumentError, OutOfMemoryError, SpecError
@@ -35,14 +39,16 @@ from .front.layout_path import for_order, load_layout
 from .front.placement import Placement, aff_range, placement_of, placement_or_none
 from .front.stand_ins import compressed_rows_layout, coordinate_layout, dense_layout
 from .front.storage import storage_of, storage_or_none
+from .front.terms import Aff
 from .front.writing import WritePlan, write_plan
 from .kernel import Kernel
 from .runtime import build as runtime
 from .runtime import writer
 from .runtime.compiled import CompiledKernel
 from .runtime.fields import index_max, wider_hint, with_derived
-from .runtime.memory import aligned_zeros, reserve
+from .runtime.memory import aligned_zeros, byte_limit, reserve
 from .runtime.stored import StoredTensor, check_built_ranges, tensor_class
+from .store.lower import WriterSource, writer_file
 
 _INDICES = "ijklmnop"
 
@@ -100,8 +106,11 @@ class Conversion:
             out = (_stand_in(self.dst) if self.placement else _entry_list(self.dst, width)
                    ).with_value_type(self.src.value_type)
         with self._blamed():
+            # a written destination: the kernel reads the source into an entry list, the
+            # writer (spf.store) writes it, one function calls both
             self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": out},
-                                 name=name, drop_zeros=not self.keep_zeros and not dense_dst
+                                 name=f"{name}_entries" if self.writing else name,
+                                 drop_zeros=not self.keep_zeros and not dense_dst
                                  and self.placement is None, index_type=width)
         self._source: str | None = None
 
@@ -114,10 +123,13 @@ class Conversion:
     def c_source(self) -> str:
         """The generated C (struct typedefs, the conversion function and its helpers)."""
         with self._blamed():
-            if self.placement is None:
+            if self.placement is None and self.writing is None:
                 return self.kernel.c_source()
-            if self._source is None:
+            if self._source is None and self.placement is not None:
                 self._source = _placement_source(self, self.placement)
+            elif self._source is None and self.writing is not None:
+                self._source = _written_source(self, self.writing)[1]
+            assert self._source is not None
             return self._source
 
     @symbolic
@@ -397,12 +409,90 @@ class _Placed:
         return t
 
 
+def _field_text(a: Aff) -> str:
+    """An extent of the source's shape (over its scalar fields) in C."""
+    parts = [f"{k} * (int64_t)A->{atom}" for atom, k in a.terms]
+    return " + ".join([*parts, str(a.const)]) if parts else str(a.const)
+
+
+def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, str]:
+    """C of a conversion into a destination written by its relation: the kernel reading the
+    source into an entry list (``<name>_entries``), the writer (``<name>_write``, see
+    :mod:`spf.store`) and ``<name>``, which runs both."""
+    k = conv.kernel
+    read = k.c_source()
+    src, writer = writer_file(plan, f"{conv.name}_write", before=read)
+    entries = k.layouts["B"]
+    storage = storage_of(entries)
+    (level,) = storage.levels
+    coords = dict(level.coords)
+    shape = [_field_text(e) for e in conv.src.shape]
+    plans = [term.plan for term in k.terms] if k.terms else [k.plan]
+    ranged = any(p.assembly is not None and p.assembly.ranged for p in plans)
+    dst, lst = struct_name(conv.dst), struct_name(entries)
+    order = conv.src.order
+    body: list[t.Node] = [
+        t.Declare("const int64_t", f"spf_shape[{max(order, 1)}]", "{" + ", ".join(shape) + "}"),
+        t.Declare("int64_t", "spf_bound", "0"),
+        t.Declare("int", "spf_status",
+                  f"{conv.name}_entries_bound(&spf_bound, {'spf_shape, ' if ranged else ''}A)"),
+        t.If("spf_status", [t.Return("spf_status")]),
+        t.Declare(lst, "spf_list", "{0}"),
+    ]
+    for e, g in zip(entries.shape, range(order)):
+        if (name := e.as_name()) is not None:
+            body.append(t.Assign(f"spf_list.{name}", f"(spf_index_t)spf_shape[{g}]"))
+    arrays = [coords[d] for d in range(order)]
+    count = "(size_t)(spf_bound > 0 ? spf_bound : 1)"
+    for a in arrays:
+        body.append(t.Assign(f"spf_list.{a}", f"malloc(sizeof(spf_index_t) * {count})"))
+    value = entries.value.array
+    body.append(t.Assign(f"spf_list.{value}", f"malloc(sizeof(spf_value_t) * {count})"))
+    ok = " && ".join(f"spf_list.{a}" for a in [*arrays, value])
+    body += [
+        t.Declare("int64_t", "spf_size[1]", "{spf_bound}"),
+        t.Assign("spf_status", f"!({ok}) ? {c_name(Status.OUT_OF_MEMORY)} : "
+                 f"{conv.name}_entries(&spf_list, spf_size, A)"),
+        t.If("!spf_status", [
+            t.Declare("const spf_index_t *const", f"spf_g[{max(order, 1)}]",
+                      "{" + ", ".join(f"spf_list.{a}" for a in arrays) + "}"),
+            t.Assign("spf_status", f"{conv.name}_write(B, spf_err, spf_sizes, spf_size[0], "
+                     f"spf_g, spf_list.{value}, spf_shape, {int(conv.allow_padding)}, "
+                     "spf_max_bytes)")]),
+        *[t.Call(f"free(spf_list.{a})") for a in [*arrays, value]],
+        t.Return("spf_status")]
+    glue = t.Function(
+        f"int {conv.name}({dst} *restrict B, int64_t *restrict spf_err, "
+        f"int64_t *restrict spf_sizes, int64_t spf_max_bytes, "
+        f"const {struct_name(conv.src)} *restrict A)", body,
+        f"{conv.src.name} -> {conv.dst.name}: the source's entries read into an entry list by "
+        f"{conv.name}_entries, then written by {conv.name}_write (every array of B malloc'd "
+        "there; free each with free).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no "
+        f"limit): see {conv.name}_write.")
+    header = "\n".join(f" * {line}" for line in [
+        f"Conversion {conv.src.name} -> {conv.dst.name}, generated by spf.",
+        f"{conv.name}(B, spf_err, spf_sizes, spf_max_bytes, A) is the whole conversion; "
+        "it calls:",
+        *src.header(), "the writer's passes: " + plan.describe(tuple(_INDICES[:order]))])
+    text = (f"/*\n{header}\n */\n" + read + "\n\n" + writer + "\n\n"
+            + CPrinter().definitions([glue]) + "\n")
+    return src, text
+
+
 class _Written:
     """Runs a conversion written by its destination's relation: the source read into an
-    entry list by generated code, then :func:`spf.runtime.writer.write`."""
+    entry list and written into the destination, all by generated C (:func:`_written_source`);
+    a union destination is then read back (see :func:`spf.runtime.writer.written`)."""
 
     def __init__(self, conv: Conversion, plan: WritePlan, read: CompiledKernel):
         self.conversion, self.plan, self.read = conv, plan, read
+        self.source, text = _written_source(conv, plan)
+        self.fn = getattr(runtime.load_library(str(runtime.build_library(text))), conv.name)
+        self.fn.restype = ctypes.c_int
+        self.fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
+
+    def __reduce__(self) -> tuple:
+        return (_Written, (self.conversion, self.plan, self.read))
 
     def distributed(self, client: Any,
                     parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:
@@ -410,10 +500,20 @@ class _Written:
                         "whole entry list; it is not distributed", self.conversion.dst.source)
 
     def __call__(self, tensor: StoredTensor) -> StoredTensor:
-        conv = self.conversion
+        conv, src = self.conversion, self.source
         _check_source(conv, tensor)
-        out = writer.rewritten(self.read(A=tensor), conv.dst, conv.allow_padding)
-        return out
+        err, sizes = writer.buffers(src)
+        out = runtime.struct_type(conv.dst)()
+        given = runtime.make_struct(conv.src, tensor.fields)
+        status = self.fn(ctypes.addressof(out), runtime.address(err), runtime.address(sizes),
+                         byte_limit(), ctypes.addressof(given))
+        fields, entries = writer.finished(src, status, err, out, sizes)
+        t = writer.checked(self.plan, tuple(tensor.shape), fields)
+        if not self.plan.reads_back_by_construction:    # two tuples may read one slot
+            coords, values = tensor.entries()
+            writer.check_read_back(self.plan, t, coords, values)
+        t.source_entries = entries if t.values.size > entries else None
+        return t
 
 
 def _check_source(conv: Conversion, tensor: Any) -> None:

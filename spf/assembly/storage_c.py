@@ -200,6 +200,8 @@ def _finish(sh: _Shape) -> t.Function:
             body.append(t.For("int64_t q = 1", f"q <= size[{k - 1}]", "++q", [
                 t.If(f"{ptr}[q] < {ptr}[q - 1]", [t.Assign(f"{ptr}[q]", f"{ptr}[q - 1]")],
                      braces=False)], braces=False))
+    if not any(lv.pointer for lv in levels):
+        body.append(t.Call("(void)out", note="no pointers to fill"))
     return t.Function(f"static void {sh.kernel}_finish(const {sh.cursor} *restrict c, "
                       f"{sh.struct} *restrict out, int64_t *restrict size)", body,
                       "pointers of parents without entries; positions used by each level")

@@ -23,6 +23,7 @@ class Status(IntEnum):
     OUT_OF_MEMORY = 1       # an allocation of its own failed (malloc returned NULL)
     CAPACITY = 2            # an assembled output outgrew the arrays its bound sized
     NEGATIVE_POWER = 3      # an integer raised to a negative integer power (numpy refuses)
+    REFUSED = 4             # entries a layout cannot hold (spf.store: spf_err says which)
 
 
 def c_name(status: Status) -> str:
@@ -33,8 +34,10 @@ def c_name(status: Status) -> str:
 def c_enum() -> str:
     """``enum spf_status``, the C side of :class:`Status`."""
     members = ", ".join(f"{c_name(s)} = {s.value}" for s in Status)
-    return f"/* what a generated function returns (spf.back.status.Status) */\n" \
-           f"enum spf_status {{ {members} }};"
+    return ("#ifndef SPF_STATUS_DEFINED   /* once per file: several pieces may need it */\n"
+            "#define SPF_STATUS_DEFINED\n"
+            "/* what a generated function returns (spf.back.status.Status) */\n"
+            f"enum spf_status {{ {members} }};\n#endif")
 
 
 def value_status_declaration() -> t.Declare:

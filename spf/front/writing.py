@@ -190,6 +190,25 @@ class WritePlan:
     sized: tuple[str, ...] = ()         # scalar fields only sizing arrays: what is written
     pinned: tuple[Pinned, ...] = ()     # scalar fields a ``linear`` property pins
 
+    @property
+    def reads_back_by_construction(self) -> bool:
+        """Whether a tensor this plan writes, with every constraint of its part checked per
+        entry, reads back exactly its entries: one part, and the value array's subscripts are
+        distinct layout indices that determine every other one (a POINTER, RANGE or NESTED
+        position determines its group: the writer gives groups disjoint ranges).  Else two
+        index tuples could read one slot, and the written tensor is read back."""
+        if self.others:
+            return False
+        subs = self.layout.value.subscripts
+        names = [s.name for s in subs if isinstance(s, ie.Name)]
+        if len(names) != len(subs) or len(set(names)) != len(names):
+            return False
+        seen = set(names)
+        for p in reversed(self.first.positions):
+            if p.index in seen and p.start is not Start.RANK:
+                seen |= set(p.group)
+        return seen >= set(self.layout.indices)
+
     def describe(self, names: tuple[str, ...]) -> str:
         """One line per decision, for the conversion's report."""
         logical = dict(zip(self.layout.relation.out_vars or (), names))

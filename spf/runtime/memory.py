@@ -48,6 +48,15 @@ def allocation_limit(nbytes: int, why: str) -> Iterator[None]:
         _LIMIT.reset(token)
 
 
+def byte_limit() -> int:
+    """The most bytes one array may take now (the :func:`allocation_limit` in force, the
+    machine's memory), or 0 when nothing limits it: what generated C checks before it
+    allocates (then :func:`reserve` gives the error)."""
+    limit = _LIMIT.get()
+    bounds = [b for b in (limit[0] if limit else None, PHYSICAL) if b is not None]
+    return min(bounds) if bounds else 0
+
+
 def reserve(nbytes: int, what: str) -> None:
     """ArgumentError before an array of ``nbytes`` for ``what`` is allocated when it would
     exceed the machine's physical memory (better than being killed once its pages are

@@ -1,205 +1,41 @@
-"""Entries written into a layout by its :class:`~spf.front.writing.WritePlan`, vectorized.
+"""Entries written into a layout by its generated writer (:mod:`spf.store`), and the check
+that a written tensor reads back exactly its entries.
 
-Given an entry list (coordinates and values, no coordinate twice), the solved atoms are
-evaluated, each position index is ranked (sorted keys, groups, prefix sums), every field the
-plan determines is filled (markers included), and every constraint of the written part is
-checked per entry.  The tensor is then read back through its whole relation by generated code
-(every part of a union, every position) and must give exactly the entries
-(:func:`written`, :func:`read_back`, which also verifies what packers build).  Errors name the
-entry and what it violates.
+:func:`write` runs the layout's writer (one C function per layout, compiled once) on an entry
+list (coordinates and values, no coordinate twice); its arrays become the tensor's.  The
+tensor is then read back through its whole relation by generated code (every part of a union,
+every position) and must give exactly the entries (:func:`written`, :func:`read_back`, which
+also verifies what packers build).  Errors name the entry and what it violates.
 """
 from __future__ import annotations
 
+import ctypes
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import Any, NoReturn
 
 import numpy as np
 
-from ..errors import ArgumentError, SpecError
-from ..front import index_expr as ie
+from ..back.source import render_file
+from ..back.status import Status, c_enum
+from ..errors import ArgumentError, OutOfMemoryError
 from ..front.layout import Layout
 from ..front.layout_file import layout_error
 from ..front.storage import storage_of, storage_or_none
-from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
-from ..front.writing import (
-    PartWrite,
-    Permuted,
-    Position,
-    Run,
-    Start,
-    WritePlan,
-    entry_filters,
-    write_plan,
-)
-from .fields import index_max, wider_hint
-from .memory import aligned_zeros, reserve
+from ..front.terms import Aff, FloorDiv, format_constraint
+from ..front.value_types import Typing
+from ..front.writing import WritePlan, entry_filters, write_plan
+from ..store import WriterSource, writer_source
+from . import build
+from .fields import wider_hint
+from .memory import byte_limit, reserve
 from .stored import StoredTensor, check_within_shape, tensor_class
 
 Vec = np.ndarray
 Env = dict[str, Any]                 # names -> int or int64 vector (one value per entry)
-
-
-class _Arrays:
-    """The arrays written so far, flat, with their extents."""
-
-    def __init__(self, layout: Layout):
-        self.layout = layout
-        self.flat: dict[str, np.ndarray] = {}
-        self.dims: dict[str, tuple[int, ...]] = {}
-
-    def allocate(self, name: str, scalars: Mapping[str, int], fill: int = 0) -> np.ndarray:
-        """``name`` sized by its extents: the value array zeroed (64-byte aligned), an
-        index array filled with ``fill`` in int64 (cast to its width at the end)."""
-        dims = tuple(self.extent(name, d, scalars) for d in self.layout.fields[name].dims)
-        if any(d < 0 for d in dims):
-            raise ArgumentError(f"{self.layout.name}: {name} would have extents {dims}")
-        size = math.prod(dims)
-        what = f"{self.layout.name}'s {name}"
-        if name == self.layout.value.array:
-            arr = aligned_zeros(max(size, 1), self.layout.value_type.dtype, what)[:size]
-        else:
-            reserve(8 * size, what)
-            arr = np.full(size, fill, np.int64)
-        self.flat[name], self.dims[name] = arr, dims
-        return arr
-
-    def extent(self, name: str, dim: ie.IExpr, scalars: Mapping[str, int]) -> int:
-        """An extent of ``name`` as declared, from what is written so far; SpecError at its
-        declaration when it needs a field the writer has not determined yet (or cannot
-        evaluate)."""
-        try:
-            return ie.evaluate(dim, scalars, self.flat)
-        except (KeyError, IndexError, ValueError) as exc:
-            what = f"{exc.args[0]} is not known yet" if isinstance(exc, KeyError) else exc
-            raise layout_error(self.layout, f"layout {self.layout.name}: the extent of {name} "
-                               f"cannot be computed when it is written ({what})", name) from None
-
-    def offset(self, name: str, args: Sequence[Any]) -> Vec:
-        """Row-major offsets of ``name[args...]``; -1 where out of bounds."""
-        dims = self.dims[name]
-        flat = np.zeros(np.broadcast(*args, 0).shape, np.int64)
-        inside = np.ones(flat.shape, bool)
-        for a, n in zip(args, dims):
-            inside &= (a >= 0) & (a < n)
-            flat = flat * n + a
-        return np.where(inside, flat, -1)
-
-
-def vec(a: Aff, env: Env, arrays: _Arrays | None = None) -> Any:
-    """``a`` per entry (names from ``env``, index-array reads from ``arrays``; a read out of
-    bounds gives a value below every bound: the constraint reading it fails)."""
-    total: Any = np.int64(a.const)
-    for atom, k in a.terms:
-        if isinstance(atom, str):
-            value = env[atom]
-        elif isinstance(atom, FloorDiv):
-            value = np.floor_divide(vec(atom.num, env, arrays), atom.den)
-        else:
-            value = _read(atom, env, arrays)
-        total = total + np.int64(k) * value
-    return total
-
-
-def _read(call: UFCall, env: Env, arrays: _Arrays | None) -> Any:
-    if arrays is None or call.name not in arrays.flat:
-        where = "" if arrays is None else f"layout {arrays.layout.name}: "
-        raise SpecError(f"{where}{call} is read before the writer determines "
-                        f"{call.name}", "<string>" if arrays is None else arrays.layout.source)
-    arr = arrays.flat[call.name]
-    off = arrays.offset(call.name, [vec(x, env, arrays) for x in call.args])
-    return np.where(off >= 0, arr[np.clip(off, 0, max(len(arr) - 1, 0))] if len(arr) else 0,
-                    np.iinfo(np.int64).min // 4)
-
-
-def _ie_vec(e: ie.IExpr, env: Env, arrays: _Arrays) -> Any:
-    if isinstance(e, ie.Num):
-        return np.int64(e.value)
-    if isinstance(e, ie.Name):
-        return env[e.name]
-    if isinstance(e, ie.Call):
-        off = arrays.offset(e.name, [_ie_vec(x, env, arrays) for x in e.args])
-        return arrays.flat[e.name][np.clip(off, 0, None)]
-    lhs, rhs = _ie_vec(e.lhs, env, arrays), _ie_vec(e.rhs, env, arrays)
-    return {"+": np.add, "-": np.subtract, "*": np.multiply}.get(e.op, np.floor_divide)(lhs, rhs)
-
-
-def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
-          values: np.ndarray, allow_padding: bool = True
-          ) -> tuple[dict[str, Any], int]:
-    """The fields of a tensor of ``shape`` in ``plan.layout`` holding the entries, and how
-    many value slots it stores (entries plus padding); without ``allow_padding``, more than
-    3 padding slots per entry is refused before anything that large is allocated."""
-    lay = plan.layout
-    outs = list(lay.relation.out_vars or ())
-    env: Env = {g: np.asarray(c, np.int64) for g, c in zip(outs, coords)}
-    values = np.asarray(values).astype(lay.value_type.dtype, copy=False)
-    scalars = check_shape(lay, shape)
-    part = plan.first
-    taken = _taken(part, env, len(values))
-    if plan.others:         # the other parts must read the rest back (see written)
-        env = {g: v[taken] for g, v in env.items()}
-        values = values[taken]
-    elif not taken.all():
-        for f in part.filters:
-            ok = np.broadcast_to(vec(f, env) >= 0, taken.shape)
-            if not ok.all():
-                _refuse(lay, env, int(np.flatnonzero(~ok)[0]), outs, f)
-    arrays = _Arrays(lay)
-    for q in part.permuted:
-        _permute(q, env, scalars, arrays, outs)
-    _solve(part, env, outs, arrays)
-    for field, value in part.extents:
-        hi = _range(value, dict(zip(outs, shape)), arrays)[1]
-        scalars[field] = max(hi + 1, 0)
-    for field in plan.emptied:
-        scalars[field] = 0
-    for p in part.positions:
-        _place(p, env, scalars, arrays, lay)
-        _derive(lay, arrays, scalars)
-    _sized(plan, env, arrays, scalars)
-    for pin in plan.pinned:     # the least value its lower bounds allow (ceiling division)
-        known = {**lay.params, **scalars}
-        scalars[pin.field] = max(-(-int(vec(b, known)) // k) for k, b in pin.bounds)
-    _check_padding(lay, scalars, arrays, len(values), allow_padding)
-    fills = dict(part.fills)
-    for s in part.solved:
-        if isinstance(s.atom, UFCall) and s.atom.name not in arrays.flat:
-            arrays.allocate(s.atom.name, scalars, fills.get(s.atom.name, 0))
-    for s in part.solved:
-        if isinstance(s.atom, UFCall):
-            off = arrays.offset(s.atom.name, [vec(x, env, arrays) for x in s.atom.args])
-            _store(lay, arrays.flat[s.atom.name], off, env[str(s.atom)], s.atom.name, env, outs)
-    for m in part.markers:          # each entry's slot marked, the others not
-        marks = arrays.allocate(m.call.name, scalars, m.unused)
-        off = arrays.offset(m.call.name, [vec(x, env, arrays) for x in m.call.args])
-        _store(lay, marks, np.broadcast_to(off, (len(values),)),
-               np.full(len(values), m.mark, np.int64), m.call.name, env, outs)
-    for name, spec in lay.fields.items():
-        if spec.is_array and name not in arrays.flat and name != lay.value.array:
-            arrays.allocate(name, scalars)
-    data = arrays.allocate(lay.value.array, scalars)
-    off = arrays.offset(lay.value.array, [_ie_vec(s, {**scalars, **env}, arrays)
-                                          for s in lay.value.subscripts])
-    _store_values(lay, data, off, values, env, outs)
-    _check(part.conj, lay, env, arrays, scalars, outs)
-    fields: dict[str, Any] = dict(scalars)
-    for name, arr in arrays.flat.items():
-        if name not in lay.fields:
-            continue            # an inverse permutation
-        if name != lay.value.array:
-            kind = lay.dtype_of(name)
-            top = int(np.iinfo(kind).max)
-            if arr.size and (arr.max() > top or arr.min() < -top):
-                raise ArgumentError(f"{lay.name}: {name} holds values beyond {kind}"
-                                    + wider_hint(kind))
-            arr = arr.astype(kind)
-        fields[name] = arr.reshape(arrays.dims[name])
-    for name in list(fields):
-        if name in scalars and name not in lay.fields:
-            del fields[name]
-    return fields, int(data.size)
 
 
 def rewritten(t: StoredTensor, layout: Layout, allow_padding: bool = True) -> StoredTensor:
@@ -218,8 +54,17 @@ def written(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray
     position): it must give exactly the entries (a union's other parts the ones its first
     part leaves, symmetric storage the mirror images), else an ArgumentError names the first
     entry that differs."""
-    lay = plan.layout
     fields, slots = write(plan, shape, coords, values, allow_padding)
+    out = checked(plan, shape, fields)
+    n = len(values)
+    out.source_entries = n if slots > n else None
+    check_read_back(plan, out, coords, values)
+    return out
+
+
+def checked(plan: WritePlan, shape: tuple[int, ...], fields: dict[str, Any]) -> StoredTensor:
+    """The tensor of the written ``fields``, validated like any tensor."""
+    lay = plan.layout
     try:
         out = tensor_class()(lay, shape, fields)
         check_within_shape(lay, out.fields)
@@ -228,16 +73,19 @@ def written(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray
             raise                   # a wider index type holds it
         raise ArgumentError(f"{lay.name} cannot hold these entries: the fields its relation "
                             f"gives them fail its own checks ({exc})") from None
-    n = len(values)
-    out.source_entries = n if slots > n else None
+    return out
+
+
+def check_read_back(plan: WritePlan, out: StoredTensor, coords: Sequence[np.ndarray],
+                    values: np.ndarray) -> None:
+    """ArgumentError unless ``out``'s relation reads back exactly the entries."""
     diff, read, given = read_back(out, coords, values)
     if diff is not None:
         two = " (entries read through two parts of the relation differ)" \
             if plan.others and diff.given is not None and diff.read is not None else ""
-        raise ArgumentError(f"{lay.name} cannot hold these entries: its relation reads "
+        raise ArgumentError(f"{plan.layout.name} cannot hold these entries: its relation reads "
                             f"{read} entries back from what was written, the source has "
                             f"{given}; {diff}{two}")
-    return out
 
 
 @dataclass(frozen=True)
@@ -347,311 +195,6 @@ def _same(a: np.ndarray, b: np.ndarray) -> Vec:
     return eq
 
 
-def _check_padding(lay: Layout, scalars: Mapping[str, int], arrays: _Arrays, n: int,
-                   allow_padding: bool) -> None:
-    """The value array's size, known before it is allocated: at most 4 slots per entry
-    unless padding is allowed, and at most what the index type addresses."""
-    dims = [arrays.extent(lay.value.array, d, scalars) for d in lay.fields[lay.value.array].dims]
-    slots = math.prod(dims)
-    if slots > index_max(lay):
-        raise ArgumentError(f"{lay.name} would need {slots} slots, more than "
-                            f"index_type={lay.index_type!r} can address"
-                            + wider_hint(lay.index_type))
-    if not allow_padding and slots > 4 * max(n, 1) and slots > n:
-        raise ArgumentError(
-            f"{lay.name} would store {n} entries in {slots} slots "
-            f"({100 * (1 - n / slots):.0f}% padding, over 75%); pass allow_padding=True "
-            "to convert anyway")
-
-
-def _taken(part: PartWrite, env: Env, n: int) -> Vec:
-    """Which entries the written part holds (its constraints on logical coordinates)."""
-    taken = np.ones(n, bool)
-    for f in part.filters:
-        taken &= np.broadcast_to(vec(f, env) >= 0, (n,))
-    return taken
-
-
-def _permute(q: Permuted, env: Env, scalars: Mapping[str, int], arrays: _Arrays,
-             outs: list[str]) -> None:
-    """The permutation ``q.array`` (positions ordered by the entry count of their values,
-    stably within windows) and its inverse."""
-    lay = arrays.layout
-    perm = arrays.allocate(q.array, scalars)
-    n = len(perm)
-    at = np.broadcast_to(np.asarray(vec(q.value, env), np.int64), env[outs[0]].shape)
-    outside = (at < 0) | (at >= n)
-    if outside.any():
-        _refuse_entry(lay, env, int(np.flatnonzero(outside)[0]), outs,
-                      f"{q.value} is outside the {n} values of the permutation {q.array}")
-    if q.descending is None:
-        perm[:] = np.arange(n)
-    else:
-        counts = np.bincount(at, minlength=n)
-        window = np.arange(n) // (q.window or max(n, 1))
-        perm[:] = np.lexsort((-counts if q.descending else counts, window))
-    inverse = np.empty(n, np.int64)
-    inverse[perm] = np.arange(n)
-    arrays.flat[q.inverse], arrays.dims[q.inverse] = inverse, (n,)
-
-
-def _solve(part: PartWrite, env: Env, outs: list[str], arrays: _Arrays) -> None:
-    lay = arrays.layout
-    for s in part.solved:
-        value = vec(s.value, env, arrays)
-        value = np.broadcast_to(np.asarray(value, np.int64), env[outs[0]].shape if outs else ())
-        if s.divisor != 1:
-            bad = np.flatnonzero(value % s.divisor)
-            if bad.size:
-                _refuse_entry(lay, env, int(bad[0]), outs,
-                              f"{s.atom} = ({s.value}) / {s.divisor} is not an integer")
-            value = value // s.divisor
-        env[str(s.atom)] = value
-
-
-def _place(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
-           lay: Layout) -> None:
-    """The position of every entry at layout index ``p`` and the arrays bounding it."""
-    outs = list(lay.relation.out_vars or ())
-    n = len(env[outs[0]])
-    groups = [env[g] for g in p.group]
-    given = [_block_key(p.inner, groups, env, arrays, n)] if p.inner and p.inner.free \
-        else [env[str(k)] for k in p.keys]
-    keys = [-key if down else key for key, down in zip(given, p.descending)]
-    if p.start is Start.RANK:
-        if p.inner is not None and p.inner.free is None:      # spread over the run's slots
-            groups = groups + [np.broadcast_to(vec(p.inner.offset, env, arrays), (n,))]
-        rank = _ranks(groups, keys, n)[0]
-        env[p.index] = rank
-        _rank_bound(p, env, scalars, arrays, lay, rank)
-        return
-    assert p.lower is not None
-    if p.start is Start.NESTED:
-        _place_nested(p, env, scalars, arrays, lay, keys)
-        return
-    starts = arrays.allocate(p.lower.name, scalars)
-    if p.start is Start.POINTER:     # its rows (all dimensions but the last) in turn
-        width = arrays.dims[p.lower.name][-1]
-        size = len(starts) // max(width, 1) * (width - 1)
-        if width < 1:
-            raise layout_error(lay, f"layout {lay.name}: the pointer array {p.lower.name} has "
-                               "no entries here (its declared extents give 0); it holds one "
-                               "more entry than the groups it bounds", p.lower.name)
-        first = arrays.offset(p.lower.name, [vec(x, env, arrays) for x in p.lower.args[:-1]]
-                              + [0])
-        last = vec(p.lower.args[-1], env, arrays)
-        at = np.broadcast_to(np.where((first >= 0) & (last >= 0) & (last < width - 1),
-                                      first // width * (width - 1) + last, -1), (n,))
-    else:
-        size = len(starts)
-        at = arrays.offset(p.lower.name, [vec(x, env, arrays) for x in p.lower.args])
-        at = np.broadcast_to(at, (n,))
-    if n and (at.min() < 0 or at.max() >= size):
-        bad = int(np.flatnonzero((at < 0) | (at >= size))[0])
-        _refuse_entry(lay, env, bad, outs, f"{p.lower} is outside {p.lower.name}'s {size} "
-                      "groups")
-    if p.run is None:
-        rank, first_of_key, _ = _ranks([at], keys, n)
-        counts = np.bincount(at[first_of_key], minlength=size)[:size] if n \
-            else np.zeros(size, np.int64)
-    else:
-        counts, rank = _run_slots(p, p.run, env, scalars, arrays, at, size)
-    begin = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    if p.start is Start.POINTER:     # a row's last pointer: where the next row starts
-        rows = np.arange(len(starts) // width)[:, None] * (width - 1)
-        starts[:] = begin[(rows + np.arange(width)).reshape(-1)]
-    else:
-        starts[:] = begin[:-1]
-        end = _single_name(p.upper)
-        ends = arrays.allocate(end, scalars)
-        if ends.shape != starts.shape:
-            raise layout_error(lay, f"layout {lay.name}: {p.index} runs from {p.lower.name} to "
-                               f"{end}, whose extents differ ({starts.size} and {ends.size} "
-                               "entries): a group's start and end are read at the same "
-                               "arguments", end)
-        ends[:] = begin[1:]
-    env[p.index] = begin[at] + rank if n else np.zeros(0, np.int64)
-
-
-def _block_key(run: Run, groups: list[Vec], env: Env, arrays: _Arrays, n: int) -> Vec:
-    """Per entry, which maximal run of consecutive offsets of ``run`` it lies in within its
-    group (equal along a run, increasing from one to the next): its offset less its rank."""
-    offset = np.broadcast_to(np.asarray(vec(run.offset, env, arrays), np.int64), (n,))
-    return offset - _ranks([np.broadcast_to(g, (n,)) for g in groups], [offset], n)[0]
-
-
-def _run_slots(p: Position, run: Run, env: Env, scalars: Mapping[str, int], arrays: _Arrays,
-               at: Vec, size: int) -> tuple[Vec, Vec]:
-    """A run position (:class:`~spf.front.writing.Run`): each group's number of slots (its
-    run, from its least offset to its largest, or from or to the end the relation pins) and
-    each entry's slot in its group; the array the run leaves free set per group."""
-    lay, outs = arrays.layout, list(arrays.layout.relation.out_vars or ())
-    n = len(at)
-    off = np.broadcast_to(np.asarray(vec(run.offset, env, arrays), np.int64), at.shape)
-    lo = np.full(size, np.iinfo(np.int64).max)
-    hi = np.full(size, np.iinfo(np.int64).min)
-    np.minimum.at(lo, at, off)
-    np.maximum.at(hi, at, off)
-    held = np.bincount(at, minlength=size)[:size] > 0
-    if run.free is None:        # the relation pins the run's end (offset -1) or start (0)
-        bad = off > -1 if run.at_end else off < 0
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            bound = f"{p.index} < {run.anchor}" if run.at_end else f"{run.anchor} <= {p.index}"
-            _refuse_entry(lay, env, k, outs, f"its relation puts it at {p.index} = {run.anchor}"
-                          f" + ({run.offset}) = {run.anchor} + {off[k]}, but requires {bound}")
-        (hi if run.at_end else lo)[held] = -1 if run.at_end else 0
-    else:                       # the free array moves each group's run onto its entries
-        chosen = np.where(held, (-1 - hi) if run.at_end else -lo, 0) * run.sign
-        free = arrays.flat.get(run.free.name)
-        if free is None:
-            free = arrays.allocate(run.free.name, scalars)
-        where = arrays.offset(run.free.name, [vec(x, env, arrays) for x in run.free.args])
-        _store(lay, free, np.broadcast_to(where, at.shape), chosen[at], run.free.name, env,
-               outs)
-    counts = np.where(held, hi - lo + 1, 0)
-    if p.tight and n:           # what is read at it has no value marking an unused slot
-        short = np.flatnonzero(counts > np.bincount(at, minlength=size)[:size])
-        if short.size:
-            k = int(np.flatnonzero(at == short[0])[0])
-            _refuse_entry(lay, env, k, outs, f"its group's run at {p.index} would have a slot "
-                          "without an entry, and nothing in the relation marks an unused "
-                          "slot of what is read there")
-    return counts, off - lo[at] if at.size else np.zeros(0, np.int64)
-
-
-def _place_nested(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
-                  lay: Layout, keys: list[Vec]) -> None:
-    """``O(a) + P(a, b) <= p < O(a) + P(a, b + 1)``: ``P(a, :)`` the prefix sums of the groups'
-    sizes within ``a`` (from 0), ``O`` the prefix sums of the outer groups' sizes."""
-    assert p.lower is not None and p.outer is not None
-    outs = list(lay.relation.out_vars or ())
-    inner = arrays.allocate(p.lower.name, scalars)
-    rows, width = arrays.dims[p.lower.name]
-    n = len(keys[0])
-    args = [np.broadcast_to(vec(x, env, arrays), (n,)) for x in p.lower.args]
-    at = arrays.offset(p.lower.name, args)
-    after = arrays.offset(p.lower.name, [args[0], args[1] + 1])
-    bad = np.flatnonzero((at < 0) | (after < 0))
-    if bad.size:
-        _refuse_entry(lay, env, int(bad[0]), outs, f"{p.lower} is outside {p.lower.name}'s "
-                      f"{rows} x {width} pointers")
-    rank, first_of_key, _ = _ranks([at], keys, n)
-    counts = np.bincount(at[first_of_key], minlength=rows * width).reshape(rows, width) \
-        if n else np.zeros((rows, width), np.int64)
-    local = np.zeros((rows, width), np.int64)
-    local[:, 1:] = np.cumsum(counts[:, :-1], axis=1)
-    inner[:] = local.reshape(-1)
-    outer = arrays.allocate(p.outer.name, scalars)
-    if len(outer) not in (rows, rows + 1):
-        raise ArgumentError(f"{lay.name}: {p.outer.name} has {len(outer)} entries, "
-                            f"{p.lower.name} {rows} rows; pointers over two levels need "
-                            f"{rows} or {rows + 1}")
-    begin = np.concatenate([[0], np.cumsum(local[:, -1])]).astype(np.int64)
-    outer[:] = begin[:len(outer)]
-    env[p.index] = begin[args[0]] + local.reshape(-1)[at] + rank if n \
-        else np.zeros(0, np.int64)
-
-
-def _derive(lay: Layout, arrays: _Arrays, scalars: dict[str, int]) -> None:
-    """Derived fields whose source is written (or sources whose field is), once."""
-    for d in lay.derived.values():
-        if d.source in arrays.flat and d.field not in arrays.flat:
-            _fill_derived(lay, arrays, scalars, d.field, d.compute(arrays.flat[d.source]),
-                          f"{d.field} = {d.text()}")
-        elif d.field in arrays.flat and d.source not in arrays.flat:
-            source = d.invert(arrays.flat[d.field])
-            if source is None:
-                raise layout_error(lay, f"layout {lay.name}: the pointers written into "
-                                   f"{d.field} are not {d.text()} of any {d.source}", d.field)
-            _fill_derived(lay, arrays, scalars, d.source, source, f"{d.source}, from which "
-                          f"{d.field} = {d.text()}")
-
-
-def _fill_derived(lay: Layout, arrays: _Arrays, scalars: dict[str, int], name: str,
-                  values: np.ndarray, what: str) -> None:
-    """``name`` allocated by its declared extents and set to ``values``; SpecError at its
-    declaration when the extents and the derivation disagree on its length."""
-    arr = arrays.allocate(name, scalars)
-    if len(arr) != len(values):
-        raise layout_error(lay, f"layout {lay.name}: {what} has {len(values)} entries here, but "
-                           f"its declared extents give it {len(arr)}", name)
-    arr[:] = values
-
-
-def _sized(plan: WritePlan, env: Env, arrays: _Arrays, scalars: dict[str, int]) -> None:
-    """Scalar fields that only size arrays: the largest subscript written there, plus one."""
-    lay = plan.layout
-    for field in plan.sized:
-        size = 0
-        for name, spec in lay.fields.items():
-            for k, d in enumerate(spec.dims):
-                if not (isinstance(d, ie.Name) and d.name == field):
-                    continue
-                if name == lay.value.array:
-                    at = _ie_vec(lay.value.subscripts[k], {**scalars, **env}, arrays)
-                else:
-                    call = next((s.atom for s in plan.first.solved
-                                 if isinstance(s.atom, UFCall) and s.atom.name == name), None)
-                    if call is None:
-                        continue
-                    at = vec(call.args[k], env, arrays)
-                at = np.asarray(at)
-                if at.size:
-                    size = max(size, int(at.max()) + 1)
-        scalars[field] = size
-
-
-def _single_name(a: Aff) -> str:
-    atom = a.terms[0][0]
-    return atom.name if isinstance(atom, UFCall) else str(atom)
-
-
-def _ranks(groups: list[Vec], keys: list[Vec], n: int) -> tuple[Vec, Vec, Vec]:
-    """Per entry: the rank of its key within its group; the entries first with their key;
-    each entry's group number."""
-    if n == 0:
-        empty = np.zeros(0, np.int64)
-        return empty, empty.astype(np.intp), empty
-    packed = _packed(groups, keys)
-    if packed is None:
-        order = np.lexsort((groups + keys)[::-1])
-        new_key = _changes(groups + keys, order)
-        new_group = _changes(groups, order)
-    else:
-        key, span = packed          # stable sort: linear on entries already in order
-        order = np.argsort(key, kind="stable")
-        sorted_key = key[order]
-        new_key = np.ones(n, bool)
-        new_key[1:] = sorted_key[1:] != sorted_key[:-1]
-        group = sorted_key // span
-        new_group = np.ones(n, bool)
-        new_group[1:] = group[1:] != group[:-1]
-    key_id = np.cumsum(new_key) - 1
-    group_start = np.maximum.accumulate(np.where(new_group, key_id, 0))
-    rank = np.empty(n, np.int64)
-    rank[order] = key_id - group_start
-    group_id = np.empty(n, np.int64)
-    group_id[order] = np.cumsum(new_group) - 1
-    return rank, order[new_key], group_id
-
-
-def _packed(groups: list[Vec], keys: list[Vec]) -> tuple[Vec, int] | None:
-    """The columns as one int64 (group columns most significant) and the span of the key
-    part, or None when their ranges do not fit 62 bits."""
-    total, key, span = 1, np.zeros(len(keys[0]), np.int64), 1
-    for k, c in enumerate(groups + keys):
-        lo, hi = int(c.min()), int(c.max())
-        width = hi - lo + 1
-        total *= width
-        if total >= 1 << 62:
-            return None
-        key = key * width + (c - lo)
-        if k >= len(groups):
-            span *= width
-    return key, span
-
-
 def _changes(cols: list[Vec], order: Vec) -> Vec:
     """Where the sorted columns change (the first entry included)."""
     out = np.zeros(len(order), bool)
@@ -662,66 +205,122 @@ def _changes(cols: list[Vec], order: Vec) -> Vec:
     return out
 
 
-def _rank_bound(p: Position, env: Env, scalars: dict[str, int], arrays: _Arrays,
-                lay: Layout, rank: Vec) -> None:
-    """The upper bound of a RANK position: checked (a constant, a given scalar), or set to
-    the largest group (a scalar field) or to each group's size (an array)."""
-    largest = int(rank.max()) + 1 if rank.size else 0
-    for field in p.also:
-        scalars[field] = largest
-    name = p.upper.as_name()
-    call = next((a for a, _ in p.upper.terms if isinstance(a, UFCall)), None) \
-        if len(p.upper.terms) == 1 and not p.upper.const else None
-    if call is not None and name is None:
-        bound = arrays.allocate(call.name, scalars)
-        off = arrays.offset(call.name, [vec(x, env, arrays) for x in call.args])
-        if rank.size:
-            np.maximum.at(bound, off, rank + 1)
-        return
-    if name is not None and name not in scalars:
-        scalars[name] = largest
-        return
-    limit = p.upper.evaluate(scalars)
-    if largest > limit:
-        bad = int(np.argmax(rank))
-        _refuse_entry(lay, env, bad, list(lay.relation.out_vars or ()),
-                      f"its group has more than {p.upper} = {limit} entries "
-                      f"(layout index {p.index})")
+@dataclass(frozen=True)
+class _Library:
+    """A layout's compiled writer (:mod:`spf.store`)."""
+
+    source: WriterSource
+    text: str
+    fn: Any
 
 
-def _store(lay: Layout, arr: np.ndarray, off: Vec, value: Vec, name: str, env: Env,
-           outs: list[str]) -> None:
-    if off.size and off.min() < 0:
-        _refuse_entry(lay, env, int(np.flatnonzero(off < 0)[0]), outs,
-                      f"it would be written outside {name}")
-    arr[off] = value
+@cache
+def _library(layout: Layout) -> _Library:
+    src = writer_source(write_plan(layout), "spf_write")
+    typing = Typing((), layout.value_type, layout.value_type)
+    text = render_file([f"Generated by spf: entries written into {layout.name}", "",
+                        *src.header()], set(), [layout], src.signature, list(src.body),
+                       runtimes={"store.c"}, before=c_enum(), typing=typing)
+    fn = getattr(build.load_library(str(build.build_library(text))), src.name)
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 3 \
+        + [ctypes.c_int, ctypes.c_int64]
+    return _Library(src, text, fn)
 
 
-def _store_values(lay: Layout, data: np.ndarray, off: Vec, values: np.ndarray, env: Env,
-                  outs: list[str]) -> None:
-    off = np.broadcast_to(off, values.shape)
-    if off.size and off.min() < 0:
-        _refuse_entry(lay, env, int(np.flatnonzero(off < 0)[0]), outs,
-                      f"its value would be written outside {lay.value.array}")
-    uniq, counts = np.unique(off, return_counts=True)
-    if (counts > 1).any():
-        twice = uniq[counts > 1][0]
-        a, b = np.flatnonzero(off == twice)[:2]
-        raise ArgumentError(f"{lay.name} cannot hold both entries {_at(env, a, outs)} and "
-                            f"{_at(env, b, outs)}: they would share the value slot "
-                            f"{lay.value.array}[{twice}]")
-    data[off] = values
+def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
+          values: np.ndarray, allow_padding: bool = True
+          ) -> tuple[dict[str, Any], int]:
+    """The fields of a tensor of ``shape`` in ``plan.layout`` holding the entries, written by
+    the layout's generated writer, and how many value slots it stores (entries plus padding);
+    without ``allow_padding``, more than 3 padding slots per entry is refused before anything
+    that large is allocated."""
+    lay = plan.layout
+    check_shape(lay, shape)
+    lib = _library(lay)
+    src = lib.source
+    width = np.dtype(lay.index_type)
+    n = len(values)
+    g = []
+    for k, c in enumerate(coords):
+        c = np.asarray(c)
+        if c.size and (int(c.min()) < np.iinfo(width).min or int(c.max()) > np.iinfo(width).max):
+            raise ArgumentError(f"{lay.name}: coordinate {k} of the entries holds values beyond "
+                                f"{lay.index_type}" + wider_hint(lay.index_type))
+        g.append(np.ascontiguousarray(c, width))
+    ptrs = (ctypes.c_void_p * max(len(g), 1))(*[build.address(x) for x in g])
+    vals = np.ascontiguousarray(values, lay.value_type.dtype)
+    extents = np.array(shape, np.int64)
+    err, sizes = buffers(src)
+    struct = build.struct_type(lay)()
+    status = lib.fn(ctypes.addressof(struct), build.address(err), build.address(sizes), n,
+                    ctypes.addressof(ptrs), build.address(vals), build.address(extents),
+                    int(allow_padding), byte_limit())
+    fields, _ = finished(src, status, err, struct, sizes)
+    return fields, int(np.asarray(fields[lay.value.array]).size)
 
 
-def _check(conj: Sequence[Constraint], lay: Layout, env: Env, arrays: _Arrays,
-           scalars: Mapping[str, int], outs: list[str]) -> None:
-    """Every constraint of the written part holds at every entry."""
-    full: Env = {**scalars, **env}
-    n = len(env[outs[0]]) if outs else 1
-    for c in conj:
-        ok = _holds(c, full, arrays, n)
-        if not ok.all():
-            _refuse(lay, env, int(np.flatnonzero(~ok)[0]), outs, c.aff, c.is_eq)
+def buffers(src: WriterSource) -> tuple[np.ndarray, np.ndarray]:
+    """What a writer reports into: ``spf_err`` and ``spf_sizes``."""
+    return (np.zeros(src.err_size, np.int64),
+            np.zeros(sum(r for _, r in src.arrays) + 1, np.int64))
+
+
+def finished(src: WriterSource, status: int, err: np.ndarray, struct: ctypes.Structure,
+             sizes: np.ndarray) -> tuple[dict[str, Any], int]:
+    """The fields a writer returned in ``struct`` and its entry count; its error, if any."""
+    if status == Status.OUT_OF_MEMORY:
+        raise OutOfMemoryError(f"writing entries into {src.layout.name}: its C code could not "
+                               "allocate (malloc returned NULL): out of memory")
+    if status == Status.REFUSED:
+        _refused(src, err)
+    if status != Status.OK:
+        raise ArgumentError(f"writing entries into {src.layout.name}: its C code returned "
+                            f"status {status}")
+    return _taken_over(src.layout, src, struct, sizes), int(sizes[-1])
+
+
+def _refused(src: WriterSource, err: np.ndarray) -> NoReturn:
+    """The error ``spf_err`` describes."""
+    order = src.layout.order
+    refusal = src.refusals[int(err[0])]
+    at = tuple(int(x) for x in err[1:1 + order])
+    other = tuple(int(x) for x in err[4 + order:4 + 2 * order])
+    x = {f"x{k}": int(err[1 + order + k]) for k in range(3)}
+    if refusal.memory is not None:      # the limit's own error, naming the array
+        reserve(x["x0"], f"{src.layout.name}'s {refusal.memory}")
+    text = refusal.text.format(at=at, other=other, **x)
+    if refusal.spec is not None:
+        raise layout_error(src.layout, text, refusal.spec)
+    raise ArgumentError(text)
+
+
+def _taken_over(lay: Layout, src: WriterSource, struct: ctypes.Structure, dims: np.ndarray
+                ) -> dict[str, Any]:
+    """The fields the writer set in ``struct``: its arrays owned by numpy from now on (freed
+    with the last view)."""
+    fields: dict[str, Any] = {f: int(getattr(struct, f)) for f, spec in lay.fields.items()
+                              if not spec.is_array}
+    k = 0
+    for name, rank in src.arrays:
+        shape = tuple(int(d) for d in dims[k:k + rank])
+        k += rank
+        dtype = lay.value_type.dtype if name == lay.value.array else np.dtype(lay.dtype_of(name))
+        fields[name] = _owned(getattr(struct, name), shape, dtype)
+    return fields
+
+
+_free = ctypes.CDLL(None).free
+_free.argtypes = [ctypes.c_void_p]
+
+
+def _owned(address: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An array over ``address`` (malloc'd by generated C) that frees it with its last
+    view."""
+    size = math.prod(shape)
+    buf = (ctypes.c_char * max(size * np.dtype(dtype).itemsize, 1)).from_address(address)
+    weakref.finalize(buf, _free, address)
+    return np.frombuffer(buf, dtype, count=size).reshape(shape)
 
 
 def refuse_excluded(lay: Layout, shape: tuple[int, ...], coords: Sequence[np.ndarray]) -> None:
@@ -732,9 +331,26 @@ def refuse_excluded(lay: Layout, shape: tuple[int, ...], coords: Sequence[np.nda
     if not filters:
         return
     outs = list(lay.relation.out_vars or ())
-    env: Env = {g: np.asarray(c, np.int64) for g, c in zip(outs, coords)}
-    full: Env = {**_shape_scalars(lay, shape), **env}
-    _check(filters, lay, full, _Arrays(lay), {}, outs)
+    env: dict[str, Any] = {**_shape_scalars(lay, shape),
+                           **{g: np.asarray(c, np.int64) for g, c in zip(outs, coords)}}
+    n = len(coords[0]) if len(coords) else 0
+    for c in filters:
+        ok = np.broadcast_to(np.asarray(_vec(c.aff, env) == 0 if c.is_eq
+                                        else _vec(c.aff, env) >= 0), (n,))
+        if not ok.all():
+            k = int(np.flatnonzero(~ok)[0])
+            raise ArgumentError(f"entry {tuple(int(env[g][k]) for g in outs)} cannot be stored "
+                                f"in {lay.name}: its relation requires {format_constraint(c)}")
+
+
+def _vec(a: Aff, env: Mapping[str, Any]) -> Any:
+    """``a`` per entry, over logical coordinates and scalars (and floor divisions)."""
+    total: Any = np.int64(a.const)
+    for atom, k in a.terms:
+        value = np.floor_divide(_vec(atom.num, env), atom.den) \
+            if isinstance(atom, FloorDiv) else env[str(atom)]
+        total = total + np.int64(k) * value
+    return total
 
 
 def check_shape(lay: Layout, shape: tuple[int, ...]) -> dict[str, int]:
@@ -757,41 +373,5 @@ def check_shape(lay: Layout, shape: tuple[int, ...]) -> dict[str, int]:
 def _shape_scalars(lay: Layout, shape: tuple[int, ...]) -> dict[str, int]:
     """The scalar fields the shape names, at ``shape``."""
     return {name: n for e, n in zip(lay.shape, shape) if (name := e.as_name()) is not None}
-
-
-def _holds(c: Constraint, env: Env, arrays: _Arrays, n: int) -> Vec:
-    value = np.asarray(vec(c.aff, env, arrays))
-    return np.broadcast_to(value == 0 if c.is_eq else value >= 0, (n,))
-
-
-def _range(a: Aff, extents: Mapping[str, int], arrays: _Arrays) -> tuple[int, int]:
-    """Interval of ``a`` (over logical coordinates and inverse permutations) over the
-    shape."""
-    lo = hi = a.const
-    for atom, k in a.terms:
-        if isinstance(atom, FloorDiv):
-            nlo, nhi = _range(atom.num, extents, arrays)
-            alo, ahi = nlo // atom.den, nhi // atom.den
-        elif isinstance(atom, UFCall):          # perm⁻¹(g): a position of the permutation
-            alo, ahi = 0, arrays.dims[atom.name][0] - 1
-        else:
-            alo, ahi = 0, extents[str(atom)] - 1
-        lo, hi = (lo + k * ahi, hi + k * alo) if k < 0 else (lo + k * alo, hi + k * ahi)
-    return lo, hi
-
-
-def _at(env: Env, k: int, outs: list[str]) -> tuple[int, ...]:
-    return tuple(int(env[g][k]) for g in outs)
-
-
-def _refuse_entry(lay: Layout, env: Env, k: int, outs: list[str], why: str) -> None:
-    raise ArgumentError(f"entry {_at(env, k, outs)} cannot be written into {lay.name}: {why}")
-
-
-def _refuse(lay: Layout, env: Env, k: int, outs: list[str], aff: Aff,
-            is_eq: bool = False) -> None:
-    shown = format_constraint(Constraint(aff, is_eq))
-    raise ArgumentError(f"entry {_at(env, k, outs)} cannot be stored in {lay.name}: its "
-                        f"relation requires {shown}")
 
 

@@ -560,6 +560,7 @@ static inline int spf_kernel_append(spf_kernel_cursor *restrict c, spf_SV *restr
 static void spf_kernel_finish(const spf_kernel_cursor *restrict c, spf_SV *restrict out, int64_t *restrict size)
 {
     size[0] = c->next0;
+    (void)out;   /* no pointers to fill */
 }
 
 /* The number of statement instances: an upper bound on the output's entries, which sizes its

@@ -1,0 +1,897 @@
+"""A layout's :class:`~spf.front.writing.WritePlan` lowered to one C function.
+
+``<name>(B, spf_err, spf_sizes, n, g, v, shape, allow_padding)`` writes the ``n`` entries
+(coordinates ``g[k][e]``, no coordinate twice, values ``v[e]``) of a tensor of ``shape`` into
+``*B``: it allocates every array of ``B`` with ``malloc`` (the caller frees them with
+``free``), sets every scalar field, and returns 0; or a status (:class:`~spf.back.status.Status`)
+with ``B`` untouched: ``SPF_OUT_OF_MEMORY``, or ``SPF_REFUSED`` when an entry cannot be
+written (``spf_err``: the refusal's number, the entry's coordinates, up to three numbers and
+another entry's coordinates; the file's header lists the refusals).  ``spf_sizes`` (or NULL)
+receives the extents of each array, in declaration order, then the number of entries written;
+an array over ``spf_max_bytes`` (when positive) is refused before it is allocated.
+
+The passes follow the plan (see :mod:`spf.front.writing`): the part's share of the entries;
+permutations chosen by entry counts; the solved atoms per entry; the extents of coordinate
+indices; each position index in layout order (ranks of its keys within its group by a stable
+sort, which is skipped where the entries already arrive in key order; counts and prefix sums
+into its pointer arrays; runs; derived fields); scalar fields that size arrays or that a
+``linear`` property pins; the padding check; then every index array, marker and the values are
+stored, and every constraint of the part is checked per entry.  Index arrays are built in
+int64 and narrowed into the layout's widths, each value checked.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..back import ctree as t
+from ..back.c_printer import CPrinter
+from ..back.names import field_ctype, struct_name, struct_typedef
+from ..back.status import Status, c_enum, c_name
+from ..back.templates import text as template_text
+from ..errors import SpecError
+from ..front import index_expr as ie
+from ..front.layout import Layout
+from ..front.layout_file import layout_error
+from ..front.storage import storage_or_none
+from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
+from ..front.writing import Marker, PartWrite, Permuted, Position, Run, Start, WritePlan
+
+E = "e"                         # the entry index of every per-entry loop
+_WIDTH_MAX = {"int8_t": 127, "int16_t": 32767, "int32_t": 2 ** 31 - 1, "int64_t": 2 ** 63 - 1}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One way the written entries can be refused: ``text`` formatted with ``at`` (the entry's
+    coordinates), ``x0``..``x2`` (numbers the C reports) and ``other`` (another entry);
+    ``spec``: the field of the layout file at fault (SpecError), else None: the entries are
+    (ArgumentError)."""
+
+    text: str
+    spec: str | None = None         # the layout field a fault of the layout file is blamed on
+    memory: str | None = None       # the array over the byte limit (x0: its bytes)
+
+
+@dataclass(frozen=True)
+class WriterSource:
+    """The C writing entries into ``layout``: the function ``name`` (:attr:`definition`) and
+    what its statuses mean."""
+
+    layout: Layout
+    name: str
+    signature: str
+    body: tuple[t.Node, ...]
+    refusals: tuple[Refusal, ...]
+    arrays: tuple[tuple[str, int], ...]     # array fields in declaration order, their ranks
+
+    @property
+    def definition(self) -> str:
+        """The function as C text."""
+        return CPrinter().definitions([t.Function(self.signature, list(self.body),
+                                                  f"Entries written into {self.layout.name} "
+                                                  "(spf.store).")])
+
+    @property
+    def err_size(self) -> int:
+        return 4 + 2 * self.layout.order
+
+    def header(self) -> list[str]:
+        """The file header's lines: what the function does and its refusals."""
+        lines = [f"{self.name}: entries written into {self.layout.name} as its relation solves "
+                 "for each entry's place (spf.store); every array of B is malloc'd here",
+                 "  (the caller frees them), every scalar field set.  Returns 0, "
+                 f"{c_name(Status.OUT_OF_MEMORY)}, or {c_name(Status.REFUSED)} with spf_err = "
+                 "{refusal, entry coordinates, x0, x1, x2, other entry}:"]
+        lines += [f"  {k}: {r.text}" for k, r in enumerate(self.refusals)]
+        return lines
+
+
+def c_ident(name: str) -> str:
+    """``name`` as a C identifier (characters outside [A-Za-z0-9_] spelled by code point)."""
+    return re.sub(r"[^A-Za-z0-9_]", lambda m: f"_u{ord(m.group()):x}_", name)
+
+
+def writer_source(plan: WritePlan, name: str) -> WriterSource:
+    """The C function writing entries into ``plan.layout`` (see the module docstring)."""
+    w = _Writer(plan, name)
+    body = w.lower()
+    lay = plan.layout
+    signature = (f"int {name}({struct_name(lay)} *restrict B, int64_t *restrict spf_err, "
+                 "int64_t *restrict spf_sizes, int64_t spf_n, "
+                 "const spf_index_t *const *spf_g, const spf_value_t *restrict spf_v, "
+                 "const int64_t *restrict spf_shape, int spf_allow_padding, "
+                 "int64_t spf_max_bytes)")
+    arrays = tuple((f, len(spec.dims)) for f, spec in lay.fields.items() if spec.is_array)
+    return WriterSource(lay, name, signature, tuple(body), tuple(w.refusals), arrays)
+
+
+def writer_file(plan: WritePlan, name: str, before: str = "") -> tuple[WriterSource, str]:
+    """The writer's definitions as a block of a C file: the store primitives, the layout's
+    struct and the function (``before``: text that already defines the struct)."""
+    src = writer_source(plan, name)
+    struct = "" if struct_name(plan.layout) in before else struct_typedef(plan.layout) + "\n\n"
+    return src, (c_enum() + "\n\n" + template_text("store.c").rstrip() + "\n\n" + struct
+                 + src.definition)
+
+
+class _Writer:
+    """Builds the write function's body pass by pass (the order of
+    :func:`spf.runtime.writer.write`, which this replaces)."""
+
+    def __init__(self, plan: WritePlan, name: str):
+        self.plan, self.lay, self.name = plan, plan.layout, name
+        self.part: PartWrite = plan.first
+        self.outs = list(self.lay.relation.out_vars or ())
+        self.b = t.Builder()
+        self.refusals: list[Refusal] = []
+        self.env: dict[str, str] = {}           # per-entry names -> their int64 vector
+        self.arrays: dict[str, tuple[str, list[str]]] = {}    # field -> (C var, dim vars)
+        self.known: set[str] = set()            # scalar fields set so far
+        self.owned: list[str] = []              # vectors freed at the end
+        self.decls: list[t.Node] = []
+        self.temp = 0
+        self.final = False          # names read as the fields hold them (the checks)
+
+    # ---- names and expressions ----------------------------------------------------------
+    def fresh(self, what: str) -> str:
+        self.temp += 1
+        return f"spf_{c_ident(what)}_{self.temp}"
+
+    def vector(self, what: str, size: str = "n", fill: str | None = None) -> str:
+        """A new int64 vector (freed at the end)."""
+        var = self.fresh(what)
+        self.decls.append(t.Declare("int64_t *", var, "NULL"))
+        init = f"spf_st_filled({size}, {fill})" if fill is not None else f"spf_st_vector({size})"
+        self.b.add(t.Assign(var, init))
+        self.oom_check(var)
+        self.owned.append(var)
+        return var
+
+    def oom_check(self, var: str) -> None:
+        self.b.add(t.If(f"!{var}", [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)),
+                                    t.Goto("spf_done")], braces=True))
+
+    def scalar(self, name: str) -> str:
+        return f"f_{c_ident(name)}"
+
+    def name_text(self, name: str) -> str:
+        if self.final and name in self.known:       # a scalar field solved per entry too
+            return self.scalar(name)
+        if name in self.env:
+            return f"{self.env[name]}[{E}]"
+        if name in self.lay.params:
+            return f"INT64_C({self.lay.params[name]})"
+        if name in self.lay.fields and not self.lay.fields[name].is_array:
+            return self.scalar(name)
+        raise SpecError(f"layout {self.lay.name}: {name} is read before the writer determines "
+                        "it", self.lay.source)
+
+    def aff(self, a: Aff) -> str:
+        """``a`` for entry ``e`` (int64)."""
+        parts = []
+        for atom, k in a.terms:
+            if isinstance(atom, str):
+                x = self.name_text(atom)
+            elif isinstance(atom, FloorDiv):
+                x = f"spf_st_fdiv({self.aff(atom.num)}, {atom.den})"
+            else:
+                x = self.read(atom)
+            parts.append(x if k == 1 else f"-{x}" if k == -1 else f"INT64_C({k}) * {x}")
+        if a.const or not parts:
+            parts.append(f"INT64_C({a.const})")
+        return "(" + " + ".join(parts) + ")"
+
+    def read(self, call: UFCall) -> str:
+        if call.name not in self.arrays:
+            raise SpecError(f"layout {self.lay.name}: {call} is read before the writer "
+                            f"determines {call.name}", self.lay.source)
+        var, _ = self.arrays[call.name]
+        return f"spf_st_read({var}, {self.offset(call.name, [self.aff(x) for x in call.args])})"
+
+    def offset(self, array: str, args: list[str]) -> str:
+        """The row-major offset of ``array[args]``, -1 outside its extents."""
+        _, dims = self.arrays[array]
+        if len(args) != len(dims):
+            raise layout_error(self.lay, f"layout {self.lay.name}: {array} is read with "
+                               f"{len(args)} arguments; it has {len(dims)} extents", array)
+        if len(args) == 1:
+            return f"spf_st_off1({args[0]}, {dims[0]})"
+        inside = " && ".join(f"{a} >= 0 && {a} < {d}" for a, d in zip(args, dims))
+        flat = args[0]
+        for a, d in zip(args[1:], dims[1:]):
+            flat = f"({flat}) * {d} + {a}"
+        return f"({inside} ? {flat} : -1)"
+
+    def ie_text(self, e: ie.IExpr, per_entry: bool = False) -> str:
+        """An index expression in C: a declared extent (over scalar fields and arrays), or
+        with ``per_entry`` a value subscript (entry ``e``'s names first)."""
+        def call(name: str, args: list[ie.IExpr]) -> str:
+            if name not in self.arrays:
+                raise KeyError(name)
+            return (f"spf_st_read({self.arrays[name][0]}, "
+                    f"{self.offset(name, [self.ie_text(a, per_entry) for a in args])})")
+
+        def name_text(name: str) -> str:
+            if per_entry and name in self.env:
+                return f"{self.env[name]}[{E}]"
+            if name in self.lay.params:
+                return f"INT64_C({self.lay.params[name]})"
+            if name not in self.known:
+                raise KeyError(name)
+            return self.scalar(name)
+        return ie.to_c_with(e, name_text, call, wide=True)
+
+    # ---- statements ---------------------------------------------------------------------
+    def each(self, *body: t.Node, count: str = "n") -> None:
+        """``for e in [0, count)``: body."""
+        self.b.add(t.For(f"int64_t {E} = 0", f"{E} < {count}", f"++{E}", list(body)))
+
+    def refuse(self, text: str, x: tuple[str, ...] = (), entry: bool = True,
+               other: str | None = None, spec: str | None = None,
+               memory: str | None = None) -> list[t.Node]:
+        """Statements refusing the write (entry ``e`` when ``entry``)."""
+        self.refusals.append(Refusal(text, spec, memory))
+        order = self.lay.order
+        out: list[t.Node] = [t.Assign("spf_err[0]", str(len(self.refusals) - 1))]
+        for k in range(order):
+            out.append(t.Assign(f"spf_err[{1 + k}]", f"{self.env[self.outs[k]]}[{E}]"
+                                if entry else "-1"))
+        for k, v in enumerate(x):
+            out.append(t.Assign(f"spf_err[{1 + order + k}]", v))
+        for k in range(order if other else 0):
+            out.append(t.Assign(f"spf_err[{4 + order + k}]", f"{self.env[self.outs[k]]}[{other}]"))
+        return out + [t.Assign("spf_status", c_name(Status.REFUSED)), t.Goto("spf_done")]
+
+    def refuse_if(self, cond: str, text: str, x: tuple[str, ...] = (), entry: bool = True,
+                  other: str | None = None, spec: str | None = None) -> t.If:
+        return t.If(cond, self.refuse(text, x, entry, other, spec))
+
+    def entry_refusal(self, why: str) -> str:
+        return f"entry {{at}} cannot be written into {self.lay.name}: {why}"
+
+    # ---- the passes -----------------------------------------------------------------------
+    def lower(self) -> list[t.Node]:
+        b, part, plan = self.b, self.part, self.plan
+        self.start()
+        self.share()
+        for q in part.permuted:
+            self.permute(q)
+        self.solve()
+        for field, value in part.extents:
+            hi = self.range_hi(value)
+            self.set_scalar(field, f"{hi} + 1 > 0 ? {hi} + 1 : 0")
+        for field in plan.emptied:
+            self.set_scalar(field, "0")
+        for p in part.positions:
+            self.place(p)
+            self.derive()
+        self.sized()
+        for pin in plan.pinned:
+            least = [f"-spf_st_fdiv(-{self.aff(bd)}, {k})" for k, bd in pin.bounds]
+            value = least[0]
+            for more in least[1:]:
+                value = f"({value}) > ({more}) ? ({value}) : ({more})"
+            self.set_scalar(pin.field, value)
+        slots = self.check_padding()
+        self.store_fields()
+        self.store_values(slots)
+        self.final = True
+        for c in part.conj:
+            self.check(c)
+        self.finish()
+        return [*self.decls, *b.root]
+
+    def start(self) -> None:
+        """The shape's scalar fields, the entry count and each coordinate as int64."""
+        lay, b = self.lay, self.b
+        b.add(t.Declare("int", "spf_status", "0"), t.Declare("int64_t", "n", "spf_n"))
+        for f, spec in lay.fields.items():
+            if not spec.is_array:
+                self.decls.append(t.Declare("int64_t", self.scalar(f), "0"))
+        for k, (extent, g) in enumerate(zip(lay.shape, self.outs)):
+            name = extent.as_name()
+            if name is None and extent.names():     # such as -numRows: no shape gives it
+                raise layout_error(lay, f"layout {lay.name}: a tensor's shape does not give "
+                                   f"{sorted(extent.names())[0]}, which its shape ("
+                                   f"{', '.join(map(str, lay.shape))}) reads (each extent is a "
+                                   "scalar field or a constant)", "shape")
+            if name is None:
+                value = extent.evaluate({})
+                b.add(self.refuse_if(f"spf_shape[{k}] != {value}", f"layout {lay.name} stores "
+                                     f"tensors of shape ({', '.join(map(str, lay.shape))}); got "
+                                     "an extent {x0} at dimension " + str(k),
+                                     (f"spf_shape[{k}]",), entry=False))
+            elif name in self.known:
+                b.add(self.refuse_if(f"{self.scalar(name)} != spf_shape[{k}]",
+                                     f"layout {lay.name} stores tensors of shape ("
+                                     f"{', '.join(map(str, lay.shape))}); the extents of its "
+                                     f"{name} differ", entry=False))
+            else:
+                self.set_scalar(name, f"spf_shape[{k}]")
+            self.decls.append(t.Declare("const spf_index_t *", f"spf_g{k}", f"spf_g[{k}]"))
+            self.env[g] = self.vector(g)
+        body: list[t.Node] = [t.Assign(f"{self.env[g]}[{E}]", f"spf_g{k}[{E}]")
+                              for k, g in enumerate(self.outs)]
+        self.each(*body)
+
+    def set_scalar(self, name: str, value: str) -> None:
+        self.b.add(t.Assign(self.scalar(name), value))
+        self.known.add(name)
+
+    def share(self) -> None:
+        """The entries the written part holds: the others are refused, or (a union) left to
+        the other parts, which the caller checks by reading the tensor back."""
+        filters = self.part.filters
+        if not filters:
+            return
+        fails = " || ".join(f"{self.aff(f)} < 0" for f in filters)
+        if not self.plan.others:
+            for f in filters:
+                shown = format_constraint(Constraint(f, False))
+                self.each(self.refuse_if(f"{self.aff(f)} < 0", f"entry {{at}} cannot be stored "
+                                         f"in {self.lay.name}: its relation requires {shown}"))
+            return
+        self.b.add(t.Comment("the entries the first part holds; the other parts give the rest"),
+                   t.Declare("int64_t", "spf_kept", "0"))
+        moves: list[t.Node] = [t.Assign(f"{v}[spf_kept]", f"{v}[{E}]") for v in self.env.values()]
+        moves.append(t.Assign("spf_keep[spf_kept++]", E))
+        self.decls.append(t.Declare("int64_t *", "spf_keep", "NULL"))
+        self.b.add(t.Assign("spf_keep", "spf_st_vector(n)"))
+        self.oom_check("spf_keep")
+        self.owned.append("spf_keep")
+        self.each(t.If(f"!({fails})", moves))
+        self.b.add(t.Assign("n", "spf_kept"))
+        self.kept = True
+
+    def permute(self, q: Permuted) -> None:
+        """``q.array``: positions ordered by the entry count of their values (within windows),
+        stably; and its inverse."""
+        perm = self.allocate(q.array)
+        size = self.arrays[q.array][1][0]
+        at = self.vector(f"{q.array}_at")
+        self.each(t.Assign(f"{at}[{E}]", self.aff(q.value)),
+                  self.refuse_if(f"{at}[{E}] < 0 || {at}[{E}] >= {size}", self.entry_refusal(
+                      f"{q.value} is outside the {{x0}} values of the permutation {q.array}"),
+                      (size,)))
+        inverse = self.fresh(q.inverse)
+        self.decls.append(t.Declare("int64_t *", inverse, "NULL"))
+        self.b.add(t.Assign(inverse, f"spf_st_vector({size})"))
+        self.oom_check(inverse)
+        self.owned.append(inverse)
+        if q.descending is None:
+            self.each(t.Assign(f"{perm}[{E}]", E), count=size)
+        else:
+            counts = self.vector(f"{q.array}_count", size, "0")
+            window = self.vector(f"{q.array}_window", size)
+            self.each(t.Assign(f"{counts}[{at}[{E}]]", "1", "+="))
+            self.each(t.Assign(f"{window}[{E}]", f"{E} / {q.window}" if q.window else "0"),
+                      count=size)
+            self.sort_into(perm, size, [(window, False), (counts, q.descending)])
+        self.each(t.Assign(f"{inverse}[{perm}[{E}]]", E), count=size)
+        self.arrays[q.inverse] = (inverse, [size])
+
+    def sort_into(self, order: str, count: str, cols: list[tuple[str, bool]]) -> None:
+        """``order`` = the stable order of ``count`` items by the columns."""
+        arr, desc = self.fresh("cols"), self.fresh("desc")
+        self.b.add(t.Block([
+            t.Declare("const int64_t *const", f"{arr}[{len(cols)}]",
+                      "{" + ", ".join(c for c, _ in cols) + "}"),
+            t.Declare("const int", f"{desc}[{len(cols)}]",
+                      "{" + ", ".join(str(int(d)) for _, d in cols) + "}"),
+            t.If(f"spf_st_order({count}, {len(cols)}, {arr}, {desc}, {order})",
+                 [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")])]))
+
+    def ranks(self, groups: list[str], keys: list[tuple[str, bool]],
+              first: str | None = None) -> str:
+        """Per entry, the rank of its key among its group's distinct keys (``first``: a uint8
+        vector marking the first entry of each distinct key)."""
+        rank = self.vector("rank")
+        cols = [(g, False) for g in groups] + keys
+        arr, desc = self.fresh("cols"), self.fresh("desc")
+        self.b.add(t.Block([
+            t.Declare("const int64_t *const", f"{arr}[{len(cols)}]",
+                      "{" + ", ".join(c for c, _ in cols) + "}"),
+            t.Declare("const int", f"{desc}[{len(cols)}]",
+                      "{" + ", ".join(str(int(d)) for _, d in cols) + "}"),
+            t.If(f"spf_st_ranks(n, {len(groups)}, {len(cols)}, {arr}, {desc}, {rank}, "
+                 f"{first or 'NULL'})",
+                 [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")])],
+            note="ranks of the keys within their groups (a stable sort, skipped when the "
+                 "entries arrive in order)"))
+        return rank
+
+    def solve(self) -> None:
+        """Each solved atom per entry (checked where it is a quotient)."""
+        for s in self.part.solved:
+            var = self.vector(str(s.atom))
+            value = self.aff(s.value)
+            body: list[t.Node] = [t.Assign(f"{var}[{E}]", value)]
+            if s.divisor != 1:
+                body = [t.Declare("const int64_t", "spf_x", value),
+                        self.refuse_if(f"spf_x % {s.divisor} != 0", self.entry_refusal(
+                            f"{s.atom} = ({s.value}) / {s.divisor} is not an integer")),
+                        t.Assign(f"{var}[{E}]", f"spf_x / {s.divisor}")]
+            self.b.add(t.Comment(f"{s.atom} = {s.value}"
+                                 + (f" / {s.divisor}" if s.divisor != 1 else "")))
+            self.each(*body)
+            self.env[str(s.atom)] = var
+
+    def range_hi(self, a: Aff) -> str:
+        """The largest value of ``a`` over the shape (logical coordinates in [0, extent),
+        inverse permutations over their positions)."""
+        return self._range(a)[1]
+
+    def _range(self, a: Aff) -> tuple[str, str]:
+        lo, hi = f"INT64_C({a.const})", f"INT64_C({a.const})"
+        for atom, k in a.terms:
+            if isinstance(atom, FloorDiv):
+                nlo, nhi = self._range(atom.num)
+                alo, ahi = f"spf_st_fdiv({nlo}, {atom.den})", f"spf_st_fdiv({nhi}, {atom.den})"
+            elif isinstance(atom, UFCall):
+                alo, ahi = "0", f"({self.arrays[atom.name][1][0]} - 1)"
+            else:
+                k_dim = self.outs.index(str(atom))
+                alo, ahi = "0", f"(spf_shape[{k_dim}] - 1)"
+            if k < 0:
+                lo, hi = f"{lo} + {k} * {ahi}", f"{hi} + {k} * {alo}"
+            else:
+                lo, hi = f"{lo} + {k} * {alo}", f"{hi} + {k} * {ahi}"
+        return f"({lo})", f"({hi})"
+
+    # ---- allocation -----------------------------------------------------------------------
+    def allocate(self, name: str, fill: int = 0) -> str:
+        """``name`` sized by its declared extents (an index array in int64, filled)."""
+        lay = self.lay
+        dims = []
+        for k, d in enumerate(lay.fields[name].dims):
+            try:
+                text = self.ie_text(d)
+            except KeyError as exc:
+                raise layout_error(lay, f"layout {lay.name}: the extent of {name} cannot be "
+                                   f"computed when it is written ({exc.args[0]} is not known "
+                                   "yet)", name) from None
+            dim = f"{self.fresh(name)}_d{k}"
+            self.decls.append(t.Declare("int64_t", dim, "0"))
+            self.b.add(t.Assign(dim, text))
+            dims.append(dim)
+        extents = ", ".join(f"{{x{k}}}" for k in range(min(len(dims), 3)))
+        self.b.add(self.refuse_if(" || ".join(f"{d} < 0" for d in dims) or "0",
+                                  f"{lay.name}: {name} would have extents ({extents})",
+                                  tuple(dims[:3]), entry=False))
+        size = " * ".join(dims) or "1"
+        var = self.fresh(name)
+        item = "sizeof(spf_value_t)" if name == lay.value.array else "sizeof(int64_t)"
+        self.b.add(t.If(f"spf_max_bytes > 0 && {size} > spf_max_bytes / (int64_t){item}",
+                        self.refuse(f"{lay.name}'s {name} would take {{x0}} bytes, over the "
+                                    "limit", (f"{size} * (int64_t){item}",), entry=False,
+                                    memory=name)))
+        if name == lay.value.array:
+            self.decls.append(t.Declare("spf_value_t *", var, "NULL"))
+            self.b.add(t.Assign(var, f"spf_st_values({size})"))
+        else:
+            self.decls.append(t.Declare("int64_t *", var, "NULL"))
+            self.b.add(t.Assign(var, f"spf_st_filled({size}, INT64_C({fill}))"))
+        self.oom_check(var)
+        self.owned.append(var)
+        self.arrays[name] = (var, dims)
+        return var
+
+    def size(self, name: str) -> str:
+        return " * ".join(self.arrays[name][1]) or "1"
+
+    # ---- positions --------------------------------------------------------------------------
+    def place(self, p: Position) -> None:
+        """The position of every entry at layout index ``p`` and the arrays bounding it."""
+        self.b.add(t.Comment(f"layout index {p.index}: the position of its keys in its group"))
+        groups = [self.env[g] for g in p.group]
+        given = [self.block_key(p.inner, groups)] if p.inner and p.inner.free \
+            else [self.env[str(k)] for k in p.keys]
+        keys = list(zip(given, p.descending))
+        if p.start is Start.RANK:
+            if p.inner is not None and p.inner.free is None:   # spread over the run's slots
+                spread = self.vector("offset")
+                self.each(t.Assign(f"{spread}[{E}]", self.aff(p.inner.offset)))
+                groups = groups + [spread]
+            rank = self.ranks(groups, keys)
+            self.env[p.index] = rank
+            self.rank_bound(p, rank)
+            return
+        if p.start is Start.NESTED:
+            self.place_nested(p, keys)
+            return
+        self.place_grouped(p, keys)
+
+    def place_grouped(self, p: Position, keys: list[tuple[str, bool]]) -> None:
+        """POINTER and RANGE positions: counts per group, prefix sums, the entry's slot."""
+        assert p.lower is not None
+        lay = self.lay
+        starts = self.allocate(p.lower.name)
+        dims = self.arrays[p.lower.name][1]
+        at = self.vector("group")
+        size = self.fresh("groups")
+        if p.start is Start.POINTER:
+            width = dims[-1]
+            self.b.add(self.refuse_if(
+                f"{width} < 1", f"layout {lay.name}: the pointer array {p.lower.name} has no "
+                "entries here (its declared extents give 0); it holds one more entry than the "
+                "groups it bounds", entry=False, spec=p.lower.name))
+            self.b.add(t.Declare("const int64_t", size,
+                                 f"{self.size(p.lower.name)} / {width} * ({width} - 1)"))
+            args = [self.aff(x) for x in p.lower.args[:-1]] + ["0"]
+            first, last = self.offset(p.lower.name, args), self.aff(p.lower.args[-1])
+            self.each(t.Declare("const int64_t", "spf_f", first),
+                      t.Declare("const int64_t", "spf_l", last),
+                      t.Assign(f"{at}[{E}]", f"spf_f >= 0 && spf_l >= 0 && spf_l < {width} - 1 "
+                               f"? spf_f / {width} * ({width} - 1) + spf_l : -1"))
+        else:
+            self.b.add(t.Declare("const int64_t", size, self.size(p.lower.name)))
+            self.each(t.Assign(f"{at}[{E}]", self.offset(
+                p.lower.name, [self.aff(x) for x in p.lower.args])))
+        self.each(self.refuse_if(f"{at}[{E}] < 0 || {at}[{E}] >= {size}", self.entry_refusal(
+            f"{p.lower} is outside {p.lower.name}'s {{x0}} groups"), (size,)))
+        counts = self.vector("count", f"{size} + 1", "0")
+        if p.run is None:
+            first = self.fresh("first")
+            self.decls.append(t.Declare("uint8_t *", first, "NULL"))
+            self.b.add(t.Assign(first, "malloc((size_t)(n > 0 ? n : 1))"))
+            self.oom_check(first)
+            self.owned.append(first)
+            rank = self.ranks([at], keys, first)
+            self.each(t.Assign(f"{counts}[{at}[{E}] + 1]", f"{first}[{E}]", "+="))
+        else:
+            rank = self.run_slots(p, p.run, at, size, counts)
+        self.each(t.Assign(f"{counts}[{E} + 1]", f"{counts}[{E}]", "+="), count=size)
+        if p.start is Start.POINTER:     # a row's last pointer: where the next row starts
+            width = dims[-1]
+            self.each(t.Assign(f"{starts}[{E}]",
+                               f"{counts}[{E} / {width} * ({width} - 1) + {E} % {width}]"),
+                      count=self.size(p.lower.name))
+        else:
+            end = _single_name(p.upper)
+            ends = self.allocate(end)
+            self.b.add(self.refuse_if(
+                f"{self.size(end)} != {size}", f"layout {lay.name}: {p.index} runs from "
+                f"{p.lower.name} to {end}, whose extents differ ({{x0}} and {{x1}} entries): a "
+                "group's start and end are read at the same arguments", (size, self.size(end)),
+                entry=False, spec=end))
+            self.each(t.Assign(f"{starts}[{E}]", f"{counts}[{E}]"),
+                      t.Assign(f"{ends}[{E}]", f"{counts}[{E} + 1]"), count=size)
+        pos = self.vector(p.index)
+        self.each(t.Assign(f"{pos}[{E}]", f"{counts}[{at}[{E}]] + {rank}[{E}]"))
+        self.env[p.index] = pos
+
+    def block_key(self, run: Run, groups: list[str]) -> str:
+        """Per entry, which maximal run of consecutive offsets it lies in within its group:
+        its offset less its rank."""
+        offset = self.vector("offset")
+        self.each(t.Assign(f"{offset}[{E}]", self.aff(run.offset)))
+        rank = self.ranks(groups, [(offset, False)])
+        self.each(t.Assign(f"{rank}[{E}]", f"{offset}[{E}] - {rank}[{E}]"))
+        return rank
+
+    def run_slots(self, p: Position, run: Run, at: str, size: str, counts: str) -> str:
+        """A run position: each group's slot count (into ``counts[g + 1]``) and each entry's
+        slot in its group; the array the run leaves free set per group."""
+        off = self.vector("offset")
+        lo = self.vector("lo", size, "INT64_MAX")
+        hi = self.vector("hi", size, "INT64_MIN")
+        held = self.vector("held", size, "0")
+        self.each(t.Assign(f"{off}[{E}]", self.aff(run.offset)),
+                  t.Declare("const int64_t", "spf_a", f"{at}[{E}]"),
+                  t.If(f"{off}[{E}] < {lo}[spf_a]", [t.Assign(f"{lo}[spf_a]", f"{off}[{E}]")]),
+                  t.If(f"{off}[{E}] > {hi}[spf_a]", [t.Assign(f"{hi}[spf_a]", f"{off}[{E}]")]),
+                  t.Assign(f"{held}[spf_a]", "1", "+="))
+        if run.free is None:        # the relation pins the run's end (offset -1) or start (0)
+            bound = f"{p.index} < {run.anchor}" if run.at_end else f"{run.anchor} <= {p.index}"
+            self.each(self.refuse_if(f"{off}[{E}] > -1" if run.at_end else f"{off}[{E}] < 0",
+                                     self.entry_refusal(
+                                         f"its relation puts it at {p.index} = {run.anchor} + "
+                                         f"({run.offset}) = {run.anchor} + {{x0}}, but requires "
+                                         f"{bound}"), (f"{off}[{E}]",)))
+            pinned = hi if run.at_end else lo
+            self.each(t.If(f"{held}[{E}]", [t.Assign(f"{pinned}[{E}]",
+                                                     "-1" if run.at_end else "0")]), count=size)
+        else:                       # the free array moves each group's run onto its entries
+            if run.free.name not in self.arrays:
+                self.allocate(run.free.name)
+            free = self.arrays[run.free.name][0]
+            chosen = f"(-1 - {hi}[spf_a])" if run.at_end else f"(-{lo}[spf_a])"
+            where = self.offset(run.free.name, [self.aff(x) for x in run.free.args])
+            self.each(t.Declare("const int64_t", "spf_a", f"{at}[{E}]"),
+                      t.Declare("const int64_t", "spf_w", where),
+                      self.refuse_if("spf_w < 0", self.entry_refusal(
+                          f"it would be written outside {run.free.name}")),
+                      t.Assign(f"{free}[spf_w]", f"{chosen} * {run.sign}"))
+        self.each(t.Assign(f"{counts}[{E} + 1]", f"{held}[{E}] ? {hi}[{E}] - {lo}[{E}] + 1 : 0"),
+                  count=size)
+        if p.tight:                 # what is read at it has no value marking an unused slot
+            self.each(self.refuse_if(
+                f"{counts}[{at}[{E}] + 1] > {held}[{at}[{E}]]", self.entry_refusal(
+                    f"its group's run at {p.index} would have a slot without an entry, and "
+                    "nothing in the relation marks an unused slot of what is read there")))
+        rank = self.vector("slot")
+        self.each(t.Assign(f"{rank}[{E}]", f"{off}[{E}] - {lo}[{at}[{E}]]"))
+        return rank
+
+    def place_nested(self, p: Position, keys: list[tuple[str, bool]]) -> None:
+        """``O(a) + P(a, b) <= p < O(a) + P(a, b + 1)``: ``P(a, :)`` the prefix sums of the
+        groups' sizes within ``a``, ``O`` the prefix sums of the outer groups' sizes."""
+        assert p.lower is not None and p.outer is not None
+        inner = self.allocate(p.lower.name)
+        rows, width = self.arrays[p.lower.name][1]
+        args = [self.aff(x) for x in p.lower.args]
+        at = self.vector("group")
+        row = self.vector("row")
+        self.each(t.Assign(f"{row}[{E}]", args[0]),
+                  t.Assign(f"{at}[{E}]", self.offset(p.lower.name, args)),
+                  self.refuse_if(f"{at}[{E}] < 0 || " + self.offset(
+                      p.lower.name, [args[0], f"{args[1]} + 1"]) + " < 0",
+                      self.entry_refusal(f"{p.lower} is outside {p.lower.name}'s {{x0}} x "
+                                         "{x1} pointers"), (rows, width)))
+        first = self.fresh("first")
+        self.decls.append(t.Declare("uint8_t *", first, "NULL"))
+        self.b.add(t.Assign(first, "malloc((size_t)(n > 0 ? n : 1))"))
+        self.oom_check(first)
+        self.owned.append(first)
+        rank = self.ranks([at], keys, first)
+        self.each(t.Assign(f"{inner}[{at}[{E}]]", f"{first}[{E}]", "+="))
+        outer = self.allocate(p.outer.name)
+        outer_n = self.size(p.outer.name)
+        self.b.add(self.refuse_if(
+            f"{outer_n} != {rows} && {outer_n} != {rows} + 1",
+            f"{self.lay.name}: {p.outer.name} has {{x0}} entries, {p.lower.name} {{x1}} rows; "
+            "pointers over two levels need {x1} or {x1} + 1", (outer_n, rows), entry=False))
+        begin = self.vector("begin", f"{rows} + 1", "0")
+        self.b.add(t.Comment("each row's prefix sums within it, and the rows'"))
+        self.b.add(t.For("int64_t r = 0", f"r < {rows}", "++r", [
+            t.Declare("int64_t", "spf_s", "0"),
+            t.For("int64_t c = 0", f"c < {width}", "++c", [
+                t.Declare("const int64_t", "spf_c", f"{inner}[r * {width} + c]"),
+                t.Assign(f"{inner}[r * {width} + c]", "spf_s"),
+                t.If(f"c < {width} - 1", [t.Assign("spf_s", "spf_c", "+=")])]),
+            t.Assign(f"{begin}[r + 1]", f"{begin}[r] + {inner}[r * {width} + {width} - 1]")]))
+        self.each(t.Assign(f"{outer}[{E}]", f"{begin}[{E}]"), count=outer_n)
+        pos = self.vector(p.index)
+        self.each(t.Assign(f"{pos}[{E}]", f"{begin}[{row}[{E}]] + {inner}[{at}[{E}]] + "
+                           f"{rank}[{E}]"))
+        self.env[p.index] = pos
+
+    def rank_bound(self, p: Position, rank: str) -> None:
+        """The upper bound of a RANK position: checked (a constant, a given scalar), or set
+        to the largest group (a scalar field) or to each group's size (an array)."""
+        largest = f"spf_st_top(n, {rank})"
+        for field in p.also:
+            self.set_scalar(field, largest)
+        name = p.upper.as_name()
+        call = next((a for a, _ in p.upper.terms if isinstance(a, UFCall)), None) \
+            if len(p.upper.terms) == 1 and not p.upper.const else None
+        if call is not None and name is None:
+            bound = self.allocate(call.name)
+            where = self.offset(call.name, [self.aff(x) for x in call.args])
+            self.each(t.Declare("const int64_t", "spf_w", where),
+                      self.refuse_if("spf_w < 0", self.entry_refusal(
+                          f"it would be written outside {call.name}")),
+                      t.If(f"{rank}[{E}] + 1 > {bound}[spf_w]",
+                           [t.Assign(f"{bound}[spf_w]", f"{rank}[{E}] + 1")]))
+            return
+        if name is not None and name not in self.known:
+            self.set_scalar(name, largest)
+            return
+        limit = self.aff(p.upper)
+        self.each(self.refuse_if(f"{rank}[{E}] >= {limit}", self.entry_refusal(
+            f"its group has more than {p.upper} = {{x0}} entries (layout index {p.index})"),
+            (limit,)))
+
+    def derive(self) -> None:
+        """Derived fields whose source is written (or sources whose field is), once."""
+        lay = self.lay
+        for d in lay.derived.values():
+            if d.source in self.arrays and d.field not in self.arrays:
+                src = self.arrays[d.source][0]
+                field = self.allocate(d.field)
+                n_src = self.size(d.source)
+                self.b.add(self.refuse_if(
+                    f"{self.size(d.field)} != {n_src} + 1",
+                    f"layout {lay.name}: {d.field} = {d.text()} has {{x0}} entries here, but "
+                    "its declared extents give it {x1}", (f"{n_src} + 1", self.size(d.field)),
+                    entry=False, spec=d.field))
+                self.b.add(t.Assign(f"{field}[0]", "0"))
+                self.each(t.Assign(f"{field}[{E} + 1]", f"{field}[{E}] + {d.scale} * "
+                                   f"{src}[{E}]"), count=n_src)
+            elif d.field in self.arrays and d.source not in self.arrays:
+                field = self.arrays[d.field][0]
+                n_field = self.size(d.field)
+                src = self.allocate(d.source)
+                self.b.add(self.refuse_if(
+                    f"{self.size(d.source)} + 1 != {n_field}",
+                    f"layout {lay.name}: {d.source}, from which {d.field} = {d.text()}, has "
+                    "{x0} entries here, but its declared extents give it {x1}",
+                    (f"{n_field} - 1", self.size(d.source)), entry=False, spec=d.source))
+                self.b.add(self.refuse_if(f"{n_field} < 1 || {field}[0] != 0",
+                                          f"layout {lay.name}: the pointers written into "
+                                          f"{d.field} are not {d.text()} of any {d.source}",
+                                          entry=False, spec=d.field))
+                self.each(self.refuse_if(f"({field}[{E} + 1] - {field}[{E}]) % {d.scale}",
+                                         f"layout {lay.name}: the pointers written into "
+                                         f"{d.field} are not {d.text()} of any {d.source}",
+                                         entry=False, spec=d.field),
+                          t.Assign(f"{src}[{E}]", f"({field}[{E} + 1] - {field}[{E}]) / "
+                                   f"{d.scale}"), count=self.size(d.source))
+
+    def sized(self) -> None:
+        """Scalar fields that only size arrays: the largest subscript written there, plus
+        one."""
+        lay = self.lay
+        for field in self.plan.sized:
+            value = self.fresh(field)
+            self.b.add(t.Declare("int64_t", value, "0"))
+            for name, spec in lay.fields.items():
+                for k, d in enumerate(spec.dims):
+                    if not (isinstance(d, ie.Name) and d.name == field):
+                        continue
+                    if name == lay.value.array:
+                        at = self.ie_text(lay.value.subscripts[k], per_entry=True)
+                    else:
+                        call = next((s.atom for s in self.part.solved
+                                     if isinstance(s.atom, UFCall) and s.atom.name == name), None)
+                        if call is None:
+                            continue
+                        at = self.aff(call.args[k])
+                    self.each(t.If(f"{at} + 1 > {value}", [t.Assign(value, f"{at} + 1")]))
+            self.set_scalar(field, value)
+
+    def check_padding(self) -> str:
+        """The value array's size, known before it is allocated: at most 4 slots per entry
+        unless padding is allowed, and at most what the index type addresses."""
+        lay = self.lay
+        dims = []
+        for d in lay.fields[lay.value.array].dims:
+            try:
+                dims.append(f"({self.ie_text(d)})")
+            except KeyError as exc:
+                raise layout_error(lay, f"layout {lay.name}: the extent of {lay.value.array} "
+                                   f"cannot be computed when it is written ({exc.args[0]} is "
+                                   "not known yet)", lay.value.array) from None
+        slots = self.fresh("slots")
+        self.b.add(t.Declare("const int64_t", slots, " * ".join(dims) or "1"))
+        top = _WIDTH_MAX["int64_t" if lay.index_type == "int64" else "int32_t"]
+        self.b.add(self.refuse_if(
+            f"{slots} > INT64_C({top})", f"{lay.name} would need {{x0}} slots, more than "
+            f"index_type={lay.index_type!r} can address{_hint(lay.index_type)}", (slots,),
+            entry=False))
+        self.b.add(self.refuse_if(
+            f"!spf_allow_padding && {slots} > 4 * (n > 1 ? n : 1) && {slots} > n",
+            f"{lay.name} would store {{x0}} entries in {{x1}} slots ({{x2}}% padding, over "
+            "75%); pass allow_padding=True to convert anyway",
+            ("n", slots, f"(int64_t)(100.0 * (1.0 - (double)n / (double){slots}) + 0.5)"),
+            entry=False))
+        return slots
+
+    def store_fields(self) -> None:
+        """The index arrays the plan solves, markers, then every other array (zeros)."""
+        fills = dict(self.part.fills)
+        for s in self.part.solved:
+            if isinstance(s.atom, UFCall) and s.atom.name not in self.arrays:
+                self.allocate(s.atom.name, fills.get(s.atom.name, 0))
+        for s in self.part.solved:
+            if isinstance(s.atom, UFCall):
+                self.store(s.atom, self.env[str(s.atom)] + f"[{E}]")
+        for m in self.part.markers:
+            self.marker(m)
+        for name, spec in self.lay.fields.items():
+            if spec.is_array and name not in self.arrays and name != self.lay.value.array:
+                self.allocate(name)
+
+    def store(self, call: UFCall, value: str) -> None:
+        var = self.arrays[call.name][0]
+        where = self.offset(call.name, [self.aff(x) for x in call.args])
+        self.b.add(t.Comment(f"{call} per entry"))
+        self.each(t.Declare("const int64_t", "spf_w", where),
+                  self.refuse_if("spf_w < 0", self.entry_refusal(
+                      f"it would be written outside {call.name}")),
+                  t.Assign(f"{var}[spf_w]", value))
+
+    def marker(self, m: Marker) -> None:
+        self.allocate(m.call.name, m.unused)
+        self.store(m.call, f"INT64_C({m.mark})")
+
+    def store_values(self, slots: str) -> None:
+        """Each value at its slot; two entries sharing a slot are refused."""
+        lay = self.lay
+        data = self.allocate(lay.value.array)
+        owner = self.vector("owner", slots, "-1")
+        subs = [self.ie_text(s, per_entry=True) for s in lay.value.subscripts]
+        where = self.offset(lay.value.array, subs)
+        values = "spf_v[spf_keep[e]]" if getattr(self, "kept", False) else f"spf_v[{E}]"
+        self.b.add(t.Comment(f"the values at {lay.value.array}"
+                             f"[{', '.join(map(ie.text, lay.value.subscripts))}]"))
+        self.each(t.Declare("const int64_t", "spf_w", where),
+                  self.refuse_if("spf_w < 0", self.entry_refusal(
+                      f"its value would be written outside {lay.value.array}")),
+                  self.refuse_if(f"{owner}[spf_w] >= 0",
+                                 f"{lay.name} cannot hold both entries {{other}} and {{at}}: "
+                                 f"they would share the value slot {lay.value.array}[{{x0}}]",
+                                 ("spf_w",), other=f"{owner}[spf_w]"),
+                  t.Assign(f"{owner}[spf_w]", E),
+                  t.Assign(f"{data}[spf_w]", values))
+
+    def check(self, c: Constraint) -> None:
+        """The constraint holds at every entry, over the fields as written (a scalar field the
+        relation solves per entry, ``len = i``, holds one value)."""
+        shown = format_constraint(c)
+        value = self.aff(c.aff)
+        cond = f"{value} != 0" if c.is_eq else f"{value} < 0"
+        self.each(self.refuse_if(cond, f"entry {{at}} cannot be stored in {self.lay.name}: "
+                                 f"its relation requires {shown}"))
+
+    def finish(self) -> None:
+        """Every index array narrowed into ``B``'s width (each value checked), the values and
+        scalar fields handed over; then everything of this function freed."""
+        lay, b = self.lay, self.b
+        outputs: list[tuple[str, str]] = []
+        for name, spec in lay.fields.items():
+            if not spec.is_array:
+                top = _WIDTH_MAX[_ctype(field_ctype(spec, lay), lay)]
+                b.add(self.refuse_if(f"{self.scalar(name)} > INT64_C({top})",
+                                     f"{lay.name}: {name} = {{x0}} is beyond "
+                                     f"{lay.dtype_of(name)}{_hint(lay.dtype_of(name))}",
+                                     (self.scalar(name),), entry=False))
+                continue
+            if name == lay.value.array:
+                continue
+            ctype = field_ctype(spec, lay)
+            top = _WIDTH_MAX[_ctype(ctype, lay)]
+            var, size = self.arrays[name][0], self.size(name)
+            out = self.fresh(f"out_{name}")
+            self.decls.append(t.Declare(f"{ctype} *", out, "NULL"))
+            b.add(t.Assign(out, f"malloc(sizeof({ctype}) * (size_t)({size} > 0 ? {size} : 1))"))
+            self.oom_check(out)
+            b.add(t.For(f"int64_t {E} = 0", f"{E} < {size}", f"++{E}", [
+                self.refuse_if(f"{var}[{E}] > INT64_C({top}) || {var}[{E}] < -INT64_C({top})",
+                               f"{lay.name}: {name} holds values beyond {lay.dtype_of(name)}"
+                               + _hint(lay.dtype_of(name)), entry=False),
+                t.Assign(f"{out}[{E}]", f"({ctype}){var}[{E}]")]))
+            outputs.append((name, out))
+        b.add(t.Comment("every check passed: the fields handed over"))
+        for name, spec in lay.fields.items():
+            if not spec.is_array:
+                b.add(t.Assign(f"B->{name}", f"({field_ctype(spec, lay)}){self.scalar(name)}"))
+        for name, out in outputs:
+            b.add(t.Assign(f"B->{name}", out), t.Assign(out, "NULL"))
+        data = self.arrays[lay.value.array][0]
+        b.add(t.Assign(f"B->{lay.value.array}", data), t.Assign(data, "NULL"))
+        dims = [d for name, spec in lay.fields.items() if spec.is_array
+                for d in self.arrays[name][1]]
+        report: list[t.Node] = [t.Assign(f"spf_sizes[{k}]", d) for k, d in enumerate(dims)]
+        b.add(t.If("spf_sizes", [*report, t.Assign(f"spf_sizes[{len(dims)}]", "n")]))
+        b.add(t.Label("spf_done"))
+        for var in self.owned:
+            b.add(t.Call(f"free({var})"))
+        for _, out in outputs:
+            b.add(t.Call(f"free({out})"))
+        b.add(t.Return("spf_status"))
+
+
+def _ctype(ctype: str, lay: Layout) -> str:
+    return f"{lay.index_type}_t" if ctype == "spf_index_t" else ctype
+
+
+def _hint(width: str) -> str:
+    return "; pass index_type='int64'" if width == "int32" else ""
+
+
+def _single_name(a: Aff) -> str:
+    atom = a.terms[0][0]
+    return atom.name if isinstance(atom, UFCall) else str(atom)
+
+
+def entry_list_arrays(layout: Layout) -> tuple[str, ...] | None:
+    """The coordinate arrays of a coordinate-list layout by dimension, or None."""
+    storage = storage_or_none(layout)
+    if storage is None or not storage.is_coordinate_list():
+        return None
+    (level,) = storage.levels
+    arrays = {d: a for d, a in level.coords if a is not None}
+    return tuple(arrays[d] for d in range(layout.order))
+

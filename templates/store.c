@@ -1,0 +1,168 @@
+/* Writing entries into a layout (spf.store): per-entry integer vectors, an order of the
+ * entries by several keys, ranks within groups.  Index arrays are built in int64 and narrowed
+ * into the layout's own widths at the end. */
+
+/* floor(a / b) and a - b * floor(a / b) for b > 0 (C's / rounds toward zero). */
+static inline int64_t spf_st_fdiv(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return q - ((a % b) != 0 && ((a < 0) != (b < 0)));
+}
+
+/* The offset of a read of a one-dimensional array, -1 outside its extent (reads of several
+ * dimensions are printed in place). */
+static inline int64_t spf_st_off1(int64_t a, int64_t n0)
+{
+    return a >= 0 && a < n0 ? a : -1;
+}
+
+
+/* A read at an offset; outside (-1), a value below every bound, so the constraint reading it
+ * fails. */
+#define SPF_ST_OUTSIDE (INT64_MIN / 4)
+static inline int64_t spf_st_read(const int64_t *restrict a, int64_t off)
+{
+    return off >= 0 ? a[off] : SPF_ST_OUTSIDE;
+}
+
+/* An int64 vector of n entries (at least one element, so that malloc(0) is never asked). */
+static inline int64_t *spf_st_vector(int64_t n)
+{
+    return malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+}
+
+/* A vector of n entries, each set to fill. */
+static inline int64_t *spf_st_filled(int64_t n, int64_t fill)
+{
+    int64_t *v = spf_st_vector(n);
+    if (v)
+        for (int64_t e = 0; e < n; ++e)
+            v[e] = fill;
+    return v;
+}
+
+/* Stable order of the entries by one column (counting sort on 16-bit digits of col - min,
+ * least significant first), applied to the current order in place. */
+static inline int spf_st_sort_column(int64_t n, const int64_t *restrict col, int descending,
+                              int64_t *restrict order, int64_t *restrict tmp)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int64_t e = 0; e < n; ++e) {
+        lo = col[e] < lo ? col[e] : lo;
+        hi = col[e] > hi ? col[e] : hi;
+    }
+    if (n < 2 || lo == hi)
+        return 0;
+    const uint64_t span = (uint64_t)hi - (uint64_t)lo;
+    int64_t *count = malloc(sizeof(int64_t) * 65537);
+    if (!count)
+        return 1;
+    for (int shift = 0; shift < 64 && (span >> shift) != 0; shift += 16) {
+        memset(count, 0, sizeof(int64_t) * 65537);
+        for (int64_t e = 0; e < n; ++e) {
+            const uint64_t v = descending ? (uint64_t)hi - (uint64_t)col[order[e]]
+                                          : (uint64_t)col[order[e]] - (uint64_t)lo;
+            ++count[((v >> shift) & 0xFFFF) + 1];
+        }
+        for (int d = 0; d < 65536; ++d)
+            count[d + 1] += count[d];
+        for (int64_t e = 0; e < n; ++e) {
+            const uint64_t v = descending ? (uint64_t)hi - (uint64_t)col[order[e]]
+                                          : (uint64_t)col[order[e]] - (uint64_t)lo;
+            tmp[count[(v >> shift) & 0xFFFF]++] = order[e];
+        }
+        memcpy(order, tmp, sizeof(int64_t) * (size_t)n);
+    }
+    free(count);
+    return 0;
+}
+
+/* Whether the entries in their given order already are in the order of the columns (each
+ * increasing, or decreasing where desc[c]): then no sort is needed. */
+static inline int spf_st_in_order(int64_t n, int ncols, const int64_t *const *cols, const int *desc)
+{
+    for (int64_t e = 1; e < n; ++e)
+        for (int c = 0; c < ncols; ++c) {
+            const int64_t a = cols[c][e - 1], b = cols[c][e];
+            if (a != b) {
+                if (desc[c] ? a < b : a > b)
+                    return 0;
+                break;
+            }
+        }
+    return 1;
+}
+
+/* order[0..n): the entries sorted by the columns (the first most significant; decreasing
+ * where desc[c]), stably.  Returns 1 when out of memory. */
+static inline int spf_st_order(int64_t n, int ncols, const int64_t *const *cols, const int *desc,
+                        int64_t *restrict order)
+{
+    for (int64_t e = 0; e < n; ++e)
+        order[e] = e;
+    if (spf_st_in_order(n, ncols, cols, desc))
+        return 0;
+    int64_t *tmp = spf_st_vector(n);
+    if (!tmp)
+        return 1;
+    for (int c = ncols - 1; c >= 0; --c)
+        if (spf_st_sort_column(n, cols[c], desc[c], order, tmp)) {
+            free(tmp);
+            return 1;
+        }
+    free(tmp);
+    return 0;
+}
+
+/* Per entry, the rank of its key (columns ngroup..ncols-1) among the distinct keys of its group
+ * (columns 0..ngroup-1), in the sort order; first[e] = 1 for the first entry of each distinct
+ * (group, key).  Returns 1 when out of memory. */
+static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
+                        const int *desc, int64_t *restrict rank, uint8_t *restrict first)
+{
+    int64_t *order = spf_st_vector(n);
+    if (!order || spf_st_order(n, ncols, cols, desc, order)) {
+        free(order);
+        return 1;
+    }
+    int64_t key = -1, group_start = 0;
+    for (int64_t s = 0; s < n; ++s) {
+        const int64_t e = order[s];
+        int new_group = s == 0, new_key = s == 0;
+        if (s > 0) {
+            const int64_t f = order[s - 1];
+            for (int c = 0; c < ncols; ++c)
+                if (cols[c][e] != cols[c][f]) {
+                    new_key = 1;
+                    new_group = new_group || c < ngroup;
+                }
+        }
+        key += new_key;
+        if (new_group)
+            group_start = key;
+        rank[e] = key - group_start;
+        if (first)
+            first[e] = (uint8_t)new_key;
+    }
+    free(order);
+    return 0;
+}
+
+/* The largest value of a vector plus one, at least 0. */
+static inline int64_t spf_st_top(int64_t n, const int64_t *restrict v)
+{
+    int64_t top = 0;
+    for (int64_t e = 0; e < n; ++e)
+        top = v[e] + 1 > top ? v[e] + 1 : top;
+    return top;
+}
+
+/* A zeroed value array of n elements, 64-byte aligned (freed with free). */
+static inline spf_value_t *spf_st_values(int64_t n)
+{
+    const size_t bytes = ((sizeof(spf_value_t) * (size_t)(n > 0 ? n : 1)) + 63) & ~(size_t)63;
+    spf_value_t *p = aligned_alloc(64, bytes);
+    if (p)
+        memset(p, 0, bytes);
+    return p;
+}
