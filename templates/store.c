@@ -25,10 +25,28 @@ static inline int64_t spf_st_read(const int64_t *restrict a, int64_t off)
     return off >= 0 ? a[off] : SPF_ST_OUTSIDE;
 }
 
-/* An int64 vector of n entries (at least one element, so that malloc(0) is never asked). */
+/* bytes of memory (at least one byte); a block of 4 MiB or more on 2 MiB boundaries with
+ * transparent huge pages asked for: arrays of millions of entries are written once, and 4 KiB
+ * pages would cost a page fault each.  Freed with free. */
+#include <sys/mman.h>
+static inline void *spf_st_alloc(size_t bytes)
+{
+    const size_t huge = (size_t)1 << 21;
+    if (bytes < 2 * huge)
+        return malloc(bytes > 0 ? bytes : 1);
+    const size_t rounded = (bytes + huge - 1) & ~(huge - 1);
+    void *p = aligned_alloc(huge, rounded);
+#ifdef MADV_HUGEPAGE
+    if (p)
+        madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+/* An int64 vector of n entries. */
 static inline int64_t *spf_st_vector(int64_t n)
 {
-    return malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    return spf_st_alloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 0));
 }
 
 /* A vector of n entries, each set to fill. */
@@ -116,21 +134,23 @@ static inline int spf_st_order(int64_t n, int ncols, const int64_t *const *cols,
 
 /* Per entry, the rank of its key (columns ngroup..ncols-1) among the distinct keys of its group
  * (columns 0..ngroup-1), in the sort order; first[e] = 1 for the first entry of each distinct
- * (group, key).  Returns 1 when out of memory. */
+ * (group, key).  Entries already in that order are ranked in one pass where they are; others
+ * through a stable sort.  Returns 1 when out of memory. */
 static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
-                        const int *desc, int64_t *restrict rank, uint8_t *restrict first)
+                               const int *desc, int64_t *restrict rank, uint8_t *restrict first)
 {
-    int64_t *order = spf_st_vector(n);
-    if (!order || spf_st_order(n, ncols, cols, desc, order)) {
+    const int sorted = spf_st_in_order(n, ncols, cols, desc);
+    int64_t *order = sorted ? NULL : spf_st_vector(n);
+    if (!sorted && (!order || spf_st_order(n, ncols, cols, desc, order))) {
         free(order);
         return 1;
     }
     int64_t key = -1, group_start = 0;
     for (int64_t s = 0; s < n; ++s) {
-        const int64_t e = order[s];
+        const int64_t e = sorted ? s : order[s];
         int new_group = s == 0, new_key = s == 0;
         if (s > 0) {
-            const int64_t f = order[s - 1];
+            const int64_t f = sorted ? s - 1 : order[s - 1];
             for (int c = 0; c < ncols; ++c)
                 if (cols[c][e] != cols[c][f]) {
                     new_key = 1;
@@ -161,7 +181,7 @@ static inline int64_t spf_st_top(int64_t n, const int64_t *restrict v)
 static inline spf_value_t *spf_st_values(int64_t n)
 {
     const size_t bytes = ((sizeof(spf_value_t) * (size_t)(n > 0 ? n : 1)) + 63) & ~(size_t)63;
-    spf_value_t *p = aligned_alloc(64, bytes);
+    spf_value_t *p = bytes < ((size_t)4 << 20) ? aligned_alloc(64, bytes) : spf_st_alloc(bytes);
     if (p)
         memset(p, 0, bytes);
     return p;

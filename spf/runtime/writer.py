@@ -286,6 +286,8 @@ def _refused(src: WriterSource, err: np.ndarray) -> NoReturn:
     refusal = src.refusals[int(err[0])]
     at = tuple(int(x) for x in err[1:1 + order])
     other = tuple(int(x) for x in err[4 + order:4 + 2 * order])
+    if "{other}" in refusal.text:           # the two entries in coordinate order
+        other, at = sorted((other, at))
     x = {f"x{k}": int(err[1 + order + k]) for k in range(3)}
     if refusal.memory is not None:      # the limit's own error, naming the array
         reserve(x["x0"], f"{src.layout.name}'s {refusal.memory}")

@@ -126,6 +126,7 @@ class _Writer:
         self.b = t.Builder()
         self.refusals: list[Refusal] = []
         self.env: dict[str, str] = {}           # per-entry names -> their int64 vector
+        self.inline: dict[str, str] = {}        # per-entry names -> their value at entry e
         self.arrays: dict[str, tuple[str, list[str]]] = {}    # field -> (C var, dim vars)
         self.known: set[str] = set()            # scalar fields set so far
         self.owned: list[str] = []              # vectors freed at the end
@@ -137,6 +138,22 @@ class _Writer:
     def fresh(self, what: str) -> str:
         self.temp += 1
         return f"spf_{c_ident(what)}_{self.temp}"
+
+    def at(self, name: str, entry: str = E) -> str:
+        """A per-entry name's value at ``entry`` (another entry than ``e``: vectors and
+        logical coordinates only)."""
+        if name in self.env:
+            return f"{self.env[name]}[{entry}]"
+        text = self.inline[name]
+        return text if entry == E else text.replace(f"[{E}]", f"[{entry}]")
+
+    def column(self, name: str) -> str:
+        """A per-entry name as a vector (computed now if it is computed where read)."""
+        if name not in self.env:
+            var = self.vector(name)
+            self.each(t.Assign(f"{var}[{E}]", self.inline.pop(name)))
+            self.env[name] = var
+        return self.env[name]
 
     def vector(self, what: str, size: str = "n", fill: str | None = None) -> str:
         """A new int64 vector (freed at the end)."""
@@ -158,8 +175,8 @@ class _Writer:
     def name_text(self, name: str) -> str:
         if self.final and name in self.known:       # a scalar field solved per entry too
             return self.scalar(name)
-        if name in self.env:
-            return f"{self.env[name]}[{E}]"
+        if name in self.env or name in self.inline:
+            return self.at(name)
         if name in self.lay.params:
             return f"INT64_C({self.lay.params[name]})"
         if name in self.lay.fields and not self.lay.fields[name].is_array:
@@ -213,8 +230,8 @@ class _Writer:
                     f"{self.offset(name, [self.ie_text(a, per_entry) for a in args])})")
 
         def name_text(name: str) -> str:
-            if per_entry and name in self.env:
-                return f"{self.env[name]}[{E}]"
+            if per_entry and (name in self.env or name in self.inline):
+                return self.at(name)
             if name in self.lay.params:
                 return f"INT64_C({self.lay.params[name]})"
             if name not in self.known:
@@ -235,12 +252,12 @@ class _Writer:
         order = self.lay.order
         out: list[t.Node] = [t.Assign("spf_err[0]", str(len(self.refusals) - 1))]
         for k in range(order):
-            out.append(t.Assign(f"spf_err[{1 + k}]", f"{self.env[self.outs[k]]}[{E}]"
-                                if entry else "-1"))
+            out.append(t.Assign(f"spf_err[{1 + k}]", self.at(self.outs[k]) if entry else "-1"))
         for k, v in enumerate(x):
             out.append(t.Assign(f"spf_err[{1 + order + k}]", v))
-        for k in range(order if other else 0):
-            out.append(t.Assign(f"spf_err[{4 + order + k}]", f"{self.env[self.outs[k]]}[{other}]"))
+        if other is not None:
+            for k in range(order):
+                out.append(t.Assign(f"spf_err[{4 + order + k}]", self.at(self.outs[k], other)))
         return out + [t.Assign("spf_status", c_name(Status.REFUSED)), t.Goto("spf_done")]
 
     def refuse_if(self, cond: str, text: str, x: tuple[str, ...] = (), entry: bool = True,
@@ -269,16 +286,15 @@ class _Writer:
         self.sized()
         for pin in plan.pinned:
             least = [f"-spf_st_fdiv(-{self.aff(bd)}, {k})" for k, bd in pin.bounds]
-            value = least[0]
+            top = least[0]
             for more in least[1:]:
-                value = f"({value}) > ({more}) ? ({value}) : ({more})"
-            self.set_scalar(pin.field, value)
+                top = f"({top}) > ({more}) ? ({top}) : ({more})"
+            self.set_scalar(pin.field, top)
         slots = self.check_padding()
         self.store_fields()
         self.store_values(slots)
         self.final = True
-        for c in part.conj:
-            self.check(c)
+        self.checks()
         self.finish()
         return [*self.decls, *b.root]
 
@@ -310,10 +326,7 @@ class _Writer:
             else:
                 self.set_scalar(name, f"spf_shape[{k}]")
             self.decls.append(t.Declare("const spf_index_t *", f"spf_g{k}", f"spf_g[{k}]"))
-            self.env[g] = self.vector(g)
-        body: list[t.Node] = [t.Assign(f"{self.env[g]}[{E}]", f"spf_g{k}[{E}]")
-                              for k, g in enumerate(self.outs)]
-        self.each(*body)
+            self.inline[g] = f"(int64_t)spf_g{k}[{E}]"
 
     def set_scalar(self, name: str, value: str) -> None:
         self.b.add(t.Assign(self.scalar(name), value))
@@ -332,6 +345,8 @@ class _Writer:
                 self.each(self.refuse_if(f"{self.aff(f)} < 0", f"entry {{at}} cannot be stored "
                                          f"in {self.lay.name}: its relation requires {shown}"))
             return
+        for g in self.outs:
+            self.column(g)
         self.b.add(t.Comment("the entries the first part holds; the other parts give the rest"),
                    t.Declare("int64_t", "spf_kept", "0"))
         moves: list[t.Node] = [t.Assign(f"{v}[spf_kept]", f"{v}[{E}]") for v in self.env.values()]
@@ -402,20 +417,29 @@ class _Writer:
         return rank
 
     def solve(self) -> None:
-        """Each solved atom per entry (checked where it is a quotient)."""
+        """Each solved atom per entry, in one pass (checked where it is a quotient); an atom
+        equal to a name already held per entry (``pi = gi``) shares its vector."""
+        body: list[t.Node] = []
         for s in self.part.solved:
+            if s.divisor == 1:          # computed where it is read
+                self.b.add(t.Comment(f"{s.atom} = {s.value}"))
+                self.inline[str(s.atom)] = self.aff(s.value)
+                continue
             var = self.vector(str(s.atom))
             value = self.aff(s.value)
-            body: list[t.Node] = [t.Assign(f"{var}[{E}]", value)]
-            if s.divisor != 1:
-                body = [t.Declare("const int64_t", "spf_x", value),
-                        self.refuse_if(f"spf_x % {s.divisor} != 0", self.entry_refusal(
-                            f"{s.atom} = ({s.value}) / {s.divisor} is not an integer")),
-                        t.Assign(f"{var}[{E}]", f"spf_x / {s.divisor}")]
-            self.b.add(t.Comment(f"{s.atom} = {s.value}"
-                                 + (f" / {s.divisor}" if s.divisor != 1 else "")))
-            self.each(*body)
+            body.append(t.Comment(f"{s.atom} = {s.value}"
+                                  + (f" / {s.divisor}" if s.divisor != 1 else "")))
+            if s.divisor == 1:
+                body.append(t.Assign(f"{var}[{E}]", value))
+            else:
+                body.append(t.Block([
+                    t.Declare("const int64_t", "spf_x", value),
+                    self.refuse_if(f"spf_x % {s.divisor} != 0", self.entry_refusal(
+                        f"{s.atom} = ({s.value}) / {s.divisor} is not an integer")),
+                    t.Assign(f"{var}[{E}]", f"spf_x / {s.divisor}")]))
             self.env[str(s.atom)] = var
+        if body:
+            self.each(*body)
 
     def range_hi(self, a: Aff) -> str:
         """The largest value of ``a`` over the shape (logical coordinates in [0, extent),
@@ -484,9 +508,9 @@ class _Writer:
     def place(self, p: Position) -> None:
         """The position of every entry at layout index ``p`` and the arrays bounding it."""
         self.b.add(t.Comment(f"layout index {p.index}: the position of its keys in its group"))
-        groups = [self.env[g] for g in p.group]
+        groups = [self.column(g) for g in p.group]
         given = [self.block_key(p.inner, groups)] if p.inner and p.inner.free \
-            else [self.env[str(k)] for k in p.keys]
+            else [self.column(str(k)) for k in p.keys]
         keys = list(zip(given, p.descending))
         if p.start is Start.RANK:
             if p.inner is not None and p.inner.free is None:   # spread over the run's slots
@@ -726,6 +750,7 @@ class _Writer:
         for field in self.plan.sized:
             value = self.fresh(field)
             self.b.add(t.Declare("int64_t", value, "0"))
+            seen: set[str] = set()
             for name, spec in lay.fields.items():
                 for k, d in enumerate(spec.dims):
                     if not (isinstance(d, ie.Name) and d.name == field):
@@ -738,7 +763,9 @@ class _Writer:
                         if call is None:
                             continue
                         at = self.aff(call.args[k])
-                    self.each(t.If(f"{at} + 1 > {value}", [t.Assign(value, f"{at} + 1")]))
+                    if at not in seen:
+                        seen.add(at)
+                        self.each(t.If(f"{at} + 1 > {value}", [t.Assign(value, f"{at} + 1")]))
             self.set_scalar(field, value)
 
     def check_padding(self) -> str:
@@ -776,7 +803,7 @@ class _Writer:
                 self.allocate(s.atom.name, fills.get(s.atom.name, 0))
         for s in self.part.solved:
             if isinstance(s.atom, UFCall):
-                self.store(s.atom, self.env[str(s.atom)] + f"[{E}]")
+                self.store(s.atom, self.at(str(s.atom)))
         for m in self.part.markers:
             self.marker(m)
         for name, spec in self.lay.fields.items():
@@ -797,33 +824,65 @@ class _Writer:
         self.store(m.call, f"INT64_C({m.mark})")
 
     def store_values(self, slots: str) -> None:
-        """Each value at its slot; two entries sharing a slot are refused."""
+        """Each value at its slot; two entries sharing a slot are refused (where the value
+        subscripts determine every layout index, distinct entries have distinct slots)."""
         lay = self.lay
         data = self.allocate(lay.value.array)
-        owner = self.vector("owner", slots, "-1")
         subs = [self.ie_text(s, per_entry=True) for s in lay.value.subscripts]
         where = self.offset(lay.value.array, subs)
         values = "spf_v[spf_keep[e]]" if getattr(self, "kept", False) else f"spf_v[{E}]"
         self.b.add(t.Comment(f"the values at {lay.value.array}"
                              f"[{', '.join(map(ie.text, lay.value.subscripts))}]"))
-        self.each(t.Declare("const int64_t", "spf_w", where),
-                  self.refuse_if("spf_w < 0", self.entry_refusal(
-                      f"its value would be written outside {lay.value.array}")),
-                  self.refuse_if(f"{owner}[spf_w] >= 0",
-                                 f"{lay.name} cannot hold both entries {{other}} and {{at}}: "
-                                 f"they would share the value slot {lay.value.array}[{{x0}}]",
-                                 ("spf_w",), other=f"{owner}[spf_w]"),
-                  t.Assign(f"{owner}[spf_w]", E),
-                  t.Assign(f"{data}[spf_w]", values))
+        body: list[t.Node] = [
+            t.Declare("const int64_t", "spf_w", where),
+            self.refuse_if("spf_w < 0", self.entry_refusal(
+                f"its value would be written outside {lay.value.array}"))]
+        if not self.plan.reads_back_by_construction:
+            owner = self.vector("owner", slots, "-1")
+            body += [self.refuse_if(f"{owner}[spf_w] >= 0",
+                                    f"{lay.name} cannot hold both entries {{other}} and {{at}}: "
+                                    f"they would share the value slot "
+                                    f"{lay.value.array}[{{x0}}]", ("spf_w",),
+                                    other=f"{owner}[spf_w]"),
+                     t.Assign(f"{owner}[spf_w]", E)]
+        self.each(*body, t.Assign(f"{data}[spf_w]", values))
 
-    def check(self, c: Constraint) -> None:
-        """The constraint holds at every entry, over the fields as written (a scalar field the
-        relation solves per entry, ``len = i``, holds one value)."""
-        shown = format_constraint(c)
-        value = self.aff(c.aff)
-        cond = f"{value} != 0" if c.is_eq else f"{value} < 0"
-        self.each(self.refuse_if(cond, f"entry {{at}} cannot be stored in {self.lay.name}: "
-                                 f"its relation requires {shown}"))
+    def collision(self) -> list[t.Node]:
+        """Where values were stored without a check of their slots (the subscripts determine
+        every layout index): the other entry whose value shares entry ``e``'s slot, if one
+        does, which explains a failed constraint better."""
+        if not self.plan.reads_back_by_construction:
+            return []
+        lay = self.lay
+        where = self.offset(lay.value.array,
+                            [self.ie_text(s, per_entry=True) for s in lay.value.subscripts])
+        text = (f"{lay.name} cannot hold both entries {{other}} and {{at}}: they would share "
+                f"the value slot {lay.value.array}[{{x0}}]")
+        return [t.Declare("const int64_t", "spf_w0", where),
+                t.For("int64_t spf_f = 0", "spf_f < n", "++spf_f", [
+                    t.If(f"spf_f != {E} && {where.replace(f'[{E}]', '[spf_f]')} == spf_w0",
+                         self.refuse(text, ("spf_w0",), other="spf_f"))])]
+
+    def checks(self) -> None:
+        """Every constraint of the part holds at every entry, in one pass, over the fields
+        as written (a scalar field the relation solves per entry, ``len = i``, holds one
+        value); a constraint the solved layout indices make trivially true (``pi = gi``
+        solved as ``pi``) is not tested."""
+        plain = {str(s.atom): s.value for s in self.part.solved
+                 if isinstance(s.atom, str) and s.divisor == 1 and s.atom not in self.known}
+        body: list[t.Node] = []
+        for c in self.part.conj:
+            reduced = c.aff.substitute(plain)
+            if not reduced.terms and (reduced.const == 0 if c.is_eq else reduced.const >= 0):
+                continue
+            value = self.aff(c.aff)
+            body.append(t.If(f"{value} != 0" if c.is_eq else f"{value} < 0", [
+                *self.collision(),
+                *self.refuse(f"entry {{at}} cannot be stored in {self.lay.name}: its relation "
+                             f"requires {format_constraint(c)}")]))
+        if body:
+            self.b.add(t.Comment("every constraint of the relation, at every entry"))
+            self.each(*body)
 
     def finish(self) -> None:
         """Every index array narrowed into ``B``'s width (each value checked), the values and
@@ -845,7 +904,8 @@ class _Writer:
             var, size = self.arrays[name][0], self.size(name)
             out = self.fresh(f"out_{name}")
             self.decls.append(t.Declare(f"{ctype} *", out, "NULL"))
-            b.add(t.Assign(out, f"malloc(sizeof({ctype}) * (size_t)({size} > 0 ? {size} : 1))"))
+            b.add(t.Assign(out, f"spf_st_alloc(sizeof({ctype}) * (size_t)({size} > 0 ? {size} "
+                                ": 0))"))
             self.oom_check(out)
             b.add(t.For(f"int64_t {E} = 0", f"{E} < {size}", f"++{E}", [
                 self.refuse_if(f"{var}[{E}] > INT64_C({top}) || {var}[{E}] < -INT64_C({top})",
