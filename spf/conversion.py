@@ -14,7 +14,6 @@ as scipy does (``keep_zeros=False`` drops those too).
 from __future__ import annotations
 
 import ctypes
-import math
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from functools import cache
@@ -22,21 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from .assembly import contiguous_group_level
 from .back import ctree as t
 from .back.c_printer import CPrinter
-from .back.lower import kernel_code
 from .back.names import struct_name
-from .back.placement_passes import aff_text, placement_passes
-from .back.source import function, render_file
 from .back.status import Status, c_name
-from .back.templates import text as template_text
 from .concurrency import symbolic
-from .errors import ArgumentError, OutOfMemoryError, SpecError
+from .errors import ArgumentError, SpecError
 from .front.layout import Layout
 from .front.layout_file import blamed_on, layout_error
 from .front.layout_path import for_order, load_layout
-from .front.placement import Placement, aff_range, placement_of, placement_or_none
 from .front.stand_ins import compressed_rows_layout, coordinate_layout, dense_layout
 from .front.storage import storage_of, storage_or_none
 from .front.terms import Aff
@@ -45,9 +38,8 @@ from .kernel import Kernel
 from .runtime import build as runtime
 from .runtime import writer
 from .runtime.compiled import CompiledKernel
-from .runtime.fields import index_max, wider_hint, with_derived
-from .runtime.memory import aligned_zeros, byte_limit, reserve
-from .runtime.stored import StoredTensor, check_built_ranges, tensor_class
+from .runtime.memory import byte_limit
+from .runtime.stored import StoredTensor, tensor_class
 from .store.lower import WriterSource, writer_file
 
 _INDICES = "ijklmnop"
@@ -58,8 +50,8 @@ class Conversion:
 
     ``params`` bind layout parameters (``B=4`` for BCSR); each goes to the layouts that
     declare it.  ``keep_zeros``: store entries equal to 0.0 (default: unless the source pads,
-    see :func:`pads_with_zeros`).  Destinations placed by position (DIA, ELL: see
-    :mod:`spf.front.placement`) refuse to store more than 3 padding slots per entry (75%) unless
+    see :func:`pads_with_zeros`).  Destinations written by their relations (DIA, ELL, SELL:
+    see :mod:`spf.store`) refuse to store more than 3 padding slots per entry (75%) unless
     ``allow_padding``.  ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
     """
 
@@ -93,25 +85,18 @@ class Conversion:
         self.allow_padding = allow_padding
         self.name = name
         dense_dst = self.dst.dense_array is not None
-        self.placement: Placement | None = None
         self.writing: WritePlan | None = None
         out = self.dst
         if not dense_dst and (storage_or_none(self.dst) is None or self.dst.mixed_widths):
-            # the placement passes run over one loop nest: a union source (one nest per
-            # part) is read into an entry list and written instead
-            self.placement, self.writing = _placed_or_written(
-                self.dst, placeable=len(self.src.relation.disjuncts) == 1)
-            # the loops only (a stand-in output): placed entries by the placement's passes,
-            # written ones read into a coordinate list first
-            out = (_stand_in(self.dst) if self.placement else _entry_list(self.dst, width)
-                   ).with_value_type(self.src.value_type)
+            # not assembled level by level: the kernel reads the source into an entry list,
+            # the writer (spf.store) writes it, one function calls both
+            self.writing = _written_plan(self.dst)
+            out = _entry_list(self.dst, width).with_value_type(self.src.value_type)
         with self._blamed():
-            # a written destination: the kernel reads the source into an entry list, the
-            # writer (spf.store) writes it, one function calls both
             self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": out},
                                  name=f"{name}_entries" if self.writing else name,
-                                 drop_zeros=not self.keep_zeros and not dense_dst
-                                 and self.placement is None, index_type=width)
+                                 drop_zeros=not self.keep_zeros and not dense_dst,
+                                 index_type=width)
         self._source: str | None = None
 
     def _blamed(self) -> AbstractContextManager[None]:
@@ -123,13 +108,10 @@ class Conversion:
     def c_source(self) -> str:
         """The generated C (struct typedefs, the conversion function and its helpers)."""
         with self._blamed():
-            if self.placement is None and self.writing is None:
+            if self.writing is None:
                 return self.kernel.c_source()
-            if self._source is None and self.placement is not None:
-                self._source = _placement_source(self, self.placement)
-            elif self._source is None and self.writing is not None:
+            if self._source is None:
                 self._source = _written_source(self, self.writing)[1]
-            assert self._source is not None
             return self._source
 
     @symbolic
@@ -141,40 +123,13 @@ class Conversion:
             return (text + f"\nwritten into {self.dst.name} from the entry list, as its "
                     "relation solves for each entry's position: "
                     + self.writing.describe(tuple(_INDICES[:self.dst.order])))
-        if self.placement is not None:
-            pl = self.placement
-            names = list(_INDICES[:self.dst.order])
-            parts = [f"{p} = {aff_text(pl.coordinates[p], names)}" for p in self.dst.indices
-                     if p in pl.coordinates]
-            rk = pl.ranked
-            if rk:
-                key = aff_text(rk.key * rk.unit, names)
-                order = f"{'de' if rk.descending else 'in'}creasing"
-                if rk.pointer:
-                    parts.append(f"{rk.index} = position of the key {key} among the keys "
-                                 f"present in its ({', '.join(rk.group)}), {rk.uf} = those "
-                                 f"keys ({order}), {rk.pointer} = where each "
-                                 f"({', '.join(rk.group)}) starts")
-                else:
-                    parts.append(f"{rk.index} = rank of {key} among the keys present, "
-                                 f"{rk.uf} = the keys ({order}), {pl.bounds[rk.index]} = "
-                                 "their number")
-            if pl.slot:
-                parts.append(f"{pl.slot.index} = next slot of its "
-                             f"({', '.join(pl.group())}), {pl.bounds[pl.slot.index]} = the "
-                             f"largest group, unused {pl.slot.uf} = {pl.slot.fill}")
-            text = text.split("\nassembly:")[0] + (
-                f"\nplacement into {pl.layout.name} (analysis pass, then fill pass): "
-                + "; ".join(parts))
         return text
 
     def compile(self) -> Callable[[StoredTensor], StoredTensor]:
         """A callable converting a Tensor in ``src`` to a new Tensor in ``dst``."""
         with self._blamed():
-            if self.placement is not None:
-                return _Placed(self, self.placement)
             if self.writing is not None:
-                return _Written(self, self.writing, self.kernel.compile())
+                return _Written(self, self.writing)
             return _Compiled(self, self.kernel.compile())
 
 
@@ -190,18 +145,6 @@ def pads_with_zeros(layout: Layout) -> bool:
         for conj in rel.disjuncts for c in conj)
 
 
-def _stand_in(layout: Layout) -> Layout:
-    """The dense output a conversion placed into ``layout`` runs its loops into (its
-    statement is replaced by the placement's passes)."""
-    out = dense_layout(layout.order)
-    if out is None:
-        raise SpecError(f"cannot convert into layout {layout.name}: its entries are placed by "
-                        "position from the loops of a conversion into a dense layout, and "
-                        f"no dense layout of order {layout.order} is on the layout search path",
-                        layout.source)
-    return out
-
-
 def _entry_list(layout: Layout, width: str) -> Layout:
     """The coordinate layout a conversion written by its relation reads entries into."""
     out = coordinate_layout(layout.order)
@@ -212,24 +155,17 @@ def _entry_list(layout: Layout, width: str) -> Layout:
     return out.with_index_type(width)
 
 
-def _placed_or_written(layout: Layout, placeable: bool
-                       ) -> tuple[Placement | None, WritePlan | None]:
-    """How entries go into ``layout`` when it is not assembled in storage order: placed by
-    position (generated passes), else written by its relation's solution; SpecError naming
-    why each way fails."""
-    placement = placement_or_none(layout) \
-        if placeable and layout.written_as_one_conjunction() is None else None
-    if placement is not None:
-        return placement, None
+def _written_plan(layout: Layout) -> WritePlan:
+    """How entries are written into ``layout`` when it is not assembled in storage order;
+    SpecError naming why neither way works."""
     try:
-        return None, write_plan(layout)
+        return write_plan(layout)
     except SpecError as written:
         reasons = []
-        for attempt in (storage_of, placement_of):
-            try:
-                attempt(layout)
-            except SpecError as e:
-                reasons.append(e.detail)
+        try:
+            storage_of(layout)
+        except SpecError as e:
+            reasons.append(e.detail)
         reasons.append(written.detail)
         raise layout_error(layout, f"cannot convert into layout {layout.name}: "
                            + "; and ".join(reasons)) from None
@@ -259,154 +195,6 @@ class _Compiled:
         if isinstance(out, StoredTensor):
             return out
         return tensor_class().from_dense(conv.dst, np.asarray(out).reshape(tensor.shape))
-
-
-def _placement_source(conv: Conversion, pl: Placement) -> str:
-    """C of a conversion placed by ``pl``: ``<name>_analysis`` and ``<name>`` (the fill
-    pass), both over the source's loops."""
-    k = conv.kernel
-    names = list(_INDICES[:conv.src.order])
-    dims = pl.monotone_group_dims() if pl.slot else None
-    level = contiguous_group_level(k.nest, tuple(names[d] for d in dims), k.decisions) \
-        if dims else None
-    passes = placement_passes(pl, names, not conv.keep_zeros, level)
-    pieces = [kernel_code(k.plan, f"{conv.name}{suffix}", custom=custom)
-              for suffix, custom in zip(("_analysis", ""), passes)]
-    header = [f"Generated by spf: conversion {conv.src.name} -> {conv.dst.name}",
-              f"  {k.space.uses[0].name}: {k.space.uses[0].layout.name} "
-              f"{k.space.uses[0].relation()}"]
-    first, code = pieces
-    before = ("/* Analysis pass: which keys occur and how many entries each group holds. */\n"
-              + function(first))
-    if pl.grouped:
-        before = template_text("placement.c") + "\n\n" + before
-    return render_file(header, code.helpers | first.helpers,
-                              list(code.layouts.values()), code.signature, code.body,
-                              code.runtimes | first.runtimes, before=before,
-                              typing=k.plan.typing)
-
-
-class _Placed:
-    """Runs a conversion placed by ``pl``: analysis, sizes and index arrays, fill, checked
-    result."""
-
-    def __init__(self, conv: Conversion, pl: Placement):
-        self.conversion, self.placement = conv, pl
-        self.lib = runtime.load_library(str(runtime.build_library(conv.c_source())))
-        self.analysis = getattr(self.lib, f"{conv.name}_analysis")
-        self.fill = getattr(self.lib, conv.name)
-
-    def __reduce__(self) -> tuple:
-        """Pickled as its conversion, which carries its C source (see
-        :meth:`CompiledKernel.__reduce__`)."""
-        return (_Placed, (self.conversion, self.placement))
-
-    def distributed(self, client: Any,
-                    parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:
-        raise SpecError(f"a conversion into {self.conversion.dst.name} places entries by "
-                        "position (an analysis pass over the whole source, then a fill pass); "
-                        "it is not distributed", self.conversion.dst.source)
-
-    def __call__(self, tensor: StoredTensor) -> StoredTensor:
-        conv, pl = self.conversion, self.placement
-        width = conv.index_type
-        _check_source(conv, tensor)
-        shape = tuple(tensor.shape)
-        order = list(pl.layout.indices)
-        rk = pl.ranked
-        bound: dict[str, int] = {}
-        for p, a in pl.coordinates.items():
-            given = pl.bounds[p]
-            bound[p] = given if isinstance(given, int) else aff_range(a, shape)[1] + 1
-        kmin, kmax = aff_range(rk.key, shape) if rk else (0, -1)
-        span = max(kmax - kmin + 1, 0)
-        groups = math.prod(bound[p] for p in pl.group()) if pl.slot else 0
-        src = runtime.make_struct(tensor.layout, tensor.fields)
-        bounds = np.array([bound.get(p, 0) for p in order], np.int64)
-        # entries <= stored values: each source position is visited once
-        capacity = tensor.fields[conv.src.value.array].size if pl.grouped else 0
-        stride = 1 << max(span - 1, 0).bit_length()      # group * stride + key: shifts, no division
-        item = np.dtype(width).itemsize
-        what = f"converting a {conv.src.name} tensor of shape {shape} to {pl.layout.name}"
-        while True:     # present, count, keys; rank, and the C's marks (a power of two)
-            reserve(max(span, 1) * (1 + item) + stride * item + 2 * max(groups, 1) * item
-                    + 8 * capacity, f"the analysis of positions {what}")
-            present = np.zeros(max(span, 1) if rk and not pl.grouped else 1, np.uint8)
-            count = np.zeros(max(groups, 1), width)
-            entries = np.zeros(1, np.int64)
-            keys = np.empty(max(capacity, 1), np.int64)
-            if self.analysis(_ptr(present), _ptr(count), _ptr(entries), _ptr(keys),
-                             ctypes.c_int64(capacity), ctypes.c_int64(kmin),
-                             ctypes.c_int64(stride), _ptr(bounds), ctypes.byref(src)):
-                raise OutOfMemoryError(f"{conv.name}: its C code could not allocate its "
-                                       "analysis pass's state (malloc returned NULL): out "
-                                       "of memory")
-            n = int(entries[0])
-            if n <= capacity or not pl.grouped:
-                break
-            capacity = n
-        fields: dict[str, Any] = {}
-        rank = np.empty(max(span, 1), width)      # read only at the keys present
-        pos = np.zeros(1, np.int64)
-        if rk and rk.pointer:
-            n_groups = math.prod(bound[p] for p in rk.group)
-            ptr = np.zeros(n_groups + 1, width)
-            values = np.empty(max(n, 1), width)
-            pos = np.empty(max(n, 1), np.int64)
-            if self.lib.spf_rank_in_groups(
-                    ctypes.c_int64(n), _ptr(keys), ctypes.c_int64(n_groups),
-                    ctypes.c_int(stride.bit_length() - 1), ctypes.c_int(rk.descending),
-                    _ptr(ptr), _ptr(values), _ptr(pos)):
-                raise OutOfMemoryError(f"{conv.name}: its C code could not allocate the "
-                                       f"marks ranking {rk.uf}'s {n} keys (malloc returned "
-                                       "NULL): out of memory")
-            values = values[:ptr[-1]]
-            fields[rk.pointer] = ptr
-            fields[rk.uf] = ((values + kmin) * rk.unit).astype(width)
-            bound[rk.index] = int(ptr[-1])
-        elif rk:
-            found = np.flatnonzero(present[:span])
-            found = found[::-1] if rk.descending else found
-            rank[found] = np.arange(len(found), dtype=width)
-            bound[rk.index] = len(found)
-            fields[rk.uf] = ((found + kmin) * rk.unit).astype(width)
-        if pl.slot:
-            bound[pl.slot.index] = int(count.max()) if groups else 0
-        slots = math.prod(bound[p] for p in pl.value)
-        if slots > index_max(pl.layout):
-            raise ArgumentError(f"{pl.layout.name} would need {slots} slots, more than "
-                                f"index_type={width!r} can address"
-                                + wider_hint(width))
-        if slots > 4 * n and not conv.allow_padding:
-            raise ArgumentError(
-                f"{pl.layout.name} would store {n} entries in {slots} slots "
-                f"({100 * (1 - n / slots):.0f}% padding, over 75%); pass allow_padding=True "
-                "to convert anyway")
-        lay = pl.layout
-        fields.update(_shape_fields(lay, shape))
-        for p in order:
-            field = pl.bounds[p]
-            if isinstance(field, str):
-                fields[field] = bound[p]
-        slot_arr = np.zeros(1, width)
-        if pl.slot:
-            slot_count = max(math.prod(bound[a] for a in pl.slot.args), 1)
-            reserve(slot_count * item, f"{pl.layout.name}'s {pl.slot.uf} {what}")
-            slot_arr = np.full(slot_count, pl.slot.fill, width)
-            fields[pl.slot.uf] = slot_arr[:math.prod(bound[a] for a in pl.slot.args)]
-        data = aligned_zeros(max(slots, 1), lay.value_type.dtype, f"{lay.name}'s values {what}")
-        fields[lay.value.array] = data[:slots]
-        bounds = np.array([bound[p] for p in order], np.int64)
-        nxt = np.zeros_like(count)
-        self.fill(_ptr(data), _ptr(slot_arr), _ptr(nxt), _ptr(rank), _ptr(pos),
-                  ctypes.c_int64(kmin), _ptr(bounds), ctypes.byref(src))
-        # exact dtypes and sizes, properties established by construction (the tests check
-        # them): not re-validated, as kernels' assembled outputs are not
-        fields = dict(with_derived(lay, fields))
-        check_built_ranges(lay, fields, f"conversion {conv.name} into {lay.name}")
-        t = tensor_class()._built(lay, shape, fields)
-        t.source_entries = n if slots > n else None
-        return t
 
 
 def _field_text(a: Aff) -> str:
@@ -481,18 +269,27 @@ def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, st
 
 class _Written:
     """Runs a conversion written by its destination's relation: the source read into an
-    entry list and written into the destination, all by generated C (:func:`_written_source`);
-    a union destination is then read back (see :func:`spf.runtime.writer.written`)."""
+    entry list and written into the destination, all by generated C (:func:`_written_source`).
+    Where two index tuples could read one value slot (the value subscripts do not determine
+    every layout index), the tuples the destination's relation admits are counted by its
+    generated read loops: as many as the entries written, none reads a slot twice; else (and
+    for a union destination, whose other parts give the rest) the tensor is read back and
+    compared with the source (see :func:`spf.runtime.writer.written`)."""
 
-    def __init__(self, conv: Conversion, plan: WritePlan, read: CompiledKernel):
-        self.conversion, self.plan, self.read = conv, plan, read
+    def __init__(self, conv: Conversion, plan: WritePlan):
+        self.conversion, self.plan = conv, plan
         self.source, text = _written_source(conv, plan)
         self.fn = getattr(runtime.load_library(str(runtime.build_library(text))), conv.name)
         self.fn.restype = ctypes.c_int
         self.fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
+        self.counter: CompiledKernel | None = None
+        if not plan.reads_back_by_construction and not plan.others:
+            entries = _entry_list(conv.dst, conv.index_type).with_value_type(conv.dst.value_type)
+            self.counter = Conversion(conv.dst, entries, keep_zeros=True,
+                                      index_type=conv.index_type).kernel.compile()
 
     def __reduce__(self) -> tuple:
-        return (_Written, (self.conversion, self.plan, self.read))
+        return (_Written, (self.conversion, self.plan))
 
     def distributed(self, client: Any,
                     parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:
@@ -509,11 +306,23 @@ class _Written:
                          byte_limit(), ctypes.addressof(given))
         fields, entries = writer.finished(src, status, err, out, sizes)
         t = writer.checked(self.plan, tuple(tensor.shape), fields)
-        if not self.plan.reads_back_by_construction:    # two tuples may read one slot
+        if self.plan.others or (self.counter is not None and self._admitted(t) != entries):
             coords, values = tensor.entries()
             writer.check_read_back(self.plan, t, coords, values)
         t.source_entries = entries if t.values.size > entries else None
         return t
+
+    def _admitted(self, t: StoredTensor) -> int:
+        """How many index tuples ``t``'s relation admits (its read loops' instances)."""
+        assert self.counter is not None
+        count = ctypes.c_int64(0)
+        extents = np.array(t.shape, np.int64)
+        ranged = self.counter.kernel.assembly is not None and self.counter.kernel.assembly.ranged
+        struct = t.struct
+        self.counter._bound(ctypes.addressof(count),
+                            *([runtime.address(extents)] if ranged else []),
+                            ctypes.addressof(struct))
+        return int(count.value)
 
 
 def _check_source(conv: Conversion, tensor: Any) -> None:
@@ -523,25 +332,6 @@ def _check_source(conv: Conversion, tensor: Any) -> None:
                             f"{conv.src.name}, got "
                             + (tensor.layout.name if isinstance(tensor, StoredTensor)
                                else type(tensor).__name__))
-
-
-def _ptr(a: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(a.ctypes.data)
-
-
-def _shape_fields(layout: Layout, shape: tuple[int, ...]) -> dict[str, int]:
-    """The scalar fields ``layout``'s shape names, at ``shape``; ArgumentError when a constant
-    extent (or one ``placement_of`` admits) differs from the tensor's."""
-    out: dict[str, int] = {}
-    for d, (extent, n) in enumerate(zip(layout.shape, shape)):
-        name = extent.as_name()
-        if name is not None and name not in out:
-            out[name] = n
-        elif extent.evaluate(out) != n:
-            raise ArgumentError(f"layout {layout.name} stores tensors of shape "
-                                f"({', '.join(map(str, layout.shape))}); got shape {shape} "
-                                f"(dimension {d})")
-    return out
 
 
 def bind_layouts(src: str | Layout, dst: str | Layout,

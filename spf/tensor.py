@@ -25,7 +25,6 @@ from .errors import ArgumentError
 from .front.layout import Layout
 from .front.layout_file import blamed_on
 from .front.layout_path import load_for_order
-from .front.placement import placement_or_none
 from .front.properties import Property, Unique
 from .front.storage import storage_or_none
 from .front.value_types import Kind, held_type, value_type
@@ -371,9 +370,9 @@ def _coordinate_layout(order: int, index_type: str) -> Layout:
 
 
 def _generated(layout: Layout) -> bool:
-    """Whether spf converts into ``layout`` by generated code (assembled, placed, or read
-    into an entry list and written as its relation says, when it has no packer of its own)."""
-    return storage_or_none(layout) is not None or placement_or_none(layout) is not None \
+    """Whether spf converts into ``layout`` by generated code (assembled, or read into an
+    entry list and written as its relation says, when it has no packer of its own)."""
+    return storage_or_none(layout) is not None \
         or (layout.packer is None and write_plan_or_none(layout) is not None)
 
 

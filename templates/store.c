@@ -132,14 +132,68 @@ static inline int spf_st_order(int64_t n, int ncols, const int64_t *const *cols,
     return 0;
 }
 
+/* Whether each group (columns 0..ngroup-1) is one run of consecutive entries, its keys (the
+ * other columns) in order within it (a CSR source's rows, whatever order its rows take): then
+ * ranks need no sort.  Groups are numbered row-major over the columns' ranges and marked when
+ * their run starts; ranges whose product exceeds 4n + 64 give up (0).  -1 when out of memory. */
+static inline int spf_st_in_runs(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
+                                 const int *desc)
+{
+    if (ngroup == 0 || ngroup > 8 || n < 2)
+        return 0;
+    int64_t lo[8], width[8], span = 1;
+    for (int c = 0; c < ngroup; ++c) {
+        int64_t a = INT64_MAX, b = INT64_MIN;
+        for (int64_t e = 0; e < n; ++e) {
+            a = cols[c][e] < a ? cols[c][e] : a;
+            b = cols[c][e] > b ? cols[c][e] : b;
+        }
+        lo[c] = a;
+        width[c] = b - a + 1;
+        if (width[c] > (4 * n + 64) / span)
+            return 0;
+        span *= width[c];
+    }
+    uint8_t *started = calloc((size_t)span, 1);
+    if (!started)
+        return -1;
+    int ok = 1;
+    int64_t last = -1;
+    for (int64_t e = 0; e < n && ok; ++e) {
+        int64_t id = 0;
+        for (int c = 0; c < ngroup; ++c)
+            id = id * width[c] + (cols[c][e] - lo[c]);
+        if (id != last) {
+            ok = !started[id];          /* a group seen again after its run: not runs */
+            started[id] = 1;
+            last = id;
+            continue;
+        }
+        for (int c = ngroup; c < ncols; ++c) {  /* keys in order within the run */
+            const int64_t a = cols[c][e - 1], b = cols[c][e];
+            if (a != b) {
+                ok = desc[c] ? a > b : a < b;
+                break;
+            }
+        }
+    }
+    free(started);
+    return ok;
+}
+
 /* Per entry, the rank of its key (columns ngroup..ncols-1) among the distinct keys of its group
  * (columns 0..ngroup-1), in the sort order; first[e] = 1 for the first entry of each distinct
- * (group, key).  Entries already in that order are ranked in one pass where they are; others
- * through a stable sort.  Returns 1 when out of memory. */
+ * (group, key).  Entries already in that order, or in runs of one group each, are ranked in one
+ * pass where they are; others through a stable sort.  Returns 1 when out of memory. */
 static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
                                const int *desc, int64_t *restrict rank, uint8_t *restrict first)
 {
-    const int sorted = spf_st_in_order(n, ncols, cols, desc);
+    int sorted = spf_st_in_order(n, ncols, cols, desc);
+    if (!sorted) {
+        sorted = spf_st_in_runs(n, ngroup, ncols, cols, desc);
+        if (sorted < 0)
+            return 1;
+    }
     int64_t *order = sorted ? NULL : spf_st_vector(n);
     if (!sorted && (!order || spf_st_order(n, ncols, cols, desc, order))) {
         free(order);

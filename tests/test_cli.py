@@ -165,7 +165,10 @@ def test_convert_param_named_like_a_conversion_keyword(param, tmp_path, capsys):
     assert cli.main(["convert", "COO", str(path), "--param", f"{param}=4"]) == 0
     renamed = capsys.readouterr().out
     assert cli.main(["convert", "COO", "BCSR", "--param", "B=4"]) == 0
-    assert renamed == capsys.readouterr().out
+    # the same C, but for the struct's name and comment, which name the parameter
+    def same(c: str) -> str:
+        return re.sub(r"spf_BCSR_\w+", "spf_BCSR", c.replace(f"{param} x {param}", "B x B"))
+    assert same(renamed) == same(capsys.readouterr().out)
 
 
 # ---------------------------------------------------------------------------------------

@@ -228,7 +228,7 @@ def test_placed_conversion(src, dst, case):
         assert used.sum() == np.count_nonzero(want)
 
 
-def test_placement_padding_policy_and_report():
+def test_written_padding_policy_and_report():
     a = np.zeros((50, 50))
     a[0, 49] = a[49, 0] = a[10, 10] = 1.0          # 3 entries on 3 diagonals: 150 slots
     t = spf.Tensor.from_dense("CSR", a)
@@ -236,9 +236,10 @@ def test_placement_padding_policy_and_report():
         t.convert("DIA")
     np.testing.assert_array_equal(t.convert("DIA", allow_padding=True).to_dense(), a)
     lines = spf.Conversion("CSR", "DIA").report()
-    assert "offset = the keys (increasing)" in lines and "rank of -i + j" in lines
+    assert "offset(pd) = -i + j" in lines and "pd = position of (offset(pd)) increasing" in lines
     src = spf.Conversion("COO", "ELL").c_source()
-    assert "spf_convert_analysis" in src and "the group's next slot" in src
+    assert "int spf_convert_write(" in src and "int spf_convert(" in src
+    assert "unused colIdx = -1" in src             # the header states each pass
 
 
 TILED = """
@@ -258,7 +259,7 @@ data = "double[tileRows][tileCols][2][2]"
 """
 
 
-def test_placement_splits_coordinates_into_tiles_and_ranks_keys_per_group(tmp_path):
+def test_writer_splits_coordinates_into_tiles_and_ranks_keys_per_group(tmp_path):
     """Layouts spf has never seen: dense tiles (every index a tile or an offset of a
     coordinate) and BCSR whose block columns decrease within a block row."""
     want = matrix((7, 5), 0.4, 9)
@@ -281,12 +282,13 @@ def test_placement_splits_coordinates_into_tiles_and_ranks_keys_per_group(tmp_pa
         assert cols == sorted(cols, reverse=True) and all(c % 2 == 0 for c in cols)
 
 
-def test_bcsr_placement_report_padding_and_c():
+def test_bcsr_written_report_padding_and_c():
     conv = spf.Conversion("COO", "BCSR", B=4)
     report = conv.report()
-    assert "pi = (i / 4)" in report and "pk = (i % 4)" in report
-    assert "pj = position of the key 4 * (j / 4) among the keys present in its (pi)" in report
-    assert "spf_pos[spf_e++]" in conv.c_source()
+    assert "pi = floor((i)/4)" in report and "pk = i - 4*floor((i)/4)" in report
+    assert "colIdx(pj) = 4*floor((j)/4)" in report
+    assert "pj = position of (colIdx(pj)) increasing, from rowPtr(pi)" in report
+    assert "spf_st_ranks(" in conv.c_source()
     a = np.zeros((8, 8))
     a[0, 0] = a[5, 7] = 1.0                       # 2 entries in 2 blocks of 16 slots
     with pytest.raises(spf.ArgumentError, match="94% padding"):
@@ -297,19 +299,8 @@ def test_bcsr_placement_report_padding_and_c():
     np.testing.assert_array_equal(out.to_dense(), blocky)
 
 
-def test_placement_needs_a_dense_layout_of_the_destinations_order(monkeypatch):
-    """A placed conversion runs its loops into a dense stand-in output: with no dense layout
-    of the destination's order on the search path, the error says so."""
-    monkeypatch.setattr(spf.conversion, "dense_layout", lambda order: None)
-    with pytest.raises(spf.SpecError, match=r"ELL\.toml: cannot convert into layout ELL: its "
-                       r"entries are placed by position from the loops of a conversion into a "
-                       r"dense layout, and no dense layout of order 2 is on the layout search "
-                       r"path$"):
-        spf.Conversion("CSR", "ELL")
-
-
 @pytest.mark.parametrize("dst", ["BCSR", "ELL", "DIA"])
-def test_placement_of_unordered_entries_and_duplicates(dst):
+def test_writing_unordered_entries_and_duplicates(dst):
     """COO entries in no order: groups are bucketed before their keys are ranked (BCSR), slots
     counted per row (ELL); CSR_unsorted rows holding a column three times: duplicates added
     (DIA, BCSR) or given a slot each (ELL)."""
@@ -366,9 +357,10 @@ def test_an_entry_a_narrowed_range_excludes_is_refused(tmp_path):
     with pytest.raises(spf.ArgumentError) as err:
         spgemm(A=outside, B=outside)
     assert str(err.value) == "output 'C' of kernel spf_kernel: " + want
-    with pytest.raises(spf.ArgumentError, match=r"conversion spf_convert into ELLNarrow: "
-                       r"ELLNarrow tensor: 'colIdx' violates range \(-1 <= colIdx\(a\) <= "
-                       r"numCols - 2\) at position 1: 2 > 1"):
+    with pytest.raises(spf.ArgumentError, match=r"ELLNarrow cannot hold these entries: the "
+                       r"fields its relation gives them fail its own checks \(ELLNarrow tensor: "
+                       r"'colIdx' violates range \(-1 <= colIdx\(a\) <= numCols - 2\) at the "
+                       r"read colIdx\[pi\]\[pk\] = colIdx\[0\]\[1\]: 2 > 1\)"):
         outside.convert(ell)
     for dst in (csr1, ell):
         np.testing.assert_array_equal(inside.convert(dst).to_dense(), inside.to_dense())

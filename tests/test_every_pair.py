@@ -151,8 +151,6 @@ def written_by(name: str, order: int) -> str:
     """How a conversion from the coordinate layout writes into ``name``."""
     lay = _layout(name, order)
     conv = spf.Conversion(_layout("COOTensor", order), lay, index_type=lay.index_type)
-    if conv.placement is not None:
-        return "placed by generated passes"
     if conv.writing is not None:
         return "written by its relation's solution"
     if lay.dense_array is not None:

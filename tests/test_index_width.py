@@ -175,11 +175,14 @@ def test_assembled_output_beyond_the_width_is_an_error(monkeypatch):
         f(A=A, B=A)
 
 
-def test_placed_conversion_beyond_the_width_is_an_error(monkeypatch):
-    import spf.conversion as conversion_module
-    monkeypatch.setattr(conversion_module, "index_max", lambda layout: 5)
-    t = spf.Tensor.from_scipy("CSR", MATRIX)
-    with pytest.raises(spf.ArgumentError, match=r"DIA would need .* slots, more than "
+def test_written_conversion_beyond_the_width_is_an_error():
+    """Three entries on three diagonals of a 2^30 x 2^30 matrix: DIA would need 3 * 2^30
+    slots; the generated writer refuses before it allocates them."""
+    n = 1 << 30
+    t = spf.Tensor.from_arrays("COO", (n, n), {
+        "numRows": n, "numCols": n, "numNNZ": 3, "rowIdx": np.array([0, 1, 5]),
+        "colIdx": np.array([0, 0, 0]), "data": np.array([1.0, 2.0, 3.0])})
+    with pytest.raises(spf.ArgumentError, match=r"DIA would need 3221225472 slots, more than "
                                                 r"index_type='int32' can address; use "
                                                 r"index_type='int64'"):
         t.convert("DIA", allow_padding=True)

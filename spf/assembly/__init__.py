@@ -24,14 +24,13 @@ from ..middle.iteration_space import TensorUse
 from ..middle.scan import LoopNest
 from .base import AssemblyStrategy
 from .model import AssemblyPlan, FunctionRole, Mode
-from .order import contiguous_group_level, ordered_prefix
+from .order import ordered_prefix
 
 __all__ = [
     "STRATEGIES",
     "AssemblyPlan",
     "FunctionRole",
     "Mode",
-    "contiguous_group_level",
     "for_stream",
     "plan_assembly",
     "strategy",

@@ -41,14 +41,6 @@ def ordered_prefix(nest: LoopNest, key: tuple[str, ...], descending: tuple[bool,
     return 0, "Z3 found executions where every prefix of the storage order decreases"
 
 
-def contiguous_group_level(nest: LoopNest, group: tuple[str, ...],
-                           decisions: Sequence[Decision]) -> int | None:
-    """The nest level after which the logical indices ``group`` are all known, when Z3
-    proves them non-decreasing over that level's iterations: entries of one group then arrive
-    one after the other, and a check there, once per iteration, sees every group change."""
-    return group_level(nest, group, (False,) * len(group), decisions)
-
-
 def group_level(nest: LoopNest, group: tuple[str, ...], descending: tuple[bool, ...],
                  decisions: Sequence[Decision]) -> int | None:
     """The level after which the group's coordinates are all known, if the group is

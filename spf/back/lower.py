@@ -11,7 +11,7 @@ each function (its parameter, state, statement, exits; the counting passes) come
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -40,23 +40,6 @@ from .status import VALUE_STATUS, Status, value_status_declaration
 from .value_c import helpers_of, negated_c, number_c, scaled_c, sets_status, value_c
 
 
-class CustomStatement:
-    """A statement of its own in place of the output's (a generated conversion pass):
-    ``params`` replace the output's parameters, ``statement(value)`` builds it for the value
-    (``value()``: the product of the factors, printed where it is used), ``names`` are the
-    logical indices it reads; ``prologue`` and ``epilogue`` go before and after the loops,
-    ``at = (level, nodes)`` right after that nest level opens."""
-
-    def __init__(self, params: list[str],
-                 statement: Callable[[Callable[[], str]], list[t.Node]],
-                 names: set[str], prologue: Sequence[t.Node] = (),
-                 epilogue: Sequence[t.Node] = (),
-                 at: tuple[int, Sequence[t.Node]] | None = None):
-        self.params, self.statement, self.names = params, statement, names
-        self.prologue, self.epilogue = list(prologue), list(epilogue)
-        self.at = at
-
-
 @dataclass
 class KernelCode:
     """The pieces of one generated function, before they are put into a file."""
@@ -70,21 +53,19 @@ class KernelCode:
     storage: list[t.Definition]    # the output's storage functions, put before the kernel
 
 
-def kernel_code(plan: Plan, name: str, role: FunctionRole = FunctionRole.OUTPUT,
-                custom: CustomStatement | None = None) -> KernelCode:
+def kernel_code(plan: Plan, name: str, role: FunctionRole = FunctionRole.OUTPUT
+                ) -> KernelCode:
     """The signature and body of one kernel function of ``plan`` (returns a
     :class:`~spf.back.status.Status`: 0, 1 when out of memory, 2 when an assembled output
     outgrows its arrays, the one its values set); ``role`` says which function of
-    a kernel (see :class:`~spf.assembly.model.FunctionRole`); ``custom`` replaces the
-    statement."""
-    return KernelLowering(plan, name, role, custom).code()
+    a kernel (see :class:`~spf.assembly.model.FunctionRole`)."""
+    return KernelLowering(plan, name, role).code()
 
 
 class KernelLowering:
     """Builds the tree of one kernel function (see :func:`kernel_code`)."""
 
-    def __init__(self, plan: Plan, name: str, role: FunctionRole,
-                 custom: CustomStatement | None):
+    def __init__(self, plan: Plan, name: str, role: FunctionRole):
         assert not role.counts or plan.assembly is not None, \
             f"a {role.name} pass counting the entries of an output that is not assembled"
         self.plan = plan
@@ -93,17 +74,17 @@ class KernelLowering:
         self.level_notes = plan.guard_notes()
         # the functions counting an assembled output's entries run serially
         self.parallel_loop = None if role.counts else plan.parallel_loop
-        self.assembly, self.role, self.custom = plan.assembly, role, custom
+        self.assembly, self.role = plan.assembly, role
         self.helpers: set[str] = set()
         direct = frozenset({self.expr.output.tensor}) \
-            if plan.assembly is not None or custom is not None else frozenset()
+            if plan.assembly is not None else frozenset()
         self.names = CNames(self.space, self.helpers, hoist=True, direct=direct)
         if plan.assembly is not None and role is not FunctionRole.OUTPUT:   # no output struct
             out = plan.assembly.output.name
             self.names.redirect.update({(out, f): c for f, c in
                                         assembly_c.extents_read(plan.assembly).items()})
         # a scatter loop in parallel: every thread adds into its own copy of the output
-        self.privatized = plan.privatized and bool(self.parallel_loop) and custom is None
+        self.privatized = plan.privatized and bool(self.parallel_loop)
         if self.privatized:
             redirect(self.names, self.space.use(self.expr.output.tensor))
         self.layouts: dict[str, Layout] = {}
@@ -144,8 +125,6 @@ class KernelLowering:
     def _params(self, acc: Access) -> list[str]:
         """The C parameters of one access (recording the layouts whose structs they use)."""
         output = acc is self.expr.output
-        if self.custom is not None and output:
-            return self.custom.params
         if not acc.indices:
             return [scalar_param(acc.tensor, self.plan.typing.of(acc.tensor), output)]
         if self.assembly is not None and output:
@@ -219,8 +198,6 @@ class KernelLowering:
     def output_target(self) -> tuple[TensorUse | None, str, set[str]]:
         """The dense output's use (None otherwise), the C of the element the statement adds
         into, and the indices that select it."""
-        if self.custom is not None:
-            return None, "", set(self.custom.names)
         if self.assembly is not None:
             return None, "", set(self.assembly.key)
         if not self.expr.output.indices:
@@ -231,7 +208,7 @@ class KernelLowering:
     def statement_names(self, out_vars: set[str]) -> set[str]:
         """The names the statement reads (``out_vars``: the indices selecting its element)."""
         operands = self.operand_names()
-        if self.assembly is not None and self.custom is None:
+        if self.assembly is not None:
             return assembly_c.reads(self.assembly, self.role, operands)
         return operands | out_vars
 
@@ -240,8 +217,6 @@ class KernelLowering:
         """The statement for the product ``value()`` (printed only where it is used: the
         fields a value reads are declared only then); ``store``: each instance writes its own
         element, whose value it is."""
-        if self.custom is not None:
-            return self.custom.statement(value)
         if self.assembly is not None:
             return assembly_c.statement(self.assembly, value, self.name, self.role)
         if store and not use_acc:
@@ -279,7 +254,7 @@ class KernelLowering:
         self._declare(stateful)
         positions = [i for i, lv in enumerate(self.nest.levels) if lv.var in out_vars]
         acc_level = max(positions) if positions else -1
-        plain = self.assembly is None and self.custom is None    # an update of a dense output
+        plain = self.assembly is None       # an update of a dense output
         use_acc = plain and \
             any(lv.kind is LevelKind.LOOP for lv in self.nest.levels[acc_level + 1:])
         block = find_block(self.nest, out_vars, self.decisions, self.parallel_loop) \
@@ -322,20 +297,16 @@ class KernelLowering:
             inputs = [acc.tensor if not acc.indices else self.space.use(acc.tensor).name
                       for acc in self.expr.factors]
             b.add(*assembly_c.start(a, self.name, self.role, inputs))
-        if self.custom is not None and self.custom.prologue:
-            b.add(*self.custom.prologue)
 
     def _fixed_levels(self) -> set[int]:
         """Levels a loop transformation must leave in place: the finds' (their loops, key
-        reads and state resets) and those where code is hooked in (groups, tiles, custom)."""
+        reads and state resets) and those where code is hooked in (groups, tiles)."""
         fixed: set[int] = set()
         for d in self.decisions:
             fixed |= {d.find.level, *d.find.key_levels}
             fixed |= {c.init_level for c in d.candidates if c.init_level is not None}
         if self.assembly is not None and self.assembly.group_level is not None:
             fixed.add(self.assembly.group_level)
-        if self.custom is not None and self.custom.at is not None:
-            fixed.add(self.custom.at[0])
         names = [lv.var for lv in self.nest.levels]
         fixed |= {names.index(tile) for tile in self.space.tiles if tile in names}
         return fixed
@@ -358,7 +329,7 @@ class KernelLowering:
 
     def _hooks(self, acc_level: int, acc_target: str | None, store: bool) -> dict[int, Hook]:
         """What runs where a level opens: the accumulator, the assembly's group code, the
-        custom statement's, the tile-skipping guards."""
+        tile-skipping guards."""
         hooks: dict[int, Hook] = {}
         if acc_target is not None:
             def open_acc(b: t.Builder) -> None:
@@ -369,9 +340,6 @@ class KernelLowering:
         order = [lv.var for lv in self.nest.levels]
         a = self.assembly
         more = assembly_c.hooks(a, self.name, self.role, order) if a is not None else []
-        if self.custom is not None and self.custom.at is not None:
-            level, nodes = self.custom.at
-            more.append((level, lambda b: b.add(*nodes)))
         for level, hook in more + self._tile_skips(order):
             _chain(hooks, level, hook)
         return hooks
@@ -471,9 +439,9 @@ class KernelLowering:
 
     def _simd(self) -> dict[str, t.Simd]:
         """The plan's SIMD loop (a sum kept in ``spf_acc`` as the lanes' partial sums), unless
-        the statement is not a plain update (a custom pass, an assembled output)."""
+        the statement is not a plain update (an assembled output)."""
         v = self.plan.vector
-        if v is None or self.custom is not None or self.assembly is not None:
+        if v is None or self.assembly is not None:
             return {}
         if v.reduction:
             return {v.var: t.Simd(["spf_acc"], self.semiring.omp or "+")} if self.use_acc else {}
@@ -484,8 +452,6 @@ class KernelLowering:
         """The epilogue, the output finished, the releases and ``return``; with a label for
         each way out that a failure jumps to."""
         b, a, role = self.b, self.assembly, self.role
-        if self.custom is not None and self.custom.epilogue:
-            b.add(*self.custom.epilogue)
         if a is not None:
             b.add(*assembly_c.finish(a, self.name, role))
         releases = [n for f in stateful for n in f.algorithm.release(f)]

@@ -1,2 +1,3 @@
 """Front: the notation (tokenizer, affine terms with UF calls, index expressions), SPF
-relations over isl, layout files and their storage levels and placement, kernel specs."""
+relations over isl, layout files, their storage levels and how entries are written into
+them, kernel specs."""

@@ -1,11 +1,10 @@
 """Whether a way of writing a layout accounts for every constraint of its relation.
 
-Assembling by storage levels (:mod:`spf.front.storage`) and placing by position
-(:mod:`spf.front.placement`) each establish some constraints of the relation by construction
-(a dense level's bounds, a pointer pair, an offset in its tile).  Every other constraint must
+Assembling by storage levels (:mod:`spf.front.storage`) establishes some constraints of the
+relation by construction (a dense level's bounds, a pointer pair).  Every other constraint must
 follow from those and from the shape (each logical coordinate within its extent); one that does
 not (``gj <= gi`` added to CSR, ``1 <= tbl(pi, pj)``) decides which entries the layout holds or
-what an array must contain, which those ways do not write: the layout is then written by its
+what an array must contain, which assembly does not write: the layout is then written by its
 relation's solution (:mod:`spf.front.writing`), which checks every constraint per entry.
 """
 from __future__ import annotations

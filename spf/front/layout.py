@@ -25,6 +25,11 @@ VALUE_TYPE = "double"
 INDEX_WIDTHS = ("int32", "int64")   # what ``int`` fields are in C and numpy
 
 
+
+def wider_hint(index_type: str) -> str:
+    """The end of an overflow message: what to do about it."""
+    return "; use index_type='int64'" if index_type == "int32" else ""
+
 @dataclass(frozen=True)
 class FieldSpec:
     """A struct field: a scalar (``dims == ()``) or an array with extents ``dims``."""

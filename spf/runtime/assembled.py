@@ -13,9 +13,10 @@ import numpy as np
 from ..assembly import AssemblyPlan, strategy
 from ..back.status import Status
 from ..errors import ArgumentError, OutOfMemoryError
+from ..front.layout import wider_hint
 from ..front.storage import Storage, StorageKind
 from . import build as runtime
-from .fields import index_max, wider_hint
+from .fields import index_max
 from .memory import reserve
 
 # An output whose zeros are dropped is sized by counting its statement instances without

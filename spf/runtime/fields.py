@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..front import index_expr as ie
-from ..front.layout import INDEX_TYPE, Layout
+from ..front.layout import INDEX_TYPE, Layout, wider_hint
 from ..front.properties import Property, Range
 from ..front.value_types import ValueType
 from .scalar_fields import derive_scalar_fields
@@ -33,11 +33,6 @@ def index_max(layout: Layout) -> int:
 
 
 _INDEX_MAX = {width: int(np.iinfo(width).max) for width in ("int32", "int64")}
-
-
-def wider_hint(index_type: str) -> str:
-    """The end of an overflow message: what to do about it."""
-    return "; use index_type='int64'" if index_type == "int32" else ""
 
 
 def as_shape(shape: Any) -> tuple[int, ...]:

@@ -186,7 +186,7 @@ def check_built_ranges(layout: Layout, fields: Mapping[str, Any], what: str) -> 
     """ArgumentError when a tensor spf built (``what``: a kernel's assembled output, a
     conversion's result) stores a coordinate outside a range its layout declares (a layout
     whose range is narrower than its shape cannot store that entry) or a slot, padding
-    included, outside the shape (:func:`check_within_shape`).  Sorted assembly and placement
+    included, outside the shape (:func:`check_within_shape`).  Sorted assembly and the writer
     establish the other properties; ranges they cannot (checked here, O(entries); a range
     relative to layout indices, ``colIdx(pk) >= pi``, by the generated read check)."""
     ranges = [p for p in layout.properties if isinstance(p, Range)]

@@ -22,7 +22,7 @@ import numpy as np
 from ..back.source import render_file
 from ..back.status import Status, c_enum
 from ..errors import ArgumentError, OutOfMemoryError
-from ..front.layout import Layout
+from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
 from ..front.storage import storage_of, storage_or_none
 from ..front.terms import Aff, FloorDiv, format_constraint
@@ -30,7 +30,6 @@ from ..front.value_types import Typing
 from ..front.writing import WritePlan, entry_filters, write_plan
 from ..store import WriterSource, writer_source
 from . import build
-from .fields import wider_hint
 from .memory import byte_limit, reserve
 from .stored import StoredTensor, check_within_shape, tensor_class
 

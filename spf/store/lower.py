@@ -31,7 +31,7 @@ from ..back.status import Status, c_enum, c_name
 from ..back.templates import text as template_text
 from ..errors import SpecError
 from ..front import index_expr as ie
-from ..front.layout import Layout
+from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
 from ..front.storage import storage_or_none
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
@@ -110,7 +110,8 @@ def writer_file(plan: WritePlan, name: str, before: str = "") -> tuple[WriterSou
     """The writer's definitions as a block of a C file: the store primitives, the layout's
     struct and the function (``before``: text that already defines the struct)."""
     src = writer_source(plan, name)
-    struct = "" if struct_name(plan.layout) in before else struct_typedef(plan.layout) + "\n\n"
+    struct = "" if f"}} {struct_name(plan.layout)};" in before \
+        else struct_typedef(plan.layout) + "\n\n"
     return src, (c_enum() + "\n\n" + template_text("store.c").rstrip() + "\n\n" + struct
                  + src.definition)
 
@@ -248,9 +249,11 @@ class _Writer:
                other: str | None = None, spec: str | None = None,
                memory: str | None = None) -> list[t.Node]:
         """Statements refusing the write (entry ``e`` when ``entry``)."""
-        self.refusals.append(Refusal(text, spec, memory))
+        refusal = Refusal(text, spec, memory)
+        if refusal not in self.refusals:
+            self.refusals.append(refusal)
         order = self.lay.order
-        out: list[t.Node] = [t.Assign("spf_err[0]", str(len(self.refusals) - 1))]
+        out: list[t.Node] = [t.Assign("spf_err[0]", str(self.refusals.index(refusal)))]
         for k in range(order):
             out.append(t.Assign(f"spf_err[{1 + k}]", self.at(self.outs[k]) if entry else "-1"))
         for k, v in enumerate(x):
@@ -785,7 +788,7 @@ class _Writer:
         top = _WIDTH_MAX["int64_t" if lay.index_type == "int64" else "int32_t"]
         self.b.add(self.refuse_if(
             f"{slots} > INT64_C({top})", f"{lay.name} would need {{x0}} slots, more than "
-            f"index_type={lay.index_type!r} can address{_hint(lay.index_type)}", (slots,),
+            f"index_type={lay.index_type!r} can address{wider_hint(lay.index_type)}", (slots,),
             entry=False))
         self.b.add(self.refuse_if(
             f"!spf_allow_padding && {slots} > 4 * (n > 1 ? n : 1) && {slots} > n",
@@ -894,7 +897,7 @@ class _Writer:
                 top = _WIDTH_MAX[_ctype(field_ctype(spec, lay), lay)]
                 b.add(self.refuse_if(f"{self.scalar(name)} > INT64_C({top})",
                                      f"{lay.name}: {name} = {{x0}} is beyond "
-                                     f"{lay.dtype_of(name)}{_hint(lay.dtype_of(name))}",
+                                     f"{lay.dtype_of(name)}{wider_hint(lay.dtype_of(name))}",
                                      (self.scalar(name),), entry=False))
                 continue
             if name == lay.value.array:
@@ -910,7 +913,7 @@ class _Writer:
             b.add(t.For(f"int64_t {E} = 0", f"{E} < {size}", f"++{E}", [
                 self.refuse_if(f"{var}[{E}] > INT64_C({top}) || {var}[{E}] < -INT64_C({top})",
                                f"{lay.name}: {name} holds values beyond {lay.dtype_of(name)}"
-                               + _hint(lay.dtype_of(name)), entry=False),
+                               + wider_hint(lay.dtype_of(name)), entry=False),
                 t.Assign(f"{out}[{E}]", f"({ctype}){var}[{E}]")]))
             outputs.append((name, out))
         b.add(t.Comment("every check passed: the fields handed over"))
@@ -935,10 +938,6 @@ class _Writer:
 
 def _ctype(ctype: str, lay: Layout) -> str:
     return f"{lay.index_type}_t" if ctype == "spf_index_t" else ctype
-
-
-def _hint(width: str) -> str:
-    return "; pass index_type='int64'" if width == "int32" else ""
 
 
 def _single_name(a: Aff) -> str:
