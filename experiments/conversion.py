@@ -1,7 +1,7 @@
 """Format conversions (paper 000, Table 3): spf's generated conversions vs scipy, MKL and a C
 baseline, serial.
 
-    python -m experiments.conversion [--quick] [--matrix path.mtx ...]
+    python -m experiments.conversion [--quick] [--matrix path.mtx ...] [--only routes|goals]
 
 Pairs: COO -> CSR (the COO input's entries in random order, as the paper does not assume
 sorted inputs), CSR -> CSC, CSC -> CSR, CSR -> DCSR, DIA -> CSR, dense -> CSR (where the dense
@@ -38,6 +38,17 @@ CSRSlices (order 3) have no library routine in this experiment.
 scipy has no DCSR: no contender.  Every output is checked against the input (structure and
 values).  Median of >= 5 runs after a warm-up, contenders interleaved per round, each
 freeing its previous output first.
+
+The issue's goals (issue 53; rows with ``part = goals``), at 1 and 2 threads (every contender
+set to the same count: OpenMP's through libgomp, MKL's; scipy and numpy are serial): every
+conversion CSR -> L for L in :data:`GOAL_DESTINATIONS` (CSRSlices: order 3, the matrix's rows
+cut into :data:`SLICES` slices of a batch, from CSF) against scipy's ``tocsc()`` on the same
+matrix, a full count + prefix-sum + scatter (target: >= 1.0x on every matrix); and against
+the library's own routine where one builds the layout (target >= 1.0x): CSR4 a numpy copy of
+the three arrays, COO scipy's ``tocoo()``, DIA ``todia()``, BCSR ``tobsr((8, 8))`` and MKL's
+``mkl_sparse_convert_bsr``, CSC MKL's ``mkl_sparse_convert_csr`` of the transpose (where the
+``mkl`` wheel is installed).  Every matrix of the suite; where spf refuses a pair (its padding
+policy, a destination it cannot write) the row says why.
 """
 from __future__ import annotations
 
@@ -47,6 +58,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import ctypes
+import ctypes.util
 import functools
 import time
 from collections.abc import Callable
@@ -92,8 +104,14 @@ TARGETS = {("COO", "CSR"): {"scipy": 1.0, "mkl": 1.29}, ("CSR", "CSC"): {"scipy"
 BASELINE = Path(__file__).resolve().parent / "baselines" / "conversion_ell.c"
 TRANSPOSE = Path(__file__).resolve().parent / "baselines" / "conversion_transpose.c"
 DIA_CSR = Path(__file__).resolve().parent / "baselines" / "conversion_dia.c"
-FIELDS = ("matrix", "rows", "cols", "nnz", "pair", "contender", "median_s", "runs",
-          "ratio_vs_spf", "assembly", "status")
+FIELDS = ("part", "threads", "matrix", "rows", "cols", "nnz", "pair", "contender", "median_s",
+          "runs", "ratio_vs_spf", "assembly", "parallel", "status")
+# the issue's goals: CSR -> each of these, against scipy's tocsc() and the library's own route
+GOAL_DESTINATIONS = ("CSC", "COO", "DCSR", "DIA", "ELL", "ELLPACK_R", "SELL_sigma", "BlockedELL",
+                     "BCSR", "CSR4", "SymCSR", "CSRSlices", "JDS")
+GOAL_THREADS = (1, 2)
+SLICES = 4              # CSRSlices: the matrix's rows in this many slices (a batch of CSR)
+SCIPY_TOCSC = "scipy tocsc"
 
 
 def _shuffled_coo(a: sp.csr_matrix, seed: int) -> sp.coo_matrix:
@@ -269,13 +287,13 @@ def _as_csr(out: Any, shape: tuple[int, int]) -> sp.csr_matrix:
 
 def run_pair(name: str, a: sp.csr_matrix, src: str, dst: str,
              conv: dict, target_s: float, baseline) -> list[dict]:
-    base = {"matrix": name, "rows": a.shape[0], "cols": a.shape[1], "nnz": a.nnz,
-            "pair": f"{src}->{dst}", "assembly": "", "status": "ok", "ratio_vs_spf": ""}
+    base = {"part": "routes", "threads": 1, "matrix": name, "rows": a.shape[0],
+            "cols": a.shape[1], "nnz": a.nnz, "pair": f"{src}->{dst}", "assembly": "",
+            "status": "ok", "ratio_vs_spf": ""}
     coo = _shuffled_coo(a, 7)
     t = _spf_input(src, a, coo)
     c, f = conv[src, dst]
-    mode = "placement" if c.placement is not None else "written" if c.writing is not None \
-        else c.kernel.assembly.mode if c.kernel.assembly else "dense"
+    mode = _mode(c)
     if dst == "SymCSR" and (a != a.T).nnz:
         return [{**base, "contender": "spf", "status": "skipped: not symmetric"}]
     grid = -(-a.shape[0] // BLOCK) * -(-a.shape[1] // BLOCK)
@@ -321,28 +339,183 @@ def _spf_input(src: str, a: sp.csr_matrix, coo: sp.coo_matrix) -> spf.Tensor:
     return spf.Tensor.from_scipy(src, a, **({"B": BLOCK} if src in BLOCKED else {}))
 
 
+def _params(src: str, dst: str) -> dict[str, int]:
+    return {"B": BLOCK} if {src, dst} & set(BLOCKED) else SELL_PARAMS \
+        if dst == "SELL_sigma" else {}
+
+
+def _compiled(src: str, dst: str) -> tuple[spf.Conversion, Callable[[spf.Tensor], Any]]:
+    c = spf.Conversion(src, dst, **_params(src, dst))
+    return c, c.compile()
+
+
+def _mode(c: spf.Conversion) -> str:
+    """How spf writes the destination: placed, written (by the relation), or the kernel's
+    assembly mode."""
+    if getattr(c, "placement", None) is not None:
+        return "placement"
+    if getattr(c, "writing", None) is not None:
+        return "written"
+    return c.kernel.assembly.mode if c.kernel.assembly else "dense"
+
+
+@functools.cache
+def _libgomp() -> Any:
+    """GNU OpenMP's runtime (the one spf's parallel code and MKL's GNU layer use), or None."""
+    path = ctypes.util.find_library("gomp")
+    return ctypes.CDLL(path) if path else None
+
+
+def _set_threads(n: int) -> None:
+    """``n`` threads for every contender that can use threads: OpenMP (spf) and MKL."""
+    gomp = _libgomp()
+    if gomp is not None:
+        gomp.omp_set_num_threads(ctypes.c_int(n))
+    mkl.set_threads(n)
+
+
+def _openmp(f: Any) -> str:
+    """Whether a compiled conversion's C was built with OpenMP (can use a second thread)."""
+    libs = (getattr(f, "lib", None), getattr(getattr(f, "fn", None), "_lib", None),
+            getattr(getattr(f, "read", None), "_lib", None))
+    return "yes" if any(lib is not None and hasattr(lib, "omp_get_max_threads")
+                        for lib in libs) else "no"
+
+
+def _source_of(dst: str) -> str:
+    return "CSF" if dst == "CSRSlices" else "CSR"
+
+
+def goal_conversions(conv: dict) -> dict[str, tuple[spf.Conversion, Any] | str]:
+    """CSR (CSF for CSRSlices) -> each of :data:`GOAL_DESTINATIONS`, compiled (reusing
+    ``conv``'s), or the reason spf refuses it."""
+    out: dict[str, tuple[spf.Conversion, Any] | str] = {}
+    for dst in GOAL_DESTINATIONS:
+        key = (_source_of(dst), dst)
+        try:
+            out[dst] = conv[key] if key in conv else _compiled(*key)
+        except spf.SpfError as exc:
+            out[dst] = f"refused: {exc}"
+    return out
+
+
+def _batch(a: sp.csr_matrix) -> tuple[tuple[int, int, int], tuple[np.ndarray, ...], np.ndarray]:
+    """``a``'s rows cut into :data:`SLICES` slices: (shape, (t, i, j) coordinates, values)."""
+    per = max(-(-a.shape[0] // SLICES), 1)
+    coo = a.tocoo()
+    row = coo.row.astype(np.int64)
+    return (SLICES, per, a.shape[1]), (row // per, row % per, coo.col), coo.data
+
+
+def _goal_input(src: str, a: sp.csr_matrix) -> spf.Tensor:
+    if src == "CSF":
+        shape, coords, values = _batch(a)
+        return spf.Tensor.from_coords("CSF", shape, coords, values)
+    return spf.Tensor.from_scipy(src, a)
+
+
+def _goal_routes(dst: str, a: sp.csr_matrix) -> dict[str, Callable[[], Any]]:
+    """scipy's tocsc() (every pair) and the library's own routine building ``dst``."""
+    routes: dict[str, Callable[[], Any]] = {SCIPY_TOCSC: a.tocsc}
+    if dst == "CSR4":
+        routes["numpy copy"] = lambda: (a.indptr.copy(), a.indices.copy(), a.data.copy())
+    elif dst == "COO":
+        routes["scipy tocoo"] = a.tocoo
+    elif dst == "DIA":
+        routes["scipy todia"] = a.todia
+    elif dst == "BCSR" and all(e % BLOCK == 0 for e in a.shape):
+        routes["scipy tobsr"] = lambda: a.tobsr(blocksize=(BLOCK, BLOCK))
+    if mkl.load() is not None and dst in ("CSC", "BCSR"):
+        h = mkl.csr(a)
+        routes["mkl"] = (lambda: mkl.to_csr(h, transpose=True)) if dst == "CSC" else \
+            (lambda: mkl.to_bsr(h, BLOCK))
+    return routes
+
+
+def _same_entries(out: spf.Tensor, a: sp.csr_matrix) -> bool:
+    """Whether ``out`` (a CSRSlices batch: its slices stacked) holds ``a``'s entries (padding
+    zeros left out)."""
+    coords, values = out.entries()
+    if len(coords) == 3:
+        coords = (coords[0] * out.shape[1] + coords[1], coords[2])
+    kept = values != 0
+    got = sp.csr_matrix((values[kept], (coords[0][kept], coords[1][kept])), shape=a.shape)
+    got.sum_duplicates()
+    return bool((got != a).nnz == 0)
+
+
+def run_goal(name: str, a: sp.csr_matrix, dst: str, built: tuple | str,
+             target_s: float) -> list[dict]:
+    """CSR -> ``dst`` on ``a`` against :func:`_goal_routes`, at each of :data:`GOAL_THREADS`."""
+    src = _source_of(dst)
+    base = {"part": "goals", "matrix": name, "rows": a.shape[0], "cols": a.shape[1],
+            "nnz": a.nnz, "pair": f"{src}->{dst}", "assembly": "", "status": "ok",
+            "ratio_vs_spf": "", "parallel": ""}
+    if isinstance(built, str):
+        return [{**base, "threads": t, "contender": "spf", "status": built}
+                for t in GOAL_THREADS]
+    c, f = built
+    if dst == "SymCSR" and (a != a.T).nnz:
+        return [{**base, "threads": t, "contender": "spf", "status": "skipped: not symmetric"}
+                for t in GOAL_THREADS]
+    t_in = _goal_input(src, a)
+    try:
+        out = f(t_in)
+    except spf.SpfError as exc:         # e.g. the padding policy of DIA / ELL / BCSR
+        return [{**base, "threads": t, "contender": "spf", "status": f"refused: {exc}"}
+                for t in GOAL_THREADS]
+    if not _same_entries(out, a):
+        raise AssertionError(f"spf {src}->{dst} on {name} differs from the input")
+    del out
+    parallel = _openmp(f)
+    rows = []
+    for threads in GOAL_THREADS:
+        _set_threads(threads)
+        results: dict[str, Any] = {}
+
+        def timed_call(who: str, fn: Callable[[], Any]) -> Callable[[], None]:
+            def run() -> None:
+                results.pop(who, None)          # free the previous output first
+                results[who] = fn()
+            return run
+        fns = {"spf": timed_call("spf", lambda: f(t_in))}
+        fns.update((who, timed_call(who, r)) for who, r in _goal_routes(dst, a).items())
+        timed = time_interleaved(fns, target_s, 5, 200)
+        results.clear()
+        rows += [{**base, "threads": threads, "contender": who, "median_s": median,
+                  "runs": runs, "ratio_vs_spf": median / timed["spf"][0] if who != "spf" else "",
+                  "assembly": _mode(c) if who == "spf" else "",
+                  "parallel": parallel if who == "spf" else ""}
+                 for who, (median, runs) in timed.items()]
+    _set_threads(1)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = experiment_parser(__doc__)
+    parser.add_argument("--only", choices=("routes", "goals"),
+                        help="only the library routes' table, or only the issue's goals")
     args = parser.parse_args(argv)
     scale = "quick" if args.quick else "full"
     target_s = 0.005 if args.quick else 0.3
-    mkl.set_threads(1)
+    _set_threads(1)
     print("MKL:", mkl.version() or "not installed (no MKL contender)")
     t0 = time.perf_counter()
-    conv = {}
-    for s, d in PAIRS:
-        params = {"B": BLOCK} if {s, d} & set(BLOCKED) else SELL_PARAMS \
-            if d == "SELL_sigma" else {}
-        c = spf.Conversion(s, d, **params)
-        conv[s, d] = (c, c.compile())
+    pairs = [] if args.only == "goals" else PAIRS
+    conv = {(s, d): _compiled(s, d) for s, d in pairs}
+    goals = {} if args.only == "routes" else goal_conversions(conv)
     baseline = _ell_baseline()
-    print(f"generated and compiled {len(conv)} conversions in {time.perf_counter() - t0:.1f} s")
+    own = sum((_source_of(d), d) not in conv for d in goals)     # not shared with PAIRS
+    print(f"generated and compiled {len(conv) + own} conversions in "
+          f"{time.perf_counter() - t0:.1f} s")
     rows: list[dict] = []
     for name, a in progress(list(matrices(scale, args.matrix)), "conversion", args.quick):
         a = sp.csr_matrix(a)
         a.sort_indices()
         a.eliminate_zeros()
-        for src, dst in PAIRS:
+        for dst, built in goals.items():
+            rows += run_goal(name, a, dst, built, target_s)
+        for src, dst in pairs:
             only = ONLY_ON.get(dst, ONLY_ON.get(src))
             if only and name not in only and not args.matrix:
                 continue
@@ -350,8 +523,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 continue
             rows += run_pair(name, a, src, dst, conv, target_s, baseline)
         print(f"  {name} [{time.perf_counter() - t0:.0f} s]", flush=True)
+    _set_threads(1)
     rows = [{k: r.get(k, "") for k in FIELDS} for r in rows]
-    print_table(rows, ["matrix", "pair", "contender", "median_s", "ratio_vs_spf"])
+    print_table(rows, ["part", "threads", "matrix", "pair", "contender", "median_s",
+                       "ratio_vs_spf", "status"])
     path = write_csv("conversion_user" if args.matrix else "conversion", rows,
                      args.quick or bool(args.matrix))
     print("wrote", path)
@@ -362,6 +537,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 def plot(rows: list[dict], quick: bool = False) -> list:
     """Per conversion pair: each library route's time / spf's time, geomean over matrices."""
+    goal_rows = [r for r in rows if r.get("part") == "goals"]
+    rows = [r for r in rows if r.get("part") != "goals"]
     ratios: dict[str, dict[str, list[float]]] = {}
     for r in rows:
         if r["contender"] != "spf" and r["ratio_vs_spf"] not in ("", None) \
@@ -369,15 +546,46 @@ def plot(rows: list[dict], quick: bool = False) -> list:
             ratios.setdefault(r["pair"], {}).setdefault(r["contender"], []).append(
                 float(r["ratio_vs_spf"]))
     groups = {pair: {c: geomean(v) for c, v in per.items()} for pair, per in ratios.items()}
-    return bar_chart(groups, plot_path("conversion", "speedup", quick),
-                     f"Format conversion: route time / spf time, geomean over the suite "
+    out = bar_chart(groups, plot_path("conversion", "speedup", quick),
+                    f"Format conversion: route time / spf time, geomean over the suite "
+                    f"(> 1: spf faster; {machine_note(rows)})", "speedup of spf",
+                    log=True, reference=1.0) if groups else []
+    return out + plot_goals(goal_rows, quick)
+
+
+def _goal_ratios(rows: list[dict]) -> dict[tuple[str, str, str], dict[str, float]]:
+    """(pair, threads, contender) -> matrix -> contender time / spf time, measured rows."""
+    out: dict[tuple[str, str, str], dict[str, float]] = {}
+    for r in rows:
+        if r["contender"] != "spf" and r["ratio_vs_spf"] not in ("", None):
+            out.setdefault((r["pair"], str(r["threads"]), r["contender"]), {})[r["matrix"]] = \
+                float(r["ratio_vs_spf"])
+    return out
+
+
+def plot_goals(rows: list[dict], quick: bool = False) -> list:
+    """The issue's goals: per CSR -> L, scipy tocsc()'s and the own routine's time / spf's,
+    geomean over the suite, at each thread count."""
+    groups: dict[str, dict[str, float]] = {}
+    for (pair, threads, who), per in _goal_ratios(rows).items():
+        groups.setdefault(pair, {})[f"{who}, {threads}t"] = geomean(per.values())
+    return bar_chart(groups, plot_path("conversion", "goals", quick),
+                     "Issue 53's goals: library time / spf time, geomean over the suite "
                      f"(> 1: spf faster; {machine_note(rows)})", "speedup of spf",
                      log=True, reference=1.0)
 
 
 def describe(rows: list[dict]) -> str:
     """Markdown for RESULTS.md: per pair, each library route's time / spf's time (geomean),
-    the best route's per matrix, and the issue's targets."""
+    the best route's per matrix, and the issue's targets; then the issue's goals."""
+    goal_rows = [r for r in rows if r.get("part") == "goals"]
+    rows = [r for r in rows if r.get("part") != "goals"]
+    routes = _describe_routes(rows) if rows else ""
+    goals = describe_goals(goal_rows) if goal_rows else ""
+    return "\n\n".join(part for part in (routes, goals) if part)
+
+
+def _describe_routes(rows: list[dict]) -> str:
     pairs = list(dict.fromkeys(r["pair"] for r in rows))
     versions = next((f"MKL: {r['mkl']}" for r in rows if r.get("mkl")), "MKL: not installed")
     lines = ["Conversions generated by spf (`spf.Conversion(src, dst)`, timed as the public call "
@@ -455,6 +663,46 @@ def describe(rows: list[dict]) -> str:
               "once (scipy's copy of CSR arrays: about 5 ns per entry). Generated C for the "
               "writer's passes (the placement passes' analysis-then-fill shape) is the way "
               "to close it; not done."]
+    return "\n".join(lines)
+
+
+
+def describe_goals(rows: list[dict]) -> str:
+    """Markdown: per CSR -> L and thread count, scipy tocsc()'s and the own routine's time /
+    spf's (geomean, min, the matrices where it is below 1.0), the goal met or not, and why
+    spf refused a pair where it did."""
+    ratios = _goal_ratios(rows)
+    lines = ["### Issue 53's goals",
+             "",
+             "Every conversion CSR -> L (CSRSlices: order 3, the matrix's rows cut into "
+             f"{SLICES} slices, from CSF) against scipy's `tocsc()` on the same matrix (a full "
+             "count + prefix-sum + scatter) and against the library's own routine where one "
+             "builds L; same process, contenders interleaved, median of >= 5 runs. Ratio = "
+             "library time / spf time; goal: >= 1.0x on every matrix. Threads: OpenMP (spf) "
+             "and MKL set to the count; scipy and numpy are serial. `parallel`: whether spf's "
+             "conversion has a parallel loop.",
+             "",
+             "| pair | threads | spf writes by | parallel | contender | geomean | min | goal "
+             ">= 1.0x on every matrix | below 1.0x on |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    spf_rows = [r for r in rows if r["contender"] == "spf" and r["status"] == "ok"]
+    for (pair, threads, who), per in ratios.items():
+        mine = next((r for r in spf_rows if r["pair"] == pair
+                     and str(r["threads"]) == threads), {})
+        refused = {r["matrix"] for r in rows if r["pair"] == pair and r["status"] != "ok"}
+        low = ", ".join(f"{m} {v:.2f}x" for m, v in per.items() if v < 1.0) or "-"
+        met = "NOT met" if min(per.values()) < 1.0 else "met" if not refused else \
+            f"met where measured; not on the {len(refused)} refused"
+        lines.append(f"| {pair} | {threads} | {mine.get('assembly', '')} | "
+                     f"{mine.get('parallel', '')} | {who} | {geomean(per.values()):.2f}x | "
+                     f"{min(per.values()):.2f}x | {met} | {low} |")
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        if r["contender"] == "spf" and r["status"] != "ok" and str(r["threads"]) == "1":
+            reasons.setdefault((r["pair"], str(r["status"])), []).append(r["matrix"])
+    if reasons:
+        lines += ["", "Not measured:"]
+        lines += [f"- {pair} on {', '.join(ms)}: {why}" for (pair, why), ms in reasons.items()]
     return "\n".join(lines)
 
 

@@ -1,0 +1,335 @@
+"""The C of a conversion called from a C driver, without Python in between (issue 53: "the C
+of each conversion compiled and called from a small C driver in a test").
+
+For each pair, the test writes one C program: the conversion's ``c_source()`` plus a ``main``
+holding a few source tensors as static arrays (packed from scipy matrices or numpy arrays:
+empty rows, one entry, rectangular, empty) that converts the one named on its command line
+and prints every field of the destination.  It is compiled once per pair with ``cc -O1 -Wall
+-Wextra -Werror`` and run once per tensor; the printed fields are compared with scipy's
+(numpy's for order 3) matrix, and field by field with ``spf.convert`` (the same C through
+ctypes).
+
+The driver follows the file's conventions, in one of two calling conventions
+(:data:`SIZED`, :data:`WRITTEN`, told apart by the function's signature):
+
+- ``SIZED``: ``int <name>_bound(int64_t *bound, const A *)`` counts the entries; the caller
+  allocates every array of the destination (zeroed: the pointer arrays are counters) with the
+  size its struct comment gives, each count of positions (a scalar field or a read of a
+  pointer array) taken as ``bound``; ``int <name>(B *, int64_t *B_size, const A *)`` takes the
+  positions allocated per storage level in ``B_size`` and leaves there the positions used.
+  What the file does not say (which scalar field holds which extent, how many levels
+  ``B_size`` has, which scalar field counts a level's positions: the C does not set it) comes
+  from the destination's :func:`~spf.front.storage.storage_of`.
+- ``WRITTEN`` (a destination written by its relation, :mod:`spf.store`): ``int <name>(B *,
+  int64_t *spf_err, int64_t *spf_sizes, int64_t spf_max_bytes, const A *)`` allocates every
+  array of B with malloc and sets every field; the driver prints them and frees each array.
+  A refusal (a status) is printed as ``status <s> refusal <k>`` (``k``: its number in the
+  file's header).
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import spf
+from spf.back.status import Status
+from spf.front.storage import StorageKind, storage_of
+
+NAME = "spf_convert"
+SIZED = "sized"             # <name>_bound, caller-allocated arrays, B_size per level
+WRITTEN = "written"         # <name> mallocs every array of B (spf.store)
+
+
+def _matrices() -> dict[str, sp.csr_matrix]:
+    """Small matrices: empty rows (first and last), one entry, rectangular both ways, empty."""
+    rng = np.random.default_rng(53)
+    d = np.round(rng.random((7, 10)) * (rng.random((7, 10)) < 0.4), 3)
+    d[[0, 3, 6]] = 0.0
+    return {"empty_rows": sp.csr_matrix(d), "tall": sp.csr_matrix(d.T),
+            "one": sp.csr_matrix(([2.5], ([2], [4])), shape=(3, 5)),
+            "empty": sp.csr_matrix((4, 6))}
+
+
+def _vectors() -> dict[str, np.ndarray]:
+    return {"some": np.array([0.0, 1.5, 0.0, 0.0, -2.0, 3.25, 0.0]),
+            "one": np.array([0.0, 0.0, 4.0]), "empty": np.zeros(5)}
+
+
+def _tensors() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    t = np.round(rng.random((3, 4, 5)) * (rng.random((3, 4, 5)) < 0.3), 3)
+    t[1] = 0.0                                          # an empty slice
+    one = np.zeros((2, 3, 2))
+    one[1, 2, 0] = 7.0
+    return {"some": t, "one": one, "empty": np.zeros((2, 2, 3))}
+
+
+MATRICES, VECTORS, TENSORS = _matrices(), _vectors(), _tensors()
+# (source, destination): the conversions whose c_source() is the kernel's own (destinations
+# assembled level by level), sources of every kind of level
+PAIRS = [("CSR", "CSC"), ("CSR", "COO"), ("CSR", "DCSR"), ("CSR", "SortedCOO"),
+         ("CSR", "CSR_unsorted"), ("CSR", "CSR_lengths"), ("CSC", "CSR"), ("COO", "CSR"),
+         ("DCSR", "CSC"), ("SV", "SV_decreasing"), ("COOTensor", "CSF"),
+         # destinations written by their relations (spf.store): one function allocating B
+         ("CSR", "SELL_sigma"), ("CSR", "ELLPACK_R"), ("CSR", "CSR4"), ("CSR", "JDS"),
+         ("CSR", "DIA"), ("CSR", "ELL"), ("COO", "BCSR"), ("CSR", "BlockedELL"),
+         ("CSC", "CSB"), ("CSR", "SELL"), ("COOTensor", "CSRSlices"), ("COOTensor", "HiCOO")]
+PARAMS = {"BCSR": {"B": 2}, "BlockedELL": {"B": 2}, "CSB": {"B": 2}}
+FAST = {("CSR", "CSC"), ("CSR", "DCSR"), ("COO", "CSR"), ("CSR", "CSR_lengths"),
+        ("CSR", "SELL_sigma"), ("CSR", "DIA"), ("CSC", "CSB")}
+
+
+def _inputs(order: int) -> dict[str, np.ndarray]:
+    if order == 1:
+        return VECTORS
+    if order == 3:
+        return TENSORS
+    return {k: m.toarray() for k, m in MATRICES.items()}
+
+
+def _source(layout: str, dense: np.ndarray) -> spf.Tensor:
+    if dense.ndim == 2:
+        return spf.Tensor.from_scipy(layout, sp.csr_matrix(dense))
+    return spf.Tensor.from_dense(layout, dense)
+
+
+# -- reading the generated file --------------------------------------------------------------
+@dataclass(frozen=True)
+class Field:
+    name: str
+    ctype: str                  # its element type (spf_index_t, int64_t, double, ...)
+    dims: str | None            # an array's length as its struct comment gives it
+
+
+def _struct(code: str, type_name: str) -> list[Field]:
+    """The fields of struct ``type_name`` in the generated file."""
+    t = re.escape(type_name)
+    body = re.search(rf"typedef struct {t} \{{\n(.*?)\n\}} {t};", code, re.S)
+    assert body, f"no struct {type_name} in the generated file"
+    out = []
+    for line in body.group(1).splitlines():
+        m = re.match(r"\s*(?:const )?([\w ]+?)\s*(\*restrict )?(\w+);(?:\s*/\* \[(.*)\] \*/)?",
+                     line)
+        assert m, line
+        assert bool(m.group(2)) == bool(m.group(4)), f"an array without its length: {line}"
+        out.append(Field(m.group(3), m.group(1), m.group(4)))
+    return out
+
+
+def _signature(code: str) -> tuple[str, str, str]:
+    """(convention, destination struct, source struct) from ``<name>``'s signature."""
+    sized = re.search(rf"int {NAME}\((\w+) \*restrict B, int64_t \*restrict B_size, "
+                      r"const (\w+) \*restrict A\)", code)
+    if sized:
+        return SIZED, sized.group(1), sized.group(2)
+    written = re.search(rf"int {NAME}\((\w+) \*restrict B, int64_t \*restrict spf_err, "
+                        r"int64_t \*restrict spf_sizes, int64_t spf_max_bytes, "
+                        r"const (\w+) \*restrict A\)", code)
+    assert written, f"no {NAME} of either calling convention in:\n{code}"
+    return WRITTEN, written.group(1), written.group(2)
+
+
+def _c_length(dims: str, scalars: set[str], before: set[str] | None) -> str:
+    """C for an array length from its struct comment (``(numRows + 1)``, ``rowPtr(numRows)``,
+    ``ptr2(ptr1(n0))``, ``numRows][width``: the product) over ``B``'s fields.  ``before``
+    (sizing before the call): the scalar fields known then; any other count (another scalar
+    field, a read of an index array) is ``spf_bound``, the number of entries."""
+    def c(node: ast.expr) -> str:
+        if isinstance(node, ast.Constant):
+            return str(node.value)
+        if isinstance(node, ast.Name) and node.id in scalars:
+            known = before is None or node.id in before
+            return f"(int64_t)B.{node.id}" if known else "spf_bound"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if before is not None:
+                return "spf_bound"
+            return f"(int64_t)B.{node.func.id}[{c(node.args[0])}]"
+        if isinstance(node, ast.BinOp):
+            op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}[type(node.op)]
+            return f"({c(node.left)} {op} {c(node.right)})"
+        raise AssertionError(f"unexpected array length {dims!r}")
+    return " * ".join(f"({c(ast.parse(d, mode='eval').body)})" for d in dims.split("]["))
+
+
+# -- the driver ------------------------------------------------------------------------------
+def _c_array(ctype: str, name: str, values: np.ndarray) -> str:
+    items = [repr(float(v)) for v in values] if ctype in ("double", "float") \
+        else [str(int(v)) for v in values]
+    return f"static {ctype} {name}[{max(len(items), 1)}] = {{{', '.join(items) or '0'}}};"
+
+
+def _case(k: int, tensor: spf.Tensor, src: list[Field], src_type: str) -> tuple[list[str], str]:
+    """Static arrays of case ``k`` (its fields, its shape) and the C converting it."""
+    arrays = [_c_array("const int64_t", f"c{k}_extent", np.array(tensor.shape))]
+    inits = []
+    for f in src:
+        value = tensor.fields[f.name]
+        if f.dims is None:
+            inits.append(f"A.{f.name} = {int(value)};")
+        else:
+            arrays.append(_c_array(f.ctype, f"c{k}_{f.name}", np.asarray(value).ravel()))
+            inits.append(f"A.{f.name} = c{k}_{f.name};")
+    return arrays, f"    case {k}: {{\n        {src_type} A = {{0}};\n        " \
+        + "\n        ".join(inits) + f"\n        return run(&A, c{k}_extent);\n    }}"
+
+
+def driver(code: str, tensors: list[spf.Tensor], dst_layout: spf.Layout) -> str:
+    """A C program: the conversion ``code``, then ``main(argc, argv)`` converting the source
+    ``tensors[int(argv[1])]`` and printing every field of B, one line each (``name v ...``)."""
+    convention, dst_type, src_type = _signature(code)
+    src, dst = _struct(code, src_type), _struct(code, dst_type)
+    scalars = {f.name for f in dst if f.dims is None}
+    lines = [f"    {dst_type} B = {{0}};"]
+    if convention == SIZED:
+        lines += _sized_call(dst, scalars, dst_layout)
+    else:
+        lines += ["    int64_t spf_err[64], spf_sizes[64];",
+                  f"    const int spf_status = {NAME}(&B, spf_err, spf_sizes, 0, A);",
+                  "    if (spf_status) {",
+                  '        printf("status %d refusal %lld\\n", spf_status, (long long)spf_err[0]);',
+                  "        return 0;", "    }"]
+    for f in dst:
+        if f.dims is None:
+            lines.append(f'    printf("{f.name} %lld\\n", (long long)B.{f.name});')
+            continue
+        fmt, cast = ("%.17g", "(double)") if f.ctype in ("double", "float") \
+            else ("%lld", "(long long)")
+        n = _c_length(f.dims, scalars, None)
+        lines.append(f'    printf("{f.name}");\n    for (int64_t q = 0; q < {n}; ++q)\n'
+                     f'        printf(" {fmt}", {cast}B.{f.name}[q]);\n    printf("\\n");')
+    lines += [f"    free(B.{f.name});" for f in dst if f.dims is not None]
+    arrays, cases = [], []
+    for k, t in enumerate(tensors):
+        a, case = _case(k, t, src, src_type)
+        arrays += a
+        cases.append(case)
+    return "\n".join([
+        '#include "conversion.c"', "#include <stdio.h>", "", *arrays, "",
+        f"static int run(const {src_type} *A, const int64_t *spf_extent)", "{",
+        "    (void)spf_extent;   /* a written destination's extents are set by the C */",
+        *lines, "    return 0;", "}", "",
+        "int main(int argc, char **argv)", "{", "    if (argc != 2)", "        return 3;",
+        "    switch (atoi(argv[1])) {", *cases, "    }", "    return 3;", "}", ""])
+
+
+def _sized_call(dst: list[Field], scalars: set[str], layout: spf.Layout) -> list[str]:
+    """SIZED: count the entries, set B's extents, allocate its arrays zeroed and ``B_size``,
+    convert, set each level's count of positions from ``B_size``."""
+    storage = storage_of(layout)
+    extents = dict(zip(storage.shape_fields, range(len(storage.shape_fields))))
+    lines = ["    int64_t spf_bound = 0;",
+             f"    if ({NAME}_bound(&spf_bound, A))", "        return 1;"]
+    lines += [f"    B.{f} = spf_extent[{d}];" for f, d in extents.items()]
+    for f in dst:
+        if f.dims is not None:
+            n = _c_length(f.dims, scalars, set(extents))
+            lines.append(f"    B.{f.name} = calloc((size_t)({n} > 0 ? {n} : 1), "
+                         f"sizeof(*B.{f.name}));")
+    caps: list[str] = []
+    coords = 0
+    for lv in storage.levels:       # as the runtime sizes them (spf.runtime.assembled)
+        coords += len(lv.coords)
+        if lv.kind is StorageKind.DENSE:
+            ext = f"spf_extent[{storage.order[coords - 1]}]"
+            caps.append(f"({caps[-1]}) * {ext}" if caps else ext)
+        else:
+            caps.append("spf_bound")
+    lines.append(f"    int64_t B_size[{len(caps)}] = {{{', '.join(f'({c})' for c in caps)}}};")
+    lines += [f"    if ({NAME}(&B, B_size, A))", "        return 2;"]
+    lines += [f"    B.{lv.count} = B_size[{k}];"
+              for k, lv in enumerate(storage.levels) if lv.count]
+    return lines
+
+
+# -- the tests -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """(source, destination) -> its compiled driver, built on first use (one compile each)."""
+    return {"folder": tmp_path_factory.mktemp("c_driver")}       # type: ignore[dict-item]
+
+
+def _program(programs: dict, src: str, dst: str) -> tuple[Path, spf.Conversion, list[str]]:
+    key = (src, dst)
+    if key not in programs:
+        conv = spf.Conversion(src, dst, name=NAME, allow_padding=True, **PARAMS.get(dst, {}))
+        cases = _inputs(conv.src.order)
+        tensors = [_source(src, d) for d in cases.values()]
+        folder = programs["folder"] / f"{src}_{dst}"
+        folder.mkdir()
+        (folder / "conversion.c").write_text(conv.c_source())
+        (folder / "main.c").write_text(driver(conv.c_source(), tensors, conv.dst))
+        proc = subprocess.run([os.environ.get("CC", "cc"), "-O1", "-Wall", "-Wextra",
+                               "-Werror", "main.c", "-o", "main"], cwd=folder,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0 and not proc.stderr.strip(), \
+            f"{proc.stderr}\n--- main.c ---\n{(folder / 'main.c').read_text()}"
+        programs[key] = (folder / "main", conv, list(cases))
+    return programs[key]
+
+
+def _printed(stdout: str, layout: spf.Layout) -> dict[str, object]:
+    """The fields the driver printed, as numpy arrays of the layout's types."""
+    out: dict[str, object] = {}
+    for line in stdout.splitlines():
+        name, *values = line.split(" ")
+        if not layout.fields[name].dims:        # a scalar field
+            out[name] = int(values[0])
+        elif name == layout.value.array:
+            out[name] = np.array(values, dtype=layout.value_type.dtype)
+        else:
+            out[name] = np.array(values, dtype=np.int64).astype(layout.dtype_of(name))
+    return out
+
+
+@pytest.mark.parametrize("src,dst", [pytest.param(*p, id=f"{p[0]}-{p[1]}",
+                                                  marks=() if p in FAST else pytest.mark.slow)
+                                     for p in PAIRS])
+def test_c_driver_converts(programs, src, dst):
+    """Each source tensor converted by the C alone: the printed fields are a valid tensor in
+    ``dst`` (built with every check) holding the source's matrix, and equal, field by field,
+    those of the same conversion run through ctypes."""
+    exe, conv, names = _program(programs, src, dst)
+    for k, case in enumerate(names):
+        dense = _inputs(conv.src.order)[case]
+        proc = subprocess.run([str(exe), str(k)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{case}: exit {proc.returncode}\n{proc.stderr}"
+        fields = _printed(proc.stdout, conv.dst)
+        assert set(fields) == set(conv.dst.fields), (case, sorted(fields))
+        got = spf.Tensor.from_arrays(conv.dst, dense.shape, fields)
+        if dense.ndim == 2:
+            np.testing.assert_array_equal(got.to_scipy().toarray(), sp.csr_matrix(dense).toarray(),
+                                          err_msg=case)
+        np.testing.assert_array_equal(got.to_dense(), dense, err_msg=case)
+        want = _source(src, dense).convert(dst, allow_padding=True, **PARAMS.get(dst, {}))
+        for name, value in want.fields.items():
+            np.testing.assert_array_equal(np.asarray(fields[name]), np.asarray(value),
+                                          err_msg=f"{case}: field {name}")
+
+
+def test_a_refusal_comes_back_from_the_c(programs):
+    """An entry the destination cannot hold: the C alone returns SPF_REFUSED with the
+    refusal's number, which the file's header lists; through Python it names the entry."""
+    conv = spf.Conversion("CSR", "LowerTri", name=NAME)
+    upper = np.array([[1.0, 2.0], [0.0, 3.0]])
+    folder = programs["folder"] / "refusal"
+    folder.mkdir()
+    (folder / "conversion.c").write_text(conv.c_source())
+    (folder / "main.c").write_text(driver(conv.c_source(), [_source("CSR", upper)], conv.dst))
+    subprocess.run([os.environ.get("CC", "cc"), "-O1", "-Wall", "-Wextra", "-Werror", "main.c",
+                    "-o", "main"], cwd=folder, check=True, capture_output=True, text=True)
+    out = subprocess.run([str(folder / "main"), "0"], capture_output=True, text=True).stdout
+    status, refusal = re.fullmatch(r"status (\d+) refusal (\d+)\n", out).groups()
+    assert int(status) == Status.REFUSED
+    header = conv.c_source().split("*/")[0]
+    assert f"{refusal}: entry {{at}} cannot be stored in LowerTri: its relation requires " \
+        "gj <= gi" in header
+    with pytest.raises(spf.ArgumentError, match=r"entry \(0, 1\) cannot be stored in LowerTri"):
+        conv.compile()(_source("CSR", upper))
