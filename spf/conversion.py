@@ -40,7 +40,7 @@ from .kernel import Kernel
 from .runtime import build as runtime
 from .runtime import writer
 from .runtime.compiled import CompiledKernel
-from .runtime.fields import index_max, wider_hint, with_derived
+from .runtime.fields import implicit_values, index_max, wider_hint, with_derived
 from .runtime.memory import aligned_zeros, reserve
 from .runtime.stored import StoredTensor, check_built_ranges, tensor_class
 
@@ -54,14 +54,21 @@ class Conversion:
     declare it.  ``keep_zeros``: store entries equal to 0.0 (default: unless the source pads,
     see :func:`pads_with_zeros`).  Destinations placed by position (DIA, ELL: see
     :mod:`spf.front.placement`) refuse to store more than 3 padding slots per entry (75%) unless
-    ``allow_padding``.  ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
+    ``allow_padding``.  Into a pattern layout (a constant value, no value array) every
+    entry's value must be its constant, checked on the source's entries before the
+    conversion runs, unless ``structure`` (the entries' positions are what is asked for).
+    ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
     """
 
     @symbolic
     def __init__(self, src: str | Layout, dst: str | Layout, *, name: str = "spf_convert",
                  keep_zeros: bool | None = None, allow_padding: bool = False,
-                 index_type: str | None = None, **params: int):
+                 index_type: str | None = None, structure: bool = False, **params: int):
         src_lay, dst_lay = bind_layouts(src, dst, params)
+        if structure and dst_lay.implicit is None:
+            raise ArgumentError(f"structure=True converts into a pattern layout (its value a "
+                                f"constant); {dst_lay.name} stores values ({dst_lay.value})")
+        self.structure = structure
         widths = {lay.index_type for lay in (src, dst) if isinstance(lay, Layout)}
         if index_type is None and len(widths) > 1:
             raise SpecError(f"cannot convert {src_lay.name} ({src_lay.index_type}) to "
@@ -102,7 +109,9 @@ class Conversion:
         with self._blamed():
             self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": out},
                                  name=name, drop_zeros=not self.keep_zeros and not dense_dst
-                                 and self.placement is None, index_type=width)
+                                 and self.placement is None, index_type=width,
+                                 # a pattern destination's values: checked by _ValuesChecked
+                                 structure=out.implicit is not None)
         self._source: str | None = None
 
     def _blamed(self) -> AbstractContextManager[None]:
@@ -159,11 +168,16 @@ class Conversion:
     def compile(self) -> Callable[[StoredTensor], StoredTensor]:
         """A callable converting a Tensor in ``src`` to a new Tensor in ``dst``."""
         with self._blamed():
+            run: _Placed | _Written | _Compiled
             if self.placement is not None:
-                return _Placed(self, self.placement)
-            if self.writing is not None:
-                return _Written(self, self.writing, self.kernel.compile())
-            return _Compiled(self, self.kernel.compile())
+                run = _Placed(self, self.placement)
+            elif self.writing is not None:
+                run = _Written(self, self.writing, self.kernel.compile())
+            else:
+                run = _Compiled(self, self.kernel.compile())
+        if self.dst.implicit is None or self.structure or self.src.implicit == self.dst.implicit:
+            return run
+        return _ValuesChecked(self, run)
 
 
 def pads_with_zeros(layout: Layout) -> bool:
@@ -312,7 +326,7 @@ class _Placed:
         src = runtime.make_struct(tensor.layout, tensor.fields)
         bounds = np.array([bound.get(p, 0) for p in order], np.int64)
         # entries <= stored values: each source position is visited once
-        capacity = tensor.fields[conv.src.value.array].size if pl.grouped else 0
+        capacity = _value_slots(tensor) if pl.grouped else 0
         stride = 1 << max(span - 1, 0).bit_length()      # group * stride + key: shifts, no division
         item = np.dtype(width).itemsize
         what = f"converting a {conv.src.name} tensor of shape {shape} to {pl.layout.name}"
@@ -383,7 +397,7 @@ class _Placed:
             slot_arr = np.full(slot_count, pl.slot.fill, width)
             fields[pl.slot.uf] = slot_arr[:math.prod(bound[a] for a in pl.slot.args)]
         data = aligned_zeros(max(slots, 1), lay.value_type.dtype, f"{lay.name}'s values {what}")
-        fields[lay.value.array] = data[:slots]
+        fields[lay.value_ref.array] = data[:slots]   # placement refuses pattern layouts
         bounds = np.array([bound[p] for p in order], np.int64)
         nxt = np.zeros_like(count)
         self.fill(_ptr(data), _ptr(slot_arr), _ptr(nxt), _ptr(rank), _ptr(pos),
@@ -412,8 +426,56 @@ class _Written:
     def __call__(self, tensor: StoredTensor) -> StoredTensor:
         conv = self.conversion
         _check_source(conv, tensor)
-        out = writer.rewritten(self.read(A=tensor), conv.dst, conv.allow_padding)
+        # into a pattern layout: its values were checked (_ValuesChecked) or not asked for
+        out = writer.rewritten(self.read(A=tensor), conv.dst, conv.allow_padding,
+                               structure=True)
         return out
+
+
+class _ValuesChecked:
+    """Runs a conversion into a pattern layout: the source's entries (as the conversion
+    keeps them) read into a coordinate list by generated code and their values checked to
+    be the destination's constant (:func:`~spf.runtime.fields.implicit_values`), then the
+    conversion, which stores their positions."""
+
+    def __init__(self, conv: Conversion, run: _Placed | _Written | _Compiled):
+        self.conversion, self.run = conv, run
+
+    def __call__(self, tensor: StoredTensor) -> StoredTensor:
+        self.check(tensor)
+        return self.run(tensor)
+
+    def distributed(self, client: Any,
+                    parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:
+        run = self.run.distributed(client, parts)
+
+        def checked(tensor: StoredTensor) -> StoredTensor:
+            self.check(tensor)
+            return run(tensor)
+        return checked
+
+    def check(self, tensor: StoredTensor) -> None:
+        conv = self.conversion
+        _check_source(conv, tensor)
+        coo = coordinate_layout(conv.src.order)
+        if coo is None:
+            raise SpecError(f"cannot convert into layout {conv.dst.name}: the values of the "
+                            "entries are checked through a coordinate layout, and none of "
+                            f"order {conv.src.order} is on the layout search path",
+                            conv.dst.source)
+        listed = convert(tensor, coo.with_index_type(tensor.layout.index_type),
+                         keep_zeros=conv.keep_zeros)
+        (level,) = storage_of(listed.layout).levels
+        coords = [np.asarray(listed.fields[a]) for _, a in sorted(level.coords) if a]
+        implicit_values(conv.dst, coords, np.asarray(listed.values), False,
+                        f"converting a {conv.src.name} tensor to {conv.dst.name}")
+
+
+def _value_slots(tensor: StoredTensor) -> int:
+    """The size of ``tensor``'s value array: 0 for a pattern layout (it has none; a first
+    guess, which the placed conversion's analysis grows)."""
+    held = tensor.layout.value_array
+    return tensor.fields[held].size if held is not None else 0
 
 
 def _check_source(conv: Conversion, tensor: Any) -> None:

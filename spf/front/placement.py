@@ -272,13 +272,16 @@ def _bounds(layout: Layout, conj: Conj, sizes: dict[str, int], coordinates: dict
 def _value_indices(layout: Layout, ranked: Ranked | None, fail: Fail) -> tuple[str, ...]:
     """The layout indices subscripting the value array: each once, all of them but the
     groups a pointer implies."""
+    if layout.implicit is not None:
+        fail(f"its value is the constant {layout.value} (a pattern layout), and the fill pass "
+             "places values")
     indices = set(layout.indices)
-    names = tuple(getattr(s, "name", "?") for s in layout.value.subscripts)
+    names = tuple(getattr(s, "name", "?") for s in layout.value_ref.subscripts)
     implied = set(ranked.group) if ranked and ranked.pointer else set()
     if len(set(names)) != len(names) or not set(names) <= indices \
             or indices - set(names) != implied:
-        shown = "".join(f"[{ie.to_c(x, str, _call_text)}]" for x in layout.value.subscripts)
-        fail(f"value {layout.value.array}{shown} is not subscripted by every layout index"
+        shown = "".join(f"[{ie.to_c(x, str, _call_text)}]" for x in layout.value_ref.subscripts)
+        fail(f"value {layout.value_ref.array}{shown} is not subscripted by every layout index"
              + (f" but {', '.join(sorted(implied))}" if implied else ""))
     return names
 
@@ -306,11 +309,11 @@ def _check_fields(layout: Layout, coordinates: dict[str, Aff], ranked: Ranked | 
             assert ranked is not None and ranked.pointer is not None
             return ie.Call(ranked.pointer, tuple(extent(q) for q in ranked.group))
         return ie.Name(bound) if isinstance(bound, str) else ie.Num(bound)
-    dims = layout.fields[layout.value.array].dims
+    dims = layout.fields[layout.value_ref.array].dims
     expected = tuple(extent(p) for p in names)
     if dims != expected:
         shown = "".join(f"[{ie.to_c(d, str, _call_text)}]" for d in expected)
-        fail(f"the value array {layout.value.array} is not declared with the extents "
+        fail(f"the value array {layout.value_ref.array} is not declared with the extents "
              f"{shown} in which the fill pass lays out its values")
 
 

@@ -401,7 +401,8 @@ def _produced(part: PartWrite, layout: Layout) -> set[str]:
         if p.run is not None and p.run.free is not None:
             out.add(p.run.free.name)
     out |= {m.call.name for m in part.markers}
-    out.add(layout.value.array)
+    if layout.value_array is not None:     # a pattern layout stores no values
+        out.add(layout.value_array)
     return out
 
 

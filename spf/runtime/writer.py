@@ -33,7 +33,7 @@ from ..front.writing import (
     entry_filters,
     write_plan,
 )
-from .fields import index_max, wider_hint
+from .fields import implicit_values, index_max, wider_hint
 from .memory import aligned_zeros, reserve
 from .stored import StoredTensor, check_within_shape, tensor_class
 
@@ -57,7 +57,7 @@ class _Arrays:
             raise ArgumentError(f"{self.layout.name}: {name} would have extents {dims}")
         size = math.prod(dims)
         what = f"{self.layout.name}'s {name}"
-        if name == self.layout.value.array:
+        if name == self.layout.value_array:
             arr = aligned_zeros(max(size, 1), self.layout.value_type.dtype, what)[:size]
         else:
             reserve(8 * size, what)
@@ -177,18 +177,22 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
         _store(lay, marks, np.broadcast_to(off, (len(values),)),
                np.full(len(values), m.mark, np.int64), m.call.name, env, outs)
     for name, spec in lay.fields.items():
-        if spec.is_array and name not in arrays.flat and name != lay.value.array:
+        if spec.is_array and name not in arrays.flat and name != lay.value_array:
             arrays.allocate(name, scalars)
-    data = arrays.allocate(lay.value.array, scalars)
-    off = arrays.offset(lay.value.array, [_ie_vec(s, {**scalars, **env}, arrays)
-                                          for s in lay.value.subscripts])
-    _store_values(lay, data, off, values, env, outs)
+    slots = len(values)             # a pattern layout stores no values: its entries
+    if lay.value_array is not None:
+        ref = lay.value_ref
+        data = arrays.allocate(ref.array, scalars)
+        off = arrays.offset(ref.array, [_ie_vec(s, {**scalars, **env}, arrays)
+                                        for s in ref.subscripts])
+        _store_values(lay, data, off, values, env, outs)
+        slots = int(data.size)
     _check(part.conj, lay, env, arrays, scalars, outs)
     fields: dict[str, Any] = dict(scalars)
     for name, arr in arrays.flat.items():
         if name not in lay.fields:
             continue            # an inverse permutation
-        if name != lay.value.array:
+        if name != lay.value_array:
             kind = lay.dtype_of(name)
             top = int(np.iinfo(kind).max)
             if arr.size and (arr.max() > top or arr.min() < -top):
@@ -199,16 +203,19 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
     for name in list(fields):
         if name in scalars and name not in lay.fields:
             del fields[name]
-    return fields, int(data.size)
+    return fields, slots
 
 
-def rewritten(t: StoredTensor, layout: Layout, allow_padding: bool = True) -> StoredTensor:
-    """``t`` (in a coordinate-list layout: one compressed level) written into ``layout``."""
+def rewritten(t: StoredTensor, layout: Layout, allow_padding: bool = True,
+              structure: bool = False) -> StoredTensor:
+    """``t`` (in a coordinate-list layout: one compressed level) written into ``layout``;
+    into a pattern layout, its values must be the constant unless ``structure``."""
     (level,) = storage_of(t.layout).levels
     arrays = {d: a for d, a in level.coords if a is not None}
     coords = [np.asarray(t.fields[arrays[d]], np.int64) for d in range(layout.order)]
-    return written(write_plan(layout), tuple(t.shape), coords, np.asarray(t.values),
-                   allow_padding)
+    values = implicit_values(layout, coords, np.asarray(t.values),
+                             structure and layout.implicit is not None, f"{layout.name} tensor")
+    return written(write_plan(layout), tuple(t.shape), coords, values, allow_padding)
 
 
 def written(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
@@ -350,8 +357,12 @@ def _same(a: np.ndarray, b: np.ndarray) -> Vec:
 def _check_padding(lay: Layout, scalars: Mapping[str, int], arrays: _Arrays, n: int,
                    allow_padding: bool) -> None:
     """The value array's size, known before it is allocated: at most 4 slots per entry
-    unless padding is allowed, and at most what the index type addresses."""
-    dims = [arrays.extent(lay.value.array, d, scalars) for d in lay.fields[lay.value.array].dims]
+    unless padding is allowed, and at most what the index type addresses (a pattern layout
+    has none)."""
+    if lay.value_array is None:
+        return
+    dims = [arrays.extent(lay.value_ref.array, d, scalars)
+            for d in lay.fields[lay.value_ref.array].dims]
     slots = math.prod(dims)
     if slots > index_max(lay):
         raise ArgumentError(f"{lay.name} would need {slots} slots, more than "
@@ -588,8 +599,8 @@ def _sized(plan: WritePlan, env: Env, arrays: _Arrays, scalars: dict[str, int]) 
             for k, d in enumerate(spec.dims):
                 if not (isinstance(d, ie.Name) and d.name == field):
                     continue
-                if name == lay.value.array:
-                    at = _ie_vec(lay.value.subscripts[k], {**scalars, **env}, arrays)
+                if name == lay.value_array:
+                    at = _ie_vec(lay.value_ref.subscripts[k], {**scalars, **env}, arrays)
                 else:
                     call = next((s.atom for s in plan.first.solved
                                  if isinstance(s.atom, UFCall) and s.atom.name == name), None)
@@ -702,14 +713,14 @@ def _store_values(lay: Layout, data: np.ndarray, off: Vec, values: np.ndarray, e
     off = np.broadcast_to(off, values.shape)
     if off.size and off.min() < 0:
         _refuse_entry(lay, env, int(np.flatnonzero(off < 0)[0]), outs,
-                      f"its value would be written outside {lay.value.array}")
+                      f"its value would be written outside {lay.value_ref.array}")
     uniq, counts = np.unique(off, return_counts=True)
     if (counts > 1).any():
         twice = uniq[counts > 1][0]
         a, b = np.flatnonzero(off == twice)[:2]
         raise ArgumentError(f"{lay.name} cannot hold both entries {_at(env, a, outs)} and "
                             f"{_at(env, b, outs)}: they would share the value slot "
-                            f"{lay.value.array}[{twice}]")
+                            f"{lay.value_ref.array}[{twice}]")
     data[off] = values
 
 
