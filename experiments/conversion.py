@@ -350,11 +350,9 @@ def _compiled(src: str, dst: str) -> tuple[spf.Conversion, Callable[[spf.Tensor]
 
 
 def _mode(c: spf.Conversion) -> str:
-    """How spf writes the destination: placed, written (by the relation), or the kernel's
+    """How spf writes the destination: written (by the relation, spf.store), or the kernel's
     assembly mode."""
-    if getattr(c, "placement", None) is not None:
-        return "placement"
-    if getattr(c, "writing", None) is not None:
+    if c.writing is not None:
         return "written"
     return c.kernel.assembly.mode if c.kernel.assembly else "dense"
 
@@ -652,17 +650,16 @@ def _describe_routes(rows: list[dict]) -> str:
               "paper's 1.36x was over SPARSKIT's column-major csrell). COO->BCSR: entries in "
               "random order are bucketed by block row and the fill scatters into 8 x 8 blocks "
               "at random; scipy sorts to CSR first and then fills blocks in order.",
-              "", "Destinations written by their relations (the `written` rows: ELLPACK_R, "
-              "CSR4, BlockedELL, CSB, SymCSR) lose by one to two orders of magnitude: the "
-              "source is first read into a coordinate list by generated code, then "
-              "spf/runtime/writer.py ranks, places and checks the entries with numpy (a "
-              "stable sort of packed keys, prefix sums, a gather per index-array read for "
-              "the per-entry check of every constraint of the relation, a uniqueness test "
-              "of the value slots) and the tensor is validated like one built from arrays, "
-              "about 200 ns per entry on laplace2d, where the library routes copy or scatter "
-              "once (scipy's copy of CSR arrays: about 5 ns per entry). Generated C for the "
-              "writer's passes (the placement passes' analysis-then-fill shape) is the way "
-              "to close it; not done."]
+              "", "Destinations written by their relations (the `written` rows: DIA, ELL, "
+              "BCSR, ELLPACK_R, SELL_sigma, CSR4, BlockedELL, CSB, SymCSR, JDS, ...) are one "
+              "generated C function (spf/store): the source is read into an entry list by "
+              "generated code, then the writer's passes run over it (a stable radix order of "
+              "each position's keys, skipped when the entries arrive in order or in one run "
+              "per group; counts, prefix sums, stores; every constraint of the relation "
+              "checked per entry in one pass; index arrays built in int64 and narrowed with a "
+              "check) and the tensor is validated like one built from arrays. Against a "
+              "library's single counting scatter this costs the entry list, several passes "
+              "over it and the page faults of their vectors."]
     return "\n".join(lines)
 
 

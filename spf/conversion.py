@@ -38,6 +38,7 @@ from .kernel import Kernel
 from .runtime import build as runtime
 from .runtime import writer
 from .runtime.compiled import CompiledKernel
+from .runtime.fields import implicit_values
 from .runtime.memory import byte_limit
 from .runtime.stored import StoredTensor, tensor_class
 from .store.lower import WriterSource, writer_file
@@ -52,14 +53,21 @@ class Conversion:
     declare it.  ``keep_zeros``: store entries equal to 0.0 (default: unless the source pads,
     see :func:`pads_with_zeros`).  Destinations written by their relations (DIA, ELL, SELL:
     see :mod:`spf.store`) refuse to store more than 3 padding slots per entry (75%) unless
-    ``allow_padding``.  ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
+    ``allow_padding``.  Into a pattern layout (a constant value, no value array) every
+    entry's value must be its constant, checked on the source's entries before the
+    conversion runs, unless ``structure`` (the entries' positions are what is asked for).
+    ``.c_source()`` is the C, ``.compile()`` a callable Tensor -> Tensor.
     """
 
     @symbolic
     def __init__(self, src: str | Layout, dst: str | Layout, *, name: str = "spf_convert",
                  keep_zeros: bool | None = None, allow_padding: bool = False,
-                 index_type: str | None = None, **params: int):
+                 index_type: str | None = None, structure: bool = False, **params: int):
         src_lay, dst_lay = bind_layouts(src, dst, params)
+        if structure and dst_lay.implicit is None:
+            raise ArgumentError(f"structure=True converts into a pattern layout (its value a "
+                                f"constant); {dst_lay.name} stores values ({dst_lay.value})")
+        self.structure = structure
         widths = {lay.index_type for lay in (src, dst) if isinstance(lay, Layout)}
         if index_type is None and len(widths) > 1:
             raise SpecError(f"cannot convert {src_lay.name} ({src_lay.index_type}) to "
@@ -96,7 +104,9 @@ class Conversion:
             self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": out},
                                  name=f"{name}_entries" if self.writing else name,
                                  drop_zeros=not self.keep_zeros and not dense_dst,
-                                 index_type=width)
+                                 index_type=width,
+                                 # a pattern destination's values: checked by _ValuesChecked
+                                 structure=out.implicit is not None)
         self._source: str | None = None
 
     def _blamed(self) -> AbstractContextManager[None]:
@@ -128,9 +138,11 @@ class Conversion:
     def compile(self) -> Callable[[StoredTensor], StoredTensor]:
         """A callable converting a Tensor in ``src`` to a new Tensor in ``dst``."""
         with self._blamed():
-            if self.writing is not None:
-                return _Written(self, self.writing)
-            return _Compiled(self, self.kernel.compile())
+            run: _Written | _Compiled = _Written(self, self.writing) \
+                if self.writing is not None else _Compiled(self, self.kernel.compile())
+        if self.dst.implicit is None or self.structure or self.src.implicit == self.dst.implicit:
+            return run
+        return _ValuesChecked(self, run)
 
 
 def pads_with_zeros(layout: Layout) -> bool:
@@ -234,7 +246,7 @@ def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, st
     count = "(size_t)(spf_bound > 0 ? spf_bound : 1)"
     for a in arrays:
         body.append(t.Assign(f"spf_list.{a}", f"malloc(sizeof(spf_index_t) * {count})"))
-    value = entries.value.array
+    value = entries.value_ref.array
     body.append(t.Assign(f"spf_list.{value}", f"malloc(sizeof(spf_value_t) * {count})"))
     ok = " && ".join(f"spf_list.{a}" for a in [*arrays, value])
     body += [
@@ -323,6 +335,45 @@ class _Written:
                             *([runtime.address(extents)] if ranged else []),
                             ctypes.addressof(struct))
         return int(count.value)
+
+
+class _ValuesChecked:
+    """Runs a conversion into a pattern layout: the source's entries (as the conversion
+    keeps them) read into a coordinate list by generated code and their values checked to
+    be the destination's constant (:func:`~spf.runtime.fields.implicit_values`), then the
+    conversion, which stores their positions."""
+
+    def __init__(self, conv: Conversion, run: _Written | _Compiled):
+        self.conversion, self.run = conv, run
+
+    def __call__(self, tensor: StoredTensor) -> StoredTensor:
+        self.check(tensor)
+        return self.run(tensor)
+
+    def distributed(self, client: Any,
+                    parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:
+        run = self.run.distributed(client, parts)
+
+        def checked(tensor: StoredTensor) -> StoredTensor:
+            self.check(tensor)
+            return run(tensor)
+        return checked
+
+    def check(self, tensor: StoredTensor) -> None:
+        conv = self.conversion
+        _check_source(conv, tensor)
+        coo = coordinate_layout(conv.src.order)
+        if coo is None:
+            raise SpecError(f"cannot convert into layout {conv.dst.name}: the values of the "
+                            "entries are checked through a coordinate layout, and none of "
+                            f"order {conv.src.order} is on the layout search path",
+                            conv.dst.source)
+        listed = convert(tensor, coo.with_index_type(tensor.layout.index_type),
+                         keep_zeros=conv.keep_zeros)
+        (level,) = storage_of(listed.layout).levels
+        coords = [np.asarray(listed.fields[a]) for _, a in sorted(level.coords) if a]
+        implicit_values(conv.dst, coords, np.asarray(listed.values), False,
+                        f"converting a {conv.src.name} tensor to {conv.dst.name}")
 
 
 def _check_source(conv: Conversion, tensor: Any) -> None:

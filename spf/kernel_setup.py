@@ -296,7 +296,8 @@ def _resolve(statement: Expr, spec: KernelFile | None, named: dict[str, Any],
     resolved = {t: lay.with_value_type(typing.of(t)) for t, lay in resolved.items()}
     if mask_layout is not None and mask is not None:
         mask_layout = mask_layout.with_value_type(typing.of(mask))
-    written = _written_output(statement, resolved, opts.share)
+    written = _written_output(statement, resolved, opts.share, opts.structure)
+    _check_pattern_output(statement, resolved, opts.structure, written)
     if written is not None:
         resolved = {**resolved, statement.output.tensor: _entry_list(written)}
     valued = {v.operand for v in values if not v.zero}
@@ -673,15 +674,34 @@ def _read_densely(expr: Expr, opts: KernelOptions, layouts: dict[str, Layout],
 
 
 def _written_output(expr: Expr, layouts: Mapping[str, Layout],
-                    share: tuple[str, str] | None) -> Layout | None:
+                    share: tuple[str, str] | None, structure: bool) -> Layout | None:
     """The output's layout when it is sparse, not assembled level by level, and written by
-    its relation's solution from an entry list (:mod:`spf.front.writing`)."""
+    its relation's solution from an entry list (:mod:`spf.front.writing`); a pattern layout
+    is written so unless ``structure`` (the entry list's values are checked there)."""
     lay = layouts.get(expr.output.tensor)
+    checked = lay is not None and lay.implicit is not None and not structure
     if lay is None or lay.dense_array is not None or share is not None or expr.accumulate \
-            or (storage_or_none(lay) is not None and not lay.mixed_widths) \
+            or (storage_or_none(lay) is not None and not lay.mixed_widths and not checked) \
             or write_plan_or_none(lay) is None:
         return None
     return lay
+
+
+def _check_pattern_output(expr: Expr, layouts: Mapping[str, Layout], structure: bool,
+                          written: Layout | None) -> None:
+    """SpecError for an output in a pattern layout whose values cannot be checked (not
+    written from an entry list) unless ``structure`` (which other outputs ignore)."""
+    out = expr.output.tensor
+    lay = layouts.get(out)
+    if lay is None or lay.implicit is None:
+        return
+    if not structure and written is None:
+        raise SpecError(f"output {out!r} is in {lay.name}, a pattern layout: every entry it "
+                        f"stores holds {lay.value}, and the values this kernel computes "
+                        "cannot be checked against it (they are checked in an entry list, "
+                        "and an output with share= or one its relation does not say how to "
+                        "write is not written from one); pass structure=True to store the "
+                        "positions of the entries it computes", expr.source)
 
 
 def _entry_list(layout: Layout) -> Layout:

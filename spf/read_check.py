@@ -240,7 +240,8 @@ def _checker_source(layout: Layout, ranges: bool = True
     all_checked: list[PeriodicMonotonic | Sorted] = [*checked, *sorted_checked]
     used |= sorted_used
     statement += _coordinates(layout, use, nest, names, idx.split(","))
-    statement.append(_value_check(use, names))
+    value = _value_check(use, names)
+    statement += [value] if value is not None else []
     used |= set(idx.split(",")) | set(use.vars)
     b = t.Builder()
     for n in range(len(all_checked)):
@@ -369,9 +370,12 @@ def _coordinate_test(use: TensorUse, nest: LoopNest, names: _CheckedNames, d: in
         f"0..{v[1] - 1}"))
 
 
-def _value_check(use: TensorUse, names: _CheckedNames) -> t.If:
-    """The test of the value expression's subscripts (no value is loaded)."""
-    ref = use.layout.value
+def _value_check(use: TensorUse, names: _CheckedNames) -> t.If | None:
+    """The test of the value expression's subscripts (no value is loaded); None for a
+    pattern layout (it reads no value array)."""
+    if use.layout.implicit is not None:
+        return None
+    ref = use.layout.value_ref
     return names.guard_node(use, ref.array,
                             [names.index_expr(use, s, wide=True) for s in ref.subscripts],
                             [names.written.index_expr(s) for s in ref.subscripts])

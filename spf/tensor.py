@@ -31,7 +31,14 @@ from .front.value_types import Kind, held_type, value_type
 from .front.writing import write_plan_or_none
 from .kernel import dense_copy_kernel, entry_count_kernel, pattern_kernel
 from .read_check import check_structure
-from .runtime.fields import as_array, as_shape, check_cast, shown, with_derived
+from .runtime.fields import (
+    as_array,
+    as_shape,
+    check_cast,
+    implicit_values,
+    shown,
+    with_derived,
+)
 from .runtime.memory import reserve
 from .runtime.packing import packed, packed_dense
 from .runtime.scalar_fields import derive_scalar_fields
@@ -105,15 +112,20 @@ class Tensor(StoredTensor):
         a tensor wrapped from arrays as given, whose stored entries are all entries."""
         if self.source_entries is None or self in _counting.tensors:
             return 0              # the counting kernel's own check of this tensor sees none
+        _counting.tensors += (self,)
+        try:
+            stored = self.stored_entries()
+        finally:
+            _counting.tensors = _counting.tensors[:-1]
+        return max(0, stored - self.source_entries)
+
+    def stored_entries(self) -> int:
+        """How many entries the layout's relation reads from this tensor, padding included
+        (counted once, by a generated kernel)."""
         if self._stored is None:
-            _counting.tensors += (self,)
-            try:
-                with blamed_on(self.layout, "T"):
-                    stored = int(entry_count_kernel(self.layout)(T=self, one=1.0))
-            finally:
-                _counting.tensors = _counting.tensors[:-1]
-            self._stored = stored
-        return max(0, self._stored - self.source_entries)
+            with blamed_on(self.layout, "T"):
+                self._stored = int(entry_count_kernel(self.layout)(T=self, one=1.0))
+        return self._stored
 
     # constructors -------------------------------------------------------------------
     @classmethod
@@ -131,32 +143,35 @@ class Tensor(StoredTensor):
         if not isinstance(arrays, Mapping):
             raise ArgumentError(f"{lay.name} tensor: the fields must be a mapping of field names "
                                 f"to arrays and integers, got {shown(arrays)}")
-        given = arrays.get(lay.value.array)
-        lay, values = typed(lay, dtype, None if given is None else
-                            as_array(f"{lay.name} tensor: ", lay.value.array, given),
-                            lay.value.array)
-        if values is not None:
-            arrays = {**arrays, lay.value.array: values}
+        held = lay.value_array          # None: a pattern layout, which stores no values
+        given = arrays.get(held) if held else None
+        lay, values = typed(lay, dtype, None if given is None or held is None else
+                            as_array(f"{lay.name} tensor: ", held, given), held or "values")
+        if values is not None and held is not None:
+            arrays = {**arrays, held: values}
         return cls(lay, extents, derive_scalar_fields(lay, extents, with_derived(lay, arrays)),
                    check)
 
     @classmethod
     def from_coords(cls, layout: str | Layout, shape: Sequence[int], coords: Any, values: Any,
-                    index_type: str | None = None, dtype: Any = None, **params: int
-                    ) -> Tensor:
+                    index_type: str | None = None, dtype: Any = None,
+                    *, structure: bool = False, **params: int) -> Tensor:
         """Pack nonzeros given as coordinate arrays (any order; duplicates are summed) with
         the layout's reference packer (or, without one, as its relation says where each entry
         goes), read back through the layout's relation; the values keep their type unless
-        ``dtype`` is given."""
+        ``dtype`` is given.  Into a pattern layout, every value must be its constant, or
+        ``structure=True`` stores the entries' positions whatever their values."""
         extents = as_shape(shape)
         lay = load_for_order(layout, len(extents), index_type, **params)
         lay, values = typed(lay, dtype, as_array(f"{lay.name} tensor: ", "values", values))
-        return tensor_of(packed(lay, extents, coords, values))
+        return tensor_of(packed(lay, extents, coords, values, structure))
 
     @classmethod
     def from_scipy(cls, layout: str | Layout, matrix: Any, index_type: str | None = None,
-                   dtype: Any = None, **params: int) -> Tensor:
+                   dtype: Any = None, *, structure: bool = False, **params: int) -> Tensor:
         """A scipy.sparse matrix's stored entries (duplicates added, explicit zeros kept).
+        Into a pattern layout every value must be its constant, or ``structure=True`` stores
+        the entries' positions (scipy's ``A.astype(bool)`` structure, explicit zeros included).
 
         Where spf can assemble or place ``layout``, the matrix's CSR arrays are wrapped as they
         are in a layout found by its shape (:func:`spf.conversion.compressed_rows_layout`),
@@ -169,6 +184,9 @@ class Tensor(StoredTensor):
             raise ArgumentError("from_scipy expects a scipy.sparse matrix, got "
                                 f"{type(matrix).__name__}")
         lay = load_for_order(layout, 2, index_type, **params)
+        if lay.implicit is not None:        # a pattern layout: the values are not stored
+            lay, _ = typed(lay, dtype, None)
+            matrix, structure = _structure_of(matrix, lay, structure), True
         lay, _ = typed(lay, dtype, np.zeros(0, matrix.dtype))
         if matrix.dtype != lay.value_type.dtype:
             if dtype is None:       # a Layout object's type: the values must keep theirs
@@ -184,19 +202,21 @@ class Tensor(StoredTensor):
             given = cls(src, csr.shape, compressed_fields(csr, storage))
             if lay == src:
                 return given
-            out = given.convert(lay, allow_padding=True)
+            out = given.convert(lay, allow_padding=True, structure=structure)
             out.fill = lay.fill         # the matrix's absent entries: the layout's fill
             return out
         coo = matrix.tocoo()
-        return cls.from_coords(lay, coo.shape, (coo.row, coo.col), coo.data)
+        return cls.from_coords(lay, coo.shape, (coo.row, coo.col), coo.data,
+                               structure=structure)
 
     @classmethod
     def from_dense(cls, layout: str | Layout, array: Any, index_type: str | None = None,
-                   dtype: Any = None, **params: int) -> Tensor:
+                   dtype: Any = None, *, structure: bool = False, **params: int) -> Tensor:
         """The nonzeros of a dense array (all of it for a dense layout): converted by generated
         code from a dense layout found by its shape where spf can assemble or place
         ``layout``, otherwise stored by the layout's reference packer.  The values keep the
-        array's type unless ``dtype`` is given."""
+        array's type unless ``dtype`` is given.  Into a pattern layout every nonzero must be
+        its constant, or ``structure=True`` stores where the nonzeros are."""
         data = as_array("", "array", array)
         lay = load_for_order(layout, data.ndim, index_type, **params)
         if data.dtype.kind not in "biufc":
@@ -207,31 +227,35 @@ class Tensor(StoredTensor):
         if data.ndim != lay.order:
             raise ArgumentError(f"layout {lay.name} stores order-{lay.order} tensors, got shape "
                                 f"{data.shape}")
+        if lay.implicit is not None and not structure:     # checked here, named by entry
+            nz = np.nonzero(data)
+            implicit_values(lay, nz, data[nz], False, f"{lay.name} tensor")
+            structure = True        # every nonzero holds the constant: store where they are
         if lay.fill != 0.0 and lay.dense_array is None:
-            return cls._from_dense_filled(lay, data)
+            return cls._from_dense_filled(lay, data, structure)
         src = dense_layout(data.ndim)
         if lay.dense_array is None and src is not None and _generated(lay):
             return cls.from_dense(src.with_index_type(lay.index_type).with_value_type(
                 lay.value_type), data).convert(
-                lay, allow_padding=True)
-        t = packed_dense(lay, data)
+                lay, allow_padding=True, structure=structure)
+        t = packed_dense(lay, data) if lay.implicit is None else None
         if t is not None:
             return tensor_of(t)
         nz = np.nonzero(data)
-        return cls.from_coords(lay, data.shape, nz, data[nz])
+        return cls.from_coords(lay, data.shape, nz, data[nz], structure=structure)
 
     @classmethod
-    def _from_dense_filled(cls, lay: Layout, data: np.ndarray) -> Tensor:
+    def _from_dense_filled(cls, lay: Layout, data: np.ndarray, structure: bool) -> Tensor:
         """The elements of ``data`` other than ``lay``'s fill (a layout whose file sets
         ``fill``), zeros included, through the coordinate layout and a generated conversion
         (or the layout's packer); the tensor's fill is the layout's."""
         absent = np.isnan(data) if math.isnan(lay.fill) else data == lay.fill
         at = np.nonzero(~absent)
         if lay.packer is not None or not _generated(lay):
-            return cls.from_coords(lay, data.shape, at, data[at])
+            return cls.from_coords(lay, data.shape, at, data[at], structure=structure)
         coo = _coordinate_layout(lay.order, lay.index_type).with_value_type(lay.value_type)
         out = Tensor.from_coords(coo, data.shape, at, data[at]).convert(
-            lay, keep_zeros=True, allow_padding=True)
+            lay, keep_zeros=True, allow_padding=True, structure=structure)
         out.fill = lay.fill
         return out
 
@@ -239,7 +263,9 @@ class Tensor(StoredTensor):
     def convert(self, dst: str | Layout, **params: Any) -> Tensor:
         """This tensor in layout ``dst``, by generated code (:class:`spf.Conversion`;
         ``keep_zeros=True`` keeps entries equal to 0.0, the default for a tensor whose
-        fill is not 0, where a 0 is a value; other keywords are layout parameters).  The
+        fill is not 0, where a 0 is a value; ``structure=True`` into a pattern layout stores
+        the entries' positions whatever their values, which must otherwise all be its
+        constant; other keywords are layout parameters).  The
         tensor keeps its fill (the logical tensor is the same), whatever ``dst``'s fill."""
         if self.fill != 0.0:
             params.setdefault("keep_zeros", True)
@@ -357,6 +383,20 @@ def typed(lay: Layout, dtype: Any, values: np.ndarray | None, name: str = "value
         return lay, None
     check_cast(f"{lay.name} tensor: ", name, values, vt)
     return lay, values.astype(vt.dtype, copy=False)
+
+
+def _structure_of(matrix: Any, lay: Layout, structure: bool) -> Any:
+    """The scipy ``matrix``'s stored entries (explicit zeros too) holding the pattern layout
+    ``lay``'s constant; unless ``structure``, ArgumentError naming the first entry (its
+    duplicates added) whose value is not that constant."""
+    import scipy.sparse as sp
+    if not structure:
+        coo = sp.coo_matrix(matrix, copy=True)
+        coo.sum_duplicates()
+        implicit_values(lay, (coo.row, coo.col), coo.data, False, f"{lay.name} tensor")
+    m = sp.csr_matrix(matrix)
+    ones = np.full(len(m.data), lay.implicit, lay.value_type.dtype)
+    return sp.csr_matrix((ones, m.indices, m.indptr), shape=m.shape)
 
 
 def _coordinate_layout(order: int, index_type: str) -> Layout:

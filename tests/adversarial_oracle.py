@@ -1118,6 +1118,9 @@ def decoded(raw: dict, params: dict[str, int], fields: dict[str, Any],
     """:func:`decode`'s tensor and :func:`stored_mask`'s mask."""
     specs: dict[str, str] = raw["fields"]
     value_text: str = raw["value"]
+    # a number: a pattern layout, every entry holds it (docs/layouts.md, "Pattern layouts")
+    constant = float(value_text) if re.fullmatch(r"\s*[+-]?[\d.]+([eE][+-]?\d+)?\s*",
+                                                 value_text) else None
     value_array = value_text.split("[", 1)[0].strip()
     scalars: dict[str, int] = {k: int(v) for k, v in params.items()}
     arrays: dict[str, np.ndarray] = {}
@@ -1187,7 +1190,8 @@ def decoded(raw: dict, params: dict[str, int], fields: dict[str, Any],
     for k, expr in enumerate(raw["shape"]):
         if _eval(_compile(expr), ns) != shape[k]:
             raise InvalidFieldsError(f"shape {expr} is not {shape[k]}")
-    return _entries(raw["relation"], value_text, reader, ns, arrays[value_array], shape)
+    data = np.full((), constant) if constant is not None else arrays[value_array]
+    return _entries(raw["relation"], value_text, reader, ns, data, shape)
 
 
 def _entries(relation: str, value_text: str, reader: _Reader, ns: dict[str, Any],

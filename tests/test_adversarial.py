@@ -1358,6 +1358,8 @@ def layout_tensor(draw, name: str) -> tuple[dict, np.ndarray, np.ndarray]:
             dense = _symmetric(dense)
         if name == "LowerTri":
             dense = np.tril(dense)
+        if spf.load_layout(name).implicit is not None:     # a pattern layout holds 1s
+            dense = (dense != 0) * 1.0
     x = rng.integers(1, 4, dense.shape[-1]) * 1.0
     return params, dense, x
 
@@ -1426,16 +1428,18 @@ def _quietly(make: Callable[[], Any], otherwise: Any = None) -> Any:
 def corruption(draw, fields: dict, raw: dict) -> tuple[dict, str]:
     """``fields`` with one or two things made wrong, and what."""
     specs = raw["fields"]
-    value_array = raw["value"].split("[", 1)[0].strip()
+    value_array = raw["value"].split("[", 1)[0].strip()     # a number: no value array
     derived = set(raw.get("derived") or {})
     fields = {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in fields.items()
               if k not in derived}
     arrays = [k for k, s in specs.items() if "[" in s and k in fields]
     index_arrays = [k for k in arrays if k != value_array]
     scalars = [k for k, s in specs.items() if "[" not in s and k in fields]
+    held = value_array in fields        # else a pattern layout: its entries' last index array
+    entries = value_array if held else (index_arrays or [value_array])[-1]
     done = []
     for _ in range(draw(st.integers(1, 2))):
-        kinds = ["nan"] + (["entry", "entry", "unsorted", "duplicate", "length"]
+        kinds = (["nan"] if held else []) + (["entry", "entry", "unsorted", "duplicate", "length"]
                            if index_arrays else []) + (["scalar"] if scalars else []) + \
             ["bad array"]
         kind = draw(st.sampled_from(kinds))
@@ -1461,7 +1465,7 @@ def corruption(draw, fields: dict, raw: dict) -> tuple[dict, str]:
             fields[name] = _quietly(lambda a=fields[name]: np.array(a)[::-1].copy() if rev
                                     else np.roll(np.array(a), 1), fields[name])
         elif kind == "duplicate":
-            n = _quietly(lambda: np.size(fields[value_array]), 0)
+            n = _quietly(lambda: np.size(fields[entries]), 0)
             same = [k for k in index_arrays if _quietly(lambda k=k: np.size(fields[k])) == n]
             if n >= 2:
                 k = draw(st.integers(0, n - 2))

@@ -307,8 +307,8 @@ KERNEL_FILES = [
      "comma-separated string, got 3"),
     ('expr = "y(i) = A(i,j) * x(j)"\n  colour = 1\n',
      "2:3: unknown key 'colour'; a kernel file has expr, layouts, params and the options name, "
-     "order, find, parallel, bounds, tile, share, drop_zeros, reassociate, unroll, index_type, "
-     "z3_timeout_ms, dtype, accumulate, semiring, mask, complement, fill_values"),
+     "order, find, parallel, bounds, tile, share, drop_zeros, structure, reassociate, unroll, "
+     "index_type, z3_timeout_ms, dtype, accumulate, semiring, mask, complement, fill_values"),
     ('layouts = {A = "CSR"}\n',
      "1:1: missing 'expr' (tensor index notation, e.g. \"y(i) = A(i,j) * x(j)\")"),
     ('expr = "y(i) = A(i,j) * x(j)"\nparallel = "yes"\n',
@@ -383,7 +383,7 @@ def _dense(name: str, order: int) -> np.ndarray:
 def valid(name: str) -> spf.Tensor:
     """A tensor in layout ``name`` whose fields the fuzz makes wrong."""
     lay = spf.load_layout(name, **PARAMS.get(name, {}))
-    return spf.Tensor.from_dense(lay, _dense(name, lay.order))
+    return spf.Tensor.from_dense(lay, _dense(name, lay.order), structure=lay.implicit is not None)
 
 
 BAD_ARRAYS: list[Callable[[np.ndarray], Any]] = [

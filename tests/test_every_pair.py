@@ -23,6 +23,8 @@ SQUARE = {"SymCSR": 16, "LowerTri": 16, "CUDAmma16x16": 16}
 
 
 def _restrict(name: str, d: np.ndarray) -> np.ndarray:
+    if load_layout(name).implicit is not None:     # a pattern layout: its constant, 1
+        return (d != 0).astype(d.dtype)
     if name == "SymCSR":        # the entries whose mirror is an entry too, made equal
         return np.where((d != 0) & (d.T != 0), np.triu(d) + np.triu(d, 1).T, 0.0)
     if name == "LowerTri":
@@ -76,10 +78,12 @@ def _dtype(*names: str) -> str:
     return DTYPES[sum(map(ord, "".join(names))) % len(DTYPES)]
 
 
-def _typed(d: np.ndarray, dtype: str) -> np.ndarray:
+def _typed(d: np.ndarray, dtype: str, names: tuple[str, ...] = ()) -> np.ndarray:
     """``d``'s pattern in ``dtype``: nonzero where ``d`` is (small integers, complex with an
-    imaginary part)."""
+    imaginary part; 1 where one of the layouts ``names`` is a pattern layout)."""
     kind = np.dtype(dtype).kind
+    if any(load_layout(n).implicit is not None for n in names):
+        return (d != 0).astype(dtype)
     if kind == "b":
         return d != 0
     if kind in "iu":
@@ -97,7 +101,7 @@ def test_every_pair_converts(order, src, dst):
     # the fast lane's pairs in a type cycling over all 13 (every pair compiles its own
     # conversion per type: the others in float64, whose conversions the runs share)
     dtype = _dtype(src, dst) if (src, dst) in FAST else "float64"
-    d = _typed(_data(order, (src, dst), seed=len(src) * 31 + len(dst)), dtype)
+    d = _typed(_data(order, (src, dst), seed=len(src) * 31 + len(dst)), dtype, (src, dst))
     t = spf.Tensor.from_dense(_layout(src, order), d)
     assert t.dtype == d.dtype
     np.testing.assert_array_equal(t.to_dense(), d)
@@ -121,21 +125,27 @@ def test_every_layout_is_a_kernel_output(order, name):
     dtype = _dtype(name)
     dt, et = _typed(d, dtype), _typed(e, dtype)
     a, b = (spf.Tensor.from_dense(coo, x) for x in (dt, et))
+    pattern = lay.implicit is not None      # its entries' positions: the product's structure
     k = spf.Kernel(f"C({','.join(idx)}) = A({','.join(idx)}) * B({','.join(idx)})",
-                   {"A": coo, "B": coo, "C": lay}, dtype=dtype)
+                   {"A": coo, "B": coo, "C": lay}, dtype=dtype, structure=pattern)
     c = k.compile()(A=a, B=b)
     assert c.dtype == np.dtype(dtype)
     with np.errstate(over="ignore"):
-        np.testing.assert_allclose(_dense(c), dt * et, rtol=1e-6)
+        want = dt * et
+        np.testing.assert_allclose(_dense(c), (want != 0).astype(dtype) if pattern else want,
+                                   rtol=1e-6)
     if order == 2 and name not in SQUARE:
         m = spf.Tensor.from_dense("CSR", d, index_type=lay.index_type)
         x = np.random.default_rng(5).random(d.shape[1])
         y = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": "CSR", "y": "SV"},
                        index_type=lay.index_type).compile()(A=m, x=x)
         np.testing.assert_allclose(y.to_dense(), d @ x)
-        prod = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": lay})
+        prod = spf.Kernel("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": lay},
+                          structure=pattern)
         bt = spf.Tensor.from_dense("CSR", e.T.copy(), index_type=lay.index_type)
-        np.testing.assert_allclose(_dense(prod.compile()(A=m, B=bt)), d @ e.T)
+        want = d @ e.T
+        np.testing.assert_allclose(_dense(prod.compile()(A=m, B=bt)),
+                                   (want != 0) * 1.0 if pattern else want)
     if order == 3:
         v = np.arange(d.shape[2], dtype=float)
         ttv = spf.Kernel("Y(i,j) = T(i,j,k) * v(k)", {"T": lay, "Y": "CSR"})

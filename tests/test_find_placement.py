@@ -140,6 +140,8 @@ def stored(name: str, shape: tuple[int, ...], kind: str, rng) -> np.ndarray:
         return _whole_blocks(shape, kind, rng, PARAMS[name]["B"])
     if name == "CSF_CCD":
         return _whole_fibers(shape, kind, rng)
+    if layout_of(name).implicit is not None:     # a pattern layout: every entry holds 1
+        return (_sparse(shape, kind, rng) != 0) * 1.0
     return _sparse(shape, kind, rng)
 
 

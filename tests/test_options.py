@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SPMV = ("y(i) = A(i,j) * x(j)", {"A": "CSR"})
 SPGEMM = ("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "CSR"})
 MASKED = ("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "CSR", "M": "CSR"})
+PATTERN = ("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "CSR_pattern"})
 
 # per option: the kernel it is tried on, its value there, and options it needs besides
 CASES = {
@@ -29,6 +30,7 @@ CASES = {
     "tile": (SPMV, {"A.pi": 8}, {}),
     "share": (("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "C": "CSR"}), {"C": "A"}, {}),
     "drop_zeros": (SPGEMM, True, {}),
+    "structure": (PATTERN, True, {}),
     "reassociate": (SPMV, True, {}),
     "unroll": (SPMV, 3, {}),
     "index_type": (SPMV, "int64", {}),
@@ -107,8 +109,8 @@ def test_options_object_and_keywords():
 @pytest.mark.parametrize("make, message", [
     (lambda: spf.Kernel(*SPMV, paralel=True),
      "<string>: unknown option 'paralel' (did you mean 'parallel'?); the options are name, "
-     "order, find, parallel, bounds, tile, share, drop_zeros, reassociate, unroll, index_type, "
-     "z3_timeout_ms, dtype, accumulate, semiring, mask, complement, fill_values"),
+     "order, find, parallel, bounds, tile, share, drop_zeros, structure, reassociate, unroll, "
+     "index_type, z3_timeout_ms, dtype, accumulate, semiring, mask, complement, fill_values"),
     (lambda: spf.Kernel(*SPMV, tile={"A.pi": 0}),
      "<string>: tile size of 'A.pi' must be a positive integer, got 0"),
     (lambda: spf.KernelOptions(share={"C": "A", "D": "B"}),

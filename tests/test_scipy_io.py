@@ -14,13 +14,14 @@ from spf.front.storage import storage_or_none
 from spf.runtime.scipy_io import coordinate_fields, fields_of, matrix_of, proven_by_order
 
 SHAPES = {   # predicate -> the shipped layouts whose storage has that shape
-    "is_dense_over_compressed": {"CSR", "CSR_lengths", "CSR_unsorted", "CSR_wideptr", "CSC"},
+    "is_dense_over_compressed": {"CSR", "CSR_lengths", "CSR_pattern", "CSR_unsorted",
+                                 "CSR_wideptr", "CSC"},
     "is_coordinate_list": {"COO", "COO3", "COOTensor", "SortedCOO", "SV", "SV_decreasing",
                            "SV_unsorted"},
     "is_all_dense": {"DenseMatrix", "DenseTensor", "DenseTensor3", "DenseVector"},
 }
 ASSEMBLED = {"COO", "COO3", "COOTensor", "CSC", "CSF", "CSF_CCD", "CSR", "CSR_lengths",
-             "CSR_unsorted", "CSR_wideptr", "DCSR",
+             "CSR_pattern", "CSR_unsorted", "CSR_wideptr", "DCSR",
              "DenseMatrix", "DenseTensor", "DenseTensor3", "DenseVector", "SV", "SV_decreasing",
              "SV_unsorted", "SortedCOO"}
 

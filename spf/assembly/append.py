@@ -66,14 +66,19 @@ class Append(AssemblyStrategy):
             return _direct(plan, rhs)
         out = plan.output.name
         last = len(plan.storage.levels) - 1
-        return [t.Declare("int64_t", "spf_key", linear(plan, range(len(plan.key))), const=True),
-                t.If("spf_key != spf_last",
-                     [on_failure(f"(spf_status = {kernel}_append(&spf_cur, {out}, spf_key, "
-                                 f"{rhs}))", "spf_fail"),
-                      t.Assign("spf_last", "spf_key")],
-                     orelse=[_combine(plan, f"{out}->{plan.storage.value_array}"
-                                            f"[spf_cur.pos{last}]", rhs)],
-                     else_note="the same coordinates again")]
+        appended: list[t.Node] = [
+            on_failure(f"(spf_status = {kernel}_append(&spf_cur, {out}, spf_key, {rhs}))",
+                       "spf_fail"),
+            t.Assign("spf_last", "spf_key")]
+        key = t.Declare("int64_t", "spf_key", linear(plan, range(len(plan.key))), const=True)
+        if plan.storage.value_array is None:    # a pattern layout: nothing to combine
+            return [key, t.If("spf_key != spf_last", appended,
+                              note="a new entry (the same coordinates again: stored already, "
+                                   "a pattern layout holds no values to combine)")]
+        return [key, t.If("spf_key != spf_last", appended,
+                          orelse=[_combine(plan, f"{out}->{plan.storage.value_array}"
+                                                 f"[spf_cur.pos{last}]", rhs)],
+                          else_note="the same coordinates again")]
 
     def finish(self, plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
         out = plan.output.name
@@ -112,8 +117,9 @@ def _direct(plan: AssemblyPlan, rhs: str) -> list[t.Node]:
         t.If(f"spf_cur.next{k} >= spf_cur.cap{k}",
              [t.Assign("spf_status", str(CAPACITY)), t.Goto("spf_fail")]),
         t.Declare("int64_t", "spf_q", f"spf_cur.next{k}++", const=True),
-        t.Assign(f"{out}->{level.coords[0][1]}[spf_q]", f"(spf_index_t){plan.key[-1]}"),
-        t.Assign(f"{out}->{storage.value_array}[spf_q]", rhs)]
+        t.Assign(f"{out}->{level.coords[0][1]}[spf_q]", f"(spf_index_t){plan.key[-1]}")]
+    if storage.value_array is not None:     # else a pattern layout: no values stored
+        nodes.append(t.Assign(f"{out}->{storage.value_array}[spf_q]", rhs))
     if len(plan.key) < 2:
         nodes += _pointer_past(plan, "")
     return nodes

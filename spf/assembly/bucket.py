@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..back import ctree as t
+from ..back.status import Status
 from ..decide.synthesis import Decision
 from ..front.storage import Storage, StorageKind
 from ..middle.scan import LoopNest
@@ -60,10 +61,18 @@ class Bucket(AssemblyStrategy):
 
     def declare(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
         level = plan.storage.levels[1]
+        scratch = [t.Declare("spf_value_t *restrict", _SCRATCH, "NULL",
+                             note="a pattern layout stores no values: the segments' sort "
+                                  "and combine move these")] \
+            if _needs_scratch(plan) else []
         return [t.Declare("int", "spf_status", "0"),
                 t.Declare("spf_index_t *restrict", "spf_next",
                           f"{plan.output.name}->{level.pointer}",
-                          note="(zeroed) counts, then per bucket the next free position")]
+                          note="(zeroed) counts, then per bucket the next free position"),
+                *scratch]
+
+    def release(self, plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
+        return [t.Call(f"free({_SCRATCH})")] if _needs_scratch(plan) else []
 
     def start(self, plan: AssemblyPlan, kernel: str, inputs: list[str]) -> list[t.Node]:
         """Before the scatter: count each bucket's entries (``<kernel>_histogram``) and turn
@@ -76,7 +85,8 @@ class Bucket(AssemblyStrategy):
                 t.For("int64_t spf_b = 0", "spf_b < spf_ext[0]", "++spf_b",
                       [t.Assign("spf_next[spf_b + 1]", "spf_next[spf_b]", "+=")], braces=False),
                 t.If(f"spf_next[spf_ext[0]] > {out}_size[1]",
-                     [t.Assign("spf_status", str(CAPACITY)), t.Goto("spf_fail")])]
+                     [t.Assign("spf_status", str(CAPACITY)), t.Goto("spf_fail")]),
+                *_scratch_allocation(plan)]
 
     def first_pass_note(self, plan: AssemblyPlan) -> str:
         return (f"Bucket mode, first pass: the entries of each {plan.key[0]} (an upper bound: "
@@ -88,9 +98,11 @@ class Bucket(AssemblyStrategy):
     def statement(self, plan: AssemblyPlan, rhs: str, kernel: str,
                   role: FunctionRole) -> list[t.Node]:
         out, level = plan.output.name, plan.storage.levels[1]
-        return [t.Declare("int64_t", "spf_q", f"spf_next[{plan.key[0]}]++", const=True),
-                t.Assign(f"{out}->{level.coords[0][1]}[spf_q]", f"(spf_index_t){plan.key[1]}"),
-                t.Assign(f"{out}->{plan.storage.value_array}[spf_q]", rhs)]
+        nodes: list[t.Node] = [
+            t.Declare("int64_t", "spf_q", f"spf_next[{plan.key[0]}]++", const=True),
+            t.Assign(f"{out}->{level.coords[0][1]}[spf_q]", f"(spf_index_t){plan.key[1]}")]
+        values = _values(plan)
+        return nodes + ([t.Assign(f"{values}[spf_q]", rhs)] if values else [])
 
     def finish(self, plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
         out, level = plan.output.name, plan.storage.levels[1]
@@ -105,8 +117,35 @@ class Bucket(AssemblyStrategy):
         sort = "0" if plan.bucket_sorted else "1"
         return nodes + [t.Assign(f"{out}_size[1]", f"spf_bucket_finish(spf_ext[0], spf_next, "
                                  f"{out}->{level.coords[0][1]}, "
-                                 f"{out}->{plan.storage.value_array}, {sort}, "
+                                 f"{_values(plan)}, {sort}, "
                                  f"{int(not plan.unique)}, {int(plan.descending[1])})")]
+
+
+_SCRATCH = "spf_vals"
+
+
+def _needs_scratch(plan: AssemblyPlan) -> bool:
+    """Whether a pattern output (no value array) needs values of the kernel's own for
+    ``spf_bucket_finish``, which sorts and combines (coordinate, value) pairs."""
+    return plan.storage.value_array is None and not (plan.bucket_sorted and plan.unique)
+
+
+def _values(plan: AssemblyPlan) -> str | None:
+    """Where the scatter writes values: the output's array, the kernel's scratch array for
+    a pattern output that sorts or combines, or nowhere (None)."""
+    if plan.storage.value_array is not None:
+        return f"{plan.output.name}->{plan.storage.value_array}"
+    return _SCRATCH if _needs_scratch(plan) else None
+
+
+def _scratch_allocation(plan: AssemblyPlan) -> list[t.Node]:
+    """The scratch values of a pattern output, one per entry the first pass counted
+    (+ 1: malloc(0) may return NULL)."""
+    if not _needs_scratch(plan):
+        return []
+    return [t.Assign(_SCRATCH, "malloc(sizeof(spf_value_t) * (size_t)(spf_next[spf_ext[0]] + 1))"),
+            t.If(f"!{_SCRATCH}", [t.Assign("spf_status", str(Status.OUT_OF_MEMORY.value)),
+                                  t.Goto("spf_fail")])]
 
 
 STRATEGY = Bucket()

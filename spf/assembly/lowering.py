@@ -64,11 +64,12 @@ def extents_read(plan: AssemblyPlan) -> dict[str, str]:
 def reads(plan: AssemblyPlan, role: FunctionRole, operands: set[str]) -> set[str]:
     """The names the statement reads, given those the factors' values read: the key's; a
     counting pass reads the values only to skip zeros, the histogram its bucket's
-    coordinate."""
+    coordinate; a pattern output's statement reads values only to skip zeros."""
     if role is FunctionRole.ROW_COUNTS:
         return set(plan.key)
     if not role.counts:
-        return operands | set(plan.key)
+        stored = plan.drop_zeros or plan.storage.value_array is not None
+        return (operands if stored else set()) | set(plan.key)
     bucket = {plan.key[0]} if role is FunctionRole.HISTOGRAM else set()
     values = plan.drop_zeros and role is not FunctionRole.BOUND_SLOTS   # it counts slots
     return (operands if values else set()) | bucket
@@ -121,9 +122,9 @@ def statement(plan: AssemblyPlan, value: Callable[[], str], kernel: str,
         nodes = [t.Call("++spf_n")]
     elif role is FunctionRole.HISTOGRAM:
         nodes = strategy(plan).count_statement(plan)
-    else:
-        nodes = strategy(plan).statement(plan, "spf_v" if plan.drop_zeros else value(), kernel,
-                                         role)
+    else:       # a pattern output stores no value: it is computed only to drop zeros
+        rhs = "spf_v" if plan.drop_zeros else value() if plan.storage.value_array else "0"
+        nodes = strategy(plan).statement(plan, rhs, kernel, role)
     if plan.drop_zeros:
         nodes = [t.Declare("spf_value_t", "spf_v", value(), const=True),
                  t.If(f"spf_v != {zero}", nodes, note="zeros are not stored")]

@@ -27,6 +27,7 @@ from ..back.names import field_ctype
 from ..back.status import VALUE_STATUS, Status, value_status_declaration
 from ..back.value_c import (
     helpers_of,
+    implicit_c,
     negated_c,
     negation_wraps,
     scaled_c,
@@ -105,8 +106,9 @@ class _MergeWriter:
                 nodes.append(t.Declare("int64_t", f"cap{k}", f"size[{k}]", const=True))
                 if self.pass_ is _Pass.SERIAL:      # else one per row, in the row's loop
                     nodes.append(t.Declare("int64_t", f"next{k}", "0"))
-        nodes.append(t.Declare("spf_value_t *restrict", "out_val",
-                               f"out->{self.out.value_array}"))
+        if self.out.value_array:        # else a pattern layout: no values stored
+            nodes.append(t.Declare("spf_value_t *restrict", "out_val",
+                                   f"out->{self.out.value_array}"))
         nodes += [t.Declare("int64_t", f"dim{d}", f"out->{f}", const=True)
                   for d, f in enumerate(self.out.shape_fields) if self._dim_used(d)]
         for r, run in enumerate(self.runs):
@@ -115,8 +117,10 @@ class _MergeWriter:
                 nodes += [t.Declare(f"{self._elem(run.storage, a)} *restrict",
                                     self.field(f"r{r}", a), f"r{r}->{a}", const=True)
                           for a in names]
-            nodes.append(t.Declare(f"{run.storage.layout.value_type.c} *restrict", f"r{r}_val",
-                                   f"r{r}->{run.storage.value_array}", const=True))
+            if run.storage.value_array:     # else a pattern layout: its constant is read
+                nodes.append(t.Declare(f"{run.storage.layout.value_type.c} *restrict",
+                                       f"r{r}_val", f"r{r}->{run.storage.value_array}",
+                                       const=True))
         return nodes
 
     def _dim_used(self, dim: int) -> bool:
@@ -146,6 +150,8 @@ class _MergeWriter:
         if k + 1 < len(self.out.levels):
             return self.level(k + 1, here, places)
         present = [(r, p) for r, p in enumerate(places) if p is not None]
+        if self.out.value_array is None:
+            return []           # a pattern layout: the entry's position is all it stores
         if self.leaf is not None:
             return [t.Assign(f"out_val[{here}]", self._leaf_value(present))]
         if all(place.has is None for _, place in present) and self.semiring.is_plus_times:
@@ -171,7 +177,7 @@ class _MergeWriter:
         assert self.leaf is not None
         reads = {run.operand: "0" for run in self.runs}
         for r, place in present:
-            read = f"r{r}_val[{place.pos}]"
+            read = self._value(r, place.pos)
             reads[self.runs[r].operand] = read if place.has is None else \
                 f"({place.has} ? {read} : 0)"
         value = value_c(self.leaf.tree, reads, self.leaf.types)
@@ -186,6 +192,14 @@ class _MergeWriter:
             value = negated_c(value, type_of(self.leaf.tree, self.leaf.types))
         return f"(spf_value_t)({value})"
 
+    def _value(self, r: int, pos: str) -> str:
+        """Run ``r``'s stored value at ``pos``: its value array's, or a pattern layout's
+        constant (in its type)."""
+        lay = self.runs[r].layout
+        if lay.implicit is None:
+            return f"r{r}_val[{pos}]"
+        return implicit_c(lay.implicit, lay.value_type)
+
     def _wraps(self, r: int) -> bool:
         """Whether run ``r`` is subtracted as its negative in its own type, numpy's (-(-128) of
         int8 is -128): an integer narrower than C's ``int`` (C negates it in ``int``) or than
@@ -198,7 +212,7 @@ class _MergeWriter:
         """Run ``r``'s value at ``pos`` (its negative when :meth:`_wraps`); in the output's
         type when the runs' types differ (C's promotion is not numpy's: uint32 + int32 is
         unsigned in C) or it is negated."""
-        read = f"r{r}_val[{pos}]"
+        read = self._value(r, pos)
         if self._wraps(r):
             return f"((spf_value_t){negated_c(read, self.runs[r].layout.value_type)})"
         mixed = len({run.layout.value_type for run in self.runs}) > 1

@@ -117,6 +117,9 @@ class AssemblyPlan:
                  if self.drop_zeros else "")
         if not self.semiring.is_plus_times:
             zeros += f"; entries with equal coordinates combine by {self.semiring.add}"
+        if lay.implicit is not None:
+            zeros += (f"; {lay.name} is a pattern layout: each entry's position is stored, no "
+                      f"value (every entry holds {lay.value})")
         return (f"output {self.output.name} ({lay.name}) assembled in storage order "
                 f"({', '.join(self.key)}); ordered by the loops: ({pre}); {self.how}; {self.why}"
                 f"{where}{zeros}")

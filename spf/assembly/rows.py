@@ -140,10 +140,11 @@ class Rows(AssemblyStrategy):
             t.Declare("int64_t", "at", f"out->{level.pointer}[row]", const=True),
             t.Declare("const int64_t *restrict", "list", "ws->list"),
             t.Declare(f"{ctype} *restrict", "crd", f"out->{crd} + at"),
-            t.Declare("spf_value_t *restrict", "val", f"out->{storage.value_array} + at"),
+            *([t.Declare("spf_value_t *restrict", "val", f"out->{storage.value_array} + at")]
+              if storage.value_array else []),    # a pattern layout stores no values
             t.For("int64_t t = 0", "t < n", "++t", [
                 t.Assign("crd[t]", f"({ctype})({coord})"),
-                t.Assign("val[t]", "ws->val[list[t]]")]),
+                *([t.Assign("val[t]", "ws->val[list[t]]")] if storage.value_array else [])]),
             t.Assign("ws->n", "0")]
         return [t.Function(f"static void {kernel}_fill(spf_workspace *restrict ws, {struct} "
                            "*restrict out, int64_t row)", body,

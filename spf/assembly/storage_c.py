@@ -151,7 +151,10 @@ def _append(sh: _Shape) -> t.Function:
         note = f"level {lv.index} ({lv.kind}): new position"
         body.append(t.If(f"key >= c->end{k}", opens, note=note) if k < n_levels - 1
                     else t.Block(opens, note=note))
-    body += [t.Assign(f"out->{storage.value_array}[c->pos{n_levels - 1}]", "val"), t.Return()]
+    body += [t.Assign(f"out->{storage.value_array}[c->pos{n_levels - 1}]", "val")
+             if storage.value_array else
+             t.Call("(void)val", note="a pattern layout: every entry holds its constant"),
+             t.Return()]
     return t.Function(f"static inline int {sh.kernel}_append({sh.cursor} *restrict c, "
                       f"{sh.struct} *restrict out, int64_t key, spf_value_t val)", body,
                       f"one entry after the previous one; {CAPACITY} if a level is full")
@@ -272,14 +275,15 @@ def _flush_last_level(sh: _Shape) -> list[t.Node]:
     k, m = len(sh.levels) - 1, sh.n_dims - 1
     crd_array = last.arrays[0]
     crd = "ws->size - 1 - list[t]" if storage.descending[m] else "list[t]"
+    values = storage.value_array        # None: a pattern layout stores no values
     extend: list[t.Node] = [
         t.Declare(f"{_elem(storage, crd_array)} *restrict", "crd",
                   f"out->{last.coords[0][1]} + local.next{k} - 1"),
-        t.Declare("spf_value_t *restrict", "dst",
-                  f"out->{storage.value_array} + local.next{k} - 1"),
+        *([t.Declare("spf_value_t *restrict", "dst", f"out->{values} + local.next{k} - 1")]
+          if values else []),
         t.For("int64_t t = 1", "t < n", "++t", [t.Assign(
             "crd[t]", f"({_elem(storage, crd_array)})({crd})"),
-                                               t.Assign("dst[t]", "val[list[t]]")]),
+            *([t.Assign("dst[t]", "val[list[t]]")] if values else [])]),
         t.Assign(f"local.next{k}", "n - 1", "+="),
         t.Assign(f"local.pos{k}", f"local.next{k} - 1")]
     if last.pointer:

@@ -71,7 +71,10 @@ def cost_nodes(nest: LoopNest, names: CNames, d: Decision) -> list[t.Node]:
     model = cost_model(nest, d.find, d.candidates)
     assert model is not None, "Auto chose at run time without a cost model"
     owner = model.searches
-    searches = f"(int64_t)({names.extent_product(owner, owner.layout.value.array)})"
+    # the entries searched: its value array's extent (a pattern layout's last index array's)
+    lay = owner.layout
+    counted = lay.value_array or lay.index_arrays[-1]
+    searches = f"(int64_t)({names.extent_product(owner, counted)})"
     length = f"(int64_t)({names.aff(model.length)})"
     nodes: list[t.Node] = []
     formula = []

@@ -316,7 +316,7 @@ class KernelLowering:
         out, zero = self.expr.output.tensor, self.semiring.zero_c()
         if out_use is None:
             return [t.Assign(f"*{out}", zero)]
-        arr = out_use.layout.value.array
+        arr = out_use.layout.value_ref.array
         size, data = self.names.extent_product(out_use, arr), self.names.field(out_use, arr)
         if self.parallel_loop or zero != "0.0":   # with all threads (it can be large), or a fill
             fill: list[t.Node] = [] if zero == "0.0" else [t.Comment(

@@ -15,6 +15,7 @@ from ..front.value_types import Kind, ValueType
 from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.scan import LevelKind, LoopNest
 from .status import Status, c_enum, c_name
+from .value_c import implicit_c
 
 WIDTH_C_TYPES = {"int32": "int32_t", "int64": "int64_t"}
 USER_PREFIX = "spf_u_"      # a user's name generated C cannot use as it is: spf_u_NULL
@@ -253,7 +254,7 @@ class CNames:
             ctype = field_ctype(spec, use.layout)
             if ctype == "spf_index_t" and not spec.is_array:
                 ctype = self.index_ctype
-            writes = use.is_output and fld == use.layout.value.array
+            writes = use.is_output and fld == use.layout.value_array
             out.append(Hoisted(f"{ctype} *restrict" if spec.is_array else ctype, local,
                                f"{tensor}->{fld}", const=not writes))
         return out
@@ -306,8 +307,11 @@ class CNames:
         return f"{self.field(use, fld)}[{index}]"
 
     def value(self, use: TensorUse) -> str:
-        """The value expression of ``use`` at the current layout indices."""
-        ref = use.layout.value
+        """The value expression of ``use`` at the current layout indices (a pattern
+        layout's constant, in its value type: no array is read)."""
+        if use.layout.implicit is not None:
+            return implicit_c(use.layout.implicit, use.layout.value_type)
+        ref = use.layout.value_ref
         local = set(use.layout.indices)
 
         def name(n: str) -> str:
@@ -340,7 +344,9 @@ class Hoisted:
 def value_names(use: TensorUse) -> set[str]:
     out: set[str] = set()
     local = set(use.layout.indices)
-    for s in use.layout.value.subscripts:
+    if use.layout.implicit is not None:
+        return out      # a pattern layout's constant reads no index
+    for s in use.layout.value_ref.subscripts:
         out |= {use.var(n) for n in ie.names(s) if n in local}
     return out
 

@@ -20,7 +20,7 @@ MINE = "spf_mine"       # the thread's copy of the output's values
 
 def redirect(names: CNames, out: TensorUse) -> None:
     """Make the statement read and write the thread's copy of ``out``'s values."""
-    names.redirect[out.name, out.layout.value.array] = MINE
+    names.redirect[out.name, out.layout.value_ref.array] = MINE
 
 
 def private_region(b: t.Builder, names: CNames, out: TensorUse, semiring: Semiring,
@@ -30,7 +30,7 @@ def private_region(b: t.Builder, names: CNames, out: TensorUse, semiring: Semiri
     annotated so: shared by the region's team); ``add(target, value)`` combines by the
     semiring's add; ``accumulate``: the output's own values are added to."""
     depth = b.depth
-    arr = out.layout.value.array
+    arr = out.layout.value_ref.array
     size, data = names.extent_product(out, arr), names.field(out, arr, own=True)
     names.helpers.add("spf_omp")
     b.add(t.Comment(f"a private copy of {out.name} per thread, zeroed by its thread, added "

@@ -263,7 +263,7 @@ def _add_terms(name: str, expr, term_args: list[list[str]], out_space: Iteration
             body.append(t.Assign(f"*{out}", zero))
         else:
             use = out_space.use(out)
-            arr = use.layout.value.array
+            arr = use.layout.value_ref.array
             size = names.extent_product(use, arr)
             if parallel or zero != "0.0":
                 body.append(t.For("size_t spf_z = 0", f"spf_z < {size}", "++spf_z",

@@ -196,6 +196,11 @@ def literal_c(value: int | float | np.generic, vt: ValueType | None, real: bool 
     return code if vt.is_float64 else f"(({vt.c}){code})"
 
 
+def implicit_c(constant: float, vt: ValueType) -> str:
+    """A pattern layout's value (the constant every stored entry holds) in C, in ``vt``."""
+    return f"(({vt.c}){literal_c(int(constant) if constant.is_integer() else constant, vt)})"
+
+
 def number_c(coefficient: Coefficient, vt: ValueType) -> str:
     """A coefficient on its own (a number broadcast over the output) in C, in ``vt``."""
     if isinstance(coefficient, Fraction):

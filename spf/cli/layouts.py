@@ -75,9 +75,10 @@ def _relation_text(lay: Layout) -> str:
 def _fields_text(lay: Layout) -> str:
     """Fields as written in the layout file (parameters not substituted)."""
     raw, derived = lay.raw.get("fields", {}), lay.raw.get("derived", {})
-    return ", ".join(f"{name}: {_one_line(raw.get(name, f.ctype))}"
+    text = ", ".join(f"{name}: {_one_line(raw.get(name, f.ctype))}"
                      + (f" = {derived[name]}" if name in derived else "")
                      for name, f in lay.fields.items())
+    return text if lay.implicit is None else f"{text}; no value array, every entry {lay.value}"
 
 
 def _params_text(lay: Layout) -> str:

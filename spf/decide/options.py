@@ -136,6 +136,10 @@ class KernelOptions:
         "values are computed", {"C": "A"}, metavar="OUT=TENSOR")
     drop_zeros: bool = _option(False, Form.FLAG, "an output the kernel assembles stores no "
                                "entry whose value is the semiring's zero", True)
+    structure: bool = _option(
+        False, Form.FLAG, "an output in a pattern layout (whose value is a constant) stores "
+        "the positions of the entries the kernel computes, whatever their values; else each "
+        "value must be that constant", True)
     reassociate: bool = _option(
         False, Form.FLAG, "a sum into one output element may run in another order (SIMD "
         "partial sums): faster on long rows, but the rounding differs from the sequential "

@@ -154,12 +154,15 @@ def _slice(tensor: Tensor, storage: Storage, first: int, last: int) -> Tensor:
         for _, field in level.coords:
             if field is not None:
                 arrays[field] = np.asarray(fields[field])[own[0]:own[1]]
+    va = storage.value_array
+    if va is None:                      # a pattern layout: no values to split
+        return Tensor.from_arrays(tensor.layout, tensor.shape, arrays)
     values = np.asarray(tensor.values)
     if full:                            # dense all the way down: zeros outside the part
-        arrays[storage.value_array] = np.zeros_like(values)
-        arrays[storage.value_array][own[0]:own[1]] = values[own[0]:own[1]]
+        arrays[va] = np.zeros_like(values)
+        arrays[va][own[0]:own[1]] = values[own[0]:own[1]]
     else:
-        arrays[storage.value_array] = values[own[0]:own[1]]
+        arrays[va] = values[own[0]:own[1]]
     return Tensor.from_arrays(tensor.layout, tensor.shape, arrays)
 
 
@@ -224,7 +227,9 @@ def concatenate_storage(parts: list[Tensor], spans: list[tuple[int, int]],
             if field is not None:
                 arrays[field] = np.concatenate([p.fields[field][s:e]
                                                 for p, (s, e) in zip(parts, own)])
-    arrays[storage.value_array] = np.concatenate([p.values[s:e] for p, (s, e) in zip(parts, own)])
+    if storage.value_array is not None:     # else a pattern layout: no values to join
+        arrays[storage.value_array] = np.concatenate([p.values[s:e]
+                                                      for p, (s, e) in zip(parts, own)])
     out = Tensor.from_arrays(first.layout, first.shape, arrays)
     out.fill = first.fill
     return out

@@ -79,8 +79,8 @@ def holds_densely(layout: Layout, array: str) -> bool:
     outs = list(rel.out_vars or ())
     indices = list(layout.indices)
     if rel.exists or rel.calls() or len(indices) != len(outs) \
-            or layout.value.array != array \
-            or layout.value.subscripts != tuple(ie.Name(p) for p in indices):
+            or layout.value_array != array \
+            or layout.value_ref.subscripts != tuple(ie.Name(p) for p in indices):
         return False
     identity = Relation(indices, outs, [[c for p, g, e in zip(indices, outs, layout.shape)
                                          for c in (Constraint.eq(Aff.var(g), Aff.var(p)),

@@ -49,6 +49,19 @@ class FieldSpec:
         return self.is_array and self.ctype == INDEX_TYPE
 
 
+@dataclass(frozen=True)
+class Implicit:
+    """The value of a pattern layout (``value = "1"``): every stored entry holds
+    ``constant``; the layout stores no value array (scipy's and GraphBLAS's structure-only
+    matrices, Finch's Pattern level)."""
+
+    constant: float
+    text: str       # as the file writes it
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass(frozen=True, eq=False)
 class Layout:
     """A parsed layout spec with its parameters bound (equal when name, file and params are)."""
@@ -57,7 +70,7 @@ class Layout:
     source: str
     description: str
     relation: Relation
-    value: ie.ArrayRef
+    value: ie.ArrayRef | Implicit     # where each entry's value is, or the one it holds
     shape: tuple[Aff, ...]
     fields: Mapping[str, FieldSpec]
     params: Mapping[str, int]
@@ -76,9 +89,14 @@ class Layout:
     fill: float = 0.0       # what its tensors' absent elements hold by default (``fill``)
 
     def __post_init__(self) -> None:
-        """A ``fill`` its value type holds (``inf`` is no integer, 2.5 no bool)."""
+        """A ``fill`` and an implicit value its value type holds (``inf`` is no integer,
+        2.5 no bool)."""
         if self.fill != 0 and not self.value_type.holds(self.fill):
             raise SpecError(f"layout {self.name}: its fill {self.fill!r} is no "
+                            f"{self.value_type.name} value (the type its values have here)",
+                            self.source)
+        if self.implicit is not None and not self.value_type.holds(self.implicit):
+            raise SpecError(f"layout {self.name}: its value {self.value} is no "
                             f"{self.value_type.name} value (the type its values have here)",
                             self.source)
 
@@ -97,6 +115,24 @@ class Layout:
     def order(self) -> int:
         """Number of logical dimensions."""
         return len(self.relation.out_vars or ())
+
+    @property
+    def implicit(self) -> float | None:
+        """The value every stored entry holds in a pattern layout (its ``value`` key is a
+        constant; it stores no value array), else None."""
+        return self.value.constant if isinstance(self.value, Implicit) else None
+
+    @property
+    def value_ref(self) -> ie.ArrayRef:
+        """Where each entry's value is stored (a valued layout: callers check
+        :attr:`implicit` first)."""
+        assert isinstance(self.value, ie.ArrayRef), f"{self.name} stores no value array"
+        return self.value
+
+    @property
+    def value_array(self) -> str | None:
+        """The value array field, None for a pattern layout."""
+        return self.value.array if isinstance(self.value, ie.ArrayRef) else None
 
     @property
     def scalar_fields(self) -> list[str]:
@@ -119,7 +155,8 @@ class Layout:
     def read_arrays(self) -> frozenset[str]:
         """The index arrays the relation (any part) or the value subscripts read."""
         names = {c.name for c in self.relation.calls()}
-        names |= {c.name for s in self.value.subscripts for c in ie.calls(s)}
+        if isinstance(self.value, ie.ArrayRef):
+            names |= {c.name for s in self.value.subscripts for c in ie.calls(s)}
         return frozenset(names)
 
     def written_as_one_conjunction(self) -> str | None:

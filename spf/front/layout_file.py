@@ -21,7 +21,7 @@ from .c_reserved import macro_in_c
 from .derived import Derived, parse_derived
 from .dims import expand as expand_dims
 from .established import holds_densely
-from .layout import INDEX_TYPE, INDEX_WIDTHS, VALUE_TYPE, FieldSpec, Layout, check_param
+from .layout import INDEX_TYPE, INDEX_WIDTHS, VALUE_TYPE, FieldSpec, Implicit, Layout, check_param
 from .properties import KEYS, KINDS, Property, PropertyKind, PropertyTable
 from .relation import Relation
 from .syntax import C_KEYWORDS, MAX_INT, parse_aff, parse_constraints
@@ -285,15 +285,30 @@ def _parse_shape(table: dict, file: TomlSource, names: _Names,
 
 
 def _parse_value(table: dict, file: TomlSource, names: _Names,
-                 relation: Relation) -> ie.ArrayRef:
-    """The value expression: a double array subscripted by layout indices and reads."""
+                 relation: Relation) -> ie.ArrayRef | Implicit:
+    """The value expression: a double array subscripted by layout indices and reads, or a
+    number (a pattern layout: every entry holds it, no value array is stored)."""
     source = file.source
     val_text = file.string(table, "value") or ""
     vl, vc = file.value_position(val_text, "value")
+    if _NUMBER.fullmatch(val_text.strip()):
+        unread = [f.name for f in names.fields.values() if f.ctype == VALUE_TYPE]
+        if unread:
+            raise SpecError(f"value {val_text.strip()!r} is a constant (a pattern layout, which "
+                            f"stores no value array), but field {unread[0]!r} is a double "
+                            "array that nothing would read; remove it, or subscript it in "
+                            "value", source, vl, vc)
+        return Implicit(float(val_text), val_text.strip())
+    if "[" not in val_text:
+        raise SpecError(f"value {val_text.strip()!r} is neither an array subscripted by the "
+                        'layout indices ("data[pj]") nor a number ("1": a pattern layout, '
+                        "which stores no values)", source, vl, vc)
     value = ie.parse_array_ref(val_text, source, vl, vc)
     vfield = names.fields.get(value.array)
     if vfield is None or vfield.ctype != VALUE_TYPE:
-        raise SpecError(f"value array {value.array!r} is not a double array field", source, vl, vc)
+        raise SpecError(f"value array {value.array!r} is not a double array field (a number, "
+                        'value = "1", makes a pattern layout, which stores no values)',
+                        source, vl, vc)
     if len(value.subscripts) != len(vfield.dims):
         raise SpecError(f"value array {value.array!r} has {len(vfield.dims)} dimension(s) but "
                         f"{len(value.subscripts)} subscript(s) are given", source, vl, vc)
@@ -309,6 +324,9 @@ def _parse_value(table: dict, file: TomlSource, names: _Names,
             _check_call(c.name, len(c.args), names, source,
                         *name_position(val_text, vl, vc, c.name, True))
     return value
+
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")   # a constant value
 
 
 def _packer(table: dict, file: TomlSource) -> str | None:

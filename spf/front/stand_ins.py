@@ -15,9 +15,9 @@ def _first_layout(fits: Callable[[Layout, Storage], bool], order: int | None = N
     """The first layout on the search path without parameters whose storage ``fits``; where
     none does, the first file written for every order (its order, its only parameter, bound
     to ``order``)."""
-    def fitting(lay: Layout) -> bool:       # arrays as they are: none derived
+    def fitting(lay: Layout) -> bool:       # arrays as they are: none derived; values held
         st = storage_or_none(lay)
-        return st is not None and not lay.derived and fits(lay, st)
+        return st is not None and not lay.derived and lay.implicit is None and fits(lay, st)
 
     generic = []
     for name in layout_names():

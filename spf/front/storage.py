@@ -100,8 +100,9 @@ class Storage:
     free_tail: int = 0                  # trailing coordinates of ``order`` no property orders
 
     @property
-    def value_array(self) -> str:
-        return self.layout.value.array
+    def value_array(self) -> str | None:
+        """The values' array; None for a pattern layout, whose assembly writes no values."""
+        return self.layout.value_array
 
     def written_arrays(self) -> dict[str, tuple[int, bool]]:
         """The index arrays the levels write: each with the level whose positions it holds
@@ -296,7 +297,7 @@ class _Deriver:
     def _check_written(self, storage: Storage) -> None:
         """Every array is written: by a level, as the values, or from one of those by its
         ``[derived]`` definition."""
-        written = set(storage.written_arrays()) | {storage.value_array} \
+        written = set(storage.written_arrays()) | {storage.value_array or ""} \
             | {p.computed for p in storage.derived_passes()}
         missing = [n for n, spec in self.layout.fields.items()
                    if spec.is_array and n not in written]
@@ -347,7 +348,9 @@ class _Deriver:
     def _check_value(self, levels: list[StorageLevel]) -> None:
         """Values must sit at the positions of the last level: ``data[p]`` below a compressed
         level, or ``data[p][q]...`` over it and the dense levels under it."""
-        ref = self.layout.value
+        if self.layout.implicit is not None:
+            return                      # a pattern layout: no values to place
+        ref = self.layout.value_ref
         subs = [s.name if isinstance(s, ie.Name) else "?" for s in ref.subscripts]
         start = max((k for k, lv in enumerate(levels) if lv.kind is StorageKind.COMPRESSED),
                     default=0)

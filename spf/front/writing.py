@@ -197,9 +197,9 @@ class WritePlan:
         distinct layout indices that determine every other one (a POINTER, RANGE or NESTED
         position determines its group: the writer gives groups disjoint ranges).  Else two
         index tuples could read one slot, and the written tensor is read back."""
-        if self.others:
+        if self.others or self.layout.value_array is None:     # a pattern: no slots
             return False
-        subs = self.layout.value.subscripts
+        subs = self.layout.value_ref.subscripts
         names = [s.name for s in subs if isinstance(s, ie.Name)]
         if len(names) != len(subs) or len(set(names)) != len(names):
             return False
@@ -420,7 +420,8 @@ def _produced(part: PartWrite, layout: Layout) -> set[str]:
         if p.run is not None and p.run.free is not None:
             out.add(p.run.free.name)
     out |= {m.call.name for m in part.markers}
-    out.add(layout.value.array)
+    if layout.value_array is not None:     # a pattern layout stores no values
+        out.add(layout.value_array)
     return out
 
 

@@ -137,7 +137,7 @@ def shared_fields(out: Layout, source: Layout) -> frozenset[str]:
     for name, spec in out.fields.items():
         other = source.fields.get(name)
         if other is not None and spec.ctype == other.ctype and spec.dims == other.dims \
-                and name != out.value.array:
+                and name != out.value_array:
             same.add(name)
     return frozenset(same)
 
@@ -154,6 +154,12 @@ def build(expr: Expr, layouts: Mapping[str, Layout], bounds: Sequence[Constraint
     uses = _uses(expr, layouts, share)
     # inputs first (their order is the default loop order), then the output
     assembled = next((u for u in uses if u.is_output), None) if assemble else None
+    pattern = next((u for u in uses if u.is_output and u.layout.implicit is not None), None)
+    if pattern is not None and not assemble:
+        raise SpecError(f"output {pattern.name!r} is in {pattern.layout.name}, a pattern layout "
+                        f"(every entry holds its value {pattern.layout.value}; it stores no "
+                        "value array): a kernel writes one only by assembling it (an output "
+                        "without share=)", expr.source)
     uses = [u for u in uses if not u.is_output] + \
         [u for u in uses if u.is_output and not assemble]
     names = {v for u in uses for v in u.vars}

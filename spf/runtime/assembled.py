@@ -142,7 +142,8 @@ def _storage_fields(storage: Storage, shape: tuple[int, ...], caps: list[int],
         fields[dp.computed] = np.empty(dp.computed_length(caps),
                                        dtype=storage.layout.dtype_of(dp.computed))
     alloc = np.zeros if storage.levels[-1].kind is StorageKind.DENSE else np.empty
-    fields[storage.value_array] = alloc(caps[-1], dtype=storage.layout.value_type.dtype)
+    if storage.value_array is not None:     # a pattern layout stores no values
+        fields[storage.value_array] = alloc(caps[-1], dtype=storage.layout.value_type.dtype)
     return fields
 
 
@@ -152,7 +153,7 @@ def _bytes(storage: Storage, caps: list[int]) -> int:
 
     def width(name: str) -> int:
         return np.dtype(lay.dtype_of(name)).itemsize
-    total = caps[-1] * lay.value_type.dtype.itemsize
+    total = caps[-1] * lay.value_type.dtype.itemsize if storage.value_array else 0
     for k, lv in enumerate(storage.levels):
         total += (caps[k - 1] + 1) * width(lv.pointer) if lv.pointer else 0
         total += sum(caps[k] * width(a) for _, a in lv.coords if a)
@@ -172,4 +173,5 @@ def _trim(storage: Storage, fields: dict[str, Any], size: np.ndarray) -> None:
                 fields[arr].resize(int(size[k]), refcheck=False)
     for dp in storage.derived_passes():
         fields[dp.computed].resize(dp.computed_length(size.tolist()), refcheck=False)
-    fields[storage.value_array].resize(int(size[-1]), refcheck=False)
+    if storage.value_array is not None:
+        fields[storage.value_array].resize(int(size[-1]), refcheck=False)

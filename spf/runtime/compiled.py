@@ -508,7 +508,7 @@ class CompiledKernel(Generic[K]):
             field = expr.as_name()
             if field is not None:
                 fields.setdefault(field, shape[dim])
-        value = layout.value.array
+        value = layout.value_ref.array     # a pattern output is assembled, never shared
         scalars = {k: v for k, v in fields.items() if isinstance(v, int)}
         arrays = {k: v for k, v in fields.items() if not isinstance(v, int)}
         missing = [f for f in layout.fields if f not in fields and f != value]

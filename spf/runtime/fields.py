@@ -9,7 +9,7 @@ share (integers, values exactly a float64, index widths) are here too.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -132,6 +132,34 @@ def check_exact(where: str, name: str, arr: np.ndarray) -> None:
                             f"({arr.dtype}) is not exactly a float64, the type spf computes "
                             f"in (it would become {float(flat[k])!r}); convert the values to "
                             "float64 first to accept the rounding")
+
+
+def implicit_values(layout: Layout, coords: Sequence[np.ndarray], values: np.ndarray,
+                    structure: bool, what: str) -> np.ndarray:
+    """The values a tensor in ``layout`` holds for entries at ``coords`` given ``values``:
+    as given for a valued layout; a pattern layout's constant where every given value is it
+    (or ``structure``: the entries' positions are what is asked for), else ArgumentError
+    naming the first entry (row-major) that differs (``what``: where they come from)."""
+    constant = layout.implicit
+    if constant is None:
+        if structure:
+            raise ArgumentError(f"{what}: structure=True stores only the entries' positions, "
+                                f"in a pattern layout; {layout.name} stores values "
+                                f"({layout.value})")
+        return values
+    ones = np.full(len(values), constant, layout.value_type.dtype)
+    if structure:
+        return ones
+    differ = np.flatnonzero(~(np.asarray(values) == constant))      # nan differs too
+    if len(differ):
+        first = differ[np.lexsort([np.asarray(c)[differ] for c in reversed(coords)])[0]] \
+            if len(coords) else differ[0]
+        at = ", ".join(str(int(c[first])) for c in coords)
+        raise ArgumentError(f"{what}: entry ({at}) holds {values[first].item()!r}, but "
+                            f"{layout.name} is a pattern layout: every entry it stores holds "
+                            f"{layout.value} (it stores no values); pass structure=True to "
+                            "store the entries' positions only")
+    return ones
 
 
 def check_cast(where: str, name: str, arr: np.ndarray, vt: ValueType) -> None:

@@ -25,7 +25,7 @@ from ..front.layout import Layout
 from ..front.storage import storage_or_none
 from ..front.value_types import ValueType, can_cast, held_type
 from . import build as runtime
-from .fields import check_cast, check_integers, index_max, shown
+from .fields import check_cast, check_integers, implicit_values, index_max, shown
 from .memory import address
 from .scipy_io import canonical, coordinate_fields, fields_of, proven_by_order, scipy_order
 from .stored import StoredTensor, tensor_class
@@ -136,15 +136,26 @@ def as_tensor(name: str, value: Any, layout: Layout, pattern: bool = False,
         if isinstance(value, (np.ndarray, list, tuple)):
             t = tensor_class().from_dense(layout, value)
         elif is_scipy(value):
-            t = _from_scipy(value, layout, name if converting else None)
+            t = _from_scipy(value, layout, name if converting else None, pattern)
         elif is_pydata(value):
-            t = _from_pydata(value, layout, name if converting else None)
+            t = _from_pydata(value, layout, name if converting else None, pattern)
     except ArgumentError as exc:
         raise ArgumentError(f"{name!r}: {exc}") from None
     if t is not None:       # the data's own type, converted to the kernel's if it may be
         return t if t.layout == layout else Operand(name, layout, pattern).tensor(t)
     raise ArgumentError(f"{name!r}: expected an spf.Tensor, a numpy array, a scipy.sparse "
                         f"matrix or array or a pydata sparse array, got {type(value).__name__}")
+
+
+def _check_implicit(value: Any, layout: Layout) -> None:
+    """ArgumentError naming the first entry of a scipy or pydata object (duplicates added)
+    whose value is not the pattern ``layout``'s constant: its arrays are wrapped without
+    their values."""
+    coo = value.tocoo().copy()
+    coo.sum_duplicates()
+    coords = coo.coords
+    implicit_values(layout, tuple(np.asarray(c) for c in coords), np.asarray(coo.data), False,
+                    f"{layout.name} tensor")
 
 
 def retyped(name: str, t: StoredTensor, layout: Layout, pattern: bool = False) -> StoredTensor:
@@ -155,9 +166,10 @@ def retyped(name: str, t: StoredTensor, layout: Layout, pattern: bool = False) -
     if not pattern:
         _check_retype(name, t, src, dst)
     fields = dict(t.fields)
-    values = np.asarray(t.values)
-    fields[t.layout.value.array] = np.ones(values.shape, dst.dtype) if pattern else \
-        values.astype(dst.dtype)
+    if t.layout.value_array is not None:    # a pattern layout: its constant, in any type
+        values = np.asarray(t.values)
+        fields[t.layout.value_array] = np.ones(values.shape, dst.dtype) if pattern else \
+            values.astype(dst.dtype)
     out = tensor_class()(layout, t.shape, fields, check=False)
     out.fill, out.source_entries = t.fill, t.source_entries     # padding stays known
     return out
@@ -168,7 +180,7 @@ def _check_retype(name: str, t: StoredTensor, src: ValueType, dst: ValueType) ->
         raise ArgumentError(f"{name!r} holds {src.name} values; the kernel computes it as "
                             f"{dst.name}, which numpy's same_kind casting does not allow; "
                             f"convert it first, or build the kernel with dtype={src.name!r}")
-    check_cast(f"{name!r}: ", t.layout.value.array, np.asarray(t.values), dst)
+    check_cast(f"{name!r}: ", t.layout.value_array or "values", np.asarray(t.values), dst)
 
 
 def _layout_mismatch(name: str, want: Layout, got: Layout) -> str:
@@ -267,14 +279,20 @@ def _check_coordinates(where: str, m: Any) -> None:
                                 f"0..{n - 1}")
 
 
-def _from_scipy(m: Any, layout: Layout, operand: str | None) -> StoredTensor:
+def _from_scipy(m: Any, layout: Layout, operand: str | None, mask: bool = False
+                ) -> StoredTensor:
     """``m`` in ``layout``: its own arrays where the storage has its shape, else a copy;
-    ``operand``: its name when arrays that break a property are converted (else refused)."""
+    ``operand``: its name when arrays that break a property are converted (else refused);
+    into a pattern layout its values must be the constant (unless a ``mask``'s)."""
     kind = f"scipy.sparse {type(m).__name__} ({m.format})"
     check_arrays(kind, m, layout)
     if len(m.shape) != layout.order:
         raise ArgumentError(f"a {kind} of shape {m.shape} has order {len(m.shape)}, but layout "
                             f"{layout.name} stores order-{layout.order} tensors")
+    if layout.implicit is not None and not mask:
+        if m.format == "coo":
+            _check_coordinates(f"a {kind}: ", m)
+        _check_implicit(m, layout)
     storage = storage_or_none(layout)
     fields = None if storage is None else fields_of(m, storage)
     if storage is None or fields is None:
@@ -301,7 +319,8 @@ def _scipy_copy(kind: str, m: Any, layout: Layout) -> StoredTensor:
     return tensor_class().from_scipy(layout, m)
 
 
-def _from_pydata(a: Any, layout: Layout, operand: str | None) -> StoredTensor:
+def _from_pydata(a: Any, layout: Layout, operand: str | None, mask: bool = False
+                 ) -> StoredTensor:
     """``a`` in ``layout``, as :func:`_from_scipy`."""
     kind = f"pydata sparse {type(a).__name__}"
     check_arrays(kind, a, layout)
@@ -311,6 +330,8 @@ def _from_pydata(a: Any, layout: Layout, operand: str | None) -> StoredTensor:
     if a.ndim != layout.order:
         raise ArgumentError(f"a {kind} of shape {a.shape} has order {a.ndim}, but layout "
                             f"{layout.name} stores order-{layout.order} tensors")
+    if layout.implicit is not None and not mask:
+        _check_implicit(a, layout)
     coo = a if type(a).__name__ == "COO" else a.tocoo()
     storage = storage_or_none(layout)
     fields = coordinate_fields(storage, coo.coords, coo.data, dict(zip(

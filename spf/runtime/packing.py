@@ -27,6 +27,7 @@ from .fields import (
     as_array,
     check_cast,
     check_integers,
+    implicit_values,
     index_max,
     position,
     shown,
@@ -55,13 +56,16 @@ def _packer(spec: str) -> tuple[ModuleType, str]:
     return module, func or "pack"
 
 
-def packed(layout: Layout, shape: tuple[int, ...], coords: Any, values: Any) -> StoredTensor:
+def packed(layout: Layout, shape: tuple[int, ...], coords: Any, values: Any,
+           structure: bool = False) -> StoredTensor:
     """A tensor of ``shape`` in ``layout`` holding the entries (coordinate arrays, one per
     dimension, in any order, and their values; duplicates are summed first), stored by the
     layout's packer or, without one, written as its relation says, checked, and read back
     through its relation.  ArgumentError for entries that are not coordinates and values
-    within ``shape`` or that the layout cannot hold; SpecError (at the layout file's
-    ``packer``) when the packer stores something its relation does not read back as given."""
+    within ``shape`` or that the layout cannot hold (a value other than a pattern layout's
+    constant, unless ``structure``: see :func:`~.fields.implicit_values`); SpecError (at
+    the layout file's ``packer``) when the packer stores something its relation does not
+    read back as given."""
     if len(shape) != layout.order:
         raise ArgumentError(f"layout {layout.name} stores order-{layout.order} tensors, "
                             f"got shape {shape}")
@@ -71,6 +75,7 @@ def packed(layout: Layout, shape: tuple[int, ...], coords: Any, values: Any) -> 
     check_shape(layout, shape)
     arrays, data = _sum_duplicates(*_entries(f"{layout.name} tensor: ", shape, coords, values,
                                              layout.value_type), shape)
+    data = implicit_values(layout, arrays, data, structure, f"{layout.name} tensor")
     refuse_excluded(layout, shape, arrays)
     if not layout.packer:
         t = _written(layout, shape, arrays, data)

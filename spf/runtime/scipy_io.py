@@ -67,8 +67,11 @@ def compressed_fields(m: Any, storage: Storage) -> dict[str, Any]:
     object ``m`` (the caller knows they agree) over its own arrays."""
     pointer, array = _compressed(storage)
     nnz = int(m.indptr[-1]) if len(m.indptr) else 0
-    return {**dict(zip(storage.shape_fields, m.shape)), pointer: m.indptr,
-            array: m.indices[:nnz], storage.value_array: m.data[:nnz]}
+    out = {**dict(zip(storage.shape_fields, m.shape)), pointer: m.indptr,
+           array: m.indices[:nnz]}
+    if storage.value_array is not None:     # else a pattern layout: the caller checked
+        out[storage.value_array] = m.data[:nnz]
+    return out
 
 
 def coordinate_fields(storage: Storage, coords: Any, data: np.ndarray,
@@ -81,7 +84,8 @@ def coordinate_fields(storage: Storage, coords: Any, data: np.ndarray,
     fields[count] = len(data)
     for dim, array in arrays.items():
         fields[array] = coords[dim]
-    fields[storage.value_array] = data
+    if storage.value_array is not None:     # else a pattern layout: the caller checked
+        fields[storage.value_array] = data
     return fields
 
 
@@ -94,7 +98,13 @@ def matrix_of(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any])
     storage = storage_or_none(layout)
     if storage is None:
         return None
-    values = fields[storage.value_array]
+    held = storage.value_array
+    values = fields[held] if held is not None else None    # None: a pattern layout's
+
+    def copied(n: int) -> np.ndarray:
+        if values is None:
+            return np.full(n, layout.implicit, layout.value_type.dtype)
+        return values[:n].copy()
     if storage.is_dense_over_compressed():
         formats: dict[tuple[int, ...], Any] = {(0, 1): sp.csr_matrix, (1, 0): sp.csc_matrix}
         fmt = formats.get(storage.order)
@@ -103,15 +113,15 @@ def matrix_of(layout: Layout, shape: tuple[int, ...], fields: Mapping[str, Any])
         ptr = fields[pointer][:outer + 1]
         crd = fields[array]
         if fmt is None or len(ptr) != outer + 1 or ptr[0] != 0 or np.any(np.diff(ptr) < 0) \
-                or ptr[-1] > min(len(crd), len(values)):
+                or ptr[-1] > min(len(crd), len(crd if values is None else values)):
             return None
         n = int(ptr[-1])
-        return fmt((values[:n].copy(), crd[:n].copy(), ptr.copy()), shape=shape)
+        return fmt((copied(n), crd[:n].copy(), ptr.copy()), shape=shape)
     if storage.is_coordinate_list():
         count, arrays = _listed(storage)
         n = fields[count]
         rows, cols = fields[arrays[0]][:n], fields[arrays[1]][:n]
-        return sp.coo_matrix((values[:n].copy(), (rows.copy(), cols.copy())), shape=shape)
+        return sp.coo_matrix((copied(n), (rows.copy(), cols.copy())), shape=shape)
     return None
 
 

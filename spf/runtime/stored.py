@@ -108,7 +108,13 @@ class StoredTensor:
 
     @property
     def values(self) -> np.ndarray:
-        return self.fields[self.layout.value.array]
+        """The value array; for a pattern layout (no value array), its constant once per
+        stored entry (read-only)."""
+        if self.layout.value_array is not None:
+            return self.fields[self.layout.value_array]
+        out = np.full(self.stored_entries(), self.layout.implicit, self.dtype)
+        out.flags.writeable = False
+        return out
 
     @property
     def dtype(self) -> np.dtype:
@@ -129,24 +135,29 @@ class StoredTensor:
 
     @classmethod
     def from_coords(cls, layout: str | Layout, shape: Sequence[int], coords: Any, values: Any,
-                    index_type: str | None = None, **params: int) -> StoredTensor:
+                    index_type: str | None = None, *, structure: bool = False,
+                    **params: int) -> StoredTensor:
         """:meth:`spf.Tensor.from_coords`."""
         raise NotImplementedError
 
     @classmethod
     def from_scipy(cls, layout: str | Layout, matrix: Any, index_type: str | None = None,
-                   **params: int) -> StoredTensor:
+                   *, structure: bool = False, **params: int) -> StoredTensor:
         """:meth:`spf.Tensor.from_scipy`."""
         raise NotImplementedError
 
     @classmethod
     def from_dense(cls, layout: str | Layout, array: Any, index_type: str | None = None,
-                   **params: int) -> StoredTensor:
+                   *, structure: bool = False, **params: int) -> StoredTensor:
         """:meth:`spf.Tensor.from_dense`."""
         raise NotImplementedError
 
     def padding(self) -> int:
         """:meth:`spf.Tensor.padding`."""
+        raise NotImplementedError
+
+    def stored_entries(self) -> int:
+        """:meth:`spf.Tensor.stored_entries`."""
         raise NotImplementedError
 
     def to_dense(self, fill: float | None = None) -> np.ndarray:

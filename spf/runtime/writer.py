@@ -30,6 +30,7 @@ from ..front.value_types import Typing
 from ..front.writing import WritePlan, entry_filters, write_plan
 from ..store import WriterSource, writer_source
 from . import build
+from .fields import implicit_values
 from .memory import byte_limit, reserve
 from .stored import StoredTensor, check_within_shape, tensor_class
 
@@ -37,13 +38,16 @@ Vec = np.ndarray
 Env = dict[str, Any]                 # names -> int or int64 vector (one value per entry)
 
 
-def rewritten(t: StoredTensor, layout: Layout, allow_padding: bool = True) -> StoredTensor:
-    """``t`` (in a coordinate-list layout: one compressed level) written into ``layout``."""
+def rewritten(t: StoredTensor, layout: Layout, allow_padding: bool = True,
+              structure: bool = False) -> StoredTensor:
+    """``t`` (in a coordinate-list layout: one compressed level) written into ``layout``;
+    into a pattern layout, its values must be the constant unless ``structure``."""
     (level,) = storage_of(t.layout).levels
     arrays = {d: a for d, a in level.coords if a is not None}
     coords = [np.asarray(t.fields[arrays[d]], np.int64) for d in range(layout.order)]
-    return written(write_plan(layout), tuple(t.shape), coords, np.asarray(t.values),
-                   allow_padding)
+    values = implicit_values(layout, coords, np.asarray(t.values),
+                             structure and layout.implicit is not None, f"{layout.name} tensor")
+    return written(write_plan(layout), tuple(t.shape), coords, values, allow_padding)
 
 
 def written(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
@@ -255,8 +259,10 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
     status = lib.fn(ctypes.addressof(struct), build.address(err), build.address(sizes), n,
                     ctypes.addressof(ptrs), build.address(vals), build.address(extents),
                     int(allow_padding), byte_limit())
-    fields, _ = finished(src, status, err, struct, sizes)
-    return fields, int(np.asarray(fields[lay.value.array]).size)
+    fields, entries = finished(src, status, err, struct, sizes)
+    if lay.value_array is None:         # a pattern layout stores no values: its entries
+        return fields, entries
+    return fields, int(np.asarray(fields[lay.value_array]).size)
 
 
 def buffers(src: WriterSource) -> tuple[np.ndarray, np.ndarray]:
@@ -306,7 +312,7 @@ def _taken_over(lay: Layout, src: WriterSource, struct: ctypes.Structure, dims: 
     for name, rank in src.arrays:
         shape = tuple(int(d) for d in dims[k:k + rank])
         k += rank
-        dtype = lay.value_type.dtype if name == lay.value.array else np.dtype(lay.dtype_of(name))
+        dtype = lay.value_type.dtype if name == lay.value_array else np.dtype(lay.dtype_of(name))
         fields[name] = _owned(getattr(struct, name), shape, dtype)
     return fields
 

@@ -488,12 +488,12 @@ class _Writer:
                                   tuple(dims[:3]), entry=False))
         size = " * ".join(dims) or "1"
         var = self.fresh(name)
-        item = "sizeof(spf_value_t)" if name == lay.value.array else "sizeof(int64_t)"
+        item = "sizeof(spf_value_t)" if name == lay.value_array else "sizeof(int64_t)"
         self.b.add(t.If(f"spf_max_bytes > 0 && {size} > spf_max_bytes / (int64_t){item}",
                         self.refuse(f"{lay.name}'s {name} would take {{x0}} bytes, over the "
                                     "limit", (f"{size} * (int64_t){item}",), entry=False,
                                     memory=name)))
-        if name == lay.value.array:
+        if name == lay.value_array:
             self.decls.append(t.Declare("spf_value_t *", var, "NULL"))
             self.b.add(t.Assign(var, f"spf_st_values({size})"))
         else:
@@ -758,8 +758,8 @@ class _Writer:
                 for k, d in enumerate(spec.dims):
                     if not (isinstance(d, ie.Name) and d.name == field):
                         continue
-                    if name == lay.value.array:
-                        at = self.ie_text(lay.value.subscripts[k], per_entry=True)
+                    if name == lay.value_array:
+                        at = self.ie_text(lay.value_ref.subscripts[k], per_entry=True)
                     else:
                         call = next((s.atom for s in self.part.solved
                                      if isinstance(s.atom, UFCall) and s.atom.name == name), None)
@@ -775,14 +775,17 @@ class _Writer:
         """The value array's size, known before it is allocated: at most 4 slots per entry
         unless padding is allowed, and at most what the index type addresses."""
         lay = self.lay
+        if lay.value_array is None:         # a pattern layout: no value slots
+            return "n"
+        ref = lay.value_ref
         dims = []
-        for d in lay.fields[lay.value.array].dims:
+        for d in lay.fields[ref.array].dims:
             try:
                 dims.append(f"({self.ie_text(d)})")
             except KeyError as exc:
-                raise layout_error(lay, f"layout {lay.name}: the extent of {lay.value.array} "
+                raise layout_error(lay, f"layout {lay.name}: the extent of {ref.array} "
                                    f"cannot be computed when it is written ({exc.args[0]} is "
-                                   "not known yet)", lay.value.array) from None
+                                   "not known yet)", ref.array) from None
         slots = self.fresh("slots")
         self.b.add(t.Declare("const int64_t", slots, " * ".join(dims) or "1"))
         top = _WIDTH_MAX["int64_t" if lay.index_type == "int64" else "int32_t"]
@@ -810,7 +813,7 @@ class _Writer:
         for m in self.part.markers:
             self.marker(m)
         for name, spec in self.lay.fields.items():
-            if spec.is_array and name not in self.arrays and name != self.lay.value.array:
+            if spec.is_array and name not in self.arrays and name != self.lay.value_array:
                 self.allocate(name)
 
     def store(self, call: UFCall, value: str) -> None:
@@ -830,22 +833,27 @@ class _Writer:
         """Each value at its slot; two entries sharing a slot are refused (where the value
         subscripts determine every layout index, distinct entries have distinct slots)."""
         lay = self.lay
-        data = self.allocate(lay.value.array)
-        subs = [self.ie_text(s, per_entry=True) for s in lay.value.subscripts]
-        where = self.offset(lay.value.array, subs)
+        if lay.value_array is None:         # a pattern layout stores no values
+            self.b.add(t.Call("(void)spf_v", note="a pattern layout: every entry holds "
+                              f"{lay.implicit}"))
+            return
+        ref = lay.value_ref
+        data = self.allocate(ref.array)
+        subs = [self.ie_text(s, per_entry=True) for s in ref.subscripts]
+        where = self.offset(ref.array, subs)
         values = "spf_v[spf_keep[e]]" if getattr(self, "kept", False) else f"spf_v[{E}]"
-        self.b.add(t.Comment(f"the values at {lay.value.array}"
-                             f"[{', '.join(map(ie.text, lay.value.subscripts))}]"))
+        self.b.add(t.Comment(f"the values at {ref.array}"
+                             f"[{', '.join(map(ie.text, ref.subscripts))}]"))
         body: list[t.Node] = [
             t.Declare("const int64_t", "spf_w", where),
             self.refuse_if("spf_w < 0", self.entry_refusal(
-                f"its value would be written outside {lay.value.array}"))]
+                f"its value would be written outside {ref.array}"))]
         if not self.plan.reads_back_by_construction:
             owner = self.vector("owner", slots, "-1")
             body += [self.refuse_if(f"{owner}[spf_w] >= 0",
                                     f"{lay.name} cannot hold both entries {{other}} and {{at}}: "
                                     f"they would share the value slot "
-                                    f"{lay.value.array}[{{x0}}]", ("spf_w",),
+                                    f"{ref.array}[{{x0}}]", ("spf_w",),
                                     other=f"{owner}[spf_w]"),
                      t.Assign(f"{owner}[spf_w]", E)]
         self.each(*body, t.Assign(f"{data}[spf_w]", values))
@@ -857,10 +865,11 @@ class _Writer:
         if not self.plan.reads_back_by_construction:
             return []
         lay = self.lay
-        where = self.offset(lay.value.array,
-                            [self.ie_text(s, per_entry=True) for s in lay.value.subscripts])
+        ref = lay.value_ref
+        where = self.offset(ref.array,
+                            [self.ie_text(s, per_entry=True) for s in ref.subscripts])
         text = (f"{lay.name} cannot hold both entries {{other}} and {{at}}: they would share "
-                f"the value slot {lay.value.array}[{{x0}}]")
+                f"the value slot {ref.array}[{{x0}}]")
         return [t.Declare("const int64_t", "spf_w0", where),
                 t.For("int64_t spf_f = 0", "spf_f < n", "++spf_f", [
                     t.If(f"spf_f != {E} && {where.replace(f'[{E}]', '[spf_f]')} == spf_w0",
@@ -900,7 +909,7 @@ class _Writer:
                                      f"{lay.dtype_of(name)}{wider_hint(lay.dtype_of(name))}",
                                      (self.scalar(name),), entry=False))
                 continue
-            if name == lay.value.array:
+            if name == lay.value_array:
                 continue
             ctype = field_ctype(spec, lay)
             top = _WIDTH_MAX[_ctype(ctype, lay)]
@@ -922,8 +931,9 @@ class _Writer:
                 b.add(t.Assign(f"B->{name}", f"({field_ctype(spec, lay)}){self.scalar(name)}"))
         for name, out in outputs:
             b.add(t.Assign(f"B->{name}", out), t.Assign(out, "NULL"))
-        data = self.arrays[lay.value.array][0]
-        b.add(t.Assign(f"B->{lay.value.array}", data), t.Assign(data, "NULL"))
+        if lay.value_array is not None:
+            data = self.arrays[lay.value_array][0]
+            b.add(t.Assign(f"B->{lay.value_array}", data), t.Assign(data, "NULL"))
         dims = [d for name, spec in lay.fields.items() if spec.is_array
                 for d in self.arrays[name][1]]
         report: list[t.Node] = [t.Assign(f"spf_sizes[{k}]", d) for k, d in enumerate(dims)]
