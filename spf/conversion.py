@@ -305,8 +305,19 @@ class _Written:
 
     def distributed(self, client: Any,
                     parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:
-        raise SpecError(f"a conversion into {self.conversion.dst.name} is written from the "
-                        "whole entry list; it is not distributed", self.conversion.dst.source)
+        """This conversion on a Dask cluster: the source read into entry lists on the
+        workers (its reading kernel's :meth:`CompiledKernel.distributed`: row blocks, joined
+        in a coordinate list), then written here by the generated writer and read back
+        (:func:`spf.runtime.writer.rewritten`)."""
+        conv = self.conversion
+        read = conv.kernel.compile().distributed(client, parts)
+
+        def run(tensor: StoredTensor) -> StoredTensor:
+            _check_source(conv, tensor)
+            # into a pattern layout: its values were checked (_ValuesChecked) or not asked for
+            return writer.rewritten(read(A=tensor), conv.dst, conv.allow_padding,
+                                    structure=conv.dst.implicit is not None)
+        return run
 
     def __call__(self, tensor: StoredTensor) -> StoredTensor:
         conv, src = self.conversion, self.source
