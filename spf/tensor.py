@@ -411,9 +411,9 @@ def _coordinate_layout(order: int, index_type: str) -> Layout:
 
 def _generated(layout: Layout) -> bool:
     """Whether spf converts into ``layout`` by generated code (assembled, or read into an
-    entry list and written as its relation says, when it has no packer of its own)."""
-    return storage_or_none(layout) is not None \
-        or (layout.packer is None and write_plan_or_none(layout) is not None)
+    entry list and written as its relation says: a layout's packer is used only where
+    neither can write it)."""
+    return storage_or_none(layout) is not None or write_plan_or_none(layout) is not None
 
 
 def tensor_of(t: StoredTensor) -> Tensor:

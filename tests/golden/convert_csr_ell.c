@@ -636,10 +636,11 @@ static inline int64_t *spf_st_filled(int64_t n, int64_t fill)
     return v;
 }
 
-/* Stable order of the entries by one column (counting sort on 16-bit digits of col - min,
- * least significant first), applied to the current order in place. */
+/* Stable order of the entries by one column (counting sort on digits of col - min, least
+ * significant first: 8-bit digits below 65536 entries, 16-bit ones above), applied to the
+ * current order in place. */
 static inline int spf_st_sort_column(int64_t n, const int64_t *restrict col, int descending,
-                              int64_t *restrict order, int64_t *restrict tmp)
+                                     int64_t *restrict order, int64_t *restrict tmp)
 {
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (int64_t e = 0; e < n; ++e) {
@@ -649,22 +650,24 @@ static inline int spf_st_sort_column(int64_t n, const int64_t *restrict col, int
     if (n < 2 || lo == hi)
         return 0;
     const uint64_t span = (uint64_t)hi - (uint64_t)lo;
-    int64_t *count = malloc(sizeof(int64_t) * 65537);
+    const int bits = n < 65536 ? 8 : 16;
+    const uint64_t mask = ((uint64_t)1 << bits) - 1;
+    int64_t *count = malloc(sizeof(int64_t) * (size_t)(mask + 2));
     if (!count)
         return 1;
-    for (int shift = 0; shift < 64 && (span >> shift) != 0; shift += 16) {
-        memset(count, 0, sizeof(int64_t) * 65537);
+    for (int shift = 0; shift < 64 && (span >> shift) != 0; shift += bits) {
+        memset(count, 0, sizeof(int64_t) * (size_t)(mask + 2));
         for (int64_t e = 0; e < n; ++e) {
             const uint64_t v = descending ? (uint64_t)hi - (uint64_t)col[order[e]]
                                           : (uint64_t)col[order[e]] - (uint64_t)lo;
-            ++count[((v >> shift) & 0xFFFF) + 1];
+            ++count[((v >> shift) & mask) + 1];
         }
-        for (int d = 0; d < 65536; ++d)
+        for (uint64_t d = 0; d <= mask; ++d)
             count[d + 1] += count[d];
         for (int64_t e = 0; e < n; ++e) {
             const uint64_t v = descending ? (uint64_t)hi - (uint64_t)col[order[e]]
                                           : (uint64_t)col[order[e]] - (uint64_t)lo;
-            tmp[count[(v >> shift) & 0xFFFF]++] = order[e];
+            tmp[count[(v >> shift) & mask]++] = order[e];
         }
         memcpy(order, tmp, sizeof(int64_t) * (size_t)n);
     }
