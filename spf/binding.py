@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .decide.options import NAMES
-from .errors import ArgumentError, SpfError
+from .errors import SCALAR_OPERAND, ArgumentError, SpfError
 from .front.functions import definitions
 from .front.kernel_spec import Expr, parse_expr
 from .front.layout import Layout
@@ -78,7 +78,8 @@ def bind_operands(parsed: Expr, operands: Mapping[str, Any], asked: Mapping[str,
         if name in bound or name != parsed.original(name):
             continue                    # bound, or a tensor read again (its alias)
         if name not in operands:
-            raise ArgumentError(f"{caller}: missing operand {name!r}")
+            raise ArgumentError(f"{caller}: missing operand {name!r}"
+                                + SCALAR_OPERAND * (not acc.indices))
         value = operands[name]
         if not acc.indices:
             bound[name] = value

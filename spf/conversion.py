@@ -322,6 +322,7 @@ class _Written:
     def __call__(self, tensor: StoredTensor) -> StoredTensor:
         conv, src = self.conversion, self.source
         _check_source(conv, tensor)
+        writer.check_shape(conv.dst, tuple(tensor.shape))   # the C checks it too, tersely
         err, sizes = writer.buffers(src)
         out = runtime.struct_type(conv.dst)()
         given = runtime.make_struct(conv.src, tensor.fields)

@@ -32,6 +32,10 @@ class SpecError(SpfError):
         super().__init__(f"{where}: {message}")
 
 
+# why a bare name is an operand: said where a scalar operand is missing
+SCALAR_OPERAND = " (a scalar: a name that no tensor's access reads as an index is a scalar operand)"
+
+
 class SynthesisError(SpfError):
     """A requested code-generation choice is not valid for the given layouts."""
 

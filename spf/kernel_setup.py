@@ -469,7 +469,6 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
                 raise SpecError(f"dtype names {name!r}, which is not a tensor of "
                                 f"{expr.text!r}", expr.source)
     types = {a.tensor: t for a in expr.factors if (t := declared(a.tensor)) is not None}
-    _check_coefficients(expr, types, mask)
     products, numbers = _product_types(expr, types, layouts, mask)
     given_out = declared(out)
     # numbers only (a sum's number term): weak next to the output's type, as numpy adds it
@@ -481,6 +480,10 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
                         for a in expr.factors if not a.indices})   # a scalar: the output's
         computed = type_of(expr.rhs, written, expr.source)
         check_folded_steps(expr.rhs, written, expr.source)
+    # the expansion's numbers after the statement as written: a step numpy wraps before a
+    # type change is the reason for a coefficient the expansion makes (``(128 - k) * (T *
+    # 128)``: ``T * 128`` wraps in uint8, then 16384 * T would not fit it)
+    _check_coefficients(expr, types, mask)
     output = given_out or computed
     # a product of a statement's expansion (no ``rhs``) computes in the statement's type,
     # which was checked against the output there; its own product type is not numpy's
@@ -490,9 +493,13 @@ def _typing(expr: Expr, opts: KernelOptions, named: Mapping[str, Any],
                         f"{expr.text.split('=', 1)[1].strip()!r} in {computed.name}, which "
                         "numpy's same_kind casting does not allow into it (a fraction, an inf "
                         "or a NaN has no integer; an imaginary part no real)", expr.source)
+    # a number broadcast: weak next to numpy's type of the statement as written (an output
+    # of another type is a cast at the store), then added in the output's
+    fits = dict.fromkeys((computed, output) if expr.rhs is not None else (output,))
     for product in expr.products():
-        if not product.factors:                 # a number broadcast: in the output's type
-            check_coefficient(product.coefficient, [output], str(product), expr.source)
+        if not product.factors:
+            for vt in fits:
+                check_coefficient(product.coefficient, [vt], str(product), expr.source)
     acc = value_type(opts.accumulate) if opts.accumulate else output
     if opts.accumulate and not np.can_cast(output.dtype, acc.dtype, "safe"):
         raise SpecError(f"accumulate={acc.name}: the output {out!r} is {output.name}; the "

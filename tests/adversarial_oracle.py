@@ -12,7 +12,7 @@ index read plainly anywhere: that extent; an output index: the output's extent, 
 the terms that reach further except those on other terms' coordinates); the products are
 added in the output's type, each once into every element along the output
 indices it leaves out (a number term is added once into every element); inf and nan are
-never distributed over a sum (one tensor plus numbers divided by zero or times inf is one
+never distributed over a sum (one product plus numbers divided by zero or times inf is one
 value at every point). What the docs say is refused raises :class:`RefusedError` (a sum of
 several products divided by zero or times inf or nan; a sum inside a function, a comparison
 or a divisor whose terms differ in a summed index; an index read plainly nowhere that a term
@@ -218,7 +218,7 @@ def expanded(n: Node, strict: bool = True, quotients: bool = True) -> list[Term]
     (``(a + b) / c`` is ``a / c + b / c``), a division by a nonzero number a coefficient
     (docs/expressions.md: spf expands the right-hand side into a sum of products, each
     computed in its factors' type, the coefficient and the sign applied there).  inf and nan
-    are never distributed over a sum: one tensor plus numbers divided by zero or times inf
+    are never distributed over a sum: one product plus numbers divided by zero or times inf
     or nan is one factor computed at every point; ``strict``: a sum of several products so
     divided or multiplied is a SumByZeroError (documented), else it is distributed.  Each
     product's quotient by a tensor is one factor, numpy's ``product / divisor`` (its type
@@ -235,20 +235,21 @@ def expanded(n: Node, strict: bool = True, quotients: bool = True) -> list[Term]
             right = [replace(t, sign=-t.sign) for t in right]
         return expanded(n.args[0], strict, quotients) + right
     if isinstance(n, Op) and n.op == "*":
-        left = expanded(n.args[0], strict, quotients)
-        right = expanded(n.args[1], strict, quotients)
-        for number, other, node in ((left, right, n.args[1]), (right, left, n.args[0])):
+        sides = [expanded(n.args[0], strict, quotients), expanded(n.args[1], strict, quotients)]
+        for k in (0, 1):       # a sum times a not finite term: one value (one product)
+            number, other = sides[1 - k], sides[k]
             if len(other) > 1 and any(map(_times_not_finite, number)):
-                if one_tensor(node):
-                    return [Term(1, Fraction(1), (n,))]
-                if strict:
+                if one_product(n.args[k]):
+                    sides[k] = [Term(1, Fraction(1), (n.args[k],))]
+                elif strict:
                     raise SumByZeroError("a sum of products times inf or nan "
                                          "(docs/expressions.md)")
+        left, right = sides
         return [Term(a.sign * b.sign, a.coefficient * b.coefficient, a.factors + b.factors,
                      a.divided or b.divided) for a in left for b in right]
     if isinstance(n, Op) and n.op == "/":
         top, d = expanded(n.args[0], strict, quotients), n.args[1]
-        if _zero(d) and len(top) > 1 and one_tensor(n.args[0]):
+        if _zero(d) and len(top) > 1 and one_product(n.args[0]):
             return [Term(1, Fraction(1), (n,))]
         if strict and _zero(d) and len(top) > 1:
             raise SumByZeroError("a sum of products divided by zero (docs/expressions.md)")
@@ -294,10 +295,11 @@ def _times_not_finite(t: Term) -> bool:
         isinstance(f, Op) and f.op == "/" and _zero(f.args[1]) for f in t.factors)
 
 
-def one_tensor(n: Node) -> bool:
-    """``n`` is one tensor plus numbers (``A(i,j) + 1``): one access, the other terms of its
-    expansion numbers only."""
-    if len(accesses((n,))) != 1 or any(isinstance(m, Scalar) for m in walk(n)):
+def one_product(n: Node) -> bool:
+    """``n`` is one product plus numbers (``A(i,j) + 1``, ``B(i,j) / C(i,j) + 2``): one term
+    of its expansion not of numbers only, no scalar (docs/expressions.md: divided by zero or
+    times inf or nan it is one value, computed at every point)."""
+    if any(isinstance(m, Scalar) for m in walk(n)):
         return False
     terms = expanded(n, strict=False)
     return len([t for t in terms if not all(number_only(f) for f in t.nodes())]) == 1
@@ -682,6 +684,12 @@ def _output_shape(st: Statement) -> tuple[int, ...]:
 
 
 MAX_OUTPUT = 1_000_000
+MAX_WORK = 4_000_000
+"""The oracle's bound on what it holds at once: the elements of an output (MAX_OUTPUT), the
+points of a term (MAX_POINTS), a term's points times the elements it is broadcast over
+(MAX_WORK); beyond one it raises TooLargeError (the suite then judges only spf's refusal of
+an output too large for memory, or counts the example unchecked), so that no generated case
+can use unbounded memory (an output of shape (2^31, 0) once took 24 GB)."""
 
 
 def as_written_refusal(st: Statement) -> str | None:
@@ -958,7 +966,12 @@ def _accumulate(st: Statement, out: np.ndarray, scale: np.ndarray,
             index.append(where[o])
         else:                               # broadcast: every element along o
             index.append(None)
-    grids = [np.arange(n) for o, n, w in zip(st.out_indices, shape, index) if w is None]
+    broadcast = [n for n, w in zip(shape, index) if w is None]
+    if n_points == 0 or 0 in shape:
+        return                              # nothing to add (an extent may be 2^31)
+    if n_points * math.prod(broadcast) > MAX_WORK:
+        raise TooLargeError(f"{n_points} points broadcast over {broadcast}")
+    grids = [np.arange(n) for n in broadcast]
     if grids:
         mesh = [g.reshape(-1) for g in np.meshgrid(*grids, indexing="ij")]
         reps = len(mesh[0])

@@ -79,8 +79,8 @@ def test_integer_literals_beyond_int64_are_numpys():
     _same(spf.evaluate("y(i) = x(i) / 99999999999999999999999", x=np.array([1, 7])),
           np.array([1, 7]) / 99999999999999999999999)
     with pytest.raises(spf.SpecError, match=re.escape(
-            "99999999999999999999999 * x(i): the integer 99999999999999999999999 does not fit "
-            "int64")):
+            "<string>:1:13: x(i) * 99999999999999999999999: the integer 99999999999999999999999 "
+            "does not fit int64")):
         spf.evaluate("y(i) = x(i) * 99999999999999999999999", x=np.array([1]))
     with pytest.raises(spf.SpecError, match=re.escape(
             "<string>:1:17: x(i) + 300: the integer 300 does not fit int8")):
@@ -553,6 +553,35 @@ def test_an_infinite_coefficient_is_not_distributed_over_a_sum():
         spf.evaluate("y(i) = (A(i,j) + B(i,j)) * inf", A=EYE, B=EYE)
 
 
+@pytest.mark.parametrize("expr,numpy", [
+    ("R(i,j) = ((B(3*i,j) / C(i,j)) + 2) / 0",      # B(3*i,j) reads row 0 only
+     lambda b, c, x: np.vstack([(b[0] / c[0] + 2) / 0, np.zeros(3)])),
+    ("R(i,j) = (B(i,j) / C(i,j) + 2) * inf", lambda b, c, x: (b / c + 2) * np.inf),
+    ("R(i,j) = (x(i) + inf) * (B(i,j) / C(i,j) + 2)",
+     lambda b, c, x: (x[:, None] + np.inf) * (b / c + 2)),
+    ("R(i,j) = (x(i) / 0) * (B(i,j) * C(i,j) + 2)",
+     lambda b, c, x: (x[:, None] / 0) * (b * c + 2))])
+def test_one_product_plus_numbers_by_zero_is_one_value(expr, numpy):
+    """``(B / C + 2) / 0`` was distributed as ``(B / C) * inf + 2 * inf``: nan where B is 0
+    and C is not, numpy's inf; one product plus numbers divided by zero or times a value
+    holding inf (``x(i) + inf``, ``x(i) / 0``) is one value, as one tensor plus numbers is."""
+    b = np.array([[0.0, 0.0, 1.0], [2.0, 0.0, -1.0]])
+    c = np.array([[1.0, 0.0, 0.0], [4.0, 2.0, 1.0]])
+    x = np.array([1.0, -2.0])
+    ops = {k: v for k, v in {"B": spf.Tensor.from_dense("CSR", b), "C": c, "x": x}.items()
+           if f"{k}(" in expr}
+    with np.errstate(all="ignore"):
+        _same(spf.evaluate(expr, **ops, fill_values=True), numpy(b, c, x))
+
+
+def test_a_value_holding_inf_times_a_sum_of_products_is_refused():
+    """``(x(i) + inf) * (A(i,j) + B(i,j))`` was distributed: (x + inf) * A + (x + inf) * B is
+    nan where A is 0 and B is not, numpy's inf; as for ``(A + B) * inf``, it is refused."""
+    with pytest.raises(spf.SpecError, match=re.escape(
+            "<string>:1:23: a sum of products times a number that is not finite")):
+        spf.evaluate("R(i,j) = (x(i) + inf) * (A(i,j) + B(i,j))", x=np.ones(2), A=EYE, B=EYE)
+
+
 def test_a_product_times_inf_reads_every_operand_densely():
     """``(T * (T / 0)) / 0`` folded inf into the first factor only: the second iterated T's
     entries, so an all-zero T gave 0 (numpy: 0 * nan = nan at every point); and the first
@@ -833,7 +862,7 @@ def test_the_integer_2_to_the_63_is_still_refused_next_to_int64():
     x = np.array([1, 2])
     why = ("the integer 9223372036854775808 does not fit int64, the type numpy computes it "
            "in (numpy raises OverflowError: Python int too large to convert to C long)")
-    for written, where in [("x(i) * 9223372036854775808", " 9223372036854775808 * x(i)"),
+    for written, where in [("x(i) * 9223372036854775808", "1:13: x(i) * 9223372036854775808"),
                            ("-(9223372036854775808 * x(i))",    # at its '*'
                             "1:30: 9223372036854775808 * x(i)")]:
         with pytest.raises(spf.SpecError) as err:
@@ -989,3 +1018,43 @@ def test_a_term_of_an_expansion_computes_in_the_statements_type():
         per = np.logical_not(x) - x
         want = (d * per[None, :, None]).sum(2, dtype=np.uint32) + np.uint32(7) * per
     _same(k(T=spf.Tensor.from_dense("CSF", d), x=x, R=np.zeros((2, 3), np.uint32)), want)
+
+
+# a narrow integer statement into a wider output -----------------------------------------
+
+@pytest.mark.parametrize("out", ["uint8", "float64"])
+def test_a_number_term_fits_the_statements_type_whatever_the_output(out):
+    """``(128 - T*T) * 128`` of uint8 expands to the number term 16384, which numpy refuses
+    in uint8, the statement's type: evaluate refused it, a Kernel into a float64 output
+    added it as 16384.0 (16512 where numpy's uint8 statement, cast at the store, is 128)."""
+    with pytest.raises(spf.SpecError, match=re.escape(
+            "R(i,j) = 16384: the integer 16384 does not fit uint8, the type numpy computes it "
+            "in")):
+        spf.Kernel("R(i,j) = (128 - T(i,j,k)*T(i,j,k)) * 128", {},
+                   dtype={"T": "uint8", "R": out}).compile()
+
+
+def test_a_step_numpy_wraps_is_named_before_the_expansions_numbers():
+    """``(128 - k) * (T * 128)``: numpy wraps ``T * 128`` in uint8 before the int64 ``128 - k``
+    multiplies it; spf named the expansion's 16384 * T (not in numpy's expression) instead
+    of that step, in every API."""
+    t = np.full((2, 2, 1), 3, np.uint8)
+    want = "T(i,j,k) * 128 is uint8 in numpy and may wrap there before"
+    with pytest.raises(spf.SpecError, match=re.escape(want)):
+        spf.evaluate("R(i,j) = (128 - k) * (T(i,j,k) * 128)", T=t)
+    with pytest.raises(spf.SpecError, match=re.escape(want)):
+        spf.Kernel("R(i,j) = (128 - k) * (T(i,j,k) * 128)", {},
+                   dtype={"T": "uint8", "R": "float64"}).compile()
+    _same(spf.evaluate("R(i,j) = (128 - T(i,j,k)) * (T(i,j,k) * 128)", T=t),
+          ((128 - t) * (t * 128)).sum(2, dtype=np.uint8))     # no type change: uint8
+
+
+def test_a_name_no_access_reads_is_a_scalar_operand():
+    """``k * A(i,j)`` with no access reading k: k is a scalar operand, and a missing one said
+    only "missing operand 'k'"; it now says why k is an operand."""
+    why = "(a scalar: a name that no tensor's access reads as an index is a scalar operand)"
+    with pytest.raises(spf.ArgumentError, match=re.escape(f"missing operand 'k' {why}")):
+        spf.evaluate("R(i,j) = k * A(i,j)", A=EYE)
+    with pytest.raises(spf.ArgumentError, match=re.escape(f"missing argument 'k' {why}")):
+        spf.Kernel("R(i,j) = k * A(i,j)", {"A": "CSR"}).compile()(A=EYE)
+    _same(spf.evaluate("R(i,j) = k * A(i,j)", A=np.eye(2), k=3.0), 3 * np.eye(2))

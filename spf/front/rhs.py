@@ -613,6 +613,13 @@ class _Expander:
             numbers_only(v) and not is_finite(number_value(v, self.source))
             for v in t.index_values)
 
+    def holds_not_finite(self, t: Term) -> bool:
+        """Whether ``t`` is not finite by its numbers (:meth:`not_finite`) or by a number in
+        its values' arithmetic (``x(i) + inf``, ``A(i,j) / 0``): either is inf or nan where
+        what it multiplies is 0, so a sum it multiplies is never distributed."""
+        return self.not_finite(t) or any(f.value is not None and _holds_infinite(f.value)
+                                         for f in t.factors)
+
     def unsupported(self, what: str, at: Node) -> SpecError:
         return SpecError(f"{what} is not supported yet: the right-hand side is a sum of "
                          "products of tensors, numbers, index values and expressions of "
@@ -646,15 +653,19 @@ class _Expander:
                                 "(or multiply it by inf)", self.source, n.line, n.column)
             inverse = math.inf if den == 0 else Fraction(1, den) if isinstance(den, int) \
                 else 1 / den                    # p / 0 = p * inf (inf, -inf or nan), as numpy
-            return [t.scaled(inverse) for t in terms]
+            return [t.scaled(inverse) for t in self.whole(terms, n.operands[0], inverse)]
         left, right = (self.expand(o) for o in n.operands)
         if n.op is Op.MUL:
             for infinite, other in ((left, n.operands[1]), (right, n.operands[0])):
-                if _several(other) and any(self.not_finite(t) for t in infinite):
+                if _several(other) and any(map(self.holds_not_finite, infinite)):
                     raise SpecError("a sum of products times a number that is not finite: "
                                     "numpy's result is inf or nan at every element where a "
                                     "product is 0; multiply each product by it", self.source,
                                     n.line, n.column)
+            if any(map(self.holds_not_finite, left)):
+                right = self.whole(right, n.operands[1], math.inf)
+            if any(map(self.holds_not_finite, right)):
+                left = self.whole(left, n.operands[0], math.inf)
             if len(left) * len(right) > MAX_TERMS:
                 raise SpecError(f"the right-hand side expands to more than {MAX_TERMS} "
                                 "products", self.source, n.line, n.column)
@@ -666,6 +677,15 @@ class _Expander:
                 and not self.scalars(n):
             return self.value_factor(n)      # a number added to one tensor: A(i,j) - 3
         return left + right
+
+    def whole(self, terms: list[Term], n: Node, by: Coefficient) -> list[Term]:
+        """``n``'s ``terms``, or ``n`` as one value when the number ``by`` that multiplies it
+        is not finite and ``n`` is one product plus numbers (``(B(i,j) / C(i,j) + 2) / 0``):
+        inf and nan are never distributed over a sum, so the sum is computed at every point,
+        as numpy computes it (``0 * inf + 2 * inf`` would be nan where it is inf)."""
+        if len(terms) < 2 or is_finite(by):
+            return terms
+        return self.value_factor(n)
 
     def distributed(self, t: Term, outputs: frozenset[str]) -> list[Term]:
         """``t`` with each sum folded into a value whose products read different summed
@@ -693,7 +713,8 @@ class _Expander:
                 if differ:
                     index = min(differ)
                     raise self.mixed(_mixed(root, index, False), within, index)
-            if self.not_finite(t):
+            if self.not_finite(t) or any(g.value is not None and _holds_infinite(g.value)
+                                         for g in others):
                 continue        # computed at every point: the value times inf or nan
             node = _split(f.value, outside, frozenset().union(
                 *(_restricting(g.value or g.ref, self.restricted) for g in others)), summed,
@@ -831,6 +852,16 @@ def _infinite(n: Node) -> bool:
             return False
     return isinstance(n, Apply) and n.op in (Op.MUL, Op.DIV, Op.NEG) \
         and any(_infinite(o) for o in n.operands)
+
+
+def _holds_infinite(n: Node) -> bool:
+    """Whether the arithmetic of ``n`` (``+ - *``, a quotient's numerator; not inside a
+    function, a comparison or a divisor) holds a number that is not finite or a division
+    by zero (``x(i) + inf``, ``2 * (A(i,j) / 0)``)."""
+    if _infinite(n):
+        return True
+    return isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.DIV) and any(
+        map(_holds_infinite, n.operands[:1] if n.op is Op.DIV else n.operands))
 
 
 Reads = Callable[[Node], frozenset[Any]]     # what a product reads (index names, accesses)

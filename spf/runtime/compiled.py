@@ -17,7 +17,7 @@ import numpy as np
 from ..assembly import AssemblyPlan
 from ..back.status import Status
 from ..decide.options import KernelOptions
-from ..errors import ArgumentError, OutOfMemoryError
+from ..errors import SCALAR_OPERAND, ArgumentError, OutOfMemoryError
 from ..front import index_expr
 from ..front.kernel_spec import Expr
 from ..front.layout import Layout
@@ -297,7 +297,7 @@ class CompiledKernel(Generic[K]):
         keep: dict[str, Any] = {}
         for name, op in self._inputs:
             if name not in args:
-                raise ArgumentError(f"missing argument {name!r}")
+                raise ArgumentError(f"missing argument {name!r}" + SCALAR_OPERAND * (op is None))
             if op is None:
                 vt = self._scalars[name]
                 value = _typed_scalar(name, args[name], vt)
