@@ -644,12 +644,11 @@ def _describe_routes(rows: list[dict]) -> str:
               "scipy and the C baseline, its histogram pass one loop over all entries (the rows' "
               "loops coalesced, spf/back/coalesce.py); the ratio moves by about 5% from run "
               "to run and per matrix (block8 0.87x vs scipy in one run, 1.0x in others). "
-              "CSR->ELL: the C baseline is the same algorithm "
-              "(gcc turns both into two memcpy per row); spf adds its analysis pass writing "
-              "per-row counts and the Python call, so 1.36x over it is not reachable (the "
-              "paper's 1.36x was over SPARSKIT's column-major csrell). COO->BCSR: entries in "
-              "random order are bucketed by block row and the fill scatters into 8 x 8 blocks "
-              "at random; scipy sorts to CSR first and then fills blocks in order.",
+              "CSR->ELL (the paper's 1.36x was over SPARSKIT's column-major csrell), DIA, "
+              "BCSR: written by the relation's generated writer since 2026-11-28 (below); the "
+              "placement passes that wrote them before (an analysis pass, sizes in Python, a "
+              "fill pass) were 6-10x faster on ELL and DIA but left a C file that a C caller "
+              "could not use alone.",
               "", "Destinations written by their relations (the `written` rows: DIA, ELL, "
               "BCSR, ELLPACK_R, SELL_sigma, CSR4, BlockedELL, CSB, SymCSR, JDS, ...) are one "
               "generated C function (spf/store): the source is read into an entry list by "

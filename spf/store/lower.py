@@ -134,6 +134,7 @@ class _Writer:
         self.decls: list[t.Node] = []
         self.temp = 0
         self.final = False          # names read as the fields hold them (the checks)
+        self.kept = False           # a union's first part: entries compacted (spf_keep)
 
     # ---- names and expressions ----------------------------------------------------------
     def fresh(self, what: str) -> str:
@@ -841,7 +842,7 @@ class _Writer:
         data = self.allocate(ref.array)
         subs = [self.ie_text(s, per_entry=True) for s in ref.subscripts]
         where = self.offset(ref.array, subs)
-        values = "spf_v[spf_keep[e]]" if getattr(self, "kept", False) else f"spf_v[{E}]"
+        values = f"spf_v[spf_keep[{E}]]" if self.kept else f"spf_v[{E}]"
         self.b.add(t.Comment(f"the values at {ref.array}"
                              f"[{', '.join(map(ie.text, ref.subscripts))}]"))
         body: list[t.Node] = [
