@@ -41,7 +41,7 @@ from .runtime.compiled import CompiledKernel
 from .runtime.fields import implicit_values
 from .runtime.memory import byte_limit
 from .runtime.stored import StoredTensor, tensor_class
-from .store.lower import WriterSource, writer_file
+from .store import WriterSource, writer_file
 
 _INDICES = "ijklmnop"
 

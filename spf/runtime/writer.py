@@ -35,7 +35,6 @@ from .memory import byte_limit, reserve
 from .stored import StoredTensor, check_within_shape, tensor_class
 
 Vec = np.ndarray
-Env = dict[str, Any]                 # names -> int or int64 vector (one value per entry)
 
 
 def rewritten(t: StoredTensor, layout: Layout, allow_padding: bool = True,

@@ -33,7 +33,6 @@ from ..errors import SpecError
 from ..front import index_expr as ie
 from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
-from ..front.storage import storage_or_none
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
 from ..front.writing import Marker, PartWrite, Permuted, Position, Run, Start, WritePlan
 
@@ -127,45 +126,57 @@ class _Writer:
         self.b = t.Builder()
         self.refusals: list[Refusal] = []
         self.env: dict[str, str] = {}           # per-entry names -> their int64 vector
-        self.inline: dict[str, str] = {}        # per-entry names -> their value at entry e
+        self.inline: dict[str, Aff | int] = {}  # per-entry names computed where read: a
+        #                                         value, or the logical coordinate k
+        self.entry = E                          # the entry whose values are printed
         self.arrays: dict[str, tuple[str, list[str]]] = {}    # field -> (C var, dim vars)
         self.known: set[str] = set()            # scalar fields set so far
         self.owned: list[str] = []              # vectors freed at the end
         self.decls: list[t.Node] = []
         self.temp = 0
         self.final = False          # names read as the fields hold them (the checks)
-        self.kept = False           # a union's first part: entries compacted (spf_keep)
+        self.keep: str | None = None    # a union's first part: the entries kept, compacted
 
     # ---- names and expressions ----------------------------------------------------------
     def fresh(self, what: str) -> str:
         self.temp += 1
         return f"spf_{c_ident(what)}_{self.temp}"
 
-    def at(self, name: str, entry: str = E) -> str:
-        """A per-entry name's value at ``entry`` (another entry than ``e``: vectors and
-        logical coordinates only)."""
+    def at(self, name: str, entry: str | None = None) -> str:
+        """A per-entry name's value at ``entry`` (default: the entry being printed, ``e``)."""
         if name in self.env:
-            return f"{self.env[name]}[{entry}]"
-        text = self.inline[name]
-        return text if entry == E else text.replace(f"[{E}]", f"[{entry}]")
+            return f"{self.env[name]}[{entry or self.entry}]"
+        outer, self.entry = self.entry, entry or self.entry
+        try:
+            value = self.inline[name]
+            return f"(int64_t)spf_g{value}[{self.entry}]" if isinstance(value, int) \
+                else self.aff(value)
+        finally:
+            self.entry = outer
 
     def column(self, name: str) -> str:
         """A per-entry name as a vector (computed now if it is computed where read)."""
         if name not in self.env:
             var = self.vector(name)
-            self.each(t.Assign(f"{var}[{E}]", self.inline.pop(name)))
+            self.each(t.Assign(f"{var}[{E}]", self.at(name)))
+            del self.inline[name]
             self.env[name] = var
         return self.env[name]
 
-    def vector(self, what: str, size: str = "n", fill: str | None = None) -> str:
-        """A new int64 vector (freed at the end)."""
+    def buffer(self, ctype: str, what: str, init: str) -> str:
+        """A buffer of this function: NULL until ``init`` allocates it (out of memory
+        checked), freed at the end."""
         var = self.fresh(what)
-        self.decls.append(t.Declare("int64_t *", var, "NULL"))
-        init = f"spf_st_filled({size}, {fill})" if fill is not None else f"spf_st_vector({size})"
+        self.decls.append(t.Declare(f"{ctype} *", var, "NULL"))
         self.b.add(t.Assign(var, init))
         self.oom_check(var)
         self.owned.append(var)
         return var
+
+    def vector(self, what: str, size: str = "n", fill: str | None = None) -> str:
+        """A new int64 vector (freed at the end)."""
+        return self.buffer("int64_t", what, f"spf_st_filled({size}, {fill})" if fill is not None
+                           else f"spf_st_vector({size})")
 
     def oom_check(self, var: str) -> None:
         self.b.add(t.If(f"!{var}", [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)),
@@ -330,7 +341,7 @@ class _Writer:
             else:
                 self.set_scalar(name, f"spf_shape[{k}]")
             self.decls.append(t.Declare("const spf_index_t *", f"spf_g{k}", f"spf_g[{k}]"))
-            self.inline[g] = f"(int64_t)spf_g{k}[{E}]"
+            self.inline[g] = k
 
     def set_scalar(self, name: str, value: str) -> None:
         self.b.add(t.Assign(self.scalar(name), value))
@@ -354,14 +365,10 @@ class _Writer:
         self.b.add(t.Comment("the entries the first part holds; the other parts give the rest"),
                    t.Declare("int64_t", "spf_kept", "0"))
         moves: list[t.Node] = [t.Assign(f"{v}[spf_kept]", f"{v}[{E}]") for v in self.env.values()]
-        moves.append(t.Assign("spf_keep[spf_kept++]", E))
-        self.decls.append(t.Declare("int64_t *", "spf_keep", "NULL"))
-        self.b.add(t.Assign("spf_keep", "spf_st_vector(n)"))
-        self.oom_check("spf_keep")
-        self.owned.append("spf_keep")
+        self.keep = self.vector("keep")
+        moves.append(t.Assign(f"{self.keep}[spf_kept++]", E))
         self.each(t.If(f"!({fails})", moves))
         self.b.add(t.Assign("n", "spf_kept"))
-        self.kept = True
 
     def permute(self, q: Permuted) -> None:
         """``q.array``: positions ordered by the entry count of their values (within windows),
@@ -373,11 +380,7 @@ class _Writer:
                   self.refuse_if(f"{at}[{E}] < 0 || {at}[{E}] >= {size}", self.entry_refusal(
                       f"{q.value} is outside the {{x0}} values of the permutation {q.array}"),
                       (size,)))
-        inverse = self.fresh(q.inverse)
-        self.decls.append(t.Declare("int64_t *", inverse, "NULL"))
-        self.b.add(t.Assign(inverse, f"spf_st_vector({size})"))
-        self.oom_check(inverse)
-        self.owned.append(inverse)
+        inverse = self.vector(q.inverse, size)
         if q.descending is None:
             self.each(t.Assign(f"{perm}[{E}]", E), count=size)
         else:
@@ -402,9 +405,11 @@ class _Writer:
                  [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")])]))
 
     def ranks(self, groups: list[str], keys: list[tuple[str, bool]],
-              first: str | None = None) -> str:
-        """Per entry, the rank of its key among its group's distinct keys (``first``: a uint8
-        vector marking the first entry of each distinct key)."""
+              marks: bool = False) -> tuple[str, str]:
+        """Per entry, the rank of its key among its group's distinct keys, and (``marks``) a
+        uint8 vector marking the first entry of each distinct key (else "NULL")."""
+        first = self.buffer("uint8_t", "first", "malloc((size_t)(n > 0 ? n : 1))") \
+            if marks else "NULL"
         rank = self.vector("rank")
         cols = [(g, False) for g in groups] + keys
         arr, desc = self.fresh("cols"), self.fresh("desc")
@@ -414,11 +419,11 @@ class _Writer:
             t.Declare("const int", f"{desc}[{len(cols)}]",
                       "{" + ", ".join(str(int(d)) for _, d in cols) + "}"),
             t.If(f"spf_st_ranks(n, {len(groups)}, {len(cols)}, {arr}, {desc}, {rank}, "
-                 f"{first or 'NULL'})",
+                 f"{first})",
                  [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")])],
             note="ranks of the keys within their groups (a stable sort, skipped when the "
                  "entries arrive in order)"))
-        return rank
+        return rank, first
 
     def solve(self) -> None:
         """Each solved atom per entry, in one pass (checked where it is a quotient); an atom
@@ -427,7 +432,7 @@ class _Writer:
         for s in self.part.solved:
             if s.divisor == 1:          # computed where it is read
                 self.b.add(t.Comment(f"{s.atom} = {s.value}"))
-                self.inline[str(s.atom)] = self.aff(s.value)
+                self.inline[str(s.atom)] = s.value
                 continue
             var = self.vector(str(s.atom))
             value = self.aff(s.value)
@@ -488,20 +493,14 @@ class _Writer:
                                   f"{lay.name}: {name} would have extents ({extents})",
                                   tuple(dims[:3]), entry=False))
         size = " * ".join(dims) or "1"
-        var = self.fresh(name)
         item = "sizeof(spf_value_t)" if name == lay.value_array else "sizeof(int64_t)"
         self.b.add(t.If(f"spf_max_bytes > 0 && {size} > spf_max_bytes / (int64_t){item}",
                         self.refuse(f"{lay.name}'s {name} would take {{x0}} bytes, over the "
                                     "limit", (f"{size} * (int64_t){item}",), entry=False,
                                     memory=name)))
-        if name == lay.value_array:
-            self.decls.append(t.Declare("spf_value_t *", var, "NULL"))
-            self.b.add(t.Assign(var, f"spf_st_values({size})"))
-        else:
-            self.decls.append(t.Declare("int64_t *", var, "NULL"))
-            self.b.add(t.Assign(var, f"spf_st_filled({size}, INT64_C({fill}))"))
-        self.oom_check(var)
-        self.owned.append(var)
+        var = self.buffer("spf_value_t", name, f"spf_st_values({size})") \
+            if name == lay.value_array \
+            else self.buffer("int64_t", name, f"spf_st_filled({size}, INT64_C({fill}))")
         self.arrays[name] = (var, dims)
         return var
 
@@ -521,7 +520,7 @@ class _Writer:
                 spread = self.vector("offset")
                 self.each(t.Assign(f"{spread}[{E}]", self.aff(p.inner.offset)))
                 groups = groups + [spread]
-            rank = self.ranks(groups, keys)
+            rank = self.ranks(groups, keys)[0]
             self.env[p.index] = rank
             self.rank_bound(p, rank)
             return
@@ -560,12 +559,7 @@ class _Writer:
             f"{p.lower} is outside {p.lower.name}'s {{x0}} groups"), (size,)))
         counts = self.vector("count", f"{size} + 1", "0")
         if p.run is None:
-            first = self.fresh("first")
-            self.decls.append(t.Declare("uint8_t *", first, "NULL"))
-            self.b.add(t.Assign(first, "malloc((size_t)(n > 0 ? n : 1))"))
-            self.oom_check(first)
-            self.owned.append(first)
-            rank = self.ranks([at], keys, first)
+            rank, first = self.ranks([at], keys, marks=True)
             self.each(t.Assign(f"{counts}[{at}[{E}] + 1]", f"{first}[{E}]", "+="))
         else:
             rank = self.run_slots(p, p.run, at, size, counts)
@@ -594,7 +588,7 @@ class _Writer:
         its offset less its rank."""
         offset = self.vector("offset")
         self.each(t.Assign(f"{offset}[{E}]", self.aff(run.offset)))
-        rank = self.ranks(groups, [(offset, False)])
+        rank = self.ranks(groups, [(offset, False)])[0]
         self.each(t.Assign(f"{rank}[{E}]", f"{offset}[{E}] - {rank}[{E}]"))
         return rank
 
@@ -657,12 +651,7 @@ class _Writer:
                       p.lower.name, [args[0], f"{args[1]} + 1"]) + " < 0",
                       self.entry_refusal(f"{p.lower} is outside {p.lower.name}'s {{x0}} x "
                                          "{x1} pointers"), (rows, width)))
-        first = self.fresh("first")
-        self.decls.append(t.Declare("uint8_t *", first, "NULL"))
-        self.b.add(t.Assign(first, "malloc((size_t)(n > 0 ? n : 1))"))
-        self.oom_check(first)
-        self.owned.append(first)
-        rank = self.ranks([at], keys, first)
+        rank, first = self.ranks([at], keys, marks=True)
         self.each(t.Assign(f"{inner}[{at}[{E}]]", f"{first}[{E}]", "+="))
         outer = self.allocate(p.outer.name)
         outer_n = self.size(p.outer.name)
@@ -842,7 +831,7 @@ class _Writer:
         data = self.allocate(ref.array)
         subs = [self.ie_text(s, per_entry=True) for s in ref.subscripts]
         where = self.offset(ref.array, subs)
-        values = f"spf_v[spf_keep[{E}]]" if self.kept else f"spf_v[{E}]"
+        values = f"spf_v[{self.keep}[{E}]]" if self.keep else f"spf_v[{E}]"
         self.b.add(t.Comment(f"the values at {ref.array}"
                              f"[{', '.join(map(ie.text, ref.subscripts))}]"))
         body: list[t.Node] = [
@@ -867,13 +856,18 @@ class _Writer:
             return []
         lay = self.lay
         ref = lay.value_ref
-        where = self.offset(ref.array,
-                            [self.ie_text(s, per_entry=True) for s in ref.subscripts])
+
+        def slot() -> str:
+            return self.offset(ref.array, [self.ie_text(s, per_entry=True) for s in ref.subscripts])
+        where = slot()
+        self.entry = "spf_f"                # the same slot, at another entry
+        other = slot()
+        self.entry = E
         text = (f"{lay.name} cannot hold both entries {{other}} and {{at}}: they would share "
                 f"the value slot {ref.array}[{{x0}}]")
         return [t.Declare("const int64_t", "spf_w0", where),
                 t.For("int64_t spf_f = 0", "spf_f < n", "++spf_f", [
-                    t.If(f"spf_f != {E} && {where.replace(f'[{E}]', '[spf_f]')} == spf_w0",
+                    t.If(f"spf_f != {E} && {other} == spf_w0",
                          self.refuse(text, ("spf_w0",), other="spf_f"))])]
 
     def checks(self) -> None:
@@ -954,14 +948,3 @@ def _ctype(ctype: str, lay: Layout) -> str:
 def _single_name(a: Aff) -> str:
     atom = a.terms[0][0]
     return atom.name if isinstance(atom, UFCall) else str(atom)
-
-
-def entry_list_arrays(layout: Layout) -> tuple[str, ...] | None:
-    """The coordinate arrays of a coordinate-list layout by dimension, or None."""
-    storage = storage_or_none(layout)
-    if storage is None or not storage.is_coordinate_list():
-        return None
-    (level,) = storage.levels
-    arrays = {d: a for d, a in level.coords if a is not None}
-    return tuple(arrays[d] for d in range(layout.order))
-
