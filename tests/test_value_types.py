@@ -392,3 +392,42 @@ def test_fill_values_in_the_type(dtype, layout):
     with np.errstate(over="ignore"):
         want = (m.toarray() + x[None, :]).sum(axis=1, dtype=dtype)
     _close(got, want, dtype)
+
+
+# -- a sum's minus is numpy's in the sum's type --------------------------------------------
+_SUB_OPS = {"A": np.array([-128, 5, 100], np.int8), "D": np.array([1, 1, 1], np.int32),
+            "B": np.array([100, 3, 2], np.int8), "u": np.array([3, 5, 0], np.uint8),
+            "f": np.array([1.0, 1.0, 2.0]), "U": np.array([2 ** 63, 5, 0], np.uint64)}
+
+
+@pytest.mark.parametrize("rhs", [
+    "D(i) - A(i)", "-A(i) + D(i)", "D(i) - (-A(i))", "-(D(i) - A(i))", "(D(i) - A(i))*B(i)",
+    "(-(D(i) - A(i)))*B(i)", "f(i) - u(i)", "f(i) - U(i)", "D(i) - A(i)*B(i)",
+    "f(i) - (u(i) - f(i))"])
+def test_a_subtraction_negates_in_the_sums_type(rhs):
+    """A binary minus (or the minus of a sum) negates in the sum's type, a unary minus in
+    the term's own (int8 -128 subtracted from an int32 is +128 there; a uint8 subtracted
+    from a float is negative), and a product of a sum takes the sum's type."""
+    ops = {k: v for k, v in _SUB_OPS.items() if f"{k}(" in rhs}
+    ref = eval(rhs.replace("(i)", ""), {}, ops)
+    got = spf.evaluate(f"y(i) = {rhs}", **ops)
+    assert got.dtype == ref.dtype and np.array_equal(got, ref), (got, ref)
+
+
+@pytest.mark.parametrize("rhs,ref", [
+    ("D(i,j) - A(i,j)", lambda d, a, f, u: d - a),
+    ("D(i,j) - (-A(i,j))", lambda d, a, f, u: d - (-a)),
+    ("-A(i,j) + D(i,j)", lambda d, a, f, u: -a + d),
+    ("F(i,j) - u(i,j)", lambda d, a, f, u: f - u)])
+def test_a_sparse_union_subtracts_in_the_sums_type(rhs, ref):
+    """The merge of two operands' storage into a CSR output subtracts as numpy does."""
+    d = np.array([[1, 0, 3], [0, 0, 1], [2, 2, 0]], np.int32)
+    a = np.array([[-128, 0, 0], [5, 0, 1], [0, -128, 0]], np.int8)
+    f = np.array([[1.0, 0, 0], [0, 0, 2], [0, 1, 0]])
+    u = np.array([[3, 0, 0], [0, 7, 0], [0, 0, 1]], np.uint8)
+    ops = {"D": sp.csr_matrix(d), "A": sp.csr_matrix(a), "F": sp.csr_matrix(f),
+           "u": sp.csr_matrix(u)}
+    ops = {k: v for k, v in ops.items() if f"{k}(" in rhs}
+    out = spf.evaluate(f"C(i,j) = {rhs}", layouts={"C": "CSR"}, **ops).to_dense()
+    want = ref(d, a, f, u)
+    assert out.dtype == want.dtype and np.array_equal(out, want), (out, want)

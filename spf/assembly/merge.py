@@ -32,6 +32,8 @@ class Run:
     storage: Storage
     sign: int               # -1: the term is subtracted
     why: str                # the proof, for reports
+    subtracted: bool = False    # its sign (or part of it) is the sum's: numpy's in the sum's
+    #                             type (``D(i,j) - A(i,j)``), not the operand's
 
 
 def operand_run(expr: Expr, layouts: Mapping[str, Layout], nest: LoopNest,
@@ -57,7 +59,7 @@ def operand_run(expr: Expr, layouts: Mapping[str, Layout], nest: LoopNest,
     proof = "; ".join(unique.used) if unique.used else "affine constraints"
     same = f" ({proof})" if proof not in assembly.why else ""
     return Run(acc.tensor, layout, storage, int(expr.coefficient),
-               f"{assembly.why}, and no two entries share coordinates{same}")
+               f"{assembly.why}, and no two entries share coordinates{same}", acc.subtracted)
 
 
 def same_levels(storage: Storage, indices: tuple[str, ...], out: Storage,

@@ -158,7 +158,7 @@ class _MergeWriter:
             text = ""
             for r, place in present:
                 read = self._read(r, place.pos)
-                if self.runs[r].sign < 0 and not self._wraps(r):
+                if self._minus(r):
                     text = f"{text} - {read}" if text else f"-{read}"
                 else:
                     text = f"{text} + {read}" if text else read
@@ -201,12 +201,20 @@ class _MergeWriter:
         return implicit_c(lay.implicit, lay.value_type)
 
     def _wraps(self, r: int) -> bool:
-        """Whether run ``r`` is subtracted as its negative in its own type, numpy's (-(-128) of
-        int8 is -128): an integer narrower than C's ``int`` (C negates it in ``int``) or than
-        the output's type (the sum's)."""
-        vt = self.runs[r].layout.value_type
-        return self.runs[r].sign < 0 and (negation_wraps(vt) or (
+        """Whether run ``r`` is negated in its own type, numpy's (-(-128) of int8 is -128),
+        before the sum: a sign not the sum's (``-A(i,j) + D(i,j)``, ``D(i,j) - (-A(i,j))``)
+        on an integer narrower than C's ``int`` (C negates it in ``int``) or than the
+        output's type (the sum's)."""
+        run = self.runs[r]
+        vt = run.layout.value_type
+        return (run.sign < 0) != run.subtracted and (negation_wraps(vt) or (
             vt.kind in (Kind.INT, Kind.UINT) and vt != self.out.layout.value_type))
+
+    def _minus(self, r: int) -> bool:
+        """Whether the sum subtracts run ``r``'s value as :meth:`_read` gives it (the sum's
+        own sign where the run was negated in its own type first)."""
+        run = self.runs[r]
+        return run.subtracted if self._wraps(r) else run.sign < 0
 
     def _read(self, r: int, pos: str) -> str:
         """Run ``r``'s value at ``pos`` (its negative when :meth:`_wraps`); in the output's
@@ -223,8 +231,7 @@ class _MergeWriter:
         semiring: one add per run, not a nested expression)."""
         if not self.semiring.is_plus_times:
             return t.Assign(target, self.semiring.add_c(target, read))
-        return t.Assign(target, read, "-=" if self.runs[r].sign < 0 and not self._wraps(r)
-                        else "+=")
+        return t.Assign(target, read, "-=" if self._minus(r) else "+=")
 
     def _dense(self, k: int, parent: str | None, places: list[_Place | None]) -> list[t.Node]:
         c = f"c{k}"

@@ -23,7 +23,7 @@ from ..finds.base import FindLowering
 from ..finds.model import Decision
 from ..front.kernel_spec import Access
 from ..front.layout import Layout
-from ..front.rhs import Node, index_refs, is_sign, operands
+from ..front.rhs import Coefficient, Node, index_refs, is_sign, operands
 from ..front.terms import Aff
 from ..front.value_exprs import type_of
 from ..front.value_types import Kind, ValueType, result_type
@@ -160,7 +160,22 @@ class KernelLowering:
             return f"({out.c}){number_c(coef, out)}"
         size = -coef if coef < 0 else coef      # the sign is a negation of the product
         weak = () if is_sign(coef) else (float(size) if isinstance(size, Fraction) else size,)
-        ptype = result_type(*types, weak=weak)
+        floors = [type_of(n, self._types(n)) for acc in accs for n in acc.floor]
+        ptype = result_type(*types, *floors, weak=weak)
+        acc_type = self.plan.typing.accumulate
+        if self.semiring.is_plus_times and any(acc.subtracted for acc in accs) and \
+                ptype != acc_type and \
+                ptype.kind is not Kind.BOOL and result_type(ptype, acc_type) == acc_type:
+            # subtracted by the sum: numpy negates the product in the sum's type
+            # (``D(i) - A(i)`` of int32 D, int8 A: -(-128) is 128 there, not -128)
+            inner = self._product(accs, stored, types, -coef, ptype)
+            return negated_c(f"(({acc_type.c})({inner}))", acc_type)
+        return self._product(accs, stored, types, coef, ptype)
+
+    def _product(self, accs: list[Access], stored: list[ValueType], types: list[ValueType],
+                 coef: Coefficient, ptype: ValueType) -> str:
+        """The factors' product in ``ptype`` times ``coef`` (its sign numpy's negative in
+        ``ptype``)."""
         factors = [self._factor(acc, vt) for acc, vt in zip(accs, stored)]
         factors = [f if vt == ptype else f"(({ptype.c}){f})" for f, vt in zip(factors, types)]
         if ptype.kind is Kind.BOOL and self.semiring.is_plus_times:

@@ -59,6 +59,8 @@ class Access:
     value: Node | None = None     # the expression of its value (``abs(A(i,j))``), if any
     in_value: bool = False        # read only by the preceding factor's expression
     arithmetic: tuple[tuple[str, Aff], ...] = ()    # (derived index, its affine expression)
+    floor: tuple[Node, ...] = ()    # sums whose type the product takes at least (rhs.Factor)
+    subtracted: bool = False        # the product's sign is the sum's, in its type (rhs.Term)
 
     def __str__(self) -> str:
         if self.value is not None:
@@ -73,6 +75,7 @@ class Access:
         value = _renamed_node(self.value, names) if self.value is not None else None
         return replace(self, tensor=names.get(self.tensor, self.tensor),
                        indices=tuple(names.get(i, i) for i in self.indices), value=value,
+                       floor=tuple(_renamed_node(n, names) for n in self.floor),
                        arithmetic=tuple((d, a.rename(names)) for d, a in self.arithmetic))
 
     @property
@@ -381,7 +384,8 @@ def _terms(p: Parser, out: Access, source: str
                             source, ref.line, ref.column)
     return [(t.coefficient, _aliased(tuple(
         Access(f.ref.name, f.ref.indices or (), f.ref.line, f.ref.column, value=f.value,
-               in_value=f.in_value, arithmetic=f.ref.arithmetic) for f in t.factors), source))
+               in_value=f.in_value, arithmetic=f.ref.arithmetic, floor=f.floor,
+               subtracted=t.subtracted and k == 0) for k, f in enumerate(t.factors)), source))
             for t in terms], tree
 
 

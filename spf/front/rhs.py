@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from fractions import Fraction
 from typing import Any
@@ -412,6 +412,8 @@ class Factor:
     ref: Ref
     value: Node | None = None
     in_value: bool = False
+    floor: tuple[Node, ...] = ()    # sums it passed before a product: numpy computes the
+    #                                 product in their type at least (``(D(i) - A(i)) * B(i)``)
 
 
 Exact = int | float | Fraction      # a Fraction: divided by an integer (exactly)
@@ -460,9 +462,24 @@ class Term:
     factors: tuple[Factor, ...]
     at: Node
     index_values: tuple[Node, ...] = ()       # expressions of indices (``i``, ``i == j``)
+    subtracted: bool = False    # negated by a sum (``D(i) - A(i)``, ``-(D(i) - A(i))``): that
+    #                             sign is numpy's in the sum's type, the rest in the product's
 
     def scaled(self, by: Coefficient) -> Term:
-        return Term(times(self.coefficient, by), self.factors, self.at, self.index_values)
+        return replace(self, coefficient=times(self.coefficient, by))
+
+    def subtracted_by_sum(self) -> Term:
+        """This term negated where a sum combines it (a binary minus, a minus of a sum)."""
+        return replace(self, coefficient=times(self.coefficient, -1),
+                       subtracted=not self.subtracted)
+
+    def floored(self, sum_node: Node | None) -> Term:
+        """This term as a factor of a product taken after the sum ``sum_node`` (None: none):
+        its factors promote to the sum's type, and the sum's sign becomes the product's."""
+        if sum_node is None:
+            return replace(self, subtracted=False)
+        return replace(self, subtracted=False, factors=tuple(
+            replace(f, floor=f.floor + (sum_node,)) for f in self.factors))
 
 
 def is_finite(v: Coefficient) -> bool:
@@ -488,7 +505,8 @@ def _folded(t: Term, infinite: bool) -> Term:
         value: Node = first.value or first.ref
         for index_value in t.index_values:
             value = Apply(index_value.line, index_value.column, Op.MUL, (value, index_value))
-        return Term(c, (Factor(first.ref, value),) + t.factors[1:], t.at)
+        return replace(t, factors=(replace(first, value=value),) + t.factors[1:],
+                       index_values=())
     scalars = tuple(f for f in t.factors if f.ref.indices is None)     # factors still
     parts = [f.value or f.ref for f in t.factors if not f.in_value and f not in scalars] \
         + list(t.index_values)
@@ -640,7 +658,10 @@ class _Expander:
 
     def arithmetic(self, n: Apply) -> list[Term]:
         if n.op is Op.NEG:
-            return [t.scaled(-1) for t in self.expand(n.operands[0])]
+            terms = self.expand(n.operands[0])
+            if _sum_node(n.operands[0]) is not None:     # numpy negates the sum, in its type
+                return [t.subtracted_by_sum() for t in terms]
+            return [t.scaled(-1) for t in terms]
         if n.op is Op.DIV:
             if not isinstance(n.operands[1], Number):
                 self.expand(n.operands[0])      # its sums by zero or times inf: refused
@@ -669,10 +690,12 @@ class _Expander:
             if len(left) * len(right) > MAX_TERMS:
                 raise SpecError(f"the right-hand side expands to more than {MAX_TERMS} "
                                 "products", self.source, n.line, n.column)
+            left = [a.floored(_sum_node(n.operands[0])) for a in left]
+            right = [b.floored(_sum_node(n.operands[1])) for b in right]
             return [Term(times(a.coefficient, b.coefficient), a.factors + b.factors, a.at,
                          a.index_values + b.index_values) for a in left for b in right]
         if n.op is Op.SUB:
-            right = [t.scaled(-1) for t in right]
+            right = [t.subtracted_by_sum() for t in right]
         if any(not t.factors for t in left + right) and len(accesses(n)) == 1 \
                 and not self.scalars(n):
             return self.value_factor(n)      # a number added to one tensor: A(i,j) - 3
@@ -728,8 +751,8 @@ class _Expander:
                     for e in self.expand(_replaced(f.value, node, part))
                     for d in self.distributed(Term(
                         times(times(t.coefficient, e.coefficient), sign), t.factors[:k]
-                        + e.factors + t.factors[end:], t.at, t.index_values + e.index_values),
-                        outputs)]
+                        + e.factors + t.factors[end:], t.at, t.index_values + e.index_values,
+                        t.subtracted != (sign == -1)), outputs)]
         return [t]
 
     def mixed(self, node: Apply, within: Node, index: str) -> SpecError:
@@ -820,6 +843,16 @@ def _common_reads(n: Node) -> frozenset[str]:
         parts = [_common_reads(o) for o in n.operands if not numbers_only(o)]
         return frozenset.intersection(*parts)
     return _spread(n, True).common
+
+
+def _sum_node(n: Node) -> Node | None:
+    """The sum of products ``n`` is (under minus signs), None where it is none: numpy computes
+    it in its own type, which its terms' signs and products take."""
+    while isinstance(n, Apply) and n.op is Op.NEG:
+        n = n.operands[0]
+    if isinstance(n, Apply) and n.op in (Op.ADD, Op.SUB) and not numbers_only(n):
+        return n
+    return None
 
 
 def _several(n: Node) -> bool:
