@@ -292,7 +292,19 @@ def _times_not_finite(t: Term) -> bool:
     c = t.coefficient
     return (isinstance(c, float) and not math.isfinite(c)) or _not_finite(
         replace(t, factors=tuple(f for f in t.factors if number_only(f)))) or any(
-        isinstance(f, Op) and f.op == "/" and _zero(f.args[1]) for f in t.factors)
+        map(_holds_infinite, t.factors))
+
+
+def _holds_infinite(n: Node) -> bool:
+    """The arithmetic of ``n`` (``+ - *``, a quotient's numerator; not inside a function, a
+    comparison or a divisor) holds a division by zero or a number that is not finite
+    (docs/expressions.md: ``(A(i,j) / 0) / B(i,j)`` times a sum is refused like ``inf``)."""
+    if isinstance(n, Op) and n.op == "/" and _zero(n.args[1]):
+        return True
+    if isinstance(n, Num):
+        return isinstance(n.value, float) and not math.isfinite(n.value)
+    return isinstance(n, Op) and n.op in ("+", "-", "*", "neg", "/") and any(
+        map(_holds_infinite, n.args[:1] if n.op == "/" else n.args))
 
 
 def one_product(n: Node) -> bool:

@@ -388,7 +388,7 @@ class ExprCase:
     out_layout: str | None
     fill_values: bool
 
-    def payload(self, out: np.ndarray | None, out_dtype: str) -> dict:
+    def payload(self, out: np.ndarray | None, out_dtype: str | None) -> dict:
         st_ = self.statement
         operands: dict[str, tuple] = {}
         for role, layout, _ in self.used():
@@ -400,7 +400,8 @@ class ExprCase:
                                                       st_.scalars[self.design.scalar])
         dtypes = {n: str(np.asarray(v[1] if v[0] != "sparse" else v[2]).dtype)
                   for n, v in operands.items()}
-        dtypes[st_.name(st_.output)] = out_dtype
+        if out_dtype is not None:       # None: spf's own (the oracle has no result)
+            dtypes[st_.name(st_.output)] = out_dtype
         return {"expr": st_.text(), "operands": operands, "output": st_.name(st_.output),
                 "out": out,
                 "out_layout": self.out_layout, "api": self.api, "dtypes": dtypes,
@@ -414,7 +415,7 @@ class ExprCase:
     def scalar_used(self) -> bool:
         return any(isinstance(n, Scalar) for n in walk(self.statement.rhs))
 
-    def describe(self, out_dtype: str = "float64") -> str:
+    def describe(self, out_dtype: str | None = "float64") -> str:
         """The case in words, then a self-contained repro (the data as literals)."""
         st_ = self.statement
         parts = [f"expr: {st_.text()}", f"api: {self.api}"]
@@ -433,7 +434,7 @@ class ExprCase:
         parts.append("repro:\n        " + self.repro(out_dtype).replace("\n", "\n        "))
         return "\n    ".join(parts)
 
-    def repro(self, out_dtype: str) -> str:
+    def repro(self, out_dtype: str | None) -> str:
         """Python that runs the case as the worker does (tests/adversarial_jobs.py)."""
         st_ = self.statement
         lines = ["import numpy as np", "import spf", "ops = {"]
@@ -452,7 +453,7 @@ class ExprCase:
                          f"{_literal(np.asarray(st_.scalars[self.design.scalar]))},")
         lines.append("}")
         out = None if st_.out_shape is None else \
-            f"np.zeros({st_.out_shape!r}, dtype=np.{np.dtype(out_dtype).name})"
+            f"np.zeros({st_.out_shape!r}, dtype=np.{np.dtype(out_dtype or 'float64').name})"
         options = ", fill_values=True" if self.fill_values else ""
         output = st_.name(st_.output)
         if self.api == "evaluate":
@@ -913,7 +914,7 @@ def check_expression(worker: aw.Worker, verdict: Verdict, c: ExprCase) -> None:
     e = expected_results(c)
     capped = e.too_large and not e.results and not e.docs_refuse and \
         not (output_size(c) or 0) > 10**8       # beyond the oracle's bounds, not memory's
-    out_dtype = str(e.results[0].value.dtype) if e.results else "float64"
+    out_dtype = str(e.results[0].value.dtype) if e.results else None
     out = None
     if c.statement.out_shape is not None and e.results:
         out = np.zeros(c.statement.out_shape, out_dtype)

@@ -331,3 +331,29 @@ def test_broadcasting_lower_order_terms_and_numbers(layout):
                                             "fills every element, so the output 'C' must be "
                                             "dense"):
         spf.Kernel("C(i,j) = A(i,j) + b(j)", {"A": layout, "C": "CSR"})
+
+
+def test_an_index_value_times_a_scalar_keeps_the_index():
+    """``s * j`` folds the index value into the scalar factor's value, which the product
+    prints (it printed the scalar alone: ``-(s)`` for ``(b + s) * (-j)``)."""
+    a = np.array([[0, 1], [2, 0]], np.uint8)
+    s = np.uint32(3)
+    got = spf.evaluate("R(i,j) = ((A(i,j) < A(i,j)) + s) * (-j)", A=a, s=s)
+    j = np.arange(2)[None, :]
+    want = ((a < a) + s) * (-j)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    x = np.arange(4.0)
+    for scalar in (np.float32(2.5), np.int8(-128), np.complex128(1 + 2j)):
+        got = spf.evaluate("y(i) = s * i + x(i)", s=scalar, x=x)
+        assert np.array_equal(got, scalar * np.arange(4) + x)
+
+
+def test_a_bucketed_output_whose_find_is_sized_by_an_output_extent():
+    """The histogram pass of a bucketed sparse output takes the output's extents when a
+    find's state is as long as one (``spf_ext`` was undeclared there: a CompileError)."""
+    d = np.array([[1, 3, 2], [4, 0, 5], [0, 7, 1]], np.int8)
+    expr = "R(i,j) = A(i - j + 1, -j + 3) * A(i, j - i)"
+    got = spf.evaluate(expr, A=spf.Tensor.from_dense("SortedCOO", d)).toarray()
+    assert np.array_equal(got, spf.evaluate(expr, A=d))
+    one = spf.evaluate(expr, A=spf.Tensor.from_dense("SortedCOO", d[:1]))
+    assert np.array_equal(one.toarray(), [[0, 6]])

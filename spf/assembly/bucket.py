@@ -78,7 +78,7 @@ class Bucket(AssemblyStrategy):
         """Before the scatter: count each bucket's entries (``<kernel>_histogram``) and turn
         the counts into the first position of each bucket."""
         out = plan.output.name
-        args = "".join(", " + a for a in inputs)
+        args = ", spf_ext" * plan.ranged + "".join(", " + a for a in inputs)  # as param()
         return [t.If(f"(spf_status = {kernel}_histogram(spf_next + 1{args})) != 0",
                      [t.Goto("spf_fail")], braces=False,
                      note="out of memory, or a value numpy refuses"),

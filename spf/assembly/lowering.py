@@ -27,7 +27,8 @@ from .model import AssemblyPlan, FunctionRole
 def param(plan: AssemblyPlan, tensor: str, role: FunctionRole) -> str:
     """The C parameter(s) through which the function hands over what it produces."""
     if role is FunctionRole.HISTOGRAM:
-        return "spf_index_t *restrict spf_hist"
+        return "spf_index_t *restrict spf_hist" + (
+            ", const int64_t *restrict spf_ext" if plan.ranged else "")
     if role is FunctionRole.ROW_COUNTS:
         return "spf_index_t *restrict spf_count, spf_workspace *restrict spf_wss"
     if role.counts:

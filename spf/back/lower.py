@@ -193,16 +193,22 @@ class KernelLowering:
 
     def _factor(self, acc: Access, vt: ValueType) -> str:
         """A factor's value in C: the tensor's value, a scalar or a value expression."""
-        if not acc.indices:
-            return scalar_value(acc.tensor, vt)
         if acc.value is None:
-            return self.names.value(self.space.use(acc.tensor))
+            return scalar_value(acc.tensor, vt) if not acc.indices else \
+                self.names.value(self.space.use(acc.tensor))
         self.helpers |= helpers_of(acc.value, self._types(acc.value))
         reads = {n: self.names.value(self.space.use(n)) for n in operands(acc.value)}
-        return value_c(acc.value, reads, self._types(acc.value))
+        reads.update({n: scalar_value(n, self.plan.typing.of(n)) for n in self._scalars()})
+        return value_c(acc.value, reads, self._types(acc.value))   # a scalar's: ``s * j``
+
+    def _scalars(self) -> set[str]:
+        """The scalar operands: a value expression reads one as a bare name (``s * j``, an
+        index value folded into a scalar factor)."""
+        return {acc.tensor for acc in self.expr.factors if not acc.indices}
 
     def _types(self, tree: Node) -> dict[str, ValueType]:
-        return {n: self.plan.typing.of(n) for n in operands(tree)}
+        names = operands(tree) + [r.name for r in index_refs(tree) if r.name in self._scalars()]
+        return {n: self.plan.typing.of(n) for n in names}
 
     def add_into(self, target: str, value: str) -> t.Node:
         """``target`` combined with ``value`` by the semiring's add (``+=`` for plus)."""

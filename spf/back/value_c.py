@@ -51,7 +51,8 @@ def value_c(tree: Node, reads: Mapping[str, str], types: Mapping[str, ValueType]
         value = number_value(tree, "<string>")
         return literal_c(value, number_type(value, text(tree)))
     if isinstance(tree, Ref):
-        return reads[tree.name] if tree.indices is not None else tree.name   # an index
+        return reads[tree.name] if tree.indices is not None else \
+            reads.get(tree.name, tree.name)        # an index, or a scalar operand's value
     mine = type_of(tree, types)
     if isinstance(tree, Call):
         args = [_in(a, reads, types, mine) for a in tree.args]
