@@ -24,6 +24,7 @@ import numpy as np
 from .back import ctree as t
 from .back.c_printer import CPrinter
 from .back.names import struct_name
+from .back.source import assembled_entry
 from .back.status import Status, c_name
 from .concurrency import symbolic
 from .errors import ArgumentError, SpecError
@@ -40,8 +41,8 @@ from .runtime import writer
 from .runtime.compiled import CompiledKernel
 from .runtime.fields import implicit_values
 from .runtime.memory import byte_limit
-from .runtime.stored import StoredTensor, tensor_class
-from .store import WriterSource, writer_file
+from .runtime.stored import StoredTensor, check_built_ranges, tensor_class
+from .store import Refusal, WriterSource, writer_file
 
 _INDICES = "ijklmnop"
 
@@ -66,7 +67,8 @@ class Conversion:
         src_lay, dst_lay = bind_layouts(src, dst, params)
         if structure and dst_lay.implicit is None:
             raise ArgumentError(f"structure=True converts into a pattern layout (its value a "
-                                f"constant); {dst_lay.name} stores values ({dst_lay.value})")
+                                f"constant); {dst_lay.name} stores values (in "
+                                f"{dst_lay.value_array})")
         self.structure = structure
         widths = {lay.index_type for lay in (src, dst) if isinstance(lay, Layout)}
         if index_type is None and len(widths) > 1:
@@ -102,7 +104,8 @@ class Conversion:
             out = _entry_list(self.dst, width).with_value_type(self.src.value_type)
         with self._blamed():
             self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": out},
-                                 name=f"{name}_entries" if self.writing else name,
+                                 name=f"{name}_entries" if self.writing else
+                                 f"{name}_fill" if not dense_dst else name,
                                  drop_zeros=not self.keep_zeros and not dense_dst,
                                  index_type=width,
                                  # a pattern destination's values: checked by _ValuesChecked
@@ -118,10 +121,10 @@ class Conversion:
     def c_source(self) -> str:
         """The generated C (struct typedefs, the conversion function and its helpers)."""
         with self._blamed():
-            if self.writing is None:
-                return self.kernel.c_source()
             if self._source is None:
-                self._source = _written_source(self, self.writing)[1]
+                self._source = _written_source(self, self.writing)[1] if self.writing \
+                    else _assembled_source(self)[1] if self.kernel.assembly is not None \
+                    else self.kernel.c_source()
             return self._source
 
     @symbolic
@@ -138,8 +141,9 @@ class Conversion:
     def compile(self) -> Callable[[StoredTensor], StoredTensor]:
         """A callable converting a Tensor in ``src`` to a new Tensor in ``dst``."""
         with self._blamed():
-            run: _Written | _Compiled = _Written(self, self.writing) \
-                if self.writing is not None else _Compiled(self, self.kernel.compile())
+            run: _Written | _Assembled | _Compiled = _Written(self, self.writing) \
+                if self.writing is not None else _Assembled(self) \
+                if self.kernel.assembly is not None else _Compiled(self, self.kernel.compile())
         if self.dst.implicit is None or self.structure or self.src.implicit == self.dst.implicit:
             return run
         return _ValuesChecked(self, run)
@@ -211,8 +215,8 @@ class _Compiled:
 
 def _field_text(a: Aff) -> str:
     """An extent of the source's shape (over its scalar fields) in C."""
-    parts = [f"{k} * (int64_t)A->{atom}" for atom, k in a.terms]
-    return " + ".join([*parts, str(a.const)]) if parts else str(a.const)
+    parts = [f"{'' if k == 1 else f'{k} * '}(int64_t)A->{atom}" for atom, k in a.terms]
+    return " + ".join([*parts, *([str(a.const)] if a.const else [])]) or "0"
 
 
 def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, str]:
@@ -277,6 +281,74 @@ def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, st
     text = (f"/*\n{header}\n */\n" + read + "\n\n" + writer + "\n\n"
             + CPrinter().definitions([glue]) + "\n")
     return src, text
+
+
+def _assembled_source(conv: Conversion) -> tuple[WriterSource, str]:
+    """C of a conversion into a destination assembled level by level: the kernel's file
+    (``<name>_fill``, the functions sizing it and ``<name>_fill_new``, which sizes, allocates,
+    fills and trims ``B``: :mod:`spf.assembly.entry_c`) and ``<name>``, which is
+    ``<name>_fill_new``: the same convention, statuses and ``spf_err`` as a written
+    destination's (its :class:`WriterSource`)."""
+    k = conv.kernel
+    assembly = k.assembly
+    assert assembly is not None
+    main = assembled_entry(assembly, k.name, f"int {k.name}(B, B_size, "
+                           f"const {struct_name(conv.src)} *restrict A)", assembly.ranged,
+                           assembly.drop_zeros)
+    if isinstance(main, str):
+        raise layout_error(conv.src, f"cannot convert {conv.src.name}: {main}")
+    signature = (f"int {conv.name}({struct_name(conv.dst)} *restrict B, "
+                 "int64_t *restrict spf_err, int64_t *restrict spf_sizes, "
+                 f"int64_t spf_max_bytes, const {struct_name(conv.src)} *restrict A)")
+    body: list[t.Node] = [
+        t.Return(f"{k.name}_new(B, spf_err, spf_sizes, spf_max_bytes, A)")]
+    glue = t.Function(signature, body, f"{conv.src.name} -> {conv.dst.name}: {k.name}_new "
+                      "(B = A, its output sized, allocated, filled and trimmed) under the "
+                      "conversion's name.")
+    lines = [f"Conversion {conv.src.name} -> {conv.dst.name}, generated by spf.",
+             f"{conv.name}(B, spf_err, spf_sizes, spf_max_bytes, A) is the whole conversion: "
+             f"{k.name}_new, whose passes and refusals the header below lists."]
+    header = "\n".join(f" * {line}" for line in lines)
+    text = (f"/*\n{header}\n */\n" + k.c_source() + "\n"
+            + CPrinter().definitions([glue]) + "\n")
+    refusals = tuple(Refusal(r, memory="arrays" if i == main.memory else None)
+                     for i, r in enumerate(main.refusals))
+    return WriterSource(conv.dst, conv.name, signature, tuple(body), refusals,
+                        tuple((a, 1) for a in main.arrays)), text
+
+
+class _Assembled:
+    """Runs a conversion into a destination assembled level by level through its C entry
+    point, the function a C caller calls (:func:`_assembled_source`): sized, allocated,
+    filled and trimmed in C, its arrays then owned by numpy."""
+
+    def __init__(self, conv: Conversion):
+        self.conversion = conv
+        self.source, text = _assembled_source(conv)
+        self.fn = getattr(runtime.load_library(str(runtime.build_library(text))), conv.name)
+        self.fn.restype = ctypes.c_int
+        self.fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
+
+    def __reduce__(self) -> tuple:
+        return (_Assembled, (self.conversion,))
+
+    def distributed(self, client: Any,
+                    parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:
+        """This conversion in parts on a Dask cluster (:meth:`_Compiled.distributed`)."""
+        conv = self.conversion
+        return _Compiled(conv, conv.kernel.compile()).distributed(client, parts)
+
+    def __call__(self, tensor: StoredTensor) -> StoredTensor:
+        conv, src = self.conversion, self.source
+        _check_source(conv, tensor)
+        err, sizes = writer.buffers(src)
+        out = runtime.struct_type(conv.dst)()
+        given = runtime.make_struct(conv.src, tensor.fields)
+        status = self.fn(ctypes.addressof(out), runtime.address(err), runtime.address(sizes),
+                         byte_limit(), ctypes.addressof(given))
+        fields, _ = writer.finished(src, status, err, out, sizes)
+        check_built_ranges(conv.dst, fields, f"output 'B' of kernel {conv.kernel.name}")
+        return tensor_class()._built(conv.dst, tuple(tensor.shape), fields)
 
 
 class _Written:
@@ -355,7 +427,7 @@ class _ValuesChecked:
     be the destination's constant (:func:`~spf.runtime.fields.implicit_values`), then the
     conversion, which stores their positions."""
 
-    def __init__(self, conv: Conversion, run: _Written | _Compiled):
+    def __init__(self, conv: Conversion, run: _Written | _Assembled | _Compiled):
         self.conversion, self.run = conv, run
 
     def __call__(self, tensor: StoredTensor) -> StoredTensor:
@@ -391,10 +463,13 @@ class _ValuesChecked:
 def _check_source(conv: Conversion, tensor: Any) -> None:
     """ArgumentError unless ``tensor`` is an spf.Tensor in the conversion's source layout."""
     if not isinstance(tensor, StoredTensor) or tensor.layout != conv.src:
+        def named(lay: Layout) -> str:     # the width too where the names agree
+            same = isinstance(tensor, StoredTensor) and tensor.layout.name == conv.src.name
+            return f"layout {lay.name}" + (f" (index_type={lay.index_type!r})" if same else "")
         raise ArgumentError(f"a conversion from {conv.src.name} takes an spf.Tensor in "
-                            f"{conv.src.name}, got "
-                            + (tensor.layout.name if isinstance(tensor, StoredTensor)
-                               else type(tensor).__name__))
+                            f"{named(conv.src)}, got "
+                            + (f"one in {named(tensor.layout)}"
+                               if isinstance(tensor, StoredTensor) else type(tensor).__name__))
 
 
 def bind_layouts(src: str | Layout, dst: str | Layout,

@@ -697,9 +697,16 @@ def _written_output(expr: Expr, layouts: Mapping[str, Layout],
 def _check_pattern_output(expr: Expr, layouts: Mapping[str, Layout], structure: bool,
                           written: Layout | None) -> None:
     """SpecError for an output in a pattern layout whose values cannot be checked (not
-    written from an entry list) unless ``structure`` (which other outputs ignore)."""
+    written from an entry list) unless ``structure``; and for ``structure`` on any other
+    output (it would be silently ignored)."""
     out = expr.output.tensor
     lay = layouts.get(out)
+    if structure and (lay is None or lay.implicit is None):
+        what = "a scalar" if lay is None else \
+            f"in {lay.name}, which stores its values (in {lay.value_array})"
+        raise SpecError(f"structure=True stores the positions of the entries of an output in a "
+                        f"pattern layout (whose value is a constant); output {out!r} is {what}, "
+                        "so it has no meaning here: drop structure=True", expr.source)
     if lay is None or lay.implicit is None:
         return
     if not structure and written is None:

@@ -30,7 +30,7 @@ def test_csr_to_csc_histogram_is_one_loop(name):
     a.eliminate_zeros()
     conv = spf.Conversion("CSR", "CSC")
     src = conv.c_source()
-    hist = src[src.index("spf_convert_histogram(spf_index_t"):]
+    hist = src[src.index("spf_convert_fill_histogram(spf_index_t"):]
     hist = hist[:hist.index("\n}\n")]
     assert COALESCED in hist and "A_pi <" not in hist
     assert "for (spf_index_t A_pj = A_rowPtr[0]; A_pj < A_rowPtr[A_numRows]; ++A_pj)" in hist

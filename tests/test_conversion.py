@@ -123,7 +123,7 @@ def test_plans_follow_the_relations():
     assert plans["CSR", "DCSR"].mode == "append" and plans["CSR", "DCSR"].ordered == 2
     assert plans["SortedCOO", "CSR"].ordered == 2
     src = spf.Conversion("COO", "CSR").c_source()
-    assert "spf_convert_histogram" in src and "zeros are not stored" not in src
+    assert "spf_convert_fill_histogram" in src and "zeros are not stored" not in src
     assert "zeros are not stored" in spf.Conversion("DIA", "CSR").c_source()
     assert "rowPtr" in src and "spf_CSC" not in src        # straight into CSR
 
@@ -352,7 +352,7 @@ def test_an_entry_a_narrowed_range_excludes_is_refused(tmp_path):
             "position 0: 0 < 1 (the layout cannot store that entry)")
     with pytest.raises(spf.ArgumentError) as err:
         outside.convert(csr1)
-    assert str(err.value) == "output 'B' of kernel spf_convert: " + want
+    assert str(err.value) == "output 'B' of kernel spf_convert_fill: " + want
     spgemm = spf.Kernel("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR", "C": csr1}).compile()
     with pytest.raises(spf.ArgumentError) as err:
         spgemm(A=outside, B=outside)

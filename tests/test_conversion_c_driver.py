@@ -9,22 +9,14 @@ and prints every field of the destination.  It is compiled once per pair with ``
 (numpy's for order 3) matrix, and field by field with ``spf.convert`` (the same C through
 ctypes).
 
-The driver follows the file's conventions, in one of two calling conventions
-(:data:`SIZED`, :data:`WRITTEN`, told apart by the function's signature):
-
-- ``SIZED``: ``int <name>_bound(int64_t *bound, const A *)`` counts the entries; the caller
-  allocates every array of the destination (zeroed: the pointer arrays are counters) with the
-  size its struct comment gives, each count of positions (a scalar field or a read of a
-  pointer array) taken as ``bound``; ``int <name>(B *, int64_t *B_size, const A *)`` takes the
-  positions allocated per storage level in ``B_size`` and leaves there the positions used.
-  What the file does not say (which scalar field holds which extent, how many levels
-  ``B_size`` has, which scalar field counts a level's positions: the C does not set it) comes
-  from the destination's :func:`~spf.front.storage.storage_of`.
-- ``WRITTEN`` (a destination written by its relation, :mod:`spf.store`): ``int <name>(B *,
-  int64_t *spf_err, int64_t *spf_sizes, int64_t spf_max_bytes, const A *)`` allocates every
-  array of B with malloc and sets every field; the driver prints them and frees each array.
-  A refusal (a status) is printed as ``status <s> refusal <k>`` (``k``: its number in the
-  file's header).
+Every conversion's file follows one calling convention, whichever way its destination is
+built (assembled level by level by :mod:`spf.assembly`, or written by its relation,
+:mod:`spf.store`): ``int <name>(B *, int64_t *spf_err, int64_t *spf_sizes, int64_t
+spf_max_bytes, const A *)`` sizes, allocates (``malloc``) and sets every field of B; the driver
+takes nothing from Python (no sizes, no zeroing, no count fields): it calls ``<name>``, prints
+every field of B (each array's length from its struct comment, over B's own fields) and frees
+each array.  A refusal (a status) is printed as ``status <s> refusal <k>`` (``k``: its number
+in the file's header).
 """
 from __future__ import annotations
 
@@ -41,11 +33,9 @@ import scipy.sparse as sp
 
 import spf
 from spf.back.status import Status
-from spf.front.storage import StorageKind, storage_of
+from spf.runtime.memory import allocation_limit
 
 NAME = "spf_convert"
-SIZED = "sized"             # <name>_bound, caller-allocated arrays, B_size per level
-WRITTEN = "written"         # <name> mallocs every array of B (spf.store)
 
 
 def _matrices() -> dict[str, sp.csr_matrix]:
@@ -73,8 +63,8 @@ def _tensors() -> dict[str, np.ndarray]:
 
 
 MATRICES, VECTORS, TENSORS = _matrices(), _vectors(), _tensors()
-# (source, destination): the conversions whose c_source() is the kernel's own (destinations
-# assembled level by level), sources of every kind of level
+# (source, destination): destinations assembled level by level (spf.assembly), from sources of
+# every kind of level
 PAIRS = [("CSR", "CSC"), ("CSR", "COO"), ("CSR", "DCSR"), ("CSR", "SortedCOO"),
          ("CSR", "CSR_unsorted"), ("CSR", "CSR_lengths"), ("CSC", "CSR"), ("COO", "CSR"),
          ("DCSR", "CSC"), ("SV", "SV_decreasing"), ("COOTensor", "CSF"),
@@ -124,33 +114,24 @@ def _struct(code: str, type_name: str) -> list[Field]:
     return out
 
 
-def _signature(code: str) -> tuple[str, str, str]:
-    """(convention, destination struct, source struct) from ``<name>``'s signature."""
-    sized = re.search(rf"int {NAME}\((\w+) \*restrict B, int64_t \*restrict B_size, "
-                      r"const (\w+) \*restrict A\)", code)
-    if sized:
-        return SIZED, sized.group(1), sized.group(2)
-    written = re.search(rf"int {NAME}\((\w+) \*restrict B, int64_t \*restrict spf_err, "
-                        r"int64_t \*restrict spf_sizes, int64_t spf_max_bytes, "
-                        r"const (\w+) \*restrict A\)", code)
-    assert written, f"no {NAME} of either calling convention in:\n{code}"
-    return WRITTEN, written.group(1), written.group(2)
+def _signature(code: str) -> tuple[str, str]:
+    """(destination struct, source struct) from ``<name>``'s signature."""
+    m = re.search(rf"int {NAME}\((\w+) \*restrict B, int64_t \*restrict spf_err, "
+                  r"int64_t \*restrict spf_sizes, int64_t spf_max_bytes, "
+                  r"const (\w+) \*restrict A\)", code)
+    assert m, f"no {NAME} of the conversions' calling convention in:\n{code}"
+    return m.group(1), m.group(2)
 
 
-def _c_length(dims: str, scalars: set[str], before: set[str] | None) -> str:
+def _c_length(dims: str, scalars: set[str]) -> str:
     """C for an array length from its struct comment (``(numRows + 1)``, ``rowPtr(numRows)``,
-    ``ptr2(ptr1(n0))``, ``numRows][width``: the product) over ``B``'s fields.  ``before``
-    (sizing before the call): the scalar fields known then; any other count (another scalar
-    field, a read of an index array) is ``spf_bound``, the number of entries."""
+    ``ptr2(ptr1(n0))``, ``numRows][width``: the product) over ``B``'s fields."""
     def c(node: ast.expr) -> str:
         if isinstance(node, ast.Constant):
             return str(node.value)
         if isinstance(node, ast.Name) and node.id in scalars:
-            known = before is None or node.id in before
-            return f"(int64_t)B.{node.id}" if known else "spf_bound"
+            return f"(int64_t)B.{node.id}"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if before is not None:
-                return "spf_bound"
             return f"(int64_t)B.{node.func.id}[{c(node.args[0])}]"
         if isinstance(node, ast.BinOp):
             op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}[type(node.op)]
@@ -167,9 +148,8 @@ def _c_array(ctype: str, name: str, values: np.ndarray) -> str:
 
 
 def _case(k: int, tensor: spf.Tensor, src: list[Field], src_type: str) -> tuple[list[str], str]:
-    """Static arrays of case ``k`` (its fields, its shape) and the C converting it."""
-    arrays = [_c_array("const int64_t", f"c{k}_extent", np.array(tensor.shape))]
-    inits = []
+    """Static arrays of case ``k`` (its fields) and the C converting it."""
+    arrays, inits = [], []
     for f in src:
         value = tensor.fields[f.name]
         if f.dims is None:
@@ -178,31 +158,28 @@ def _case(k: int, tensor: spf.Tensor, src: list[Field], src_type: str) -> tuple[
             arrays.append(_c_array(f.ctype, f"c{k}_{f.name}", np.asarray(value).ravel()))
             inits.append(f"A.{f.name} = c{k}_{f.name};")
     return arrays, f"    case {k}: {{\n        {src_type} A = {{0}};\n        " \
-        + "\n        ".join(inits) + f"\n        return run(&A, c{k}_extent);\n    }}"
+        + "\n        ".join(inits) + "\n        return run(&A);\n    }"
 
 
-def driver(code: str, tensors: list[spf.Tensor], dst_layout: spf.Layout) -> str:
+def driver(code: str, tensors: list[spf.Tensor]) -> str:
     """A C program: the conversion ``code``, then ``main(argc, argv)`` converting the source
     ``tensors[int(argv[1])]`` and printing every field of B, one line each (``name v ...``)."""
-    convention, dst_type, src_type = _signature(code)
+    dst_type, src_type = _signature(code)
     src, dst = _struct(code, src_type), _struct(code, dst_type)
     scalars = {f.name for f in dst if f.dims is None}
-    lines = [f"    {dst_type} B = {{0}};"]
-    if convention == SIZED:
-        lines += _sized_call(dst, scalars, dst_layout)
-    else:
-        lines += ["    int64_t spf_err[64], spf_sizes[64];",
-                  f"    const int spf_status = {NAME}(&B, spf_err, spf_sizes, 0, A);",
-                  "    if (spf_status) {",
-                  '        printf("status %d refusal %lld\\n", spf_status, (long long)spf_err[0]);',
-                  "        return 0;", "    }"]
+    lines = [f"    {dst_type} B = {{0}};",
+             "    int64_t spf_err[64], spf_sizes[64];",
+             f"    const int spf_status = {NAME}(&B, spf_err, spf_sizes, 0, A);",
+             "    if (spf_status) {",
+             '        printf("status %d refusal %lld\\n", spf_status, (long long)spf_err[0]);',
+             "        return 0;", "    }"]
     for f in dst:
         if f.dims is None:
             lines.append(f'    printf("{f.name} %lld\\n", (long long)B.{f.name});')
             continue
         fmt, cast = ("%.17g", "(double)") if f.ctype in ("double", "float") \
             else ("%lld", "(long long)")
-        n = _c_length(f.dims, scalars, None)
+        n = _c_length(f.dims, scalars)
         lines.append(f'    printf("{f.name}");\n    for (int64_t q = 0; q < {n}; ++q)\n'
                      f'        printf(" {fmt}", {cast}B.{f.name}[q]);\n    printf("\\n");')
     lines += [f"    free(B.{f.name});" for f in dst if f.dims is not None]
@@ -213,40 +190,9 @@ def driver(code: str, tensors: list[spf.Tensor], dst_layout: spf.Layout) -> str:
         cases.append(case)
     return "\n".join([
         '#include "conversion.c"', "#include <stdio.h>", "", *arrays, "",
-        f"static int run(const {src_type} *A, const int64_t *spf_extent)", "{",
-        "    (void)spf_extent;   /* a written destination's extents are set by the C */",
-        *lines, "    return 0;", "}", "",
+        f"static int run(const {src_type} *A)", "{", *lines, "    return 0;", "}", "",
         "int main(int argc, char **argv)", "{", "    if (argc != 2)", "        return 3;",
         "    switch (atoi(argv[1])) {", *cases, "    }", "    return 3;", "}", ""])
-
-
-def _sized_call(dst: list[Field], scalars: set[str], layout: spf.Layout) -> list[str]:
-    """SIZED: count the entries, set B's extents, allocate its arrays zeroed and ``B_size``,
-    convert, set each level's count of positions from ``B_size``."""
-    storage = storage_of(layout)
-    extents = dict(zip(storage.shape_fields, range(len(storage.shape_fields))))
-    lines = ["    int64_t spf_bound = 0;",
-             f"    if ({NAME}_bound(&spf_bound, A))", "        return 1;"]
-    lines += [f"    B.{f} = spf_extent[{d}];" for f, d in extents.items()]
-    for f in dst:
-        if f.dims is not None:
-            n = _c_length(f.dims, scalars, set(extents))
-            lines.append(f"    B.{f.name} = calloc((size_t)({n} > 0 ? {n} : 1), "
-                         f"sizeof(*B.{f.name}));")
-    caps: list[str] = []
-    coords = 0
-    for lv in storage.levels:       # as the runtime sizes them (spf.runtime.assembled)
-        coords += len(lv.coords)
-        if lv.kind is StorageKind.DENSE:
-            ext = f"spf_extent[{storage.order[coords - 1]}]"
-            caps.append(f"({caps[-1]}) * {ext}" if caps else ext)
-        else:
-            caps.append("spf_bound")
-    lines.append(f"    int64_t B_size[{len(caps)}] = {{{', '.join(f'({c})' for c in caps)}}};")
-    lines += [f"    if ({NAME}(&B, B_size, A))", "        return 2;"]
-    lines += [f"    B.{lv.count} = B_size[{k}];"
-              for k, lv in enumerate(storage.levels) if lv.count]
-    return lines
 
 
 # -- the tests -------------------------------------------------------------------------------
@@ -265,7 +211,7 @@ def _program(programs: dict, src: str, dst: str) -> tuple[Path, spf.Conversion, 
         folder = programs["folder"] / f"{src}_{dst}"
         folder.mkdir()
         (folder / "conversion.c").write_text(conv.c_source())
-        (folder / "main.c").write_text(driver(conv.c_source(), tensors, conv.dst))
+        (folder / "main.c").write_text(driver(conv.c_source(), tensors))
         proc = subprocess.run([os.environ.get("CC", "cc"), "-O1", "-Wall", "-Wextra",
                                "-Werror", "main.c", "-o", "main"], cwd=folder,
                               capture_output=True, text=True)
@@ -322,7 +268,7 @@ def test_a_refusal_comes_back_from_the_c(programs):
     folder = programs["folder"] / "refusal"
     folder.mkdir()
     (folder / "conversion.c").write_text(conv.c_source())
-    (folder / "main.c").write_text(driver(conv.c_source(), [_source("CSR", upper)], conv.dst))
+    (folder / "main.c").write_text(driver(conv.c_source(), [_source("CSR", upper)]))
     subprocess.run([os.environ.get("CC", "cc"), "-O1", "-Wall", "-Wextra", "-Werror", "main.c",
                     "-o", "main"], cwd=folder, check=True, capture_output=True, text=True)
     out = subprocess.run([str(folder / "main"), "0"], capture_output=True, text=True).stdout
@@ -333,3 +279,108 @@ def test_a_refusal_comes_back_from_the_c(programs):
         "gj <= gi" in header
     with pytest.raises(spf.ArgumentError, match=r"entry \(0, 1\) cannot be stored in LowerTri"):
         conv.compile()(_source("CSR", upper))
+
+
+# -- a kernel's assembled output, by its C alone ----------------------------------------------
+KERNELS = {   # expression, layouts, operand pairs (in MATRICES; "T", "ET": one's, empty's .T)
+    "add": ("C(i,j) = A(i,j) + B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
+            [("empty_rows", "empty_rows"), ("one", "one"), ("empty", "empty")]),
+    "spgemm": ("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
+               [("empty_rows", "tall"), ("tall", "empty_rows"), ("one", "T")]),
+    "spgemm_coo": ("C(i,j) = A(i,k) * B(k,j)", {"A": "CSR", "B": "CSR", "C": "COO"},
+                   [("empty_rows", "tall"), ("empty", "ET")]),
+}
+
+
+def kernel_driver(code: str, name: str, cases: list[dict[str, spf.Tensor]]) -> str:
+    """A C program: the kernel's file, then ``main`` calling ``<name>_new`` on the operands of
+    case ``argv[1]`` (static arrays) and printing every field of the output."""
+    m = re.search(rf"int {name}_new\((\w+) \*restrict (\w+), int64_t \*restrict spf_err, "
+                  r"int64_t \*restrict spf_sizes, int64_t spf_max_bytes, (.*)\)", code)
+    assert m, f"no {name}_new in:\n{code}"
+    out_type, params = m.group(1), m.group(3).split(", ")
+    inputs = [re.fullmatch(r"const (\w+) \*restrict (\w+)", p).groups() for p in params]
+    dst = _struct(code, out_type)
+    scalars = {f.name for f in dst if f.dims is None}
+    lines = ["    const int spf_status = "
+             f"{name}_new(&spf_out, spf_err, NULL, 0, {', '.join(f'&{n}' for _, n in inputs)});",
+             "    if (spf_status) {",
+             '        printf("status %d refusal %lld\\n", spf_status, (long long)spf_err[0]);',
+             "        return 0;", "    }"]
+    for f in dst:
+        if f.dims is None:
+            lines.append(f'    printf("{f.name} %lld\\n", (long long)spf_out.{f.name});')
+            continue
+        fmt, cast = ("%.17g", "(double)") if f.ctype in ("double", "float") \
+            else ("%lld", "(long long)")
+        length = _c_length(f.dims, scalars).replace("B.", "spf_out.")
+        lines.append(f'    printf("{f.name}");\n    for (int64_t q = 0; q < {length}; ++q)\n'
+                     f'        printf(" {fmt}", {cast}spf_out.{f.name}[q]);\n    printf("\\n");')
+    arrays, body = [], []
+    for k, case in enumerate(cases):
+        inits = []
+        for struct, n in inputs:
+            for f in _struct(code, struct):
+                value = case[n].fields[f.name]
+                if f.dims is None:
+                    inits.append(f"{n}.{f.name} = {int(value)};")
+                else:
+                    arrays.append(_c_array(f.ctype, f"c{k}_{n}_{f.name}",
+                                           np.asarray(value).ravel()))
+                    inits.append(f"{n}.{f.name} = c{k}_{n}_{f.name};")
+        body.append(f"    if (k == {k}) {{\n        " + "\n        ".join(inits) + "\n    }")
+    decls = [f"    {s} {n} = {{0}};" for s, n in inputs]
+    return "\n".join([
+        '#include "kernel.c"', "#include <stdio.h>", "", *arrays, "",
+        "int main(int argc, char **argv)", "{", "    if (argc != 2)", "        return 3;",
+        "    const int k = atoi(argv[1]);", *decls, *body,
+        f"    {out_type} spf_out = {{0}};", "    int64_t spf_err[64];", *lines,
+        *(f"    free(spf_out.{f.name});" for f in dst if f.dims is not None),
+        "    return 0;", "}", ""])
+
+
+@pytest.mark.parametrize("which", sorted(KERNELS))
+def test_a_kernel_output_is_assembled_by_its_c_alone(tmp_path, which):
+    """A kernel whose sparse output is assembled: its ``c_source()`` holds ``<name>_new``,
+    which sizes, allocates, fills and trims the output from the operands alone; a C driver
+    calls it and prints the output, compared with scipy and field by field with the kernel
+    called through Python."""
+    expr, layouts, pairs = KERNELS[which]
+    kernel = spf.Kernel(expr, layouts)
+    code = kernel.c_source()
+    mats = {**MATRICES, "T": MATRICES["one"].T.tocsr(), "ET": MATRICES["empty"].T.tocsr()}
+    cases = [{"A": spf.Tensor.from_scipy("CSR", mats[a]),
+              "B": spf.Tensor.from_scipy("CSR", mats[b])} for a, b in pairs]
+    (tmp_path / "kernel.c").write_text(code)
+    (tmp_path / "main.c").write_text(kernel_driver(code, kernel.name, cases))
+    proc = subprocess.run([os.environ.get("CC", "cc"), "-O1", "-Wall", "-Wextra", "-Werror",
+                           "main.c", "-o", "main"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
+    run = kernel.compile()
+    out_layout = run.kernel.layouts["C"]
+    for k, ((a, b), case) in enumerate(zip(pairs, cases)):
+        printed = subprocess.run([str(tmp_path / "main"), str(k)], capture_output=True,
+                                 text=True, check=True).stdout
+        fields = _printed(printed, out_layout)
+        want = (mats[a] + mats[b]) if which == "add" else mats[a] @ mats[b]
+        got = spf.Tensor.from_arrays(out_layout, want.shape, fields)
+        np.testing.assert_allclose(got.to_dense(), want.toarray(), err_msg=f"{a}, {b}")
+        through_python = run(**case)
+        for name, value in through_python.fields.items():
+            np.testing.assert_array_equal(np.asarray(fields[name]), np.asarray(value),
+                                          err_msg=f"{a}, {b}: field {name}")
+
+
+def test_an_assembled_conversion_is_refused_over_the_byte_limit_by_its_c():
+    """Through Python, an assembled destination is built by the same entry point a C caller
+    calls: the byte limit is checked there, before it allocates, and named as the written
+    destinations' is; within the limit the result is scipy's."""
+    m = MATRICES["empty_rows"]
+    t = spf.Tensor.from_scipy("CSR", m)
+    conv = spf.Conversion("CSR", "CSC").compile()
+    with allocation_limit(64, "a test limit"), pytest.raises(
+            spf.ArgumentError, match=r"^CSC's arrays would take 0\.000\d+ MB, over the "
+                                     r"6\.4e-05 MB allowed \(a test limit\)$"):
+        conv(t)
+    got = conv(t).to_scipy()
+    assert got.format == "csc" and (got != m.tocsc()).nnz == 0

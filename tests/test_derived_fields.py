@@ -62,21 +62,11 @@ int main(void)
     for (long k = 0; k < nnz; ++k)
         if (scanf("%lf", &A.data[k]) != 1)
             return 3;
-    int64_t bound = 0;
-    if (spf_convert_bound(&bound, &A))
-        return 1;
     DST B = {0};
-    B.numRows = (spf_index_t)rows;
-    B.numCols = (spf_index_t)cols;
-    B.rowLen = malloc(sizeof(spf_index_t) * (size_t)(rows > 0 ? rows : 1));
-    for (long r = 0; r < rows; ++r)
-        B.rowLen[r] = -1;                       /* never left as it was */
-    B.rowPtr = calloc((size_t)rows + 1, sizeof(spf_index_t));
-    B.colIdx = malloc(sizeof(spf_index_t) * (size_t)(bound > 0 ? bound : 1));
-    B.data = malloc(sizeof(double) * (size_t)(bound > 0 ? bound : 1));
-    int64_t size[2] = {rows, bound};
-    if (spf_convert(&B, size, &A))
+    int64_t err[64];
+    if (spf_convert(&B, err, NULL, 0, &A))     /* sizes, allocates and sets every field */
         return 2;
+    const long n = (long)B.rowPtr[B.numRows];
     printf("rowLen");
     for (long r = 0; r < rows; ++r)
         printf(" %ld", (long)B.rowLen[r]);
@@ -84,10 +74,10 @@ int main(void)
     for (long r = 0; r <= rows; ++r)
         printf(" %ld", (long)B.rowPtr[r]);
     printf("\ncolIdx");
-    for (int64_t k = 0; k < size[1]; ++k)
+    for (long k = 0; k < n; ++k)
         printf(" %ld", (long)B.colIdx[k]);
     printf("\ndata");
-    for (int64_t k = 0; k < size[1]; ++k)
+    for (long k = 0; k < n; ++k)
         printf(" %.17g", B.data[k]);
     printf("\n");
     return 0;
@@ -105,7 +95,8 @@ def drivers(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for src, (ptr, idx, _) in SOURCES.items():
         code = spf.Conversion(src, "CSR_lengths").c_source()
-        m = re.search(r"int spf_convert\((\w+) \*restrict B, int64_t \*restrict B_size, "
+        m = re.search(r"int spf_convert\((\w+) \*restrict B, int64_t \*restrict spf_err, "
+                      r"int64_t \*restrict spf_sizes, int64_t spf_max_bytes, "
                       r"const (\w+) \*restrict A\)", code)
         assert m, code
         folder = tmp_path_factory.mktemp(f"driver_{src}")
@@ -185,7 +176,7 @@ def test_a_prefix_sum_of_a_written_array_is_computed(tmp_path):
     t = spf.Tensor.from_scipy("CSR", m).convert(path)
     coo = m.tocoo()
     np.testing.assert_array_equal(t["rowCum"], np.concatenate([[0], np.cumsum(2 * coo.row)]))
-    assert "rowCum" in spf.Conversion("CSR", path).c_source().split("spf_convert_finish(")[-1]
+    assert "rowCum" in spf.Conversion("CSR", path).c_source().split("spf_convert_fill_finish(")[-1]
 
 
 def test_an_array_nothing_writes_is_refused(tmp_path):

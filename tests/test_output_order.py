@@ -53,9 +53,9 @@ def test_dia_to_csr_runs_rows_outer_and_appends_directly():
     assert "A_pi placed outermost (locating i from A_pi)" in report
     assert "no bucket pass" in report
     src = conv.c_source()
-    assert "spf_convert_histogram" not in src and "direct append" in src
+    assert "spf_convert_fill_histogram" not in src and "direct append" in src
     # the bound pass keeps the layout's order (diagonals outer: its inner loop is counted)
-    bound = src[src.index("int spf_convert_bound"):src.index("int spf_convert(")]
+    bound = src[src.index("int spf_convert_fill_bound"):src.index("int spf_convert_fill(")]
     assert bound.index("A_pd = 0") < bound.index("A_pi = ")
 
 
@@ -174,12 +174,13 @@ def test_sizing_without_reading_values_is_trimmed(monkeypatch, slots_limit):
     monkeypatch.setattr(assembled, "SLOTS_ENTRIES", slots_limit)
     conv = spf.Conversion("DIA", "CSR")
     src = conv.c_source()
-    assert "int spf_convert_bound_slots(" in src
-    kernel = src[src.index("int spf_convert(spf_CSR"):]
+    assert "int spf_convert_fill_bound_slots(" in src
+    kernel = src[src.index("int spf_convert_fill(spf_CSR"):]
     assert kernel.count("rowPtr[") == 1 and "the group's entries are appended" in kernel
     t = dia((40, 30), [-39, -5, 0, 3, 29], seed=2, zeros=0.7)
-    out = conv.compile()(t)
     want = dense_of_dia(t)
-    np.testing.assert_array_equal(out.to_dense(), want)
-    assert out.fields["data"].size == out.fields["colIdx"].size == np.count_nonzero(want)
-    spf.Tensor(out.layout, out.shape, out.fields, check=True)
+    # the conversion's C entry point (its own threshold), and the kernel sized from Python
+    for out in (conv.compile()(t), conv.kernel.compile()(A=t)):
+        np.testing.assert_array_equal(out.to_dense(), want)
+        assert out.fields["data"].size == out.fields["colIdx"].size == np.count_nonzero(want)
+        spf.Tensor(out.layout, out.shape, out.fields, check=True)

@@ -147,7 +147,7 @@ def test_conversion_into_a_pattern_checks_every_value():
 
 def test_the_conversion_c_writes_no_values():
     src = spf.Conversion("CSR", PATTERN).c_source()
-    body = src.split("int spf_convert(", 1)[1]
+    body = src.split("int spf_convert_fill(", 1)[1]
     assert "->data" not in body.split("{", 1)[1] and "A_data" not in body
     assert_compiles_clean(src)
 
@@ -213,6 +213,30 @@ def test_a_pattern_output_whose_values_cannot_be_checked_needs_structure():
                        "cannot be checked"):
         spf.Kernel("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR", "C": PATTERN},
                    share={"C": "A"})
+
+
+def test_structure_on_an_output_that_stores_values_is_refused():
+    """structure=True means "store the positions" only for a pattern output; on any other
+    output (valued, dense, scalar) it was silently ignored: it is a SpecError naming the
+    option and the output's layout; the same kernel without it runs (compared with scipy)."""
+    want = ("structure=True stores the positions of the entries of an output in a pattern "
+            "layout (whose value is a constant); output {} is {}, so it has no meaning here: "
+            "drop structure=True")
+    for lay, what in [("CSR", "in CSR, which stores its values (in data)"),
+                      ("DenseMatrix", "in DenseMatrix, which stores its values (in data)")]:
+        with pytest.raises(spf.SpecError) as err:
+            spf.Kernel("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR", "C": lay},
+                       structure=True)
+        assert err.value.detail == want.format("'C'", what)
+    with pytest.raises(spf.SpecError) as err:
+        spf.Kernel("s = A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR"}, structure=True)
+    assert err.value.detail == want.format("'s'", "a scalar")
+    with pytest.raises(spf.ArgumentError, match=r"CSC stores values \(in data\)$"):
+        spf.Conversion("CSR", "CSC", structure=True)
+    a = matrix(5, 4, 0.5, seed=13)
+    A = spf.Tensor.from_scipy("CSR", a)
+    k = spf.Kernel("C(i,j) = A(i,j) * B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"})
+    np.testing.assert_array_equal(k.compile()(A=A, B=A).to_dense(), a.multiply(a).toarray())
 
 
 def test_layout_file_errors(tmp_path):

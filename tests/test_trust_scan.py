@@ -57,7 +57,7 @@ def test_no_index_array_is_read_before_a_position_is_known_to_be_one_of_its(tmp_
     row was known to hold position 0: reads of ``colIdx`` must follow those of ``rowPtr``."""
     path = _symcsr(tmp_path, "SymFalseRange", FALSE_RANGE)
     source = spf.Conversion(path, "COO").c_source()
-    bodies = source.split("\nstatic int spf_convert_term")[1:]
+    bodies = source.split("\nstatic int spf_convert_fill_term")[1:]
     assert bodies
     for body in bodies:
         if "A_colIdx[" in body:

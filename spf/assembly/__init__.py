@@ -36,7 +36,7 @@ __all__ = [
     "strategy",
 ]
 
-_SUPPORT = {"base", "model", "order", "storage_c", "lowering", "merge", "merge_c"}
+_SUPPORT = {"base", "model", "order", "storage_c", "lowering", "merge", "merge_c", "entry_c"}
 
 
 def _discover() -> dict[Mode, AssemblyStrategy]:

@@ -2,22 +2,25 @@
 ``templates/kernel.c`` with its struct typedefs and helpers, printed from the C tree."""
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping, Sequence
 
 from ..assembly import AssemblyPlan, FunctionRole, storage_c, strategy
+from ..assembly.entry_c import Entry, entry
 from ..assembly.merge import Run
 from ..assembly.merge_c import Leaf, merge_function
 from ..decide.plan import Plan
 from ..errors import SpecError
 from ..front.layout import Layout
 from ..front.semiring import PLUS_TIMES, Semiring
+from ..front.terms import Aff
 from ..front.value_types import FLOAT64_TYPING, Typing
 from ..middle.iteration_space import IterationSpace
 from . import ctree as t
 from .c_printer import CPrinter
 from .lower import KernelCode, kernel_code
 from .names import HELPERS, CNames, scalar_param, struct_name, struct_typedef
-from .status import Status
+from .status import Status, c_enum
 from .templates import template, text
 from .value_c import helpers_of
 
@@ -92,9 +95,42 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
                        + function(pass1, static=True))
     helpers = set(code.helpers).union(*(c.helpers for c in others))
     runtimes = set(code.runtimes).union(*(c.runtimes for c in others))
+    main = None if assembly is None else \
+        assembled_entry(assembly, name, code.signature, assembly.ranged, assembly.drop_zeros)
     return render_file(header_lines, helpers, _layouts([code, *others]), code.signature,
                        code.body, runtimes, assembly=code.assembly, before=before,
-                       semiring=plan.semiring, typing=plan.typing)
+                       semiring=plan.semiring, typing=plan.typing, entry=main)
+
+
+def assembled_entry(assembly: AssemblyPlan, name: str, signature: str, ranged: bool,
+                    slots: bool) -> Entry | str:
+    """``<name>_new``, the kernel ``name`` (``signature``) with its output sized, allocated,
+    filled and trimmed from the inputs alone (:mod:`spf.assembly.entry_c`; ``ranged``: its
+    ``_bound`` takes the extents, ``slots``: a ``_bound_slots`` comes first); or why there is
+    none: the output's extents are not fields of its inputs."""
+    output, _, *inputs = signature[signature.index("(") + 1:signature.rindex(")")].split(", ")
+    args = [re.split(r"[ *]", p)[-1] for p in inputs]
+    storage = assembly.storage
+    shape = [_field_c(assembly.extents[storage.order.index(d)])
+             for d in range(len(storage.order))]
+    if any(e is None for e in shape):
+        return (f"no {name}_new: the output's extents are not fields of its inputs (pass them "
+                f"to {name}_bound and size the arrays as its comment says)")
+    return entry(storage, f"{name}_new", name, struct_name(assembly.output.layout), inputs,
+                 args, [e for e in shape if e is not None], ranged, slots,
+                 strategy(assembly).counts_first, re.split(r"[ *]", output)[-1])
+
+
+def _field_c(extent: Aff) -> str | None:
+    """An extent over the inputs' scalar fields (``A.numRows``) in C; None when it reads
+    anything else."""
+    parts = []
+    for atom, k in extent.terms:
+        tensor, dot, field = str(atom).partition(".")
+        if not dot or not tensor.isidentifier() or not field.isidentifier():
+            return None
+        parts.append(f"{'' if k == 1 else f'{k} * '}(int64_t){tensor}->{field}")
+    return " + ".join([*parts, *([str(extent.const)] if extent.const else [])]) or "0"
 
 
 def _layouts(codes: Sequence[KernelCode]) -> list[Layout]:
@@ -149,11 +185,14 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
                            semiring.zero_c())
     functions = "\n\n".join(function(term, static=True) for term in terms)
     runtimes = set().union(*(c.runtimes for c in [*terms, *bounds]))
-    return render_file(header_lines, helpers, list(layouts.values()),
-                       f"int {name}({', '.join(params)})", body, runtimes,
-                       assembly=assembly is not None,
+    signature = f"int {name}({', '.join(params)})"
+    main = None if assembly is None else assembled_entry(
+        assembly, name, signature, any("spf_ext" in a for a in bound_args), False)
+    return render_file(header_lines, helpers, list(layouts.values()), signature, body,
+                       runtimes, assembly=assembly is not None,
                        before=functions + ("\n\n" + extra if extra else ""),
-                       merge=assembly is not None, semiring=semiring, typing=typing)
+                       merge=assembly is not None, semiring=semiring, typing=typing,
+                       entry=main)
 
 
 def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[str, Layout],
@@ -180,9 +219,11 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mappin
     helpers = set().union(*(b.helpers for b in bounds)) | \
         (helpers_of(leaf.tree, leaf.types) if leaf else set())
     runtimes = set().union(*(b.runtimes for b in bounds))
-    return render_file(header_lines, helpers,
-                       list(layouts.values()), f"int {name}({', '.join(params)})", body,
-                       runtimes, before=extra, semiring=semiring, typing=typing)
+    signature = f"int {name}({', '.join(params)})"
+    main = assembled_entry(assembly, name, signature, any("spf_ext" in a for a in bound_args),
+                           False)
+    return render_file(header_lines, helpers, list(layouts.values()), signature, body,
+                       runtimes, before=extra, semiring=semiring, typing=typing, entry=main)
 
 
 def _sum_params(expr, tensor_layouts: Mapping[str, Layout], assembly: AssemblyPlan | None,
@@ -286,11 +327,18 @@ def _passed_on(call: str) -> t.If:
 def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout],
                 signature: str, body: list[t.Node], runtimes: Collection[str] = frozenset(),
                 assembly: bool = False, before: str = "", merge: bool = False,
-                semiring: Semiring = PLUS_TIMES, typing: Typing = FLOAT64_TYPING) -> str:
+                semiring: Semiring = PLUS_TIMES, typing: Typing = FLOAT64_TYPING,
+                entry: Entry | str | None = None) -> str:
     """The whole C file from ``templates/kernel.c`` (``runtimes``: helper files from
     ``templates/`` the code calls; ``assembly``: the kernel assembles a sparse output, whose
     entries with equal coordinates combine by ``semiring``'s add; ``before``: functions the
-    kernel calls; ``merge``: the helper merging sorted runs; ``typing``: the value types)."""
+    kernel calls; ``merge``: the helper merging sorted runs; ``typing``: the value types;
+    ``entry``: the function after the kernel sizing, allocating and filling its output, or
+    why there is none, said in the header)."""
+    if entry is not None:
+        name = signature.split("(", 1)[0].split()[-1]
+        header_lines = [*header_lines, *([entry] if isinstance(entry, str) else
+                                         entry.header(f"{name}_new"))]
     structs = "\n\n".join(struct_typedef(lay) for lay in layouts)
     helpers = helpers | ({"spf_div"} if semiring.divides else set())
     helper_text = "\n".join(HELPERS[h] for h in sorted(helpers))
@@ -311,7 +359,9 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
         helpers=("\n" + helper_text + "\n") if helper_text else "",
         structs=structs + ("\n" if structs else ""),
         signature=signature,
-        body="\n".join(CPrinter().lines(body)))
+        body="\n".join(CPrinter().lines(body))) + (
+            "" if entry is None or isinstance(entry, str) else
+            "\n" + c_enum() + "\n\n" + CPrinter().definitions([entry.function]) + "\n")
 
 
 def _infinities(semiring: Semiring, typing: Typing) -> str:

@@ -139,7 +139,7 @@ class KernelOptions:
     structure: bool = _option(
         False, Form.FLAG, "an output in a pattern layout (whose value is a constant) stores "
         "the positions of the entries the kernel computes, whatever their values; else each "
-        "value must be that constant", True)
+        "value must be that constant (refused for any other output)", True)
     reassociate: bool = _option(
         False, Form.FLAG, "a sum into one output element may run in another order (SIMD "
         "partial sums): faster on long rows, but the rounding differs from the sequential "

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..assembly import AssemblyPlan, strategy
+from ..assembly.entry_c import SLOTS_ENTRIES
 from ..back.status import Status
 from ..errors import ArgumentError, OutOfMemoryError
 from ..front.layout import wider_hint
@@ -20,11 +21,8 @@ from .fields import index_max
 from .memory import reserve
 
 # An output whose zeros are dropped is sized by counting its statement instances without
-# reading values (``<name>_bound_slots``) when that bound is at most this many entries (about
-# 200 MB of int32 indices and doubles, mostly never touched, trimmed after the kernel), as
-# scipy sizes DIA -> CSR; above it, by counting the nonzero values (``<name>_bound``), so a
-# mostly-zero dense input does not reserve memory for all of its slots.
-SLOTS_ENTRIES = 1 << 24
+# reading values (``<name>_bound_slots``) when that bound is at most SLOTS_ENTRIES entries
+# (see spf.assembly.entry_c, whose C entry point chooses so too).
 
 
 def run_assembling(assembly: AssemblyPlan, fn: Callable[..., int],

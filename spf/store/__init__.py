@@ -10,6 +10,6 @@ destination is allocated and written, and every constraint of the relation is ch
 entry.  Conversions (:mod:`spf.conversion`) put it after the generated code that reads the
 source into an entry list; kernel outputs and tensors built from entries call it on theirs.
 """
-from .lower import WriterSource, writer_file, writer_source
+from .lower import Refusal, WriterSource, writer_file, writer_source
 
-__all__ = ["WriterSource", "writer_file", "writer_source"]
+__all__ = ["Refusal", "WriterSource", "writer_file", "writer_source"]

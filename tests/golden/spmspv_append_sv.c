@@ -5,6 +5,14 @@
  * Loop order: A_pi, i, A_pj, j, x_p
  * Find x_p in x: seqiter, or densemap or hashmap chosen at run time
  * Output y: assembled in SV (entries appended in storage order by spf_kernel_append; arrays sized by spf_kernel_bound)
+ * spf_kernel_new(out, spf_err, spf_sizes, spf_max_bytes, inputs): the output sized, allocated (malloc: free each array with free), filled and trimmed from the inputs alone, every field set; spf_sizes (or NULL): each array's length, then the positions stored; spf_max_bytes: 0 or a limit on the arrays' bytes.
+ *   Returns 0, SPF_OUT_OF_MEMORY, SPF_NEGATIVE_POWER or SPF_REFUSED with spf_err = {refusal, -1 per coordinate, x0, x1, x2}; the output untouched unless it returns 0:
+ *   0: SV's arrays would take {x0} bytes, over the limit
+ *   1: SV: the output has more stored positions than index_type='int32' can address
+ *   pass 1: spf_kernel_bound: the statement instances, a bound on the entries, which sizes each level
+ *   pass 2: each array allocated for that bound (dense levels: their extents), pointer arrays zeroed, after the index width and spf_max_bytes are checked
+ *   pass 3: spf_kernel: the entries stored level by level (as the Output line above says)
+ *   pass 4: each level's count field set from the positions it used; the arrays trimmed
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -784,4 +792,81 @@ spf_fail:
     free(spf_dmap_x_p);
     spf_hash_free(&spf_map_x_p);
     return spf_status;
+}
+
+#ifndef SPF_STATUS_DEFINED   /* once per file: several pieces may need it */
+#define SPF_STATUS_DEFINED
+/* what a generated function returns (spf.back.status.Status) */
+enum spf_status { SPF_OK = 0, SPF_OUT_OF_MEMORY = 1, SPF_CAPACITY = 2, SPF_NEGATIVE_POWER = 3, SPF_REFUSED = 4 };
+#endif
+
+/* Output SV assembled from the inputs alone: sized, allocated, filled and trimmed (every array of the output malloc'd here; free each with free). */
+int spf_kernel_new(spf_SV *restrict y, int64_t *restrict spf_err, int64_t *restrict spf_sizes, int64_t spf_max_bytes, const spf_CSR *restrict A, const spf_SV *restrict x)
+{
+    const int64_t spf_shape[1] = {(int64_t)A->numRows};   /* the output's extents */
+    const int64_t spf_ext[1] = {spf_shape[0]};   /* in storage order */
+    int64_t spf_bound = 0;
+    int spf_status = 0;
+    /* pass 1: count the statement instances (a bound on the entries) */
+    if ((spf_status = spf_kernel_bound(&spf_bound, A, x)) != 0)
+        return spf_status;
+    int64_t spf_cap[1] = {0};
+    int64_t spf_prefix = 1;   /* coordinates of the levels above */
+    int spf_top = 0;
+    spf_prefix = (spf_ext[0] > 0 && spf_prefix > INT64_C(2147483647) / spf_ext[0]) ? INT64_C(2147483647) : spf_prefix * spf_ext[0];
+    spf_cap[0] = spf_bound < spf_prefix ? spf_bound : spf_prefix;
+    if (spf_cap[0] >= INT64_C(2147483647)) {
+        spf_cap[0] = INT64_C(2147483647);
+        spf_top = 1;
+    }
+    spf_SV spf_B = {0};
+    const double spf_bytes = (double)(spf_cap[0]) * (double)sizeof(*spf_B.idx) + (double)(spf_cap[0]) * (double)sizeof(*spf_B.val);
+    if (spf_max_bytes > 0 && spf_bytes > (double)spf_max_bytes) {
+        spf_err[0] = 0;
+        spf_err[1] = -1;
+        spf_err[2] = (int64_t)spf_bytes;
+        return SPF_REFUSED;
+    }
+    /* pass 2: allocate every array (pointer arrays zeroed: the levels count into them) */
+    spf_B.size = spf_shape[0];
+    spf_B.idx = malloc(sizeof(*spf_B.idx) * ((size_t)(spf_cap[0]) + 1));
+    spf_B.val = malloc(sizeof(*spf_B.val) * ((size_t)(spf_cap[0]) + 1));
+    if (!spf_B.idx || !spf_B.val) {
+        free(spf_B.idx);
+        free(spf_B.val);
+        return SPF_OUT_OF_MEMORY;
+    }
+    /* pass 3: the kernel fills the levels; spf_size: positions per level */
+    int64_t spf_size[1] = {spf_cap[0]};
+    spf_status = spf_kernel(&spf_B, spf_size, A, x);
+    if (spf_status) {
+        free(spf_B.idx);
+        free(spf_B.val);
+        if (spf_status == SPF_CAPACITY && spf_top) {
+            spf_err[0] = 1;
+            spf_err[1] = -1;
+            spf_err[2] = INT64_C(2147483647);
+            return SPF_REFUSED;
+        }
+        return spf_status;
+    }
+    /* pass 4: each level's count of positions; the arrays trimmed to what they use */
+    spf_B.len = spf_size[0];
+    if ((spf_size[0]) < (spf_cap[0])) {
+        void * spf_p = realloc(spf_B.idx, sizeof(*spf_B.idx) * ((size_t)(spf_size[0]) + 1));
+        if (spf_p)   /* else the larger block is kept */
+            spf_B.idx = spf_p;
+    }
+    if ((spf_size[0]) < (spf_cap[0])) {
+        void * spf_p = realloc(spf_B.val, sizeof(*spf_B.val) * ((size_t)(spf_size[0]) + 1));
+        if (spf_p)   /* else the larger block is kept */
+            spf_B.val = spf_p;
+    }
+    if (spf_sizes) {
+        spf_sizes[0] = spf_size[0];
+        spf_sizes[1] = spf_size[0];
+        spf_sizes[2] = spf_size[0];
+    }
+    *y = spf_B;
+    return SPF_OK;
 }

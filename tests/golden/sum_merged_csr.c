@@ -3,6 +3,14 @@
  * Output C: assembled in CSR by spf_kernel_merge, which merges the operands level by level (no term copies its entries first):
  *   A (CSR): Z3 proved (i, j) non-decreasing (A: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')), and no two entries share coordinates
  *   B (CSR): Z3 proved (i, j) non-decreasing (B: periodic_monotonic pi = pi' and a < a' -> colIdx(a) < colIdx(a')), and no two entries share coordinates
+ * spf_kernel_new(out, spf_err, spf_sizes, spf_max_bytes, inputs): the output sized, allocated (malloc: free each array with free), filled and trimmed from the inputs alone, every field set; spf_sizes (or NULL): each array's length, then the positions stored; spf_max_bytes: 0 or a limit on the arrays' bytes.
+ *   Returns 0, SPF_OUT_OF_MEMORY, SPF_NEGATIVE_POWER or SPF_REFUSED with spf_err = {refusal, -1 per coordinate, x0, x1, x2}; the output untouched unless it returns 0:
+ *   0: CSR's arrays would take {x0} bytes, over the limit
+ *   1: CSR: the output has more stored positions than index_type='int32' can address
+ *   pass 1: spf_kernel_bound: the statement instances, a bound on the entries, which sizes each level
+ *   pass 2: each array allocated for that bound (dense levels: their extents), pointer arrays zeroed, after the index width and spf_max_bytes are checked
+ *   pass 3: spf_kernel: the entries stored level by level (as the Output line above says)
+ *   pass 4: each level's count field set from the positions it used; the arrays trimmed
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -149,4 +157,98 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *res
 {
     /* C(i,j) = A(i,j) + B(i,j): the operands are the sorted runs of the union */
     return spf_kernel_merge(C, C_size, A, B);
+}
+
+#ifndef SPF_STATUS_DEFINED   /* once per file: several pieces may need it */
+#define SPF_STATUS_DEFINED
+/* what a generated function returns (spf.back.status.Status) */
+enum spf_status { SPF_OK = 0, SPF_OUT_OF_MEMORY = 1, SPF_CAPACITY = 2, SPF_NEGATIVE_POWER = 3, SPF_REFUSED = 4 };
+#endif
+
+/* Output CSR assembled from the inputs alone: sized, allocated, filled and trimmed (every array of the output malloc'd here; free each with free). */
+int spf_kernel_new(spf_CSR *restrict C, int64_t *restrict spf_err, int64_t *restrict spf_sizes, int64_t spf_max_bytes, const spf_CSR *restrict A, const spf_CSR *restrict B)
+{
+    const int64_t spf_shape[2] = {(int64_t)A->numRows, (int64_t)A->numCols};   /* the output's extents */
+    const int64_t spf_ext[2] = {spf_shape[0], spf_shape[1]};   /* in storage order */
+    int64_t spf_bound = 0;
+    int spf_status = 0;
+    /* pass 1: count the statement instances (a bound on the entries) */
+    if ((spf_status = spf_kernel_bound(&spf_bound, A, B)) != 0)
+        return spf_status;
+    int64_t spf_cap[2] = {0};
+    int64_t spf_prefix = 1;   /* coordinates of the levels above */
+    int spf_top = 0;
+    spf_prefix = (spf_ext[0] > 0 && spf_prefix > INT64_C(2147483647) / spf_ext[0]) ? INT64_C(2147483647) : spf_prefix * spf_ext[0];
+    spf_cap[0] = spf_ext[0];
+    if (spf_cap[0] >= INT64_C(2147483647)) {
+        spf_cap[0] = INT64_C(2147483647);
+        spf_top = 1;
+    }
+    spf_prefix = (spf_ext[1] > 0 && spf_prefix > INT64_C(2147483647) / spf_ext[1]) ? INT64_C(2147483647) : spf_prefix * spf_ext[1];
+    spf_cap[1] = spf_bound < spf_prefix ? spf_bound : spf_prefix;
+    if (spf_cap[1] >= INT64_C(2147483647)) {
+        spf_cap[1] = INT64_C(2147483647);
+        spf_top = 1;
+    }
+    spf_CSR spf_B = {0};
+    const double spf_bytes = (double)(spf_cap[0] + 1) * (double)sizeof(*spf_B.rowPtr) + (double)(spf_cap[1]) * (double)sizeof(*spf_B.colIdx) + (double)(spf_cap[1]) * (double)sizeof(*spf_B.data);
+    if (spf_max_bytes > 0 && spf_bytes > (double)spf_max_bytes) {
+        spf_err[0] = 0;
+        spf_err[1] = -1;
+        spf_err[2] = -1;
+        spf_err[3] = (int64_t)spf_bytes;
+        return SPF_REFUSED;
+    }
+    /* pass 2: allocate every array (pointer arrays zeroed: the levels count into them) */
+    spf_B.numRows = spf_shape[0];
+    spf_B.numCols = spf_shape[1];
+    spf_B.rowPtr = calloc((size_t)(spf_cap[0] + 1) + 1, sizeof(*spf_B.rowPtr));
+    spf_B.colIdx = malloc(sizeof(*spf_B.colIdx) * ((size_t)(spf_cap[1]) + 1));
+    spf_B.data = malloc(sizeof(*spf_B.data) * ((size_t)(spf_cap[1]) + 1));
+    if (!spf_B.rowPtr || !spf_B.colIdx || !spf_B.data) {
+        free(spf_B.rowPtr);
+        free(spf_B.colIdx);
+        free(spf_B.data);
+        return SPF_OUT_OF_MEMORY;
+    }
+    /* pass 3: the kernel fills the levels; spf_size: positions per level */
+    int64_t spf_size[2] = {spf_cap[0], spf_cap[1]};
+    spf_status = spf_kernel(&spf_B, spf_size, A, B);
+    if (spf_status) {
+        free(spf_B.rowPtr);
+        free(spf_B.colIdx);
+        free(spf_B.data);
+        if (spf_status == SPF_CAPACITY && spf_top) {
+            spf_err[0] = 1;
+            spf_err[1] = -1;
+            spf_err[2] = -1;
+            spf_err[3] = INT64_C(2147483647);
+            return SPF_REFUSED;
+        }
+        return spf_status;
+    }
+    /* pass 4: each level's count of positions; the arrays trimmed to what they use */
+    if ((spf_size[0] + 1) < (spf_cap[0] + 1)) {
+        void * spf_p = realloc(spf_B.rowPtr, sizeof(*spf_B.rowPtr) * ((size_t)(spf_size[0] + 1) + 1));
+        if (spf_p)   /* else the larger block is kept */
+            spf_B.rowPtr = spf_p;
+    }
+    if ((spf_size[1]) < (spf_cap[1])) {
+        void * spf_p = realloc(spf_B.colIdx, sizeof(*spf_B.colIdx) * ((size_t)(spf_size[1]) + 1));
+        if (spf_p)   /* else the larger block is kept */
+            spf_B.colIdx = spf_p;
+    }
+    if ((spf_size[1]) < (spf_cap[1])) {
+        void * spf_p = realloc(spf_B.data, sizeof(*spf_B.data) * ((size_t)(spf_size[1]) + 1));
+        if (spf_p)   /* else the larger block is kept */
+            spf_B.data = spf_p;
+    }
+    if (spf_sizes) {
+        spf_sizes[0] = spf_size[0] + 1;
+        spf_sizes[1] = spf_size[1];
+        spf_sizes[2] = spf_size[1];
+        spf_sizes[3] = spf_size[1];
+    }
+    *C = spf_B;
+    return SPF_OK;
 }
