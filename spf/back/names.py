@@ -176,7 +176,7 @@ def _members_digest(layout: Layout) -> str:
     """``''`` for a shipped layout; for any other, ``_`` and 8 hex digits of its struct's
     members: a layout file named like another (a copy of DenseMatrix.toml with its fields
     reordered) never shares a typedef with it in one C file."""
-    if Path(layout.source).parent == LAYOUT_DIR:
+    if Path(layout.source).resolve().parent == LAYOUT_DIR.resolve():   # links resolved
         return ""
     members = ";".join(f"{f.name}:{field_ctype(f, layout)}:{f.is_array}"
                        for f in layout.fields.values())
