@@ -44,6 +44,7 @@ import tomllib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 import adversarial_jobs as aj
@@ -701,6 +702,29 @@ def _folded(n: Any) -> tuple[Any, ...]:
     return n.args[:1] if n.op == "/" else n.args
 
 
+def _literals_beyond_type(c: ExprCase) -> bool:
+    """A product's integer literals, multiplied into one coefficient, exceed the integer type
+    of its factors (``(256 * x(j)) * 256`` of uint16: 65536)."""
+    st = c.statement
+    try:
+        terms = expanded(st.rhs, strict=False)
+    except Exception:           # refused or raised for another reason, judged elsewhere
+        return False
+    for t in terms:
+        tensors = tuple(f for f in t.factors if not number_only(f))
+        coef = t.coefficient
+        if not tensors or t.divided or not isinstance(coef, Fraction) or coef.denominator != 1:
+            continue
+        product = tensors[0]
+        for f in tensors[1:]:
+            product = Op("*", (product, f))
+        dtype = value_dtype(st, product)
+        if dtype is not None and dtype.kind in "iu" and \
+                not np.iinfo(dtype).min <= abs(coef) <= np.iinfo(dtype).max:
+            return True
+    return False
+
+
 def _wraps_before_type_change(c: ExprCase) -> bool:
     """An integer product, negation or sum of them that numpy computes in its own type
     before a number, index value or factor of another type multiplies it or a number
@@ -777,6 +801,9 @@ DOCUMENTED_REFUSALS: list[tuple[str, Callable[[ExprCase], bool], str]] = [
      "Integers to negative integer powers are not allowed"),
     # docs/value-types.md, "Products of mixed types": an integer step numpy computes (and
     # may wrap) in its own type before a type change (`x(i) * x(i) * 2.0` of int32)
+    # docs/value-types.md, "Products of mixed types": a product's literals are one
+    # coefficient, which must fit the product's integer type
+    ("a product's literals beyond its integer type", _literals_beyond_type, "does not fit"),
     ("an integer step numpy wraps before a type change", _wraps_before_type_change,
      "may wrap there before"),
     # docs/value-types.md, "Products of mixed types": a sum of booleans (numpy's or) inside
@@ -1662,3 +1689,16 @@ def check_corrupted(verdict: Verdict, outcomes: list[aw.Outcome], valid: dict, f
                        f"{errors[0].error} at {errors[0].step}")
     else:
         verdict.record("correct")
+
+
+def test_a_products_literals_beyond_its_type_is_a_documented_refusal():
+    """``(256 * x(j)) * 256`` of uint16: the coefficient 65536 does not fit uint16 (spf
+    refuses, docs/value-types.md); the long profile counted it undocumented."""
+    rhs = _op("*", _op("*", Num(256), _at("x", "j")), Num(256))
+    x = np.zeros(3, np.uint16)
+    design = Design(("j",), (("x", "dense", "uint16"),), None, {"j": 3})
+    case = ExprCase(Statement("R", ("j",), rhs, {"x": x}, {}, frozenset()), design,
+                    "evaluate", None, False)
+    with pytest.raises(spf.SpecError) as err:
+        spf.evaluate(case.statement.text(), x=x)
+    assert documented_refusal(case, str(err.value)) is not None, str(err.value)

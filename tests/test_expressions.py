@@ -357,3 +357,15 @@ def test_a_bucketed_output_whose_find_is_sized_by_an_output_extent():
     assert np.array_equal(got, spf.evaluate(expr, A=d))
     one = spf.evaluate(expr, A=spf.Tensor.from_dense("SortedCOO", d[:1]))
     assert np.array_equal(one.toarray(), [[0, 6]])
+
+
+def test_an_appended_output_skips_groups_before_its_extent():
+    """A loop over an operand's rows at a positive offset visits groups before the output's
+    first row (i = row - 2^40): they have no pointer to set (it was written at a negative
+    index: SIGSEGV)."""
+    d = np.array([[0, 4], [7, 4], [1, 0], [0, 2]], np.uint32)
+    for expr in ("R(i,j) = A(i + 1099511627776, j + 1) * A(i - 3, j)", "R(i,j) = A(i + 2, j)"):
+        k = spf.Kernel(expr, {"A": "DCSR", "R": "CSR"},
+                       dtype={"A": "uint32", "R": "uint32"}).compile()
+        got = k(A=spf.Tensor.from_dense("DCSR", d)).to_dense()
+        assert np.array_equal(got, spf.evaluate(expr, A=d))

@@ -90,11 +90,11 @@ class Append(AssemblyStrategy):
         nodes = _pointer_past(plan, "the group's entries are appended")
         if not nodes:
             return nodes
-        return [t.If(" && ".join(f"{plan.key[m]} < spf_ext[{m}]"
+        return [t.If(" && ".join(f"0 <= {plan.key[m]} && {plan.key[m]} < spf_ext[{m}]"
                                  for m in range(len(plan.key) - 1)), nodes,
-                     note="a group without entries may lie past the output's extent (a loop "
-                          "over an operand's entries at an offset, x(i - 4294967296)): it "
-                          "has no pointer")]
+                     note="a group without entries may lie outside the output's extent (a "
+                          "loop over an operand's entries at an offset, x(i - 4294967296), "
+                          "x(i + 4294967296)): it has no pointer")]
 
 
 def _combine(plan: AssemblyPlan, target: str, value: str) -> t.Node:

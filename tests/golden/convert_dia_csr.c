@@ -587,7 +587,7 @@ int spf_convert_fill(spf_CSR *restrict B, int64_t *restrict B_size, const spf_DI
                 }
             }
         }
-        if (i < spf_ext[0]) {   /* a group without entries may lie past the output's extent (a loop over an operand's entries at an offset, x(i - 4294967296)): it has no pointer */
+        if (0 <= i && i < spf_ext[0]) {   /* a group without entries may lie outside the output's extent (a loop over an operand's entries at an offset, x(i - 4294967296), x(i + 4294967296)): it has no pointer */
             B->rowPtr[(int64_t)i + 1] = (spf_index_t)spf_cur.next1;   /* the group's entries are appended */
         }
     }

@@ -573,7 +573,7 @@ int spf_kernel(spf_CSR *restrict C, int64_t *restrict C_size, const spf_CSR *res
                 C->data[spf_q] = A_data[A_pj] * B_data[B_pj];
             }
         }
-        if (i < spf_ext[0]) {   /* a group without entries may lie past the output's extent (a loop over an operand's entries at an offset, x(i - 4294967296)): it has no pointer */
+        if (0 <= i && i < spf_ext[0]) {   /* a group without entries may lie outside the output's extent (a loop over an operand's entries at an offset, x(i - 4294967296), x(i + 4294967296)): it has no pointer */
             C->rowPtr[(int64_t)i + 1] = (spf_index_t)spf_cur.next1;   /* the group's entries are appended */
         }
     }
