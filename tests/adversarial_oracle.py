@@ -213,6 +213,10 @@ def _zero(n: Node) -> bool:
     return isinstance(n, Num) and n.value == 0
 
 
+def _nan(n: Node) -> bool:
+    return isinstance(n, Num) and isinstance(n.value, float) and math.isnan(n.value)
+
+
 def expanded(n: Node, strict: bool = True, quotients: bool = True) -> list[Term]:
     """``+ - neg`` split, ``*`` distributed, a division distributed over the sum it divides
     (``(a + b) / c`` is ``a / c + b / c``), a division by a nonzero number a coefficient
@@ -253,6 +257,11 @@ def expanded(n: Node, strict: bool = True, quotients: bool = True) -> list[Term]
             return [Term(1, Fraction(1), (n,))]
         if strict and _zero(d) and len(top) > 1:
             raise SumByZeroError("a sum of products divided by zero (docs/expressions.md)")
+        if _nan(d) and len(top) > 1:          # a / nan is a * nan: never distributed
+            if one_product(n.args[0]):
+                return [Term(1, Fraction(1), (n,))]
+            if strict:
+                raise SumByZeroError("a sum of products divided by nan (docs/expressions.md)")
         if isinstance(d, Num) and d.value and not math.isnan(d.value):
             c = Fraction(d.value) if isinstance(d.value, int) else d.value
             return [replace(t, coefficient=t.coefficient / c, divided=True) for t in top]

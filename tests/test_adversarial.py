@@ -630,7 +630,7 @@ def _sum_refused(c: ExprCase) -> str:
 
 
 def _sum_by_zero(c: ExprCase) -> bool:
-    return "divided by zero" in _sum_refused(c)
+    return "divided by zero" in _sum_refused(c) or "divided by nan" in _sum_refused(c)
 
 
 def _sum_times_not_finite(c: ExprCase) -> bool:
@@ -786,7 +786,8 @@ DOCUMENTED_REFUSALS: list[tuple[str, Callable[[ExprCase], bool], str]] = [
      "is ambiguous"),
     # docs/expressions.md, "Numbers, parentheses, division by a number": a sum divided by
     # zero is refused (each product must be divided by itself)
-    ("a sum of products divided by zero", _sum_by_zero, "division of a sum of products by zero"),
+    ("a sum of products divided by zero or nan", _sum_by_zero,
+     "division of a sum of products by"),
     # docs/expressions.md (same place) and docs/errors.md: a sum of several products times
     # inf or nan is refused
     ("a sum of products times inf or nan", _sum_times_not_finite,

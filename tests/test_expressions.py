@@ -66,6 +66,8 @@ def test_expansion_is_printed_and_numbers_promote_weakly():
 @pytest.mark.parametrize("text, message, column", [
     ("y(i) = sqrt(A(i,j), 2)", "sqrt() takes 1 argument(s), got 2", 8),
     ("y(i) = (A(i,j) + B(i,j)) / 0", "division of a sum of products by zero", 26),
+    ("y(i) = (A(i,j) + where(B(i,j), x(j), 1)) / nan", "division of a sum of products by nan",
+     42),
     ("y(i) = exp(s) * A(i,j)", "the scalar 's' inside a function or a division", 12),
     ("O(i,j) = I(i*k, j) * F(k,j)", "I's index 1: i * k multiplies two indices (not affine)",
      13),

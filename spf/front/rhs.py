@@ -668,12 +668,15 @@ class _Expander:
                 return self.value_factor(n)
             den = n.operands[1].value
             terms = self.expand(n.operands[0])
-            if den == 0 and _several(n.operands[0]):    # inf*a + inf*b is not (a + b) / 0
-                raise SpecError("division of a sum of products by zero: numpy's result is "
-                                "inf or nan at every element; divide each product by zero "
-                                "(or multiply it by inf)", self.source, n.line, n.column)
             inverse = math.inf if den == 0 else Fraction(1, den) if isinstance(den, int) \
                 else 1 / den                    # p / 0 = p * inf (inf, -inf or nan), as numpy
+            if not is_finite(inverse) and _several(n.operands[0]):
+                # inf*a + inf*b is not (a + b) / 0 where a is 0; a / nan is a * nan
+                by, value, hint = ("zero", "inf or nan", " (or multiply it by inf)") \
+                    if den == 0 else ("nan", "nan", "")
+                raise SpecError(f"division of a sum of products by {by}: numpy's result is "
+                                f"{value} at every element; divide each product by {by}"
+                                f"{hint}", self.source, n.line, n.column)
             return [t.scaled(inverse) for t in self.whole(terms, n.operands[0], inverse)]
         left, right = (self.expand(o) for o in n.operands)
         if n.op is Op.MUL:
