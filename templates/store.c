@@ -1,6 +1,7 @@
 /* Writing entries into a layout (spf.store): per-entry integer vectors, an order of the
- * entries by several keys, ranks within groups.  Index arrays are built in int64 and narrowed
- * into the layout's own widths at the end. */
+ * entries by several keys, ranks within groups.  Index arrays the writer computes (pointers,
+ * bounds) are built in int64 and narrowed into the layout's own widths at the end; those only
+ * stored per entry are written in their own width. */
 
 /* floor(a / b) and a - b * floor(a / b) for b > 0 (C's / rounds toward zero). */
 static inline int64_t spf_st_fdiv(int64_t a, int64_t b)
@@ -24,6 +25,9 @@ static inline int64_t spf_st_read(const int64_t *restrict a, int64_t off)
 {
     return off >= 0 ? a[off] : SPF_ST_OUTSIDE;
 }
+/* The same read of an array written in its own (narrower) type, widened to int64; off, a pure
+ * expression, is evaluated twice. */
+#define SPF_ST_READ_NARROW(a, off) ((off) >= 0 ? (int64_t)(a)[(off)] : SPF_ST_OUTSIDE)
 
 /* bytes of memory (at least one byte); a block of 4 MiB or more on 2 MiB boundaries with
  * transparent huge pages asked for: arrays of millions of entries are written once, and 4 KiB
@@ -234,12 +238,13 @@ static inline int64_t spf_st_top(int64_t n, const int64_t *restrict v)
     return top;
 }
 
-/* A zeroed value array of n elements, 64-byte aligned (freed with free). */
-static inline spf_value_t *spf_st_values(int64_t n)
+/* A value array of n elements, 64-byte aligned (freed with free), zeroed when zero (not when
+ * the entries write every slot). */
+static inline spf_value_t *spf_st_values(int64_t n, int zero)
 {
     const size_t bytes = ((sizeof(spf_value_t) * (size_t)(n > 0 ? n : 1)) + 63) & ~(size_t)63;
     spf_value_t *p = bytes < ((size_t)4 << 20) ? aligned_alloc(64, bytes) : spf_st_alloc(bytes);
-    if (p)
+    if (p && zero)
         memset(p, 0, bytes);
     return p;
 }

@@ -16,8 +16,9 @@ indices; each position index in layout order (ranks of its keys within its group
 sort, which is skipped where the entries already arrive in key order; counts and prefix sums
 into its pointer arrays; runs; derived fields); scalar fields that size arrays or that a
 ``linear`` property pins; the padding check; then every index array, marker and the values are
-stored, and every constraint of the part is checked per entry.  Index arrays are built in
-int64 and narrowed into the layout's widths, each value checked.
+stored, and every constraint of the part is checked per entry.  Index arrays the writer
+computes (pointers, bounds) are built in int64 and narrowed into the layout's widths; those
+only stored per entry are written in their own width; each value is checked.
 """
 from __future__ import annotations
 
@@ -130,6 +131,7 @@ class _Writer:
         #                                         value, or the logical coordinate k
         self.entry = E                          # the entry whose values are printed
         self.arrays: dict[str, tuple[str, list[str]]] = {}    # field -> (C var, dim vars)
+        self.narrow: dict[str, str] = {}        # arrays written in their own C type, not int64
         self.known: set[str] = set()            # scalar fields set so far
         self.owned: list[str] = []              # vectors freed at the end
         self.decls: list[t.Node] = []
@@ -216,8 +218,13 @@ class _Writer:
         if call.name not in self.arrays:
             raise SpecError(f"layout {self.lay.name}: {call} is read before the writer "
                             f"determines {call.name}", self.lay.source)
-        var, _ = self.arrays[call.name]
-        return f"spf_st_read({var}, {self.offset(call.name, [self.aff(x) for x in call.args])})"
+        return self.read_at(call.name, self.offset(call.name, [self.aff(x) for x in call.args]))
+
+    def read_at(self, array: str, off: str) -> str:
+        """``array`` read at offset ``off`` (int64; outside: below every bound)."""
+        var = self.arrays[array][0]
+        read = "SPF_ST_READ_NARROW" if array in self.narrow else "spf_st_read"
+        return f"{read}({var}, {off})"
 
     def offset(self, array: str, args: list[str]) -> str:
         """The row-major offset of ``array[args]``, -1 outside its extents."""
@@ -239,8 +246,8 @@ class _Writer:
         def call(name: str, args: list[ie.IExpr]) -> str:
             if name not in self.arrays:
                 raise KeyError(name)
-            return (f"spf_st_read({self.arrays[name][0]}, "
-                    f"{self.offset(name, [self.ie_text(a, per_entry) for a in args])})")
+            return self.read_at(name, self.offset(name, [self.ie_text(a, per_entry)
+                                                         for a in args]))
 
         def name_text(name: str) -> str:
             if per_entry and (name in self.env or name in self.inline):
@@ -407,23 +414,75 @@ class _Writer:
     def ranks(self, groups: list[str], keys: list[tuple[str, bool]],
               marks: bool = False) -> tuple[str, str]:
         """Per entry, the rank of its key among its group's distinct keys, and (``marks``) a
-        uint8 vector marking the first entry of each distinct key (else "NULL")."""
+        uint8 vector marking the first entry of each distinct key (else "NULL").  A column
+        is a vector of this function or a per-entry name, read where it is: entries that
+        arrive in the columns' order are ranked in one pass without copying a column; others
+        through ``spf_st_ranks`` (a stable sort, or runs of whole groups) over int64
+        copies."""
         first = self.buffer("uint8_t", "first", "malloc((size_t)(n > 0 ? n : 1))") \
             if marks else "NULL"
         rank = self.vector("rank")
-        cols = [(g, False) for g in groups] + keys
+        # a name computed from others becomes a vector (once, shared by every later read);
+        # one that is a logical coordinate is read from the entries as it is
+        cols = [(c if c in self.owned or isinstance(self.inline.get(c), int) else self.column(c),
+                 d) for c, d in [(g, False) for g in groups] + keys]
+        ordered = self.fresh("in_order")
+        self.b.add(t.Comment("ranks of the keys within their groups: in one pass where the "
+                             "entries arrive in key order (checked first)"),
+                   t.Declare("int", ordered, "1"))
+        test: list[t.Node] = [t.Declare("const int64_t", "spf_p", f"{E} - 1")]
+        for k, (c, down) in enumerate(cols):
+            a, b = f"spf_a{k}", f"spf_b{k}"
+            test += [t.Declare("const int64_t", a, self.col_at(c, "spf_p")),
+                     t.Declare("const int64_t", b, self.col_at(c, E)),
+                     t.If(f"{a} != {b}", [t.If(f"{a} {'<' if down else '>'} {b}", [
+                         t.Assign(ordered, "0"), t.Call("break")]),
+                         *([t.Call("continue")] if k < len(cols) - 1 else [])])]
+        self.b.add(t.For(f"int64_t {E} = 1", f"{E} < n", f"++{E}", test))
+        step: list[t.Node] = [t.Declare("const int64_t", "spf_p", f"{E} - 1")]
+        for k, (c, _) in enumerate(cols):
+            step.append(t.If(f"{self.col_at(c, 'spf_p')} != {self.col_at(c, E)}", [
+                t.Assign("spf_new_key", "1"),
+                *([t.Assign("spf_new_group", "1")] if k < len(groups) else [])]))
+        in_order: list[t.Node] = [
+            t.Declare("int64_t", "spf_key", "-1"), t.Declare("int64_t", "spf_group_start", "0"),
+            t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}", [
+                t.Declare("int", "spf_new_key", f"{E} == 0"),
+                t.Declare("int", "spf_new_group", f"{E} == 0"),
+                t.If(f"{E} > 0", step),
+                t.Assign("spf_key", "spf_new_key", "+="),
+                t.If("spf_new_group", [t.Assign("spf_group_start", "spf_key")]),
+                t.Assign(f"{rank}[{E}]", "spf_key - spf_group_start"),
+                *([t.Assign(f"{first}[{E}]", "(uint8_t)spf_new_key")] if marks else [])])]
+        self.b.add(t.If(ordered, in_order, note="in order: one pass"))
+        otherwise = t.If(f"!{ordered}", [], note="out of order: the columns copied as int64, "
+                         "ranked through a stable sort")
+        self.b.nest(otherwise)
+        vectors = [(self.copy_of(c), d) for c, d in cols]
         arr, desc = self.fresh("cols"), self.fresh("desc")
-        self.b.add(t.Block([
+        self.b.add(
             t.Declare("const int64_t *const", f"{arr}[{len(cols)}]",
-                      "{" + ", ".join(c for c, _ in cols) + "}"),
+                      "{" + ", ".join(c for c, _ in vectors) + "}"),
             t.Declare("const int", f"{desc}[{len(cols)}]",
-                      "{" + ", ".join(str(int(d)) for _, d in cols) + "}"),
+                      "{" + ", ".join(str(int(d)) for _, d in vectors) + "}"),
             t.If(f"spf_st_ranks(n, {len(groups)}, {len(cols)}, {arr}, {desc}, {rank}, "
                  f"{first})",
-                 [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")])],
-            note="ranks of the keys within their groups (a stable sort, skipped when the "
-                 "entries arrive in order)"))
+                 [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")]))
+        self.b.close()
         return rank, first
+
+    def col_at(self, col: str, entry: str) -> str:
+        """A column of :meth:`ranks` at ``entry``: a vector's element, or a per-entry name's
+        value."""
+        return f"{col}[{entry}]" if col in self.owned else self.at(col, entry)
+
+    def copy_of(self, col: str) -> str:
+        """A column of :meth:`ranks` as an int64 vector (a per-entry name copied into one)."""
+        if col in self.owned:
+            return col
+        var = self.vector(col)
+        self.each(t.Assign(f"{var}[{E}]", self.at(col)))
+        return var
 
     def solve(self) -> None:
         """Each solved atom per entry, in one pass (checked where it is a quotient); an atom
@@ -473,8 +532,12 @@ class _Writer:
         return f"({lo})", f"({hi})"
 
     # ---- allocation -----------------------------------------------------------------------
-    def allocate(self, name: str, fill: int = 0) -> str:
-        """``name`` sized by its declared extents (an index array in int64, filled)."""
+    def allocate(self, name: str, fill: int = 0, ctype: str = "int64_t",
+                 covered: str | None = None) -> str:
+        """``name`` sized by its declared extents: the value array, or an index array of
+        ``ctype`` (int64 unless it is written in its own type), filled with ``fill`` (zeros
+        for values) unless ``covered``, a C condition under which the writes that follow
+        set every slot."""
         lay = self.lay
         dims = []
         for k, d in enumerate(lay.fields[name].dims):
@@ -493,14 +556,24 @@ class _Writer:
                                   f"{lay.name}: {name} would have extents ({extents})",
                                   tuple(dims[:3]), entry=False))
         size = " * ".join(dims) or "1"
-        item = "sizeof(spf_value_t)" if name == lay.value_array else "sizeof(int64_t)"
+        item = f"sizeof({'spf_value_t' if name == lay.value_array else ctype})"
         self.b.add(t.If(f"spf_max_bytes > 0 && {size} > spf_max_bytes / (int64_t){item}",
                         self.refuse(f"{lay.name}'s {name} would take {{x0}} bytes, over the "
                                     "limit", (f"{size} * (int64_t){item}",), entry=False,
                                     memory=name)))
-        var = self.buffer("spf_value_t", name, f"spf_st_values({size})") \
-            if name == lay.value_array \
-            else self.buffer("int64_t", name, f"spf_st_filled({size}, INT64_C({fill}))")
+        zero = "1" if covered is None else f"!({covered})"
+        if name != lay.value_array and abs(fill) > _WIDTH_MAX[_ctype(ctype, lay)]:
+            self.b.add(self.refuse_if(f"{size} > 0 && {zero}", self.beyond(name), entry=False))
+        if name == lay.value_array:
+            var = self.buffer("spf_value_t", name, f"spf_st_values({size}, {zero})")
+        elif ctype == "int64_t" and covered is None:
+            var = self.buffer("int64_t", name, f"spf_st_filled({size}, INT64_C({fill}))")
+        else:
+            var = self.buffer(ctype, name, f"spf_st_alloc(sizeof({ctype}) * (size_t)({size}))")
+            loop = t.For(f"int64_t {E} = 0", f"{E} < {size}", f"++{E}", [
+                t.Assign(f"{var}[{E}]", f"({ctype})INT64_C({fill})")])
+            self.b.add(loop if covered is None else t.If(zero, [loop], note=(
+                "the entries write every slot when they are as many as the slots")))
         self.arrays[name] = (var, dims)
         return var
 
@@ -511,9 +584,11 @@ class _Writer:
     def place(self, p: Position) -> None:
         """The position of every entry at layout index ``p`` and the arrays bounding it."""
         self.b.add(t.Comment(f"layout index {p.index}: the position of its keys in its group"))
-        groups = [self.column(g) for g in p.group]
+        # the earlier layout indices group the ranks of a RANK position or a block key;
+        # POINTER, RANGE and NESTED positions group by the pointer array they read
+        groups = list(p.group) if p.start is Start.RANK or (p.inner and p.inner.free) else []
         given = [self.block_key(p.inner, groups)] if p.inner and p.inner.free \
-            else [self.column(str(k)) for k in p.keys]
+            else [str(k) for k in p.keys]
         keys = list(zip(given, p.descending))
         if p.start is Start.RANK:
             if p.inner is not None and p.inner.free is None:   # spread over the run's slots
@@ -547,16 +622,19 @@ class _Writer:
                                  f"{self.size(p.lower.name)} / {width} * ({width} - 1)"))
             args = [self.aff(x) for x in p.lower.args[:-1]] + ["0"]
             first, last = self.offset(p.lower.name, args), self.aff(p.lower.args[-1])
-            self.each(t.Declare("const int64_t", "spf_f", first),
-                      t.Declare("const int64_t", "spf_l", last),
-                      t.Assign(f"{at}[{E}]", f"spf_f >= 0 && spf_l >= 0 && spf_l < {width} - 1 "
-                               f"? spf_f / {width} * ({width} - 1) + spf_l : -1"))
+            group: list[t.Node] = [
+                t.Declare("const int64_t", "spf_f", first),
+                t.Declare("const int64_t", "spf_l", last),
+                t.Assign(f"{at}[{E}]", f"spf_f >= 0 && spf_l >= 0 && spf_l < {width} - 1 "
+                         f"? spf_f / {width} * ({width} - 1) + spf_l : -1")]
         else:
             self.b.add(t.Declare("const int64_t", size, self.size(p.lower.name)))
-            self.each(t.Assign(f"{at}[{E}]", self.offset(
-                p.lower.name, [self.aff(x) for x in p.lower.args])))
-        self.each(self.refuse_if(f"{at}[{E}] < 0 || {at}[{E}] >= {size}", self.entry_refusal(
-            f"{p.lower} is outside {p.lower.name}'s {{x0}} groups"), (size,)))
+            group = [t.Assign(f"{at}[{E}]", self.offset(
+                p.lower.name, [self.aff(x) for x in p.lower.args]))]
+        self.b.add(t.Comment("each entry's group, checked, in one pass"))
+        self.each(*group, self.refuse_if(
+            f"{at}[{E}] < 0 || {at}[{E}] >= {size}",
+            self.entry_refusal(f"{p.lower} is outside {p.lower.name}'s {{x0}} groups"), (size,)))
         counts = self.vector("count", f"{size} + 1", "0")
         if p.run is None:
             rank, first = self.ranks([at], keys, marks=True)
@@ -579,9 +657,10 @@ class _Writer:
                 entry=False, spec=end))
             self.each(t.Assign(f"{starts}[{E}]", f"{counts}[{E}]"),
                       t.Assign(f"{ends}[{E}]", f"{counts}[{E} + 1]"), count=size)
-        pos = self.vector(p.index)
-        self.each(t.Assign(f"{pos}[{E}]", f"{counts}[{at}[{E}]] + {rank}[{E}]"))
-        self.env[p.index] = pos
+        self.b.add(t.Comment(f"{p.index}: its group's start plus its rank there (the rank "
+                             "vector, read nowhere else, becomes the position)"))
+        self.each(t.Assign(f"{rank}[{E}]", f"{counts}[{at}[{E}]]", "+="))
+        self.env[p.index] = rank
 
     def block_key(self, run: Run, groups: list[str]) -> str:
         """Per entry, which maximal run of consecutive offsets it lies in within its group:
@@ -669,10 +748,10 @@ class _Writer:
                 t.If(f"c < {width} - 1", [t.Assign("spf_s", "spf_c", "+=")])]),
             t.Assign(f"{begin}[r + 1]", f"{begin}[r] + {inner}[r * {width} + {width} - 1]")]))
         self.each(t.Assign(f"{outer}[{E}]", f"{begin}[{E}]"), count=outer_n)
-        pos = self.vector(p.index)
-        self.each(t.Assign(f"{pos}[{E}]", f"{begin}[{row}[{E}]] + {inner}[{at}[{E}]] + "
-                           f"{rank}[{E}]"))
-        self.env[p.index] = pos
+        self.b.add(t.Comment(f"{p.index}: its row's and its group's start plus its rank there "
+                             "(the rank vector, read nowhere else, becomes the position)"))
+        self.each(t.Assign(f"{rank}[{E}]", f"{begin}[{row}[{E}]] + {inner}[{at}[{E}]]", "+="))
+        self.env[p.index] = rank
 
     def rank_bound(self, p: Position, rank: str) -> None:
         """The upper bound of a RANK position: checked (a constant, a given scalar), or set
@@ -738,8 +817,10 @@ class _Writer:
 
     def sized(self) -> None:
         """Scalar fields that only size arrays: the largest subscript written there, plus
-        one."""
+        one; every such maximum in one pass over the entries."""
         lay = self.lay
+        body: list[t.Node] = []
+        maxima: list[tuple[str, str]] = []
         for field in self.plan.sized:
             value = self.fresh(field)
             self.b.add(t.Declare("int64_t", value, "0"))
@@ -756,9 +837,13 @@ class _Writer:
                         if call is None:
                             continue
                         at = self.aff(call.args[k])
-                    if at not in seen:
-                        seen.add(at)
-                        self.each(t.If(f"{at} + 1 > {value}", [t.Assign(value, f"{at} + 1")]))
+                    if _bare(at) not in seen:       # one subscript read by two arrays: once
+                        seen.add(_bare(at))
+                        body.append(t.If(f"{at} + 1 > {value}", [t.Assign(value, f"{at} + 1")]))
+            maxima.append((field, value))
+        if body:
+            self.each(*body)
+        for field, value in maxima:
             self.set_scalar(field, value)
 
     def check_padding(self) -> str:
@@ -792,11 +877,14 @@ class _Writer:
         return slots
 
     def store_fields(self) -> None:
-        """The index arrays the plan solves, markers, then every other array (zeros)."""
+        """The index arrays the plan solves, markers, then every other array (zeros).  The
+        arrays allocated here are written only by these stores: in their own C type (each
+        value checked against it), not int64 narrowed later."""
         fills = dict(self.part.fills)
         for s in self.part.solved:
             if isinstance(s.atom, UFCall) and s.atom.name not in self.arrays:
-                self.allocate(s.atom.name, fills.get(s.atom.name, 0))
+                self.allocate(s.atom.name, fills.get(s.atom.name, 0), self.own_type(s.atom.name),
+                              self.covered(s.atom))
         for s in self.part.solved:
             if isinstance(s.atom, UFCall):
                 self.store(s.atom, self.at(str(s.atom)))
@@ -806,17 +894,48 @@ class _Writer:
             if spec.is_array and name not in self.arrays and name != self.lay.value_array:
                 self.allocate(name)
 
+    def own_type(self, name: str) -> str:
+        """``name``'s C type, in which it is written from now on (reads widen it)."""
+        self.narrow[name] = field_ctype(self.lay.fields[name], self.lay)
+        return self.narrow[name]
+
+    def covered(self, call: UFCall) -> str | None:
+        """When a store at ``call`` sets every slot of its array: where it is stored at the
+        value's own subscripts, in an array of the value array's extents, and the entries are
+        as many as the slots (each entry's value slot is its own: checked, or by
+        construction); else None."""
+        lay = self.lay
+        if lay.value_array is None:
+            return None
+        same_slots = [str(a) for a in call.args] == [ie.text(x) for x in lay.value_ref.subscripts]
+        same_dims = list(map(ie.text, lay.fields[call.name].dims)) == \
+            list(map(ie.text, lay.fields[lay.value_array].dims))
+        return f"{' * '.join(f'({self.ie_text(d)})' for d in lay.fields[call.name].dims)} == n" \
+            if same_slots and same_dims and lay.fields[call.name].dims else None
+
     def store(self, call: UFCall, value: str) -> None:
         var = self.arrays[call.name][0]
         where = self.offset(call.name, [self.aff(x) for x in call.args])
         self.b.add(t.Comment(f"{call} per entry"))
-        self.each(t.Declare("const int64_t", "spf_w", where),
-                  self.refuse_if("spf_w < 0", self.entry_refusal(
-                      f"it would be written outside {call.name}")),
-                  t.Assign(f"{var}[spf_w]", value))
+        body: list[t.Node] = [t.Declare("const int64_t", "spf_w", where),
+                              self.refuse_if("spf_w < 0", self.entry_refusal(
+                                  f"it would be written outside {call.name}"))]
+        ctype = self.narrow.get(call.name, "int64_t")
+        top = _WIDTH_MAX[_ctype(ctype, self.lay)]
+        if top < _WIDTH_MAX["int64_t"]:
+            body += [t.Declare("const int64_t", "spf_x", value),
+                     self.refuse_if(f"spf_x > INT64_C({top}) || spf_x < -INT64_C({top})",
+                                    self.beyond(call.name), entry=False)]
+            value = "spf_x"
+        self.each(*body, t.Assign(f"{var}[spf_w]", f"({ctype}){value}"))
+
+    def beyond(self, name: str) -> str:
+        """The refusal of a value of ``name`` beyond its declared type."""
+        dtype = self.lay.dtype_of(name)
+        return f"{self.lay.name}: {name} holds values beyond {dtype}" + wider_hint(dtype)
 
     def marker(self, m: Marker) -> None:
-        self.allocate(m.call.name, m.unused)
+        self.allocate(m.call.name, m.unused, self.own_type(m.call.name), self.covered(m.call))
         self.store(m.call, f"INT64_C({m.mark})")
 
     def store_values(self, slots: str) -> None:
@@ -828,7 +947,7 @@ class _Writer:
                               f"{lay.implicit}"))
             return
         ref = lay.value_ref
-        data = self.allocate(ref.array)
+        data = self.allocate(ref.array, covered=f"{slots} == n")
         subs = [self.ie_text(s, per_entry=True) for s in ref.subscripts]
         where = self.offset(ref.array, subs)
         values = f"spf_v[{self.keep}[{E}]]" if self.keep else f"spf_v[{E}]"
@@ -904,7 +1023,7 @@ class _Writer:
                                      f"{lay.dtype_of(name)}{wider_hint(lay.dtype_of(name))}",
                                      (self.scalar(name),), entry=False))
                 continue
-            if name == lay.value_array:
+            if name == lay.value_array or name in self.narrow:
                 continue
             ctype = field_ctype(spec, lay)
             top = _WIDTH_MAX[_ctype(ctype, lay)]
@@ -916,8 +1035,7 @@ class _Writer:
             self.oom_check(out)
             b.add(t.For(f"int64_t {E} = 0", f"{E} < {size}", f"++{E}", [
                 self.refuse_if(f"{var}[{E}] > INT64_C({top}) || {var}[{E}] < -INT64_C({top})",
-                               f"{lay.name}: {name} holds values beyond {lay.dtype_of(name)}"
-                               + wider_hint(lay.dtype_of(name)), entry=False),
+                               self.beyond(name), entry=False),
                 t.Assign(f"{out}[{E}]", f"({ctype}){var}[{E}]")]))
             outputs.append((name, out))
         b.add(t.Comment("every check passed: the fields handed over"))
@@ -926,9 +1044,9 @@ class _Writer:
                 b.add(t.Assign(f"B->{name}", f"({field_ctype(spec, lay)}){self.scalar(name)}"))
         for name, out in outputs:
             b.add(t.Assign(f"B->{name}", out), t.Assign(out, "NULL"))
-        if lay.value_array is not None:
-            data = self.arrays[lay.value_array][0]
-            b.add(t.Assign(f"B->{lay.value_array}", data), t.Assign(data, "NULL"))
+        for name in [*self.narrow, *([lay.value_array] if lay.value_array else [])]:
+            data = self.arrays[name][0]             # written in B's own type
+            b.add(t.Assign(f"B->{name}", data), t.Assign(data, "NULL"))
         dims = [d for name, spec in lay.fields.items() if spec.is_array
                 for d in self.arrays[name][1]]
         report: list[t.Node] = [t.Assign(f"spf_sizes[{k}]", d) for k, d in enumerate(dims)]
@@ -943,6 +1061,22 @@ class _Writer:
 
 def _ctype(ctype: str, lay: Layout) -> str:
     return f"{lay.index_type}_t" if ctype == "spf_index_t" else ctype
+
+
+def _bare(text: str) -> str:
+    """C expression text without the parentheses around all of it."""
+    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
+        text = text[1:-1]
+    return text
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _single_name(a: Aff) -> str:

@@ -10,20 +10,20 @@
  *   4: ELL: colIdx would have extents ({x0}, {x1})
  *   5: ELL's colIdx would take {x0} bytes, over the limit
  *   6: entry {at} cannot be written into ELL: it would be written outside colIdx
- *   7: ELL: data would have extents ({x0}, {x1})
- *   8: ELL's data would take {x0} bytes, over the limit
- *   9: entry {at} cannot be written into ELL: its value would be written outside data
- *   10: ELL cannot hold both entries {other} and {at}: they would share the value slot data[{x0}]
- *   11: entry {at} cannot be stored in ELL: its relation requires pi >= 0
- *   12: entry {at} cannot be stored in ELL: its relation requires pi < numRows
- *   13: entry {at} cannot be stored in ELL: its relation requires pk >= 0
- *   14: entry {at} cannot be stored in ELL: its relation requires pk < width
- *   15: entry {at} cannot be stored in ELL: its relation requires colIdx(pi, pk) >= 0
- *   16: entry {at} cannot be stored in ELL: its relation requires gj = colIdx(pi, pk)
- *   17: ELL: numRows = {x0} is beyond int32; use index_type='int64'
- *   18: ELL: numCols = {x0} is beyond int32; use index_type='int64'
- *   19: ELL: width = {x0} is beyond int32; use index_type='int64'
- *   20: ELL: colIdx holds values beyond int32; use index_type='int64'
+ *   7: ELL: colIdx holds values beyond int32; use index_type='int64'
+ *   8: ELL: data would have extents ({x0}, {x1})
+ *   9: ELL's data would take {x0} bytes, over the limit
+ *   10: entry {at} cannot be written into ELL: its value would be written outside data
+ *   11: ELL cannot hold both entries {other} and {at}: they would share the value slot data[{x0}]
+ *   12: entry {at} cannot be stored in ELL: its relation requires pi >= 0
+ *   13: entry {at} cannot be stored in ELL: its relation requires pi < numRows
+ *   14: entry {at} cannot be stored in ELL: its relation requires pk >= 0
+ *   15: entry {at} cannot be stored in ELL: its relation requires pk < width
+ *   16: entry {at} cannot be stored in ELL: its relation requires colIdx(pi, pk) >= 0
+ *   17: entry {at} cannot be stored in ELL: its relation requires gj = colIdx(pi, pk)
+ *   18: ELL: numRows = {x0} is beyond int32; use index_type='int64'
+ *   19: ELL: numCols = {x0} is beyond int32; use index_type='int64'
+ *   20: ELL: width = {x0} is beyond int32; use index_type='int64'
  * the writer's passes: pi = i; colIdx(pi, pk) = j; pk = position of (colIdx(pi, pk)) increasing, the rank within (pi), below width; unused colIdx = -1
  */
 /*
@@ -674,8 +674,9 @@ enum spf_status { SPF_OK = 0, SPF_OUT_OF_MEMORY = 1, SPF_CAPACITY = 2, SPF_NEGAT
 #endif
 
 /* Writing entries into a layout (spf.store): per-entry integer vectors, an order of the
- * entries by several keys, ranks within groups.  Index arrays are built in int64 and narrowed
- * into the layout's own widths at the end. */
+ * entries by several keys, ranks within groups.  Index arrays the writer computes (pointers,
+ * bounds) are built in int64 and narrowed into the layout's own widths at the end; those only
+ * stored per entry are written in their own width. */
 
 /* floor(a / b) and a - b * floor(a / b) for b > 0 (C's / rounds toward zero). */
 static inline int64_t spf_st_fdiv(int64_t a, int64_t b)
@@ -699,6 +700,9 @@ static inline int64_t spf_st_read(const int64_t *restrict a, int64_t off)
 {
     return off >= 0 ? a[off] : SPF_ST_OUTSIDE;
 }
+/* The same read of an array written in its own (narrower) type, widened to int64; off, a pure
+ * expression, is evaluated twice. */
+#define SPF_ST_READ_NARROW(a, off) ((off) >= 0 ? (int64_t)(a)[(off)] : SPF_ST_OUTSIDE)
 
 /* bytes of memory (at least one byte); a block of 4 MiB or more on 2 MiB boundaries with
  * transparent huge pages asked for: arrays of millions of entries are written once, and 4 KiB
@@ -909,12 +913,13 @@ static inline int64_t spf_st_top(int64_t n, const int64_t *restrict v)
     return top;
 }
 
-/* A zeroed value array of n elements, 64-byte aligned (freed with free). */
-static inline spf_value_t *spf_st_values(int64_t n)
+/* A value array of n elements, 64-byte aligned (freed with free), zeroed when zero (not when
+ * the entries write every slot). */
+static inline spf_value_t *spf_st_values(int64_t n, int zero)
 {
     const size_t bytes = ((sizeof(spf_value_t) * (size_t)(n > 0 ? n : 1)) + 63) & ~(size_t)63;
     spf_value_t *p = bytes < ((size_t)4 << 20) ? aligned_alloc(64, bytes) : spf_st_alloc(bytes);
-    if (p)
+    if (p && zero)
         memset(p, 0, bytes);
     return p;
 }
@@ -936,16 +941,15 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     int64_t f_width = 0;
     const spf_index_t * spf_g0 = spf_g[0];
     const spf_index_t * spf_g1 = spf_g[1];
-    int64_t * spf_pi_1 = NULL;
-    int64_t * spf_colIdx_u28_pi_u2c__u20_pk_u29__2 = NULL;
-    int64_t * spf_rank_3 = NULL;
-    int64_t spf_colIdx_7_d0 = 0;
-    int64_t spf_colIdx_8_d1 = 0;
-    int64_t * spf_colIdx_9 = NULL;
-    int64_t spf_data_10_d0 = 0;
-    int64_t spf_data_11_d1 = 0;
-    spf_value_t * spf_data_12 = NULL;
-    spf_index_t * spf_out_colIdx_13 = NULL;
+    int64_t * spf_rank_1 = NULL;
+    int64_t * spf_pi_2 = NULL;
+    int64_t * spf_colIdx_u28_pi_u2c__u20_pk_u29__3 = NULL;
+    int64_t spf_colIdx_8_d0 = 0;
+    int64_t spf_colIdx_9_d1 = 0;
+    spf_index_t * spf_colIdx_10 = NULL;
+    int64_t spf_data_11_d0 = 0;
+    int64_t spf_data_12_d1 = 0;
+    spf_value_t * spf_data_13 = NULL;
     int spf_status = 0;
     int64_t n = spf_n;
     f_numRows = spf_shape[0];
@@ -971,82 +975,132 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     /* pi = gi */
     /* colIdx(pi, pk) = gj */
     /* layout index pk: the position of its keys in its group */
-    spf_pi_1 = spf_st_vector(n);
-    if (!spf_pi_1) {
+    spf_rank_1 = spf_st_vector(n);
+    if (!spf_rank_1) {
+        spf_status = SPF_OUT_OF_MEMORY;
+        goto spf_done;
+    }
+    spf_pi_2 = spf_st_vector(n);
+    if (!spf_pi_2) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
     for (int64_t e = 0; e < n; ++e) {
-        spf_pi_1[e] = ((int64_t)spf_g0[e]);
+        spf_pi_2[e] = ((int64_t)spf_g0[e]);
     }
-    spf_colIdx_u28_pi_u2c__u20_pk_u29__2 = spf_st_vector(n);
-    if (!spf_colIdx_u28_pi_u2c__u20_pk_u29__2) {
+    spf_colIdx_u28_pi_u2c__u20_pk_u29__3 = spf_st_vector(n);
+    if (!spf_colIdx_u28_pi_u2c__u20_pk_u29__3) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
     for (int64_t e = 0; e < n; ++e) {
-        spf_colIdx_u28_pi_u2c__u20_pk_u29__2[e] = ((int64_t)spf_g1[e]);
+        spf_colIdx_u28_pi_u2c__u20_pk_u29__3[e] = ((int64_t)spf_g1[e]);
     }
-    spf_rank_3 = spf_st_vector(n);
-    if (!spf_rank_3) {
-        spf_status = SPF_OUT_OF_MEMORY;
-        goto spf_done;
+    /* ranks of the keys within their groups: in one pass where the entries arrive in key order (checked first) */
+    int spf_in_order_4 = 1;
+    for (int64_t e = 1; e < n; ++e) {
+        const int64_t spf_p = e - 1;
+        const int64_t spf_a0 = spf_pi_2[spf_p];
+        const int64_t spf_b0 = spf_pi_2[e];
+        if (spf_a0 != spf_b0) {
+            if (spf_a0 > spf_b0) {
+                spf_in_order_4 = 0;
+                break;
+            }
+            continue;
+        }
+        const int64_t spf_a1 = spf_colIdx_u28_pi_u2c__u20_pk_u29__3[spf_p];
+        const int64_t spf_b1 = spf_colIdx_u28_pi_u2c__u20_pk_u29__3[e];
+        if (spf_a1 != spf_b1) {
+            if (spf_a1 > spf_b1) {
+                spf_in_order_4 = 0;
+                break;
+            }
+        }
     }
-    {   /* ranks of the keys within their groups (a stable sort, skipped when the entries arrive in order) */
-        const int64_t *const spf_cols_4[2] = {spf_pi_1, spf_colIdx_u28_pi_u2c__u20_pk_u29__2};
-        const int spf_desc_5[2] = {0, 0};
-        if (spf_st_ranks(n, 1, 2, spf_cols_4, spf_desc_5, spf_rank_3, NULL)) {
+    if (spf_in_order_4) {   /* in order: one pass */
+        int64_t spf_key = -1;
+        int64_t spf_group_start = 0;
+        for (int64_t e = 0; e < n; ++e) {
+            int spf_new_key = e == 0;
+            int spf_new_group = e == 0;
+            if (e > 0) {
+                const int64_t spf_p = e - 1;
+                if (spf_pi_2[spf_p] != spf_pi_2[e]) {
+                    spf_new_key = 1;
+                    spf_new_group = 1;
+                }
+                if (spf_colIdx_u28_pi_u2c__u20_pk_u29__3[spf_p] != spf_colIdx_u28_pi_u2c__u20_pk_u29__3[e]) {
+                    spf_new_key = 1;
+                }
+            }
+            spf_key += spf_new_key;
+            if (spf_new_group) {
+                spf_group_start = spf_key;
+            }
+            spf_rank_1[e] = spf_key - spf_group_start;
+        }
+    }
+    if (!spf_in_order_4) {   /* out of order: the columns copied as int64, ranked through a stable sort */
+        const int64_t *const spf_cols_5[2] = {spf_pi_2, spf_colIdx_u28_pi_u2c__u20_pk_u29__3};
+        const int spf_desc_6[2] = {0, 0};
+        if (spf_st_ranks(n, 1, 2, spf_cols_5, spf_desc_6, spf_rank_1, NULL)) {
             spf_status = SPF_OUT_OF_MEMORY;
             goto spf_done;
         }
     }
-    f_width = spf_st_top(n, spf_rank_3);
-    const int64_t spf_slots_6 = (f_numRows) * (f_width);
-    if (spf_slots_6 > INT64_C(2147483647)) {
+    f_width = spf_st_top(n, spf_rank_1);
+    const int64_t spf_slots_7 = (f_numRows) * (f_width);
+    if (spf_slots_7 > INT64_C(2147483647)) {
         spf_err[0] = 2;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_slots_6;
+        spf_err[3] = spf_slots_7;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (!spf_allow_padding && spf_slots_6 > 4 * (n > 1 ? n : 1) && spf_slots_6 > n) {
+    if (!spf_allow_padding && spf_slots_7 > 4 * (n > 1 ? n : 1) && spf_slots_7 > n) {
         spf_err[0] = 3;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = n;
-        spf_err[4] = spf_slots_6;
-        spf_err[5] = (int64_t)(100.0 * (1.0 - (double)n / (double)spf_slots_6) + 0.5);
+        spf_err[4] = spf_slots_7;
+        spf_err[5] = (int64_t)(100.0 * (1.0 - (double)n / (double)spf_slots_7) + 0.5);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_colIdx_7_d0 = f_numRows;
-    spf_colIdx_8_d1 = f_width;
-    if (spf_colIdx_7_d0 < 0 || spf_colIdx_8_d1 < 0) {
+    spf_colIdx_8_d0 = f_numRows;
+    spf_colIdx_9_d1 = f_width;
+    if (spf_colIdx_8_d0 < 0 || spf_colIdx_9_d1 < 0) {
         spf_err[0] = 4;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_colIdx_7_d0;
-        spf_err[4] = spf_colIdx_8_d1;
+        spf_err[3] = spf_colIdx_8_d0;
+        spf_err[4] = spf_colIdx_9_d1;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (spf_max_bytes > 0 && spf_colIdx_7_d0 * spf_colIdx_8_d1 > spf_max_bytes / (int64_t)sizeof(int64_t)) {
+    if (spf_max_bytes > 0 && spf_colIdx_8_d0 * spf_colIdx_9_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
         spf_err[0] = 5;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_colIdx_7_d0 * spf_colIdx_8_d1 * (int64_t)sizeof(int64_t);
+        spf_err[3] = spf_colIdx_8_d0 * spf_colIdx_9_d1 * (int64_t)sizeof(spf_index_t);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_colIdx_9 = spf_st_filled(spf_colIdx_7_d0 * spf_colIdx_8_d1, INT64_C(-1));
-    if (!spf_colIdx_9) {
+    spf_colIdx_10 = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_colIdx_8_d0 * spf_colIdx_9_d1));
+    if (!spf_colIdx_10) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
+    if (!((f_numRows) * (f_width) == n)) {   /* the entries write every slot when they are as many as the slots */
+        for (int64_t e = 0; e < spf_colIdx_8_d0 * spf_colIdx_9_d1; ++e) {
+            spf_colIdx_10[e] = (spf_index_t)INT64_C(-1);
+        }
+    }
     /* colIdx(pi, pk) per entry */
     for (int64_t e = 0; e < n; ++e) {
-        const int64_t spf_w = ((spf_pi_1[e]) >= 0 && (spf_pi_1[e]) < spf_colIdx_7_d0 && (spf_rank_3[e]) >= 0 && (spf_rank_3[e]) < spf_colIdx_8_d1 ? ((spf_pi_1[e])) * spf_colIdx_8_d1 + (spf_rank_3[e]) : -1);
+        const int64_t spf_w = ((spf_pi_2[e]) >= 0 && (spf_pi_2[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? ((spf_pi_2[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1);
         if (spf_w < 0) {
             spf_err[0] = 6;
             spf_err[1] = (int64_t)spf_g0[e];
@@ -1054,71 +1108,59 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
-        spf_colIdx_9[spf_w] = spf_colIdx_u28_pi_u2c__u20_pk_u29__2[e];
+        const int64_t spf_x = spf_colIdx_u28_pi_u2c__u20_pk_u29__3[e];
+        if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
+            spf_err[0] = 7;
+            spf_err[1] = -1;
+            spf_err[2] = -1;
+            spf_status = SPF_REFUSED;
+            goto spf_done;
+        }
+        spf_colIdx_10[spf_w] = (spf_index_t)spf_x;
     }
-    spf_data_10_d0 = f_numRows;
-    spf_data_11_d1 = f_width;
-    if (spf_data_10_d0 < 0 || spf_data_11_d1 < 0) {
-        spf_err[0] = 7;
-        spf_err[1] = -1;
-        spf_err[2] = -1;
-        spf_err[3] = spf_data_10_d0;
-        spf_err[4] = spf_data_11_d1;
-        spf_status = SPF_REFUSED;
-        goto spf_done;
-    }
-    if (spf_max_bytes > 0 && spf_data_10_d0 * spf_data_11_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
+    spf_data_11_d0 = f_numRows;
+    spf_data_12_d1 = f_width;
+    if (spf_data_11_d0 < 0 || spf_data_12_d1 < 0) {
         spf_err[0] = 8;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_data_10_d0 * spf_data_11_d1 * (int64_t)sizeof(spf_value_t);
+        spf_err[3] = spf_data_11_d0;
+        spf_err[4] = spf_data_12_d1;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_data_12 = spf_st_values(spf_data_10_d0 * spf_data_11_d1);
-    if (!spf_data_12) {
+    if (spf_max_bytes > 0 && spf_data_11_d0 * spf_data_12_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
+        spf_err[0] = 9;
+        spf_err[1] = -1;
+        spf_err[2] = -1;
+        spf_err[3] = spf_data_11_d0 * spf_data_12_d1 * (int64_t)sizeof(spf_value_t);
+        spf_status = SPF_REFUSED;
+        goto spf_done;
+    }
+    spf_data_13 = spf_st_values(spf_data_11_d0 * spf_data_12_d1, !(spf_slots_7 == n));
+    if (!spf_data_13) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
     /* the values at data[pi, pk] */
     for (int64_t e = 0; e < n; ++e) {
-        const int64_t spf_w = (spf_pi_1[e] >= 0 && spf_pi_1[e] < spf_data_10_d0 && spf_rank_3[e] >= 0 && spf_rank_3[e] < spf_data_11_d1 ? (spf_pi_1[e]) * spf_data_11_d1 + spf_rank_3[e] : -1);
+        const int64_t spf_w = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
         if (spf_w < 0) {
-            spf_err[0] = 9;
+            spf_err[0] = 10;
             spf_err[1] = (int64_t)spf_g0[e];
             spf_err[2] = (int64_t)spf_g1[e];
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
-        spf_data_12[spf_w] = spf_v[e];
+        spf_data_13[spf_w] = spf_v[e];
     }
     /* every constraint of the relation, at every entry */
     for (int64_t e = 0; e < n; ++e) {
-        if ((spf_pi_1[e]) < 0) {
-            const int64_t spf_w0 = (spf_pi_1[e] >= 0 && spf_pi_1[e] < spf_data_10_d0 && spf_rank_3[e] >= 0 && spf_rank_3[e] < spf_data_11_d1 ? (spf_pi_1[e]) * spf_data_11_d1 + spf_rank_3[e] : -1);
+        if ((spf_pi_2[e]) < 0) {
+            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_1[spf_f] >= 0 && spf_pi_1[spf_f] < spf_data_10_d0 && spf_rank_3[spf_f] >= 0 && spf_rank_3[spf_f] < spf_data_11_d1 ? (spf_pi_1[spf_f]) * spf_data_11_d1 + spf_rank_3[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 10;
-                    spf_err[1] = (int64_t)spf_g0[e];
-                    spf_err[2] = (int64_t)spf_g1[e];
-                    spf_err[3] = spf_w0;
-                    spf_err[6] = (int64_t)spf_g0[spf_f];
-                    spf_err[7] = (int64_t)spf_g1[spf_f];
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-            }
-            spf_err[0] = 11;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        if ((f_numRows + -spf_pi_1[e] + INT64_C(-1)) < 0) {
-            const int64_t spf_w0 = (spf_pi_1[e] >= 0 && spf_pi_1[e] < spf_data_10_d0 && spf_rank_3[e] >= 0 && spf_rank_3[e] < spf_data_11_d1 ? (spf_pi_1[e]) * spf_data_11_d1 + spf_rank_3[e] : -1);
-            for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_1[spf_f] >= 0 && spf_pi_1[spf_f] < spf_data_10_d0 && spf_rank_3[spf_f] >= 0 && spf_rank_3[spf_f] < spf_data_11_d1 ? (spf_pi_1[spf_f]) * spf_data_11_d1 + spf_rank_3[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 10;
+                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                    spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
                     spf_err[3] = spf_w0;
@@ -1134,11 +1176,11 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
-        if ((spf_rank_3[e]) < 0) {
-            const int64_t spf_w0 = (spf_pi_1[e] >= 0 && spf_pi_1[e] < spf_data_10_d0 && spf_rank_3[e] >= 0 && spf_rank_3[e] < spf_data_11_d1 ? (spf_pi_1[e]) * spf_data_11_d1 + spf_rank_3[e] : -1);
+        if ((f_numRows + -spf_pi_2[e] + INT64_C(-1)) < 0) {
+            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_1[spf_f] >= 0 && spf_pi_1[spf_f] < spf_data_10_d0 && spf_rank_3[spf_f] >= 0 && spf_rank_3[spf_f] < spf_data_11_d1 ? (spf_pi_1[spf_f]) * spf_data_11_d1 + spf_rank_3[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 10;
+                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                    spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
                     spf_err[3] = spf_w0;
@@ -1154,11 +1196,11 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
-        if ((-spf_rank_3[e] + f_width + INT64_C(-1)) < 0) {
-            const int64_t spf_w0 = (spf_pi_1[e] >= 0 && spf_pi_1[e] < spf_data_10_d0 && spf_rank_3[e] >= 0 && spf_rank_3[e] < spf_data_11_d1 ? (spf_pi_1[e]) * spf_data_11_d1 + spf_rank_3[e] : -1);
+        if ((spf_rank_1[e]) < 0) {
+            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_1[spf_f] >= 0 && spf_pi_1[spf_f] < spf_data_10_d0 && spf_rank_3[spf_f] >= 0 && spf_rank_3[spf_f] < spf_data_11_d1 ? (spf_pi_1[spf_f]) * spf_data_11_d1 + spf_rank_3[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 10;
+                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                    spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
                     spf_err[3] = spf_w0;
@@ -1174,11 +1216,11 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
-        if ((spf_st_read(spf_colIdx_9, ((spf_pi_1[e]) >= 0 && (spf_pi_1[e]) < spf_colIdx_7_d0 && (spf_rank_3[e]) >= 0 && (spf_rank_3[e]) < spf_colIdx_8_d1 ? ((spf_pi_1[e])) * spf_colIdx_8_d1 + (spf_rank_3[e]) : -1))) < 0) {
-            const int64_t spf_w0 = (spf_pi_1[e] >= 0 && spf_pi_1[e] < spf_data_10_d0 && spf_rank_3[e] >= 0 && spf_rank_3[e] < spf_data_11_d1 ? (spf_pi_1[e]) * spf_data_11_d1 + spf_rank_3[e] : -1);
+        if ((-spf_rank_1[e] + f_width + INT64_C(-1)) < 0) {
+            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_1[spf_f] >= 0 && spf_pi_1[spf_f] < spf_data_10_d0 && spf_rank_3[spf_f] >= 0 && spf_rank_3[spf_f] < spf_data_11_d1 ? (spf_pi_1[spf_f]) * spf_data_11_d1 + spf_rank_3[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 10;
+                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                    spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
                     spf_err[3] = spf_w0;
@@ -1194,11 +1236,11 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
-        if (((int64_t)spf_g1[e] + -spf_st_read(spf_colIdx_9, ((spf_pi_1[e]) >= 0 && (spf_pi_1[e]) < spf_colIdx_7_d0 && (spf_rank_3[e]) >= 0 && (spf_rank_3[e]) < spf_colIdx_8_d1 ? ((spf_pi_1[e])) * spf_colIdx_8_d1 + (spf_rank_3[e]) : -1))) != 0) {
-            const int64_t spf_w0 = (spf_pi_1[e] >= 0 && spf_pi_1[e] < spf_data_10_d0 && spf_rank_3[e] >= 0 && spf_rank_3[e] < spf_data_11_d1 ? (spf_pi_1[e]) * spf_data_11_d1 + spf_rank_3[e] : -1);
+        if ((SPF_ST_READ_NARROW(spf_colIdx_10, ((spf_pi_2[e]) >= 0 && (spf_pi_2[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? ((spf_pi_2[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1))) < 0) {
+            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_1[spf_f] >= 0 && spf_pi_1[spf_f] < spf_data_10_d0 && spf_rank_3[spf_f] >= 0 && spf_rank_3[spf_f] < spf_data_11_d1 ? (spf_pi_1[spf_f]) * spf_data_11_d1 + spf_rank_3[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 10;
+                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                    spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
                     spf_err[3] = spf_w0;
@@ -1214,9 +1256,29 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
+        if (((int64_t)spf_g1[e] + -SPF_ST_READ_NARROW(spf_colIdx_10, ((spf_pi_2[e]) >= 0 && (spf_pi_2[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? ((spf_pi_2[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1))) != 0) {
+            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
+            for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
+                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                    spf_err[0] = 11;
+                    spf_err[1] = (int64_t)spf_g0[e];
+                    spf_err[2] = (int64_t)spf_g1[e];
+                    spf_err[3] = spf_w0;
+                    spf_err[6] = (int64_t)spf_g0[spf_f];
+                    spf_err[7] = (int64_t)spf_g1[spf_f];
+                    spf_status = SPF_REFUSED;
+                    goto spf_done;
+                }
+            }
+            spf_err[0] = 17;
+            spf_err[1] = (int64_t)spf_g0[e];
+            spf_err[2] = (int64_t)spf_g1[e];
+            spf_status = SPF_REFUSED;
+            goto spf_done;
+        }
     }
     if (f_numRows > INT64_C(2147483647)) {
-        spf_err[0] = 17;
+        spf_err[0] = 18;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_numRows;
@@ -1224,7 +1286,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (f_numCols > INT64_C(2147483647)) {
-        spf_err[0] = 18;
+        spf_err[0] = 19;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_numCols;
@@ -1232,50 +1294,34 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (f_width > INT64_C(2147483647)) {
-        spf_err[0] = 19;
+        spf_err[0] = 20;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_width;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_out_colIdx_13 = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_colIdx_7_d0 * spf_colIdx_8_d1 > 0 ? spf_colIdx_7_d0 * spf_colIdx_8_d1 : 0));
-    if (!spf_out_colIdx_13) {
-        spf_status = SPF_OUT_OF_MEMORY;
-        goto spf_done;
-    }
-    for (int64_t e = 0; e < spf_colIdx_7_d0 * spf_colIdx_8_d1; ++e) {
-        if (spf_colIdx_9[e] > INT64_C(2147483647) || spf_colIdx_9[e] < -INT64_C(2147483647)) {
-            spf_err[0] = 20;
-            spf_err[1] = -1;
-            spf_err[2] = -1;
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        spf_out_colIdx_13[e] = (spf_index_t)spf_colIdx_9[e];
-    }
     /* every check passed: the fields handed over */
     B->numRows = (spf_index_t)f_numRows;
     B->numCols = (spf_index_t)f_numCols;
     B->width = (spf_index_t)f_width;
-    B->colIdx = spf_out_colIdx_13;
-    spf_out_colIdx_13 = NULL;
-    B->data = spf_data_12;
-    spf_data_12 = NULL;
+    B->colIdx = spf_colIdx_10;
+    spf_colIdx_10 = NULL;
+    B->data = spf_data_13;
+    spf_data_13 = NULL;
     if (spf_sizes) {
-        spf_sizes[0] = spf_colIdx_7_d0;
-        spf_sizes[1] = spf_colIdx_8_d1;
-        spf_sizes[2] = spf_data_10_d0;
-        spf_sizes[3] = spf_data_11_d1;
+        spf_sizes[0] = spf_colIdx_8_d0;
+        spf_sizes[1] = spf_colIdx_9_d1;
+        spf_sizes[2] = spf_data_11_d0;
+        spf_sizes[3] = spf_data_12_d1;
         spf_sizes[4] = n;
     }
 spf_done:
-    free(spf_pi_1);
-    free(spf_colIdx_u28_pi_u2c__u20_pk_u29__2);
-    free(spf_rank_3);
-    free(spf_colIdx_9);
-    free(spf_data_12);
-    free(spf_out_colIdx_13);
+    free(spf_rank_1);
+    free(spf_pi_2);
+    free(spf_colIdx_u28_pi_u2c__u20_pk_u29__3);
+    free(spf_colIdx_10);
+    free(spf_data_13);
     return spf_status;
 }
 
