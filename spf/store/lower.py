@@ -830,15 +830,16 @@ class _Writer:
                     if not (isinstance(d, ie.Name) and d.name == field):
                         continue
                     if name == lay.value_array:
-                        at = self.ie_text(lay.value_ref.subscripts[k], per_entry=True)
+                        sub = lay.value_ref.subscripts[k]
+                        key, at = ie.text(sub), self.ie_text(sub, per_entry=True)
                     else:
                         call = next((s.atom for s in self.part.solved
                                      if isinstance(s.atom, UFCall) and s.atom.name == name), None)
                         if call is None:
                             continue
-                        at = self.aff(call.args[k])
-                    if _bare(at) not in seen:       # one subscript read by two arrays: once
-                        seen.add(_bare(at))
+                        key, at = str(call.args[k]), self.aff(call.args[k])
+                    if key not in seen:     # one subscript read by two arrays: once
+                        seen.add(key)
                         body.append(t.If(f"{at} + 1 > {value}", [t.Assign(value, f"{at} + 1")]))
             maxima.append((field, value))
         if body:
@@ -1061,22 +1062,6 @@ class _Writer:
 
 def _ctype(ctype: str, lay: Layout) -> str:
     return f"{lay.index_type}_t" if ctype == "spf_index_t" else ctype
-
-
-def _bare(text: str) -> str:
-    """C expression text without the parentheses around all of it."""
-    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
-        text = text[1:-1]
-    return text
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for ch in text:
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 def _single_name(a: Aff) -> str:
