@@ -23,6 +23,7 @@ only stored per entry are written in their own width; each value is checked.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..back import ctree as t
@@ -116,6 +117,15 @@ def writer_file(plan: WritePlan, name: str, before: str = "") -> tuple[WriterSou
                  + src.definition)
 
 
+@dataclass(frozen=True)
+class _Store:
+    """One store per entry: its statements, the array written and the arrays it reads."""
+
+    node: t.Node
+    array: str
+    reads: frozenset[str]
+
+
 class _Writer:
     """Builds the write function's body pass by pass (the order of
     :func:`spf.runtime.writer.write`, which this replaces)."""
@@ -127,8 +137,12 @@ class _Writer:
         self.b = t.Builder()
         self.refusals: list[Refusal] = []
         self.env: dict[str, str] = {}           # per-entry names -> their int64 vector
-        self.inline: dict[str, Aff | int] = {}  # per-entry names computed where read: a
-        #                                         value, or the logical coordinate k
+        self.inline: dict[str, Aff | int | Callable[[], str]] = {}  # per-entry names
+        #   computed where read: a value, the logical coordinate k, or C printed at the entry
+        self.totals: dict[str, str] = {}        # position -> the positions it fills (its
+        #                                         ranks from 0 per group, groups one after
+        #                                         another): its largest value plus one
+        self.built: set[Constraint] = set()     # constraints the passes establish
         self.entry = E                          # the entry whose values are printed
         self.arrays: dict[str, tuple[str, list[str]]] = {}    # field -> (C var, dim vars)
         self.narrow: dict[str, str] = {}        # arrays written in their own C type, not int64
@@ -151,8 +165,9 @@ class _Writer:
         outer, self.entry = self.entry, entry or self.entry
         try:
             value = self.inline[name]
-            return f"(int64_t)spf_g{value}[{self.entry}]" if isinstance(value, int) \
-                else self.aff(value)
+            if isinstance(value, int):
+                return f"(int64_t)spf_g{value}[{self.entry}]"
+            return self.aff(value) if isinstance(value, Aff) else value()
         finally:
             self.entry = outer
 
@@ -313,8 +328,7 @@ class _Writer:
                 top = f"({top}) > ({more}) ? ({top}) : ({more})"
             self.set_scalar(pin.field, top)
         slots = self.check_padding()
-        self.store_fields()
-        self.store_values(slots)
+        self.write_passes([*self.store_fields(), *self.store_values(slots)])
         self.final = True
         self.checks()
         self.finish()
@@ -411,53 +425,35 @@ class _Writer:
             t.If(f"spf_st_order({count}, {len(cols)}, {arr}, {desc}, {order})",
                  [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")])]))
 
-    def ranks(self, groups: list[str], keys: list[tuple[str, bool]],
-              marks: bool = False) -> tuple[str, str]:
+    def ranks(self, groups: list[str], keys: list[tuple[str, bool]], marks: bool = False,
+              counts: tuple[str, str] | None = None) -> tuple[str, str]:
         """Per entry, the rank of its key among its group's distinct keys, and (``marks``) a
-        uint8 vector marking the first entry of each distinct key (else "NULL").  A column
-        is a vector of this function or a per-entry name, read where it is: entries that
-        arrive in the columns' order are ranked in one pass without copying a column; others
-        through ``spf_st_ranks`` (a stable sort, or runs of whole groups) over int64
-        copies."""
+        uint8 vector marking the first entry of each distinct key (else "NULL"); with
+        ``counts`` (a zeroed vector, the number of groups), each group's distinct keys
+        counted into ``counts[g + 1]`` (``g`` the first group column).  A column is a vector
+        of this function or a per-entry name, read where it is: entries that arrive in the
+        columns' order are ranked (and counted) in one pass that stops at the first entry
+        out of order; else through ``spf_st_ranks`` (a stable sort, or runs of whole
+        groups) over int64 copies."""
         first = self.buffer("uint8_t", "first", "malloc((size_t)(n > 0 ? n : 1))") \
             if marks else "NULL"
         rank = self.vector("rank")
-        # a name computed from others becomes a vector (once, shared by every later read);
-        # one that is a logical coordinate is read from the entries as it is
-        cols = [(c if c in self.owned or isinstance(self.inline.get(c), int) else self.column(c),
-                 d) for c, d in [(g, False) for g in groups] + keys]
+        # a name computed from others becomes a vector (once, shared by every later read),
+        # unless it is a logical coordinate or C printed where it is read
+        cols = [(c if c in self.owned or isinstance(self.inline.get(c), int)
+                 or callable(self.inline.get(c)) else self.column(c), d)
+                for c, d in [(g, False) for g in groups] + keys]
         ordered = self.fresh("in_order")
-        self.b.add(t.Comment("ranks of the keys within their groups: in one pass where the "
-                             "entries arrive in key order (checked first)"),
-                   t.Declare("int", ordered, "1"))
-        test: list[t.Node] = [t.Declare("const int64_t", "spf_p", f"{E} - 1")]
-        for k, (c, down) in enumerate(cols):
-            a, b = f"spf_a{k}", f"spf_b{k}"
-            test += [t.Declare("const int64_t", a, self.col_at(c, "spf_p")),
-                     t.Declare("const int64_t", b, self.col_at(c, E)),
-                     t.If(f"{a} != {b}", [t.If(f"{a} {'<' if down else '>'} {b}", [
-                         t.Assign(ordered, "0"), t.Call("break")]),
-                         *([t.Call("continue")] if k < len(cols) - 1 else [])])]
-        self.b.add(t.For(f"int64_t {E} = 1", f"{E} < n", f"++{E}", test))
-        step: list[t.Node] = [t.Declare("const int64_t", "spf_p", f"{E} - 1")]
-        for k, (c, _) in enumerate(cols):
-            step.append(t.If(f"{self.col_at(c, 'spf_p')} != {self.col_at(c, E)}", [
-                t.Assign("spf_new_key", "1"),
-                *([t.Assign("spf_new_group", "1")] if k < len(groups) else [])]))
-        in_order: list[t.Node] = [
-            t.Declare("int64_t", "spf_key", "-1"), t.Declare("int64_t", "spf_group_start", "0"),
-            t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}", [
-                t.Declare("int", "spf_new_key", f"{E} == 0"),
-                t.Declare("int", "spf_new_group", f"{E} == 0"),
-                t.If(f"{E} > 0", step),
-                t.Assign("spf_key", "spf_new_key", "+="),
-                t.If("spf_new_group", [t.Assign("spf_group_start", "spf_key")]),
-                t.Assign(f"{rank}[{E}]", "spf_key - spf_group_start"),
-                *([t.Assign(f"{first}[{E}]", "(uint8_t)spf_new_key")] if marks else [])])]
-        self.b.add(t.If(ordered, in_order, note="in order: one pass"))
+        self.b.add(t.Comment("ranks of the keys within their groups, in one pass while the "
+                             "entries arrive in key order"), t.Declare("int", ordered, "1"))
+        self.b.add(t.Block(self.rank_pass(cols, len(groups), ordered, rank, first,
+                                          counts[0] if counts else None)))
         otherwise = t.If(f"!{ordered}", [], note="out of order: the columns copied as int64, "
                          "ranked through a stable sort")
         self.b.nest(otherwise)
+        if counts is not None:      # what the pass counted before it stopped
+            self.each(t.Assign(f"{counts[0]}[{E}]", "0"), count=f"{counts[1]} + 1")
+            first = self.buffer("uint8_t", "first", "malloc((size_t)(n > 0 ? n : 1))")
         vectors = [(self.copy_of(c), d) for c, d in cols]
         arr, desc = self.fresh("cols"), self.fresh("desc")
         self.b.add(
@@ -468,8 +464,42 @@ class _Writer:
             t.If(f"spf_st_ranks(n, {len(groups)}, {len(cols)}, {arr}, {desc}, {rank}, "
                  f"{first})",
                  [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")]))
+        if counts is not None:
+            self.each(t.Assign(f"{counts[0]}[{self.col_at(cols[0][0], E)} + 1]",
+                               f"{first}[{E}]", "+="))
+            first = "NULL"
         self.b.close()
         return rank, first
+
+    def rank_pass(self, cols: list[tuple[str, bool]], ngroups: int, ordered: str, rank: str,
+                  first: str, counts: str | None) -> list[t.Node]:
+        """The in-order pass of :meth:`ranks`: each entry compared with the one before, column
+        by column; ``ordered`` cleared at the first entry out of order."""
+        chain: list[t.Node] = []
+        for k in reversed(range(len(cols))):
+            c, down = cols[k]
+            a, b = f"spf_a{k}", f"spf_b{k}"
+            differs: list[t.Node] = [
+                t.If(f"{a} {'<' if down else '>'} {b}", [t.Assign(ordered, "0"),
+                                                          t.Call("break")]),
+                t.Assign("spf_new_key", "1"),
+                *([t.Assign("spf_new_group", "1")] if k < ngroups else [])]
+            chain = [t.Declare("const int64_t", a, self.col_at(c, "spf_p")),
+                     t.Declare("const int64_t", b, self.col_at(c, E)),
+                     t.If(f"{a} != {b}", differs, chain or None)]
+        return [
+            t.Declare("int64_t", "spf_key", "-1"), t.Declare("int64_t", "spf_group_start", "0"),
+            t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}", [
+                t.Declare("int", "spf_new_key", f"{E} == 0"),
+                t.Declare("int", "spf_new_group", f"{E} == 0"),
+                t.If(f"{E} > 0", [t.Declare("const int64_t", "spf_p", f"{E} - 1"), *chain]),
+                t.Assign("spf_key", "spf_new_key", "+="),
+                t.If("spf_new_group", [t.Assign("spf_group_start", "spf_key")]),
+                t.Assign(f"{rank}[{E}]", "spf_key - spf_group_start"),
+                *([t.Assign(f"{first}[{E}]", "(uint8_t)spf_new_key")] if first != "NULL"
+                  else []),
+                *([t.Assign(f"{counts}[{self.col_at(cols[0][0], E)} + 1]", "spf_new_key",
+                            "+=")] if counts is not None else [])])]
 
     def col_at(self, col: str, entry: str) -> str:
         """A column of :meth:`ranks` at ``entry``: a vector's element, or a per-entry name's
@@ -491,7 +521,13 @@ class _Writer:
         for s in self.part.solved:
             if s.divisor == 1:          # computed where it is read
                 self.b.add(t.Comment(f"{s.atom} = {s.value}"))
-                self.inline[str(s.atom)] = s.value
+                name = s.value.as_name()    # a name held per entry: read as it is
+                if name is not None and name in self.env:
+                    self.env[str(s.atom)] = self.env[name]
+                elif name is not None and isinstance(self.inline.get(name), int):
+                    self.inline[str(s.atom)] = self.inline[name]
+                else:
+                    self.inline[str(s.atom)] = s.value
                 continue
             var = self.vector(str(s.atom))
             value = self.aff(s.value)
@@ -610,7 +646,6 @@ class _Writer:
         lay = self.lay
         starts = self.allocate(p.lower.name)
         dims = self.arrays[p.lower.name][1]
-        at = self.vector("group")
         size = self.fresh("groups")
         if p.start is Start.POINTER:
             width = dims[-1]
@@ -620,26 +655,19 @@ class _Writer:
                 "groups it bounds", entry=False, spec=p.lower.name))
             self.b.add(t.Declare("const int64_t", size,
                                  f"{self.size(p.lower.name)} / {width} * ({width} - 1)"))
-            args = [self.aff(x) for x in p.lower.args[:-1]] + ["0"]
-            first, last = self.offset(p.lower.name, args), self.aff(p.lower.args[-1])
-            group: list[t.Node] = [
-                t.Declare("const int64_t", "spf_f", first),
-                t.Declare("const int64_t", "spf_l", last),
-                t.Assign(f"{at}[{E}]", f"spf_f >= 0 && spf_l >= 0 && spf_l < {width} - 1 "
-                         f"? spf_f / {width} * ({width} - 1) + spf_l : -1")]
         else:
             self.b.add(t.Declare("const int64_t", size, self.size(p.lower.name)))
-            group = [t.Assign(f"{at}[{E}]", self.offset(
-                p.lower.name, [self.aff(x) for x in p.lower.args]))]
+        group = self.fresh("group")         # each entry's group, printed where it is read
+        self.inline[group] = lambda: self.group_of(p, dims)
         self.b.add(t.Comment("each entry's group, checked, in one pass"))
-        self.each(*group, self.refuse_if(
-            f"{at}[{E}] < 0 || {at}[{E}] >= {size}",
+        self.each(self.refuse_if(
+            f"{self.at(group)} < 0 || {self.at(group)} >= {size}",
             self.entry_refusal(f"{p.lower} is outside {p.lower.name}'s {{x0}} groups"), (size,)))
         counts = self.vector("count", f"{size} + 1", "0")
         if p.run is None:
-            rank, first = self.ranks([at], keys, marks=True)
-            self.each(t.Assign(f"{counts}[{at}[{E}] + 1]", f"{first}[{E}]", "+="))
+            rank = self.ranks([group], keys, counts=(counts, size))[0]
         else:
+            at = self.column(group)
             rank = self.run_slots(p, p.run, at, size, counts)
         self.each(t.Assign(f"{counts}[{E} + 1]", f"{counts}[{E}]", "+="), count=size)
         if p.start is Start.POINTER:     # a row's last pointer: where the next row starts
@@ -659,8 +687,31 @@ class _Writer:
                       t.Assign(f"{ends}[{E}]", f"{counts}[{E} + 1]"), count=size)
         self.b.add(t.Comment(f"{p.index}: its group's start plus its rank there (the rank "
                              "vector, read nowhere else, becomes the position)"))
-        self.each(t.Assign(f"{rank}[{E}]", f"{counts}[{at}[{E}]]", "+="))
+        self.each(t.Assign(f"{rank}[{E}]", f"{counts}[{self.at(group)}]", "+="))
         self.env[p.index] = rank
+        if p.run is None:           # ranks from 0 in each group, the groups one after another
+            self.totals[p.index] = f"{counts}[{size}]"
+            self.built.update(self.bounds_of(p))
+
+    def group_of(self, p: Position, dims: list[str]) -> str:
+        """The group of the entry being printed at a POINTER or RANGE position (-1 outside
+        the pointer array)."""
+        assert p.lower is not None
+        if p.start is not Start.POINTER:
+            return self.offset(p.lower.name, [self.aff(x) for x in p.lower.args])
+        width = dims[-1]
+        first = self.offset(p.lower.name, [self.aff(x) for x in p.lower.args[:-1]] + ["0"])
+        last = self.aff(p.lower.args[-1])
+        return (f"({first} >= 0 && {last} >= 0 && {last} < {width} - 1 ? {first} / {width} * "
+                f"({width} - 1) + {last} : -1)")
+
+    def bounds_of(self, p: Position) -> set[Constraint]:
+        """The constraints bounding a grouped position, which its counts establish: each
+        entry's rank within its group's count, after its group's start."""
+        assert p.lower is not None
+        index = Aff.var(p.index)
+        return {Constraint.make(index - Aff.var(p.lower), False),
+                Constraint.make(p.upper - index - 1, False)}
 
     def block_key(self, run: Run, groups: list[str]) -> str:
         """Per entry, which maximal run of consecutive offsets it lies in within its group:
@@ -838,8 +889,13 @@ class _Writer:
                         if call is None:
                             continue
                         key, at = str(call.args[k]), self.aff(call.args[k])
-                    if key not in seen:     # one subscript read by two arrays: once
-                        seen.add(key)
+                    if key in seen:         # one subscript read by two arrays: once
+                        continue
+                    seen.add(key)
+                    if key in self.totals:      # a grouped position: its total, no pass
+                        self.b.add(t.If(f"{self.totals[key]} > {value}",
+                                        [t.Assign(value, self.totals[key])]))
+                    else:
                         body.append(t.If(f"{at} + 1 > {value}", [t.Assign(value, f"{at} + 1")]))
             maxima.append((field, value))
         if body:
@@ -877,23 +933,36 @@ class _Writer:
             entry=False))
         return slots
 
-    def store_fields(self) -> None:
-        """The index arrays the plan solves, markers, then every other array (zeros).  The
-        arrays allocated here are written only by these stores: in their own C type (each
-        value checked against it), not int64 narrowed later."""
+    def store_fields(self) -> list[_Store]:
+        """The index arrays the plan solves and markers allocated, then every other array
+        (zeros); the stores of each entry into them (for the one pass over the entries that
+        writes every array).  The arrays allocated here are written only by these stores: in
+        their own C type (each value checked against it), not int64 narrowed later."""
         fills = dict(self.part.fills)
         for s in self.part.solved:
             if isinstance(s.atom, UFCall) and s.atom.name not in self.arrays:
                 self.allocate(s.atom.name, fills.get(s.atom.name, 0), self.own_type(s.atom.name),
                               self.covered(s.atom))
-        for s in self.part.solved:
-            if isinstance(s.atom, UFCall):
-                self.store(s.atom, self.at(str(s.atom)))
-        for m in self.part.markers:
-            self.marker(m)
+        stores = [self.store(s.atom, self.at(str(s.atom)), self.reads(s.value))
+                  for s in self.part.solved if isinstance(s.atom, UFCall)]
+        stores += [self.marker(m) for m in self.part.markers]
         for name, spec in self.lay.fields.items():
             if spec.is_array and name not in self.arrays and name != self.lay.value_array:
                 self.allocate(name)
+        return stores
+
+    def write_passes(self, stores: list[_Store]) -> None:
+        """The stores in as few passes over the entries as they allow: one, unless a store
+        reads an array that an earlier store of the pass writes (another entry's write could
+        come later)."""
+        passes: list[list[_Store]] = []
+        for s in stores:
+            if not passes or any(s.reads & {w.array} for w in passes[-1]):
+                passes.append([])
+            passes[-1].append(s)
+        for group in passes:
+            self.b.add(t.Comment("stored per entry: " + ", ".join(s.array for s in group)))
+            self.each(*(s.node for s in group))
 
     def own_type(self, name: str) -> str:
         """``name``'s C type, in which it is written from now on (reads widen it)."""
@@ -914,11 +983,20 @@ class _Writer:
         return f"{' * '.join(f'({self.ie_text(d)})' for d in lay.fields[call.name].dims)} == n" \
             if same_slots and same_dims and lay.fields[call.name].dims else None
 
-    def store(self, call: UFCall, value: str) -> None:
+    def reads(self, a: Aff) -> set[str]:
+        """The arrays ``a`` reads at an entry (through the per-entry names it reads too)."""
+        out = {c.name for c in a.calls()}
+        for name in a.names():
+            value = self.inline.get(name)
+            if isinstance(value, Aff):
+                out |= self.reads(value)
+        return out
+
+    def store(self, call: UFCall, value: str, reads: Iterable[str] = ()) -> _Store:
+        """The store of entry ``e``'s ``value`` (which reads ``reads``) at ``call``."""
         var = self.arrays[call.name][0]
         where = self.offset(call.name, [self.aff(x) for x in call.args])
-        self.b.add(t.Comment(f"{call} per entry"))
-        body: list[t.Node] = [t.Declare("const int64_t", "spf_w", where),
+        body: list[t.Node] = [t.Comment(f"{call}"), t.Declare("const int64_t", "spf_w", where),
                               self.refuse_if("spf_w < 0", self.entry_refusal(
                                   f"it would be written outside {call.name}"))]
         ctype = self.narrow.get(call.name, "int64_t")
@@ -928,33 +1006,34 @@ class _Writer:
                      self.refuse_if(f"spf_x > INT64_C({top}) || spf_x < -INT64_C({top})",
                                     self.beyond(call.name), entry=False)]
             value = "spf_x"
-        self.each(*body, t.Assign(f"{var}[spf_w]", f"({ctype}){value}"))
+        return _Store(t.Block([*body, t.Assign(f"{var}[spf_w]", f"({ctype}){value}")]),
+                      call.name, frozenset(set(reads).union(*(self.reads(x) for x in call.args))))
 
     def beyond(self, name: str) -> str:
         """The refusal of a value of ``name`` beyond its declared type."""
         dtype = self.lay.dtype_of(name)
         return f"{self.lay.name}: {name} holds values beyond {dtype}" + wider_hint(dtype)
 
-    def marker(self, m: Marker) -> None:
+    def marker(self, m: Marker) -> _Store:
         self.allocate(m.call.name, m.unused, self.own_type(m.call.name), self.covered(m.call))
-        self.store(m.call, f"INT64_C({m.mark})")
+        return self.store(m.call, f"INT64_C({m.mark})")
 
-    def store_values(self, slots: str) -> None:
-        """Each value at its slot; two entries sharing a slot are refused (where the value
-        subscripts determine every layout index, distinct entries have distinct slots)."""
+    def store_values(self, slots: str) -> list[_Store]:
+        """The value array allocated; the store of each entry's value at its slot (two
+        entries sharing a slot are refused; where the value subscripts determine every layout
+        index, distinct entries have distinct slots)."""
         lay = self.lay
         if lay.value_array is None:         # a pattern layout stores no values
             self.b.add(t.Call("(void)spf_v", note="a pattern layout: every entry holds "
                               f"{lay.implicit}"))
-            return
+            return []
         ref = lay.value_ref
         data = self.allocate(ref.array, covered=f"{slots} == n")
         subs = [self.ie_text(s, per_entry=True) for s in ref.subscripts]
         where = self.offset(ref.array, subs)
         values = f"spf_v[{self.keep}[{E}]]" if self.keep else f"spf_v[{E}]"
-        self.b.add(t.Comment(f"the values at {ref.array}"
-                             f"[{', '.join(map(ie.text, ref.subscripts))}]"))
         body: list[t.Node] = [
+            t.Comment(f"the value at {ref.array}[{', '.join(map(ie.text, ref.subscripts))}]"),
             t.Declare("const int64_t", "spf_w", where),
             self.refuse_if("spf_w < 0", self.entry_refusal(
                 f"its value would be written outside {ref.array}"))]
@@ -966,7 +1045,12 @@ class _Writer:
                                     f"{ref.array}[{{x0}}]", ("spf_w",),
                                     other=f"{owner}[spf_w]"),
                      t.Assign(f"{owner}[spf_w]", E)]
-        self.each(*body, t.Assign(f"{data}[spf_w]", values))
+        reads = {c.name for x in ref.subscripts for c in ie.calls(x)}
+        for x in ref.subscripts:
+            reads |= {r for name in ie.names(x) if isinstance(self.inline.get(name), Aff)
+                      for r in self.reads(Aff.var(name))}
+        return [_Store(t.Block([*body, t.Assign(f"{data}[spf_w]", values)]), ref.array,
+                       frozenset(reads))]
 
     def collision(self) -> list[t.Node]:
         """Where values were stored without a check of their slots (the subscripts determine
@@ -994,11 +1078,14 @@ class _Writer:
         """Every constraint of the part holds at every entry, in one pass, over the fields
         as written (a scalar field the relation solves per entry, ``len = i``, holds one
         value); a constraint the solved layout indices make trivially true (``pi = gi``
-        solved as ``pi``) is not tested."""
+        solved as ``pi``), or that the passes establish (a grouped position's bounds: its
+        counts and prefix sums), is not tested."""
         plain = {str(s.atom): s.value for s in self.part.solved
                  if isinstance(s.atom, str) and s.divisor == 1 and s.atom not in self.known}
         body: list[t.Node] = []
         for c in self.part.conj:
+            if Constraint.make(c.aff, c.is_eq) in self.built:
+                continue
             reduced = c.aff.substitute(plain)
             if not reduced.terms and (reduced.const == 0 if c.is_eq else reduced.const >= 0):
                 continue

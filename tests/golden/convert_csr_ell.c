@@ -942,8 +942,8 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     const spf_index_t * spf_g0 = spf_g[0];
     const spf_index_t * spf_g1 = spf_g[1];
     int64_t * spf_rank_1 = NULL;
-    int64_t * spf_pi_2 = NULL;
-    int64_t * spf_colIdx_u28_pi_u2c__u20_pk_u29__3 = NULL;
+    int64_t * spf_pi_3 = NULL;
+    int64_t * spf_colIdx_u28_pi_u2c__u20_pk_u29__4 = NULL;
     int64_t spf_colIdx_8_d0 = 0;
     int64_t spf_colIdx_9_d1 = 0;
     spf_index_t * spf_colIdx_10 = NULL;
@@ -980,45 +980,9 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
-    spf_pi_2 = spf_st_vector(n);
-    if (!spf_pi_2) {
-        spf_status = SPF_OUT_OF_MEMORY;
-        goto spf_done;
-    }
-    for (int64_t e = 0; e < n; ++e) {
-        spf_pi_2[e] = ((int64_t)spf_g0[e]);
-    }
-    spf_colIdx_u28_pi_u2c__u20_pk_u29__3 = spf_st_vector(n);
-    if (!spf_colIdx_u28_pi_u2c__u20_pk_u29__3) {
-        spf_status = SPF_OUT_OF_MEMORY;
-        goto spf_done;
-    }
-    for (int64_t e = 0; e < n; ++e) {
-        spf_colIdx_u28_pi_u2c__u20_pk_u29__3[e] = ((int64_t)spf_g1[e]);
-    }
-    /* ranks of the keys within their groups: in one pass where the entries arrive in key order (checked first) */
-    int spf_in_order_4 = 1;
-    for (int64_t e = 1; e < n; ++e) {
-        const int64_t spf_p = e - 1;
-        const int64_t spf_a0 = spf_pi_2[spf_p];
-        const int64_t spf_b0 = spf_pi_2[e];
-        if (spf_a0 != spf_b0) {
-            if (spf_a0 > spf_b0) {
-                spf_in_order_4 = 0;
-                break;
-            }
-            continue;
-        }
-        const int64_t spf_a1 = spf_colIdx_u28_pi_u2c__u20_pk_u29__3[spf_p];
-        const int64_t spf_b1 = spf_colIdx_u28_pi_u2c__u20_pk_u29__3[e];
-        if (spf_a1 != spf_b1) {
-            if (spf_a1 > spf_b1) {
-                spf_in_order_4 = 0;
-                break;
-            }
-        }
-    }
-    if (spf_in_order_4) {   /* in order: one pass */
+    /* ranks of the keys within their groups, in one pass while the entries arrive in key order */
+    int spf_in_order_2 = 1;
+    {
         int64_t spf_key = -1;
         int64_t spf_group_start = 0;
         for (int64_t e = 0; e < n; ++e) {
@@ -1026,12 +990,25 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             int spf_new_group = e == 0;
             if (e > 0) {
                 const int64_t spf_p = e - 1;
-                if (spf_pi_2[spf_p] != spf_pi_2[e]) {
+                const int64_t spf_a0 = (int64_t)spf_g0[spf_p];
+                const int64_t spf_b0 = (int64_t)spf_g0[e];
+                if (spf_a0 != spf_b0) {
+                    if (spf_a0 > spf_b0) {
+                        spf_in_order_2 = 0;
+                        break;
+                    }
                     spf_new_key = 1;
                     spf_new_group = 1;
-                }
-                if (spf_colIdx_u28_pi_u2c__u20_pk_u29__3[spf_p] != spf_colIdx_u28_pi_u2c__u20_pk_u29__3[e]) {
-                    spf_new_key = 1;
+                } else {
+                    const int64_t spf_a1 = (int64_t)spf_g1[spf_p];
+                    const int64_t spf_b1 = (int64_t)spf_g1[e];
+                    if (spf_a1 != spf_b1) {
+                        if (spf_a1 > spf_b1) {
+                            spf_in_order_2 = 0;
+                            break;
+                        }
+                        spf_new_key = 1;
+                    }
                 }
             }
             spf_key += spf_new_key;
@@ -1041,8 +1018,24 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_rank_1[e] = spf_key - spf_group_start;
         }
     }
-    if (!spf_in_order_4) {   /* out of order: the columns copied as int64, ranked through a stable sort */
-        const int64_t *const spf_cols_5[2] = {spf_pi_2, spf_colIdx_u28_pi_u2c__u20_pk_u29__3};
+    if (!spf_in_order_2) {   /* out of order: the columns copied as int64, ranked through a stable sort */
+        spf_pi_3 = spf_st_vector(n);
+        if (!spf_pi_3) {
+            spf_status = SPF_OUT_OF_MEMORY;
+            goto spf_done;
+        }
+        for (int64_t e = 0; e < n; ++e) {
+            spf_pi_3[e] = (int64_t)spf_g0[e];
+        }
+        spf_colIdx_u28_pi_u2c__u20_pk_u29__4 = spf_st_vector(n);
+        if (!spf_colIdx_u28_pi_u2c__u20_pk_u29__4) {
+            spf_status = SPF_OUT_OF_MEMORY;
+            goto spf_done;
+        }
+        for (int64_t e = 0; e < n; ++e) {
+            spf_colIdx_u28_pi_u2c__u20_pk_u29__4[e] = (int64_t)spf_g1[e];
+        }
+        const int64_t *const spf_cols_5[2] = {spf_pi_3, spf_colIdx_u28_pi_u2c__u20_pk_u29__4};
         const int spf_desc_6[2] = {0, 0};
         if (spf_st_ranks(n, 1, 2, spf_cols_5, spf_desc_6, spf_rank_1, NULL)) {
             spf_status = SPF_OUT_OF_MEMORY;
@@ -1098,26 +1091,6 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_colIdx_10[e] = (spf_index_t)INT64_C(-1);
         }
     }
-    /* colIdx(pi, pk) per entry */
-    for (int64_t e = 0; e < n; ++e) {
-        const int64_t spf_w = ((spf_pi_2[e]) >= 0 && (spf_pi_2[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? ((spf_pi_2[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1);
-        if (spf_w < 0) {
-            spf_err[0] = 6;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        const int64_t spf_x = spf_colIdx_u28_pi_u2c__u20_pk_u29__3[e];
-        if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
-            spf_err[0] = 7;
-            spf_err[1] = -1;
-            spf_err[2] = -1;
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        spf_colIdx_10[spf_w] = (spf_index_t)spf_x;
-    }
     spf_data_11_d0 = f_numRows;
     spf_data_12_d1 = f_width;
     if (spf_data_11_d0 < 0 || spf_data_12_d1 < 0) {
@@ -1142,24 +1115,47 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
-    /* the values at data[pi, pk] */
+    /* stored per entry: colIdx, data */
     for (int64_t e = 0; e < n; ++e) {
-        const int64_t spf_w = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
-        if (spf_w < 0) {
-            spf_err[0] = 10;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
+        {
+            /* colIdx(pi, pk) */
+            const int64_t spf_w = (((int64_t)spf_g0[e]) >= 0 && ((int64_t)spf_g0[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? (((int64_t)spf_g0[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1);
+            if (spf_w < 0) {
+                spf_err[0] = 6;
+                spf_err[1] = (int64_t)spf_g0[e];
+                spf_err[2] = (int64_t)spf_g1[e];
+                spf_status = SPF_REFUSED;
+                goto spf_done;
+            }
+            const int64_t spf_x = (int64_t)spf_g1[e];
+            if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
+                spf_err[0] = 7;
+                spf_err[1] = -1;
+                spf_err[2] = -1;
+                spf_status = SPF_REFUSED;
+                goto spf_done;
+            }
+            spf_colIdx_10[spf_w] = (spf_index_t)spf_x;
         }
-        spf_data_13[spf_w] = spf_v[e];
+        {
+            /* the value at data[pi, pk] */
+            const int64_t spf_w = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
+            if (spf_w < 0) {
+                spf_err[0] = 10;
+                spf_err[1] = (int64_t)spf_g0[e];
+                spf_err[2] = (int64_t)spf_g1[e];
+                spf_status = SPF_REFUSED;
+                goto spf_done;
+            }
+            spf_data_13[spf_w] = spf_v[e];
+        }
     }
     /* every constraint of the relation, at every entry */
     for (int64_t e = 0; e < n; ++e) {
-        if ((spf_pi_2[e]) < 0) {
-            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
+        if (((int64_t)spf_g0[e]) < 0) {
+            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
                     spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
@@ -1176,10 +1172,10 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
-        if ((f_numRows + -spf_pi_2[e] + INT64_C(-1)) < 0) {
-            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
+        if ((f_numRows + -(int64_t)spf_g0[e] + INT64_C(-1)) < 0) {
+            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
                     spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
@@ -1197,9 +1193,9 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             goto spf_done;
         }
         if ((spf_rank_1[e]) < 0) {
-            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
+            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
                     spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
@@ -1217,9 +1213,9 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             goto spf_done;
         }
         if ((-spf_rank_1[e] + f_width + INT64_C(-1)) < 0) {
-            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
+            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
                     spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
@@ -1236,10 +1232,10 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
-        if ((SPF_ST_READ_NARROW(spf_colIdx_10, ((spf_pi_2[e]) >= 0 && (spf_pi_2[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? ((spf_pi_2[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1))) < 0) {
-            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
+        if ((SPF_ST_READ_NARROW(spf_colIdx_10, (((int64_t)spf_g0[e]) >= 0 && ((int64_t)spf_g0[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? (((int64_t)spf_g0[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1))) < 0) {
+            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
                     spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
@@ -1256,10 +1252,10 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
-        if (((int64_t)spf_g1[e] + -SPF_ST_READ_NARROW(spf_colIdx_10, ((spf_pi_2[e]) >= 0 && (spf_pi_2[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? ((spf_pi_2[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1))) != 0) {
-            const int64_t spf_w0 = (spf_pi_2[e] >= 0 && spf_pi_2[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? (spf_pi_2[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
+        if (((int64_t)spf_g1[e] + -SPF_ST_READ_NARROW(spf_colIdx_10, (((int64_t)spf_g0[e]) >= 0 && ((int64_t)spf_g0[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? (((int64_t)spf_g0[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1))) != 0) {
+            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && (spf_pi_2[spf_f] >= 0 && spf_pi_2[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? (spf_pi_2[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
+                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
                     spf_err[0] = 11;
                     spf_err[1] = (int64_t)spf_g0[e];
                     spf_err[2] = (int64_t)spf_g1[e];
@@ -1318,8 +1314,8 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     }
 spf_done:
     free(spf_rank_1);
-    free(spf_pi_2);
-    free(spf_colIdx_u28_pi_u2c__u20_pk_u29__3);
+    free(spf_pi_3);
+    free(spf_colIdx_u28_pi_u2c__u20_pk_u29__4);
     free(spf_colIdx_10);
     free(spf_data_13);
     return spf_status;
