@@ -139,9 +139,10 @@ static inline int spf_st_order(int64_t n, int ncols, const int64_t *const *cols,
     return 0;
 }
 
-/* Whether each group (columns 0..ngroup-1) is one run of consecutive entries, its keys (the
- * other columns) in order within it (a CSR source's rows, whatever order its rows take): then
- * ranks need no sort.  Groups are numbered row-major over the columns' ranges and marked when
+/* Whether each group (columns 0..ngroup-1) is one run of consecutive entries (a CSR source's
+ * rows, whatever order its rows take): 1 when its keys (the other columns) are in order within
+ * it too, then ranks need no sort; 2 when they are not, then each run is sorted on its own
+ * (spf_st_sort_runs).  Groups are numbered row-major over the columns' ranges and marked when
  * their run starts; ranges whose product exceeds 4n + 64 give up (0).  -1 when out of memory. */
 static inline int spf_st_in_runs(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
                                  const int *desc)
@@ -164,45 +165,115 @@ static inline int spf_st_in_runs(int64_t n, int ngroup, int ncols, const int64_t
     uint8_t *started = calloc((size_t)span, 1);
     if (!started)
         return -1;
-    int ok = 1;
+    int runs = 1, keyed = 1;
     int64_t last = -1;
-    for (int64_t e = 0; e < n && ok; ++e) {
+    for (int64_t e = 0; e < n && runs; ++e) {
         int64_t id = 0;
         for (int c = 0; c < ngroup; ++c)
             id = id * width[c] + (cols[c][e] - lo[c]);
         if (id != last) {
-            ok = !started[id];          /* a group seen again after its run: not runs */
+            runs = !started[id];        /* a group seen again after its run: not runs */
             started[id] = 1;
             last = id;
             continue;
         }
-        for (int c = ngroup; c < ncols; ++c) {  /* keys in order within the run */
+        for (int c = ngroup; c < ncols && keyed; ++c) {  /* keys in order within the run */
             const int64_t a = cols[c][e - 1], b = cols[c][e];
             if (a != b) {
-                ok = desc[c] ? a > b : a < b;
+                keyed = desc[c] ? a > b : a < b;
                 break;
             }
         }
     }
     free(started);
-    return ok;
+    return runs ? (keyed ? 1 : 2) : 0;
+}
+
+/* -1, 0 or 1 as entry a's key (columns ngroup..ncols-1) comes before, with or after b's. */
+static inline int spf_st_key_cmp(int ngroup, int ncols, const int64_t *const *cols,
+                                 const int *desc, int64_t a, int64_t b)
+{
+    for (int c = ngroup; c < ncols; ++c) {
+        const int64_t x = cols[c][a], y = cols[c][b];
+        if (x != y)
+            return (desc[c] ? x > y : x < y) ? -1 : 1;
+    }
+    return 0;
+}
+
+/* order[0..n): the entries, whose groups come in runs (spf_st_in_runs), with each run sorted
+ * by its keys on its own, stably: insertion sorts of 16 entries, then merges.  Returns 1 when
+ * out of memory. */
+static inline int spf_st_sort_runs(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
+                                   const int *desc, int64_t *restrict order)
+{
+    int64_t *tmp = spf_st_vector(n);
+    if (!tmp)
+        return 1;
+    for (int64_t e = 0; e < n; ++e)
+        order[e] = e;
+    for (int64_t s = 0; s < n;) {
+        int64_t t = s + 1;          /* the run [s, t): entries of one group */
+        while (t < n) {
+            int same = 1;
+            for (int c = 0; c < ngroup && same; ++c)
+                same = cols[c][t] == cols[c][s];
+            if (!same)
+                break;
+            ++t;
+        }
+        int64_t *a = order + s, *w = tmp + s;
+        const int64_t len = t - s;
+        for (int64_t b = 0; b < len; b += 16) {
+            const int64_t end = b + 16 < len ? b + 16 : len;
+            for (int64_t i = b + 1; i < end; ++i) {
+                const int64_t v = a[i];
+                int64_t j = i;
+                for (; j > b && spf_st_key_cmp(ngroup, ncols, cols, desc, v, a[j - 1]) < 0; --j)
+                    a[j] = a[j - 1];
+                a[j] = v;
+            }
+        }
+        for (int64_t width = 16; width < len; width *= 2) {
+            for (int64_t b = 0; b < len; b += 2 * width) {
+                const int64_t m = b + width < len ? b + width : len;
+                const int64_t end = b + 2 * width < len ? b + 2 * width : len;
+                int64_t i = b, j = m, k = b;
+                while (i < m && j < end)    /* the left one first where equal: stable */
+                    w[k++] = spf_st_key_cmp(ngroup, ncols, cols, desc, a[j], a[i]) < 0 ? a[j++]
+                                                                                      : a[i++];
+                while (i < m)
+                    w[k++] = a[i++];
+                while (j < end)
+                    w[k++] = a[j++];
+            }
+            memcpy(a, w, sizeof(int64_t) * (size_t)len);
+        }
+        s = t;
+    }
+    free(tmp);
+    return 0;
 }
 
 /* Per entry, the rank of its key (columns ngroup..ncols-1) among the distinct keys of its group
  * (columns 0..ngroup-1), in the sort order; first[e] = 1 for the first entry of each distinct
- * (group, key).  Entries already in that order, or in runs of one group each, are ranked in one
- * pass where they are; others through a stable sort.  Returns 1 when out of memory. */
+ * (group, key).  Entries already in that order, or in runs of one group each with their keys in
+ * order, are ranked in one pass where they are; runs of one group each with their keys out of
+ * order through a sort of each run; others through a stable sort of all.  Returns 1 when out
+ * of memory. */
 static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
                                const int *desc, int64_t *restrict rank, uint8_t *restrict first)
 {
-    int sorted = spf_st_in_order(n, ncols, cols, desc);
-    if (!sorted) {
-        sorted = spf_st_in_runs(n, ngroup, ncols, cols, desc);
-        if (sorted < 0)
+    int runs = spf_st_in_order(n, ncols, cols, desc);
+    if (!runs) {
+        runs = spf_st_in_runs(n, ngroup, ncols, cols, desc);
+        if (runs < 0)
             return 1;
     }
+    const int sorted = runs == 1;
     int64_t *order = sorted ? NULL : spf_st_vector(n);
-    if (!sorted && (!order || spf_st_order(n, ncols, cols, desc, order))) {
+    if (!sorted && (!order || (runs == 2 ? spf_st_sort_runs(n, ngroup, ncols, cols, desc, order)
+                                         : spf_st_order(n, ncols, cols, desc, order)))) {
         free(order);
         return 1;
     }

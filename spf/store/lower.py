@@ -375,11 +375,11 @@ class _Writer:
         if not filters:
             return
         fails = " || ".join(f"{self.aff(f)} < 0" for f in filters)
-        if not self.plan.others:
-            for f in filters:
-                shown = format_constraint(Constraint(f, False))
-                self.each(self.refuse_if(f"{self.aff(f)} < 0", f"entry {{at}} cannot be stored "
-                                         f"in {self.lay.name}: its relation requires {shown}"))
+        if not self.plan.others:        # every filter checked in one pass
+            self.each(*(self.refuse_if(f"{self.aff(f)} < 0", f"entry {{at}} cannot be stored "
+                                       f"in {self.lay.name}: its relation requires "
+                                       f"{format_constraint(Constraint(f, False))}")
+                        for f in filters))
             return
         for g in self.outs:
             self.column(g)
