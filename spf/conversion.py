@@ -356,9 +356,9 @@ class _Written:
     entry list and written into the destination, all by generated C (:func:`_written_source`).
     Where two index tuples could read one value slot (the value subscripts do not determine
     every layout index), the tuples the destination's relation admits are counted by its
-    generated read loops: as many as the entries written, none reads a slot twice; else (and
-    for a union destination, whose other parts give the rest) the tensor is read back and
-    compared with the source (see :func:`spf.runtime.writer.written`)."""
+    generated read loops: as many as the entries written, none reads a slot twice; else the
+    tensor is read back and compared with the source (see :func:`spf.runtime.writer.written`).
+    A union destination's writer checks in C that its other parts give exactly the rest."""
 
     def __init__(self, conv: Conversion, plan: WritePlan):
         self.conversion, self.plan = conv, plan
@@ -402,7 +402,7 @@ class _Written:
                          byte_limit(), ctypes.addressof(given))
         fields, entries = writer.finished(src, status, err, out, sizes)
         t = writer.checked(self.plan, tuple(tensor.shape), fields)
-        if self.plan.others or (self.counter is not None and self._admitted(t) != entries):
+        if self.counter is not None and self._admitted(t) != entries:
             coords, values = tensor.entries()
             writer.check_read_back(self.plan, t, coords, values)
         t.source_entries = entries if t.values.size > entries else None

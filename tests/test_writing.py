@@ -90,7 +90,8 @@ def test_symmetric_output_and_refusal_of_an_unsymmetric_result():
     np.testing.assert_allclose(c.to_dense(), 3 * s.toarray())
     u = sp.csr_matrix(np.triu(s.toarray(), 1))        # no mirror: not symmetric
     with pytest.raises(ArgumentError, match=r"SymCSR cannot hold these entries.*would be "
-                                            r"read back, but the source has no entry there"):
+                                            r"read back through part 2 of its relation, but "
+                                            r"the source has no entry there"):
         fn(A=spf.Tensor.from_scipy("CSR", u), B=spf.Tensor.from_scipy("CSR", u))
     d = s.toarray()
     d[2, 5] += 1.0                                    # mirrored values differ

@@ -29,9 +29,10 @@ bounds from the counts, index arrays from the keys, the value array from its sub
 an array the part only compares with constants where it reads it (a bitmap's ``1 <= tbl(pi,
 pj)``) marks the entries' slots (a **marker**).  Every constraint of the part is checked per
 entry after writing (an entry the layout cannot hold is an error naming the entry and the
-constraint).  A part whose fields the first does not determine is left empty; the whole
-relation (every part of a union) is then read back by generated code and must give exactly the
-entries (:func:`spf.runtime.writer.written`).
+constraint).  A part whose fields the first does not determine is left empty.  The other parts
+of a union must then give exactly the entries the first leaves: the generated writer finds
+each such entry's place in them (solved as above where a part says, searched where it does
+not) and scans their points for any other (:mod:`spf.store.lower`).
 """
 from __future__ import annotations
 
@@ -180,7 +181,8 @@ class Pinned:
 @dataclass(frozen=True)
 class WritePlan:
     """How entries are written into ``layout``: its first part writes them, the other parts
-    (``others``) give the rest, checked when the whole relation is read back."""
+    (``others``) give the rest, checked by the generated writer (each entry the first part
+    leaves found in another part, with its value, and no other entry there)."""
 
     layout: Layout
     first: PartWrite
@@ -189,6 +191,8 @@ class WritePlan:
     emptied: tuple[str, ...]            # scalar fields set to 0 (parts left empty)
     sized: tuple[str, ...] = ()         # scalar fields only sizing arrays: what is written
     pinned: tuple[Pinned, ...] = ()     # scalar fields a ``linear`` property pins
+    found: tuple[PartWrite | None, ...] = ()    # per other part: how an entry's place there is
+    #                                             solved from its coordinates (None: searched)
 
     @property
     def reads_back_by_construction(self) -> bool:
@@ -233,7 +237,8 @@ class WritePlan:
             text.append(f"{m.call} = {m.mark} at each entry, {m.unused} elsewhere (it marks "
                         "the entries)")
         if self.others:
-            text.append(f"parts 1-{len(self.others)} read back from what is written"
+            text.append(f"parts 2-{len(self.others) + 1} checked to give exactly the entries "
+                        "part 1 leaves"
                         + (f" ({', '.join(self.emptied)} = 0)" if self.emptied else ""))
         return "; ".join(text)
 
@@ -311,7 +316,17 @@ def write_plan(layout: Layout) -> WritePlan:
               f"{missing[0]} below and above (or equates it) by given fields and parameters "
               "would pin it")
     return WritePlan(layout, first, tuple(rel.disjuncts[1:]), frozenset(produced),
-                     tuple(emptied), sized, pinned)
+                     tuple(emptied), sized, pinned,
+                     tuple(_part_or_none(layout, conj) for conj in rel.disjuncts[1:]))
+
+
+def _part_or_none(layout: Layout, conj: Conj) -> PartWrite | None:
+    """How ``conj`` (another part of a union) places an entry, or None when its relation does
+    not say (its points are then searched for an entry's coordinates)."""
+    try:
+        return _Solver(layout, conj).run()
+    except SpecError:
+        return None
 
 
 def _pinned(layout: Layout, known: set[str]) -> tuple[Pinned, ...]:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 from ..back import ctree as t
 from ..back.c_printer import CPrinter
@@ -35,6 +36,7 @@ from ..errors import SpecError
 from ..front import index_expr as ie
 from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
+from ..front.properties import Ordering
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
 from ..front.writing import Marker, PartWrite, Permuted, Position, Run, Start, WritePlan
 
@@ -52,6 +54,7 @@ class Refusal:
     text: str
     spec: str | None = None         # the layout field a fault of the layout file is blamed on
     memory: str | None = None       # the array over the byte limit (x0: its bytes)
+    values: bool = False            # {given} and {read}: two values' bytes after other entry
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,11 @@ class WriterSource:
 
     @property
     def err_size(self) -> int:
+        return self.values_at + (4 if any(r.values for r in self.refusals) else 0)
+
+    @property
+    def values_at(self) -> int:
+        """Where ``spf_err`` holds two values' bytes (16 each), for refusals that name them."""
         return 4 + 2 * self.layout.order
 
     def header(self) -> list[str]:
@@ -83,7 +91,9 @@ class WriterSource:
                  "for each entry's place (spf.store); every array of B is malloc'd here",
                  "  (the caller frees them), every scalar field set.  Returns 0, "
                  f"{c_name(Status.OUT_OF_MEMORY)}, or {c_name(Status.REFUSED)} with spf_err = "
-                 "{refusal, entry coordinates, x0, x1, x2, other entry}:"]
+                 "{refusal, entry coordinates, x0, x1, x2, other entry"
+                 + (", the value given, the value read (each in 2 int64s, as its bytes)"
+                    if any(r.values for r in self.refusals) else "") + "}:"]
         lines += [f"  {k}: {r.text}" for k, r in enumerate(self.refusals)]
         return lines
 
@@ -152,6 +162,8 @@ class _Writer:
         self.temp = 0
         self.final = False          # names read as the fields hold them (the checks)
         self.keep: str | None = None    # a union's first part: the entries kept, compacted
+        self.dropped: str | None = None     # and the entries it leaves to the other parts
+        self.local: dict[str, str] = {}     # names bound to C variables (a union's checks)
 
     # ---- names and expressions ----------------------------------------------------------
     def fresh(self, what: str) -> str:
@@ -203,6 +215,8 @@ class _Writer:
         return f"f_{c_ident(name)}"
 
     def name_text(self, name: str) -> str:
+        if name in self.local:
+            return self.local[name]
         if self.final and name in self.known:       # a scalar field solved per entry too
             return self.scalar(name)
         if name in self.env or name in self.inline:
@@ -265,6 +279,8 @@ class _Writer:
                                                          for a in args]))
 
         def name_text(name: str) -> str:
+            if name in self.local:
+                return self.local[name]
             if per_entry and (name in self.env or name in self.inline):
                 return self.at(name)
             if name in self.lay.params:
@@ -281,15 +297,20 @@ class _Writer:
 
     def refuse(self, text: str, x: tuple[str, ...] = (), entry: bool = True,
                other: str | None = None, spec: str | None = None,
-               memory: str | None = None) -> list[t.Node]:
-        """Statements refusing the write (entry ``e`` when ``entry``)."""
-        refusal = Refusal(text, spec, memory)
+               memory: str | None = None, at: list[str] | None = None,
+               values: tuple[str, str] | None = None) -> list[t.Node]:
+        """Statements refusing the write (entry ``e`` when ``entry``; ``at``: the coordinates
+        named instead; ``values``: the given and read values named, C lvalues)."""
+        refusal = Refusal(text, spec, memory, values is not None)
         if refusal not in self.refusals:
             self.refusals.append(refusal)
         order = self.lay.order
         out: list[t.Node] = [t.Assign("spf_err[0]", str(self.refusals.index(refusal)))]
         for k in range(order):
-            out.append(t.Assign(f"spf_err[{1 + k}]", self.at(self.outs[k]) if entry else "-1"))
+            out.append(t.Assign(f"spf_err[{1 + k}]", at[k] if at is not None
+                                else self.at(self.outs[k]) if entry else "-1"))
+        for k, v in enumerate(values or ()):
+            out.append(t.Call(f"memcpy(&spf_err[{4 + 2 * order + 2 * k}], &{v}, sizeof({v}))"))
         for k, v in enumerate(x):
             out.append(t.Assign(f"spf_err[{1 + order + k}]", v))
         if other is not None:
@@ -298,8 +319,9 @@ class _Writer:
         return out + [t.Assign("spf_status", c_name(Status.REFUSED)), t.Goto("spf_done")]
 
     def refuse_if(self, cond: str, text: str, x: tuple[str, ...] = (), entry: bool = True,
-                  other: str | None = None, spec: str | None = None) -> t.If:
-        return t.If(cond, self.refuse(text, x, entry, other, spec))
+                  other: str | None = None, spec: str | None = None,
+                  at: list[str] | None = None, values: tuple[str, str] | None = None) -> t.If:
+        return t.If(cond, self.refuse(text, x, entry, other, spec, at=at, values=values))
 
     def entry_refusal(self, why: str) -> str:
         return f"entry {{at}} cannot be written into {self.lay.name}: {why}"
@@ -331,6 +353,7 @@ class _Writer:
         self.write_passes([*self.store_fields(), *self.store_values(slots)])
         self.final = True
         self.checks()
+        self.union_check(slots)
         self.finish()
         return [*self.decls, *b.root]
 
@@ -370,7 +393,7 @@ class _Writer:
 
     def share(self) -> None:
         """The entries the written part holds: the others are refused, or (a union) left to
-        the other parts, which the caller checks by reading the tensor back."""
+        the other parts (:meth:`union_check`)."""
         filters = self.part.filters
         if not filters:
             return
@@ -388,7 +411,10 @@ class _Writer:
         moves: list[t.Node] = [t.Assign(f"{v}[spf_kept]", f"{v}[{E}]") for v in self.env.values()]
         self.keep = self.vector("keep")
         moves.append(t.Assign(f"{self.keep}[spf_kept++]", E))
-        self.each(t.If(f"!({fails})", moves))
+        self.dropped = self.vector("dropped")
+        self.b.add(t.Declare("int64_t", "spf_dropped", "0"))
+        self.each(t.If(f"!({fails})", moves,
+                       [t.Assign(f"{self.dropped}[spf_dropped++]", E)]))
         self.b.add(t.Assign("n", "spf_kept"))
 
     def permute(self, q: Permuted) -> None:
@@ -1098,6 +1124,273 @@ class _Writer:
             self.b.add(t.Comment("every constraint of the relation, at every entry"))
             self.each(*body)
 
+    # ---- a union's other parts, checked -------------------------------------------------
+    def union_check(self, slots: str) -> None:
+        """A union's other parts give exactly the entries its first part leaves (what the
+        tensor read back through its whole relation must show): each entry left, unless it
+        holds 0, is found in an other part (:meth:`locate`) with its value, and counted at
+        its value slot; then every point of the other parts holding a nonzero value must be
+        one of those counted (else it is named: read through two parts where the first part
+        holds it too, or no entry of the source); and where the first part could read a slot
+        its entries did not write, its nonzero points are as many as the entries it holds."""
+        plan, lay = self.plan, self.lay
+        if not plan.others:
+            return
+        valued = lay.value_array is not None
+        self.b.add(t.Comment(f"the other parts of {lay.name}'s relation give exactly the "
+                             "entries its first part leaves"))
+        counts = [self.vector(f"part{k + 2}_given", slots if valued else "1", "0")
+                  for k in range(len(plan.others))]
+        if self.dropped is not None:
+            self.find_dropped(counts)
+        if not _first_by_construction(plan):
+            self.count_first()
+        for k, conj in enumerate(plan.others):
+            self.b.add(t.Comment(f"every point of part {k + 2} holding a value is an entry "
+                                 "found there above (each slot as often as found)"),
+                       *self.over_points(conj, partial(self.extra, k, counts[k])))
+        if not valued:              # a pattern layout: the points of each part as counted
+            self.b.add(*[self.refuse_if(f"{c}[0] != 0", f"{lay.name} cannot hold these "
+                                        f"entries: part {k + 2} of its relation reads "
+                                        "entries the source does not have", entry=False)
+                         for k, c in enumerate(counts)])
+
+    def value_at(self, where: str) -> str:
+        """The value read at value slot ``where`` (the layout's constant in a pattern)."""
+        lay = self.lay
+        if lay.value_array is None:
+            return f"(spf_value_t){lay.implicit}"
+        return f"{self.arrays[lay.value_array][0]}[{where}]"
+
+    def slot_here(self) -> str:
+        """The value slot of the point whose names are bound (-1 outside; 0: a pattern)."""
+        ref = self.lay.value_ref
+        if self.lay.value_array is None:
+            return "0"
+        return self.offset(ref.array, [self.ie_text(s, per_entry=True) for s in ref.subscripts])
+
+    def same(self, a: str, b: str) -> str:
+        """C: values ``a`` and ``b`` equal (NaN equal to NaN, as the read-back compares)."""
+        if self.lay.value_type.kind.value in "fc":
+            return f"({a} == {b} || ({a} != {a} && {b} != {b}))"
+        return f"({a} == {b})"
+
+    def find_dropped(self, counts: list[str]) -> None:
+        """Each entry the first part leaves, unless it holds 0, found in an other part with
+        its value (its slot counted there); else refused, naming it."""
+        lay, order = self.lay, self.lay.order
+        d = "spf_d"
+        coords = [f"(int64_t)spf_g{k}[{d}]" for k in range(order)]
+        for g, c in zip(self.outs, coords):
+            self.local[g] = c
+        body: list[t.Node] = [t.Declare("const int64_t", d, f"{self.dropped}[spf_l]"),
+                              t.Declare("spf_value_t", "spf_given", f"spf_v[{d}]"),
+                              t.If("spf_given == 0", [t.Call("continue")],
+                                   note="a 0 reads as no entry either way"),
+                              t.Declare("int", "spf_found", "0")]
+        for k, conj in enumerate(self.plan.others):
+            def hit(k: int = k) -> list[t.Node]:
+                return [t.Declare("const int64_t", "spf_w", self.slot_here()),
+                        t.If("spf_w >= 0", [
+                        t.Declare("spf_value_t", "spf_read", self.value_at("spf_w")),
+                        self.refuse_if(f"!{self.same('spf_given', 'spf_read')}",
+                                       f"{lay.name} cannot hold these entries: {{at}}: value "
+                                       f"{{given}}, read back {{read}} through part {k + 2} "
+                                       "of its relation (entries read through two parts of "
+                                       "the relation differ)", at=coords,
+                                       values=("spf_given", "spf_read")),
+                        t.Assign(f"{counts[k]}[{'spf_w' if lay.value_array else '0'}]", "1",
+                                 "+="),
+                        t.Assign("spf_found", "1")])]
+            body.append(t.If("!spf_found", self.locate(conj, self.plan.found[k], hit)))
+        body.append(self.refuse_if("!spf_found", f"{lay.name} cannot hold these entries: "
+                                   "{at} of the source (value {given}) is not read back: part "
+                                   "1 of its relation does not hold it and no other part reads "
+                                   "it", at=coords, values=("spf_given", "spf_given")))
+        self.b.add(t.Comment("each entry the first part leaves, found in another part"),
+                   t.For("int64_t spf_l = 0", "spf_l < spf_dropped", "++spf_l", body))
+        for g in self.outs:
+            del self.local[g]
+
+    def locate(self, conj: tuple[Constraint, ...], part: PartWrite | None,
+               hit: Callable[[], list[t.Node]]) -> list[t.Node]:
+        """Statements finding the point of ``conj`` that gives the logical coordinates bound
+        in :attr:`local` and running ``hit()`` there: where ``part`` solves it, its layout
+        indices from the coordinates and each position searched in its group (binary where
+        an ordering property sorts its first key there, else in turn); otherwise every point
+        of the part tried (a scan per entry)."""
+        if part is None or part.permuted or part.markers or any(
+                s.divisor != 1 for s in part.solved) or any(
+                p.run or p.inner or p.start is Start.NESTED for p in part.positions):
+            targets = {g: self.local[g] for g in self.outs}
+            label = self.fresh("found")
+            return [t.Block([*self.over_points(conj, lambda: [t.If(" && ".join(
+                f"{self.local[g]} == {targets[g]}" for g in self.outs) or "1",
+                [*hit(), t.Goto(label)])]), t.Label(label), t.Call("(void)0")])]
+        saved = dict(self.local)
+        out: list[t.Node] = []
+        for s in part.solved:
+            if isinstance(s.atom, str):
+                var = self.fresh(s.atom)
+                out.append(t.Declare("const int64_t", var, self.aff(s.value)))
+                self.local[s.atom] = var
+        for p in part.positions:
+            out += self.search(part, p)
+        checks = " && ".join(f"{self.aff(c.aff)} {'==' if c.is_eq else '>='} 0" for c in conj)
+        out.append(t.If(checks or "1", hit()))
+        self.local = saved
+        return [t.Block(out)]
+
+    def search(self, part: PartWrite, p: Position) -> list[t.Node]:
+        """``p``'s place in its group whose keys are the entry's (its group's end where none
+        is): a lower bound by binary search where an ordering property sorts its first key
+        within the group, else the first match in turn."""
+        lo, hi, var = self.fresh(f"{p.index}_lo"), self.fresh(f"{p.index}_hi"), self.fresh(p.index)
+        first = self.aff(Aff.var(p.lower)) if p.lower is not None else "INT64_C(0)"
+        out: list[t.Node] = [t.Declare("int64_t", lo, first),
+                             t.Declare("int64_t", hi, self.aff(p.upper))]
+        targets = []
+        for key in p.keys:
+            solved = part.solution(key)
+            assert solved is not None       # a position's keys are solved reads
+            targets.append(self.aff(solved.value))
+        self.local[p.index] = var
+        keys = [self.read(k) for k in p.keys]
+        self.local[p.index] = lo
+        sorted_by = p.keys and any(isinstance(prop, Ordering) and prop.uf == p.keys[0].name
+                                   and prop.orders_within(p.group)
+                                   for prop in self.lay.properties)
+        matches = " && ".join(f"{k} == {v}" for k, v in zip(keys, targets)) or "1"
+        if sorted_by:
+            before = ">" if p.descending[0] else "<"
+            self.local[p.index] = "spf_mid"
+            key0 = self.read(p.keys[0])
+            out.append(t.While(f"{lo} < {hi}", [
+                t.Declare("const int64_t", "spf_mid", f"{lo} + ({hi} - {lo}) / 2"),
+                t.If(f"{key0} {before} {targets[0]}", [t.Assign(lo, "spf_mid + 1")],
+                     [t.Assign(hi, "spf_mid")])]))
+            out.append(t.Declare("int64_t", var, lo))
+            self.local[p.index] = var
+            return out
+        out.append(t.Declare("int64_t", var, lo))
+        self.local[p.index] = var
+        out.append(t.While(f"{var} < {hi} && !({matches})", [t.Call(f"++{var}")]))
+        return out
+
+    def point_coords(self, conj: tuple[Constraint, ...]) -> list[tuple[str, str]]:
+        """Per logical coordinate, its value at the point whose layout indices are bound (an
+        equality of ``conj`` giving it from them and the fields)."""
+        out = []
+        logical = set(self.outs)
+        for g in self.outs:
+            eq = next((c for c in conj if c.is_eq and abs(c.aff.coeff(g)) == 1
+                       and not (c.names() - {g}) & logical), None)
+            if eq is None:
+                raise layout_error(self.lay, f"layout {self.lay.name} cannot be written: part "
+                                   f"{self.plan.others.index(conj) + 2} of its relation does "
+                                   f"not give {g} by an equality, so the entries it reads "
+                                   "cannot be checked", "relation")
+            k = eq.aff.coeff(g)
+            out.append((g, self.aff((eq.aff - Aff.var(g, k)) * -k)))
+        return out
+
+    def over_points(self, conj: tuple[Constraint, ...], inner: Callable[[], list[t.Node]]
+                    ) -> list[t.Node]:
+        """Loops over the points of ``conj`` on the fields as written: each layout index in
+        layout order given by an equality over the earlier ones and the fields, or looping
+        from its greatest lower bound to its least upper bound; its logical coordinates bound
+        (:meth:`point_coords`), every constraint tested, then ``inner()`` (statements run at
+        each point; ``continue`` leaves the point)."""
+        saved = dict(self.local)
+        earlier: set[str] = set()
+        fields = set(self.lay.fields) | set(self.lay.params)
+        heads: list[tuple[str, list[str], list[str]]] = []      # index, lower, upper bounds
+        for p in self.lay.indices:
+            var = self.fresh(p)
+            lows, highs = [], []
+            for c in conj:
+                k = c.aff.coeff(p)
+                rest = c.aff - Aff.var(p, k)
+                if abs(k) != 1 or not rest.names() <= earlier | fields \
+                        or not {a.name for a in rest.calls()} <= set(self.arrays):
+                    continue
+                bound = self.aff(rest * -k)         # p = bound (an equality), p >= / <= it
+                if c.is_eq:
+                    lows, highs = [bound], [bound]
+                    break
+                (lows if k > 0 else highs).append(bound)
+            if not lows or not highs:
+                raise layout_error(self.lay, f"layout {self.lay.name} cannot be written: {p} "
+                                   "has no lower or upper bound in a part of its relation, so "
+                                   "the entries that part reads cannot be checked", "relation")
+            heads.append((var, lows, highs))
+            self.local[p] = var
+            earlier.add(p)
+        body: list[t.Node] = []
+        for g, value in self.point_coords(conj):
+            var = self.fresh(g)
+            body.append(t.Declare("const int64_t", var, value))
+            self.local[g] = var
+        fails = " || ".join(f"{self.aff(c.aff)} {'!=' if c.is_eq else '<'} 0" for c in conj)
+        body += [t.If(fails, [t.Call("continue")]), *inner()]
+        for var, lows, highs in reversed(heads):
+            lo, hi = lows[0], highs[0]
+            for more in lows[1:]:
+                lo = f"({lo} > {more} ? {lo} : {more})"
+            for more in highs[1:]:
+                hi = f"({hi} < {more} ? {hi} : {more})"
+            body = [t.For(f"int64_t {var} = {lo}", f"{var} <= {hi}", f"++{var}", body)]
+        self.local = saved
+        return body
+
+    def extra(self, k: int, count: str) -> list[t.Node]:
+        """At a point of other part ``k``: unless it holds 0, one of the entries found there
+        (its slot's count taken); else refused, naming it and the part 1 value it adds to,
+        if any."""
+        lay = self.lay
+        valued = lay.value_array is not None
+        at = [self.local[g] for g in self.outs]
+        out: list[t.Node] = [t.Declare("const int64_t", "spf_w", self.slot_here()),
+                             self.refuse_if("spf_w < 0", f"{lay.name} cannot hold these "
+                                            f"entries: part {k + 2} of its relation would read "
+                                            f"{{at}} outside {lay.value_array}", at=at),
+                             t.Declare("spf_value_t", "spf_read", self.value_at("spf_w")),
+                             t.If("spf_read == 0", [t.Call("continue")])]
+        if not valued:
+            return [*out, t.Assign(f"{count}[0]", "1", "-=")]
+
+        def twice() -> list[t.Node]:
+            return [t.Declare("const int64_t", "spf_w1", self.slot_here()),
+                    t.If(f"spf_w1 >= 0 && {self.value_at('spf_w1')} != 0", [
+                        t.Declare("spf_value_t", "spf_given", self.value_at("spf_w1")),
+                        *self.refuse(f"{lay.name} cannot hold these entries: {{at}} would be read "
+                                 f"through parts 1 and {k + 2} of its relation (values "
+                                 "{given} and {read}, which a kernel would add)", at=at,
+                                 values=("spf_given", "spf_read"))])]
+        return [*out, t.If(f"{count}[spf_w] == 0", [
+            *self.locate(self.part.conj, self.plan.first, twice),
+            *self.refuse(f"{lay.name} cannot hold these entries: {{at}} would be read back "
+                         f"through part {k + 2} of its relation, but the source has no entry "
+                         "there (read back: {read})", at=at, values=("spf_read", "spf_read"))]),
+            t.Assign(f"{count}[spf_w]", "1", "-=")]
+
+    def count_first(self) -> None:
+        """Where the first part could read a slot its entries did not write: its points
+        holding nonzero values are as many as its entries holding them."""
+        lay = self.lay
+        values = f"spf_v[{self.keep}[{E}]]" if self.keep else f"spf_v[{E}]"
+        self.b.add(t.Declare("int64_t", "spf_held", "0"), t.Declare("int64_t", "spf_points", "0"))
+        self.each(t.Assign("spf_held", f"{values} != 0", "+="))
+
+        def point() -> list[t.Node]:
+            return [t.Declare("const int64_t", "spf_w", self.slot_here()),
+                    t.Assign("spf_points", f"spf_w >= 0 && {self.value_at('spf_w')} != 0", "+=")]
+        self.b.add(*self.over_points(self.part.conj, point))
+        self.b.add(self.refuse_if("spf_points != spf_held", f"{lay.name} cannot hold these "
+                                  "entries: part 1 of its relation reads {x0} nonzero entries "
+                                  "back from what was written, the source gives it {x1}",
+                                  ("spf_points", "spf_held"), entry=False))
+
     def finish(self) -> None:
         """Every index array narrowed into ``B``'s width (each value checked), the values and
         scalar fields handed over; then everything of this function freed."""
@@ -1145,6 +1438,12 @@ class _Writer:
         for _, out in outputs:
             b.add(t.Call(f"free({out})"))
         b.add(t.Return("spf_status"))
+
+
+def _first_by_construction(plan: WritePlan) -> bool:
+    """Whether the first part reads back exactly the entries it holds by construction (as
+    :attr:`WritePlan.reads_back_by_construction` for it alone)."""
+    return replace(plan, others=()).reads_back_by_construction
 
 
 def _ctype(ctype: str, lay: Layout) -> str:
