@@ -249,9 +249,9 @@ def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, st
     arrays = [coords[d] for d in range(order)]
     count = "(size_t)(spf_bound > 0 ? spf_bound : 1)"
     for a in arrays:
-        body.append(t.Assign(f"spf_list.{a}", f"malloc(sizeof(spf_index_t) * {count})"))
+        body.append(t.Assign(f"spf_list.{a}", f"spf_st_alloc(sizeof(spf_index_t) * {count})"))
     value = entries.value_ref.array
-    body.append(t.Assign(f"spf_list.{value}", f"malloc(sizeof(spf_value_t) * {count})"))
+    body.append(t.Assign(f"spf_list.{value}", f"spf_st_alloc(sizeof(spf_value_t) * {count})"))
     ok = " && ".join(f"spf_list.{a}" for a in [*arrays, value])
     body += [
         t.Declare("int64_t", "spf_size[1]", "{spf_bound}"),
@@ -401,7 +401,7 @@ class _Written:
         status = self.fn(ctypes.addressof(out), runtime.address(err), runtime.address(sizes),
                          byte_limit(), ctypes.addressof(given))
         fields, entries = writer.finished(src, status, err, out, sizes)
-        t = writer.checked(self.plan, tuple(tensor.shape), fields)
+        t = writer.checked(self.plan, tuple(tensor.shape), fields, src.proven)
         if self.counter is not None and self._admitted(t) != entries:
             coords, values = tensor.entries()
             writer.check_read_back(self.plan, t, coords, values)

@@ -705,3 +705,48 @@ data = "double[blockPtr(nbr)][B][B]"
         assert t["nbr"] == len(rows) and list(t["blockRow"]) == rows
         x = np.arange(14.0)
         np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * x(j)", A=t, x=x), m @ x)
+
+
+CSR4_AT_MOST = """name = "CSR4x"
+relation = '''{[pi, pj] -> [gi, gj] : 0 <= pi < numRows and rowStart(pi) <= pj < rowEnd(pi)
+              and gi = pi and gj = colIdx(pj)}'''
+value = "data[pj]"
+shape = ["numRows", "numCols"]
+
+[fields]
+numRows = "int"
+numCols = "int"
+slots = "int"
+rowStart = "int[numRows]"
+rowEnd = "int[numRows]"
+colIdx = "int[slots]"
+data = "double[slots]"
+
+[[properties]]
+kind = "linear"
+holds = "rowEnd(i) - rowStart(i) <= 2 and rowStart(i) <= rowEnd(i)"
+for = "0 <= i < numRows and 0 <= k < 2"
+"""
+
+
+def test_a_linear_property_is_checked_by_the_writers_c(tmp_path):
+    """A linear property the relation does not imply (at most two entries a row) is checked
+    by the generated writer on the arrays it wrote, over the property's box (two variables
+    here): a conversion that keeps it matches scipy, one that breaks it is refused by the C
+    (its message names the variables' values, not the reads Python's check names)."""
+    path = tmp_path / "CSR4x.toml"
+    path.write_text(CSR4_AT_MOST)
+    conv = spf.Conversion("CSR", str(path)).compile()
+    assert any(p.kind == "linear" for p in conv.source.proven)
+    for a in [sp.csr_matrix(np.array([[1.0, 0, 2], [0, 0, 0], [0, 3, 0]])),
+              sp.csr_matrix((0, 3)), sp.csr_matrix(np.array([[0, 0, 0, 4.0]]))]:
+        out = conv(spf.Tensor.from_scipy("CSR", a))
+        np.testing.assert_array_equal(out.to_dense(), a.toarray())
+    three = sp.csr_matrix(np.array([[1.0, 0, 2], [5, 6, 7]]))
+    with pytest.raises(ArgumentError) as err:
+        conv(spf.Tensor.from_scipy("CSR", three))
+    assert str(err.value) == (
+        "CSR4x cannot hold these entries: the fields its relation gives them fail its own "
+        "checks (CSR4x tensor: its arrays violate linear (rowEnd(i) <= rowStart(i) + 2 and "
+        "rowStart(i) <= rowEnd(i) for i >= 0 and i < numRows and k >= 0 and k <= 1) at i = 1, "
+        "k = 0: rowEnd(i) <= rowStart(i) + 2 fails)")

@@ -25,6 +25,7 @@ from ..back.status import Status, c_enum
 from ..errors import ArgumentError, OutOfMemoryError
 from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
+from ..front.properties import Property
 from ..front.storage import storage_of, storage_or_none
 from ..front.terms import Aff, FloorDiv, format_constraint
 from ..front.value_types import Typing
@@ -58,7 +59,7 @@ def written(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray
     its whole relation (every position): it must give exactly the entries, else an
     ArgumentError names the first entry that differs."""
     fields, slots = write(plan, shape, coords, values, allow_padding)
-    out = checked(plan, shape, fields)
+    out = checked(plan, shape, fields, _library(plan.layout).source.proven)
     n = len(values)
     out.source_entries = n if slots > n else None
     if not plan.others:
@@ -66,11 +67,13 @@ def written(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray
     return out
 
 
-def checked(plan: WritePlan, shape: tuple[int, ...], fields: dict[str, Any]) -> StoredTensor:
-    """The tensor of the written ``fields``, validated like any tensor."""
+def checked(plan: WritePlan, shape: tuple[int, ...], fields: dict[str, Any],
+            proven: Sequence[Property] = ()) -> StoredTensor:
+    """The tensor of the written ``fields``, validated like any tensor but for the
+    properties ``proven`` (the writer's C checked them)."""
     lay = plan.layout
     try:
-        out = tensor_class()(lay, shape, fields)
+        out = tensor_class()(lay, shape, fields, proven=frozenset(proven))
         check_within_shape(lay, out.fields)
     except ArgumentError as exc:    # what the relation solves for breaks a property
         if "index_type=" in str(exc):

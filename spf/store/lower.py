@@ -36,7 +36,7 @@ from ..errors import SpecError
 from ..front import index_expr as ie
 from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
-from ..front.properties import Ordering
+from ..front.properties import Linear, Ordering, Property
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
 from ..front.writing import Marker, PartWrite, Permuted, Position, Run, Start, WritePlan
 
@@ -68,6 +68,7 @@ class WriterSource:
     body: tuple[t.Node, ...]
     refusals: tuple[Refusal, ...]
     arrays: tuple[tuple[str, int], ...]     # array fields in declaration order, their ranks
+    proven: tuple[Property, ...] = ()       # the layout's properties its C checks
 
     @property
     def definition(self) -> str:
@@ -114,7 +115,8 @@ def writer_source(plan: WritePlan, name: str) -> WriterSource:
                  "const int64_t *restrict spf_shape, int spf_allow_padding, "
                  "int64_t spf_max_bytes)")
     arrays = tuple((f, len(spec.dims)) for f, spec in lay.fields.items() if spec.is_array)
-    return WriterSource(lay, name, signature, tuple(body), tuple(w.refusals), arrays)
+    return WriterSource(lay, name, signature, tuple(body), tuple(w.refusals), arrays,
+                        tuple(w.proven))
 
 
 def writer_file(plan: WritePlan, name: str, before: str = "") -> tuple[WriterSource, str]:
@@ -163,6 +165,7 @@ class _Writer:
         self.final = False          # names read as the fields hold them (the checks)
         self.keep: str | None = None    # a union's first part: the entries kept, compacted
         self.dropped: str | None = None     # and the entries it leaves to the other parts
+        self.proven: list[Property] = []        # properties checked here, on what is written
         self.local: dict[str, str] = {}     # names bound to C variables (a union's checks)
 
     # ---- names and expressions ----------------------------------------------------------
@@ -354,6 +357,7 @@ class _Writer:
         self.final = True
         self.checks()
         self.union_check(slots)
+        self.property_checks()
         self.finish()
         return [*self.decls, *b.root]
 
@@ -1391,6 +1395,56 @@ class _Writer:
                                   "back from what was written, the source gives it {x1}",
                                   ("spf_points", "spf_held"), entry=False))
 
+    def property_checks(self) -> None:
+        """The layout's linear properties over arrays this function writes, checked in C on
+        the arrays as written (over their boxes, as :class:`Linear` checks a given tensor), so
+        that a C caller gets them checked and Python need not check them again."""
+        for prop in self.lay.properties:
+            if isinstance(prop, Linear) and all(a in self.arrays for a in prop.ufs):
+                self.check_linear(prop)
+                self.proven.append(prop)
+
+    def check_linear(self, prop: Linear) -> None:
+        """Loops over ``prop``'s box (each variable's bounds from the ``for`` constraints
+        naming it alone, the others tested inside), each ``holds`` constraint tested."""
+        lay = self.lay
+        saved = dict(self.local)
+        loops: list[tuple[str, str, str]] = []
+        used: set[Constraint] = set()
+        for v in prop.variables:
+            var = self.fresh(v)
+            lo: list[str] = []
+            hi: list[str] = []
+            for c in prop.domain:
+                coeff = c.aff.coeff(v)
+                if c.is_eq or not coeff or c.aff.names() & set(prop.variables) != {v}:
+                    continue
+                rest = self.aff(c.aff - Aff.var(v, coeff))
+                if abs(coeff) == 1:     # coeff * v + rest >= 0
+                    (lo if coeff > 0 else hi).append(f"-{rest}" if coeff > 0 else rest)
+                else:
+                    (lo if coeff > 0 else hi).append(f"-spf_st_fdiv({rest}, {coeff})"
+                                                     if coeff > 0 else
+                                                     f"spf_st_fdiv({rest}, {-coeff})")
+                used.add(c)
+            loops.append((var, _extreme(lo, ">"), _extreme(hi, "<")))
+            self.local[v] = var
+        guard = " && ".join(f"{self.aff(c.aff)} {'==' if c.is_eq else '>='} 0"
+                            for c in prop.domain if c not in used) or "1"
+        shown = ", ".join(f"{v} = {{x{k}}}" for k, v in enumerate(prop.variables[:3]))
+        body: list[t.Node] = []
+        for c in prop.holds:
+            text = (f"{lay.name} cannot hold these entries: the fields its relation gives them "
+                    f"fail its own checks ({_literal(prop.violated(lay.name))} at {shown}: "
+                    f"{_literal(format_constraint(c))} fails)")
+            body.append(self.refuse_if(f"{self.aff(c.aff)} {'!=' if c.is_eq else '<'} 0", text,
+                                       tuple(var for var, _, _ in loops[:3]), entry=False))
+        node: t.Node = t.If(guard, body) if guard != "1" else t.Block(body)
+        for var, first, last in reversed(loops):
+            node = t.For(f"int64_t {var} = {first}", f"{var} <= {last}", f"++{var}", [node])
+        self.b.add(t.Comment(f"{prop.text()}, on the arrays as written"), node)
+        self.local = saved
+
     def finish(self) -> None:
         """Every index array narrowed into ``B``'s width (each value checked), the values and
         scalar fields handed over; then everything of this function freed."""
@@ -1448,6 +1502,19 @@ def _first_by_construction(plan: WritePlan) -> bool:
 
 def _ctype(ctype: str, lay: Layout) -> str:
     return f"{lay.index_type}_t" if ctype == "spf_index_t" else ctype
+
+
+def _literal(text: str) -> str:
+    """``text`` as literal text of a refusal (which is formatted)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _extreme(values: list[str], side: str) -> str:
+    """The largest (``side`` ">") or least ("<") of C values."""
+    out = values[0]
+    for v in values[1:]:
+        out = f"(({out}) {side} ({v}) ? ({out}) : ({v}))"
+    return out
 
 
 def _single_name(a: Aff) -> str:

@@ -1402,9 +1402,9 @@ int spf_convert(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *restric
     spf_COO spf_list = {0};
     spf_list.numRows = (spf_index_t)spf_shape[0];
     spf_list.numCols = (spf_index_t)spf_shape[1];
-    spf_list.rowIdx = malloc(sizeof(spf_index_t) * (size_t)(spf_bound > 0 ? spf_bound : 1));
-    spf_list.colIdx = malloc(sizeof(spf_index_t) * (size_t)(spf_bound > 0 ? spf_bound : 1));
-    spf_list.data = malloc(sizeof(spf_value_t) * (size_t)(spf_bound > 0 ? spf_bound : 1));
+    spf_list.rowIdx = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_bound > 0 ? spf_bound : 1));
+    spf_list.colIdx = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_bound > 0 ? spf_bound : 1));
+    spf_list.data = spf_st_alloc(sizeof(spf_value_t) * (size_t)(spf_bound > 0 ? spf_bound : 1));
     int64_t spf_size[1] = {spf_bound};
     spf_status = !(spf_list.rowIdx && spf_list.colIdx && spf_list.data) ? SPF_OUT_OF_MEMORY : spf_convert_entries(&spf_list, spf_size, A);
     if (!spf_status) {
