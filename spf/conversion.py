@@ -355,10 +355,9 @@ class _Written:
     """Runs a conversion written by its destination's relation: the source read into an
     entry list and written into the destination, all by generated C (:func:`_written_source`).
     Where two index tuples could read one value slot (the value subscripts do not determine
-    every layout index), the tuples the destination's relation admits are counted by its
-    generated read loops: as many as the entries written, none reads a slot twice; else the
-    tensor is read back and compared with the source (see :func:`spf.runtime.writer.written`).
-    A union destination's writer checks in C that its other parts give exactly the rest."""
+    every layout index), the writer counts in C the tuples the destination's relation reads
+    a nonzero value at: as many as the entries holding one; a union destination's writer
+    checks in C that its other parts give exactly the rest (:mod:`spf.store`)."""
 
     def __init__(self, conv: Conversion, plan: WritePlan):
         self.conversion, self.plan = conv, plan
@@ -366,11 +365,6 @@ class _Written:
         self.fn = getattr(runtime.load_library(str(runtime.build_library(text))), conv.name)
         self.fn.restype = ctypes.c_int
         self.fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
-        self.counter: CompiledKernel | None = None
-        if not plan.reads_back_by_construction and not plan.others:
-            entries = _entry_list(conv.dst, conv.index_type).with_value_type(conv.dst.value_type)
-            self.counter = Conversion(conv.dst, entries, keep_zeros=True,
-                                      index_type=conv.index_type).kernel.compile()
 
     def __reduce__(self) -> tuple:
         return (_Written, (self.conversion, self.plan))
@@ -402,23 +396,8 @@ class _Written:
                          byte_limit(), ctypes.addressof(given))
         fields, entries = writer.finished(src, status, err, out, sizes)
         t = writer.checked(self.plan, tuple(tensor.shape), fields, src.proven)
-        if self.counter is not None and self._admitted(t) != entries:
-            coords, values = tensor.entries()
-            writer.check_read_back(self.plan, t, coords, values)
         t.source_entries = entries if t.values.size > entries else None
         return t
-
-    def _admitted(self, t: StoredTensor) -> int:
-        """How many index tuples ``t``'s relation admits (its read loops' instances)."""
-        assert self.counter is not None
-        count = ctypes.c_int64(0)
-        extents = np.array(t.shape, np.int64)
-        ranged = self.counter.kernel.assembly is not None and self.counter.kernel.assembly.ranged
-        struct = t.struct
-        self.counter._bound(ctypes.addressof(count),
-                            *([runtime.address(extents)] if ranged else []),
-                            ctypes.addressof(struct))
-        return int(count.value)
 
 
 class _ValuesChecked:

@@ -356,6 +356,8 @@ class _Writer:
         self.write_passes([*self.store_fields(), *self.store_values(slots)])
         self.final = True
         self.checks()
+        if not self.plan.others and not self.plan.reads_back_by_construction:
+            self.count_first()      # no tuple but the entries' reads a nonzero value
         self.union_check(slots)
         self.property_checks()
         self.finish()
@@ -1168,9 +1170,9 @@ class _Writer:
 
     def slot_here(self) -> str:
         """The value slot of the point whose names are bound (-1 outside; 0: a pattern)."""
-        ref = self.lay.value_ref
         if self.lay.value_array is None:
             return "0"
+        ref = self.lay.value_ref
         return self.offset(ref.array, [self.ie_text(s, per_entry=True) for s in ref.subscripts])
 
     def same(self, a: str, b: str) -> str:
