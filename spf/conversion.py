@@ -24,7 +24,7 @@ import numpy as np
 from .back import ctree as t
 from .back.c_printer import CPrinter
 from .back.names import struct_name
-from .back.source import assembled_entry
+from .back.source import assembled_entry, extent_c
 from .back.status import Status, c_name
 from .concurrency import symbolic
 from .errors import ArgumentError, SpecError
@@ -213,10 +213,22 @@ class _Compiled:
         return tensor_class().from_dense(conv.dst, np.asarray(out).reshape(tensor.shape))
 
 
-def _field_text(a: Aff) -> str:
-    """An extent of the source's shape (over its scalar fields) in C."""
-    parts = [f"{'' if k == 1 else f'{k} * '}(int64_t)A->{atom}" for atom, k in a.terms]
-    return " + ".join([*parts, *([str(a.const)] if a.const else [])]) or "0"
+def _entry_signature(conv: Conversion) -> t.Signature:
+    """``int <name>(B, spf_err, spf_sizes, spf_max_bytes, A)``: a conversion's C entry."""
+    return t.Signature("int", conv.name, (
+        t.Param(f"{struct_name(conv.dst)} *restrict", "B"),
+        t.Param("int64_t *restrict", "spf_err"), t.Param("int64_t *restrict", "spf_sizes"),
+        t.Param("int64_t", "spf_max_bytes"),
+        t.Param(f"const {struct_name(conv.src)} *restrict", "A")))
+
+
+def _source_extent(src: Layout, e: Aff) -> str:
+    """An extent of the source's shape in C, over the fields of its struct ``A``."""
+    text = extent_c(e.rename({n: f"A.{n}" for n in e.names()}))
+    if text is None:
+        raise layout_error(src, f"layout {src.name}: its shape's extent {e} is not over its "
+                           "scalar fields", "shape")
+    return text
 
 
 def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, str]:
@@ -230,10 +242,10 @@ def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, st
     storage = storage_of(entries)
     (level,) = storage.levels
     coords = dict(level.coords)
-    shape = [_field_text(e) for e in conv.src.shape]
+    shape = [_source_extent(conv.src, e) for e in conv.src.shape]
     plans = [term.plan for term in k.terms] if k.terms else [k.plan]
     ranged = any(p.assembly is not None and p.assembly.ranged for p in plans)
-    dst, lst = struct_name(conv.dst), struct_name(entries)
+    lst = struct_name(entries)
     order = conv.src.order
     body: list[t.Node] = [
         t.Declare("const int64_t", f"spf_shape[{max(order, 1)}]", "{" + ", ".join(shape) + "}"),
@@ -266,9 +278,7 @@ def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, st
         *[t.Call(f"free(spf_list.{a})") for a in [*arrays, value]],
         t.Return("spf_status")]
     glue = t.Function(
-        f"int {conv.name}({dst} *restrict B, int64_t *restrict spf_err, "
-        f"int64_t *restrict spf_sizes, int64_t spf_max_bytes, "
-        f"const {struct_name(conv.src)} *restrict A)", body,
+        _entry_signature(conv), body,
         f"{conv.src.name} -> {conv.dst.name}: the source's entries read into an entry list by "
         f"{conv.name}_entries, then written by {conv.name}_write (every array of B malloc'd "
         "there; free each with free).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no "
@@ -292,14 +302,13 @@ def _assembled_source(conv: Conversion) -> tuple[WriterSource, str]:
     k = conv.kernel
     assembly = k.assembly
     assert assembly is not None
-    main = assembled_entry(assembly, k.name, f"int {k.name}(B, B_size, "
-                           f"const {struct_name(conv.src)} *restrict A)", assembly.ranged,
-                           assembly.drop_zeros)
+    kernel = t.Signature("int", k.name, (
+        t.Param(f"{struct_name(conv.dst)} *restrict", "B"), t.Param("int64_t *restrict", "B_size"),
+        t.Param(f"const {struct_name(conv.src)} *restrict", "A")))
+    main = assembled_entry(assembly, kernel, assembly.ranged, assembly.drop_zeros)
     if isinstance(main, str):
         raise layout_error(conv.src, f"cannot convert {conv.src.name}: {main}")
-    signature = (f"int {conv.name}({struct_name(conv.dst)} *restrict B, "
-                 "int64_t *restrict spf_err, int64_t *restrict spf_sizes, "
-                 f"int64_t spf_max_bytes, const {struct_name(conv.src)} *restrict A)")
+    signature = _entry_signature(conv)
     body: list[t.Node] = [
         t.Return(f"{k.name}_new(B, spf_err, spf_sizes, spf_max_bytes, A)")]
     glue = t.Function(signature, body, f"{conv.src.name} -> {conv.dst.name}: {k.name}_new "

@@ -24,21 +24,21 @@ from . import storage_c, strategy
 from .model import AssemblyPlan, FunctionRole
 
 
-def param(plan: AssemblyPlan, tensor: str, role: FunctionRole) -> str:
-    """The C parameter(s) through which the function hands over what it produces."""
+def param(plan: AssemblyPlan, tensor: str, role: FunctionRole) -> list[t.Param]:
+    """The C parameters through which the function hands over what it produces."""
+    ext = [t.Param("const int64_t *restrict", "spf_ext")]
     if role is FunctionRole.HISTOGRAM:
-        return "spf_index_t *restrict spf_hist" + (
-            ", const int64_t *restrict spf_ext" if plan.ranged else "")
+        return [t.Param("spf_index_t *restrict", "spf_hist"), *(ext if plan.ranged else [])]
     if role is FunctionRole.ROW_COUNTS:
-        return "spf_index_t *restrict spf_count, spf_workspace *restrict spf_wss"
+        return [t.Param("spf_index_t *restrict", "spf_count"),
+                t.Param("spf_workspace *restrict", "spf_wss")]
     if role.counts:
-        return "int64_t *restrict spf_bound" + (
-            ", const int64_t *restrict spf_ext" if plan.ranged else "")
+        return [t.Param("int64_t *restrict", "spf_bound"), *(ext if plan.ranged else [])]
     if role is FunctionRole.STREAM:
-        return f"spf_stream *restrict {tensor}" + (
-            ", const int64_t *restrict spf_ext" if stream_reads_extents(plan) else "")
-    return (f"{struct_name(plan.output.layout)} *restrict {tensor}, "
-            f"int64_t *restrict {tensor}_size")
+        return [t.Param("spf_stream *restrict", tensor),
+                *(ext if stream_reads_extents(plan) else [])]
+    return [t.Param(f"{struct_name(plan.output.layout)} *restrict", tensor),
+            t.Param("int64_t *restrict", f"{tensor}_size")]
 
 
 def stream_reads_extents(plan: AssemblyPlan) -> bool:

@@ -27,7 +27,7 @@ class CPrinter:
             out.extend(f"{INDENT}{m};" for m in d.members)
             out.append(f"}} {d.name};")
         else:
-            out += [d.signature, "{", *self.lines(d.body), "}"]
+            out += [str(d.signature), "{", *self.lines(d.body), "}"]
         return out
 
     def lines(self, nodes: list[t.Node], depth: int = 1) -> list[str]:

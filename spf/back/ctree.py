@@ -145,12 +145,36 @@ class Team:
     body: list[Node] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Param:
+    """One C parameter: its declarator before the name (``const spf_CSR *restrict``) and
+    its name."""
+
+    decl: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.decl}{'' if self.decl.endswith('*') else ' '}{self.name}"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A function's return type, name and parameters (``int f(int64_t n, ...)``)."""
+
+    ret: str
+    name: str
+    params: tuple[Param, ...]
+
+    def __str__(self) -> str:
+        return f"{self.ret} {self.name}({', '.join(map(str, self.params))})"
+
+
 @dataclass
 class Function:
     """A function definition at file level: ``comment``, ``signature`` (with its storage
     class: ``static inline int f(...)``) and ``body``."""
 
-    signature: str
+    signature: str | Signature
     body: list[Node] = field(default_factory=list)
     comment: str = ""
 

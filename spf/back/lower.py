@@ -44,7 +44,7 @@ from .value_c import helpers_of, negated_c, number_c, scaled_c, sets_status, val
 class KernelCode:
     """The pieces of one generated function, before they are put into a file."""
 
-    signature: str
+    signature: t.Signature
     body: list[t.Node]
     helpers: set[str]
     layouts: dict[str, Layout]
@@ -115,14 +115,14 @@ class KernelLowering:
                           runtimes, self.building, storage)
 
     # signature ------------------------------------------------------------------------
-    def signature(self) -> str:
+    def signature(self) -> t.Signature:
         """``int <name>(<the output's parameters>, <each factor's>, <each tensor read for
         its extents only>)``."""
         params = [p for acc in (self.expr.output, *self.expr.factors, *self.expr.sized)
                   for p in self._params(acc)]
-        return f"int {self.name}({', '.join(params)})"
+        return t.Signature("int", self.name, tuple(params))
 
-    def _params(self, acc: Access) -> list[str]:
+    def _params(self, acc: Access) -> list[t.Param]:
         """The C parameters of one access (recording the layouts whose structs they use)."""
         output = acc is self.expr.output
         if not acc.indices:
@@ -130,11 +130,11 @@ class KernelLowering:
         if self.assembly is not None and output:
             lay = self.assembly.output.layout
             self.layouts.setdefault(lay.key, lay)
-            return [assembly_c.param(self.assembly, acc.tensor, self.role)]
+            return assembly_c.param(self.assembly, acc.tensor, self.role)
         use = self.space.use(acc.tensor)
         self.layouts.setdefault(use.layout.key, use.layout)
         const = "" if use.is_output else "const "
-        return [f"{const}{struct_name(use.layout)} *restrict {use.name}"]
+        return [t.Param(f"{const}{struct_name(use.layout)} *restrict", use.name)]
 
     # statement ------------------------------------------------------------------------
     def operand_names(self) -> set[str]:

@@ -14,6 +14,7 @@ from ..front.terms import Aff, Atom, Constraint, FloorDiv, UFCall, format_constr
 from ..front.value_types import Kind, ValueType
 from ..middle.iteration_space import IterationSpace, TensorUse
 from ..middle.scan import LevelKind, LoopNest
+from . import ctree as t
 from .status import Status, c_enum, c_name
 from .value_c import implicit_c
 
@@ -75,14 +76,14 @@ def field_ctype(spec: FieldSpec, layout: Layout) -> str:
         return WIDTH_C_TYPES[spec.width] if spec.width else "spf_index_t"
     return layout.value_type.c
 
-def scalar_param(name: str, vt: ValueType, output: bool) -> str:
+def scalar_param(name: str, vt: ValueType, output: bool) -> t.Param:
     """A scalar operand's C parameter: by value, but a complex input by a const pointer
     (ctypes passes no complex numbers by value); an output always by pointer."""
     if output:
-        return f"{vt.c} *restrict {name}"
+        return t.Param(f"{vt.c} *restrict", name)
     if vt.kind is Kind.COMPLEX:
-        return f"const {vt.c} *restrict {name}"
-    return f"{vt.c} {name}"
+        return t.Param(f"const {vt.c} *restrict", name)
+    return t.Param(vt.c, name)
 
 
 def scalar_value(name: str, vt: ValueType) -> str:

@@ -2,7 +2,6 @@
 ``templates/kernel.c`` with its struct typedefs and helpers, printed from the C tree."""
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping, Sequence
 
 from ..assembly import AssemblyPlan, FunctionRole, storage_c, strategy
@@ -96,34 +95,36 @@ def emit_kernel(plan: Plan, name: str, header_lines: list[str]) -> str:
     helpers = set(code.helpers).union(*(c.helpers for c in others))
     runtimes = set(code.runtimes).union(*(c.runtimes for c in others))
     main = None if assembly is None else \
-        assembled_entry(assembly, name, code.signature, assembly.ranged, assembly.drop_zeros)
+        assembled_entry(assembly, code.signature, assembly.ranged, assembly.drop_zeros)
     return render_file(header_lines, helpers, _layouts([code, *others]), code.signature,
                        code.body, runtimes, assembly=code.assembly, before=before,
                        semiring=plan.semiring, typing=plan.typing, entry=main)
 
 
-def assembled_entry(assembly: AssemblyPlan, name: str, signature: str, ranged: bool,
+def assembled_entry(assembly: AssemblyPlan, signature: t.Signature, ranged: bool,
                     slots: bool) -> Entry | str:
-    """``<name>_new``, the kernel ``name`` (``signature``) with its output sized, allocated,
-    filled and trimmed from the inputs alone (:mod:`spf.assembly.entry_c`; ``ranged``: its
-    ``_bound`` takes the extents, ``slots``: a ``_bound_slots`` comes first); or why there is
-    none: the output's extents are not fields of its inputs."""
-    output, _, *inputs = signature[signature.index("(") + 1:signature.rindex(")")].split(", ")
-    args = [re.split(r"[ *]", p)[-1] for p in inputs]
+    """``<name>_new``, the kernel (``signature``: the output, its size, then the inputs)
+    with its output sized, allocated, filled and trimmed from the inputs alone
+    (:mod:`spf.assembly.entry_c`; ``ranged``: its ``_bound`` takes the extents, ``slots``: a
+    ``_bound_slots`` comes first); or why there is none: the output's extents are not fields
+    of its inputs."""
+    output, _, *inputs = signature.params
+    name = signature.name
     storage = assembly.storage
-    shape = [_field_c(assembly.extents[storage.order.index(d)])
+    shape = [extent_c(assembly.extents[storage.order.index(d)])
              for d in range(len(storage.order))]
     if any(e is None for e in shape):
         return (f"no {name}_new: the output's extents are not fields of its inputs (pass them "
                 f"to {name}_bound and size the arrays as its comment says)")
-    return entry(storage, f"{name}_new", name, struct_name(assembly.output.layout), inputs,
-                 args, [e for e in shape if e is not None], ranged, slots,
-                 strategy(assembly).counts_first, re.split(r"[ *]", output)[-1])
+    return entry(storage, f"{name}_new", name, struct_name(assembly.output.layout),
+                 [str(p) for p in inputs], [p.name for p in inputs],
+                 [e for e in shape if e is not None], ranged, slots,
+                 strategy(assembly).counts_first, output.name)
 
 
-def _field_c(extent: Aff) -> str | None:
-    """An extent over the inputs' scalar fields (``A.numRows``) in C; None when it reads
-    anything else."""
+def extent_c(extent: Aff) -> str | None:
+    """An extent over the inputs' scalar fields (``A.numRows``) in C, as int64 (the struct
+    pointer ``A``'s field); None when it reads anything else."""
     parts = []
     for atom, k in extent.terms:
         tensor, dot, field = str(atom).partition(".")
@@ -179,15 +180,15 @@ def emit_sum(name: str, header_lines: list[str], expr, tensor_layouts: Mapping[s
             [CPrinter().definitions(storage_c.functions(
                 assembly.storage, name, struct_name(assembly.output.layout), False))]
             + [function(b, static=True) for b in bounds]
-            + [_sum_bound(name, expr.output.tensor, bound_args, params[1:])])
+            + [_sum_bound(name, expr.output.tensor, bound_args, params[2:])])
     else:
         body += _add_terms(name, expr, term_args, out_space, names, parallel,
                            semiring.zero_c())
     functions = "\n\n".join(function(term, static=True) for term in terms)
     runtimes = set().union(*(c.runtimes for c in [*terms, *bounds]))
-    signature = f"int {name}({', '.join(params)})"
+    signature = t.Signature("int", name, tuple(params))
     main = None if assembly is None else assembled_entry(
-        assembly, name, signature, any("spf_ext" in a for a in bound_args), False)
+        assembly, signature, any("spf_ext" in a for a in bound_args), False)
     return render_file(header_lines, helpers, list(layouts.values()), signature, body,
                        runtimes, assembly=assembly is not None,
                        before=functions + ("\n\n" + extra if extra else ""),
@@ -212,23 +213,22 @@ def emit_merged(name: str, header_lines: list[str], expr, tensor_layouts: Mappin
                            leaf)
     extra = "\n\n".join([CPrinter().definitions([merge])]
                          + [function(b, static=True) for b in bounds]
-                         + [_sum_bound(name, out, bound_args, params[1:])])
+                         + [_sum_bound(name, out, bound_args, params[2:])])
     args = ", ".join(run.operand for run in runs)
     body: list[t.Node] = [t.Comment(f"{expr}: the operands are the sorted runs of the union"),
                           t.Return(f"{name}_merge({out}, {out}_size, {args})")]
     helpers = set().union(*(b.helpers for b in bounds)) | \
         (helpers_of(leaf.tree, leaf.types) if leaf else set())
     runtimes = set().union(*(b.runtimes for b in bounds))
-    signature = f"int {name}({', '.join(params)})"
-    main = assembled_entry(assembly, name, signature, any("spf_ext" in a for a in bound_args),
-                           False)
+    signature = t.Signature("int", name, tuple(params))
+    main = assembled_entry(assembly, signature, any("spf_ext" in a for a in bound_args), False)
     return render_file(header_lines, helpers, list(layouts.values()), signature, body,
                        runtimes, before=extra, semiring=semiring, typing=typing, entry=main)
 
 
 def _sum_params(expr, tensor_layouts: Mapping[str, Layout], assembly: AssemblyPlan | None,
-                layouts: dict[str, Layout], typing: Typing) -> list[str]:
-    params = []
+                layouts: dict[str, Layout], typing: Typing) -> list[t.Param]:
+    params: list[t.Param] = []
     out = expr.output.tensor
     for acc in (expr.output, *expr.factors):
         if not acc.indices:
@@ -236,12 +236,13 @@ def _sum_params(expr, tensor_layouts: Mapping[str, Layout], assembly: AssemblyPl
         elif acc is expr.output and assembly is not None:
             lay = assembly.output.layout
             layouts.setdefault(struct_name(lay), lay)
-            params.append(f"{struct_name(lay)} *restrict {out}, int64_t *restrict {out}_size")
+            params += [t.Param(f"{struct_name(lay)} *restrict", out),
+                       t.Param("int64_t *restrict", f"{out}_size")]
         else:
             const = "" if acc is expr.output else "const "
             lay = tensor_layouts[acc.tensor]
             layouts.setdefault(struct_name(lay), lay)
-            params.append(f"{const}{struct_name(lay)} *restrict {acc.tensor}")
+            params.append(t.Param(f"{const}{struct_name(lay)} *restrict", acc.tensor))
     return params
 
 
@@ -277,7 +278,7 @@ def _merge_runs(name: str, out: str, term_args: list[list[str]], assembly: Assem
 
 
 def _sum_bound(name: str, out: str, bound_args: Sequence[list[str]],
-               inputs: list[str]) -> str:
+               inputs: list[t.Param]) -> str:
     """The sum's ``<name>_bound``: its terms' counts added (``bound_args``: the arguments of
     each term's; one taking the output's extents, ``spf_ext``, makes the sum's take them
     after ``spf_bound``)."""
@@ -288,11 +289,11 @@ def _sum_bound(name: str, out: str, bound_args: Sequence[list[str]],
         body += [_passed_on(f"{name}_term{k}_bound({', '.join(args)})"),
                  t.Assign("*spf_bound", "spf_n", "+=")]
     body.append(t.Return(str(Status.OK.value)))
-    extents = ["const int64_t *restrict spf_ext"] if any("spf_ext" in a for a in bound_args) \
-        else []
+    extents = [t.Param("const int64_t *restrict", "spf_ext")] \
+        if any("spf_ext" in a for a in bound_args) else []
+    params = (t.Param("int64_t *restrict", "spf_bound"), *extents, *inputs)
     return BOUND_COMMENT + function(KernelCode(
-        f"int {name}_bound({', '.join(['int64_t *restrict spf_bound', *extents, *inputs])})",
-        body, set(), {}, set(), False, []))
+        t.Signature("int", f"{name}_bound", params), body, set(), {}, set(), False, []))
 
 
 def _add_terms(name: str, expr, term_args: list[list[str]], out_space: IterationSpace,
@@ -325,7 +326,8 @@ def _passed_on(call: str) -> t.If:
 
 
 def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout],
-                signature: str, body: list[t.Node], runtimes: Collection[str] = frozenset(),
+                signature: t.Signature, body: list[t.Node],
+                runtimes: Collection[str] = frozenset(),
                 assembly: bool = False, before: str = "", merge: bool = False,
                 semiring: Semiring = PLUS_TIMES, typing: Typing = FLOAT64_TYPING,
                 entry: Entry | str | None = None) -> str:
@@ -336,9 +338,8 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
     ``entry``: the function after the kernel sizing, allocating and filling its output, or
     why there is none, said in the header)."""
     if entry is not None:
-        name = signature.split("(", 1)[0].split()[-1]
         header_lines = [*header_lines, *([entry] if isinstance(entry, str) else
-                                         entry.header(f"{name}_new"))]
+                                         entry.header(f"{signature.name}_new"))]
     structs = "\n\n".join(struct_typedef(lay) for lay in layouts)
     helpers = helpers | ({"spf_div"} if semiring.divides else set())
     helper_text = "\n".join(HELPERS[h] for h in sorted(helpers))
@@ -358,7 +359,7 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
         infinities=_infinities(semiring, typing),
         helpers=("\n" + helper_text + "\n") if helper_text else "",
         structs=structs + ("\n" if structs else ""),
-        signature=signature,
+        signature=str(signature),
         body="\n".join(CPrinter().lines(body))) + (
             "" if entry is None or isinstance(entry, str) else
             "\n" + c_enum() + "\n\n" + CPrinter().definitions([entry.function]) + "\n")

@@ -64,7 +64,7 @@ class WriterSource:
 
     layout: Layout
     name: str
-    signature: str
+    signature: t.Signature
     body: tuple[t.Node, ...]
     refusals: tuple[Refusal, ...]
     arrays: tuple[tuple[str, int], ...]     # array fields in declaration order, their ranks
@@ -99,6 +99,9 @@ class WriterSource:
         return lines
 
 
+_REPORTS = (t.Param("int64_t *restrict", "spf_err"), t.Param("int64_t *restrict", "spf_sizes"))
+
+
 def c_ident(name: str) -> str:
     """``name`` as a C identifier (characters outside [A-Za-z0-9_] spelled by code point)."""
     return re.sub(r"[^A-Za-z0-9_]", lambda m: f"_u{ord(m.group()):x}_", name)
@@ -109,11 +112,12 @@ def writer_source(plan: WritePlan, name: str) -> WriterSource:
     w = _Writer(plan, name)
     body = w.lower()
     lay = plan.layout
-    signature = (f"int {name}({struct_name(lay)} *restrict B, int64_t *restrict spf_err, "
-                 "int64_t *restrict spf_sizes, int64_t spf_n, "
-                 "const spf_index_t *const *spf_g, const spf_value_t *restrict spf_v, "
-                 "const int64_t *restrict spf_shape, int spf_allow_padding, "
-                 "int64_t spf_max_bytes)")
+    signature = t.Signature("int", name, (
+        t.Param(f"{struct_name(lay)} *restrict", "B"), *_REPORTS,
+        t.Param("int64_t", "spf_n"), t.Param("const spf_index_t *const *", "spf_g"),
+        t.Param("const spf_value_t *restrict", "spf_v"),
+        t.Param("const int64_t *restrict", "spf_shape"), t.Param("int", "spf_allow_padding"),
+        t.Param("int64_t", "spf_max_bytes")))
     arrays = tuple((f, len(spec.dims)) for f, spec in lay.fields.items() if spec.is_array)
     return WriterSource(lay, name, signature, tuple(body), tuple(w.refusals), arrays,
                         tuple(w.proven))
