@@ -255,12 +255,79 @@ static inline int spf_st_sort_runs(int64_t n, int ngroup, int ncols, const int64
     return 0;
 }
 
+/* Entry e's id in the columns' joint range (row-major; decreasing columns reversed). */
+static inline int64_t spf_st_id(int64_t e, int ncols, const int64_t *const *cols,
+                                const int *desc, const int64_t *lo, const int64_t *hi,
+                                const int64_t *width)
+{
+    int64_t id = 0;
+    for (int c = 0; c < ncols; ++c)
+        id = id * width[c] + (desc[c] ? hi[c] - cols[c][e] : cols[c][e] - lo[c]);
+    return id;
+}
+
+/* Ranks (and first marks) through a table over the columns' joint range, when it holds at
+ * most 4n + 64 ids: each entry's (group, key) marked at its id (row-major over the columns'
+ * ranges, decreasing columns reversed), the marks turned into ranks by counting along each
+ * group's ids, then read back per entry.  1: done; 0: the range is too wide; -1: out of
+ * memory. */
+static inline int spf_st_ranks_table(int64_t n, int ngroup, int ncols,
+                                     const int64_t *const *cols, const int *desc,
+                                     int64_t *restrict rank, uint8_t *restrict first)
+{
+    if (ncols > 8 || n < 2)
+        return 0;
+    int64_t lo[8], hi[8], width[8], span = 1, keys = 1;
+    for (int c = 0; c < ncols; ++c) {
+        int64_t a = INT64_MAX, b = INT64_MIN;
+        for (int64_t e = 0; e < n; ++e) {
+            a = cols[c][e] < a ? cols[c][e] : a;
+            b = cols[c][e] > b ? cols[c][e] : b;
+        }
+        lo[c] = a;
+        hi[c] = b;
+        width[c] = b - a + 1;
+        if (width[c] > (4 * n + 64) / span)
+            return 0;
+        span *= width[c];
+        if (c >= ngroup)
+            keys *= width[c];
+    }
+    int64_t *table = calloc((size_t)span, sizeof(int64_t));
+    if (!table)
+        return -1;
+    for (int64_t e = 0; e < n; ++e) {
+        table[spf_st_id(e, ncols, cols, desc, lo, hi, width)] = 1;
+    }
+    int64_t k = 0;
+    for (int64_t v = 0; v < span; ++v) {
+        if (v % keys == 0)
+            k = 0;                      /* a new group: its keys ranked from 0 */
+        const int64_t mark = table[v];
+        table[v] = k;
+        k += mark;
+    }
+    for (int64_t e = 0; e < n; ++e) {
+        rank[e] = table[spf_st_id(e, ncols, cols, desc, lo, hi, width)];
+    }
+    if (first) {                        /* the first entry of each (group, key), in entry order */
+        memset(table, 0, sizeof(int64_t) * (size_t)span);
+        for (int64_t e = 0; e < n; ++e) {
+            const int64_t id = spf_st_id(e, ncols, cols, desc, lo, hi, width);
+            first[e] = (uint8_t)!table[id];
+            table[id] = 1;
+        }
+    }
+    free(table);
+    return 1;
+}
+
 /* Per entry, the rank of its key (columns ngroup..ncols-1) among the distinct keys of its group
  * (columns 0..ngroup-1), in the sort order; first[e] = 1 for the first entry of each distinct
  * (group, key).  Entries already in that order, or in runs of one group each with their keys in
- * order, are ranked in one pass where they are; runs of one group each with their keys out of
- * order through a sort of each run; others through a stable sort of all.  Returns 1 when out
- * of memory. */
+ * order, are ranked in one pass where they are; others through a table where the columns'
+ * joint range is narrow, else runs of one group each through a sort of each run, else a
+ * stable sort of all.  Returns 1 when out of memory. */
 static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
                                const int *desc, int64_t *restrict rank, uint8_t *restrict first)
 {
@@ -269,6 +336,11 @@ static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *
         runs = spf_st_in_runs(n, ngroup, ncols, cols, desc);
         if (runs < 0)
             return 1;
+    }
+    if (runs != 1) {                    /* a table over a narrow range of ids: no sort */
+        const int table = spf_st_ranks_table(n, ngroup, ncols, cols, desc, rank, first);
+        if (table)
+            return table < 0;
     }
     const int sorted = runs == 1;
     int64_t *order = sorted ? NULL : spf_st_vector(n);
