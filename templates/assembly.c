@@ -1,28 +1,11 @@
 /* Output assembly: entries (key, value) are appended to a stream in storage order (key =
  * the output coordinates linearized in the output layout's level order).  Coordinates
  * that the loops do not produce in order are gathered per group in a dense workspace. */
-#include <sys/mman.h>
-
 typedef struct spf_stream {
     int64_t n, cap;
     int64_t *key;
     spf_value_t *val;
 } spf_stream;
-
-/* realloc, asking for transparent huge pages on large blocks: a stream of millions of
- * entries is written once, and 4 KiB pages would cost a page fault each. */
-static inline void *spf_realloc(void *p, size_t bytes)
-{
-    p = realloc(p, bytes);
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)1 << 21;
-    if (p && bytes >= 2 * huge) {
-        const uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-        madvise((void *)start, ((uintptr_t)p + bytes - start) & ~(huge - 1), MADV_HUGEPAGE);
-    }
-#endif
-    return p;
-}
 
 /* Make room for ``extra`` more entries (capacity at least doubles); 1 when out of memory. */
 static inline int spf_stream_reserve(spf_stream *s, int64_t extra)

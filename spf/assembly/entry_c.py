@@ -122,11 +122,11 @@ def entry(storage: Storage, name: str, kernel: str, struct: str, inputs: list[st
         t.Declare("double", "spf_bytes", bytes_, const=True),
         t.If("spf_max_bytes > 0 && spf_bytes > (double)spf_max_bytes", over),
         t.Comment("pass 2: allocate every array (pointer arrays zeroed: the levels count "
-                  "into them)"),
+                  "into them; the others in huge pages where large, as numpy does)"),
         *(t.Assign(f"spf_B.{f}", f"spf_shape[{d}]") for d, f in enumerate(storage.shape_fields)),
         *(t.Assign(f"spf_B.{a.name}", f"calloc((size_t)({a.capacity}) + 1, "
                    f"sizeof(*spf_B.{a.name}))" if a.zeroed else
-                   f"malloc(sizeof(*spf_B.{a.name}) * ((size_t)({a.capacity}) + 1))")
+                   f"spf_realloc(NULL, sizeof(*spf_B.{a.name}) * ((size_t)({a.capacity}) + 1))")
           for a in arrays)]
     free = [t.Call(f"free(spf_B.{a.name})") for a in arrays]
     missing = " || ".join(f"!spf_B.{a.name}" for a in arrays) or "0"

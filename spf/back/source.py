@@ -345,8 +345,9 @@ def render_file(header_lines: list[str], helpers: set[str], layouts: list[Layout
     helper_text = "\n".join(HELPERS[h] for h in sorted(helpers))
     if before:
         structs = (structs + "\n\n" if structs else "") + before + "\n"
-    files = sorted(runtimes) + (["assembly.c"] if assembly else []) + \
-        (["assembly_merge.c"] if merge else [])
+    allocates = assembly or merge or (entry is not None and not isinstance(entry, str))
+    files = (["huge.c"] if allocates else []) + sorted(runtimes) + \
+        (["assembly.c"] if assembly else []) + (["assembly_merge.c"] if merge else [])
     if assembly or merge:
         helper_text = (helper_text + "\n\n" if helper_text else "") + _add_function(semiring)
     for file in files:

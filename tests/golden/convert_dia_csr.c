@@ -37,19 +37,9 @@ static inline spf_value_t spf_add(spf_value_t a, spf_value_t b)
     return (a + b);
 }
 
-/* Output assembly: entries (key, value) are appended to a stream in storage order (key =
- * the output coordinates linearized in the output layout's level order).  Coordinates
- * that the loops do not produce in order are gathered per group in a dense workspace. */
+/* realloc, asking for transparent huge pages on large blocks: arrays of millions of entries
+ * are written once, and 4 KiB pages would cost a page fault each. */
 #include <sys/mman.h>
-
-typedef struct spf_stream {
-    int64_t n, cap;
-    int64_t *key;
-    spf_value_t *val;
-} spf_stream;
-
-/* realloc, asking for transparent huge pages on large blocks: a stream of millions of
- * entries is written once, and 4 KiB pages would cost a page fault each. */
 static inline void *spf_realloc(void *p, size_t bytes)
 {
     p = realloc(p, bytes);
@@ -62,6 +52,15 @@ static inline void *spf_realloc(void *p, size_t bytes)
 #endif
     return p;
 }
+
+/* Output assembly: entries (key, value) are appended to a stream in storage order (key =
+ * the output coordinates linearized in the output layout's level order).  Coordinates
+ * that the loops do not produce in order are gathered per group in a dense workspace. */
+typedef struct spf_stream {
+    int64_t n, cap;
+    int64_t *key;
+    spf_value_t *val;
+} spf_stream;
 
 /* Make room for ``extra`` more entries (capacity at least doubles); 1 when out of memory. */
 static inline int spf_stream_reserve(spf_stream *s, int64_t extra)
@@ -641,12 +640,12 @@ int spf_convert_fill_new(spf_CSR *restrict B, int64_t *restrict spf_err, int64_t
         spf_err[3] = (int64_t)spf_bytes;
         return SPF_REFUSED;
     }
-    /* pass 2: allocate every array (pointer arrays zeroed: the levels count into them) */
+    /* pass 2: allocate every array (pointer arrays zeroed: the levels count into them; the others in huge pages where large, as numpy does) */
     spf_B.numRows = spf_shape[0];
     spf_B.numCols = spf_shape[1];
     spf_B.rowPtr = calloc((size_t)(spf_cap[0] + 1) + 1, sizeof(*spf_B.rowPtr));
-    spf_B.colIdx = malloc(sizeof(*spf_B.colIdx) * ((size_t)(spf_cap[1]) + 1));
-    spf_B.data = malloc(sizeof(*spf_B.data) * ((size_t)(spf_cap[1]) + 1));
+    spf_B.colIdx = spf_realloc(NULL, sizeof(*spf_B.colIdx) * ((size_t)(spf_cap[1]) + 1));
+    spf_B.data = spf_realloc(NULL, sizeof(*spf_B.data) * ((size_t)(spf_cap[1]) + 1));
     if (!spf_B.rowPtr || !spf_B.colIdx || !spf_B.data) {
         free(spf_B.rowPtr);
         free(spf_B.colIdx);

@@ -33,6 +33,22 @@ static inline spf_value_t spf_add(spf_value_t a, spf_value_t b)
     return (a + b);
 }
 
+/* realloc, asking for transparent huge pages on large blocks: arrays of millions of entries
+ * are written once, and 4 KiB pages would cost a page fault each. */
+#include <sys/mman.h>
+static inline void *spf_realloc(void *p, size_t bytes)
+{
+    p = realloc(p, bytes);
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)1 << 21;
+    if (p && bytes >= 2 * huge) {
+        const uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+        madvise((void *)start, ((uintptr_t)p + bytes - start) & ~(huge - 1), MADV_HUGEPAGE);
+    }
+#endif
+    return p;
+}
+
 /* Open-addressing hash map from a coordinate to the positions holding it (HashMap find).
  * Positions with equal keys are chained through next[] in increasing order. */
 typedef struct spf_hash {
@@ -115,28 +131,11 @@ static void spf_hash_free(spf_hash *h)
 /* Output assembly: entries (key, value) are appended to a stream in storage order (key =
  * the output coordinates linearized in the output layout's level order).  Coordinates
  * that the loops do not produce in order are gathered per group in a dense workspace. */
-#include <sys/mman.h>
-
 typedef struct spf_stream {
     int64_t n, cap;
     int64_t *key;
     spf_value_t *val;
 } spf_stream;
-
-/* realloc, asking for transparent huge pages on large blocks: a stream of millions of
- * entries is written once, and 4 KiB pages would cost a page fault each. */
-static inline void *spf_realloc(void *p, size_t bytes)
-{
-    p = realloc(p, bytes);
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)1 << 21;
-    if (p && bytes >= 2 * huge) {
-        const uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-        madvise((void *)start, ((uintptr_t)p + bytes - start) & ~(huge - 1), MADV_HUGEPAGE);
-    }
-#endif
-    return p;
-}
 
 /* Make room for ``extra`` more entries (capacity at least doubles); 1 when out of memory. */
 static inline int spf_stream_reserve(spf_stream *s, int64_t extra)
@@ -827,10 +826,10 @@ int spf_kernel_new(spf_SV *restrict y, int64_t *restrict spf_err, int64_t *restr
         spf_err[2] = (int64_t)spf_bytes;
         return SPF_REFUSED;
     }
-    /* pass 2: allocate every array (pointer arrays zeroed: the levels count into them) */
+    /* pass 2: allocate every array (pointer arrays zeroed: the levels count into them; the others in huge pages where large, as numpy does) */
     spf_B.size = spf_shape[0];
-    spf_B.idx = malloc(sizeof(*spf_B.idx) * ((size_t)(spf_cap[0]) + 1));
-    spf_B.val = malloc(sizeof(*spf_B.val) * ((size_t)(spf_cap[0]) + 1));
+    spf_B.idx = spf_realloc(NULL, sizeof(*spf_B.idx) * ((size_t)(spf_cap[0]) + 1));
+    spf_B.val = spf_realloc(NULL, sizeof(*spf_B.val) * ((size_t)(spf_cap[0]) + 1));
     if (!spf_B.idx || !spf_B.val) {
         free(spf_B.idx);
         free(spf_B.val);

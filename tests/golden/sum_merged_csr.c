@@ -23,6 +23,22 @@ typedef int32_t spf_index_t;
 typedef double spf_value_t;
 typedef double spf_acc_t;
 
+/* realloc, asking for transparent huge pages on large blocks: arrays of millions of entries
+ * are written once, and 4 KiB pages would cost a page fault each. */
+#include <sys/mman.h>
+static inline void *spf_realloc(void *p, size_t bytes)
+{
+    p = realloc(p, bytes);
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)1 << 21;
+    if (p && bytes >= 2 * huge) {
+        const uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+        madvise((void *)start, ((uintptr_t)p + bytes - start) & ~(huge - 1), MADV_HUGEPAGE);
+    }
+#endif
+    return p;
+}
+
 /* CSR: Compressed sparse row (paper Fig. 5): rows dense, columns compressed and sorted per row. */
 typedef struct spf_CSR {
     spf_index_t numRows;
@@ -199,12 +215,12 @@ int spf_kernel_new(spf_CSR *restrict C, int64_t *restrict spf_err, int64_t *rest
         spf_err[3] = (int64_t)spf_bytes;
         return SPF_REFUSED;
     }
-    /* pass 2: allocate every array (pointer arrays zeroed: the levels count into them) */
+    /* pass 2: allocate every array (pointer arrays zeroed: the levels count into them; the others in huge pages where large, as numpy does) */
     spf_B.numRows = spf_shape[0];
     spf_B.numCols = spf_shape[1];
     spf_B.rowPtr = calloc((size_t)(spf_cap[0] + 1) + 1, sizeof(*spf_B.rowPtr));
-    spf_B.colIdx = malloc(sizeof(*spf_B.colIdx) * ((size_t)(spf_cap[1]) + 1));
-    spf_B.data = malloc(sizeof(*spf_B.data) * ((size_t)(spf_cap[1]) + 1));
+    spf_B.colIdx = spf_realloc(NULL, sizeof(*spf_B.colIdx) * ((size_t)(spf_cap[1]) + 1));
+    spf_B.data = spf_realloc(NULL, sizeof(*spf_B.data) * ((size_t)(spf_cap[1]) + 1));
     if (!spf_B.rowPtr || !spf_B.colIdx || !spf_B.data) {
         free(spf_B.rowPtr);
         free(spf_B.colIdx);

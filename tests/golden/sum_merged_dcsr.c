@@ -24,6 +24,22 @@ typedef int32_t spf_index_t;
 typedef double spf_value_t;
 typedef double spf_acc_t;
 
+/* realloc, asking for transparent huge pages on large blocks: arrays of millions of entries
+ * are written once, and 4 KiB pages would cost a page fault each. */
+#include <sys/mman.h>
+static inline void *spf_realloc(void *p, size_t bytes)
+{
+    p = realloc(p, bytes);
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)1 << 21;
+    if (p && bytes >= 2 * huge) {
+        const uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+        madvise((void *)start, ((uintptr_t)p + bytes - start) & ~(huge - 1), MADV_HUGEPAGE);
+    }
+#endif
+    return p;
+}
+
 /* DCSR: Doubly compressed sparse row (paper Fig. 7): only nonempty rows are stored. numRows, numCols: logical extents; numNZRows: number of stored rows; rowIdx[pi]: row of stored row pi (strictly increasing); rowPtr[pi] .. rowPtr[pi+1]-1: positions of its nonzeros; colIdx[pj]: column of nonzero pj (strictly increasing within a row); data[pj]: its value. */
 typedef struct spf_DCSR {
     spf_index_t numRows;
@@ -475,13 +491,13 @@ int spf_kernel_new(spf_DCSR *restrict C, int64_t *restrict spf_err, int64_t *res
         spf_err[3] = (int64_t)spf_bytes;
         return SPF_REFUSED;
     }
-    /* pass 2: allocate every array (pointer arrays zeroed: the levels count into them) */
+    /* pass 2: allocate every array (pointer arrays zeroed: the levels count into them; the others in huge pages where large, as numpy does) */
     spf_B.numRows = spf_shape[0];
     spf_B.numCols = spf_shape[1];
-    spf_B.rowIdx = malloc(sizeof(*spf_B.rowIdx) * ((size_t)(spf_cap[0]) + 1));
+    spf_B.rowIdx = spf_realloc(NULL, sizeof(*spf_B.rowIdx) * ((size_t)(spf_cap[0]) + 1));
     spf_B.rowPtr = calloc((size_t)(spf_cap[0] + 1) + 1, sizeof(*spf_B.rowPtr));
-    spf_B.colIdx = malloc(sizeof(*spf_B.colIdx) * ((size_t)(spf_cap[1]) + 1));
-    spf_B.data = malloc(sizeof(*spf_B.data) * ((size_t)(spf_cap[1]) + 1));
+    spf_B.colIdx = spf_realloc(NULL, sizeof(*spf_B.colIdx) * ((size_t)(spf_cap[1]) + 1));
+    spf_B.data = spf_realloc(NULL, sizeof(*spf_B.data) * ((size_t)(spf_cap[1]) + 1));
     if (!spf_B.rowIdx || !spf_B.rowPtr || !spf_B.colIdx || !spf_B.data) {
         free(spf_B.rowIdx);
         free(spf_B.rowPtr);
