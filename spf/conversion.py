@@ -25,9 +25,11 @@ from .back import ctree as t
 from .back.c_printer import CPrinter
 from .back.names import struct_name
 from .back.source import assembled_entry, extent_c
-from .back.status import Status, c_name
+from .back.status import Status, c_enum, c_name
+from .back.templates import text as template_text
 from .concurrency import symbolic
 from .errors import ArgumentError, SpecError
+from .front import index_expr as ie
 from .front.layout import Layout
 from .front.layout_file import blamed_on, layout_error
 from .front.layout_path import for_order, load_layout
@@ -105,7 +107,7 @@ class Conversion:
         with self._blamed():
             self.kernel = Kernel(f"B({idx}) = A({idx})", {"A": self.src, "B": out},
                                  name=f"{name}_entries" if self.writing else
-                                 f"{name}_fill" if not dense_dst else name,
+                                 f"{name}_fill",
                                  drop_zeros=not self.keep_zeros and not dense_dst,
                                  index_type=width,
                                  # a pattern destination's values: checked by _ValuesChecked
@@ -124,7 +126,7 @@ class Conversion:
             if self._source is None:
                 self._source = _written_source(self, self.writing)[1] if self.writing \
                     else _assembled_source(self)[1] if self.kernel.assembly is not None \
-                    else self.kernel.c_source()
+                    else _dense_source(self)[1]
             return self._source
 
     @symbolic
@@ -142,8 +144,8 @@ class Conversion:
         """A callable converting a Tensor in ``src`` to a new Tensor in ``dst``."""
         with self._blamed():
             run: _Written | _Assembled | _Compiled = _Written(self, self.writing) \
-                if self.writing is not None else _Assembled(self) \
-                if self.kernel.assembly is not None else _Compiled(self, self.kernel.compile())
+                if self.writing is not None else _Assembled(self, _assembled_source) \
+                if self.kernel.assembly is not None else _Assembled(self, _dense_source)
         if self.dst.implicit is None or self.structure or self.src.implicit == self.dst.implicit:
             return run
         return _ValuesChecked(self, run)
@@ -326,20 +328,91 @@ def _assembled_source(conv: Conversion) -> tuple[WriterSource, str]:
                         tuple((a, 1) for a in main.arrays)), text
 
 
-class _Assembled:
-    """Runs a conversion into a destination assembled level by level through its C entry
-    point, the function a C caller calls (:func:`_assembled_source`): sized, allocated,
-    filled and trimmed in C, its arrays then owned by numpy."""
+def _dense_source(conv: Conversion) -> tuple[WriterSource, str]:
+    """C of a conversion into a dense destination: the kernel (``<name>_fill``, which fills
+    a ``B`` whose fields are set) and ``<name>``, which sets ``B``'s scalar fields from the
+    source's extents, allocates its dense array (refused over ``spf_max_bytes``) and calls
+    it: the convention of the other destinations (:class:`WriterSource`)."""
+    dst, k = conv.dst, conv.kernel
+    order = dst.order
+    err = [t.Assign(f"spf_err[{1 + d}]", "-1") for d in range(order)]
+    body: list[t.Node] = [
+        t.Declare("const int64_t", f"spf_shape[{max(order, 1)}]",
+                  "{" + ", ".join(_source_extent(conv.src, e) for e in conv.src.shape) + "}"),
+        t.Declare(struct_name(dst), "spf_B", "{0}")]
+    scalars = {}
+    for d, extent in enumerate(dst.shape):
+        field = extent.as_name()
+        if field is None or field not in dst.fields:
+            raise layout_error(dst, f"layout {dst.name}: its shape's extent {extent} is not a "
+                               "scalar field, which a conversion into it sets", "shape")
+        scalars[field] = f"spf_shape[{d}]"
+        body.append(t.Assign(f"spf_B.{field}", f"spf_shape[{d}]"))
+    array = dst.dense_array
+    assert array is not None
+    others = [f for f, s in dst.fields.items() if f != array and f not in scalars]
+    if others:
+        raise layout_error(dst, f"layout {dst.name}: {others[0]} is neither its dense array "
+                           "nor a field its shape gives, so a conversion cannot set it", others[0])
+    dims = [f"({ie.to_c_with(x, lambda n: scalars[n], _no_call, wide=True)})"
+            for x in dst.fields[array].dims]
+    refusals = (Refusal(f"{dst.name}'s {array} would take {{x0}} bytes, over the limit",
+                        memory=array),)
+    bytes_ = " * ".join([*(f"(double){d}" for d in dims), "(double)sizeof(spf_value_t)"])
+    body += [
+        t.Declare("const double", "spf_bytes", bytes_, note="in double: no overflow"),
+        t.If("spf_bytes > 9.2e18 || (spf_max_bytes > 0 && spf_bytes > (double)spf_max_bytes)",
+             [t.Assign("spf_err[0]", "0"), *err,
+              t.Assign(f"spf_err[{1 + order}]", "spf_bytes > 9.2e18 ? INT64_MAX : "
+                       "(int64_t)spf_bytes"),
+              t.Return(c_name(Status.REFUSED))]),
+        t.Declare("const int64_t", "spf_slots", " * ".join(dims) or "1"),
+        t.Assign(f"spf_B.{array}", "spf_realloc(NULL, sizeof(spf_value_t) * "
+                 "(size_t)(spf_slots > 0 ? spf_slots : 1))"),
+        t.If(f"!spf_B.{array}", [t.Return(c_name(Status.OUT_OF_MEMORY))]),
+        t.Declare("const int", "spf_status", f"{k.name}(&spf_B, A)"),
+        t.If("spf_status", [t.Call(f"free(spf_B.{array})"), t.Return("spf_status")]),
+        t.Assign("*B", "spf_B"),
+        t.If("spf_sizes", [t.Assign("spf_sizes[0]", "spf_slots"),
+                           t.Assign("spf_sizes[1]", "spf_slots")]),
+        t.Return("0")]
+    signature = _entry_signature(conv)
+    glue = t.Function(signature, body, f"{conv.src.name} -> {dst.name}: B's extents set from "
+                      f"A's, its {array} allocated (free it with free) and filled by "
+                      f"{k.name}.  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no limit): "
+                      "as every conversion's.")
+    lines = [f"Conversion {conv.src.name} -> {dst.name}, generated by spf.",
+             f"{conv.name}(B, spf_err, spf_sizes, spf_max_bytes, A) is the whole conversion: "
+             f"B's scalar fields from A's extents, its {array} allocated (refused over "
+             f"spf_max_bytes: {c_name(Status.REFUSED)}, spf_err = {{0, -1 per coordinate, "
+             f"bytes}}; {c_name(Status.OUT_OF_MEMORY)}), then filled by {k.name}; "
+             f"spf_sizes: the {array}'s length, then the slots written."]
+    header = "\n".join(f" * {line}" for line in lines)
+    text = (f"/*\n{header}\n */\n" + k.c_source() + "\n" + template_text("huge.c").rstrip()
+            + "\n\n" + c_enum() + "\n\n" + CPrinter().definitions([glue]) + "\n")
+    return WriterSource(dst, conv.name, signature, tuple(body), refusals, ((array, 1),)), text
 
-    def __init__(self, conv: Conversion):
-        self.conversion = conv
-        self.source, text = _assembled_source(conv)
+
+def _no_call(name: str, args: list[ie.IExpr]) -> str:
+    raise KeyError(name)
+
+
+class _Assembled:
+    """Runs a conversion into a destination assembled level by level, or a dense one,
+    through its C entry point, the function a C caller calls (``build``:
+    :func:`_assembled_source` or :func:`_dense_source`): sized, allocated, filled and trimmed
+    in C, its arrays then owned by numpy."""
+
+    def __init__(self, conv: Conversion,
+                 build: Callable[[Conversion], tuple[WriterSource, str]]):
+        self.conversion, self.build = conv, build
+        self.source, text = build(conv)
         self.fn = getattr(runtime.load_library(str(runtime.build_library(text))), conv.name)
         self.fn.restype = ctypes.c_int
         self.fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
 
     def __reduce__(self) -> tuple:
-        return (_Assembled, (self.conversion,))
+        return (_Assembled, (self.conversion, self.build))
 
     def distributed(self, client: Any,
                     parts: int | None = None) -> Callable[[StoredTensor], StoredTensor]:

@@ -71,10 +71,12 @@ PAIRS = [("CSR", "CSC"), ("CSR", "COO"), ("CSR", "DCSR"), ("CSR", "SortedCOO"),
          # destinations written by their relations (spf.store): one function allocating B
          ("CSR", "SELL_sigma"), ("CSR", "ELLPACK_R"), ("CSR", "CSR4"), ("CSR", "JDS"),
          ("CSR", "DIA"), ("CSR", "ELL"), ("COO", "BCSR"), ("CSR", "BlockedELL"),
-         ("CSC", "CSB"), ("CSR", "SELL"), ("COOTensor", "CSRSlices"), ("COOTensor", "HiCOO")]
+         ("CSC", "CSB"), ("CSR", "SELL"), ("COOTensor", "CSRSlices"), ("COOTensor", "HiCOO"),
+         # dense destinations: B's extents set and its array allocated by the same entry
+         ("CSR", "DenseMatrix"), ("SV", "DenseVector"), ("COOTensor", "DenseTensor3")]
 PARAMS = {"BCSR": {"B": 2}, "BlockedELL": {"B": 2}, "CSB": {"B": 2}}
 FAST = {("CSR", "CSC"), ("CSR", "DCSR"), ("COO", "CSR"), ("CSR", "CSR_lengths"),
-        ("CSR", "SELL_sigma"), ("CSR", "DIA"), ("CSC", "CSB")}
+        ("CSR", "SELL_sigma"), ("CSR", "DIA"), ("CSC", "CSB"), ("CSR", "DenseMatrix")}
 
 
 def _inputs(order: int) -> dict[str, np.ndarray]:
@@ -384,3 +386,17 @@ def test_an_assembled_conversion_is_refused_over_the_byte_limit_by_its_c():
         conv(t)
     got = conv(t).to_scipy()
     assert got.format == "csc" and (got != m.tocsc()).nnz == 0
+
+
+def test_a_dense_conversion_is_refused_over_the_byte_limit_by_its_c():
+    """A dense destination is allocated by the conversion's own entry point, as the sparse
+    ones are: over the byte limit it is refused before it allocates, naming its array; within
+    the limit it holds scipy's matrix."""
+    m = MATRICES["empty_rows"]
+    conv = spf.Conversion("CSR", "DenseMatrix").compile()
+    t = spf.Tensor.from_scipy("CSR", m)
+    with allocation_limit(64, "a test limit"), pytest.raises(
+            spf.ArgumentError, match=r"^DenseMatrix's data would take 0\.00056 MB, over the "
+                                     r"6\.4e-05 MB allowed \(a test limit\)$"):
+        conv(t)
+    np.testing.assert_array_equal(conv(t).to_dense(), m.toarray())
