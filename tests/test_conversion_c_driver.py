@@ -72,6 +72,7 @@ PAIRS = [("CSR", "CSC"), ("CSR", "COO"), ("CSR", "DCSR"), ("CSR", "SortedCOO"),
          ("CSR", "SELL_sigma"), ("CSR", "ELLPACK_R"), ("CSR", "CSR4"), ("CSR", "JDS"),
          ("CSR", "DIA"), ("CSR", "ELL"), ("COO", "BCSR"), ("CSR", "BlockedELL"),
          ("CSC", "CSB"), ("CSR", "SELL"), ("COOTensor", "CSRSlices"), ("COOTensor", "HiCOO"),
+         ("CSC", "CSRDict"),
          # dense destinations: B's extents set and its array allocated by the same entry
          ("CSR", "DenseMatrix"), ("SV", "DenseVector"), ("COOTensor", "DenseTensor3")]
 PARAMS = {"BCSR": {"B": 2}, "BlockedELL": {"B": 2}, "CSB": {"B": 2}}

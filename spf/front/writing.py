@@ -60,6 +60,9 @@ class Start(Enum):
     NESTED = "nested"       # O(a) + P(a, b) <= p < O(a) + P(a, b + 1): pointers over two levels
 
 
+ENTRY = "#entry"     # an entry's number among those written (a value permutation's choice)
+
+
 @dataclass(frozen=True)
 class Solved:
     """``atom`` (a layout index or an index array read) ``= value / divisor`` for an entry,
@@ -224,6 +227,10 @@ class WritePlan:
                            + (f" within windows of {q.window}" if q.window else ""))
                         + f", {q.inverse} its inverse")
         for s in self.first.solved:
+            if s.value == Aff.var(ENTRY):
+                text.append(f"{s.atom} = the entry's number (the values in the order the "
+                            "entries arrive)")
+                continue
             value = s.value.rename(logical)
             text.append(f"{s.atom} = {value}" + (f" / {s.divisor}" if s.divisor != 1 else ""))
         text += [_describe_position(p, logical) for p in self.first.positions]
@@ -290,7 +297,7 @@ def write_plan(layout: Layout) -> WritePlan:
     rel = layout.relation
     if rel.exists:
         _fail(layout, "its relation has existential variables")
-    first = _Solver(layout, rel.disjuncts[0]).run()
+    first = _value_permutation(layout, _Solver(layout, rel.disjuncts[0]).run())
     produced = shape_fields(layout) | _produced(first, layout)
     for d in layout.derived.values():       # a derived field and its source give each other
         if d.field in produced or d.source in produced:
@@ -318,6 +325,29 @@ def write_plan(layout: Layout) -> WritePlan:
     return WritePlan(layout, first, tuple(rel.disjuncts[1:]), frozenset(produced),
                      tuple(emptied), sized, pinned,
                      tuple(_part_or_none(layout, conj) for conj in rel.disjuncts[1:]))
+
+
+def _value_permutation(layout: Layout, part: PartWrite) -> PartWrite:
+    """An index array the relation does not read, read as a value subscript at layout indices
+    the part determines (``val[perm(pk)]``: a frozen dictionary's values in insertion order)
+    is a value permutation: nothing chooses it, so each entry's value gets a slot of its own,
+    its number among the entries written (the order they arrive in), which the array holds at
+    the entry's position (:data:`ENTRY`)."""
+    if layout.value_array is None:
+        return part
+    determined = {str(s.atom) for s in part.solved if isinstance(s.atom, str)} | \
+        {p.index for p in part.positions}
+    taken = _produced(part, layout) | {c.name for x in part.conj for c in x.calls()}
+    added = []
+    for x in layout.value_ref.subscripts:
+        if isinstance(x, ie.Call) and x.name not in taken \
+                and layout.fields[x.name].is_index_array \
+                and all(isinstance(a, ie.Name) and a.name in determined for a in x.args):
+            call = UFCall(x.name, tuple(Aff.var(a.name) for a in x.args
+                                        if isinstance(a, ie.Name)))
+            added.append(Solved(call, Aff.var(ENTRY)))
+            taken.add(x.name)
+    return replace(part, solved=part.solved + tuple(added)) if added else part
 
 
 def _part_or_none(layout: Layout, conj: Conj) -> PartWrite | None:

@@ -38,7 +38,16 @@ from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
 from ..front.properties import Linear, Ordering, Property
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
-from ..front.writing import Marker, PartWrite, Permuted, Position, Run, Start, WritePlan
+from ..front.writing import (
+    ENTRY,
+    Marker,
+    PartWrite,
+    Permuted,
+    Position,
+    Run,
+    Start,
+    WritePlan,
+)
 
 E = "e"                         # the entry index of every per-entry loop
 _WIDTH_MAX = {"int8_t": 127, "int16_t": 32767, "int32_t": 2 ** 31 - 1, "int64_t": 2 ** 63 - 1}
@@ -396,6 +405,7 @@ class _Writer:
                 self.set_scalar(name, f"spf_shape[{k}]")
             self.decls.append(t.Declare("const spf_index_t *", f"spf_g{k}", f"spf_g[{k}]"))
             self.inline[g] = k
+        self.inline[ENTRY] = lambda: self.entry
 
     def set_scalar(self, name: str, value: str) -> None:
         self.b.add(t.Assign(self.scalar(name), value))
@@ -556,7 +566,9 @@ class _Writer:
         body: list[t.Node] = []
         for s in self.part.solved:
             if s.divisor == 1:          # computed where it is read
-                self.b.add(t.Comment(f"{s.atom} = {s.value}"))
+                self.b.add(t.Comment(f"{s.atom} = " + ("the entry's number (the slot of its "
+                                                        "value)" if s.value == Aff.var(ENTRY)
+                                                        else str(s.value))))
                 name = s.value.as_name()    # a name held per entry: read as it is
                 if name is not None and name in self.env:
                     self.env[str(s.atom)] = self.env[name]
@@ -918,7 +930,9 @@ class _Writer:
                         continue
                     if name == lay.value_array:
                         sub = lay.value_ref.subscripts[k]
-                        key, at = ie.text(sub), self.ie_text(sub, per_entry=True)
+                        key = ie.text(sub)      # an array the plan solves: its value
+                        at = self.at(key) if key in self.inline or key in self.env \
+                            else self.ie_text(sub, per_entry=True)
                     else:
                         call = next((s.atom for s in self.part.solved
                                      if isinstance(s.atom, UFCall) and s.atom.name == name), None)
