@@ -286,6 +286,85 @@ def test_block_list_stores_maximal_runs(tmp_path, order):
             assert out.values.size == m.nnz
 
 
+# --- run-length values: one stored value covering a run of coordinates --------------------
+
+RLE = HEADER.replace("VALUE", "data[pr]").replace(
+    "RELATION", "{[pi, pr, q] -> [gi, gj] : 0 <= pi < numRows and ptr(pi) <= pr < ptr(pi + 1) "
+    "and ofs(pr) <= q < ofs(pr + 1) and gi = pi and gj = q + idx(pr) - ofs(pr)}") + """
+[fields]
+numRows = "int"
+numCols = "int"
+ptr = "int[numRows + 1]"
+idx = "int[ptr(numRows)]"
+ofs = "int[ptr(numRows) + 1]"
+data = "double[ptr(numRows)]"
+"""
+RUN_LIST = HEADER.replace("VALUE", "data[p]").replace(
+    "RELATION", "{[p, q] -> [gi] : 0 <= p < numRuns and ofs(p) <= q < ofs(p + 1) and "
+    "gi = q + idx(p) - ofs(p)}").replace('["numRows", "numCols"]', '["n"]') + """
+[fields]
+n = "int"
+numRuns = "int"
+ofs = "int[numRuns + 1]"
+idx = "int[numRuns]"
+data = "double[numRuns]"
+"""
+
+
+def _runs(row: np.ndarray) -> list[tuple[int, int, float]]:
+    """A row's maximal runs of consecutive nonzero entries holding one value: (start,
+    length, value)."""
+    out: list[tuple[int, int, float]] = []
+    for j in np.flatnonzero(row):
+        if out and out[-1][0] + out[-1][1] == j and out[-1][2] == row[j]:
+            out[-1] = (out[-1][0], out[-1][1] + 1, out[-1][2])
+        else:
+            out.append((int(j), 1, float(row[j])))
+    return out
+
+
+def test_run_length_rows_store_maximal_runs_of_one_value(tmp_path):
+    """Finch's SparseRLE under a dense level: the value is read at the run (``data[pr]``), so
+    the runs are the maximal ones of consecutive columns holding equal values; from CSR and
+    an unsorted coordinate list, with empty rows, one entry, rectangular and empty."""
+    path = _layout(tmp_path, "RLE", RLE)
+    d = np.array([[0, 2, 2, 2, 0, 3, 3], [0, 0, 0, 0, 0, 0, 0], [1, 1, 0, 1, 1, 1, 5],
+                  [4, 0, 4, 0, 4, 0, 4.0]])
+    for m in [sp.csr_matrix(d), *(sp.csr_matrix(np.round(x.toarray() * 2) / 2)
+                                  for x in _matrices())]:
+        full = m.toarray()
+        rows = [_runs(r) for r in full]
+        runs = [r for row in rows for r in row]
+        for t in _sources(m):
+            out = t.convert(path)
+            np.testing.assert_array_equal(out.to_dense(), full)
+            np.testing.assert_array_equal(out["ptr"], np.cumsum([0] + [len(r) for r in rows]))
+            np.testing.assert_array_equal(out["idx"], [r[0] for r in runs])
+            np.testing.assert_array_equal(out["ofs"], np.cumsum([0] + [r[1] for r in runs]))
+            np.testing.assert_array_equal(out.values, [r[2] for r in runs])
+    report = spf.Conversion("CSR", path).report()
+    assert "the maximal run of consecutive j holding one value" in report
+
+
+def test_a_run_list_vector_from_unordered_coordinates(tmp_path):
+    """A vector as runs (Finch's SparseRLE): equal values that are not consecutive are
+    separate runs; the coordinates given in any order; C of the conversion writes it alone."""
+    path = _layout(tmp_path, "RunList", RUN_LIST)
+    x = np.array([0, 2, 2, 2, 0, 7, 2, 2, 0, 9.0])
+    order = np.array([6, 1, 9, 3, 7, 2, 5])
+    t = spf.Tensor.from_coords(path, (10,), [order], x[order])
+    np.testing.assert_array_equal(t.to_dense(), x)
+    np.testing.assert_array_equal(t["idx"], [1, 5, 6, 9])
+    np.testing.assert_array_equal(t["ofs"], [0, 3, 4, 6, 7])
+    np.testing.assert_array_equal(t.values, [2, 7, 2, 9])
+    for v in [np.zeros(4), np.array([0, 0, 3.0])]:
+        e = spf.Tensor.from_dense(path, v)
+        np.testing.assert_array_equal(e.to_dense(), v)
+        assert e["numRuns"] == np.count_nonzero(v)
+    code = spf.Conversion("SV", path).c_source()
+    assert "runs of consecutive offsets holding one value" in code
+
+
 # --- JDS: a run whose slots the entries of one row share, ranked ---------------------------
 
 def _jds(d: np.ndarray) -> dict[str, np.ndarray]:

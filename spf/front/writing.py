@@ -126,6 +126,8 @@ class Position:
     outer: UFCall | None = None         # NESTED: the outer pointer array read O(a)
     run: Run | None = None              # POINTER, RANGE: placed by coordinate, not ranked
     inner: Run | None = None            # no keys of its own: the next index's run places it
+    one_value: bool = False             # with ``inner``: the run's slots share one value slot,
+                                        # so a run also ends where the entries' values change
 
     @property
     def bound_field(self) -> str | None:
@@ -256,7 +258,8 @@ def _describe_position(p: Position, logical: dict[str, str]) -> str:
         return _describe_run(p, p.run, logical)
     keys = f"({', '.join(map(str, p.keys))})"
     if p.inner is not None and p.inner.free is not None:
-        keys = f"(the maximal run of consecutive {p.inner.offset.rename(logical)})"
+        keys = f"(the maximal run of consecutive {p.inner.offset.rename(logical)}" + \
+            (" holding one value: the run's value slot)" if p.one_value else ")")
     elif p.inner is not None:
         keys += f" among the entries at the same {p.inner.offset.rename(logical)}"
     where = {Start.POINTER: f"from {p.lower} (prefix sums of the groups' sizes)",
@@ -297,7 +300,8 @@ def write_plan(layout: Layout) -> WritePlan:
     rel = layout.relation
     if rel.exists:
         _fail(layout, "its relation has existential variables")
-    first = _value_permutation(layout, _Solver(layout, rel.disjuncts[0]).run())
+    first = _value_runs(layout, _value_permutation(layout,
+                                                   _Solver(layout, rel.disjuncts[0]).run()))
     produced = shape_fields(layout) | _produced(first, layout)
     for d in layout.derived.values():       # a derived field and its source give each other
         if d.field in produced or d.source in produced:
@@ -325,6 +329,24 @@ def write_plan(layout: Layout) -> WritePlan:
     return WritePlan(layout, first, tuple(rel.disjuncts[1:]), frozenset(produced),
                      tuple(emptied), sized, pinned,
                      tuple(_part_or_none(layout, conj) for conj in rel.disjuncts[1:]))
+
+
+def _value_runs(layout: Layout, part: PartWrite) -> PartWrite:
+    """A position numbering the runs of the next one (a block list's ``p`` of ``gi = q +
+    idx(p) - ofs(p)``) where the value is read at the run, not at its slots (``data[p]``:
+    run-length encoding, Finch's SparseRLE): one value covers the run, so the runs are the
+    maximal ones of consecutive coordinates holding equal values."""
+    if layout.value_array is None:
+        return part
+    read = {n for x in layout.value_ref.subscripts for n in ie.names(x)}
+    positions = []
+    for p in part.positions:
+        run = next((q for q in part.positions if p.inner is not None and q.run == p.inner), None)
+        if run is not None and p.inner is not None and p.inner.free is not None \
+                and run.index not in read:
+            p = replace(p, one_value=True)
+        positions.append(p)
+    return replace(part, positions=tuple(positions))
 
 
 def _value_permutation(layout: Layout, part: PartWrite) -> PartWrite:

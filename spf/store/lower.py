@@ -671,8 +671,8 @@ class _Writer:
         # the earlier layout indices group the ranks of a RANK position or a block key;
         # POINTER, RANGE and NESTED positions group by the pointer array they read
         groups = list(p.group) if p.start is Start.RANK or (p.inner and p.inner.free) else []
-        given = [self.block_key(p.inner, groups)] if p.inner and p.inner.free \
-            else [str(k) for k in p.keys]
+        given = [(self.value_blocks if p.one_value else self.block_key)(p.inner, groups)] \
+            if p.inner and p.inner.free else [str(k) for k in p.keys]
         keys = list(zip(given, p.descending))
         if p.start is Start.RANK:
             if p.inner is not None and p.inner.free is None:   # spread over the run's slots
@@ -769,6 +769,33 @@ class _Writer:
         rank = self.ranks(groups, [(offset, False)])[0]
         self.each(t.Assign(f"{rank}[{E}]", f"{offset}[{E}] - {rank}[{E}]"))
         return rank
+
+    def value_blocks(self, run: Run, groups: list[str]) -> str:
+        """Per entry, which maximal run of consecutive offsets holding one value it lies in
+        within its group (numbered from 0 in offset order): the entries in (group, offset)
+        order, a run ending where the group changes, an offset is skipped or the value
+        changes."""
+        offset = self.vector("offset")
+        self.each(t.Assign(f"{offset}[{E}]", self.aff(run.offset)))
+        cols = [(self.column(g) if g not in self.owned else g, False) for g in groups]
+        order = self.vector("order")
+        self.sort_into(order, "n", [*cols, (offset, False)])
+        block = self.vector("block")
+        value = (lambda x: f"spf_v[{self.keep}[{x}]]") if self.keep else \
+            (lambda x: f"spf_v[{x}]")
+        same_group = " && ".join(f"{c}[spf_e] == {c}[spf_f]" for c, _ in cols) or "1"
+        self.b.add(t.Comment("runs of consecutive offsets holding one value, in offset order"),
+                   t.Block([t.Declare("int64_t", "spf_run", "0"), t.For(
+                       "int64_t spf_s = 0", "spf_s < n", "++spf_s", [
+                           t.Declare("const int64_t", "spf_e", f"{order}[spf_s]"),
+                           t.If("spf_s > 0", [
+                               t.Declare("const int64_t", "spf_f", f"{order}[spf_s - 1]"),
+                               t.If(f"!({same_group})", [t.Assign("spf_run", "0")], [
+                                   t.If(f"{offset}[spf_e] != {offset}[spf_f] + 1 || "
+                                        f"!{self.same(value('spf_e'), value('spf_f'))}",
+                                        [t.Assign("spf_run", "1", "+=")])])]),
+                           t.Assign(f"{block}[spf_e]", "spf_run")])]))
+        return block
 
     def run_slots(self, p: Position, run: Run, at: str, size: str, counts: str) -> str:
         """A run position: each group's slot count (into ``counts[g + 1]``) and each entry's
@@ -1089,7 +1116,10 @@ class _Writer:
                 f"its value would be written outside {ref.array}"))]
         if not self.plan.reads_back_by_construction:
             owner = self.vector("owner", slots, "-1")
-            body += [self.refuse_if(f"{owner}[spf_w] >= 0",
+            held = f"spf_v[{self.keep}[{owner}[spf_w]]]" if self.keep \
+                else f"spf_v[{owner}[spf_w]]"
+            # one slot read at two entries' coordinates holding one value (a run's) is theirs
+            body += [self.refuse_if(f"{owner}[spf_w] >= 0 && !{self.same(held, values)}",
                                     f"{lay.name} cannot hold both entries {{other}} and {{at}}: "
                                     f"they would share the value slot "
                                     f"{ref.array}[{{x0}}]", ("spf_w",),
