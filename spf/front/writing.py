@@ -110,6 +110,25 @@ class Run:
 
 
 @dataclass(frozen=True)
+class Cover:
+    """A layout index the value subscripts do not read, bounded below by 0 and above by an
+    array (Finch's run-length lists: ``0 <= q and left(p) + q <= right(p) and gi = left(p) +
+    q``, value ``data[p]``): one value slot covers a run of consecutive ``coordinate``.
+    Entries equal in every other coordinate, at consecutive ``coordinate`` and holding
+    equal values share one run (the fewest runs: maximal ones); each run is written as one
+    entry at its first coordinate (``index`` = 0), ``end`` (the array read bounding it) set
+    from ``last``, the run's last coordinate.  Where the next run starts one past where this
+    one ends (``gi = ends(p) + q``, ``ends(p) + q < ends(p + 1)``: Finch's dense run list),
+    runs abut: every coordinate is covered, the gaps by runs of the layout's fill."""
+
+    index: str
+    coordinate: str                     # the logical coordinate it places
+    end: UFCall                         # the array read bounding the run
+    last: str                           # per run, its last coordinate (a name of the plan)
+    dense: bool = False                 # the next run starts where this one ends: no gaps
+
+
+@dataclass(frozen=True)
 class Position:
     """A layout index whose value is the position of its keys within its group."""
 
@@ -167,6 +186,7 @@ class PartWrite:
     fills: tuple[tuple[str, int], ...]          # index array -> value of an unused slot
     permuted: tuple[Permuted, ...] = ()
     markers: tuple[Marker, ...] = ()
+    covers: tuple[Cover, ...] = ()
 
     def solution(self, atom: Atom) -> Solved | None:
         return next((s for s in self.solved if s.atom == atom), None)
@@ -221,7 +241,11 @@ class WritePlan:
     def describe(self, names: tuple[str, ...]) -> str:
         """One line per decision, for the conversion's report."""
         logical = dict(zip(self.layout.relation.out_vars or (), names))
-        text = []
+        logical |= {c.last: f"last({logical.get(c.coordinate)})" for c in self.first.covers}
+        text = [f"{c.index} = 0 at each maximal run of consecutive {logical.get(c.coordinate)} "
+                "holding one value (the fewest runs)"
+                + ("; runs abut: the gaps are runs of the fill" if c.dense else "")
+                for c in self.first.covers]
         for q in self.first.permuted:
             text.append(f"{q.array} = positions ordered by their entry count "
                         + ("(identity)" if q.descending is None else
@@ -504,6 +528,16 @@ def _root_count(c: Constraint, layout: Layout, produced: set[str]) -> str | None
     return None
 
 
+def _next(eq: Aff, end: UFCall) -> bool:
+    """Whether the run's start, the one array read in ``eq``, read one argument on is
+    ``end``: the next run starts where this one ends."""
+    starts = [a for a in eq.calls() if a.name == end.name and len(a.args) == len(end.args)]
+    if len(starts) != 1:
+        return False
+    steps = [e - a for a, e in zip(starts[0].args, end.args)]
+    return steps.count(Aff.num(1)) == 1 and steps.count(Aff.num(0)) == len(steps) - 1
+
+
 def _single_call(a: Aff) -> UFCall | None:
     if a.const == 0 and len(a.terms) == 1 and a.terms[0][1] == 1 \
             and isinstance(a.terms[0][0], UFCall):
@@ -521,19 +555,84 @@ class _Solver:
         self.solved: dict[Atom, Solved] = {}
         self.permuted: list[Permuted] = []
         self.runs: dict[str, Run] = {}
+        self.covers: list[Cover] = []
 
     def fail(self, why: str) -> NoReturn:
         _fail(self.layout, why)
 
     def run(self) -> PartWrite:
+        self._covers()
         self._solve_equalities()
         positions = tuple(self._position(p) for p in self.indices if p not in self.solved)
         extents = tuple(self._extents())
-        fills = tuple(self._fills(positions))
+        fills = tuple(self._fills(positions) + self._empty_runs())
+        lasts = {c.last for c in self.covers}
         filters = tuple(a for c in self.conj if not c.is_eq
-                        if self._logical_only(a := self._known(c.aff)))
+                        if self._logical_only(a := self._known(c.aff)) and not a.names() & lasts)
         return PartWrite(self.conj, tuple(self.solved.values()), positions, extents,
-                         filters, fills, tuple(self.permuted), self._markers(positions))
+                         filters, fills, tuple(self.permuted), self._markers(positions),
+                         tuple(self.covers))
+
+    # one value covering a run of coordinates ---------------------------------------------
+    def _covers(self) -> None:
+        """The layout indices one value slot covers (:class:`Cover`): not read by the value
+        subscripts, ``0 <= q``, one equality placing a logical coordinate at ``q`` past an
+        array read (the run's start) and one bound ``... - q >= 0`` naming an array read,
+        which then holds the run's last coordinate.  Each is solved as 0 (the run's first
+        coordinate) before the equalities."""
+        if self.layout.value_array is None:
+            return
+        read = {n for s in self.layout.value_ref.subscripts for n in ie.names(s)}
+        for q in self.indices:
+            eqs = [c.aff for c in self.conj if c.is_eq and c.aff.coeff(q)]
+            ups = [c.aff for c in self.conj if not c.is_eq and c.aff.coeff(q) < 0
+                   and c.aff.calls()]
+            if q in read or len(eqs) != 1 or abs(eqs[0].coeff(q)) != 1 or not eqs[0].calls() \
+                    or not any(not c.is_eq and c.aff == Aff.var(q) for c in self.conj):
+                continue
+            coords = [g for g in self.logical if eqs[0].coeff(g)]
+            if len(coords) != 1 or abs(eqs[0].coeff(coords[0])) != 1 or not ups:
+                continue
+            self.covers.append(self._cover(q, coords[0], eqs[0], ups))
+
+    def _empty_runs(self) -> list[tuple[str, int]]:
+        """A slot no run reaches (a row of an interval layout without entries) holds an empty
+        run: its start array 0 (unwritten), its end array what a run over [0, -1] gives."""
+        return [(c.end.name, self.solved[c.end].value.substitute(
+            {c.last: Aff.var(c.coordinate) - 1, c.coordinate: Aff.num(0)}).const)
+            for c in self.covers]
+
+    def _cover(self, q: str, coord: str, eq: Aff, ups: list[Aff]) -> Cover:
+        """The cover at ``q``.  A run is written at its first coordinate (``q = 0``, so
+        ``eq`` gives its start read from ``coord``); its bound ``up >= 0``, tight at its last
+        coordinate (``q = last - coord``, the start read replaced), must leave one array read
+        ``end`` over ``last`` and ``coord``: ``end`` is set to that (``right(p) = last``; a
+        length ``len(p) = last - coord + 1``)."""
+        last = f"{coord}'last"
+        eq0 = eq - Aff.var(q, eq.coeff(q))
+        starts = [(a, k) for a, k in eq0.terms if isinstance(a, UFCall)]
+        if len(starts) == 1 and abs(starts[0][1]) == 1:
+            start, k = starts[0]
+            at_first = {q: Aff.var(last) - Aff.var(coord),
+                        start: (eq0 - Aff.var(start, k)) * -k}
+            for up in ups:
+                bound = up.substitute(at_first)
+                ends = [a for a, kk in bound.terms if isinstance(a, UFCall) and kk == 1]
+                if up.coeff(q) != -1 or len(ends) != 1 \
+                        or {a for a, _ in bound.terms} - {ends[0], last, coord}:
+                    continue
+                end = ends[0]
+                value = Aff.var(end) - bound
+                self.solved[q] = Solved(q, Aff.num(0))
+                self.logical.add(last)
+                self.solved[end] = Solved(end, value)
+                return Cover(q, coord, end, last,
+                             value == Aff.var(last) + 1 and _next(eq, end))
+        self.fail(f"layout index {q} places {coord} by one value slot for several coordinates "
+                  "(the value subscripts do not read it), but the relation does not say where "
+                  f"each run of {coord} starts and ends: it needs {coord} = start(...) + {q} "
+                  f"with one index array start, and a bound {q} <= ... naming one index array "
+                  f"read where the run ends (as left(p) + {q} <= right(p), or {q} < len(p))")
 
     # equalities ------------------------------------------------------------------------
     def _is_known(self, atom: Atom) -> bool:

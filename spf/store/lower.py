@@ -22,6 +22,7 @@ only stored per entry are written in their own width; each value is checked.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -40,6 +41,7 @@ from ..front.properties import Linear, Ordering, Property
 from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
 from ..front.writing import (
     ENTRY,
+    Cover,
     Marker,
     PartWrite,
     Permuted,
@@ -78,6 +80,7 @@ class WriterSource:
     refusals: tuple[Refusal, ...]
     arrays: tuple[tuple[str, int], ...]     # array fields in declaration order, their ranks
     proven: tuple[Property, ...] = ()       # the layout's properties its C checks
+    notes: tuple[str, ...] = ()             # decisions the header states (runs of one value)
 
     @property
     def definition(self) -> str:
@@ -105,7 +108,7 @@ class WriterSource:
                  + (", the value given, the value read (each in 2 int64s, as its bytes)"
                     if any(r.values for r in self.refusals) else "") + "}:"]
         lines += [f"  {k}: {r.text}" for k, r in enumerate(self.refusals)]
-        return lines
+        return lines + list(self.notes)
 
 
 _REPORTS = (t.Param("int64_t *restrict", "spf_err"), t.Param("int64_t *restrict", "spf_sizes"))
@@ -128,8 +131,13 @@ def writer_source(plan: WritePlan, name: str) -> WriterSource:
         t.Param("const int64_t *restrict", "spf_shape"), t.Param("int", "spf_allow_padding"),
         t.Param("int64_t", "spf_max_bytes")))
     arrays = tuple((f, len(spec.dims)) for f, spec in lay.fields.items() if spec.is_array)
+    notes = tuple(f"  {c.index}: one value covers a run of consecutive {c.coordinate}; equal "
+                  "values at consecutive coordinates share a run (maximal runs: the fewest); "
+                  f"{c.end} = {_run_end(plan, c)}" + ("; runs abut, gaps are runs of the fill"
+                                                      if c.dense else "")
+                  for c in plan.first.covers)
     return WriterSource(lay, name, signature, tuple(body), tuple(w.refusals), arrays,
-                        tuple(w.proven))
+                        tuple(w.proven), notes)
 
 
 def writer_file(plan: WritePlan, name: str, before: str = "") -> tuple[WriterSource, str]:
@@ -346,6 +354,8 @@ class _Writer:
     def lower(self) -> list[t.Node]:
         b, part, plan = self.b, self.part, self.plan
         self.start()
+        for c in part.covers:
+            self.cover(c)
         self.share()
         for q in part.permuted:
             self.permute(q)
@@ -406,6 +416,103 @@ class _Writer:
             self.decls.append(t.Declare("const spf_index_t *", f"spf_g{k}", f"spf_g[{k}]"))
             self.inline[g] = k
         self.inline[ENTRY] = lambda: self.entry
+
+    def cover(self, c: Cover) -> None:
+        """One value slot covers a run of consecutive ``c.coordinate``: the entries in the
+        order of their other coordinates, then ``c.coordinate``; an entry one past the run
+        before it (its other coordinates the same) holding the same value extends that run,
+        else starts one.  So the runs are maximal (the fewest the layout can hold); each
+        becomes one entry at its first coordinate, its last coordinate in ``c.last``.  Where
+        runs abut (``c.dense``), each group's gaps, from 0 to the extent, are runs of the
+        layout's fill (:meth:`cover_dense`)."""
+        k = self.outs.index(c.coordinate)
+        self.b.add(t.Comment(f"layout index {c.index}: one value covers a run of consecutive "
+                             f"{c.coordinate} (the value subscripts do not read {c.index}); "
+                             "equal values at consecutive coordinates merge into maximal runs "
+                             "(the fewest runs)" + ("; runs abut, so every gap is a run of the "
+                                                    "fill" if c.dense else "")))
+        cols = []
+        for j, _ in enumerate(self.outs):
+            col = self.vector(f"coordinate_{j}")
+            self.each(t.Assign(f"{col}[{E}]", f"(int64_t)spf_g{j}[{E}]"))
+            cols.append(col)
+        others = [j for j, _ in enumerate(self.outs) if j != k]
+        order = self.vector("order")
+        self.sort_into(order, "n", [(cols[j], False) for j in others] + [(cols[k], False)])
+        groups = " * ".join(f"spf_shape[{j}]" for j in others) or "1"
+        size = f"2 * n + {groups} + 1" if c.dense else "n > 0 ? n : 1"
+        alloc = f"spf_st_alloc(sizeof({{}}) * (size_t)({size}))"
+        runs = [self.buffer("spf_index_t", f"run_{j}", alloc.format("spf_index_t"))
+                for j, _ in enumerate(self.outs)]
+        values = self.buffer("spf_value_t", "run_values", alloc.format("spf_value_t"))
+        last = self.buffer("int64_t", f"{c.coordinate}_last", alloc.format("int64_t"))
+        count = self.fresh("runs")
+        self.b.add(t.Declare("int64_t", count, "0"))
+        if c.dense:
+            self.cover_dense(k, cols, order, groups, (runs, values, last, count))
+        else:
+            same = " && ".join([f"{count} > 0", f"{cols[k]}[spf_x] == {last}[{count} - 1] + 1",
+                                *(f"{cols[j]}[spf_x] == {runs[j]}[{count} - 1]"
+                                  for j in others), f"spf_v[spf_x] == {values}[{count} - 1]"])
+            self.each(t.Declare("const int64_t", "spf_x", f"{order}[{E}]"),
+                      t.If(same, [t.Assign(f"{last}[{count} - 1]", f"{cols[k]}[spf_x]",
+                                           note="one past the run, the same value: extends it")],
+                           self.add_run([f"spf_g{j}[spf_x]" for j, _ in enumerate(self.outs)],
+                                        k, f"{cols[k]}[spf_x]", "spf_v[spf_x]",
+                                        (runs, values, last, count))))
+        self.b.add(t.Comment("the runs are the entries from here"), t.Assign("n", count),
+                   t.Assign("spf_v", values),
+                   *(t.Assign(f"spf_g{j}", runs[j]) for j, _ in enumerate(self.outs)))
+        self.env[c.last] = last
+
+    def add_run(self, at: list[str], k: int, hi: str, value: str,
+                out: tuple[list[str], str, str, str]) -> list[t.Node]:
+        """A new run at coordinates ``at`` ending at ``hi`` (coordinate ``k``) holding
+        ``value``."""
+        runs, values, last, count = out
+        return [*(t.Assign(f"{runs[j]}[{count}]", f"(spf_index_t)({x})")
+                  for j, x in enumerate(at)),
+                t.Assign(f"{last}[{count}]", hi), t.Assign(f"{values}[{count}++]", value)]
+
+    def cover_dense(self, k: int, cols: list[str], order: str, groups: str,
+                    out: tuple[list[str], str, str, str]) -> None:
+        """Abutting runs: every group (the other coordinates, row-major over the shape) covered
+        from 0 to its extent less one; an entry, or a gap (the fill), holding the value of
+        the run before it in its group extends that run."""
+        _, values, last, count = out
+        lay, others = self.lay, [j for j, _ in enumerate(self.outs) if j != k]
+        fill = {math.inf: "(1.0 / 0.0)", -math.inf: "(-1.0 / 0.0)"}.get(
+            lay.fill, "(0.0 / 0.0)" if math.isnan(lay.fill) else repr(float(lay.fill)))
+        at = [f"spf_o{j}" if j != k else "spf_next" for j, _ in enumerate(self.outs)]
+        twice = (f"{lay.name}: an entry lies outside the tensor's shape or twice at one "
+                 "coordinate")
+
+        def put(hi: str, value: str) -> t.Node:
+            return t.If(f"spf_next > 0 && {value} == {values}[{count} - 1]",
+                        [t.Assign(f"{last}[{count} - 1]", hi)],
+                        self.add_run(at, k, hi, value, out))
+        decode: list[t.Node] = [t.Declare("int64_t", "spf_rest", "spf_grp")] if others else []
+        for j in reversed(others):
+            decode += [t.Declare("const int64_t", f"spf_o{j}", f"spf_rest % spf_shape[{j}]"),
+                       t.Assign("spf_rest", f"spf_shape[{j}]", "/=")]
+        in_group = " && ".join(["spf_at < n"] + [f"{cols[j]}[{order}[spf_at]] == spf_o{j}"
+                                                 for j in others])
+        self.b.add(t.Comment(f"fill runs hold the layout's fill, {fill}"),
+                   t.Declare("int64_t", "spf_at", "0"),
+                   t.For("int64_t spf_grp = 0", f"spf_grp < {groups}", "++spf_grp", [
+                       *decode, t.Declare("int64_t", "spf_next", "0",
+                                          note="the group's first coordinate not yet covered"),
+                       t.While(in_group, [
+                           t.Declare("const int64_t", "spf_x", f"{order}[spf_at++]"),
+                           t.Declare("const int64_t", "spf_c", f"{cols[k]}[spf_x]"),
+                           self.refuse_if("spf_c < spf_next || spf_c >= spf_shape[" + str(k)
+                                          + "]", twice, entry=False),
+                           t.If("spf_c > spf_next", [put("spf_c - 1", fill),
+                                                     t.Assign("spf_next", "spf_c")],
+                                note="a gap: a run of the fill"),
+                           put("spf_c", "spf_v[spf_x]"), t.Assign("spf_next", "spf_c + 1")]),
+                       t.If(f"spf_next < spf_shape[{k}]", [put(f"spf_shape[{k}] - 1", fill)])]))
+        self.b.add(self.refuse_if("spf_at < n", twice, entry=False))
 
     def set_scalar(self, name: str, value: str) -> None:
         self.b.add(t.Assign(self.scalar(name), value))
@@ -1542,6 +1649,14 @@ class _Writer:
         for _, out in outputs:
             b.add(t.Call(f"free({out})"))
         b.add(t.Return("spf_status"))
+
+
+def _run_end(plan: WritePlan, c: Cover) -> str:
+    """What a cover's end array holds per run, over its first and last coordinate."""
+    solved = plan.first.solution(c.end)
+    assert solved is not None
+    return str(solved.value.rename({c.last: f"last_{c.coordinate}",
+                                    c.coordinate: f"first_{c.coordinate}"}))
 
 
 def _first_by_construction(plan: WritePlan) -> bool:

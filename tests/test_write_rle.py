@@ -1,0 +1,207 @@
+"""Writing layouts where one stored value covers a run of consecutive coordinates (Finch's
+run-length lists, dense run-length lists and intervals, written as spf layouts): the writer
+stores maximal runs of equal values (spf.front.writing.Cover, spf.store.lower), checked against
+numpy/scipy on empty rows, one entry, all-equal rows, rectangular and empty tensors."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import spf
+
+VECTOR = """name = "NAME"
+relation = "RELATION"
+value = "data[p]"
+shape = ["n"]
+
+[fields]
+n = "int"
+numRuns = "int"
+FIELDS
+data = "double[numRuns]"
+"""
+RUN_LIST = VECTOR.replace("RELATION", "{[p, q] -> [gi] : 0 <= p < numRuns and 0 <= q and "
+                          "left(p) + q <= right(p) and gi = left(p) + q}").replace(
+    "FIELDS", 'left = "int[numRuns]"\nright = "int[numRuns]"') + """
+[[properties]]
+kind = "monotonic"
+uf = "left"
+order = "<"
+"""
+DENSE_RLE = VECTOR.replace("RELATION", "{[p, q] -> [gi] : 0 <= p < numRuns and 0 <= q and "
+                           "ends(p) + q < ends(p + 1) and gi = ends(p) + q}").replace(
+    "FIELDS", 'ends = "int[numRuns + 1]"')
+MATRIX = """name = "NAME"
+relation = "RELATION"
+value = "VALUE"
+shape = ["numRows", "numCols"]
+
+[fields]
+numRows = "int"
+numCols = "int"
+FIELDS
+"""
+ROW_RUNS = MATRIX.replace("RELATION", "{[pi, p, q] -> [gi, gj] : 0 <= pi < numRows and "
+                          "rowPtr(pi) <= p < rowPtr(pi + 1) and 0 <= q and left(p) + q <= "
+                          "right(p) and gi = pi and gj = left(p) + q}").replace(
+    "VALUE", "data[p]").replace("FIELDS", """rowPtr = "int[numRows + 1]"
+left = "int[rowPtr(numRows)]"
+right = "int[rowPtr(numRows)]"
+data = "double[rowPtr(numRows)]"
+
+[[properties]]
+kind = "monotonic"
+uf = "rowPtr"
+order = "<="
+
+[[properties]]
+kind = "periodic_monotonic"
+uf = "left"
+period = "pi"
+order = "<"
+""")
+INTERVAL = MATRIX.replace("RELATION", "{[pi, q] -> [gi, gj] : 0 <= pi < numRows and 0 <= q "
+                          "and left(pi) + q <= right(pi) and gi = pi and gj = left(pi) + q}"
+                          ).replace("VALUE", "data[pi]").replace("FIELDS", """left = "int[numRows]"
+right = "int[numRows]"
+data = "double[numRows]"
+""")
+
+
+def _layout(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text.replace("NAME", name))
+    return str(path)
+
+
+def _runs(row: np.ndarray, dense: bool = False) -> list[tuple[int, int, float]]:
+    """The maximal runs (first, last, value) of equal values at consecutive coordinates: of
+    the nonzeros, or (``dense``) of every element."""
+    out: list[tuple[int, int, float]] = []
+    for c in (range(len(row)) if dense else np.flatnonzero(row)):
+        if out and out[-1][1] == c - 1 and out[-1][2] == row[c]:
+            out[-1] = (out[-1][0], int(c), out[-1][2])
+        else:
+            out.append((int(c), int(c), float(row[c])))
+    return out
+
+
+def _matrices() -> list[np.ndarray]:
+    """Repeated values (an empty row, an all-equal row, equal values that are not consecutive),
+    tall and wide, one entry, empty."""
+    rng = np.random.default_rng(5)
+    out = []
+    for shape in [(7, 9), (10, 4), (3, 12)]:
+        d = rng.integers(0, 3, shape).astype(float)
+        d[1] = 0.0
+        d[2] = 4.0
+        d[0, :3] = [2.0, 0.0, 2.0]
+        out.append(d)
+    one = np.zeros((4, 5))
+    one[3, 1] = 2.5
+    return out + [one, np.zeros((6, 4))]
+
+
+def _vectors() -> list[np.ndarray]:
+    return [np.array([0, 2, 2, 2, 0, 0, 5, 5, 3, 0, 3.0]), np.array([1.0, 1, 1]),
+            np.array([0, 0, 4.0]), np.zeros(5), np.zeros(0)]
+
+
+def test_rows_of_runs_store_maximal_runs(tmp_path):
+    path = _layout(tmp_path, "RowRuns", ROW_RUNS)
+    for d in _matrices():
+        want = [_runs(r) for r in d]
+        flat = [x for w in want for x in w]
+        m = sp.csr_matrix(d)
+        for t in (spf.Tensor.from_scipy("CSR", m), spf.Tensor.from_scipy("COO", m.tocoo())):
+            out = t.convert(path)
+            np.testing.assert_array_equal(out["rowPtr"], np.cumsum([0] + [len(w) for w in want]))
+            np.testing.assert_array_equal(out["left"], [x[0] for x in flat])
+            np.testing.assert_array_equal(out["right"], [x[1] for x in flat])
+            np.testing.assert_array_equal(out.values, [x[2] for x in flat])
+            back = out.convert("CSR")
+            np.testing.assert_array_equal(back.to_dense(), d)
+            assert back.stored_entries() == m.nnz
+    c = spf.evaluate("C(i,j) = A(i,j) * 2", A=spf.Tensor.from_dense("CSR", _matrices()[0]),
+                     layouts={"C": path})
+    np.testing.assert_array_equal(c.to_dense(), 2 * _matrices()[0])
+    conv = spf.Conversion("CSR", path)
+    assert "maximal runs: the fewest" in conv.c_source()
+    assert "q = 0 at each maximal run of consecutive j holding one value" in conv.report()
+
+
+@pytest.mark.parametrize("name, text, dense", [("RunList", RUN_LIST, False),
+                                               ("DenseRLE", DENSE_RLE, True)])
+def test_vector_run_lists(tmp_path, name, text, dense):
+    path = _layout(tmp_path, name, text)
+    for x in _vectors():
+        want = _runs(x, dense)
+        out = spf.Tensor.from_dense("SV", x).convert(path)
+        if dense:       # every element covered: the gaps are runs of the fill
+            np.testing.assert_array_equal(out["ends"], [0] + [r[1] + 1 for r in want])
+        else:
+            np.testing.assert_array_equal(out["left"], [r[0] for r in want])
+            np.testing.assert_array_equal(out["right"], [r[1] for r in want])
+        np.testing.assert_array_equal(out.values, [r[2] for r in want])
+        np.testing.assert_array_equal(out.to_dense(), x)
+        np.testing.assert_array_equal(spf.evaluate("y(i) = x(i)", x=out), x)
+
+
+def test_interval_holds_one_run_per_row(tmp_path):
+    path = _layout(tmp_path, "RowInterval", INTERVAL)
+    d = np.array([[0, 2, 2, 0], [0, 0, 0, 0], [7, 7, 7, 7.0]])
+    out = spf.Tensor.from_dense("CSR", d).convert(path)
+    np.testing.assert_array_equal(out["left"], [1, 0, 0])
+    np.testing.assert_array_equal(out["right"], [2, -1, 3])     # an empty row: an empty run
+    np.testing.assert_array_equal(out.values, [2.0, 0.0, 7.0])
+    np.testing.assert_array_equal(out.convert("CSR").to_dense(), d)
+    assert out.convert("CSR").stored_entries() == 6
+    d[0] = [0, 2, 0, 2]     # equal values, not consecutive: two runs in row 0
+    with pytest.raises(spf.ArgumentError, match=r"RowInterval cannot hold both entries "
+                       r"\(0, 1\) and \(0, 3\): they would share the value slot data\[0\]"):
+        spf.Tensor.from_dense("CSR", d).convert(path)
+
+
+def test_run_lengths_and_what_is_refused(tmp_path):
+    lengths = _layout(tmp_path, "RunLengths", RUN_LIST.replace(
+        "left(p) + q <= right(p)", "q < len(p)").replace('right = "int[numRuns]"',
+                                                           'len = "int[numRuns]"'))
+    x = _vectors()[0]
+    out = spf.Tensor.from_dense("SV", x).convert(lengths)
+    want = _runs(x)
+    np.testing.assert_array_equal(out["len"], [r[1] - r[0] + 1 for r in want])
+    np.testing.assert_array_equal(out.to_dense(), x)
+    open_end = _layout(tmp_path, "OpenEnd", RUN_LIST.replace(    # right and pad: a choice
+        "left(p) + q <= right(p)", "left(p) + q <= right(p) + pad(p)").replace(
+        'right = "int[numRuns]"', 'right = "int[numRuns]"\npad = "int[numRuns]"'))
+    with pytest.raises(spf.SpecError, match=r"layout OpenEnd cannot be written: layout index q "
+                       r"places gi by one value slot for several coordinates .*it needs gi = "
+                       r"start\(\.\.\.\) \+ q with one index array start, and a bound q <= "
+                       r"\.\.\. naming one index array read where the run ends"):
+        spf.Tensor.from_dense("SV", x).convert(open_end)
+
+
+def test_the_c_alone_writes_runs(tmp_path):
+    """CSR -> rows of runs by the conversion's C called from a C driver (no Python between):
+    the printed fields equal those spf.convert gives."""
+    from test_conversion_c_driver import _printed, driver
+    path = _layout(tmp_path, "RowRuns", ROW_RUNS)
+    conv = spf.Conversion("CSR", path, name="spf_convert")
+    cases = _matrices()
+    (tmp_path / "conversion.c").write_text(conv.c_source())
+    (tmp_path / "main.c").write_text(driver(conv.c_source(), [
+        spf.Tensor.from_dense("CSR", d) for d in cases]))
+    proc = subprocess.run([os.environ.get("CC", "cc"), "-O1", "-Wall", "-Wextra", "-Werror",
+                           "main.c", "-o", "main"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
+    for k, d in enumerate(cases):
+        run = subprocess.run([str(tmp_path / "main"), str(k)], capture_output=True, text=True)
+        fields = _printed(run.stdout, conv.dst)
+        want = spf.Tensor.from_dense("CSR", d).convert(path)
+        for name, value in want.fields.items():
+            np.testing.assert_array_equal(np.asarray(fields[name]), np.asarray(value))
