@@ -354,6 +354,9 @@ class _Writer:
     def lower(self) -> list[t.Node]:
         b, part, plan = self.b, self.part, self.plan
         self.start()
+        if part.covers:         # the entries holding values, before runs replace them
+            b.add(t.Declare("int64_t", "spf_given", "0"))
+            self.each(t.Assign("spf_given", f"spf_v[{E}] != 0", "+="))
         for c in part.covers:
             self.cover(c)
         self.share()
@@ -1225,8 +1228,10 @@ class _Writer:
             owner = self.vector("owner", slots, "-1")
             held = f"spf_v[{self.keep}[{owner}[spf_w]]]" if self.keep \
                 else f"spf_v[{owner}[spf_w]]"
-            # one slot read at two entries' coordinates holding one value (a run's) is theirs
-            body += [self.refuse_if(f"{owner}[spf_w] >= 0 && !{self.same(held, values)}",
+            # a run of one value: its entries share its value slot, holding that value
+            shared = f" && !{self.same(held, values)}" \
+                if any(p.one_value for p in self.part.positions) else ""
+            body += [self.refuse_if(f"{owner}[spf_w] >= 0{shared}",
                                     f"{lay.name} cannot hold both entries {{other}} and {{at}}: "
                                     f"they would share the value slot "
                                     f"{ref.array}[{{x0}}]", ("spf_w",),
@@ -1537,11 +1542,16 @@ class _Writer:
 
     def count_first(self) -> None:
         """Where the first part could read a slot its entries did not write: its points
-        holding nonzero values are as many as its entries holding them."""
+        holding nonzero values are as many as its entries holding them (before runs of one
+        value replaced them)."""
         lay = self.lay
         values = f"spf_v[{self.keep}[{E}]]" if self.keep else f"spf_v[{E}]"
-        self.b.add(t.Declare("int64_t", "spf_held", "0"), t.Declare("int64_t", "spf_points", "0"))
-        self.each(t.Assign("spf_held", f"{values} != 0", "+="))
+        self.b.add(t.Declare("int64_t", "spf_points", "0"))
+        if self.part.covers:        # each run holds the entries it covers
+            self.b.add(t.Declare("int64_t", "spf_held", "spf_given"))
+        else:
+            self.b.add(t.Declare("int64_t", "spf_held", "0"))
+            self.each(t.Assign("spf_held", f"{values} != 0", "+="))
 
         def point() -> list[t.Node]:
             return [t.Declare("const int64_t", "spf_w", self.slot_here()),
