@@ -1238,7 +1238,8 @@ def _entries(relation: str, value_text: str, reader: _Reader, ns: dict[str, Any]
     subscripts = [_compile(s) for s in re.findall(r"\[([^\]]*)\]", value_text)]
     pairs: dict[tuple, tuple] = {}
     for disjunct in _split_top(_strip_parens(m.group(3)), "or"):
-        conjuncts = [_strip_parens(c) for c in _split_top(_strip_parens(disjunct), "and")]
+        conjuncts = [link for c in _split_top(_strip_parens(disjunct), "and")
+                     for link in _unchain(_strip_parens(c))]
         for p, g in _points(conjuncts, pvars, gvars, ns):
             pairs[(p, g)] = p
     dense = np.zeros(shape, data.dtype if data.dtype.kind in "biufc" else np.float64)
@@ -1254,6 +1255,16 @@ def _entries(relation: str, value_text: str, reader: _Reader, ns: dict[str, Any]
         dense[g] += data[where]
         stored[g] = True
     return dense, stored
+
+
+def _unchain(conjunct: str) -> list[str]:
+    """A chain of comparisons as its links (``gj = pi = offset(pd)``: ``gj = pi`` and ``pi =
+    offset(pd)``), as spf reads it."""
+    parts = re.split(r"(<=|>=|<|>|(?<![<>=!])=(?!=))", conjunct)
+    if len(parts) <= 3:
+        return [conjunct]
+    return [f"{parts[k].strip()} {parts[k + 1]} {parts[k + 2].strip()}"
+            for k in range(0, len(parts) - 2, 2)]
 
 
 def _bounds(conjunct: str, var: str) -> list[tuple[str, str]]:

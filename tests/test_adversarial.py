@@ -1219,6 +1219,20 @@ def test_oracle_bounds_its_memory(monkeypatch):
 
 
 @pytest.mark.unit
+def test_oracle_reads_a_chain_of_equalities_as_spf_does():
+    """A mutated DIA relation chains ``gj = pi = offset(pd)`` (``gj = pi`` and ``pi =
+    offset(pd)``); the oracle's reader took ``gj`` to be the comparison ``pi = offset(pd)``
+    and called spf's correct write silently wrong (the long profile, 2026-11-29)."""
+    from spf.front.layout_path import LAYOUT_DIR
+    text = (LAYOUT_DIR / "DIA.toml").read_text().replace(
+        "gj = pi + offset(pd)", "gj = pi = offset(pd)").replace('packer = "DIA.py"\n', "")
+    fields = {"numRows": 2, "numCols": 2, "numDiags": 1, "offset": np.array([1]),
+              "data": np.array([[0.0, 5.0]])}
+    want = [[0.0, 0.0], [0.0, 5.0]]
+    np.testing.assert_array_equal(decode(tomllib.loads(text), {}, fields, (2, 2)), want)
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(ORACLE_REFUSALS))
 def test_oracle_refuses_what_the_docs_refuse(name):
     statement, error = ORACLE_REFUSALS[name]
