@@ -760,17 +760,17 @@ def _wide(rows: int, cols: int, entries: list[tuple[int, int, float]]) -> np.nda
 
 
 @pytest.mark.parametrize("dst,dense", [
-    # ids of (block row, block column) within 4n + 64: ranked through a table
+    # each block row's entries arrive together, block columns out of order: run by run
     ("BCSR", _wide(2, 10, [(0, 9, 3.0), (1, 0, 1.0), (1, 9, 2.0)])),
-    # block columns 0, 8 and 600 (a range over 4n + 64): each block row's run sorted alone
     ("BCSR", _wide(2, 610, [(0, 9, 3.0), (0, 600, 4.0), (1, 0, 1.0)])),
     # DIA: offsets within range (a table), then offsets too far apart (a sort of all)
     ("DIA", _wide(3, 3, [(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0), (2, 0, 4.0), (2, 2, 5.0)])),
     ("DIA", _wide(2, 304, [(0, 303, 2.0), (1, 0, 1.0), (1, 1, 6.0)])),
 ])
 def test_every_way_of_ranking_keys_gives_scipys_matrix(dst, dense):
-    """The writer ranks keys out of entry order through a table over their range, a sort of
-    each group's run, or a sort of all, whichever applies; each gives scipy's matrix."""
+    """The writer ranks keys out of entry order through a sort of each group's run (groups
+    arriving whole), a table over their range (narrow) or a sort of all, whichever applies;
+    each gives scipy's matrix."""
     a = sp.csr_matrix(np.asarray(dense, dtype=float))
     out = spf.Conversion("CSR", dst, allow_padding=True).compile()(
         spf.Tensor.from_scipy("CSR", a))

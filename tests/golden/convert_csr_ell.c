@@ -999,9 +999,9 @@ static inline int spf_st_ranks_table(int64_t n, int ngroup, int ncols,
 /* Per entry, the rank of its key (columns ngroup..ncols-1) among the distinct keys of its group
  * (columns 0..ngroup-1), in the sort order; first[e] = 1 for the first entry of each distinct
  * (group, key).  Entries already in that order, or in runs of one group each with their keys in
- * order, are ranked in one pass where they are; others through a table where the columns'
- * joint range is narrow, else runs of one group each through a sort of each run, else a
- * stable sort of all.  Returns 1 when out of memory. */
+ * order, are ranked in one pass where they are; runs of one group each through a sort of each
+ * run; others through a table where the columns' joint range is narrow, else a stable sort of
+ * all.  Returns 1 when out of memory. */
 static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
                                const int *desc, int64_t *restrict rank, uint8_t *restrict first)
 {
@@ -1011,7 +1011,8 @@ static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *
         if (runs < 0)
             return 1;
     }
-    if (runs != 1) {                    /* a table over a narrow range of ids: no sort */
+    if (runs == 0) {                    /* a table over a narrow range of ids: no sort (groups
+                                         * arriving whole are sorted run by run: cache-local) */
         const int table = spf_st_ranks_table(n, ngroup, ncols, cols, desc, rank, first);
         if (table)
             return table < 0;
