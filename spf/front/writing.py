@@ -46,7 +46,7 @@ from . import index_expr as ie
 from .established import implied, within_shape
 from .isl_bridge import isl_limit
 from .layout import Layout
-from .properties import Linear, Ordering, Permutation, Range
+from .properties import Linear, Monotonic, Ordering, Permutation, Range
 from .relation import Conj
 from .terms import Aff, Atom, Constraint, FloorDiv, UFCall
 
@@ -378,7 +378,8 @@ def _value_permutation(layout: Layout, part: PartWrite) -> PartWrite:
     the part determines (``val[perm(pk)]``: a frozen dictionary's values in insertion order)
     is a value permutation: nothing chooses it, so each entry's value gets a slot of its own,
     its number among the entries written (the order they arrive in), which the array holds at
-    the entry's position (:data:`ENTRY`)."""
+    the entry's position (:data:`ENTRY`), unless a ``monotonic`` property pins it
+    (:func:`_pinned_permutation`)."""
     if layout.value_array is None:
         return part
     determined = {str(s.atom) for s in part.solved if isinstance(s.atom, str)} | \
@@ -391,9 +392,29 @@ def _value_permutation(layout: Layout, part: PartWrite) -> PartWrite:
                 and all(isinstance(a, ie.Name) and a.name in determined for a in x.args):
             call = UFCall(x.name, tuple(Aff.var(a.name) for a in x.args
                                         if isinstance(a, ie.Name)))
-            added.append(Solved(call, Aff.var(ENTRY)))
+            pinned = _pinned_permutation(layout, call)
+            added.append(Solved(call, Aff.var(ENTRY) if pinned is None else pinned))
             taken.add(x.name)
     return replace(part, solved=part.solved + tuple(added)) if added else part
+
+
+def _pinned_permutation(layout: Layout, call: UFCall) -> Aff | None:
+    """``perm(pk)`` where a ``monotonic`` property pins the value permutation ``perm``: a
+    permutation of its positions increasing over them is the identity (``pk``), decreasing the
+    reverse (``n - 1 - pk``, ``n`` its extent, a scalar field); None where none pins it."""
+    prop = next((q for q in layout.properties
+                 if isinstance(q, Monotonic) and q.uf == call.name), None)
+    if prop is None or len(call.args) != 1:
+        return None
+    at = call.args[0]
+    if prop.order in ("<", "<="):
+        return at
+    extent = layout.fields[call.name].dims[0]
+    if not isinstance(extent, ie.Name):
+        _fail(layout, f"its monotonic property ({call.name} {prop.order}) makes the value "
+                      f"permutation {call.name} the reverse, {call.name}({at}) = n - 1 - {at}, "
+                      f"but its extent {ie.text(extent)} is not a scalar field")
+    return Aff.var(extent.name) - at - 1
 
 
 def _part_or_none(layout: Layout, conj: Conj) -> PartWrite | None:
