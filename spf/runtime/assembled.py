@@ -56,6 +56,7 @@ def run_assembling(assembly: AssemblyPlan, fn: Callable[..., int],
         raise ArgumentError(f"output {output!r} would be scattered from {bound.value} entries, "
                             f"more than index_type={width!r} can address" + wider_hint(width))
     caps = _level_capacities(storage, ext, bound.value, top, counts_first)
+    _check_narrow_fields(storage, shape, caps, output)
     fields = _storage_fields(storage, shape, caps, output)
     size = np.array(caps, dtype=np.int64)
     struct = runtime.make_struct(storage.layout, fields)
@@ -84,6 +85,20 @@ def check_values(status: int, name: str) -> None:
                             "(pow), which numpy refuses (Integers to negative integer powers "
                             "are not allowed); the output is not complete. Make the base or "
                             "the exponent a float")
+
+
+def _check_narrow_fields(storage: Storage, shape: tuple[int, ...], caps: list[int],
+                         output: str) -> None:
+    """An index array declared narrower than the layout (``int32`` in an ``int64`` layout)
+    must hold every coordinate of the shape and every position allocated."""
+    lay = storage.layout
+    need = max([*shape, *caps, 0])
+    for name in lay.index_arrays:
+        top = int(np.iinfo(lay.dtype_of(name)).max)
+        if need > top:
+            raise ArgumentError(f"output {output!r}: {lay.name}'s {name} is "
+                                f"{lay.dtype_of(name)}, which cannot hold {need} (the output's "
+                                "extents and positions)")
 
 
 def _level_capacities(storage: Storage, ext: list[int], bound: int, top: int,
