@@ -401,3 +401,52 @@ def test_a_dense_conversion_is_refused_over_the_byte_limit_by_its_c():
                                      r"6\.4e-05 MB allowed \(a test limit\)$"):
         conv(t)
     np.testing.assert_array_equal(conv(t).to_dense(), m.toarray())
+
+
+EVEN_ROWS = """name = "EvenRows"
+description = "CSR of the even rows: row pi is logical row 2*pi (the odd rows are empty)."
+relation = "{[pi, pj] -> [gi, gj] : 0 <= pi < numRows and rowPtr(pi) <= pj < rowPtr(pi + 1) \
+and gi = 2 * pi and gj = colIdx(pj)}"
+value = "data[pj]"
+shape = ["2 * numRows", "numCols"]
+
+[fields]
+numRows = "int"
+numCols = "int"
+rowPtr = "int[numRows + 1]"
+colIdx = "int[rowPtr(numRows)]"
+data = "double[rowPtr(numRows)]"
+"""
+
+
+def test_extents_beyond_the_index_type_are_refused_by_the_c(tmp_path):
+    """A source whose row extent is twice a field (2^30 rows stored: 2^31 logical rows): the
+    destination's int32 fields cannot hold that extent.  Its C entry point refuses before it
+    reads the source (the arrays here hold one row), with the refusal its header lists (the
+    C alone, from a driver; it used to crash); through Python, the runtime's own words; a
+    dense destination likewise."""
+    from types import SimpleNamespace
+    path = tmp_path / "EvenRows.toml"
+    path.write_text(EVEN_ROWS)
+    rows = 2 ** 30
+    fields = {"numRows": rows, "numCols": 3, "rowPtr": np.array([0, 0], np.int32),
+              "colIdx": np.zeros(1, np.int32), "data": np.zeros(1)}
+    conv = spf.Conversion(str(path), "CSR", name=NAME)
+    code = conv.c_source()
+    (tmp_path / "main.c").write_text(driver(code, [SimpleNamespace(fields=fields)]))
+    (tmp_path / "conversion.c").write_text(code)
+    proc = subprocess.run([os.environ.get("CC", "cc"), "-O1", "-Wall", "-Wextra", "-Werror",
+                           "main.c", "-o", "main"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
+    out = subprocess.run([str(tmp_path / "main"), "0"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    status, refusal = re.fullmatch(r"status (\d+) refusal (\d+)\n", out.stdout).groups()
+    assert int(status) == Status.REFUSED
+    text = "output 'B': CSR's rowPtr is int32, which cannot hold {x0} (the output's extents " \
+        "and positions)"
+    assert f" {refusal}: {text}\n" in code.split("#include")[0]     # the file's header
+    for dst, name in (("CSR", "rowPtr"), ("DenseMatrix", "n0")):
+        run = spf.Conversion(str(path), dst).compile()
+        with pytest.raises(spf.ArgumentError, match=rf"^output 'B': {dst}'s {name} is int32, "
+                           rf"which cannot hold {2 * rows} \(the output's extents"):
+            run(spf.Tensor._built(run.conversion.src, (2 * rows, 3), fields))

@@ -17,6 +17,7 @@ levels count into them), run the kernel, set each level's count field and trim t
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..back import ctree as t
@@ -98,6 +99,7 @@ def entry(storage: Storage, name: str, kernel: str, struct: str, inputs: list[st
                   note="in storage order"),
         t.Declare("int64_t", "spf_bound", "0"),
         t.Declare("int", "spf_status", "0"),
+        *extents_fit(lay, order, output, refuse),
         t.Comment("pass 1: count the statement instances (a bound on the entries)")]
     if slots:
         body += [_passed_on(f"{kernel}_bound_slots(&spf_bound, {counted})"),
@@ -156,6 +158,30 @@ def entry(storage: Storage, name: str, kernel: str, struct: str, inputs: list[st
                             "alone: sized, allocated, filled and trimmed (every array of the "
                             "output malloc'd here; free each with free)."), tuple(refusals),
                  passes, memory, tuple(a.name for a in _declared(lay, arrays)))
+
+
+def extents_fit(lay: Layout, order: int, output: str,
+                refuse: Callable[[str, str], list[t.Node]]) -> list[t.Node]:
+    """The output's extents (``spf_shape``, from the inputs' fields, possibly scaled or
+    shifted) must fit the type of each index array, which stores coordinates below them, and
+    of the scalar fields, which hold them: refused before anything is read or written, in the
+    words of the runtime's own check (:func:`spf.runtime.assembled.run_assembling`)."""
+    if not order:
+        return []
+    need = "spf_shape[0]" if order == 1 else "spf_need"
+    nodes: list[t.Node] = [t.Comment("the extents fit the index types of the output's fields "
+                                     "(an index array stores coordinates below them)")]
+    if order > 1:
+        nodes.append(t.Declare("int64_t", "spf_need", "spf_shape[0]"))
+        nodes += [t.If(f"spf_shape[{d}] > spf_need", [t.Assign("spf_need", f"spf_shape[{d}]")],
+                       braces=False) for d in range(1, order)]
+    first = {lay.dtype_of(f): f for f in reversed(lay.index_arrays or lay.scalar_fields[:1])}
+    for name in sorted(first.values(), key=list(lay.fields).index):     # as the runtime's
+        width = lay.dtype_of(name)
+        nodes.append(t.If(f"{need} > INT64_C({_INDEX_MAX[width]})", refuse(
+            f"output {output!r}: {lay.name}'s {name} is {width}, which cannot hold {{x0}} (the "
+            "output's extents and positions)", need)))
+    return nodes
 
 
 def _trimmed(storage: Storage, arrays: list[_Array], output: str) -> list[t.Node]:

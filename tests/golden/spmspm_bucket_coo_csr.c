@@ -6,9 +6,10 @@
  * Output C: assembled in CSR (entries counted per i by spf_kernel_histogram, then scattered; arrays sized by spf_kernel_bound)
  * spf_kernel_new(out, spf_err, spf_sizes, spf_max_bytes, inputs): the output sized, allocated (malloc: free each array with free), filled and trimmed from the inputs alone, every field set; spf_sizes (or NULL): each array's length, then the positions stored; spf_max_bytes: 0 or a limit on the arrays' bytes.
  *   Returns 0, SPF_OUT_OF_MEMORY, SPF_NEGATIVE_POWER or SPF_REFUSED with spf_err = {refusal, -1 per coordinate, x0, x1, x2}; the output untouched unless it returns 0:
- *   0: CSR: the output would be scattered from {x0} entries, more than index_type='int32' can address
- *   1: CSR's arrays would take {x0} bytes, over the limit
- *   2: CSR: the output has more stored positions than index_type='int32' can address
+ *   0: output 'C': CSR's rowPtr is int32, which cannot hold {x0} (the output's extents and positions)
+ *   1: CSR: the output would be scattered from {x0} entries, more than index_type='int32' can address
+ *   2: CSR's arrays would take {x0} bytes, over the limit
+ *   3: CSR: the output has more stored positions than index_type='int32' can address
  *   pass 1: spf_kernel_bound: the statement instances, a bound on the entries, which sizes each level
  *   pass 2: each array allocated for that bound (dense levels: their extents), pointer arrays zeroed, after the index width and spf_max_bytes are checked
  *   pass 3: spf_kernel: the entries stored level by level (as the Output line above says)
@@ -547,11 +548,22 @@ int spf_kernel_new(spf_CSR *restrict C, int64_t *restrict spf_err, int64_t *rest
     const int64_t spf_ext[2] = {spf_shape[0], spf_shape[1]};   /* in storage order */
     int64_t spf_bound = 0;
     int spf_status = 0;
+    /* the extents fit the index types of the output's fields (an index array stores coordinates below them) */
+    int64_t spf_need = spf_shape[0];
+    if (spf_shape[1] > spf_need)
+        spf_need = spf_shape[1];
+    if (spf_need > INT64_C(2147483647)) {
+        spf_err[0] = 0;
+        spf_err[1] = -1;
+        spf_err[2] = -1;
+        spf_err[3] = spf_need;
+        return SPF_REFUSED;
+    }
     /* pass 1: count the statement instances (a bound on the entries) */
     if ((spf_status = spf_kernel_bound(&spf_bound, A, B)) != 0)
         return spf_status;
     if (spf_bound > INT64_C(2147483647)) {
-        spf_err[0] = 0;
+        spf_err[0] = 1;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_bound;
@@ -575,7 +587,7 @@ int spf_kernel_new(spf_CSR *restrict C, int64_t *restrict spf_err, int64_t *rest
     spf_CSR spf_B = {0};
     const double spf_bytes = (double)(spf_cap[0] + 1) * (double)sizeof(*spf_B.rowPtr) + (double)(spf_cap[1]) * (double)sizeof(*spf_B.colIdx) + (double)(spf_cap[1]) * (double)sizeof(*spf_B.data);
     if (spf_max_bytes > 0 && spf_bytes > (double)spf_max_bytes) {
-        spf_err[0] = 1;
+        spf_err[0] = 2;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = (int64_t)spf_bytes;
@@ -601,7 +613,7 @@ int spf_kernel_new(spf_CSR *restrict C, int64_t *restrict spf_err, int64_t *rest
         free(spf_B.colIdx);
         free(spf_B.data);
         if (spf_status == SPF_CAPACITY && spf_top) {
-            spf_err[0] = 2;
+            spf_err[0] = 3;
             spf_err[1] = -1;
             spf_err[2] = -1;
             spf_err[3] = INT64_C(2147483647);
