@@ -204,3 +204,16 @@ def test_layout_fill_key(tmp_path):
         spf.Tensor.from_dense(str(path), np.array([[1, 2], [3, 4]], np.int64))
     with pytest.raises(spf.SpecError, match=r"its fill inf is no int64 value"):
         spf.Kernel("y(i) = A(i,j) * x(j)", {"A": str(path)}, dtype="int64")
+
+
+def test_a_dense_destination_holds_the_fill_where_no_entry_is():
+    """A dense layout stores every element: converting a tensor whose fill is inf into one
+    stores inf where the source holds no entry (it stored 0.0, silently), entries as they
+    are (an explicit 0.0 included)."""
+    m = sp.csr_matrix(([2.0, 0.0], ([0, 1], [1, 0])), shape=(2, 3))
+    t = spf.Tensor.from_scipy("CSR", m).with_fill(np.inf)
+    want = np.array([[np.inf, 2.0, np.inf], [0.0, np.inf, np.inf]])
+    for dst in ("DenseMatrix", "CSC"):
+        out = t.convert(dst)
+        np.testing.assert_array_equal(out.to_dense(), want)
+    np.testing.assert_array_equal(t.convert("DenseMatrix")["data"], want.ravel())
