@@ -1,12 +1,12 @@
-"""Entries written into a layout by its generated writer (:mod:`spf.store`), and the check
-that a written tensor reads back exactly its entries.
+"""Entries written into a layout by its generated writer (:mod:`spf.store`), and the
+read-back check of what packers build.
 
 :func:`write` runs the layout's writer (one C function per layout, compiled once) on an entry
-list (coordinates and values, no coordinate twice); its arrays become the tensor's.  The
-tensor is then read back through its relation by generated code (every position) and must give
-exactly the entries (:func:`written`, :func:`read_back`, which also verifies what packers
-build); a union's writer checks its other parts itself (:mod:`spf.store.lower`).  Errors name
-the entry and what it violates.
+list (coordinates and values, no coordinate twice); its arrays become the tensor's.  The writer
+itself checks that the relation reads back exactly the entries (every constraint at every
+entry, the tuples reading nonzero values counted where a slot could be read twice, a union's
+other parts); :func:`read_back` reads a tensor back through its relation by generated code, for
+the packers (:mod:`spf.runtime.packing`).  Errors name the entry and what it violates.
 """
 from __future__ import annotations
 
