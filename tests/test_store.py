@@ -2,12 +2,17 @@
 from a C driver: tests/test_conversion_c_driver.py)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 import spf
+from spf.front.layout_path import load_layout
+from spf.front.writing import write_plan
 from spf.runtime.memory import allocation_limit
+from spf.runtime.writer import write
 
 
 def test_the_byte_limit_is_checked_before_the_c_allocates():
@@ -38,6 +43,38 @@ def test_the_writer_skips_copies_fills_and_narrowing_it_does_not_need():
     in_order, out_of_order = writer.split("if (!spf_in_order_")
     assert "spf_st_vector(n);" not in in_order.split("ranks of the keys within their groups")[1]
     assert "spf_st_ranks(" in out_of_order and "spf_st_ranks(" not in in_order
+
+
+def test_the_writer_tests_only_what_its_passes_do_not_establish():
+    """Issue 53 (speed): the constraints over the coordinates alone are tested in one first
+    pass; a key stored at the slot its rank gives (CSR4's colIdx(pj), ELL's colIdx(pi, pk)),
+    a rank's bounds and a group the first pass keeps inside its pointer array are not tested
+    again; entries in key order, one per key, sit at their own numbers (no rank vector)."""
+    writers = {}
+    for dst in ("ELL", "CSR4"):
+        text = spf.Conversion("CSR", dst).c_source()
+        writers[dst] = text[text.index("int spf_convert_write("):text.index("int spf_convert(")]
+        assert writers[dst].count("the constraints over the coordinates alone, in one pass") == 1
+        assert "every constraint of the relation, at every entry" not in writers[dst], dst
+        assert "each entry's group, checked" not in writers[dst], dst
+    in_order, out_of_order = writers["CSR4"].split("if (!spf_in_order_")
+    rank = re.search(r"(spf_rank_\d+) = spf_st_vector\(n\);", out_of_order)
+    assert rank and f"{rank[1]} = spf" not in in_order and f"{rank[1]}[" not in in_order
+
+
+@pytest.mark.parametrize(("layout", "rows", "cols", "why"), [
+    ("CSR4", [0, 3], [1, 1], "entry (3, 1) cannot be stored in CSR4: its relation requires "
+                             "pi < numRows"),
+    ("CSR4", [0, -1], [1, 1], "entry (-1, 1) cannot be stored in CSR4: its relation requires "
+                              "gi >= 0"),
+    ("ELL", [0, 1], [1, -2], "entry (1, -2) cannot be stored in ELL: its relation requires "
+                             "gj >= 0")])
+def test_the_first_pass_refuses_coordinates_the_relation_excludes(layout, rows, cols, why):
+    """The C writer alone (no Python check of the coordinates first) refuses an entry its
+    relation excludes, naming the constraint, before any slot is computed from it."""
+    with pytest.raises(spf.ArgumentError, match=re.escape(why)):
+        write(write_plan(load_layout(layout)), (3, 4), [np.array(rows), np.array(cols)],
+              np.array([1.0, 2.0]))
 
 
 @pytest.mark.parametrize("src", ["CSR", "CSC"])      # entries in key order, and not

@@ -2,8 +2,9 @@
 the relation does not read (``val[perm(pk)]``, a frozen dictionary: Finch's SparseDict) is
 written with each value at the entry's number in the order the entries arrive (insertion
 order), ``perm`` mapping each position to it, unless a ``monotonic`` property pins ``perm``
-(the identity, or the reverse); a key array read through it is refused, naming it; checked
-against scipy, and by the C alone."""
+(the identity, or the reverse), or a ``periodic_monotonic`` one whose period holds every
+position (else refused, naming what is left open); a key array read through it is refused,
+naming it; checked against numpy/scipy, and by the C alone."""
 from __future__ import annotations
 
 import os
@@ -149,3 +150,75 @@ def test_a_pinned_value_permutation_is_written_by_its_c_alone(tmp_path):
         np.testing.assert_array_equal(fields["val"], m.data[::-1], err_msg=name)
         got = spf.Tensor.from_arrays(conv.dst, m.shape, fields)
         np.testing.assert_array_equal(got.to_dense(), m.toarray(), err_msg=name)
+
+
+# -- a value permutation ordered by a periodic_monotonic property -----------------------------
+VECDICT = """name = "NAME"
+relation = "{[s, pk] -> [gi] : s = 0 and ptr(s) <= pk < ptr(s + 1) and gi = idx(pk)}"
+value = "val[perm(pk)]"
+shape = ["n"]
+
+[fields]
+n = "int"
+nnz = "int"
+ptr = "int[2]"
+idx = "int[nnz]"
+perm = "int[nnz]"
+val = "double[nnz]"
+
+[[properties]]
+kind = "periodic_monotonic"
+uf = "idx"
+period = "s"
+order = "<"
+
+[[properties]]
+kind = "permutation"
+uf = "perm"
+"""
+PERIODIC = """
+[[properties]]
+kind = "periodic_monotonic"
+uf = "perm"
+period = "PERIOD"
+order = "ORDER"
+"""
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_a_periodic_monotonic_over_one_period_pins_the_value_permutation(tmp_path, order):
+    """A vector dictionary under one root position (``s = 0``, Finch's levels): its period
+    holds every position, so it orders perm over the whole array, as ``monotonic`` does."""
+    path = _dict_layout(tmp_path, "RootDict", VECDICT.replace("NAME", "RootDict") + PERIODIC
+                        .replace("PERIOD", "s").replace("ORDER", order))
+    idx, vals = np.array([4, 1, 2]), np.array([1.0, 2.0, 3.0])
+    t = spf.Tensor.from_coords(path, (6,), [idx], vals)
+    np.testing.assert_array_equal(t.fields["perm"], [0, 1, 2] if order == "<" else [2, 1, 0])
+    np.testing.assert_array_equal(t.fields["val"], [2.0, 3.0, 1.0][::1 if order == "<" else -1])
+    want = np.zeros(6)
+    want[idx] = vals
+    np.testing.assert_array_equal(t.to_dense(), want)
+    conv = spf.Conversion("SV", path).compile()
+    for x in [want, np.zeros(4), np.zeros(0), np.array([0, 0, 2.5])]:
+        out = conv(spf.Tensor.from_dense("SV", x))
+        nnz = np.count_nonzero(x)
+        np.testing.assert_array_equal(out.fields["perm"],
+                                      np.arange(nnz)[::1 if order == "<" else -1])
+        np.testing.assert_array_equal(out.fields["val"],
+                                      x[x != 0][::1 if order == "<" else -1])
+        np.testing.assert_array_equal(out.to_dense(), x)
+    assert "perm(pk) = " + ("pk" if order == "<" else "nnz - pk - 1") in \
+        spf.Conversion("SV", path).report()
+
+
+def test_a_periodic_monotonic_over_each_row_is_refused_naming_what_is_open(tmp_path):
+    """perm sorted within each row leaves open which slots of val each row's values take."""
+    path = _dict_layout(tmp_path, "RowSortedDict", CSRDICT + PERIODIC.replace(
+        "PERIOD", "pi").replace("ORDER", "<"))
+    with pytest.raises(spf.SpecError) as err:
+        spf.Conversion("CSR", path)
+    assert str(err.value).endswith(
+        "layout RowSortedDict cannot be written: its periodic_monotonic property (perm <, "
+        "period pi) orders the value permutation perm only within each pi: it leaves open which "
+        "slots of val the entries of each pi take; a monotonic property of perm (order < or >, "
+        "over the whole array) would pin it")

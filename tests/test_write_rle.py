@@ -1,7 +1,8 @@
 """Writing layouts where one stored value covers a run of consecutive coordinates (Finch's
-run-length lists, dense run-length lists and intervals, written as spf layouts): the writer
-stores maximal runs of equal values (spf.front.writing.Cover, spf.store.lower), checked against
-numpy/scipy on empty rows, one entry, all-equal rows, rectangular and empty tensors."""
+run-length lists, dense run-length lists and intervals, of arrays or scalar fields, written as
+spf layouts): the writer stores maximal runs of equal values (spf.front.writing.Cover,
+spf.store.lower), checked against numpy/scipy on empty rows, one entry, all-equal rows,
+rectangular and empty tensors."""
 from __future__ import annotations
 
 import os
@@ -71,6 +72,12 @@ INTERVAL = MATRIX.replace("RELATION", "{[pi, q] -> [gi, gj] : 0 <= pi < numRows 
 right = "int[numRows]"
 data = "double[numRows]"
 """)
+
+
+SCALAR_INTERVAL = VECTOR.replace("RELATION", "{[q] -> [gi] : 0 <= q and lo + q < hi and gi = "
+                                 "lo + q}").replace("data[p]", "val[0]").replace(
+    'numRuns = "int"\nFIELDS\ndata = "double[numRuns]"',
+    'lo = "int"\nhi = "int"\nval = "double[1]"')
 
 
 def _layout(tmp_path: Path, name: str, text: str) -> str:
@@ -162,9 +169,38 @@ def test_interval_holds_one_run_per_row(tmp_path):
     np.testing.assert_array_equal(out.convert("CSR").to_dense(), d)
     assert out.convert("CSR").stored_entries() == 6
     d[0] = [0, 2, 0, 2]     # equal values, not consecutive: two runs in row 0
-    with pytest.raises(spf.ArgumentError, match=r"RowInterval cannot hold both entries "
-                       r"\(0, 1\) and \(0, 3\): they would share the value slot data\[0\]"):
+    with pytest.raises(spf.ArgumentError) as err:
         spf.Tensor.from_dense("CSR", d).convert(path)
+    assert str(err.value) == "RowInterval holds one interval of one value per gi; the entries " \
+        "at gi = 0 form 2 runs"
+
+
+@pytest.mark.parametrize("bound, empty", [("lo + q < hi", (0, 0)), ("lo + q <= hi", (1, 0))])
+def test_an_interval_of_scalar_fields_holds_one_run(tmp_path, bound, empty):
+    """Finch's SparseInterval: scalar lo and hi, one value; a vector whose nonzeros are one
+    run of one value is written (an empty one: an empty run, no field negative), any other is
+    refused, naming its runs."""
+    path = _layout(tmp_path, "VecInterval", SCALAR_INTERVAL.replace("lo + q < hi", bound))
+    inclusive = bound.endswith("<= hi")
+    for x in _vectors() + [np.array([0, 0, 1.5, 1.5, 0]), np.array([2, 0, 2.0])]:
+        want = _runs(x)
+        t = spf.Tensor.from_dense("SV", x)
+        if len(want) > 1:
+            with pytest.raises(spf.ArgumentError) as err:
+                t.convert(path)
+            assert str(err.value) == "VecInterval holds one interval of one value; the " \
+                f"entries form {len(want)} runs"
+            continue
+        out = t.convert(path)
+        lo, hi = (want[0][0], want[0][1] + (not inclusive)) if want else empty
+        assert (out["lo"], out["hi"]) == (lo, hi)
+        np.testing.assert_array_equal(out.values, [want[0][2] if want else 0.0])
+        np.testing.assert_array_equal(out.to_dense(), x)
+        np.testing.assert_array_equal(spf.evaluate("y(i) = x(i)", x=out), x)
+        y = spf.evaluate("y(i) = x(i) * 2", x=t, layouts={"y": path})
+        np.testing.assert_array_equal(y.to_dense(), 2 * x)
+    assert f"hi = last(i){'' if inclusive else ' + 1'}; lo = i" in \
+        spf.Conversion("SV", path).report()
 
 
 def test_run_lengths_and_what_is_refused(tmp_path):
@@ -181,8 +217,9 @@ def test_run_lengths_and_what_is_refused(tmp_path):
         'right = "int[numRuns]"', 'right = "int[numRuns]"\npad = "int[numRuns]"'))
     with pytest.raises(spf.SpecError, match=r"layout OpenEnd cannot be written: layout index q "
                        r"places gi by one value slot for several coordinates .*it needs gi = "
-                       r"start\(\.\.\.\) \+ q with one index array start, and a bound q <= "
-                       r"\.\.\. naming one index array read where the run ends"):
+                       r"start\(\.\.\.\) \+ q with one index array or scalar field start, "
+                       r"and a bound q <= \.\.\. naming one index array read or scalar field "
+                       r"where the run ends"):
         spf.Tensor.from_dense("SV", x).convert(open_end)
 
 

@@ -46,7 +46,7 @@ from . import index_expr as ie
 from .established import implied, within_shape
 from .isl_bridge import isl_limit
 from .layout import Layout
-from .properties import Linear, Monotonic, Ordering, Permutation, Range
+from .properties import Linear, Monotonic, Ordering, PeriodicMonotonic, Permutation, Range
 from .relation import Conj
 from .terms import Aff, Atom, Constraint, FloorDiv, UFCall
 
@@ -112,20 +112,25 @@ class Run:
 @dataclass(frozen=True)
 class Cover:
     """A layout index the value subscripts do not read, bounded below by 0 and above by an
-    array (Finch's run-length lists: ``0 <= q and left(p) + q <= right(p) and gi = left(p) +
-    q``, value ``data[p]``): one value slot covers a run of consecutive ``coordinate``.
-    Entries equal in every other coordinate, at consecutive ``coordinate`` and holding
-    equal values share one run (the fewest runs: maximal ones); each run is written as one
-    entry at its first coordinate (``index`` = 0), ``end`` (the array read bounding it) set
-    from ``last``, the run's last coordinate.  Where the next run starts one past where this
-    one ends (``gi = ends(p) + q``, ``ends(p) + q < ends(p + 1)``: Finch's dense run list),
-    runs abut: every coordinate is covered, the gaps by runs of the layout's fill."""
+    array read or a scalar field (Finch's run-length lists: ``0 <= q and left(p) + q <=
+    right(p) and gi = left(p) + q``, value ``data[p]``; its interval, ``lo + q < hi``, value
+    ``val[0]``): one value slot covers a run of consecutive ``coordinate``.  Entries equal in
+    every other coordinate, at consecutive ``coordinate`` and holding equal values share one
+    run (the fewest runs: maximal ones); each run is written as one entry at its first
+    coordinate (``index`` = 0), ``end`` (bounding the run) set from ``last``, the run's last
+    coordinate.  Where the next run starts one past where this one ends (``gi = ends(p) + q``,
+    ``ends(p) + q < ends(p + 1)``: Finch's dense run list), runs abut: every coordinate is
+    covered, the gaps by runs of the layout's fill.  Where no position numbers the runs
+    (``one_run``: an interval), the other coordinates hold one run each."""
 
     index: str
     coordinate: str                     # the logical coordinate it places
-    end: UFCall                         # the array read bounding the run
+    start: Atom                         # the array read or scalar field where the run starts
+    end: Atom                           # the one bounding the run
     last: str                           # per run, its last coordinate (a name of the plan)
+    empty: tuple[int, int]              # an empty run's start and end (no entries)
     dense: bool = False                 # the next run starts where this one ends: no gaps
+    one_run: bool = False               # one run per group of the other coordinates
 
 
 @dataclass(frozen=True)
@@ -378,8 +383,8 @@ def _value_permutation(layout: Layout, part: PartWrite) -> PartWrite:
     the part determines (``val[perm(pk)]``: a frozen dictionary's values in insertion order)
     is a value permutation: nothing chooses it, so each entry's value gets a slot of its own,
     its number among the entries written (the order they arrive in), which the array holds at
-    the entry's position (:data:`ENTRY`), unless a ``monotonic`` property pins it
-    (:func:`_pinned_permutation`)."""
+    the entry's position (:data:`ENTRY`), unless a ``monotonic`` or ``periodic_monotonic``
+    property pins it (:func:`_pinned_permutation`)."""
     if layout.value_array is None:
         return part
     determined = {str(s.atom) for s in part.solved if isinstance(s.atom, str)} | \
@@ -392,29 +397,48 @@ def _value_permutation(layout: Layout, part: PartWrite) -> PartWrite:
                 and all(isinstance(a, ie.Name) and a.name in determined for a in x.args):
             call = UFCall(x.name, tuple(Aff.var(a.name) for a in x.args
                                         if isinstance(a, ie.Name)))
-            pinned = _pinned_permutation(layout, call)
+            pinned = _pinned_permutation(layout, part.conj, call)
             added.append(Solved(call, Aff.var(ENTRY) if pinned is None else pinned))
             taken.add(x.name)
     return replace(part, solved=part.solved + tuple(added)) if added else part
 
 
-def _pinned_permutation(layout: Layout, call: UFCall) -> Aff | None:
+def _pinned_permutation(layout: Layout, conj: Conj, call: UFCall) -> Aff | None:
     """``perm(pk)`` where a ``monotonic`` property pins the value permutation ``perm``: a
     permutation of its positions increasing over them is the identity (``pk``), decreasing the
-    reverse (``n - 1 - pk``, ``n`` its extent, a scalar field); None where none pins it."""
-    prop = next((q for q in layout.properties
-                 if isinstance(q, Monotonic) and q.uf == call.name), None)
+    reverse (``n - 1 - pk``, ``n`` its extent, a scalar field); None where none pins it.  A
+    ``periodic_monotonic`` one pins it so where one period holds every position (an equality
+    gives each period index one value: ``s = 0``); else it orders each period only, and which
+    slots each period's values take is left open (refused, naming it)."""
+    props = [q for q in layout.properties if isinstance(q, (Monotonic, PeriodicMonotonic))
+             and q.uf == call.name]
+    prop = min(props, key=lambda q: isinstance(q, PeriodicMonotonic), default=None)
     if prop is None or len(call.args) != 1:
         return None
     at = call.args[0]
+    if isinstance(prop, PeriodicMonotonic):
+        spread = [i for i in prop.period if not _one_value(conj, i)]
+        if spread:
+            each = ", ".join(spread)
+            _fail(layout, f"its {prop.kind} property ({call.name} {prop.order}, period "
+                          f"{', '.join(prop.period)}) orders the value permutation {call.name} "
+                          f"only within each {each}: it leaves open which slots of "
+                          f"{layout.value_array} the entries of each {each} take; a monotonic "
+                          f"property of {call.name} (order < or >, over the whole array) would "
+                          "pin it")
     if prop.order in ("<", "<="):
         return at
     extent = layout.fields[call.name].dims[0]
     if not isinstance(extent, ie.Name):
-        _fail(layout, f"its monotonic property ({call.name} {prop.order}) makes the value "
+        _fail(layout, f"its {prop.kind} property ({call.name} {prop.order}) makes the value "
                       f"permutation {call.name} the reverse, {call.name}({at}) = n - 1 - {at}, "
                       f"but its extent {ie.text(extent)} is not a scalar field")
     return Aff.var(extent.name) - at - 1
+
+
+def _one_value(conj: Conj, index: str) -> bool:
+    """Whether an equality of the part gives layout index ``index`` one value (``s = 0``)."""
+    return any(c.is_eq and c.aff.terms == ((index, c.aff.coeff(index)),) for c in conj)
 
 
 def _part_or_none(layout: Layout, conj: Conj) -> PartWrite | None:
@@ -532,6 +556,7 @@ def _produced(part: PartWrite, layout: Layout) -> set[str]:
         if p.run is not None and p.run.free is not None:
             out.add(p.run.free.name)
     out |= {m.call.name for m in part.markers}
+    out |= {a for c in part.covers for a in (c.start, c.end) if isinstance(a, str)}
     if layout.value_array is not None:     # a pattern layout stores no values
         out.add(layout.value_array)
     return out
@@ -557,6 +582,16 @@ def _next(eq: Aff, end: UFCall) -> bool:
         return False
     steps = [e - a for a, e in zip(starts[0].args, end.args)]
     return steps.count(Aff.num(1)) == 1 and steps.count(Aff.num(0)) == len(steps) - 1
+
+
+def _empty_run(end: Atom, value: Aff, coord: str, last: str) -> tuple[int, int]:
+    """The start and ``end`` (``value`` over the run's first and last coordinate) of an empty
+    run: over [0, -1], or over [1, 0] where ``end`` is a scalar field that would be negative
+    (``lo + q <= hi``: scalar fields hold no negative value)."""
+    def at(first: int) -> int:
+        return value.substitute({last: Aff.num(first - 1), coord: Aff.num(first)}).const
+    first = 1 if isinstance(end, str) and at(0) < 0 else 0
+    return first, at(first)
 
 
 def _single_call(a: Aff) -> UFCall | None:
@@ -590,25 +625,27 @@ class _Solver:
         lasts = {c.last for c in self.covers}
         filters = tuple(a for c in self.conj if not c.is_eq
                         if self._logical_only(a := self._known(c.aff)) and not a.names() & lasts)
+        covers = tuple(replace(c, one_run=self._one_run(positions)) for c in self.covers)
         return PartWrite(self.conj, tuple(self.solved.values()), positions, extents,
                          filters, fills, tuple(self.permuted), self._markers(positions),
-                         tuple(self.covers))
+                         covers)
 
     # one value covering a run of coordinates ---------------------------------------------
     def _covers(self) -> None:
         """The layout indices one value slot covers (:class:`Cover`): not read by the value
         subscripts, ``0 <= q``, one equality placing a logical coordinate at ``q`` past an
-        array read (the run's start) and one bound ``... - q >= 0`` naming an array read,
-        which then holds the run's last coordinate.  Each is solved as 0 (the run's first
-        coordinate) before the equalities."""
+        array read or a scalar field (the run's start) and one bound ``... - q >= 0`` naming
+        another, which then holds the run's last coordinate.  Each is solved as 0 (the run's
+        first coordinate) before the equalities."""
         if self.layout.value_array is None:
             return
         read = {n for s in self.layout.value_ref.subscripts for n in ie.names(s)}
         for q in self.indices:
             eqs = [c.aff for c in self.conj if c.is_eq and c.aff.coeff(q)]
             ups = [c.aff for c in self.conj if not c.is_eq and c.aff.coeff(q) < 0
-                   and c.aff.calls()]
-            if q in read or len(eqs) != 1 or abs(eqs[0].coeff(q)) != 1 or not eqs[0].calls() \
+                   and self._run_bounds(c.aff)]
+            if q in read or len(eqs) != 1 or abs(eqs[0].coeff(q)) != 1 \
+                    or not self._run_bounds(eqs[0]) \
                     or not any(not c.is_eq and c.aff == Aff.var(q) for c in self.conj):
                 continue
             coords = [g for g in self.logical if eqs[0].coeff(g)]
@@ -616,29 +653,39 @@ class _Solver:
                 continue
             self.covers.append(self._cover(q, coords[0], eqs[0], ups))
 
+    def _one_run(self, positions: tuple[Position, ...]) -> bool:
+        """Whether no position the value subscripts read numbers a cover's runs (an interval:
+        one run per group of the other coordinates)."""
+        read = {n for x in self.layout.value_ref.subscripts for n in ie.names(x)}
+        return not read & {p.index for p in positions}
+
+    def _run_bounds(self, a: Aff) -> list[tuple[Atom, int]]:
+        """The terms of ``a`` that can bound a run: array reads and scalar fields other than
+        the shape's."""
+        return [(x, k) for x, k in a.terms if isinstance(x, UFCall) or (
+            x in self.layout.scalar_fields and x not in self._shape_fields())]
+
     def _empty_runs(self) -> list[tuple[str, int]]:
         """A slot no run reaches (a row of an interval layout without entries) holds an empty
         run: its start array 0 (unwritten), its end array what a run over [0, -1] gives."""
-        return [(c.end.name, self.solved[c.end].value.substitute(
-            {c.last: Aff.var(c.coordinate) - 1, c.coordinate: Aff.num(0)}).const)
-            for c in self.covers]
+        return [(c.end.name, c.empty[1]) for c in self.covers if isinstance(c.end, UFCall)]
 
     def _cover(self, q: str, coord: str, eq: Aff, ups: list[Aff]) -> Cover:
         """The cover at ``q``.  A run is written at its first coordinate (``q = 0``, so
-        ``eq`` gives its start read from ``coord``); its bound ``up >= 0``, tight at its last
-        coordinate (``q = last - coord``, the start read replaced), must leave one array read
-        ``end`` over ``last`` and ``coord``: ``end`` is set to that (``right(p) = last``; a
-        length ``len(p) = last - coord + 1``)."""
+        ``eq`` gives its start from ``coord``); its bound ``up >= 0``, tight at its last
+        coordinate (``q = last - coord``, the start replaced), must leave one array read or
+        scalar field ``end`` over ``last`` and ``coord``: ``end`` is set to that (``right(p) =
+        last``; a length ``len(p) = last - coord + 1``)."""
         last = f"{coord}'last"
         eq0 = eq - Aff.var(q, eq.coeff(q))
-        starts = [(a, k) for a, k in eq0.terms if isinstance(a, UFCall)]
+        starts = self._run_bounds(eq0)
         if len(starts) == 1 and abs(starts[0][1]) == 1:
             start, k = starts[0]
             at_first = {q: Aff.var(last) - Aff.var(coord),
                         start: (eq0 - Aff.var(start, k)) * -k}
             for up in ups:
                 bound = up.substitute(at_first)
-                ends = [a for a, kk in bound.terms if isinstance(a, UFCall) and kk == 1]
+                ends = [a for a, kk in self._run_bounds(bound) if kk == 1]
                 if up.coeff(q) != -1 or len(ends) != 1 \
                         or {a for a, _ in bound.terms} - {ends[0], last, coord}:
                     continue
@@ -647,13 +694,15 @@ class _Solver:
                 self.solved[q] = Solved(q, Aff.num(0))
                 self.logical.add(last)
                 self.solved[end] = Solved(end, value)
-                return Cover(q, coord, end, last,
-                             value == Aff.var(last) + 1 and _next(eq, end))
+                return Cover(q, coord, start, end, last, _empty_run(end, value, coord, last),
+                             value == Aff.var(last) + 1 and isinstance(end, UFCall)
+                             and _next(eq, end))
         self.fail(f"layout index {q} places {coord} by one value slot for several coordinates "
                   "(the value subscripts do not read it), but the relation does not say where "
                   f"each run of {coord} starts and ends: it needs {coord} = start(...) + {q} "
-                  f"with one index array start, and a bound {q} <= ... naming one index array "
-                  f"read where the run ends (as left(p) + {q} <= right(p), or {q} < len(p))")
+                  f"with one index array or scalar field start, and a bound {q} <= ... naming one "
+                  f"index array read or scalar field where the run ends (as left(p) + {q} <= "
+                  f"right(p), {q} < len(p), or lo + {q} < hi)")
 
     # equalities ------------------------------------------------------------------------
     def _is_known(self, atom: Atom) -> bool:

@@ -10,13 +10,16 @@ another entry's coordinates; the file's header lists the refusals).  ``spf_sizes
 receives the extents of each array, in declaration order, then the number of entries written;
 an array over ``spf_max_bytes`` (when positive) is refused before it is allocated.
 
-The passes follow the plan (see :mod:`spf.front.writing`): the part's share of the entries;
+The passes follow the plan (see :mod:`spf.front.writing`): the part's share of the entries
+and the constraints over the coordinates alone (once the solved indices and the keys stored at
+their rank's slot are replaced by the entry's values), in one first pass;
 permutations chosen by entry counts; the solved atoms per entry; the extents of coordinate
 indices; each position index in layout order (ranks of its keys within its group by a stable
 sort, which is skipped where the entries already arrive in key order; counts and prefix sums
 into its pointer arrays; runs; derived fields); scalar fields that size arrays or that a
 ``linear`` property pins; the padding check; then every index array, marker and the values are
-stored, and every constraint of the part is checked per entry.  Index arrays the writer
+stored, and every constraint of the part that the passes do not establish is checked per
+entry.  Index arrays the writer
 computes (pointers, bounds) are built in int64 and narrowed into the layout's widths; those
 only stored per entry are written in their own width; each value is checked.
 """
@@ -35,6 +38,8 @@ from ..back.status import Status, c_enum, c_name
 from ..back.templates import text as template_text
 from ..errors import SpecError
 from ..front import index_expr as ie
+from ..front.established import implied
+from ..front.isl_bridge import isl_limit
 from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
 from ..front.properties import Linear, Ordering, Property
@@ -188,6 +193,10 @@ class _Writer:
         self.dropped: str | None = None     # and the entries it leaves to the other parts
         self.proven: list[Property] = []        # properties checked here, on what is written
         self.local: dict[str, str] = {}     # names bound to C variables (a union's checks)
+        self.screened: dict[Constraint, Constraint] = {}   # constraints over the coordinates
+        #   alone once the solved indices are replaced (their reduced form): tested first
+        self.keyed: set[UFCall] = set()     # arrays stored at a position ranked by them
+        self.orders: dict[str, str] = {}    # a lazy rank vector -> its in-order flag
 
     # ---- names and expressions ----------------------------------------------------------
     def fresh(self, what: str) -> str:
@@ -363,6 +372,11 @@ class _Writer:
         for q in part.permuted:
             self.permute(q)
         self.solve()
+        for c in part.covers:       # an interval's scalar bounds: its run's (none: an empty run)
+            for s in part.solved:
+                if isinstance(s.atom, str) and s.atom in (c.start, c.end):
+                    self.set_scalar(s.atom, str(c.empty[s.atom == c.end]))
+                    self.each(t.Assign(self.scalar(s.atom), self.aff(s.value)))
         for field, value in part.extents:
             hi = self.range_hi(value)
             self.set_scalar(field, f"{hi} + 1 > 0 ? {hi} + 1 : 0")
@@ -463,10 +477,30 @@ class _Writer:
                            self.add_run([f"spf_g{j}[spf_x]" for j, _ in enumerate(self.outs)],
                                         k, f"{cols[k]}[spf_x]", "spf_v[spf_x]",
                                         (runs, values, last, count))))
+        if c.one_run:
+            self.one_run(k, runs, count)
         self.b.add(t.Comment("the runs are the entries from here"), t.Assign("n", count),
                    t.Assign("spf_v", values),
                    *(t.Assign(f"spf_g{j}", runs[j]) for j, _ in enumerate(self.outs)))
         self.env[c.last] = last
+
+    def one_run(self, k: int, runs: list[str], count: str) -> None:
+        """An interval: one run per group of the other coordinates; the first group holding
+        more is refused, naming it (up to two coordinates) and its runs."""
+        others = [j for j, _ in enumerate(self.outs) if j != k]
+        named = others if len(others) <= 2 else []
+        many, bad = self.fresh("many"), self.fresh("bad")
+        same = " && ".join(f"{runs[j]}[{E}] == {runs[j]}[{{}}]" for j in others) or "1"
+        self.b.add(t.Declare("int64_t", many, "0"), t.Declare("int64_t", bad, "0"))
+        self.each(t.If(f"{E} > 0 && {same.format(f'{E} - 1')} && ({many} == 0 || "
+                       f"{same.format(bad)})", [t.Assign(many, f"{many} ? {many} + 1 : 2"),
+                                                t.Assign(bad, E)]), count=count)
+        per = f" per {', '.join(self.outs[j] for j in others)}" if others else ""
+        at = " at " + ", ".join(f"{self.outs[j]} = {{x{i}}}" for i, j in enumerate(named)) \
+            if named else ""
+        self.b.add(self.refuse_if(f"{many} > 0", f"{self.lay.name} holds one interval of one "
+                                  f"value{per}; the entries{at} form {{x{len(named)}}} runs",
+                                  (*(f"{runs[j]}[{bad}]" for j in named), many), entry=False))
 
     def add_run(self, at: list[str], k: int, hi: str, value: str,
                 out: tuple[list[str], str, str, str]) -> list[t.Node]:
@@ -525,15 +559,25 @@ class _Writer:
         """The entries the written part holds: the others are refused, or (a union) left to
         the other parts (:meth:`union_check`)."""
         filters = self.part.filters
+        if not self.plan.others:        # every filter and coordinate constraint in one pass
+            self.screen()
+            tests = [*(self.refuse_if(f"{self.aff(f)} < 0", f"entry {{at}} cannot be stored "
+                                      f"in {self.lay.name}: its relation requires "
+                                      f"{format_constraint(Constraint(f, False))}")
+                       for f in filters),
+                     *(self.refuse_if(f"{self.aff(r.aff)} {'!=' if r.is_eq else '<'} 0",
+                                      f"entry {{at}} cannot be stored in {self.lay.name}: its "
+                                      f"relation requires {format_constraint(c)}")
+                       for c, r in self.screened.items()
+                       if Constraint.make(r.aff, r.is_eq) not in
+                       {Constraint.make(f, False) for f in filters})]
+            if tests:
+                self.b.add(t.Comment("the constraints over the coordinates alone, in one pass"))
+                self.each(*tests)
+            return
         if not filters:
             return
         fails = " || ".join(f"{self.aff(f)} < 0" for f in filters)
-        if not self.plan.others:        # every filter checked in one pass
-            self.each(*(self.refuse_if(f"{self.aff(f)} < 0", f"entry {{at}} cannot be stored "
-                                       f"in {self.lay.name}: its relation requires "
-                                       f"{format_constraint(Constraint(f, False))}")
-                        for f in filters))
-            return
         for g in self.outs:
             self.column(g)
         self.b.add(t.Comment("the entries the first part holds; the other parts give the rest"),
@@ -546,6 +590,36 @@ class _Writer:
         self.each(t.If(f"!({fails})", moves,
                        [t.Assign(f"{self.dropped}[spf_dropped++]", E)]))
         self.b.add(t.Assign("n", "spf_kept"))
+
+    def plain(self) -> dict[str, Aff]:
+        """The layout indices solved as values of the coordinates (``pi = gi``)."""
+        return {str(s.atom): s.value for s in self.part.solved
+                if isinstance(s.atom, str) and s.divisor == 1 and s.atom not in self.known}
+
+    def screen(self) -> None:
+        """The part's constraints that name only logical coordinates and the fields known
+        now (the shape's) once the solved indices are replaced: :meth:`share` tests them
+        first, and the later passes rely on them (:meth:`within`)."""
+        self.keyed = self.stored_by_rank()
+        plain, allowed = self.own_values(), set(self.outs) | self.known | set(self.lay.params)
+        for c in self.part.conj:
+            r = Constraint.make(c.aff.substitute(plain), c.is_eq)
+            if r.aff.terms and all(isinstance(a, str) for a in r.aff.atoms()) \
+                    and r.names() <= allowed:
+                self.screened[c] = r
+
+    def within(self, a: Aff, extent: ie.IExpr, slack: int = 1) -> bool:
+        """Whether ``0 <= a <= extent - slack`` for every entry the screened constraints
+        pass (``a`` over solved indices, ``extent`` a declared extent)."""
+        bound = _aff_of(extent)
+        if bound is None:
+            return False
+        value = a.substitute(self.plain())
+        known = list(self.screened.values())
+        dims = sorted(self.outs)
+        with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
+            return implied(known, Constraint.ge(value, Aff.num(0)), dims) and \
+                implied(known, Constraint.ge(bound - slack, value), dims)
 
     def permute(self, q: Permuted) -> None:
         """``q.array``: positions ordered by the entry count of their values (within windows),
@@ -582,7 +656,7 @@ class _Writer:
                  [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")])]))
 
     def ranks(self, groups: list[str], keys: list[tuple[str, bool]], marks: bool = False,
-              counts: tuple[str, str] | None = None) -> tuple[str, str]:
+              counts: tuple[str, str] | None = None, lazy: bool = False) -> tuple[str, str]:
         """Per entry, the rank of its key among its group's distinct keys, and (``marks``) a
         uint8 vector marking the first entry of each distinct key (else "NULL"); with
         ``counts`` (a zeroed vector, the number of groups), each group's distinct keys
@@ -590,10 +664,11 @@ class _Writer:
         of this function or a per-entry name, read where it is: entries that arrive in the
         columns' order are ranked (and counted) in one pass that stops at the first entry
         out of order; else through ``spf_st_ranks`` (a stable sort, or runs of whole
-        groups) over int64 copies."""
+        groups) over int64 copies.  ``lazy``: the rank vector is allocated and filled only
+        out of order (in order, the caller computes each rank; :attr:`orders` names the flag)."""
         first = self.buffer("uint8_t", "first", "malloc((size_t)(n > 0 ? n : 1))") \
             if marks else "NULL"
-        rank = self.vector("rank")
+        rank = self.fresh("rank") if lazy else self.vector("rank")
         # a name computed from others becomes a vector (once, shared by every later read),
         # unless it is a logical coordinate or C printed where it is read
         cols = [(c if c in self.owned or isinstance(self.inline.get(c), int)
@@ -602,11 +677,17 @@ class _Writer:
         ordered = self.fresh("in_order")
         self.b.add(t.Comment("ranks of the keys within their groups, in one pass while the "
                              "entries arrive in key order"), t.Declare("int", ordered, "1"))
-        self.b.add(t.Block(self.rank_pass(cols, len(groups), ordered, rank, first,
-                                          counts[0] if counts else None)))
+        self.b.add(t.Block(self.rank_pass(cols, len(groups), ordered, None if lazy else rank,
+                                          first, counts[0] if counts else None)))
         otherwise = t.If(f"!{ordered}", [], note="out of order: the columns copied as int64, "
                          "ranked through a stable sort")
         self.b.nest(otherwise)
+        if lazy:
+            self.decls.append(t.Declare("int64_t *", rank, "NULL"))
+            self.b.add(t.Assign(rank, "spf_st_vector(n)"))
+            self.oom_check(rank)
+            self.owned.append(rank)
+            self.orders[rank] = ordered
         if counts is not None:      # what the pass counted before it stopped
             self.each(t.Assign(f"{counts[0]}[{E}]", "0"), count=f"{counts[1]} + 1")
             first = self.buffer("uint8_t", "first", "malloc((size_t)(n > 0 ? n : 1))")
@@ -627,10 +708,11 @@ class _Writer:
         self.b.close()
         return rank, first
 
-    def rank_pass(self, cols: list[tuple[str, bool]], ngroups: int, ordered: str, rank: str,
-                  first: str, counts: str | None) -> list[t.Node]:
+    def rank_pass(self, cols: list[tuple[str, bool]], ngroups: int, ordered: str,
+                  rank: str | None, first: str, counts: str | None) -> list[t.Node]:
         """The in-order pass of :meth:`ranks`: each entry compared with the one before, column
-        by column; ``ordered`` cleared at the first entry out of order."""
+        by column; ``ordered`` cleared at the first entry out of order (``rank`` None: no rank
+        stored)."""
         chain: list[t.Node] = []
         for k in reversed(range(len(cols))):
             c, down = cols[k]
@@ -639,19 +721,22 @@ class _Writer:
                 t.If(f"{a} {'<' if down else '>'} {b}", [t.Assign(ordered, "0"),
                                                           t.Call("break")]),
                 t.Assign("spf_new_key", "1"),
-                *([t.Assign("spf_new_group", "1")] if k < ngroups else [])]
+                *([t.Assign("spf_new_group", "1")] if k < ngroups and rank else [])]
             chain = [t.Declare("const int64_t", a, self.col_at(c, "spf_p")),
                      t.Declare("const int64_t", b, self.col_at(c, E)),
                      t.If(f"{a} != {b}", differs, chain or None)]
+        numbered: list[t.Node] = [     # each entry's key numbered, from 0 in its group
+            t.Assign("spf_key", "spf_new_key", "+="),
+            t.If("spf_new_group", [t.Assign("spf_group_start", "spf_key")]),
+            t.Assign(f"{rank}[{E}]", "spf_key - spf_group_start")] if rank else []
         return [
-            t.Declare("int64_t", "spf_key", "-1"), t.Declare("int64_t", "spf_group_start", "0"),
+            *([t.Declare("int64_t", "spf_key", "-1"),
+               t.Declare("int64_t", "spf_group_start", "0")] if rank else []),
             t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}", [
                 t.Declare("int", "spf_new_key", f"{E} == 0"),
-                t.Declare("int", "spf_new_group", f"{E} == 0"),
+                *([t.Declare("int", "spf_new_group", f"{E} == 0")] if rank else []),
                 t.If(f"{E} > 0", [t.Declare("const int64_t", "spf_p", f"{E} - 1"), *chain]),
-                t.Assign("spf_key", "spf_new_key", "+="),
-                t.If("spf_new_group", [t.Assign("spf_group_start", "spf_key")]),
-                t.Assign(f"{rank}[{E}]", "spf_key - spf_group_start"),
+                *numbered,
                 *([t.Assign(f"{first}[{E}]", "(uint8_t)spf_new_key")] if first != "NULL"
                   else []),
                 *([t.Assign(f"{counts}[{self.col_at(cols[0][0], E)} + 1]", "spf_new_key",
@@ -816,14 +901,18 @@ class _Writer:
         else:
             self.b.add(t.Declare("const int64_t", size, self.size(p.lower.name)))
         group = self.fresh("group")         # each entry's group, printed where it is read
-        self.inline[group] = lambda: self.group_of(p, dims)
-        self.b.add(t.Comment("each entry's group, checked, in one pass"))
-        self.each(self.refuse_if(
-            f"{self.at(group)} < 0 || {self.at(group)} >= {size}",
-            self.entry_refusal(f"{p.lower} is outside {p.lower.name}'s {{x0}} groups"), (size,)))
+        within = self.groups_within(p)
+        self.inline[group] = lambda: self.group_of(p, dims, within)
+        if not within:
+            self.b.add(t.Comment("each entry's group, checked, in one pass"))
+            self.each(self.refuse_if(
+                f"{self.at(group)} < 0 || {self.at(group)} >= {size}",
+                self.entry_refusal(f"{p.lower} is outside {p.lower.name}'s {{x0}} groups"),
+                (size,)))
         counts = self.vector("count", f"{size} + 1", "0")
         if p.run is None:
-            rank = self.ranks([group], keys, counts=(counts, size))[0]
+            rank = self.ranks([group], keys, counts=(counts, size),
+                              lazy=self.entry_per_key(p))[0]
         else:
             at = self.column(group)
             rank = self.run_slots(p, p.run, at, size, counts)
@@ -843,21 +932,77 @@ class _Writer:
                 entry=False, spec=end))
             self.each(t.Assign(f"{starts}[{E}]", f"{counts}[{E}]"),
                       t.Assign(f"{ends}[{E}]", f"{counts}[{E} + 1]"), count=size)
-        self.b.add(t.Comment(f"{p.index}: its group's start plus its rank there (the rank "
-                             "vector, read nowhere else, becomes the position)"))
-        self.each(t.Assign(f"{rank}[{E}]", f"{counts}[{self.at(group)}]", "+="))
-        self.env[p.index] = rank
+        self.b.add(t.Comment(f"{p.index}: its group's start plus its rank there, computed "
+                             "where it is read"))
+        def start() -> str:     # the entry's group, checked above (or known inside)
+            return f"{counts}[{self.group_of(p, dims, True)}]"
+        if rank in self.orders:     # in order, one entry per key: the entry's own number
+            self.inline[p.index] = lambda: (f"({self.orders[rank]} ? {self.entry} : "
+                                            f"{rank}[{self.entry}] + {start()})")
+        else:
+            self.inline[p.index] = lambda: f"({rank}[{self.entry}] + {start()})"
         if p.run is None:           # ranks from 0 in each group, the groups one after another
             self.totals[p.index] = f"{counts}[{size}]"
             self.built.update(self.bounds_of(p))
 
-    def group_of(self, p: Position, dims: list[str]) -> str:
-        """The group of the entry being printed at a POINTER or RANGE position (-1 outside
-        the pointer array)."""
+    def groups_within(self, p: Position) -> bool:
+        """Whether the screened constraints keep every entry's group inside the array
+        ``p`` starts at (a pointer array: its last argument below its last extent less 1)."""
         assert p.lower is not None
+        extents = self.lay.fields[p.lower.name].dims
+        last = len(p.lower.args) - 1
+        return len(extents) == len(p.lower.args) and all(
+            self.within(a, d, 2 if p.start is Start.POINTER and k == last else 1)
+            for k, (a, d) in enumerate(zip(p.lower.args, extents)))
+
+    def entry_per_key(self, p: Position) -> bool:
+        """Whether the group and keys of ``p`` give every logical coordinate (no two entries
+        share them): entries in key order then sit at their own numbers."""
+        given = {s.value.as_name() for s in self.part.solved
+                 if s.divisor == 1 and (s.atom in p.keys or str(s.atom) in p.group)}
+        assert p.lower is not None
+        given |= {a.substitute(self.plain()).as_name() for a in p.lower.args}
+        return not self.plan.others and set(self.outs) <= given
+
+    def stored_by_rank(self) -> set[UFCall]:
+        """The keys of ranked positions stored at the slot their rank gives and by no other
+        atom (``colIdx(pj)`` of CSR, read at ``pj``; ``colIdx(pi, pk)`` of ELL, at its group and
+        ``pk``): distinct keys of a group get distinct slots, so each slot holds what its
+        entry stores there, and a constraint reading it reads the entry's own value."""
+        atoms = [s.atom.name for s in self.part.solved if isinstance(s.atom, UFCall)]
+        out = set()
+        for p in self.part.positions:
+            if p.start is Start.RANK and p.inner is None:
+                slot = (*(Aff.var(g) for g in p.group), Aff.var(p.index))
+            elif p.start in (Start.POINTER, Start.RANGE) and p.run is None and p.inner is None:
+                slot = (Aff.var(p.index),)
+            else:
+                continue
+            out |= {k for k in p.keys if k.args == slot and atoms.count(k.name) == 1
+                    and all(m.call.name != k.name for m in self.part.markers)}
+        return out
+
+    def own_values(self) -> dict:
+        """The layout indices solved as coordinates and the keys :meth:`stored_by_rank`,
+        each as its entry's value."""
+        return {**self.plain(), **{s.atom: s.value for s in self.part.solved
+                                   if s.atom in self.keyed and s.divisor == 1}}
+
+    def group_of(self, p: Position, dims: list[str], within: bool = False) -> str:
+        """The group of the entry being printed at a POINTER or RANGE position (-1 outside
+        the pointer array; ``within``: known inside, not tested)."""
+        assert p.lower is not None
+        width = dims[-1]
+        if within:
+            args = [self.aff(x) for x in p.lower.args]
+            flat = args[0]
+            for a, d in zip(args[1:], dims[1:]):
+                flat = f"({flat}) * {d} + {a}"
+            if p.start is Start.POINTER and len(args) > 1:
+                return f"({flat}) / {width} * ({width} - 1) + {args[-1]} % {width}"
+            return flat
         if p.start is not Start.POINTER:
             return self.offset(p.lower.name, [self.aff(x) for x in p.lower.args])
-        width = dims[-1]
         first = self.offset(p.lower.name, [self.aff(x) for x in p.lower.args[:-1]] + ["0"])
         last = self.aff(p.lower.args[-1])
         return (f"({first} >= 0 && {last} >= 0 && {last} < {width} - 1 ? {first} / {width} * "
@@ -992,6 +1137,8 @@ class _Writer:
     def rank_bound(self, p: Position, rank: str) -> None:
         """The upper bound of a RANK position: checked (a constant, a given scalar), or set
         to the largest group (a scalar field) or to each group's size (an array)."""
+        self.built.update({Constraint.make(Aff.var(p.index), False),      # from 0, below it
+                           Constraint.make(p.upper - Aff.var(p.index) - 1, False)})
         largest = f"spf_st_top(n, {rank})"
         for field in p.also:
             self.set_scalar(field, largest)
@@ -1272,11 +1419,10 @@ class _Writer:
         value); a constraint the solved layout indices make trivially true (``pi = gi``
         solved as ``pi``), or that the passes establish (a grouped position's bounds: its
         counts and prefix sums), is not tested."""
-        plain = {str(s.atom): s.value for s in self.part.solved
-                 if isinstance(s.atom, str) and s.divisor == 1 and s.atom not in self.known}
+        plain = self.own_values()
         body: list[t.Node] = []
         for c in self.part.conj:
-            if Constraint.make(c.aff, c.is_eq) in self.built:
+            if Constraint.make(c.aff, c.is_eq) in self.built or c in self.screened:
                 continue
             reduced = c.aff.substitute(plain)
             if not reduced.terms and (reduced.const == 0 if c.is_eq else reduced.const >= 0):
@@ -1695,3 +1841,24 @@ def _extreme(values: list[str], side: str) -> str:
 def _single_name(a: Aff) -> str:
     atom = a.terms[0][0]
     return atom.name if isinstance(atom, UFCall) else str(atom)
+
+
+def _aff_of(e: ie.IExpr) -> Aff | None:
+    """A declared extent as an affine expression of names (None for an array read or a
+    product or quotient of names)."""
+    if isinstance(e, ie.Num):
+        return Aff.num(e.value)
+    if isinstance(e, ie.Name):
+        return Aff.var(e.name)
+    if not isinstance(e, ie.BinOp) or e.op not in "+-*":
+        return None
+    lhs, rhs = _aff_of(e.lhs), _aff_of(e.rhs)
+    if lhs is None or rhs is None:
+        return None
+    if e.op == "+":
+        return lhs + rhs
+    if e.op == "-":
+        return lhs - rhs
+    if lhs.is_const or rhs.is_const:
+        return lhs * rhs.const if rhs.is_const else rhs * lhs.const
+    return None

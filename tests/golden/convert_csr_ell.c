@@ -5,25 +5,19 @@
  *   (the caller frees them), every scalar field set.  Returns 0, SPF_OUT_OF_MEMORY, or SPF_REFUSED with spf_err = {refusal, entry coordinates, x0, x1, x2, other entry}:
  *   0: entry {at} cannot be stored in ELL: its relation requires gi >= 0
  *   1: entry {at} cannot be stored in ELL: its relation requires gj >= 0
- *   2: ELL would need {x0} slots, more than index_type='int32' can address; use index_type='int64'
- *   3: ELL would store {x0} entries in {x1} slots ({x2}% padding, over 75%); pass allow_padding=True to convert anyway
- *   4: ELL: colIdx would have extents ({x0}, {x1})
- *   5: ELL's colIdx would take {x0} bytes, over the limit
- *   6: entry {at} cannot be written into ELL: it would be written outside colIdx
- *   7: ELL: colIdx holds values beyond int32; use index_type='int64'
- *   8: ELL: data would have extents ({x0}, {x1})
- *   9: ELL's data would take {x0} bytes, over the limit
- *   10: entry {at} cannot be written into ELL: its value would be written outside data
- *   11: ELL cannot hold both entries {other} and {at}: they would share the value slot data[{x0}]
- *   12: entry {at} cannot be stored in ELL: its relation requires pi >= 0
- *   13: entry {at} cannot be stored in ELL: its relation requires pi < numRows
- *   14: entry {at} cannot be stored in ELL: its relation requires pk >= 0
- *   15: entry {at} cannot be stored in ELL: its relation requires pk < width
- *   16: entry {at} cannot be stored in ELL: its relation requires colIdx(pi, pk) >= 0
- *   17: entry {at} cannot be stored in ELL: its relation requires gj = colIdx(pi, pk)
- *   18: ELL: numRows = {x0} is beyond int32; use index_type='int64'
- *   19: ELL: numCols = {x0} is beyond int32; use index_type='int64'
- *   20: ELL: width = {x0} is beyond int32; use index_type='int64'
+ *   2: entry {at} cannot be stored in ELL: its relation requires pi < numRows
+ *   3: ELL would need {x0} slots, more than index_type='int32' can address; use index_type='int64'
+ *   4: ELL would store {x0} entries in {x1} slots ({x2}% padding, over 75%); pass allow_padding=True to convert anyway
+ *   5: ELL: colIdx would have extents ({x0}, {x1})
+ *   6: ELL's colIdx would take {x0} bytes, over the limit
+ *   7: entry {at} cannot be written into ELL: it would be written outside colIdx
+ *   8: ELL: colIdx holds values beyond int32; use index_type='int64'
+ *   9: ELL: data would have extents ({x0}, {x1})
+ *   10: ELL's data would take {x0} bytes, over the limit
+ *   11: entry {at} cannot be written into ELL: its value would be written outside data
+ *   12: ELL: numRows = {x0} is beyond int32; use index_type='int64'
+ *   13: ELL: numCols = {x0} is beyond int32; use index_type='int64'
+ *   14: ELL: width = {x0} is beyond int32; use index_type='int64'
  * the writer's passes: pi = i; colIdx(pi, pk) = j; pk = position of (colIdx(pi, pk)) increasing, the rank within (pi), below width; unused colIdx = -1
  */
 /*
@@ -1109,6 +1103,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     int64_t n = spf_n;
     f_numRows = spf_shape[0];
     f_numCols = spf_shape[1];
+    /* the constraints over the coordinates alone, in one pass */
     for (int64_t e = 0; e < n; ++e) {
         if (((int64_t)spf_g0[e]) < 0) {
             spf_err[0] = 0;
@@ -1119,6 +1114,13 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         }
         if (((int64_t)spf_g1[e]) < 0) {
             spf_err[0] = 1;
+            spf_err[1] = (int64_t)spf_g0[e];
+            spf_err[2] = (int64_t)spf_g1[e];
+            spf_status = SPF_REFUSED;
+            goto spf_done;
+        }
+        if ((-(int64_t)spf_g0[e] + f_numRows + INT64_C(-1)) < 0) {
+            spf_err[0] = 2;
             spf_err[1] = (int64_t)spf_g0[e];
             spf_err[2] = (int64_t)spf_g1[e];
             spf_status = SPF_REFUSED;
@@ -1198,7 +1200,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     f_width = spf_st_top(n, spf_rank_1);
     const int64_t spf_slots_7 = (f_numRows) * (f_width);
     if (spf_slots_7 > INT64_C(2147483647)) {
-        spf_err[0] = 2;
+        spf_err[0] = 3;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_slots_7;
@@ -1206,7 +1208,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (!spf_allow_padding && spf_slots_7 > 4 * (n > 1 ? n : 1) && spf_slots_7 > n) {
-        spf_err[0] = 3;
+        spf_err[0] = 4;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = n;
@@ -1218,7 +1220,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     spf_colIdx_8_d0 = f_numRows;
     spf_colIdx_9_d1 = f_width;
     if (spf_colIdx_8_d0 < 0 || spf_colIdx_9_d1 < 0) {
-        spf_err[0] = 4;
+        spf_err[0] = 5;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_colIdx_8_d0;
@@ -1227,7 +1229,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (spf_max_bytes > 0 && spf_colIdx_8_d0 * spf_colIdx_9_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
-        spf_err[0] = 5;
+        spf_err[0] = 6;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_colIdx_8_d0 * spf_colIdx_9_d1 * (int64_t)sizeof(spf_index_t);
@@ -1247,7 +1249,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     spf_data_11_d0 = f_numRows;
     spf_data_12_d1 = f_width;
     if (spf_data_11_d0 < 0 || spf_data_12_d1 < 0) {
-        spf_err[0] = 8;
+        spf_err[0] = 9;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_data_11_d0;
@@ -1256,7 +1258,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (spf_max_bytes > 0 && spf_data_11_d0 * spf_data_12_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
-        spf_err[0] = 9;
+        spf_err[0] = 10;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_data_11_d0 * spf_data_12_d1 * (int64_t)sizeof(spf_value_t);
@@ -1274,7 +1276,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             /* colIdx(pi, pk) */
             const int64_t spf_w = (((int64_t)spf_g0[e]) >= 0 && ((int64_t)spf_g0[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? (((int64_t)spf_g0[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1);
             if (spf_w < 0) {
-                spf_err[0] = 6;
+                spf_err[0] = 7;
                 spf_err[1] = (int64_t)spf_g0[e];
                 spf_err[2] = (int64_t)spf_g1[e];
                 spf_status = SPF_REFUSED;
@@ -1282,7 +1284,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             }
             const int64_t spf_x = (int64_t)spf_g1[e];
             if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
-                spf_err[0] = 7;
+                spf_err[0] = 8;
                 spf_err[1] = -1;
                 spf_err[2] = -1;
                 spf_status = SPF_REFUSED;
@@ -1294,7 +1296,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             /* the value at data[pi, pk] */
             const int64_t spf_w = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             if (spf_w < 0) {
-                spf_err[0] = 10;
+                spf_err[0] = 11;
                 spf_err[1] = (int64_t)spf_g0[e];
                 spf_err[2] = (int64_t)spf_g1[e];
                 spf_status = SPF_REFUSED;
@@ -1303,131 +1305,8 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_data_13[spf_w] = spf_v[e];
         }
     }
-    /* every constraint of the relation, at every entry */
-    for (int64_t e = 0; e < n; ++e) {
-        if (((int64_t)spf_g0[e]) < 0) {
-            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
-            for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 11;
-                    spf_err[1] = (int64_t)spf_g0[e];
-                    spf_err[2] = (int64_t)spf_g1[e];
-                    spf_err[3] = spf_w0;
-                    spf_err[6] = (int64_t)spf_g0[spf_f];
-                    spf_err[7] = (int64_t)spf_g1[spf_f];
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-            }
-            spf_err[0] = 12;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        if ((f_numRows + -(int64_t)spf_g0[e] + INT64_C(-1)) < 0) {
-            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
-            for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 11;
-                    spf_err[1] = (int64_t)spf_g0[e];
-                    spf_err[2] = (int64_t)spf_g1[e];
-                    spf_err[3] = spf_w0;
-                    spf_err[6] = (int64_t)spf_g0[spf_f];
-                    spf_err[7] = (int64_t)spf_g1[spf_f];
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-            }
-            spf_err[0] = 13;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        if ((spf_rank_1[e]) < 0) {
-            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
-            for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 11;
-                    spf_err[1] = (int64_t)spf_g0[e];
-                    spf_err[2] = (int64_t)spf_g1[e];
-                    spf_err[3] = spf_w0;
-                    spf_err[6] = (int64_t)spf_g0[spf_f];
-                    spf_err[7] = (int64_t)spf_g1[spf_f];
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-            }
-            spf_err[0] = 14;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        if ((-spf_rank_1[e] + f_width + INT64_C(-1)) < 0) {
-            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
-            for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 11;
-                    spf_err[1] = (int64_t)spf_g0[e];
-                    spf_err[2] = (int64_t)spf_g1[e];
-                    spf_err[3] = spf_w0;
-                    spf_err[6] = (int64_t)spf_g0[spf_f];
-                    spf_err[7] = (int64_t)spf_g1[spf_f];
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-            }
-            spf_err[0] = 15;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        if ((SPF_ST_READ_NARROW(spf_colIdx_10, (((int64_t)spf_g0[e]) >= 0 && ((int64_t)spf_g0[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? (((int64_t)spf_g0[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1))) < 0) {
-            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
-            for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 11;
-                    spf_err[1] = (int64_t)spf_g0[e];
-                    spf_err[2] = (int64_t)spf_g1[e];
-                    spf_err[3] = spf_w0;
-                    spf_err[6] = (int64_t)spf_g0[spf_f];
-                    spf_err[7] = (int64_t)spf_g1[spf_f];
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-            }
-            spf_err[0] = 16;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        if (((int64_t)spf_g1[e] + -SPF_ST_READ_NARROW(spf_colIdx_10, (((int64_t)spf_g0[e]) >= 0 && ((int64_t)spf_g0[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? (((int64_t)spf_g0[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1))) != 0) {
-            const int64_t spf_w0 = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
-            for (int64_t spf_f = 0; spf_f < n; ++spf_f) {
-                if (spf_f != e && ((int64_t)spf_g0[spf_f] >= 0 && (int64_t)spf_g0[spf_f] < spf_data_11_d0 && spf_rank_1[spf_f] >= 0 && spf_rank_1[spf_f] < spf_data_12_d1 ? ((int64_t)spf_g0[spf_f]) * spf_data_12_d1 + spf_rank_1[spf_f] : -1) == spf_w0) {
-                    spf_err[0] = 11;
-                    spf_err[1] = (int64_t)spf_g0[e];
-                    spf_err[2] = (int64_t)spf_g1[e];
-                    spf_err[3] = spf_w0;
-                    spf_err[6] = (int64_t)spf_g0[spf_f];
-                    spf_err[7] = (int64_t)spf_g1[spf_f];
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-            }
-            spf_err[0] = 17;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-    }
     if (f_numRows > INT64_C(2147483647)) {
-        spf_err[0] = 18;
+        spf_err[0] = 12;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_numRows;
@@ -1435,7 +1314,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (f_numCols > INT64_C(2147483647)) {
-        spf_err[0] = 19;
+        spf_err[0] = 13;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_numCols;
@@ -1443,7 +1322,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (f_width > INT64_C(2147483647)) {
-        spf_err[0] = 20;
+        spf_err[0] = 14;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_width;
