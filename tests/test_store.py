@@ -46,17 +46,19 @@ def test_the_writer_skips_copies_fills_and_narrowing_it_does_not_need():
 
 
 def test_the_writer_tests_only_what_its_passes_do_not_establish():
-    """Issue 53 (speed): the constraints over the coordinates alone are tested in one first
-    pass; a key stored at the slot its rank gives (CSR4's colIdx(pj), ELL's colIdx(pi, pk)),
-    a rank's bounds and a group the first pass keeps inside its pointer array are not tested
-    again; entries in key order, one per key, sit at their own numbers (no rank vector)."""
+    """Issue 53 (speed): the constraints over the coordinates alone (and the shape) are tested
+    in one first pass; a key stored at the slot its rank gives (CSR4's colIdx(pj), ELL's
+    colIdx(pi, pk)), a rank's bounds, an extent set from the coordinates, a constraint true at
+    every integer point (BCSR's pk <= 7 for pk = gi - 8*floor(gi/8)) and a group the first pass
+    keeps inside its pointer array are not tested again; entries in key order, one per key,
+    sit at their own numbers (no rank vector)."""
     writers = {}
-    for dst in ("ELL", "CSR4"):
+    for dst in ("ELL", "ELLPACK_R", "BlockedELL", "BCSR", "CSR4"):
         text = spf.Conversion("CSR", dst).c_source()
         writers[dst] = text[text.index("int spf_convert_write("):text.index("int spf_convert(")]
         assert writers[dst].count("the constraints over the coordinates alone, in one pass") == 1
         assert "every constraint of the relation, at every entry" not in writers[dst], dst
-        assert "each entry's group, checked" not in writers[dst], dst
+    assert "each entry's group, checked" not in writers["CSR4"]
     in_order, out_of_order = writers["CSR4"].split("if (!spf_in_order_")
     rank = re.search(r"(spf_rank_\d+) = spf_st_vector\(n\);", out_of_order)
     assert rank and f"{rank[1]} = spf" not in in_order and f"{rank[1]}[" not in in_order
@@ -68,7 +70,11 @@ def test_the_writer_tests_only_what_its_passes_do_not_establish():
     ("CSR4", [0, -1], [1, 1], "entry (-1, 1) cannot be stored in CSR4: its relation requires "
                               "gi >= 0"),
     ("ELL", [0, 1], [1, -2], "entry (1, -2) cannot be stored in ELL: its relation requires "
-                             "gj >= 0")])
+                             "gj >= 0"),
+    ("ELL", [0, 1], [1, 4], "entry (1, 4) cannot be stored in ELL: it lies outside the shape "
+                            "(numRows, numCols)"),
+    ("BCSR", [0, 1], [1, -3], "entry (1, -3) cannot be stored in BCSR: it lies outside the "
+                              "shape (numRows, numCols)")])
 def test_the_first_pass_refuses_coordinates_the_relation_excludes(layout, rows, cols, why):
     """The C writer alone (no Python check of the coordinates first) refuses an entry its
     relation excludes, naming the constraint, before any slot is computed from it."""

@@ -512,8 +512,8 @@ def test_writer_refusals_name_the_layout(layouts):
     a = np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 4.0]])
     with pytest.raises(ArgumentError) as err:
         spf.Tensor.from_dense("CSR", a).convert(transposed)
-    assert str(err.value) == ("entry (1, 2) cannot be written into TransposedCSR: rowPtr(pi) "
-                              "is outside rowPtr's 2 groups")
+    assert str(err.value) == ("entry (1, 2) cannot be stored in TransposedCSR: its relation "
+                              "requires pi < numRows")
     with pytest.raises(ArgumentError) as err:       # written by the relation, not the packer
         spf.Tensor.from_dense(transposed, a.T.copy())
     assert str(err.value) == (

@@ -64,11 +64,12 @@ class _Shape:
 
     @property
     def stepping(self) -> list[int]:
-        """Coordinates that usually step by one from entry to entry (a level's single,
-        increasing coordinate above the last level): the next value is tried before
-        dividing."""
-        return [self.first[k] for k, lv in enumerate(self.levels[:-1])
-                if len(lv.coords) == 1 and not self.storage.descending[self.first[k]]]
+        """Coordinates that usually stay or step by one from entry to entry (each level's
+        first, increasing coordinate but the key's last: a row of CSR's, COO's row): the next
+        value (and in the last level, the one before) is tried before dividing."""
+        return [self.first[k] for k in range(len(self.levels))
+                if self.first[k] != self.n_dims - 1
+                and not self.storage.descending[self.first[k]]]
 
     @property
     def cursor(self) -> str:
@@ -167,10 +168,19 @@ def _decode(sh: _Shape, k: int, body: list[t.Node]) -> list[int]:
     coords = []
     for m in range(sh.first[k], sh.last[k] + 1):
         if m in stepping:
-            body += [t.Declare("int64_t", f"next{m}", f"(c->crd{m} + 1) * c->st{m}", const=True),
-                     t.Declare("int64_t", f"c{m}", f"r >= next{m} && r - next{m} < c->st{m}"
-                               f" ? c->crd{m} + 1 : r / c->st{m}", const=True),
-                     t.Assign(f"c->crd{m}", f"c{m}")]
+            st = f"(uint64_t)c->st{m}"
+            if k == n_levels - 1:       # every entry decodes it: often the same as before
+                body += [t.Declare("int64_t", f"d{m}", f"r - c->crd{m} * c->st{m}", const=True),
+                         t.Declare("int64_t", f"c{m}", f"(uint64_t)d{m} < {st} ? c->crd{m} : "
+                                   f"(uint64_t)(d{m} - c->st{m}) < {st} ? c->crd{m} + 1 : "
+                                   f"r / c->st{m}", const=True,
+                                   note="the same as before, the next, or divided")]
+            else:                       # decoded when it changes
+                body += [t.Declare("int64_t", f"next{m}", f"(c->crd{m} + 1) * c->st{m}",
+                                   const=True),
+                         t.Declare("int64_t", f"c{m}", f"r >= next{m} && r - next{m} < "
+                                   f"c->st{m} ? c->crd{m} + 1 : r / c->st{m}", const=True)]
+            body.append(t.Assign(f"c->crd{m}", f"c{m}"))
             body += [t.Assign(f"c->crd{q}", "-1", note="a new parent: its children restart")
                      for q in stepping if q > m]
             body.append(t.Assign("r", f"c{m} * c->st{m}", "-="))

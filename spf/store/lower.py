@@ -38,7 +38,7 @@ from ..back.status import Status, c_enum, c_name
 from ..back.templates import text as template_text
 from ..errors import SpecError
 from ..front import index_expr as ie
-from ..front.established import implied
+from ..front.established import implied, within_shape
 from ..front.isl_bridge import isl_limit
 from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
@@ -196,6 +196,7 @@ class _Writer:
         self.screened: dict[Constraint, Constraint] = {}   # constraints over the coordinates
         #   alone once the solved indices are replaced (their reduced form): tested first
         self.keyed: set[UFCall] = set()     # arrays stored at a position ranked by them
+        self.box: list[Constraint] = []     # the shape's bounds the screened ones leave out
         self.orders: dict[str, str] = {}    # a lazy rank vector -> its in-order flag
 
     # ---- names and expressions ----------------------------------------------------------
@@ -377,9 +378,12 @@ class _Writer:
                 if isinstance(s.atom, str) and s.atom in (c.start, c.end):
                     self.set_scalar(s.atom, str(c.empty[s.atom == c.end]))
                     self.each(t.Assign(self.scalar(s.atom), self.aff(s.value)))
+        boxed = self.box_tested()
         for field, value in part.extents:
             hi = self.range_hi(value)
             self.set_scalar(field, f"{hi} + 1 > 0 ? {hi} + 1 : 0")
+            if boxed:       # above the value at every coordinate in the shape
+                self.built.add(Constraint.make(Aff.var(field) - value - 1, False))
         for field in plan.emptied:
             self.set_scalar(field, "0")
         for p in part.positions:
@@ -570,7 +574,11 @@ class _Writer:
                                       f"relation requires {format_constraint(c)}")
                        for c, r in self.screened.items()
                        if Constraint.make(r.aff, r.is_eq) not in
-                       {Constraint.make(f, False) for f in filters})]
+                       {Constraint.make(f, False) for f in filters}),
+                     *(self.refuse_if(f"{self.aff(c.aff)} < 0", f"entry {{at}} cannot be "
+                                      f"stored in {self.lay.name}: it lies outside the shape "
+                                      f"({', '.join(map(str, self.lay.shape))})")
+                       for c in self.box)]
             if tests:
                 self.b.add(t.Comment("the constraints over the coordinates alone, in one pass"))
                 self.each(*tests)
@@ -604,9 +612,22 @@ class _Writer:
         plain, allowed = self.own_values(), set(self.outs) | self.known | set(self.lay.params)
         for c in self.part.conj:
             r = Constraint.make(c.aff.substitute(plain), c.is_eq)
-            if r.aff.terms and all(isinstance(a, str) for a in r.aff.atoms()) \
-                    and r.names() <= allowed:
-                self.screened[c] = r
+            if r.aff.terms and not r.calls() and r.names() <= allowed:
+                with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
+                    always = implied([], r, sorted(self.outs))
+                if always:      # such as pk <= 7 for pk = gi - 8*floor(gi/8)
+                    self.built.add(Constraint.make(c.aff, c.is_eq))
+                else:
+                    self.screened[c] = r
+        known = list(self.screened.values())
+        with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
+            self.box = [c for c in within_shape(self.lay)
+                        if not implied(known, c, sorted(self.outs))]
+
+    def box_tested(self) -> bool:
+        """Whether the first pass tests every coordinate within the shape (not for a union,
+        whose parts share the entries)."""
+        return not self.plan.others
 
     def within(self, a: Aff, extent: ie.IExpr, slack: int = 1) -> bool:
         """Whether ``0 <= a <= extent - slack`` for every entry the screened constraints
@@ -665,7 +686,7 @@ class _Writer:
         columns' order are ranked (and counted) in one pass that stops at the first entry
         out of order; else through ``spf_st_ranks`` (a stable sort, or runs of whole
         groups) over int64 copies.  ``lazy``: the rank vector is allocated and filled only
-        out of order (in order, the caller computes each rank; :attr:`orders` names the flag)."""
+        out of order (in order, the caller computes each rank; ``self.orders`` names the flag)."""
         first = self.buffer("uint8_t", "first", "malloc((size_t)(n > 0 ? n : 1))") \
             if marks else "NULL"
         rank = self.fresh("rank") if lazy else self.vector("rank")
@@ -1138,7 +1159,9 @@ class _Writer:
         """The upper bound of a RANK position: checked (a constant, a given scalar), or set
         to the largest group (a scalar field) or to each group's size (an array)."""
         self.built.update({Constraint.make(Aff.var(p.index), False),      # from 0, below it
-                           Constraint.make(p.upper - Aff.var(p.index) - 1, False)})
+                           Constraint.make(p.upper - Aff.var(p.index) - 1, False)},
+                          {Constraint.make(Aff.var(f) - Aff.var(p.index) - 1, False)
+                           for f in p.also})         # and below the largest group
         largest = f"spf_st_top(n, {rank})"
         for field in p.also:
             self.set_scalar(field, largest)
@@ -1422,9 +1445,10 @@ class _Writer:
         plain = self.own_values()
         body: list[t.Node] = []
         for c in self.part.conj:
-            if Constraint.make(c.aff, c.is_eq) in self.built or c in self.screened:
-                continue
             reduced = c.aff.substitute(plain)
+            if {Constraint.make(c.aff, c.is_eq), Constraint.make(reduced, c.is_eq)} & \
+                    self.built or c in self.screened:
+                continue
             if not reduced.terms and (reduced.const == 0 if c.is_eq else reduced.const >= 0):
                 continue
             value = self.aff(c.aff)

@@ -6,18 +6,19 @@
  *   0: entry {at} cannot be stored in ELL: its relation requires gi >= 0
  *   1: entry {at} cannot be stored in ELL: its relation requires gj >= 0
  *   2: entry {at} cannot be stored in ELL: its relation requires pi < numRows
- *   3: ELL would need {x0} slots, more than index_type='int32' can address; use index_type='int64'
- *   4: ELL would store {x0} entries in {x1} slots ({x2}% padding, over 75%); pass allow_padding=True to convert anyway
- *   5: ELL: colIdx would have extents ({x0}, {x1})
- *   6: ELL's colIdx would take {x0} bytes, over the limit
- *   7: entry {at} cannot be written into ELL: it would be written outside colIdx
- *   8: ELL: colIdx holds values beyond int32; use index_type='int64'
- *   9: ELL: data would have extents ({x0}, {x1})
- *   10: ELL's data would take {x0} bytes, over the limit
- *   11: entry {at} cannot be written into ELL: its value would be written outside data
- *   12: ELL: numRows = {x0} is beyond int32; use index_type='int64'
- *   13: ELL: numCols = {x0} is beyond int32; use index_type='int64'
- *   14: ELL: width = {x0} is beyond int32; use index_type='int64'
+ *   3: entry {at} cannot be stored in ELL: it lies outside the shape (numRows, numCols)
+ *   4: ELL would need {x0} slots, more than index_type='int32' can address; use index_type='int64'
+ *   5: ELL would store {x0} entries in {x1} slots ({x2}% padding, over 75%); pass allow_padding=True to convert anyway
+ *   6: ELL: colIdx would have extents ({x0}, {x1})
+ *   7: ELL's colIdx would take {x0} bytes, over the limit
+ *   8: entry {at} cannot be written into ELL: it would be written outside colIdx
+ *   9: ELL: colIdx holds values beyond int32; use index_type='int64'
+ *   10: ELL: data would have extents ({x0}, {x1})
+ *   11: ELL's data would take {x0} bytes, over the limit
+ *   12: entry {at} cannot be written into ELL: its value would be written outside data
+ *   13: ELL: numRows = {x0} is beyond int32; use index_type='int64'
+ *   14: ELL: numCols = {x0} is beyond int32; use index_type='int64'
+ *   15: ELL: width = {x0} is beyond int32; use index_type='int64'
  * the writer's passes: pi = i; colIdx(pi, pk) = j; pk = position of (colIdx(pi, pk)) increasing, the rank within (pi), below width; unused colIdx = -1
  */
 /*
@@ -478,7 +479,7 @@ typedef struct spf_CSR {
  * over ext[]; st[m]: stride of coordinate m) and are appended at the end of each level;
  * cap: positions the caller allocated for a compressed level. */
 typedef struct spf_convert_entries_cursor {
-    int64_t ext0, ext1, st0, st1, pos0, next0, cap0;
+    int64_t ext0, ext1, st0, st1, crd0, pos0, next0, cap0;
 } spf_convert_entries_cursor;
 
 static void spf_convert_entries_cursor_init(spf_convert_entries_cursor *restrict c, const int64_t *restrict ext, const int64_t *restrict cap)
@@ -488,6 +489,7 @@ static void spf_convert_entries_cursor_init(spf_convert_entries_cursor *restrict
     c->st1 = 1;
     c->st0 = c->st1 * ext[1];
     c->pos0 = 0;
+    c->crd0 = -1;
     c->next0 = 0;
     c->cap0 = cap[0];
 }
@@ -497,7 +499,9 @@ static inline int spf_convert_entries_append(spf_convert_entries_cursor *restric
 {
     {   /* level p (compressed): new position */
         int64_t r = key;
-        const int64_t c0 = r / c->st0;
+        const int64_t d0 = r - c->crd0 * c->st0;
+        const int64_t c0 = (uint64_t)d0 < (uint64_t)c->st0 ? c->crd0 : (uint64_t)(d0 - c->st0) < (uint64_t)c->st0 ? c->crd0 + 1 : r / c->st0;   /* the same as before, the next, or divided */
+        c->crd0 = c0;
         r -= c0 * c->st0;
         const int64_t c1 = r;
         if (c->next0 >= c->cap0)
@@ -1126,6 +1130,13 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_REFUSED;
             goto spf_done;
         }
+        if ((-(int64_t)spf_g1[e] + f_numCols + INT64_C(-1)) < 0) {
+            spf_err[0] = 3;
+            spf_err[1] = (int64_t)spf_g0[e];
+            spf_err[2] = (int64_t)spf_g1[e];
+            spf_status = SPF_REFUSED;
+            goto spf_done;
+        }
     }
     /* pi = gi */
     /* colIdx(pi, pk) = gj */
@@ -1200,7 +1211,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     f_width = spf_st_top(n, spf_rank_1);
     const int64_t spf_slots_7 = (f_numRows) * (f_width);
     if (spf_slots_7 > INT64_C(2147483647)) {
-        spf_err[0] = 3;
+        spf_err[0] = 4;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_slots_7;
@@ -1208,7 +1219,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (!spf_allow_padding && spf_slots_7 > 4 * (n > 1 ? n : 1) && spf_slots_7 > n) {
-        spf_err[0] = 4;
+        spf_err[0] = 5;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = n;
@@ -1220,7 +1231,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     spf_colIdx_8_d0 = f_numRows;
     spf_colIdx_9_d1 = f_width;
     if (spf_colIdx_8_d0 < 0 || spf_colIdx_9_d1 < 0) {
-        spf_err[0] = 5;
+        spf_err[0] = 6;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_colIdx_8_d0;
@@ -1229,7 +1240,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (spf_max_bytes > 0 && spf_colIdx_8_d0 * spf_colIdx_9_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
-        spf_err[0] = 6;
+        spf_err[0] = 7;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_colIdx_8_d0 * spf_colIdx_9_d1 * (int64_t)sizeof(spf_index_t);
@@ -1249,7 +1260,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     spf_data_11_d0 = f_numRows;
     spf_data_12_d1 = f_width;
     if (spf_data_11_d0 < 0 || spf_data_12_d1 < 0) {
-        spf_err[0] = 9;
+        spf_err[0] = 10;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_data_11_d0;
@@ -1258,7 +1269,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (spf_max_bytes > 0 && spf_data_11_d0 * spf_data_12_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
-        spf_err[0] = 10;
+        spf_err[0] = 11;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_data_11_d0 * spf_data_12_d1 * (int64_t)sizeof(spf_value_t);
@@ -1276,7 +1287,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             /* colIdx(pi, pk) */
             const int64_t spf_w = (((int64_t)spf_g0[e]) >= 0 && ((int64_t)spf_g0[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? (((int64_t)spf_g0[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1);
             if (spf_w < 0) {
-                spf_err[0] = 7;
+                spf_err[0] = 8;
                 spf_err[1] = (int64_t)spf_g0[e];
                 spf_err[2] = (int64_t)spf_g1[e];
                 spf_status = SPF_REFUSED;
@@ -1284,7 +1295,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             }
             const int64_t spf_x = (int64_t)spf_g1[e];
             if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
-                spf_err[0] = 8;
+                spf_err[0] = 9;
                 spf_err[1] = -1;
                 spf_err[2] = -1;
                 spf_status = SPF_REFUSED;
@@ -1296,7 +1307,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             /* the value at data[pi, pk] */
             const int64_t spf_w = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
             if (spf_w < 0) {
-                spf_err[0] = 11;
+                spf_err[0] = 12;
                 spf_err[1] = (int64_t)spf_g0[e];
                 spf_err[2] = (int64_t)spf_g1[e];
                 spf_status = SPF_REFUSED;
@@ -1306,7 +1317,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         }
     }
     if (f_numRows > INT64_C(2147483647)) {
-        spf_err[0] = 12;
+        spf_err[0] = 13;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_numRows;
@@ -1314,7 +1325,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (f_numCols > INT64_C(2147483647)) {
-        spf_err[0] = 13;
+        spf_err[0] = 14;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_numCols;
@@ -1322,7 +1333,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (f_width > INT64_C(2147483647)) {
-        spf_err[0] = 14;
+        spf_err[0] = 15;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_width;
