@@ -654,15 +654,18 @@ def _describe_routes(rows: list[dict]) -> str:
               "generated C function (spf/store): the source is read into an entry list by "
               "generated code, then the writer's passes run over it (a stable radix order of "
               "each position's keys, skipped when the entries arrive in order or in one run "
-              "per group; counts, prefix sums, stores; every constraint of the relation "
-              "checked per entry in one pass; an index array stored per entry written in its "
+              "per group; counts, prefix sums, stores; the constraints over the coordinates "
+              "alone and the shape tested in a first pass, and per entry only those the "
+              "passes do not establish; an index array stored per entry written in its "
               "own type, checked where it narrows; slots every entry writes neither zeroed "
-              "nor filled; ranks of entries already in key order in one inline pass) and the "
+              "nor filled; ranks of entries already in key order in one inline pass, and no "
+              "rank vector where each entry has its own key) and the "
               "tensor is validated like one built from arrays. Against a library's single "
               "counting scatter this costs the entry list, several passes over it and the "
-              "page faults of their vectors. The run of 2026-11-28 evening was taken while "
-              "other work used the second core: CSR->CSC moved from 0.95x to 0.83x scipy "
-              "with its code unchanged, so ratios here carry about +-20% noise."]
+              "page faults of their vectors. This machine is noisy: CSR->CSC has moved "
+              "between 0.83x and 0.95x scipy from run to run with its code unchanged, and "
+              "CSR->DIA alone on laplace2d measured 16.6-24.5 ms within minutes, so ratios "
+              "here carry about +-20% noise."]
     return "\n".join(lines)
 
 
