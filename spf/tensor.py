@@ -254,10 +254,8 @@ class Tensor(StoredTensor):
         if lay.packer is not None or not _generated(lay):
             return cls.from_coords(lay, data.shape, at, data[at], structure=structure)
         coo = _coordinate_layout(lay.order, lay.index_type).with_value_type(lay.value_type)
-        out = Tensor.from_coords(coo, data.shape, at, data[at]).convert(
+        return Tensor.from_coords(coo, data.shape, at, data[at]).with_fill(lay.fill).convert(
             lay, keep_zeros=True, allow_padding=True, structure=structure)
-        out.fill = lay.fill
-        return out
 
     # conversion ----------------------------------------------------------------------
     def convert(self, dst: str | Layout, **params: Any) -> Tensor:
@@ -283,7 +281,7 @@ class Tensor(StoredTensor):
         fill = self.fill if fill is None else fill
         if fill != 0.0 and self.padding():
             raise ArgumentError(f"to_dense(fill={fill}): this {self.layout.name} tensor stores "
-                                f"{self.padding()} padding slots (0.0) that spf added, which "
+                                f"{self.padding()} padding slots that spf added, which "
                                 "cannot be told from entries, so nothing marks where the fill "
                                 "goes; convert it to a layout without padding first")
         self._reserve_dense("the dense array", self.layout.value_type.dtype.itemsize)

@@ -382,13 +382,16 @@ static inline int64_t spf_st_top(int64_t n, const int64_t *restrict v)
     return top;
 }
 
-/* A value array of n elements, 64-byte aligned (freed with free), zeroed when zero (not when
- * the entries write every slot). */
-static inline spf_value_t *spf_st_values(int64_t n, int zero)
+/* A value array of n elements, 64-byte aligned (freed with free), every element set to fill
+ * when fill_it (not when the entries write every slot). */
+static inline spf_value_t *spf_st_values(int64_t n, int fill_it, spf_value_t fill)
 {
     const size_t bytes = ((sizeof(spf_value_t) * (size_t)(n > 0 ? n : 1)) + 63) & ~(size_t)63;
     spf_value_t *p = bytes < ((size_t)4 << 20) ? aligned_alloc(64, bytes) : spf_st_alloc(bytes);
-    if (p && zero)
+    if (p && fill_it && fill == 0)
         memset(p, 0, bytes);
+    else if (p && fill_it)
+        for (int64_t e = 0; e < n; ++e)
+            p[e] = fill;
     return p;
 }

@@ -75,6 +75,25 @@ def covering(*dims: Sequence[Any]) -> set[tuple[Any, ...]]:
     return {tuple(d[(k + j) % len(d)] for j, d in enumerate(dims)) for k in range(n)}
 
 
+def pairwise(cases: Sequence[tuple[Any, ...]], first: Iterable[tuple[Any, ...]] = ()
+             ) -> list[tuple[Any, ...]]:
+    """The cases, in their order, of a greedy pairwise covering of ``cases`` (``first`` kept
+    first): every two values that some case puts at two of its positions are together in a
+    kept case (each layout with each find, each kernel with each layout, each kernel with
+    each find), so no kind of check is dropped while the product's other cases are."""
+    def pairs(c: tuple[Any, ...]) -> set[tuple[Any, ...]]:
+        return {(i, c[i], j, c[j]) for i in range(len(c)) for j in range(i + 1, len(c))}
+    need = set().union(*(pairs(c) for c in cases))
+    keep = set(first)
+    for c in keep:
+        need -= pairs(c)
+    while need:
+        best = max((c for c in cases if c not in keep), key=lambda c: len(pairs(c) & need))
+        keep.add(best)
+        need -= pairs(best)
+    return [c for c in cases if c in keep]
+
+
 def lanes(cases: Iterable[Any], fast: Container[Any] | Callable[[Any], bool],
           ids: Callable[[Any], str] | None = None) -> list[Any]:
     """``cases`` as pytest parameter sets (a tuple case gives one value per argument), the

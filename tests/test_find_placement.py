@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from conftest import assert_compiles_clean, covering, lanes
+from conftest import assert_compiles_clean, covering, lanes, pairwise
 
 import spf
 from spf.errors import SynthesisError
@@ -251,11 +251,15 @@ PAIRS = [(case, name) for name in spf.layout_names() if name not in SPECIAL_DATA
          for case in CASES.get(layout_of(name).order, ())]    # the orders the cases cover
 
 
-# the fast lane: each (kernel, layout) pair with one algorithm, every algorithm in turn
+# every kernel with every layout, every layout with every algorithm and every kernel with
+# every algorithm (a pairwise covering of their product); the fast lane: each (kernel,
+# layout) pair with one algorithm, every algorithm in turn
+FAST = {(*pair, a) for pair, a in covering(PAIRS, ALGORITHMS)}
+
+
 @pytest.mark.parametrize("case,name,algorithm", lanes(
-    [(*pair, a) for pair in PAIRS for a in ALGORITHMS],
-    {(*pair, a) for pair, a in covering(PAIRS, ALGORITHMS)},
-    lambda c: f"{c[1]}-{c[0].name}-{c[2]}"))
+    pairwise([(*pair, a) for pair in PAIRS for a in ALGORITHMS], sorted(FAST, key=str)),
+    FAST, lambda c: f"{c[1]}-{c[0].name}-{c[2]}"))
 def test_find_over_layout(case: Case, name: str, algorithm: str) -> None:
     built = _build(case, name, algorithm)
     if isinstance(built, str):

@@ -242,3 +242,39 @@ def test_the_c_alone_writes_runs(tmp_path):
         want = spf.Tensor.from_dense("CSR", d).convert(path)
         for name, value in want.fields.items():
             np.testing.assert_array_equal(np.asarray(fields[name]), np.asarray(value))
+
+
+def test_gaps_of_a_dense_run_list_hold_the_tensors_fill(tmp_path):
+    """The writer writes gaps with what the tensor holds where it has no entry: the layout's
+    fill for from_dense, the source's for a conversion (which keeps the tensor's fill), the
+    semiring's zero for a kernel's output, whatever the destination's own fill."""
+    path = _layout(tmp_path, "FilledRLE", DENSE_RLE.replace("shape =", "fill = 1.0\nshape ="))
+    x = np.array([1, 2, 2, 1, 0, 1, 5, 5, 1.0])
+    a = spf.Tensor.from_dense(path, x)          # the 1s are the fill: gaps, runs of 1
+    assert a.fill == 1.0 and list(a["ends"]) == [0, 1, 3, 4, 5, 6, 8, 9]
+    np.testing.assert_array_equal(a.values, [1, 2, 1, 0, 1, 5, 1])
+    back = a.convert("SV").convert(path)        # the SV tensor keeps fill 1
+    np.testing.assert_array_equal(back.to_dense(), x)
+    for t in (spf.Tensor.from_dense("SV", x), spf.Tensor.from_dense("SV", x).with_fill(7.0)):
+        out = t.convert(path)                   # gaps: the source's absent elements
+        assert out.fill == t.fill
+        np.testing.assert_array_equal(out.to_dense(), t.to_dense())
+        np.testing.assert_array_equal(out.values, _runs_values(t.to_dense()))
+    y = spf.evaluate("y(i) = x(i) * 2", x=spf.Tensor.from_dense("SV", x), layouts={"y": path})
+    assert y.fill == 0.0
+    np.testing.assert_array_equal(y.to_dense(), 2 * x)
+    np.testing.assert_array_equal(y.values, _runs_values(2 * x))
+
+
+def _runs_values(x: np.ndarray) -> list[float]:
+    return [r[2] for r in _runs(x, True)]
+
+
+def test_slots_no_entry_writes_hold_the_fill():
+    """DIA's slots inside a stored diagonal that no entry writes are read by its relation:
+    they hold the tensor's fill (inf here), so the tensor reads back as given."""
+    m = np.array([[1, 0, 0], [0, 0, 2], [3, 0, 4.0]])
+    a = spf.Tensor.from_scipy("CSR", sp.csr_matrix(m)).with_fill(np.inf)
+    d = a.convert("DIA")
+    assert d.fill == np.inf and np.isinf(d.values).sum() == d.values.size - 4
+    np.testing.assert_array_equal(d.convert("CSR").to_dense(), np.where(m == 0, np.inf, m))

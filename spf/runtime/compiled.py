@@ -462,7 +462,8 @@ class CompiledKernel(Generic[K]):
                                            f"{self.kernel.name}")
         built = tensor_class()._built(layout, tuple(shape), fields)
         written = self.kernel.written
-        return self._filled(built if written is None else rewritten(built, written))
+        return self._filled(built if written is None
+                            else rewritten(built, written, fill=self._zero))
 
     def _extents(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
         """Extent of each index from the input shapes; every index read plainly has one

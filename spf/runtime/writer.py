@@ -40,27 +40,32 @@ Vec = np.ndarray
 
 
 def rewritten(t: StoredTensor, layout: Layout, allow_padding: bool = True,
-              structure: bool = False) -> StoredTensor:
+              structure: bool = False, fill: Any = None) -> StoredTensor:
     """``t`` (in a coordinate-list layout: one compressed level) written into ``layout``;
-    into a pattern layout, its values must be the constant unless ``structure``."""
+    into a pattern layout, its values must be the constant unless ``structure``; ``fill``:
+    what the tensor holds where it has no entry (default: ``t``'s fill)."""
     (level,) = storage_of(t.layout).levels
     arrays = {d: a for d, a in level.coords if a is not None}
     coords = [np.asarray(t.fields[arrays[d]], np.int64) for d in range(layout.order)]
     values = implicit_values(layout, coords, np.asarray(t.values),
                              structure and layout.implicit is not None, f"{layout.name} tensor")
-    return written(write_plan(layout), tuple(t.shape), coords, values, allow_padding)
+    return written(write_plan(layout), tuple(t.shape), coords, values, allow_padding,
+                   t.fill if fill is None else fill)
 
 
 def written(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
-            values: np.ndarray, allow_padding: bool = True) -> StoredTensor:
+            values: np.ndarray, allow_padding: bool = True, fill: Any = None) -> StoredTensor:
     """A tensor of ``shape`` in ``plan.layout`` holding the entries (unique coordinates),
     checked like any tensor; its writer checked that its relation reads back exactly the
     entries (every constraint at every entry; where a slot could be read by another tuple, the
-    tuples reading nonzero values counted; a union's other parts give exactly the entries its
-    first part leaves, symmetric storage the mirror images), else an ArgumentError names the
-    first entry that differs (:mod:`spf.store`)."""
-    fields, slots = write(plan, shape, coords, values, allow_padding)
+    tuples reading values other than the fill counted; a union's other parts give exactly
+    the entries its first part leaves, symmetric storage the mirror images), else an
+    ArgumentError names the first entry that differs (:mod:`spf.store`).  ``fill``: what the
+    tensor holds where it has no entry (default: the layout's), which gaps that runs cover
+    hold; the tensor gets it."""
+    fields, slots = write(plan, shape, coords, values, allow_padding, fill)
     out = checked(plan, shape, fields, _library(plan.layout).source.proven)
+    out.fill = plan.layout.fill if fill is None else fill
     n = len(values)
     out.source_entries = n if slots > n else None
     return out
@@ -217,18 +222,19 @@ def _library(layout: Layout) -> _Library:
                        runtimes={"store.c"}, before=c_enum(), typing=typing)
     fn = getattr(build.load_library(str(build.build_library(text))), src.name)
     fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 3 \
+    fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 4 \
         + [ctypes.c_int, ctypes.c_int64]
     return _Library(src, text, fn)
 
 
 def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
-          values: np.ndarray, allow_padding: bool = True
+          values: np.ndarray, allow_padding: bool = True, fill: Any = None
           ) -> tuple[dict[str, Any], int]:
     """The fields of a tensor of ``shape`` in ``plan.layout`` holding the entries, written by
     the layout's generated writer, and how many value slots it stores (entries plus padding);
     without ``allow_padding``, more than 3 padding slots per entry is refused before anything
-    that large is allocated."""
+    that large is allocated; ``fill`` (default: the layout's): what the tensor holds where no
+    entry is."""
     lay = plan.layout
     check_shape(lay, shape)
     lib = _library(lay)
@@ -244,11 +250,13 @@ def write(plan: WritePlan, shape: tuple[int, ...], coords: Sequence[np.ndarray],
         g.append(np.ascontiguousarray(c, width))
     ptrs = (ctypes.c_void_p * max(len(g), 1))(*[build.address(x) for x in g])
     vals = np.ascontiguousarray(values, lay.value_type.dtype)
+    absent = np.array([lay.fill if fill is None else fill], lay.value_type.dtype)
     extents = np.array(shape, np.int64)
     err, sizes = buffers(src)
     struct = build.struct_type(lay)()
     status = lib.fn(ctypes.addressof(struct), build.address(err), build.address(sizes), n,
-                    ctypes.addressof(ptrs), build.address(vals), build.address(extents),
+                    ctypes.addressof(ptrs), build.address(vals), build.address(absent),
+                    build.address(extents),
                     int(allow_padding), byte_limit())
     fields, entries = finished(src, status, err, struct, sizes)
     if lay.value_array is None:         # a pattern layout stores no values: its entries

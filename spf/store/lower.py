@@ -25,7 +25,6 @@ only stored per entry are written in their own width; each value is checked.
 """
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -133,6 +132,7 @@ def writer_source(plan: WritePlan, name: str) -> WriterSource:
         t.Param(f"{struct_name(lay)} *restrict", "B"), *_REPORTS,
         t.Param("int64_t", "spf_n"), t.Param("const spf_index_t *const *", "spf_g"),
         t.Param("const spf_value_t *restrict", "spf_v"),
+        t.Param("const spf_value_t *restrict", "spf_fill"),
         t.Param("const int64_t *restrict", "spf_shape"), t.Param("int", "spf_allow_padding"),
         t.Param("int64_t", "spf_max_bytes")))
     arrays = tuple((f, len(spec.dims)) for f, spec in lay.fields.items() if spec.is_array)
@@ -198,6 +198,7 @@ class _Writer:
         self.keyed: set[UFCall] = set()     # arrays stored at a position ranked by them
         self.box: list[Constraint] = []     # the shape's bounds the screened ones leave out
         self.orders: dict[str, str] = {}    # a lazy rank vector -> its in-order flag
+        self.fill_read = False              # spf_absent declared (what no entry holds)
 
     # ---- names and expressions ----------------------------------------------------------
     def fresh(self, what: str) -> str:
@@ -366,7 +367,8 @@ class _Writer:
         self.start()
         if part.covers:         # the entries holding values, before runs replace them
             b.add(t.Declare("int64_t", "spf_given", "0"))
-            self.each(t.Assign("spf_given", f"spf_v[{E}] != 0", "+="))
+            self.each(t.Assign("spf_given", f"!{self.same(f'spf_v[{E}]', self.absent())}",
+                               "+="))
         for c in part.covers:
             self.cover(c)
         self.share()
@@ -405,6 +407,8 @@ class _Writer:
         self.union_check(slots)
         self.property_checks()
         self.finish()
+        if not self.fill_read:
+            self.decls.append(t.Call("(void)spf_fill", note="no slot here holds the fill"))
         return [*self.decls, *b.root]
 
     def start(self) -> None:
@@ -522,14 +526,13 @@ class _Writer:
         the run before it in its group extends that run."""
         _, values, last, count = out
         lay, others = self.lay, [j for j, _ in enumerate(self.outs) if j != k]
-        fill = {math.inf: "(1.0 / 0.0)", -math.inf: "(-1.0 / 0.0)"}.get(
-            lay.fill, "(0.0 / 0.0)" if math.isnan(lay.fill) else repr(float(lay.fill)))
+        fill = self.absent()
         at = [f"spf_o{j}" if j != k else "spf_next" for j, _ in enumerate(self.outs)]
         twice = (f"{lay.name}: an entry lies outside the tensor's shape or twice at one "
                  "coordinate")
 
         def put(hi: str, value: str) -> t.Node:
-            return t.If(f"spf_next > 0 && {value} == {values}[{count} - 1]",
+            return t.If(f"spf_next > 0 && {self.same(value, f'{values}[{count} - 1]')}",
                         [t.Assign(f"{last}[{count} - 1]", hi)],
                         self.add_run(at, k, hi, value, out))
         decode: list[t.Node] = [t.Declare("int64_t", "spf_rest", "spf_grp")] if others else []
@@ -538,7 +541,8 @@ class _Writer:
                        t.Assign("spf_rest", f"spf_shape[{j}]", "/=")]
         in_group = " && ".join(["spf_at < n"] + [f"{cols[j]}[{order}[spf_at]] == spf_o{j}"
                                                  for j in others])
-        self.b.add(t.Comment(f"fill runs hold the layout's fill, {fill}"),
+        self.b.add(t.Comment("gap runs hold the fill (spf_fill: what the tensor holds where "
+                             "no entry is)"),
                    t.Declare("int64_t", "spf_at", "0"),
                    t.For("int64_t spf_grp = 0", f"spf_grp < {groups}", "++spf_grp", [
                        *decode, t.Declare("int64_t", "spf_next", "0",
@@ -630,13 +634,14 @@ class _Writer:
         return not self.plan.others
 
     def within(self, a: Aff, extent: ie.IExpr, slack: int = 1) -> bool:
-        """Whether ``0 <= a <= extent - slack`` for every entry the screened constraints
-        pass (``a`` over solved indices, ``extent`` a declared extent)."""
+        """Whether ``0 <= a <= extent - slack`` for every entry the first pass lets through
+        (the screened constraints and the shape's box; ``a`` over solved indices, ``extent``
+        a declared extent)."""
         bound = _aff_of(extent)
         if bound is None:
             return False
         value = a.substitute(self.plain())
-        known = list(self.screened.values())
+        known = list(self.screened.values()) + (self.box if self.box_tested() else [])
         dims = sorted(self.outs)
         with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
             return implied(known, Constraint.ge(value, Aff.num(0)), dims) and \
@@ -647,18 +652,21 @@ class _Writer:
         stably; and its inverse."""
         perm = self.allocate(q.array)
         size = self.arrays[q.array][1][0]
-        at = self.vector(f"{q.array}_at")
-        self.each(t.Assign(f"{at}[{E}]", self.aff(q.value)),
-                  self.refuse_if(f"{at}[{E}] < 0 || {at}[{E}] >= {size}", self.entry_refusal(
-                      f"{q.value} is outside the {{x0}} values of the permutation {q.array}"),
-                      (size,)))
+        if self.within(q.value, self.lay.fields[q.array].dims[0]):
+            value = self.aff(q.value)       # inside, as the first pass established
+        else:
+            value = f"{self.vector(f'{q.array}_at')}[{E}]"
+            self.each(t.Assign(value, self.aff(q.value)),
+                      self.refuse_if(f"{value} < 0 || {value} >= {size}", self.entry_refusal(
+                          f"{q.value} is outside the {{x0}} values of the permutation "
+                          f"{q.array}"), (size,)))
         inverse = self.vector(q.inverse, size)
         if q.descending is None:
             self.each(t.Assign(f"{perm}[{E}]", E), count=size)
         else:
             counts = self.vector(f"{q.array}_count", size, "0")
             window = self.vector(f"{q.array}_window", size)
-            self.each(t.Assign(f"{counts}[{at}[{E}]]", "1", "+="))
+            self.each(t.Assign(f"{counts}[{value}]", "1", "+="))
             self.each(t.Assign(f"{window}[{E}]", f"{E} / {q.window}" if q.window else "0"),
                       count=size)
             self.sort_into(perm, size, [(window, False), (counts, q.descending)])
@@ -690,11 +698,9 @@ class _Writer:
         first = self.buffer("uint8_t", "first", "malloc((size_t)(n > 0 ? n : 1))") \
             if marks else "NULL"
         rank = self.fresh("rank") if lazy else self.vector("rank")
-        # a name computed from others becomes a vector (once, shared by every later read),
-        # unless it is a logical coordinate or C printed where it is read
-        cols = [(c if c in self.owned or isinstance(self.inline.get(c), int)
-                 or callable(self.inline.get(c)) else self.column(c), d)
-                for c, d in [(g, False) for g in groups] + keys]
+        # every column is printed where it is read (a vector, a logical coordinate, or
+        # computed from them: recomputing is cheaper than a pass writing an int64 vector)
+        cols = [(c, d) for c, d in [(g, False) for g in groups] + keys]
         ordered = self.fresh("in_order")
         self.b.add(t.Comment("ranks of the keys within their groups, in one pass while the "
                              "entries arrive in key order"), t.Declare("int", ordered, "1"))
@@ -865,7 +871,8 @@ class _Writer:
         if name != lay.value_array and abs(fill) > _WIDTH_MAX[_ctype(ctype, lay)]:
             self.b.add(self.refuse_if(f"{size} > 0 && {zero}", self.beyond(name), entry=False))
         if name == lay.value_array:
-            var = self.buffer("spf_value_t", name, f"spf_st_values({size}, {zero})")
+            var = self.buffer("spf_value_t", name,
+                              f"spf_st_values({size}, {zero}, {self.absent()})")
         elif ctype == "int64_t" and covered is None:
             var = self.buffer("int64_t", name, f"spf_st_filled({size}, INT64_C({fill}))")
         else:
@@ -1464,11 +1471,13 @@ class _Writer:
     def union_check(self, slots: str) -> None:
         """A union's other parts give exactly the entries its first part leaves (what the
         tensor read back through its whole relation must show): each entry left, unless it
-        holds 0, is found in an other part (:meth:`locate`) with its value, and counted at
-        its value slot; then every point of the other parts holding a nonzero value must be
+        holds the fill, is found in an other part (:meth:`locate`) with its value, and counted
+        at its value slot; then every point of the other parts holding another value must be
         one of those counted (else it is named: read through two parts where the first part
         holds it too, or no entry of the source); and where the first part could read a slot
-        its entries did not write, its nonzero points are as many as the entries it holds."""
+        its entries did not write, its points holding other values than the fill are as many
+        as the entries it holds (the fill: ``spf_fill``, what the tensor holds where no entry
+        is)."""
         plan, lay = self.plan, self.lay
         if not plan.others:
             return
@@ -1505,6 +1514,14 @@ class _Writer:
         ref = self.lay.value_ref
         return self.offset(ref.array, [self.ie_text(s, per_entry=True) for s in ref.subscripts])
 
+    def absent(self) -> str:
+        """C: what the tensor holds where no entry is (``spf_fill``), declared where read."""
+        if not self.fill_read:
+            self.fill_read = True
+            self.decls.append(t.Declare("const spf_value_t", "spf_absent", "*spf_fill",
+                                        note="what the tensor holds where no entry is"))
+        return "spf_absent"
+
     def same(self, a: str, b: str) -> str:
         """C: values ``a`` and ``b`` equal (NaN equal to NaN, as the read-back compares)."""
         if self.lay.value_type.kind.value in "fc":
@@ -1512,7 +1529,7 @@ class _Writer:
         return f"({a} == {b})"
 
     def find_dropped(self, counts: list[str]) -> None:
-        """Each entry the first part leaves, unless it holds 0, found in an other part with
+        """Each entry the first part leaves, unless it holds the fill, found in an other part with
         its value (its slot counted there); else refused, naming it."""
         lay, order = self.lay, self.lay.order
         d = "spf_d"
@@ -1521,8 +1538,8 @@ class _Writer:
             self.local[g] = c
         body: list[t.Node] = [t.Declare("const int64_t", d, f"{self.dropped}[spf_l]"),
                               t.Declare("spf_value_t", "spf_given", f"spf_v[{d}]"),
-                              t.If("spf_given == 0", [t.Call("continue")],
-                                   note="a 0 reads as no entry either way"),
+                              t.If(self.same("spf_given", self.absent()), [t.Call("continue")],
+                                   note="the fill reads as no entry either way"),
                               t.Declare("int", "spf_found", "0")]
         for k, conj in enumerate(self.plan.others):
             def hit(k: int = k) -> list[t.Node]:
@@ -1680,7 +1697,7 @@ class _Writer:
         return body
 
     def extra(self, k: int, count: str) -> list[t.Node]:
-        """At a point of other part ``k``: unless it holds 0, one of the entries found there
+        """At a point of other part ``k``: unless it holds the fill, one of the entries found there
         (its slot's count taken); else refused, naming it and the part 1 value it adds to,
         if any."""
         lay = self.lay
@@ -1691,13 +1708,14 @@ class _Writer:
                                             f"entries: part {k + 2} of its relation would read "
                                             f"{{at}} outside {lay.value_array}", at=at),
                              t.Declare("spf_value_t", "spf_read", self.value_at("spf_w")),
-                             t.If("spf_read == 0", [t.Call("continue")])]
+                             t.If(self.same("spf_read", self.absent()), [t.Call("continue")])]
         if not valued:
             return [*out, t.Assign(f"{count}[0]", "1", "-=")]
 
         def twice() -> list[t.Node]:
             return [t.Declare("const int64_t", "spf_w1", self.slot_here()),
-                    t.If(f"spf_w1 >= 0 && {self.value_at('spf_w1')} != 0", [
+                    t.If(f"spf_w1 >= 0 && "
+                         f"!{self.same(self.value_at('spf_w1'), self.absent())}", [
                         t.Declare("spf_value_t", "spf_given", self.value_at("spf_w1")),
                         *self.refuse(f"{lay.name} cannot hold these entries: {{at}} would be read "
                                  f"through parts 1 and {k + 2} of its relation (values "
@@ -1712,8 +1730,8 @@ class _Writer:
 
     def count_first(self) -> None:
         """Where the first part could read a slot its entries did not write: its points
-        holding nonzero values are as many as its entries holding them (before runs of one
-        value replaced them)."""
+        holding values other than the fill are as many as its entries holding them (before
+        runs of one value replaced them)."""
         lay = self.lay
         values = f"spf_v[{self.keep}[{E}]]" if self.keep else f"spf_v[{E}]"
         self.b.add(t.Declare("int64_t", "spf_points", "0"))
@@ -1721,15 +1739,16 @@ class _Writer:
             self.b.add(t.Declare("int64_t", "spf_held", "spf_given"))
         else:
             self.b.add(t.Declare("int64_t", "spf_held", "0"))
-            self.each(t.Assign("spf_held", f"{values} != 0", "+="))
+            self.each(t.Assign("spf_held", f"!{self.same(values, self.absent())}", "+="))
 
         def point() -> list[t.Node]:
             return [t.Declare("const int64_t", "spf_w", self.slot_here()),
-                    t.Assign("spf_points", f"spf_w >= 0 && {self.value_at('spf_w')} != 0", "+=")]
+                    t.Assign("spf_points", f"spf_w >= 0 && "
+                             f"!{self.same(self.value_at('spf_w'), self.absent())}", "+=")]
         self.b.add(*self.over_points(self.part.conj, point))
         self.b.add(self.refuse_if("spf_points != spf_held", f"{lay.name} cannot hold these "
-                                  "entries: part 1 of its relation reads {x0} nonzero entries "
-                                  "back from what was written, the source gives it {x1}",
+                                  "entries: part 1 of its relation reads {x0} entries other than "
+                                  "the fill back from what was written, the source gives it {x1}",
                                   ("spf_points", "spf_held"), entry=False))
 
     def property_checks(self) -> None:

@@ -1066,14 +1066,17 @@ static inline int64_t spf_st_top(int64_t n, const int64_t *restrict v)
     return top;
 }
 
-/* A value array of n elements, 64-byte aligned (freed with free), zeroed when zero (not when
- * the entries write every slot). */
-static inline spf_value_t *spf_st_values(int64_t n, int zero)
+/* A value array of n elements, 64-byte aligned (freed with free), every element set to fill
+ * when fill_it (not when the entries write every slot). */
+static inline spf_value_t *spf_st_values(int64_t n, int fill_it, spf_value_t fill)
 {
     const size_t bytes = ((sizeof(spf_value_t) * (size_t)(n > 0 ? n : 1)) + 63) & ~(size_t)63;
     spf_value_t *p = bytes < ((size_t)4 << 20) ? aligned_alloc(64, bytes) : spf_st_alloc(bytes);
-    if (p && zero)
+    if (p && fill_it && fill == 0)
         memset(p, 0, bytes);
+    else if (p && fill_it)
+        for (int64_t e = 0; e < n; ++e)
+            p[e] = fill;
     return p;
 }
 
@@ -1087,7 +1090,7 @@ typedef struct spf_ELL {
 } spf_ELL;
 
 /* Entries written into ELL (spf.store). */
-int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *restrict spf_sizes, int64_t spf_n, const spf_index_t *const *spf_g, const spf_value_t *restrict spf_v, const int64_t *restrict spf_shape, int spf_allow_padding, int64_t spf_max_bytes)
+int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *restrict spf_sizes, int64_t spf_n, const spf_index_t *const *spf_g, const spf_value_t *restrict spf_v, const spf_value_t *restrict spf_fill, const int64_t *restrict spf_shape, int spf_allow_padding, int64_t spf_max_bytes)
 {
     int64_t f_numRows = 0;
     int64_t f_numCols = 0;
@@ -1102,6 +1105,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     spf_index_t * spf_colIdx_10 = NULL;
     int64_t spf_data_11_d0 = 0;
     int64_t spf_data_12_d1 = 0;
+    const spf_value_t spf_absent = *spf_fill;   /* what the tensor holds where no entry is */
     spf_value_t * spf_data_13 = NULL;
     int spf_status = 0;
     int64_t n = spf_n;
@@ -1276,7 +1280,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_data_13 = spf_st_values(spf_data_11_d0 * spf_data_12_d1, !(spf_slots_7 == n));
+    spf_data_13 = spf_st_values(spf_data_11_d0 * spf_data_12_d1, !(spf_slots_7 == n), spf_absent);
     if (!spf_data_13) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
@@ -1364,8 +1368,8 @@ spf_done:
     return spf_status;
 }
 
-/* CSR -> ELL: the source's entries read into an entry list by spf_convert_entries, then written by spf_convert_write (every array of B malloc'd there; free each with free).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no limit): see spf_convert_write. */
-int spf_convert(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *restrict spf_sizes, int64_t spf_max_bytes, const spf_CSR *restrict A)
+/* CSR -> ELL: the source's entries read into an entry list by spf_convert_entries, then written by spf_convert_write (every array of B malloc'd there; free each with free); *spf_fill: what A holds where it has no entry (gaps that runs cover hold it).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no limit): see spf_convert_write. */
+int spf_convert_with_fill(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *restrict spf_sizes, int64_t spf_max_bytes, const spf_CSR *restrict A, const spf_value_t *restrict spf_fill)
 {
     const int64_t spf_shape[2] = {(int64_t)A->numRows, (int64_t)A->numCols};
     int64_t spf_bound = 0;
@@ -1383,10 +1387,17 @@ int spf_convert(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *restric
     spf_status = !(spf_list.rowIdx && spf_list.colIdx && spf_list.data) ? SPF_OUT_OF_MEMORY : spf_convert_entries(&spf_list, spf_size, A);
     if (!spf_status) {
         const spf_index_t *const spf_g[2] = {spf_list.rowIdx, spf_list.colIdx};
-        spf_status = spf_convert_write(B, spf_err, spf_sizes, spf_size[0], spf_g, spf_list.data, spf_shape, 0, spf_max_bytes);
+        spf_status = spf_convert_write(B, spf_err, spf_sizes, spf_size[0], spf_g, spf_list.data, spf_fill, spf_shape, 0, spf_max_bytes);
     }
     free(spf_list.rowIdx);
     free(spf_list.colIdx);
     free(spf_list.data);
     return spf_status;
+}
+
+/* CSR -> ELL for a source holding its layout's fill where it has no entry (spf_convert_with_fill). */
+int spf_convert(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *restrict spf_sizes, int64_t spf_max_bytes, const spf_CSR *restrict A)
+{
+    const spf_value_t spf_fill = (spf_value_t)0.0;   /* A's layout's fill: what A holds where it has no entry */
+    return spf_convert_with_fill(B, spf_err, spf_sizes, spf_max_bytes, A, &spf_fill);
 }

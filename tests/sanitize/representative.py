@@ -44,26 +44,26 @@ def square_with_empty_row():
 
 
 def spmv(lay: str) -> None:
-    """SpMV over ``lay`` with a dense and every sparse vector, every find, serial and
-    parallel."""
+    """SpMV over ``lay`` with a dense and every sparse vector and every find, serial or
+    parallel in turn (shifted per layout: each layout runs both, and so does each vector
+    and find over the layouts)."""
     M = lower() if lay == "LowerTri" else rectangular()
     t = spf.Tensor.from_scipy(lay, M)
     assert np.allclose(t.to_dense(), M.toarray()), lay
     xx = vector(M.shape[1], 0.3, 4)
-    for xl, find in itertools.product(["DenseVector", "SV", "SV_unsorted", "SV_decreasing"],
-                                      ["auto", "seqiter", "hashmap", "binsearch"]):
+    shift = MATRIX_LAYOUTS.index(lay)
+    for k, (xl, find) in enumerate(itertools.product(
+            ["DenseVector", "SV", "SV_unsorted", "SV_decreasing"],
+            ["auto", "seqiter", "hashmap", "binsearch"])):
         if xl == "DenseVector" and find != "auto":
             continue            # no find with a dense vector
         xt = xx if xl == "DenseVector" else spf.Tensor.from_dense(xl, xx)
-        for parallel in (False, True):
-            try:
-                k = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": lay, "x": xl}, find=find,
-                               parallel=parallel)
-            except spf.SynthesisError:      # no such find here, or its state cannot be private
-                if parallel:
-                    continue
-                break
-            assert np.allclose(k.compile()(A=t, x=xt), M @ xx), (lay, xl, find)
+        try:
+            kernel = spf.Kernel("y(i) = A(i,j) * x(j)", {"A": lay, "x": xl}, find=find,
+                                parallel=(k + shift) % 2 == 1)
+        except spf.SynthesisError:      # no such find here, or its state cannot be private
+            continue
+        assert np.allclose(kernel.compile()(A=t, x=xt), M @ xx), (lay, xl, find)
 
 
 def spmspm() -> None:
