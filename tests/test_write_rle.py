@@ -278,3 +278,49 @@ def test_slots_no_entry_writes_hold_the_fill():
     d = a.convert("DIA")
     assert d.fill == np.inf and np.isinf(d.values).sum() == d.values.size - 4
     np.testing.assert_array_equal(d.convert("CSR").to_dense(), np.where(m == 0, np.inf, m))
+
+
+SYM_RUNS = MATRIX.replace("RELATION", "{[pi, p, q] -> [gi, gj] : (0 <= pi < numRows and "
+                          "rowPtr(pi) <= p < rowPtr(pi + 1) and 0 <= q and left(p) + q <= "
+                          "right(p) and gi = pi and gj = left(p) + q and left(p) + q >= pi) or "
+                          "(0 <= pi < numRows and rowPtr(pi) <= p < rowPtr(pi + 1) and 0 <= q "
+                          "and left(p) + q <= right(p) and gj = pi and gi = left(p) + q and "
+                          "left(p) + q > pi)}").replace(
+    'shape = ["numRows", "numCols"]', 'shape = ["numRows", "numRows"]').replace(
+    'numCols = "int"\n', "").split("[[properties]]")[0]
+
+
+def test_a_union_of_runs_holds_the_upper_triangles_runs(tmp_path):
+    """Symmetric storage of row runs (a union: the upper triangle's maximal runs, the lower
+    triangle read as their mirror): the runs are of the entries the first part holds, and
+    the writer checks that the second part reads exactly the others."""
+    text = SYM_RUNS.replace("VALUE", "data[p]").replace("FIELDS", """rowPtr = "int[numRows + 1]"
+left = "int[rowPtr(numRows)]"
+right = "int[rowPtr(numRows)]"
+data = "double[rowPtr(numRows)]"
+""")
+    path = _layout(tmp_path, "SymRuns", text)
+    d = np.array([[1, 2, 2, 0], [2, 3, 3, 3], [2, 3, 0, 5], [0, 3, 5, 5.0]])
+    for t in (spf.Tensor.from_dense("CSR", d), spf.Tensor.from_dense("COO", d)):
+        out = t.convert(path)
+        want = [[(a + i, b + i, v) for a, b, v in _runs(row[i:])] for i, row in enumerate(d)]
+        np.testing.assert_array_equal(out["rowPtr"], np.cumsum([0] + [len(w) for w in want]))
+        np.testing.assert_array_equal(out["left"], [r[0] for w in want for r in w])
+        np.testing.assert_array_equal(out["right"], [r[1] for w in want for r in w])
+        np.testing.assert_array_equal(out.values, [r[2] for w in want for r in w])
+        np.testing.assert_array_equal(out.to_dense(), d)
+        np.testing.assert_array_equal(out.convert("CSR", keep_zeros=True).to_dense(), d)
+        x = np.arange(4.0)
+        np.testing.assert_allclose(spf.evaluate("y(i) = A(i,j) * x(j)", A=out, x=x), d @ x)
+    empty = spf.Tensor.from_dense("CSR", np.zeros((3, 3))).convert(path)
+    assert list(empty["rowPtr"]) == [0, 0, 0, 0]
+    lower = d.copy()
+    lower[3, 0] = 7         # no mirror image in the upper triangle
+    with pytest.raises(spf.ArgumentError, match=r"\(3, 0\) of the source \(value 7.0\) is "
+                       "not read back"):
+        spf.Tensor.from_dense("CSR", lower).convert(path)
+    lower = d.copy()
+    lower[2, 1] = 4         # its mirror holds 3
+    with pytest.raises(spf.ArgumentError, match=r"\(2, 1\): value 4.0, read back 3.0 through "
+                       "part 2"):
+        spf.Tensor.from_dense("CSR", lower).convert(path)

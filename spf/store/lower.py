@@ -51,6 +51,7 @@ from ..front.writing import (
     Permuted,
     Position,
     Run,
+    Solved,
     Start,
     WritePlan,
 )
@@ -162,6 +163,24 @@ class _Store:
     node: t.Node
     array: str
     reads: frozenset[str]
+    running: frozenset[str] = frozenset()   # running ranks it reads
+
+
+@dataclass(frozen=True)
+class _Running:
+    """A rank kept as a running count while the entries arrive in key order (its vector
+    only out of order): the flag, the C variable of the count, the columns compared with
+    the entry before (groups first), the largest rank plus one."""
+
+    ordered: str
+    var: str
+    cols: tuple[tuple[str, bool], ...]
+    ngroups: int
+    top: str
+
+
+class _ElsewhereError(Exception):
+    """A running rank printed at another entry than the loop's (it has no vector in order)."""
 
 
 class _Writer:
@@ -199,6 +218,9 @@ class _Writer:
         self.box: list[Constraint] = []     # the shape's bounds the screened ones leave out
         self.orders: dict[str, str] = {}    # a lazy rank vector -> its in-order flag
         self.fill_read = False              # spf_absent declared (what no entry holds)
+        self.given = ("spf_g", "spf_v")         # the entries as given (before runs)
+        self.running: dict[str, _Running] = {}  # rank vector -> its running count in order
+        self.read_running: set[str] = set()     # running ranks printed since the last loop
 
     # ---- names and expressions ----------------------------------------------------------
     def fresh(self, what: str) -> str:
@@ -326,9 +348,44 @@ class _Writer:
         return ie.to_c_with(e, name_text, call, wide=True)
 
     # ---- statements ---------------------------------------------------------------------
-    def each(self, *body: t.Node, count: str = "n") -> None:
-        """``for e in [0, count)``: body."""
-        self.b.add(t.For(f"int64_t {E} = 0", f"{E} < {count}", f"++{E}", list(body)))
+    def each(self, *body: t.Node, count: str = "n", running: set[str] | None = None) -> None:
+        """``for e in [0, count)``: body; over the entries, each running rank the body reads
+        (``running``, default: those read since the last loop) computed first."""
+        reads = self.take_running() if running is None else running
+        if count != "n" or not reads:
+            self.b.add(t.For(f"int64_t {E} = 0", f"{E} < {count}", f"++{E}", list(body)))
+            return
+        before: list[t.Node] = []
+        prelude: list[t.Node] = []
+        for rank in sorted(reads):
+            r = self.running[rank]
+            before.append(t.Declare("int64_t", r.var, "0"))
+            prelude.append(t.If(f"{r.ordered} && {E} > 0", self.rank_step(r)))
+        self.b.add(t.Block([*before, t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}",
+                                           [*prelude, *body])]))
+
+    def take_running(self) -> set[str]:
+        """The running ranks printed since the last call."""
+        out, self.read_running = self.read_running, set()
+        return out
+
+    def rank_at(self, rank: str) -> str:
+        """Entry ``e``'s rank at a position ranked by :meth:`ranks` with ``running``: in
+        order, the running count its loop keeps (:meth:`each`); else the rank vector."""
+        r = self.running[rank]
+        if self.entry != E:
+            raise _ElsewhereError(rank)
+        self.read_running.add(rank)
+        return f"({r.ordered} ? {r.var} : {rank}[{E}])"
+
+    def rank_step(self, r: _Running) -> list[t.Node]:
+        """Entry ``e``'s running rank from entry ``e - 1``'s (in order): 0 in a new group,
+        one more at a new key, the same at the same key."""
+        def differ(cols: Iterable[tuple[str, bool]]) -> str:
+            return " || ".join(f"{self.col_at(c, f'{E} - 1')} != {self.col_at(c, E)}"
+                               for c, _ in cols) or "0"
+        return [t.If(differ(r.cols[:r.ngroups]), [t.Assign(r.var, "0")],
+                     [t.If(differ(r.cols[r.ngroups:]), [t.Assign(r.var, "1", "+=")])])]
 
     def refuse(self, text: str, x: tuple[str, ...] = (), entry: bool = True,
                other: str | None = None, spec: str | None = None,
@@ -365,13 +422,17 @@ class _Writer:
     def lower(self) -> list[t.Node]:
         b, part, plan = self.b, self.part, self.plan
         self.start()
+        shared = bool(part.covers and plan.others)
+        if shared:      # a union: its runs are of the entries the first part holds
+            self.share()
         if part.covers:         # the entries holding values, before runs replace them
             b.add(t.Declare("int64_t", "spf_given", "0"))
-            self.each(t.Assign("spf_given", f"!{self.same(f'spf_v[{E}]', self.absent())}",
+            self.each(t.Assign("spf_given", f"!{self.same(self.value_of(E), self.absent())}",
                                "+="))
         for c in part.covers:
             self.cover(c)
-        self.share()
+        if not shared:
+            self.share()
         for q in part.permuted:
             self.permute(q)
         self.solve()
@@ -457,9 +518,9 @@ class _Writer:
                              "(the fewest runs)" + ("; runs abut, so every gap is a run of the "
                                                     "fill" if c.dense else "")))
         cols = []
-        for j, _ in enumerate(self.outs):
+        for j, g in enumerate(self.outs):
             col = self.vector(f"coordinate_{j}")
-            self.each(t.Assign(f"{col}[{E}]", f"(int64_t)spf_g{j}[{E}]"))
+            self.each(t.Assign(f"{col}[{E}]", self.at(g)))
             cols.append(col)
         others = [j for j, _ in enumerate(self.outs) if j != k]
         order = self.vector("order")
@@ -478,18 +539,28 @@ class _Writer:
         else:
             same = " && ".join([f"{count} > 0", f"{cols[k]}[spf_x] == {last}[{count} - 1] + 1",
                                 *(f"{cols[j]}[spf_x] == {runs[j]}[{count} - 1]"
-                                  for j in others), f"spf_v[spf_x] == {values}[{count} - 1]"])
+                                  for j in others),
+                                f"{self.value_of('spf_x')} == {values}[{count} - 1]"])
             self.each(t.Declare("const int64_t", "spf_x", f"{order}[{E}]"),
                       t.If(same, [t.Assign(f"{last}[{count} - 1]", f"{cols[k]}[spf_x]",
                                            note="one past the run, the same value: extends it")],
-                           self.add_run([f"spf_g{j}[spf_x]" for j, _ in enumerate(self.outs)],
-                                        k, f"{cols[k]}[spf_x]", "spf_v[spf_x]",
+                           self.add_run([f"{col}[spf_x]" for col in cols],
+                                        k, f"{cols[k]}[spf_x]", self.value_of("spf_x"),
                                         (runs, values, last, count))))
         if c.one_run:
             self.one_run(k, runs, count)
+        if self.dropped is not None:    # the entries the first part leaves, as given
+            self.given = ("spf_given_g", "spf_given_v")
+            self.b.add(t.Declare("const spf_value_t *", "spf_given_v", "spf_v"),
+                       *(t.Declare("const spf_index_t *", f"spf_given_g{j}", f"spf_g{j}")
+                         for j, _ in enumerate(self.outs)))
         self.b.add(t.Comment("the runs are the entries from here"), t.Assign("n", count),
                    t.Assign("spf_v", values),
                    *(t.Assign(f"spf_g{j}", runs[j]) for j, _ in enumerate(self.outs)))
+        for j, g in enumerate(self.outs):       # read from the runs again
+            self.env.pop(g, None)
+            self.inline[g] = j
+        self.keep = None
         self.env[c.last] = last
 
     def one_run(self, k: int, runs: list[str], count: str) -> None:
@@ -555,7 +626,8 @@ class _Writer:
                            t.If("spf_c > spf_next", [put("spf_c - 1", fill),
                                                      t.Assign("spf_next", "spf_c")],
                                 note="a gap: a run of the fill"),
-                           put("spf_c", "spf_v[spf_x]"), t.Assign("spf_next", "spf_c + 1")]),
+                           put("spf_c", self.value_of("spf_x")),
+                           t.Assign("spf_next", "spf_c + 1")]),
                        t.If(f"spf_next < spf_shape[{k}]", [put(f"spf_shape[{k}] - 1", fill)])]))
         self.b.add(self.refuse_if("spf_at < n", twice, entry=False))
 
@@ -640,8 +712,14 @@ class _Writer:
         bound = _aff_of(extent)
         if bound is None:
             return False
-        value = a.substitute(self.plain())
+        plain = self.plain()
+        value = a.substitute(plain)
         known = list(self.screened.values()) + (self.box if self.box_tested() else [])
+        allowed = set(self.outs) | self.known | set(self.lay.params)
+        for c in self.built:        # such as numBlockRows > floor(gi / 8), set so
+            r = Constraint.make(c.aff.substitute(plain), c.is_eq)
+            if not r.calls() and r.names() <= allowed:
+                known.append(r)
         dims = sorted(self.outs)
         with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
             return implied(known, Constraint.ge(value, Aff.num(0)), dims) and \
@@ -685,7 +763,8 @@ class _Writer:
                  [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")])]))
 
     def ranks(self, groups: list[str], keys: list[tuple[str, bool]], marks: bool = False,
-              counts: tuple[str, str] | None = None, lazy: bool = False) -> tuple[str, str]:
+              counts: tuple[str, str] | None = None, lazy: bool = False,
+              running: bool = False, top: bool = False) -> tuple[str, str]:
         """Per entry, the rank of its key among its group's distinct keys, and (``marks``) a
         uint8 vector marking the first entry of each distinct key (else "NULL"); with
         ``counts`` (a zeroed vector, the number of groups), each group's distinct keys
@@ -694,26 +773,36 @@ class _Writer:
         columns' order are ranked (and counted) in one pass that stops at the first entry
         out of order; else through ``spf_st_ranks`` (a stable sort, or runs of whole
         groups) over int64 copies.  ``lazy``: the rank vector is allocated and filled only
-        out of order (in order, the caller computes each rank; ``self.orders`` names the flag)."""
+        out of order (in order, the caller computes each rank; ``self.orders`` names the flag).
+        ``running``: likewise, and in order each loop reading a rank counts it as the pass
+        does (:meth:`rank_at`; ``self.running``); ``top``: the largest plus one kept."""
         first = self.buffer("uint8_t", "first", "malloc((size_t)(n > 0 ? n : 1))") \
             if marks else "NULL"
-        rank = self.fresh("rank") if lazy else self.vector("rank")
-        # every column is printed where it is read (a vector, a logical coordinate, or
-        # computed from them: recomputing is cheaper than a pass writing an int64 vector)
-        cols = [(c, d) for c, d in [(g, False) for g in groups] + keys]
+        rank = self.fresh("rank") if lazy or running else self.vector("rank")
+        # a column is printed where it is read where that is cheap (a vector, a logical
+        # coordinate, an affine sum of them); one that reads an array or divides, or reads
+        # a running rank (kept by loops over the entries), becomes a vector (once, shared by
+        # every later read)
+        cols = [(self.column(c) if self.costly(c) or self.reads_running(c) else c, d)
+                for c, d in [(g, False) for g in groups] + keys]
         ordered = self.fresh("in_order")
+        largest = self.fresh("top") if top else None
         self.b.add(t.Comment("ranks of the keys within their groups, in one pass while the "
                              "entries arrive in key order"), t.Declare("int", ordered, "1"))
-        self.b.add(t.Block(self.rank_pass(cols, len(groups), ordered, None if lazy else rank,
-                                          first, counts[0] if counts else None)))
+        if largest:
+            self.decls.append(t.Declare("int64_t", largest, "0"))
+        self.b.add(t.Block(self.rank_pass(cols, len(groups), ordered,
+                                          None if lazy or running else rank, first,
+                                          counts[0] if counts else None, largest)))
         otherwise = t.If(f"!{ordered}", [], note="out of order: the columns copied as int64, "
                          "ranked through a stable sort")
         self.b.nest(otherwise)
-        if lazy:
+        if lazy or running:
             self.decls.append(t.Declare("int64_t *", rank, "NULL"))
             self.b.add(t.Assign(rank, "spf_st_vector(n)"))
             self.oom_check(rank)
             self.owned.append(rank)
+        if lazy:
             self.orders[rank] = ordered
         if counts is not None:      # what the pass counted before it stopped
             self.each(t.Assign(f"{counts[0]}[{E}]", "0"), count=f"{counts[1]} + 1")
@@ -732,14 +821,37 @@ class _Writer:
             self.each(t.Assign(f"{counts[0]}[{self.col_at(cols[0][0], E)} + 1]",
                                f"{first}[{E}]", "+="))
             first = "NULL"
+        if largest:
+            self.b.add(t.Assign(largest, f"spf_st_top(n, {rank})"))
+        if running:
+            self.running[rank] = _Running(ordered, f"{rank}_run", tuple(cols), len(groups),
+                                          largest or "")
         self.b.close()
         return rank, first
 
+    def costly(self, name: str) -> bool:
+        """Whether a per-entry name is computed where read by reading an array or dividing."""
+        value = self.inline.get(name)
+        return isinstance(value, Aff) and any(not isinstance(a, str) for a, _ in value.terms)
+
+    def reads_running(self, name: str) -> bool:
+        """Whether ``name`` is printed from a running rank (:meth:`rank_at`)."""
+        if name in self.owned or not self.running:
+            return False
+        before = self.take_running()
+        self.at(name)
+        reads = bool(self.take_running())
+        self.read_running = before
+        return reads
+
     def rank_pass(self, cols: list[tuple[str, bool]], ngroups: int, ordered: str,
-                  rank: str | None, first: str, counts: str | None) -> list[t.Node]:
+                  rank: str | None, first: str, counts: str | None,
+                  top: str | None = None) -> list[t.Node]:
         """The in-order pass of :meth:`ranks`: each entry compared with the one before, column
         by column; ``ordered`` cleared at the first entry out of order (``rank`` None: no rank
-        stored)."""
+        stored; ``top``: the largest rank plus one kept)."""
+        number = rank is not None or top is not None
+        keyed = number or first != "NULL" or counts is not None    # spf_new_key read
         chain: list[t.Node] = []
         for k in reversed(range(len(cols))):
             c, down = cols[k]
@@ -747,21 +859,24 @@ class _Writer:
             differs: list[t.Node] = [
                 t.If(f"{a} {'<' if down else '>'} {b}", [t.Assign(ordered, "0"),
                                                           t.Call("break")]),
-                t.Assign("spf_new_key", "1"),
-                *([t.Assign("spf_new_group", "1")] if k < ngroups and rank else [])]
+                *([t.Assign("spf_new_key", "1")] if keyed else []),
+                *([t.Assign("spf_new_group", "1")] if k < ngroups and number else [])]
             chain = [t.Declare("const int64_t", a, self.col_at(c, "spf_p")),
                      t.Declare("const int64_t", b, self.col_at(c, E)),
                      t.If(f"{a} != {b}", differs, chain or None)]
         numbered: list[t.Node] = [     # each entry's key numbered, from 0 in its group
             t.Assign("spf_key", "spf_new_key", "+="),
             t.If("spf_new_group", [t.Assign("spf_group_start", "spf_key")]),
-            t.Assign(f"{rank}[{E}]", "spf_key - spf_group_start")] if rank else []
+            *([t.Assign(f"{rank}[{E}]", "spf_key - spf_group_start")] if rank else []),
+            *([t.If(f"spf_key - spf_group_start >= {top}",
+                    [t.Assign(top, "spf_key - spf_group_start + 1")])] if top else [])
+        ] if number else []
         return [
             *([t.Declare("int64_t", "spf_key", "-1"),
-               t.Declare("int64_t", "spf_group_start", "0")] if rank else []),
+               t.Declare("int64_t", "spf_group_start", "0")] if number else []),
             t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}", [
-                t.Declare("int", "spf_new_key", f"{E} == 0"),
-                *([t.Declare("int", "spf_new_group", f"{E} == 0")] if rank else []),
+                *([t.Declare("int", "spf_new_key", f"{E} == 0")] if keyed else []),
+                *([t.Declare("int", "spf_new_group", f"{E} == 0")] if number else []),
                 t.If(f"{E} > 0", [t.Declare("const int64_t", "spf_p", f"{E} - 1"), *chain]),
                 *numbered,
                 *([t.Assign(f"{first}[{E}]", "(uint8_t)spf_new_key")] if first != "NULL"
@@ -902,8 +1017,10 @@ class _Writer:
                 spread = self.vector("offset")
                 self.each(t.Assign(f"{spread}[{E}]", self.aff(p.inner.offset)))
                 groups = groups + [spread]
-            rank = self.ranks(groups, keys)[0]
-            self.env[p.index] = rank
+            name = p.upper.as_name()
+            rank = self.ranks(groups, keys, running=True,
+                              top=bool(p.also) or (name is not None and name not in self.known))[0]
+            self.inline[p.index] = lambda: self.rank_at(rank)
             self.rank_bound(p, rank)
             return
         if p.start is Start.NESTED:
@@ -939,8 +1056,8 @@ class _Writer:
                 (size,)))
         counts = self.vector("count", f"{size} + 1", "0")
         if p.run is None:
-            rank = self.ranks([group], keys, counts=(counts, size),
-                              lazy=self.entry_per_key(p))[0]
+            own = self.entry_per_key(p)
+            rank = self.ranks([group], keys, counts=(counts, size), lazy=own, running=not own)[0]
         else:
             at = self.column(group)
             rank = self.run_slots(p, p.run, at, size, counts)
@@ -967,6 +1084,8 @@ class _Writer:
         if rank in self.orders:     # in order, one entry per key: the entry's own number
             self.inline[p.index] = lambda: (f"({self.orders[rank]} ? {self.entry} : "
                                             f"{rank}[{self.entry}] + {start()})")
+        elif rank in self.running:
+            self.inline[p.index] = lambda: f"({self.rank_at(rank)} + {start()})"
         else:
             self.inline[p.index] = lambda: f"({rank}[{self.entry}] + {start()})"
         if p.run is None:           # ranks from 0 in each group, the groups one after another
@@ -1169,7 +1288,7 @@ class _Writer:
                            Constraint.make(p.upper - Aff.var(p.index) - 1, False)},
                           {Constraint.make(Aff.var(f) - Aff.var(p.index) - 1, False)
                            for f in p.also})         # and below the largest group
-        largest = f"spf_st_top(n, {rank})"
+        largest = self.running[rank].top
         for field in p.also:
             self.set_scalar(field, largest)
         name = p.upper.as_name()
@@ -1181,14 +1300,14 @@ class _Writer:
             self.each(t.Declare("const int64_t", "spf_w", where),
                       self.refuse_if("spf_w < 0", self.entry_refusal(
                           f"it would be written outside {call.name}")),
-                      t.If(f"{rank}[{E}] + 1 > {bound}[spf_w]",
-                           [t.Assign(f"{bound}[spf_w]", f"{rank}[{E}] + 1")]))
+                      t.If(f"{self.rank_at(rank)} + 1 > {bound}[spf_w]",
+                           [t.Assign(f"{bound}[spf_w]", f"{self.rank_at(rank)} + 1")]))
             return
         if name is not None and name not in self.known:
             self.set_scalar(name, largest)
             return
         limit = self.aff(p.upper)
-        self.each(self.refuse_if(f"{rank}[{E}] >= {limit}", self.entry_refusal(
+        self.each(self.refuse_if(f"{self.rank_at(rank)} >= {limit}", self.entry_refusal(
             f"its group has more than {p.upper} = {{x0}} entries (layout index {p.index})"),
             (limit,)))
 
@@ -1307,13 +1426,24 @@ class _Writer:
             if isinstance(s.atom, UFCall) and s.atom.name not in self.arrays:
                 self.allocate(s.atom.name, fills.get(s.atom.name, 0), self.own_type(s.atom.name),
                               self.covered(s.atom))
-        stores = [self.store(s.atom, self.at(str(s.atom)), self.reads(s.value))
+        stores = [self.kept(partial(self.solved_store, s))
                   for s in self.part.solved if isinstance(s.atom, UFCall)]
-        stores += [self.marker(m) for m in self.part.markers]
+        stores += [self.kept(partial(self.marker, m)) for m in self.part.markers]
         for name, spec in self.lay.fields.items():
             if spec.is_array and name not in self.arrays and name != self.lay.value_array:
                 self.allocate(name)
         return stores
+
+    def solved_store(self, s: Solved) -> _Store:
+        """The store of an index array the relation solves per entry."""
+        assert isinstance(s.atom, UFCall)
+        return self.store(s.atom, self.at(str(s.atom)), self.reads(s.value))
+
+    def kept(self, build: Callable[[], _Store]) -> _Store:
+        """The store ``build`` makes, with the running ranks it reads."""
+        self.take_running()
+        store = build()
+        return replace(store, running=frozenset(self.take_running()))
 
     def write_passes(self, stores: list[_Store]) -> None:
         """The stores in as few passes over the entries as they allow: one, unless a store
@@ -1326,7 +1456,8 @@ class _Writer:
             passes[-1].append(s)
         for group in passes:
             self.b.add(t.Comment("stored per entry: " + ", ".join(s.array for s in group)))
-            self.each(*(s.node for s in group))
+            self.each(*(s.node for s in group),
+                      running=set().union(*(s.running for s in group)))
 
     def own_type(self, name: str) -> str:
         """``name``'s C type, in which it is written from now on (reads widen it)."""
@@ -1393,6 +1524,7 @@ class _Writer:
             return []
         ref = lay.value_ref
         data = self.allocate(ref.array, covered=f"{slots} == n")
+        self.take_running()
         subs = [self.ie_text(s, per_entry=True) for s in ref.subscripts]
         where = self.offset(ref.array, subs)
         values = f"spf_v[{self.keep}[{E}]]" if self.keep else f"spf_v[{E}]"
@@ -1419,7 +1551,7 @@ class _Writer:
             reads |= {r for name in ie.names(x) if isinstance(self.inline.get(name), Aff)
                       for r in self.reads(Aff.var(name))}
         return [_Store(t.Block([*body, t.Assign(f"{data}[spf_w]", values)]), ref.array,
-                       frozenset(reads))]
+                       frozenset(reads), frozenset(self.take_running()))]
 
     def collision(self) -> list[t.Node]:
         """Where values were stored without a check of their slots (the subscripts determine
@@ -1434,8 +1566,12 @@ class _Writer:
             return self.offset(ref.array, [self.ie_text(s, per_entry=True) for s in ref.subscripts])
         where = slot()
         self.entry = "spf_f"                # the same slot, at another entry
-        other = slot()
-        self.entry = E
+        try:
+            other = slot()
+        except _ElsewhereError:      # a rank counted as the entries arrive: no other entry's
+            return []
+        finally:
+            self.entry = E
         text = (f"{lay.name} cannot hold both entries {{other}} and {{at}}: they would share "
                 f"the value slot {ref.array}[{{x0}}]")
         return [t.Declare("const int64_t", "spf_w0", where),
@@ -1514,6 +1650,10 @@ class _Writer:
         ref = self.lay.value_ref
         return self.offset(ref.array, [self.ie_text(s, per_entry=True) for s in ref.subscripts])
 
+    def value_of(self, entry: str) -> str:
+        """C: the value of ``entry`` (a union's first part: of its kept entries)."""
+        return f"spf_v[{self.keep}[{entry}]]" if self.keep else f"spf_v[{entry}]"
+
     def absent(self) -> str:
         """C: what the tensor holds where no entry is (``spf_fill``), declared where read."""
         if not self.fill_read:
@@ -1533,11 +1673,12 @@ class _Writer:
         its value (its slot counted there); else refused, naming it."""
         lay, order = self.lay, self.lay.order
         d = "spf_d"
-        coords = [f"(int64_t)spf_g{k}[{d}]" for k in range(order)]
+        g, v = self.given
+        coords = [f"(int64_t){g}{k}[{d}]" for k in range(order)]
         for g, c in zip(self.outs, coords):
             self.local[g] = c
         body: list[t.Node] = [t.Declare("const int64_t", d, f"{self.dropped}[spf_l]"),
-                              t.Declare("spf_value_t", "spf_given", f"spf_v[{d}]"),
+                              t.Declare("spf_value_t", "spf_given", f"{v}[{d}]"),
                               t.If(self.same("spf_given", self.absent()), [t.Call("continue")],
                                    note="the fill reads as no entry either way"),
                               t.Declare("int", "spf_found", "0")]
@@ -1570,9 +1711,10 @@ class _Writer:
         """Statements finding the point of ``conj`` that gives the logical coordinates bound
         in :attr:`local` and running ``hit()`` there: where ``part`` solves it, its layout
         indices from the coordinates and each position searched in its group (binary where
-        an ordering property sorts its first key there, else in turn); otherwise every point
-        of the part tried (a scan per entry)."""
-        if part is None or part.permuted or part.markers or any(
+        an ordering property sorts its first key there, else in turn); otherwise (runs of one
+        value among them: their ends are the written runs', not the entry's) every point of
+        the part tried (a scan per entry)."""
+        if part is None or part.permuted or part.markers or part.covers or any(
                 s.divisor != 1 for s in part.solved) or any(
                 p.run or p.inner or p.start is Start.NESTED for p in part.positions):
             targets = {g: self.local[g] for g in self.outs}

@@ -1097,16 +1097,17 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     int64_t f_width = 0;
     const spf_index_t * spf_g0 = spf_g[0];
     const spf_index_t * spf_g1 = spf_g[1];
+    int64_t spf_top_3 = 0;
     int64_t * spf_rank_1 = NULL;
-    int64_t * spf_pi_3 = NULL;
-    int64_t * spf_colIdx_u28_pi_u2c__u20_pk_u29__4 = NULL;
-    int64_t spf_colIdx_8_d0 = 0;
-    int64_t spf_colIdx_9_d1 = 0;
-    spf_index_t * spf_colIdx_10 = NULL;
-    int64_t spf_data_11_d0 = 0;
-    int64_t spf_data_12_d1 = 0;
+    int64_t * spf_pi_4 = NULL;
+    int64_t * spf_colIdx_u28_pi_u2c__u20_pk_u29__5 = NULL;
+    int64_t spf_colIdx_9_d0 = 0;
+    int64_t spf_colIdx_10_d1 = 0;
+    spf_index_t * spf_colIdx_11 = NULL;
+    int64_t spf_data_12_d0 = 0;
+    int64_t spf_data_13_d1 = 0;
     const spf_value_t spf_absent = *spf_fill;   /* what the tensor holds where no entry is */
-    spf_value_t * spf_data_13 = NULL;
+    spf_value_t * spf_data_14 = NULL;
     int spf_status = 0;
     int64_t n = spf_n;
     f_numRows = spf_shape[0];
@@ -1145,11 +1146,6 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     /* pi = gi */
     /* colIdx(pi, pk) = gj */
     /* layout index pk: the position of its keys in its group */
-    spf_rank_1 = spf_st_vector(n);
-    if (!spf_rank_1) {
-        spf_status = SPF_OUT_OF_MEMORY;
-        goto spf_done;
-    }
     /* ranks of the keys within their groups, in one pass while the entries arrive in key order */
     int spf_in_order_2 = 1;
     {
@@ -1185,139 +1181,157 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             if (spf_new_group) {
                 spf_group_start = spf_key;
             }
-            spf_rank_1[e] = spf_key - spf_group_start;
+            if (spf_key - spf_group_start >= spf_top_3) {
+                spf_top_3 = spf_key - spf_group_start + 1;
+            }
         }
     }
     if (!spf_in_order_2) {   /* out of order: the columns copied as int64, ranked through a stable sort */
-        spf_pi_3 = spf_st_vector(n);
-        if (!spf_pi_3) {
+        spf_rank_1 = spf_st_vector(n);
+        if (!spf_rank_1) {
+            spf_status = SPF_OUT_OF_MEMORY;
+            goto spf_done;
+        }
+        spf_pi_4 = spf_st_vector(n);
+        if (!spf_pi_4) {
             spf_status = SPF_OUT_OF_MEMORY;
             goto spf_done;
         }
         for (int64_t e = 0; e < n; ++e) {
-            spf_pi_3[e] = (int64_t)spf_g0[e];
+            spf_pi_4[e] = (int64_t)spf_g0[e];
         }
-        spf_colIdx_u28_pi_u2c__u20_pk_u29__4 = spf_st_vector(n);
-        if (!spf_colIdx_u28_pi_u2c__u20_pk_u29__4) {
+        spf_colIdx_u28_pi_u2c__u20_pk_u29__5 = spf_st_vector(n);
+        if (!spf_colIdx_u28_pi_u2c__u20_pk_u29__5) {
             spf_status = SPF_OUT_OF_MEMORY;
             goto spf_done;
         }
         for (int64_t e = 0; e < n; ++e) {
-            spf_colIdx_u28_pi_u2c__u20_pk_u29__4[e] = (int64_t)spf_g1[e];
+            spf_colIdx_u28_pi_u2c__u20_pk_u29__5[e] = (int64_t)spf_g1[e];
         }
-        const int64_t *const spf_cols_5[2] = {spf_pi_3, spf_colIdx_u28_pi_u2c__u20_pk_u29__4};
-        const int spf_desc_6[2] = {0, 0};
-        if (spf_st_ranks(n, 1, 2, spf_cols_5, spf_desc_6, spf_rank_1, NULL)) {
+        const int64_t *const spf_cols_6[2] = {spf_pi_4, spf_colIdx_u28_pi_u2c__u20_pk_u29__5};
+        const int spf_desc_7[2] = {0, 0};
+        if (spf_st_ranks(n, 1, 2, spf_cols_6, spf_desc_7, spf_rank_1, NULL)) {
             spf_status = SPF_OUT_OF_MEMORY;
             goto spf_done;
         }
+        spf_top_3 = spf_st_top(n, spf_rank_1);
     }
-    f_width = spf_st_top(n, spf_rank_1);
-    const int64_t spf_slots_7 = (f_numRows) * (f_width);
-    if (spf_slots_7 > INT64_C(2147483647)) {
+    f_width = spf_top_3;
+    const int64_t spf_slots_8 = (f_numRows) * (f_width);
+    if (spf_slots_8 > INT64_C(2147483647)) {
         spf_err[0] = 4;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_slots_7;
+        spf_err[3] = spf_slots_8;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (!spf_allow_padding && spf_slots_7 > 4 * (n > 1 ? n : 1) && spf_slots_7 > n) {
+    if (!spf_allow_padding && spf_slots_8 > 4 * (n > 1 ? n : 1) && spf_slots_8 > n) {
         spf_err[0] = 5;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = n;
-        spf_err[4] = spf_slots_7;
-        spf_err[5] = (int64_t)(100.0 * (1.0 - (double)n / (double)spf_slots_7) + 0.5);
+        spf_err[4] = spf_slots_8;
+        spf_err[5] = (int64_t)(100.0 * (1.0 - (double)n / (double)spf_slots_8) + 0.5);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_colIdx_8_d0 = f_numRows;
-    spf_colIdx_9_d1 = f_width;
-    if (spf_colIdx_8_d0 < 0 || spf_colIdx_9_d1 < 0) {
+    spf_colIdx_9_d0 = f_numRows;
+    spf_colIdx_10_d1 = f_width;
+    if (spf_colIdx_9_d0 < 0 || spf_colIdx_10_d1 < 0) {
         spf_err[0] = 6;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_colIdx_8_d0;
-        spf_err[4] = spf_colIdx_9_d1;
+        spf_err[3] = spf_colIdx_9_d0;
+        spf_err[4] = spf_colIdx_10_d1;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (spf_max_bytes > 0 && spf_colIdx_8_d0 * spf_colIdx_9_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
+    if (spf_max_bytes > 0 && spf_colIdx_9_d0 * spf_colIdx_10_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
         spf_err[0] = 7;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_colIdx_8_d0 * spf_colIdx_9_d1 * (int64_t)sizeof(spf_index_t);
+        spf_err[3] = spf_colIdx_9_d0 * spf_colIdx_10_d1 * (int64_t)sizeof(spf_index_t);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_colIdx_10 = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_colIdx_8_d0 * spf_colIdx_9_d1));
-    if (!spf_colIdx_10) {
+    spf_colIdx_11 = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_colIdx_9_d0 * spf_colIdx_10_d1));
+    if (!spf_colIdx_11) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
     if (!((f_numRows) * (f_width) == n)) {   /* the entries write every slot when they are as many as the slots */
-        for (int64_t e = 0; e < spf_colIdx_8_d0 * spf_colIdx_9_d1; ++e) {
-            spf_colIdx_10[e] = (spf_index_t)INT64_C(-1);
+        for (int64_t e = 0; e < spf_colIdx_9_d0 * spf_colIdx_10_d1; ++e) {
+            spf_colIdx_11[e] = (spf_index_t)INT64_C(-1);
         }
     }
-    spf_data_11_d0 = f_numRows;
-    spf_data_12_d1 = f_width;
-    if (spf_data_11_d0 < 0 || spf_data_12_d1 < 0) {
+    spf_data_12_d0 = f_numRows;
+    spf_data_13_d1 = f_width;
+    if (spf_data_12_d0 < 0 || spf_data_13_d1 < 0) {
         spf_err[0] = 10;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_data_11_d0;
-        spf_err[4] = spf_data_12_d1;
+        spf_err[3] = spf_data_12_d0;
+        spf_err[4] = spf_data_13_d1;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (spf_max_bytes > 0 && spf_data_11_d0 * spf_data_12_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
+    if (spf_max_bytes > 0 && spf_data_12_d0 * spf_data_13_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
         spf_err[0] = 11;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_data_11_d0 * spf_data_12_d1 * (int64_t)sizeof(spf_value_t);
+        spf_err[3] = spf_data_12_d0 * spf_data_13_d1 * (int64_t)sizeof(spf_value_t);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_data_13 = spf_st_values(spf_data_11_d0 * spf_data_12_d1, !(spf_slots_7 == n), spf_absent);
-    if (!spf_data_13) {
+    spf_data_14 = spf_st_values(spf_data_12_d0 * spf_data_13_d1, !(spf_slots_8 == n), spf_absent);
+    if (!spf_data_14) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
     /* stored per entry: colIdx, data */
-    for (int64_t e = 0; e < n; ++e) {
-        {
-            /* colIdx(pi, pk) */
-            const int64_t spf_w = (((int64_t)spf_g0[e]) >= 0 && ((int64_t)spf_g0[e]) < spf_colIdx_8_d0 && (spf_rank_1[e]) >= 0 && (spf_rank_1[e]) < spf_colIdx_9_d1 ? (((int64_t)spf_g0[e])) * spf_colIdx_9_d1 + (spf_rank_1[e]) : -1);
-            if (spf_w < 0) {
-                spf_err[0] = 8;
-                spf_err[1] = (int64_t)spf_g0[e];
-                spf_err[2] = (int64_t)spf_g1[e];
-                spf_status = SPF_REFUSED;
-                goto spf_done;
+    {
+        int64_t spf_rank_1_run = 0;
+        for (int64_t e = 0; e < n; ++e) {
+            if (spf_in_order_2 && e > 0) {
+                if ((int64_t)spf_g0[e - 1] != (int64_t)spf_g0[e]) {
+                    spf_rank_1_run = 0;
+                } else if ((int64_t)spf_g1[e - 1] != (int64_t)spf_g1[e]) {
+                    spf_rank_1_run += 1;
+                }
             }
-            const int64_t spf_x = (int64_t)spf_g1[e];
-            if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
-                spf_err[0] = 9;
-                spf_err[1] = -1;
-                spf_err[2] = -1;
-                spf_status = SPF_REFUSED;
-                goto spf_done;
+            {
+                /* colIdx(pi, pk) */
+                const int64_t spf_w = (((int64_t)spf_g0[e]) >= 0 && ((int64_t)spf_g0[e]) < spf_colIdx_9_d0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) >= 0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) < spf_colIdx_10_d1 ? (((int64_t)spf_g0[e])) * spf_colIdx_10_d1 + ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) : -1);
+                if (spf_w < 0) {
+                    spf_err[0] = 8;
+                    spf_err[1] = (int64_t)spf_g0[e];
+                    spf_err[2] = (int64_t)spf_g1[e];
+                    spf_status = SPF_REFUSED;
+                    goto spf_done;
+                }
+                const int64_t spf_x = (int64_t)spf_g1[e];
+                if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
+                    spf_err[0] = 9;
+                    spf_err[1] = -1;
+                    spf_err[2] = -1;
+                    spf_status = SPF_REFUSED;
+                    goto spf_done;
+                }
+                spf_colIdx_11[spf_w] = (spf_index_t)spf_x;
             }
-            spf_colIdx_10[spf_w] = (spf_index_t)spf_x;
-        }
-        {
-            /* the value at data[pi, pk] */
-            const int64_t spf_w = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_11_d0 && spf_rank_1[e] >= 0 && spf_rank_1[e] < spf_data_12_d1 ? ((int64_t)spf_g0[e]) * spf_data_12_d1 + spf_rank_1[e] : -1);
-            if (spf_w < 0) {
-                spf_err[0] = 12;
-                spf_err[1] = (int64_t)spf_g0[e];
-                spf_err[2] = (int64_t)spf_g1[e];
-                spf_status = SPF_REFUSED;
-                goto spf_done;
+            {
+                /* the value at data[pi, pk] */
+                const int64_t spf_w = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_12_d0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) >= 0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) < spf_data_13_d1 ? ((int64_t)spf_g0[e]) * spf_data_13_d1 + (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) : -1);
+                if (spf_w < 0) {
+                    spf_err[0] = 12;
+                    spf_err[1] = (int64_t)spf_g0[e];
+                    spf_err[2] = (int64_t)spf_g1[e];
+                    spf_status = SPF_REFUSED;
+                    goto spf_done;
+                }
+                spf_data_14[spf_w] = spf_v[e];
             }
-            spf_data_13[spf_w] = spf_v[e];
         }
     }
     if (f_numRows > INT64_C(2147483647)) {
@@ -1348,23 +1362,23 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     B->numRows = (spf_index_t)f_numRows;
     B->numCols = (spf_index_t)f_numCols;
     B->width = (spf_index_t)f_width;
-    B->colIdx = spf_colIdx_10;
-    spf_colIdx_10 = NULL;
-    B->data = spf_data_13;
-    spf_data_13 = NULL;
+    B->colIdx = spf_colIdx_11;
+    spf_colIdx_11 = NULL;
+    B->data = spf_data_14;
+    spf_data_14 = NULL;
     if (spf_sizes) {
-        spf_sizes[0] = spf_colIdx_8_d0;
-        spf_sizes[1] = spf_colIdx_9_d1;
-        spf_sizes[2] = spf_data_11_d0;
-        spf_sizes[3] = spf_data_12_d1;
+        spf_sizes[0] = spf_colIdx_9_d0;
+        spf_sizes[1] = spf_colIdx_10_d1;
+        spf_sizes[2] = spf_data_12_d0;
+        spf_sizes[3] = spf_data_13_d1;
         spf_sizes[4] = n;
     }
 spf_done:
     free(spf_rank_1);
-    free(spf_pi_3);
-    free(spf_colIdx_u28_pi_u2c__u20_pk_u29__4);
-    free(spf_colIdx_10);
-    free(spf_data_13);
+    free(spf_pi_4);
+    free(spf_colIdx_u28_pi_u2c__u20_pk_u29__5);
+    free(spf_colIdx_11);
+    free(spf_data_14);
     return spf_status;
 }
 
