@@ -267,6 +267,23 @@ def test_share_and_tile_on_a_union_layout_name_the_union():
         share={"C": "A"})) == "<string>: share is not supported for sums yet"
 
 
+def test_drop_zeros_on_a_union_input_drops_each_parts_zeros():
+    """A union's parts hold disjoint entries, so each part's statement drops its own zeros
+    (a sum's terms could cancel, so a sum still refuses drop_zeros)."""
+    m = sp.csr_matrix(np.array([[1.0, 0, 2], [0, 0, 3], [2, 3, 4]]))
+    f = spf.Tensor.from_scipy("SymCSR", m).fields
+    data = np.where(f["data"] == 3, 0.0, f["data"])     # explicit zeros in both parts' reads
+    a = spf.Tensor.from_arrays("SymCSR", m.shape, {**f, "data": data})
+    k = spf.Kernel("C(i,j) = A(i,j) * 2", {"A": "SymCSR", "C": "CSR"}, drop_zeros=True)
+    c = k.compile()(A=a)
+    want = 2 * np.where(m.toarray() == 3, 0, m.toarray())
+    np.testing.assert_array_equal(c.to_dense(), want)
+    assert c.stored_entries() == np.count_nonzero(want)
+    assert raises(spf.SpecError, lambda: spf.Kernel(
+        "C(i,j) = A(i,j) + B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},
+        drop_zeros=True)) == "<string>: drop_zeros is not supported for sums yet"
+
+
 def test_a_misspelled_kernel_file_is_named_as_a_file(tmp_path):
     message = ("'spmv.tom' is neither tensor index notation (it has no '=') nor an existing "
                "kernel file (.toml)")

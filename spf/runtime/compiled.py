@@ -142,9 +142,12 @@ class CompiledKernel(Generic[K]):
             extents = [ctypes.c_void_p] if kernel.assembly.ranged else []     # spf_ext
             self._bound = _function(lib, f"{kernel.name}_bound",
                                     [ctypes.c_void_p] + extents + inputs)
+            # a bound counting slots without reading values, where the C has one (a union
+            # input's statement split into parts has none: its bound counts the nonzeros)
             self._bound_slots = _function(lib, f"{kernel.name}_bound_slots",
                                           [ctypes.c_void_p] + extents + inputs) \
-                if kernel.assembly.drop_zeros else None
+                if kernel.assembly.drop_zeros and hasattr(lib, f"{kernel.name}_bound_slots") \
+                else None
 
     def __reduce__(self) -> tuple:
         """Pickled as its kernel, which carries its C source: another process finds the
