@@ -289,7 +289,7 @@ def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, st
         f"{conv.src.name} -> {conv.dst.name}: the source's entries read into an entry list by "
         f"{conv.name}_entries, then written by {conv.name}_write (every array of B malloc'd "
         "there; free each with free); *spf_fill: what A holds where it has no entry (gaps "
-        f"that runs cover hold it).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no "
+        "that runs cover hold it).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no "
         f"limit): see {conv.name}_write.")
     fill = literal_c(conv.src.fill, conv.src.value_type)
     wrapper = t.Function(main, [

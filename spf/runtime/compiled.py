@@ -67,6 +67,8 @@ class KernelLike(Protocol):
     def privatized(self) -> bool: ...
     @property
     def decisions(self) -> tuple[Any, ...]: ...
+    @property
+    def terms(self) -> tuple[Any, ...]: ...     # a sum's (or union's) statements; a product: ()
     def c_source(self) -> str: ...
 
 
@@ -142,12 +144,11 @@ class CompiledKernel(Generic[K]):
             extents = [ctypes.c_void_p] if kernel.assembly.ranged else []     # spf_ext
             self._bound = _function(lib, f"{kernel.name}_bound",
                                     [ctypes.c_void_p] + extents + inputs)
-            # a bound counting slots without reading values, where the C has one (a union
-            # input's statement split into parts has none: its bound counts the nonzeros)
+            # a bound counting slots without reading values: a product's C has one (a union
+            # input's statement split into parts has none; its bound counts the nonzeros)
             self._bound_slots = _function(lib, f"{kernel.name}_bound_slots",
                                           [ctypes.c_void_p] + extents + inputs) \
-                if kernel.assembly.drop_zeros and hasattr(lib, f"{kernel.name}_bound_slots") \
-                else None
+                if kernel.assembly.drop_zeros and not kernel.terms else None
 
     def __reduce__(self) -> tuple:
         """Pickled as its kernel, which carries its C source: another process finds the

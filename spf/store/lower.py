@@ -1017,9 +1017,7 @@ class _Writer:
                 spread = self.vector("offset")
                 self.each(t.Assign(f"{spread}[{E}]", self.aff(p.inner.offset)))
                 groups = groups + [spread]
-            name = p.upper.as_name()
-            rank = self.ranks(groups, keys, running=True,
-                              top=bool(p.also) or (name is not None and name not in self.known))[0]
+            rank = self.ranks(groups, keys, running=True, top=self.sets_largest(p))[0]
             self.inline[p.index] = lambda: self.rank_at(rank)
             self.rank_bound(p, rank)
             return
@@ -1183,8 +1181,7 @@ class _Writer:
         order = self.vector("order")
         self.sort_into(order, "n", [*cols, (offset, False)])
         block = self.vector("block")
-        value = (lambda x: f"spf_v[{self.keep}[{x}]]") if self.keep else \
-            (lambda x: f"spf_v[{x}]")
+        value = self.value_of
         same_group = " && ".join(f"{c}[spf_e] == {c}[spf_f]" for c, _ in cols) or "1"
         self.b.add(t.Comment("runs of consecutive offsets holding one value, in offset order"),
                    t.Block([t.Declare("int64_t", "spf_run", "0"), t.For(
@@ -1281,6 +1278,11 @@ class _Writer:
         self.each(t.Assign(f"{rank}[{E}]", f"{begin}[{row}[{E}]] + {inner}[{at}[{E}]]", "+="))
         self.env[p.index] = rank
 
+    def sets_largest(self, p: Position) -> bool:
+        """Whether :meth:`rank_bound` sets a scalar field to the largest rank plus one."""
+        name = p.upper.as_name()
+        return bool(p.also) or (name is not None and name not in self.known)
+
     def rank_bound(self, p: Position, rank: str) -> None:
         """The upper bound of a RANK position: checked (a constant, a given scalar), or set
         to the largest group (a scalar field) or to each group's size (an array)."""
@@ -1288,7 +1290,7 @@ class _Writer:
                            Constraint.make(p.upper - Aff.var(p.index) - 1, False)},
                           {Constraint.make(Aff.var(f) - Aff.var(p.index) - 1, False)
                            for f in p.also})         # and below the largest group
-        largest = self.running[rank].top
+        largest = self.running[rank].top       # kept where sets_largest(p)
         for field in p.also:
             self.set_scalar(field, largest)
         name = p.upper.as_name()
@@ -1522,12 +1524,16 @@ class _Writer:
             self.b.add(t.Call("(void)spf_v", note="a pattern layout: every entry holds "
                               f"{lay.implicit}"))
             return []
+        data = self.allocate(lay.value_ref.array, covered=f"{slots} == n")
+        return [self.kept(partial(self.value_store, data, slots))]
+
+    def value_store(self, data: str, slots: str) -> _Store:
+        """The store of each entry's value into ``data`` (:meth:`store_values`)."""
+        lay = self.lay
         ref = lay.value_ref
-        data = self.allocate(ref.array, covered=f"{slots} == n")
-        self.take_running()
         subs = [self.ie_text(s, per_entry=True) for s in ref.subscripts]
         where = self.offset(ref.array, subs)
-        values = f"spf_v[{self.keep}[{E}]]" if self.keep else f"spf_v[{E}]"
+        values = self.value_of(E)
         body: list[t.Node] = [
             t.Comment(f"the value at {ref.array}[{', '.join(map(ie.text, ref.subscripts))}]"),
             t.Declare("const int64_t", "spf_w", where),
@@ -1535,8 +1541,7 @@ class _Writer:
                 f"its value would be written outside {ref.array}"))]
         if not self.plan.reads_back_by_construction:
             owner = self.vector("owner", slots, "-1")
-            held = f"spf_v[{self.keep}[{owner}[spf_w]]]" if self.keep \
-                else f"spf_v[{owner}[spf_w]]"
+            held = self.value_of(f"{owner}[spf_w]")
             # a run of one value: its entries share its value slot, holding that value
             shared = f" && !{self.same(held, values)}" \
                 if any(p.one_value for p in self.part.positions) else ""
@@ -1550,8 +1555,8 @@ class _Writer:
         for x in ref.subscripts:
             reads |= {r for name in ie.names(x) if isinstance(self.inline.get(name), Aff)
                       for r in self.reads(Aff.var(name))}
-        return [_Store(t.Block([*body, t.Assign(f"{data}[spf_w]", values)]), ref.array,
-                       frozenset(reads), frozenset(self.take_running()))]
+        return _Store(t.Block([*body, t.Assign(f"{data}[spf_w]", values)]), ref.array,
+                      frozenset(reads))
 
     def collision(self) -> list[t.Node]:
         """Where values were stored without a check of their slots (the subscripts determine
@@ -1875,7 +1880,7 @@ class _Writer:
         holding values other than the fill are as many as its entries holding them (before
         runs of one value replaced them)."""
         lay = self.lay
-        values = f"spf_v[{self.keep}[{E}]]" if self.keep else f"spf_v[{E}]"
+        values = self.value_of(E)
         self.b.add(t.Declare("int64_t", "spf_points", "0"))
         if self.part.covers:        # each run holds the entries it covers
             self.b.add(t.Declare("int64_t", "spf_held", "spf_given"))
