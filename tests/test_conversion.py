@@ -365,3 +365,54 @@ def test_an_entry_a_narrowed_range_excludes_is_refused(tmp_path):
     for dst in (csr1, ell):
         np.testing.assert_array_equal(inside.convert(dst).to_dense(), inside.to_dense())
     np.testing.assert_array_equal(spgemm(A=inside, B=inside).to_dense(), inside.to_dense() ** 2)
+
+
+VISITED = [("CSR", "ELL"), ("COO", "SELL_sigma"), ("CSC", "JDS"), ("DCSR", "CSR4"),
+           ("DIA", "BCSR"), ("BCSR", "DIA")]
+
+
+@pytest.mark.parametrize("src,dst", VISITED)
+def test_a_written_conversion_reads_the_source_in_its_own_loops(src, dst):
+    """Where the source's loops visit each entry once (Z3 proves no two share coordinates;
+    a padded source's zeros skipped), the writer's passes run inside them and no entry list
+    is built; every case against numpy."""
+    conv = spf.Conversion(src, dst, allow_padding=True, **PARAMS.get(src, {}))
+    text = conv.c_source()
+    assert "no entry list is built" in text and "spf_convert_entries(&spf_list" not in text
+    f = conv.compile()
+    for name, dense in CASES.items():
+        out = f(pack(src, dense))
+        assert out.layout.name == dst and out.shape == dense.shape, name
+        np.testing.assert_array_equal(out.to_dense(), dense, err_msg=name)
+        spf.Tensor(out.layout, out.shape, out.fields, check=True)
+
+
+def test_a_union_source_is_read_into_an_entry_list():
+    """A union source (its parts read in turn) gives no single visit of its entries."""
+    text = spf.Conversion("SymCSR", "ELL").c_source()
+    assert "no entry list is built" not in text and "spf_convert_entries(&spf_list" in text
+
+
+def test_a_refusal_naming_another_visited_entry_finds_it_again(tmp_path):
+    """Two entries that one value slot cannot hold: the writer visiting the source names
+    both (the other one found by visiting the source again, only on failure)."""
+    csr = (Path(spf.__file__).parent.parent / "layouts" / "CSR.toml").read_text()
+    text = csr.replace('name = "CSR"', 'name = "RowValue"').replace(
+        'value = "data[pj]"', 'value = "data[pi]"').replace(
+        'data = "double[rowPtr(numRows)]"', 'data = "double[numRows]"').replace(
+        'packer = "CSR.py"\n', "")
+    assert text.count("RowValue") == 1 and 'value = "data[pi]"' in text \
+        and 'data = "double[numRows]"' in text and "packer" not in text
+    path = tmp_path / "RowValue.toml"
+    path.write_text(text)
+    conv = spf.Conversion("CSR", str(path))
+    assert "no entry list is built" in conv.c_source()
+    dense = np.zeros((3, 4))
+    dense[1, 0], dense[2, 3] = 2.0, 5.0
+    out = conv.compile()(spf.Tensor.from_dense("CSR", dense))
+    np.testing.assert_array_equal(out.to_dense(), dense)
+    dense[1, 2] = 3.0
+    with pytest.raises(spf.ArgumentError, match=r"RowValue cannot hold both entries \(1, 0\) "
+                                                r"and \(1, 2\): they would share the value "
+                                                r"slot data\[1\]"):
+        conv.compile()(spf.Tensor.from_dense("CSR", dense))

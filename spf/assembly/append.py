@@ -33,11 +33,7 @@ class Append(AssemblyStrategy):
                    decisions: list[Decision]) -> AssemblyPlan:
         if not plan.direct_shape:
             return plan
-        unique = non_decreasing(
-            nest, len(nest.levels), (), (), unordered_loops(decisions), statements_only=True,
-            equal=plan.key, fallback="assumed not: equal neighbours are added"
-        ).result == "unsat"
-        return replace(plan, unique=unique)
+        return replace(plan, unique=unique_keys(nest, plan, decisions))
 
     def summary(self, plan: AssemblyPlan, kernel: str) -> str:
         if plan.direct:
@@ -95,6 +91,13 @@ class Append(AssemblyStrategy):
                      note="a group without entries may lie outside the output's extent (a "
                           "loop over an operand's entries at an offset, x(i - 4294967296), "
                           "x(i + 4294967296)): it has no pointer")]
+
+
+def unique_keys(nest: LoopNest, plan: AssemblyPlan, decisions: list[Decision]) -> bool:
+    """Whether Z3 proves that no two statement instances have the same key."""
+    return non_decreasing(
+        nest, len(nest.levels), (), (), unordered_loops(decisions), statements_only=True,
+        equal=plan.key, fallback="assumed not: equal neighbours are added").result == "unsat"
 
 
 def _combine(plan: AssemblyPlan, target: str, value: str) -> t.Node:

@@ -29,6 +29,8 @@ def param(plan: AssemblyPlan, tensor: str, role: FunctionRole) -> list[t.Param]:
     ext = [t.Param("const int64_t *restrict", "spf_ext")]
     if role is FunctionRole.HISTOGRAM:
         return [t.Param("spf_index_t *restrict", "spf_hist"), *(ext if plan.ranged else [])]
+    if role is FunctionRole.VISIT:
+        return []
     if role is FunctionRole.ROW_COUNTS:
         return [t.Param("spf_index_t *restrict", "spf_count"),
                 t.Param("spf_workspace *restrict", "spf_wss")]
@@ -79,6 +81,8 @@ def reads(plan: AssemblyPlan, role: FunctionRole, operands: set[str]) -> set[str
 def declare(plan: AssemblyPlan, names: CNames, kernel: str, role: FunctionRole) -> list[t.Node]:
     """The count (a counting pass); else the extents of the key coordinates, the cursor
     (output), the strategy's state."""
+    if role is FunctionRole.VISIT:
+        return []
     if role.counts:
         return [] if role is FunctionRole.HISTOGRAM else [t.Declare("int64_t", "spf_n", "0")]
     s = strategy(plan)
@@ -117,6 +121,11 @@ def statement(plan: AssemblyPlan, value: Callable[[], str], kernel: str,
         return [t.Call("++spf_n")]
     if role is FunctionRole.ROW_COUNTS:      # reads no value
         return strategy(plan).statement(plan, "", kernel, role)
+    if role is FunctionRole.VISIT and plan.drop_zeros:
+        return [t.Declare("spf_value_t", "spf_v", value(), const=True),
+                t.If(f"spf_v != {zero}", [t.Hole("spf_v")], note="zeros are not entries")]
+    if role is FunctionRole.VISIT:
+        return [t.Hole(value())]
     if role is FunctionRole.BOUND and plan.drop_zeros:   # no branch on the data
         return [t.Assign("spf_n", f"({value()}) != {zero}", "+=", note="zeros are not stored")]
     if role is FunctionRole.BOUND:
@@ -137,7 +146,7 @@ def hooks(plan: AssemblyPlan, kernel: str, role: FunctionRole,
     """Code run where a nest level opens (``order``: the levels' variables): the strategy's
     check of a finished group where the ordered group is known, and what ends a group of
     the coordinates above the output's last level."""
-    if role.counts:
+    if role.serial:
         return []
     s = strategy(plan)
     out: list[tuple[int, Hook]] = []
@@ -169,7 +178,7 @@ def region_end(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.No
 def finish(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
     """After the loops: a bound pass stores its count; the kernel or a term finishes its
     output, and the kernel writes the output's ``[derived]`` arrays the levels do not."""
-    if role is FunctionRole.HISTOGRAM:
+    if role in (FunctionRole.HISTOGRAM, FunctionRole.VISIT):
         return []
     if role.counts:
         return [t.Assign("*spf_bound", "spf_n")]
@@ -181,7 +190,7 @@ def finish(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Node]:
 
 def release(plan: AssemblyPlan, role: FunctionRole) -> list[t.Node]:
     """What the strategy's state releases on every exit."""
-    return [] if role.counts else strategy(plan).release(plan, role)
+    return [] if role.serial else strategy(plan).release(plan, role)
 
 
 def storage(plan: AssemblyPlan, kernel: str, role: FunctionRole) -> list[t.Definition]:

@@ -38,6 +38,14 @@ class FunctionRole(Enum):
     HISTOGRAM = auto()      # ``<name>_histogram``: counts each bucket's entries (bucket mode)
     ROW_COUNTS = auto()     # ``<name>_rows``: counts each row's distinct entries, in parallel
     #                         (rows mode; a pass of the strategy's own, like OUTPUT)
+    VISIT = auto()          # the loops alone, the statement a hole (:class:`~spf.back.ctree.
+    #                         Hole`) that a writer fills with each of its passes over the
+    #                         entries: a conversion reading its source without an entry list
+
+    @property
+    def serial(self) -> bool:
+        """A pass that runs serially: a counting pass, or a visit (the writer's passes)."""
+        return self.counts or self is FunctionRole.VISIT
 
     @property
     def counts(self) -> bool:

@@ -69,6 +69,8 @@ class CPrinter:
             out.append(f"{n.name}:")
         elif isinstance(n, t.Snippet):
             out.extend(f"{pad}{row}" if row else "" for row in n.lines)
+        elif isinstance(n, t.Hole):
+            raise AssertionError("a hole of a visiting nest printed unfilled")
         else:
             self._compound(n, d, out)
 

@@ -9,7 +9,7 @@ appends, ``nest`` opens a node whose body becomes the insertion point until the 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 
@@ -98,6 +98,16 @@ class Snippet:
     name: str
     lines: list[str]
     jumps: tuple[str, ...] = ()     # labels its code may jump to
+
+
+@dataclass
+class Hole:
+    """Where another generator's statements go: the statement of a nest that visits a
+    tensor's entries (:attr:`value`: the entry's value in C), filled by :func:`fill` with
+    each pass of the code that reads the entries (the writer of a conversion).  Never
+    printed."""
+
+    value: str
 
 
 @dataclass
@@ -191,8 +201,8 @@ class Struct:
 
 Definition = Function | Struct
 
-Node = (Comment | Declare | Assign | Call | Return | Goto | Label | Snippet | Block | For
-        | While | If | Team)
+Node = (Comment | Declare | Assign | Call | Return | Goto | Label | Snippet | Hole | Block
+        | For | While | If | Team)
 Nested = Block | For | While | If | Team   # nodes with a body
 _NESTED = (Block, For, While, If, Team)
 
@@ -205,6 +215,22 @@ def walk(nodes: list[Node]) -> Iterator[Node]:
             yield from walk(n.body)
         if isinstance(n, If) and n.orelse:
             yield from walk(n.orelse)
+
+
+def fill(nodes: list[Node], body: list[Node]) -> list[Node]:
+    """A copy of ``nodes`` with each :class:`Hole` replaced by ``body``."""
+    out: list[Node] = []
+    for n in nodes:
+        if isinstance(n, Hole):
+            out.extend(body)
+        elif isinstance(n, If):
+            out.append(replace(n, body=fill(n.body, body),
+                               orelse=None if n.orelse is None else fill(n.orelse, body)))
+        elif isinstance(n, _NESTED):
+            out.append(replace(n, body=fill(n.body, body)))
+        else:
+            out.append(n)
+    return out
 
 
 def jumps_to(nodes: list[Node], label: str) -> bool:

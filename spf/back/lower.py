@@ -51,6 +51,7 @@ class KernelCode:
     runtimes: set[str]      # C helper files from templates/ the code calls
     assembly: bool          # uses templates/assembly.c
     storage: list[t.Definition]    # the output's storage functions, put before the kernel
+    prologue: int = 0               # the body's first statements: the fields read once
 
 
 def kernel_code(plan: Plan, name: str, role: FunctionRole = FunctionRole.OUTPUT
@@ -73,7 +74,7 @@ class KernelLowering:
         self.name, self.decisions = name, list(plan.decisions)
         self.level_notes = plan.guard_notes()
         # the functions counting an assembled output's entries run serially
-        self.parallel_loop = None if role.counts else plan.parallel_loop
+        self.parallel_loop = None if role.serial else plan.parallel_loop
         self.assembly, self.role = plan.assembly, role
         self.helpers: set[str] = set()
         direct = frozenset({self.expr.output.tensor}) \
@@ -92,7 +93,7 @@ class KernelLowering:
         self.semiring = plan.semiring
         if not self.semiring.is_plus_times:
             self.helpers.add("spf_math")
-        self.building = plan.assembly is not None and not role.counts \
+        self.building = plan.assembly is not None and not role.serial \
             and role is not FunctionRole.ROW_COUNTS     # a first pass builds nothing
         self.use_acc = False       # the statement sums into the local spf_acc
 
@@ -112,7 +113,7 @@ class KernelLowering:
         a = self.assembly
         storage = assembly_c.storage(a, self.name, self.role) if a is not None else []
         return KernelCode(signature, hoisted + self.b.root, self.helpers, self.layouts,
-                          runtimes, self.building, storage)
+                          runtimes, self.building, storage, len(hoisted))
 
     # signature ------------------------------------------------------------------------
     def signature(self) -> t.Signature:

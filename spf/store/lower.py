@@ -8,7 +8,10 @@ with ``B`` untouched: ``SPF_OUT_OF_MEMORY``, or ``SPF_REFUSED`` when an entry ca
 written (``spf_err``: the refusal's number, the entry's coordinates, up to three numbers and
 another entry's coordinates; the file's header lists the refusals).  ``spf_sizes`` (or NULL)
 receives the extents of each array, in declaration order, then the number of entries written;
-an array over ``spf_max_bytes`` (when positive) is refused before it is allocated.
+an array over ``spf_max_bytes`` (when positive) is refused before it is allocated.  Given a
+:class:`Visit` (a conversion's source loops), the function takes the source struct instead of
+``n``, ``g`` and ``v``, and each pass over the entries runs inside those loops (the first one
+counts them).
 
 The passes follow the plan (see :mod:`spf.front.writing`): the part's share of the entries
 and the constraints over the coordinates alone (once the solved indices and the keys stored at
@@ -86,13 +89,15 @@ class WriterSource:
     arrays: tuple[tuple[str, int], ...]     # array fields in declaration order, their ranks
     proven: tuple[Property, ...] = ()       # the layout's properties its C checks
     notes: tuple[str, ...] = ()             # decisions the header states (runs of one value)
+    visits: bool = False                    # reads the source in its own loops (a Visit)
+    helpers: tuple[t.Function, ...] = ()    # static functions it calls, defined before it
 
     @property
     def definition(self) -> str:
         """The function as C text."""
-        return CPrinter().definitions([t.Function(self.signature, list(self.body),
-                                                  f"Entries written into {self.layout.name} "
-                                                  "(spf.store).")])
+        return CPrinter().definitions([*self.helpers, t.Function(
+            self.signature, list(self.body), f"Entries written into {self.layout.name} "
+            "(spf.store).")])
 
     @property
     def err_size(self) -> int:
@@ -119,20 +124,54 @@ class WriterSource:
 _REPORTS = (t.Param("int64_t *restrict", "spf_err"), t.Param("int64_t *restrict", "spf_sizes"))
 
 
+@dataclass(frozen=True)
+class Visit:
+    """A source's own loops over its entries (a conversion's, :class:`~spf.assembly.
+    FunctionRole` ``VISIT``), which feed the writer's passes instead of an entry list: each
+    pass over the entries runs inside them (at their :class:`~spf.back.ctree.Hole`), entry
+    ``e`` counted as they arrive.  The loops must visit every entry once, in the order an
+    entry list would hold them, and ``n`` must be their number."""
+
+    param: t.Param                  # the source's struct, which the loops read
+    fields: tuple[t.Node, ...]      # its fields read once, before every pass
+    loops: tuple[t.Node, ...]       # the loops, with a hole for the statement
+    coords: tuple[str, ...]         # each logical coordinate's C name inside them
+
+    @property
+    def value(self) -> str:
+        """The entry's value in C, inside the loops."""
+        return next(n.value for n in t.walk(list(self.loops)) if isinstance(n, t.Hole))
+
+
+class _NeedsListError(Exception):
+    """A pass reads an entry other than the one visited (or the one before): the entries
+    must be listed."""
+
+
 def c_ident(name: str) -> str:
     """``name`` as a C identifier (characters outside [A-Za-z0-9_] spelled by code point)."""
     return re.sub(r"[^A-Za-z0-9_]", lambda m: f"_u{ord(m.group()):x}_", name)
 
 
-def writer_source(plan: WritePlan, name: str) -> WriterSource:
-    """The C function writing entries into ``plan.layout`` (see the module docstring)."""
-    w = _Writer(plan, name)
-    body = w.lower()
+def writer_source(plan: WritePlan, name: str, visit: Visit | None = None) -> WriterSource:
+    """The C function writing entries into ``plan.layout`` (see the module docstring); with
+    ``visit``, the entries of the source those loops visit (:attr:`WriterSource.visits`),
+    where every pass can read them there, else the listed entries."""
+    if visit is not None and (plan.others or plan.first.covers):
+        visit = None        # a union's parts and runs re-read the entries they keep
+    try:
+        w = _Writer(plan, name, visit)
+        body = w.lower()
+    except _NeedsListError:
+        visit = None
+        w = _Writer(plan, name)
+        body = w.lower()
     lay = plan.layout
+    given = (t.Param("int64_t", "spf_n"), t.Param("const spf_index_t *const *", "spf_g"),
+             t.Param("const spf_value_t *restrict", "spf_v")) if visit is None \
+        else (visit.param,)
     signature = t.Signature("int", name, (
-        t.Param(f"{struct_name(lay)} *restrict", "B"), *_REPORTS,
-        t.Param("int64_t", "spf_n"), t.Param("const spf_index_t *const *", "spf_g"),
-        t.Param("const spf_value_t *restrict", "spf_v"),
+        t.Param(f"{struct_name(lay)} *restrict", "B"), *_REPORTS, *given,
         t.Param("const spf_value_t *restrict", "spf_fill"),
         t.Param("const int64_t *restrict", "spf_shape"), t.Param("int", "spf_allow_padding"),
         t.Param("int64_t", "spf_max_bytes")))
@@ -142,14 +181,41 @@ def writer_source(plan: WritePlan, name: str) -> WriterSource:
                   f"{c.end} = {_run_end(plan, c)}" + ("; runs abut, gaps are runs of the fill"
                                                       if c.dense else "")
                   for c in plan.first.covers)
+    helpers = (_entry_lookup(visit, name),) if visit is not None and w.looked_up else ()
     return WriterSource(lay, name, signature, tuple(body), tuple(w.refusals), arrays,
-                        tuple(w.proven), notes)
+                        tuple(w.proven), notes, visit is not None, helpers)
 
 
-def writer_file(plan: WritePlan, name: str, before: str = "") -> tuple[WriterSource, str]:
+def _entry_lookup(visit: Visit, name: str) -> t.Function:
+    """``<name>_entry(A, entry, k)``: coordinate ``k`` of the ``entry``-th entry the source's
+    loops visit (-1 past the last), for a refusal naming another entry than the one visited:
+    the loops run again, only when the write fails."""
+    fields = [n.name for n in visit.fields if isinstance(n, t.Declare)]
+    pick = "spf_k == 0 ? (int64_t)" + visit.coords[0] if len(visit.coords) == 1 else \
+        " : ".join(f"spf_k == {k} ? (int64_t){c}" for k, c in enumerate(visit.coords[:-1]))
+    last = f"(int64_t){visit.coords[-1]}"
+    found = last if len(visit.coords) == 1 else f"{pick} : {last}"
+    return t.Function(
+        "static " + str(t.Signature("int64_t", f"{name}_entry", (
+            visit.param, t.Param("int64_t", "spf_entry"), t.Param("int", "spf_k")))),
+        [*visit.fields,
+         *([t.Call(", ".join(f"(void){f}" for f in fields), note="the loops may read only "
+                   "some of them")] if fields else []),
+         t.Declare("int64_t", E, "0"),
+         *t.fill(list(visit.loops), [t.If(f"{E} == spf_entry", [t.Return(found)]),
+                                     t.Call(f"++{E}")]),
+         *([t.Call("(void)spf_k")] if len(visit.coords) == 1 else []),
+         t.Return("-1")],
+        "Coordinate spf_k of entry spf_entry of A, in the order A's loops visit them (-1 "
+        "past the last): the other entry a refusal names, found only when the write fails.")
+
+
+def writer_file(plan: WritePlan, name: str, before: str = "",
+                visit: Visit | None = None) -> tuple[WriterSource, str]:
     """The writer's definitions as a block of a C file: the store primitives, the layout's
-    struct and the function (``before``: text that already defines the struct)."""
-    src = writer_source(plan, name)
+    struct and the function (``before``: text that already defines the struct; ``visit``:
+    see :func:`writer_source`)."""
+    src = writer_source(plan, name, visit)
     struct = "" if f"}} {struct_name(plan.layout)};" in before \
         else struct_typedef(plan.layout) + "\n\n"
     return src, (c_enum() + "\n\n" + template_text("store.c").rstrip() + "\n\n" + struct
@@ -187,8 +253,12 @@ class _Writer:
     """Builds the write function's body pass by pass (the order of
     :func:`spf.runtime.writer.write`, which this replaces)."""
 
-    def __init__(self, plan: WritePlan, name: str):
+    def __init__(self, plan: WritePlan, name: str, visit: Visit | None = None):
         self.plan, self.lay, self.name = plan, plan.layout, name
+        self.visit = visit                  # the source's loops, which give the entries
+        self.before: set[int] = set()       # coordinates of the entry before the visited
+        #                                     one read since the last pass over the entries
+        self.looked_up = False              # a refusal names another visited entry
         self.part: PartWrite = plan.first
         self.outs = list(self.lay.relation.out_vars or ())
         self.b = t.Builder()
@@ -235,10 +305,22 @@ class _Writer:
         try:
             value = self.inline[name]
             if isinstance(value, int):
-                return f"(int64_t)spf_g{value}[{self.entry}]"
+                return self.given_at(value, self.entry)
             return self.aff(value) if isinstance(value, Aff) else value()
         finally:
             self.entry = outer
+
+    def given_at(self, k: int, entry: str) -> str:
+        """Coordinate ``k`` of the entry ``entry`` as given (-1: its value): listed, or
+        visited (``e``, or ``e - 1``: the one before)."""
+        if self.visit is None:
+            return f"spf_v[{entry}]" if k < 0 else f"(int64_t)spf_g{k}[{entry}]"
+        if entry == E:
+            return self.visit.value if k < 0 else f"(int64_t){self.visit.coords[k]}"
+        if entry == f"{E} - 1" and k >= 0:
+            self.before.add(k)
+            return f"spf_prev{k}"
+        raise _NeedsListError(entry)
 
     def column(self, name: str) -> str:
         """A per-entry name as a vector (computed now if it is computed where read)."""
@@ -348,11 +430,13 @@ class _Writer:
         return ie.to_c_with(e, name_text, call, wide=True)
 
     # ---- statements ---------------------------------------------------------------------
-    def each(self, *body: t.Node, count: str = "n", running: set[str] | None = None) -> None:
+    def each(self, *body: t.Node, count: str = "n", running: set[str] | None = None,
+             counting: bool = False) -> None:
         """``for e in [0, count)``: body; over the entries, each running rank the body reads
-        (``running``, default: those read since the last loop) computed first."""
+        (``running``, default: those read since the last loop) computed first; ``counting``:
+        the entries' number set in ``n`` (the first visit of a source's entries)."""
         reads = self.take_running() if running is None else running
-        if count != "n" or not reads:
+        if count != "n":
             self.b.add(t.For(f"int64_t {E} = 0", f"{E} < {count}", f"++{E}", list(body)))
             return
         before: list[t.Node] = []
@@ -361,8 +445,26 @@ class _Writer:
             r = self.running[rank]
             before.append(t.Declare("int64_t", r.var, "0"))
             prelude.append(t.If(f"{r.ordered} && {E} > 0", self.rank_step(r)))
-        self.b.add(t.Block([*before, t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}",
-                                           [*prelude, *body])]))
+        loop = self.over_entries([*prelude, *body], counting)
+        self.b.add(t.Block([*before, *loop]) if before else loop[0] if len(loop) == 1
+                   else t.Block(loop))
+
+    def over_entries(self, body: list[t.Node], counting: bool = False) -> list[t.Node]:
+        """``body`` run for each entry ``e`` in turn: a loop over the listed entries, or
+        the source's loops (:class:`Visit`), where ``body`` reads the visited entry's
+        coordinates and value as those loops name them, and the previous entry's
+        coordinates as ``spf_prev<k>``."""
+        if self.visit is None:
+            return [t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}", body)]
+        before, self.before = self.before, set()
+        v = self.visit
+        named: list[t.Node] = [t.Call(", ".join(f"(void){c}" for c in v.coords),
+                                      note="a pass may read only some coordinates")]
+        after = [t.Assign(f"spf_prev{k}", f"(int64_t){v.coords[k]}") for k in sorted(before)]
+        return [t.Declare("int64_t", E, "0", note="the entries visited so far"),
+                *(t.Declare("int64_t", f"spf_prev{k}", "0") for k in sorted(before)),
+                *t.fill(list(v.loops), [*named, *body, *after, t.Call(f"++{E}")]),
+                *([t.Assign("n", E, note="every entry visited")] if counting else [])]
 
     def take_running(self) -> set[str]:
         """The running ranks printed since the last call."""
@@ -407,8 +509,17 @@ class _Writer:
             out.append(t.Assign(f"spf_err[{1 + order + k}]", v))
         if other is not None:
             for k in range(order):
-                out.append(t.Assign(f"spf_err[{4 + order + k}]", self.at(self.outs[k], other)))
+                out.append(t.Assign(f"spf_err[{4 + order + k}]", self.elsewhere(k, other)))
         return out + [t.Assign("spf_status", c_name(Status.REFUSED)), t.Goto("spf_done")]
+
+    def elsewhere(self, k: int, entry: str) -> str:
+        """Coordinate ``k`` of another entry than the one a pass is at, which a refusal names:
+        listed, or found by visiting the source's entries again (:func:`_entry_lookup`;
+        only when the write fails)."""
+        if self.visit is None:
+            return self.at(self.outs[k], entry)
+        self.looked_up = True
+        return f"{self.name}_entry(A, {entry}, {k})"
 
     def refuse_if(self, cond: str, text: str, x: tuple[str, ...] = (), entry: bool = True,
                   other: str | None = None, spec: str | None = None,
@@ -470,12 +581,25 @@ class _Writer:
         self.finish()
         if not self.fill_read:
             self.decls.append(t.Call("(void)spf_fill", note="no slot here holds the fill"))
-        return [*self.decls, *b.root]
+        return [*self.source_fields(), *self.decls, *b.root]
+
+    def source_fields(self) -> list[t.Node]:
+        """With :class:`Visit`: the source's fields its loops read, once, before anything
+        can fail (each pass may read only some)."""
+        if self.visit is None:
+            return []
+        names = [n.name for n in self.visit.fields if isinstance(n, t.Declare)]
+        return [*self.visit.fields,
+                t.Call(", ".join(f"(void){n}" for n in names), note="a pass may read only "
+                       "some of them")] if names else []
 
     def start(self) -> None:
         """The shape's scalar fields, the entry count and each coordinate as int64."""
         lay, b = self.lay, self.b
-        b.add(t.Declare("int", "spf_status", "0"), t.Declare("int64_t", "n", "spf_n"))
+        b.add(t.Declare("int", "spf_status", "0"),
+              t.Declare("int64_t", "n", "spf_n" if self.visit is None else "0",
+                        note="" if self.visit is None else "the entries: counted by the "
+                        "first visit"))
         for f, spec in lay.fields.items():
             if not spec.is_array:
                 self.decls.append(t.Declare("int64_t", self.scalar(f), "0"))
@@ -499,7 +623,8 @@ class _Writer:
                                      f"{name} differ", entry=False))
             else:
                 self.set_scalar(name, f"spf_shape[{k}]")
-            self.decls.append(t.Declare("const spf_index_t *", f"spf_g{k}", f"spf_g[{k}]"))
+            if self.visit is None:
+                self.decls.append(t.Declare("const spf_index_t *", f"spf_g{k}", f"spf_g[{k}]"))
             self.inline[g] = k
         self.inline[ENTRY] = lambda: self.entry
 
@@ -655,7 +780,11 @@ class _Writer:
                                       f"stored in {self.lay.name}: it lies outside the shape "
                                       f"({', '.join(map(str, self.lay.shape))})")
                        for c in self.box)]
-            if tests:
+            if self.visit is not None:      # the first visit counts the entries too
+                self.b.add(t.Comment("the entries counted (n) and the constraints over the "
+                                     "coordinates alone, in one pass"))
+                self.each(*tests, counting=True)
+            elif tests:
                 self.b.add(t.Comment("the constraints over the coordinates alone, in one pass"))
                 self.each(*tests)
             return
@@ -852,16 +981,17 @@ class _Writer:
         stored; ``top``: the largest rank plus one kept)."""
         number = rank is not None or top is not None
         keyed = number or first != "NULL" or counts is not None    # spf_new_key read
+        # out of order: the pass stops (out of the source's loops too, when they visit)
+        stop = t.Call("break") if self.visit is None else t.Goto(self.fresh("out_of_order"))
         chain: list[t.Node] = []
         for k in reversed(range(len(cols))):
             c, down = cols[k]
             a, b = f"spf_a{k}", f"spf_b{k}"
             differs: list[t.Node] = [
-                t.If(f"{a} {'<' if down else '>'} {b}", [t.Assign(ordered, "0"),
-                                                          t.Call("break")]),
+                t.If(f"{a} {'<' if down else '>'} {b}", [t.Assign(ordered, "0"), stop]),
                 *([t.Assign("spf_new_key", "1")] if keyed else []),
                 *([t.Assign("spf_new_group", "1")] if k < ngroups and number else [])]
-            chain = [t.Declare("const int64_t", a, self.col_at(c, "spf_p")),
+            chain = [t.Declare("const int64_t", a, self.col_at(c, f"{E} - 1")),
                      t.Declare("const int64_t", b, self.col_at(c, E)),
                      t.If(f"{a} != {b}", differs, chain or None)]
         numbered: list[t.Node] = [     # each entry's key numbered, from 0 in its group
@@ -871,18 +1001,21 @@ class _Writer:
             *([t.If(f"spf_key - spf_group_start >= {top}",
                     [t.Assign(top, "spf_key - spf_group_start + 1")])] if top else [])
         ] if number else []
+        body = [
+            *([t.Declare("int", "spf_new_key", f"{E} == 0")] if keyed else []),
+            *([t.Declare("int", "spf_new_group", f"{E} == 0")] if number else []),
+            t.If(f"{E} > 0", chain),
+            *numbered,
+            *([t.Assign(f"{first}[{E}]", "(uint8_t)spf_new_key")] if first != "NULL" else []),
+            *([t.Assign(f"{counts}[{self.col_at(cols[0][0], E)} + 1]", "spf_new_key", "+=")]
+              if counts is not None else [])]
+        left: list[t.Node] = [t.Label(stop.label), t.Call(
+            "(void)0", note="left at the first entry out of order")] \
+            if isinstance(stop, t.Goto) else []
         return [
             *([t.Declare("int64_t", "spf_key", "-1"),
                t.Declare("int64_t", "spf_group_start", "0")] if number else []),
-            t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}", [
-                *([t.Declare("int", "spf_new_key", f"{E} == 0")] if keyed else []),
-                *([t.Declare("int", "spf_new_group", f"{E} == 0")] if number else []),
-                t.If(f"{E} > 0", [t.Declare("const int64_t", "spf_p", f"{E} - 1"), *chain]),
-                *numbered,
-                *([t.Assign(f"{first}[{E}]", "(uint8_t)spf_new_key")] if first != "NULL"
-                  else []),
-                *([t.Assign(f"{counts}[{self.col_at(cols[0][0], E)} + 1]", "spf_new_key",
-                            "+=")] if counts is not None else [])])]
+            *self.over_entries(body), *left]
 
     def col_at(self, col: str, entry: str) -> str:
         """A column of :meth:`ranks` at ``entry``: a vector's element, or a per-entry name's
@@ -1521,8 +1654,9 @@ class _Writer:
         index, distinct entries have distinct slots)."""
         lay = self.lay
         if lay.value_array is None:         # a pattern layout stores no values
-            self.b.add(t.Call("(void)spf_v", note="a pattern layout: every entry holds "
-                              f"{lay.implicit}"))
+            if self.visit is None:
+                self.b.add(t.Call("(void)spf_v", note="a pattern layout: every entry holds "
+                                  f"{lay.implicit}"))
             return []
         data = self.allocate(lay.value_ref.array, covered=f"{slots} == n")
         return [self.kept(partial(self.value_store, data, slots))]
@@ -1541,9 +1675,8 @@ class _Writer:
                 f"its value would be written outside {ref.array}"))]
         if not self.plan.reads_back_by_construction:
             owner = self.vector("owner", slots, "-1")
-            held = self.value_of(f"{owner}[spf_w]")
             # a run of one value: its entries share its value slot, holding that value
-            shared = f" && !{self.same(held, values)}" \
+            shared = f" && !{self.same(self.value_of(f'{owner}[spf_w]'), values)}" \
                 if any(p.one_value for p in self.part.positions) else ""
             body += [self.refuse_if(f"{owner}[spf_w] >= 0{shared}",
                                     f"{lay.name} cannot hold both entries {{other}} and {{at}}: "
@@ -1657,7 +1790,7 @@ class _Writer:
 
     def value_of(self, entry: str) -> str:
         """C: the value of ``entry`` (a union's first part: of its kept entries)."""
-        return f"spf_v[{self.keep}[{entry}]]" if self.keep else f"spf_v[{entry}]"
+        return f"spf_v[{self.keep}[{entry}]]" if self.keep else self.given_at(-1, entry)
 
     def absent(self) -> str:
         """C: what the tensor holds where no entry is (``spf_fill``), declared where read."""

@@ -19,6 +19,7 @@
  *   13: ELL: numRows = {x0} is beyond int32; use index_type='int64'
  *   14: ELL: numCols = {x0} is beyond int32; use index_type='int64'
  *   15: ELL: width = {x0} is beyond int32; use index_type='int64'
+ * the writer reads A's entries where A's loops visit them (spf_convert_entries below without its output: Z3 proved no two entries share coordinates), once per pass, the first pass counting them; no entry list is built
  * the writer's passes: pi = i; colIdx(pi, pk) = j; pk = position of (colIdx(pi, pk)) increasing, the rank within (pi), below width; unused colIdx = -1
  */
 /*
@@ -1090,58 +1091,72 @@ typedef struct spf_ELL {
 } spf_ELL;
 
 /* Entries written into ELL (spf.store). */
-int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *restrict spf_sizes, int64_t spf_n, const spf_index_t *const *spf_g, const spf_value_t *restrict spf_v, const spf_value_t *restrict spf_fill, const int64_t *restrict spf_shape, int spf_allow_padding, int64_t spf_max_bytes)
+int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *restrict spf_sizes, const spf_CSR *restrict A, const spf_value_t *restrict spf_fill, const int64_t *restrict spf_shape, int spf_allow_padding, int64_t spf_max_bytes)
 {
+    /* the tensors' fields, read once (restrict: no output overlaps an input) */
+    const spf_index_t A_numRows = A->numRows;
+    const spf_index_t *restrict A_rowPtr = A->rowPtr;
+    const spf_index_t *restrict A_colIdx = A->colIdx;
+    const double *restrict A_data = A->data;
+    (void)A_numRows, (void)A_rowPtr, (void)A_colIdx, (void)A_data;   /* a pass may read only some of them */
     int64_t f_numRows = 0;
     int64_t f_numCols = 0;
     int64_t f_width = 0;
-    const spf_index_t * spf_g0 = spf_g[0];
-    const spf_index_t * spf_g1 = spf_g[1];
     int64_t spf_top_3 = 0;
     int64_t * spf_rank_1 = NULL;
-    int64_t * spf_pi_4 = NULL;
-    int64_t * spf_colIdx_u28_pi_u2c__u20_pk_u29__5 = NULL;
-    int64_t spf_colIdx_9_d0 = 0;
-    int64_t spf_colIdx_10_d1 = 0;
-    spf_index_t * spf_colIdx_11 = NULL;
-    int64_t spf_data_12_d0 = 0;
-    int64_t spf_data_13_d1 = 0;
+    int64_t * spf_pi_5 = NULL;
+    int64_t * spf_colIdx_u28_pi_u2c__u20_pk_u29__6 = NULL;
+    int64_t spf_colIdx_10_d0 = 0;
+    int64_t spf_colIdx_11_d1 = 0;
+    spf_index_t * spf_colIdx_12 = NULL;
+    int64_t spf_data_13_d0 = 0;
+    int64_t spf_data_14_d1 = 0;
     const spf_value_t spf_absent = *spf_fill;   /* what the tensor holds where no entry is */
-    spf_value_t * spf_data_14 = NULL;
+    spf_value_t * spf_data_15 = NULL;
     int spf_status = 0;
-    int64_t n = spf_n;
+    int64_t n = 0;   /* the entries: counted by the first visit */
     f_numRows = spf_shape[0];
     f_numCols = spf_shape[1];
-    /* the constraints over the coordinates alone, in one pass */
-    for (int64_t e = 0; e < n; ++e) {
-        if (((int64_t)spf_g0[e]) < 0) {
-            spf_err[0] = 0;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
+    /* the entries counted (n) and the constraints over the coordinates alone, in one pass */
+    {
+        int64_t e = 0;   /* the entries visited so far */
+        for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
+            const spf_index_t i = A_pi;
+            for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+                const spf_index_t j = A_colIdx[A_pj];
+                (void)i, (void)j;   /* a pass may read only some coordinates */
+                if (((int64_t)i) < 0) {
+                    spf_err[0] = 0;
+                    spf_err[1] = (int64_t)i;
+                    spf_err[2] = (int64_t)j;
+                    spf_status = SPF_REFUSED;
+                    goto spf_done;
+                }
+                if (((int64_t)j) < 0) {
+                    spf_err[0] = 1;
+                    spf_err[1] = (int64_t)i;
+                    spf_err[2] = (int64_t)j;
+                    spf_status = SPF_REFUSED;
+                    goto spf_done;
+                }
+                if ((-(int64_t)i + f_numRows + INT64_C(-1)) < 0) {
+                    spf_err[0] = 2;
+                    spf_err[1] = (int64_t)i;
+                    spf_err[2] = (int64_t)j;
+                    spf_status = SPF_REFUSED;
+                    goto spf_done;
+                }
+                if ((-(int64_t)j + f_numCols + INT64_C(-1)) < 0) {
+                    spf_err[0] = 3;
+                    spf_err[1] = (int64_t)i;
+                    spf_err[2] = (int64_t)j;
+                    spf_status = SPF_REFUSED;
+                    goto spf_done;
+                }
+                ++e;
+            }
         }
-        if (((int64_t)spf_g1[e]) < 0) {
-            spf_err[0] = 1;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        if ((-(int64_t)spf_g0[e] + f_numRows + INT64_C(-1)) < 0) {
-            spf_err[0] = 2;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
-        if ((-(int64_t)spf_g1[e] + f_numCols + INT64_C(-1)) < 0) {
-            spf_err[0] = 3;
-            spf_err[1] = (int64_t)spf_g0[e];
-            spf_err[2] = (int64_t)spf_g1[e];
-            spf_status = SPF_REFUSED;
-            goto spf_done;
-        }
+        n = e;   /* every entry visited */
     }
     /* pi = gi */
     /* colIdx(pi, pk) = gj */
@@ -1151,40 +1166,52 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     {
         int64_t spf_key = -1;
         int64_t spf_group_start = 0;
-        for (int64_t e = 0; e < n; ++e) {
-            int spf_new_key = e == 0;
-            int spf_new_group = e == 0;
-            if (e > 0) {
-                const int64_t spf_p = e - 1;
-                const int64_t spf_a0 = (int64_t)spf_g0[spf_p];
-                const int64_t spf_b0 = (int64_t)spf_g0[e];
-                if (spf_a0 != spf_b0) {
-                    if (spf_a0 > spf_b0) {
-                        spf_in_order_2 = 0;
-                        break;
-                    }
-                    spf_new_key = 1;
-                    spf_new_group = 1;
-                } else {
-                    const int64_t spf_a1 = (int64_t)spf_g1[spf_p];
-                    const int64_t spf_b1 = (int64_t)spf_g1[e];
-                    if (spf_a1 != spf_b1) {
-                        if (spf_a1 > spf_b1) {
+        int64_t e = 0;   /* the entries visited so far */
+        int64_t spf_prev0 = 0;
+        int64_t spf_prev1 = 0;
+        for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
+            const spf_index_t i = A_pi;
+            for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+                const spf_index_t j = A_colIdx[A_pj];
+                (void)i, (void)j;   /* a pass may read only some coordinates */
+                int spf_new_key = e == 0;
+                int spf_new_group = e == 0;
+                if (e > 0) {
+                    const int64_t spf_a0 = spf_prev0;
+                    const int64_t spf_b0 = (int64_t)i;
+                    if (spf_a0 != spf_b0) {
+                        if (spf_a0 > spf_b0) {
                             spf_in_order_2 = 0;
-                            break;
+                            goto spf_out_of_order_4;
                         }
                         spf_new_key = 1;
+                        spf_new_group = 1;
+                    } else {
+                        const int64_t spf_a1 = spf_prev1;
+                        const int64_t spf_b1 = (int64_t)j;
+                        if (spf_a1 != spf_b1) {
+                            if (spf_a1 > spf_b1) {
+                                spf_in_order_2 = 0;
+                                goto spf_out_of_order_4;
+                            }
+                            spf_new_key = 1;
+                        }
                     }
                 }
-            }
-            spf_key += spf_new_key;
-            if (spf_new_group) {
-                spf_group_start = spf_key;
-            }
-            if (spf_key - spf_group_start >= spf_top_3) {
-                spf_top_3 = spf_key - spf_group_start + 1;
+                spf_key += spf_new_key;
+                if (spf_new_group) {
+                    spf_group_start = spf_key;
+                }
+                if (spf_key - spf_group_start >= spf_top_3) {
+                    spf_top_3 = spf_key - spf_group_start + 1;
+                }
+                spf_prev0 = (int64_t)i;
+                spf_prev1 = (int64_t)j;
+                ++e;
             }
         }
+spf_out_of_order_4:
+        (void)0;   /* left at the first entry out of order */
     }
     if (!spf_in_order_2) {   /* out of order: the columns copied as int64, ranked through a stable sort */
         spf_rank_1 = spf_st_vector(n);
@@ -1192,145 +1219,174 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             spf_status = SPF_OUT_OF_MEMORY;
             goto spf_done;
         }
-        spf_pi_4 = spf_st_vector(n);
-        if (!spf_pi_4) {
+        spf_pi_5 = spf_st_vector(n);
+        if (!spf_pi_5) {
             spf_status = SPF_OUT_OF_MEMORY;
             goto spf_done;
         }
-        for (int64_t e = 0; e < n; ++e) {
-            spf_pi_4[e] = (int64_t)spf_g0[e];
+        {
+            int64_t e = 0;   /* the entries visited so far */
+            for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
+                const spf_index_t i = A_pi;
+                for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+                    const spf_index_t j = A_colIdx[A_pj];
+                    (void)i, (void)j;   /* a pass may read only some coordinates */
+                    spf_pi_5[e] = (int64_t)i;
+                    ++e;
+                }
+            }
         }
-        spf_colIdx_u28_pi_u2c__u20_pk_u29__5 = spf_st_vector(n);
-        if (!spf_colIdx_u28_pi_u2c__u20_pk_u29__5) {
+        spf_colIdx_u28_pi_u2c__u20_pk_u29__6 = spf_st_vector(n);
+        if (!spf_colIdx_u28_pi_u2c__u20_pk_u29__6) {
             spf_status = SPF_OUT_OF_MEMORY;
             goto spf_done;
         }
-        for (int64_t e = 0; e < n; ++e) {
-            spf_colIdx_u28_pi_u2c__u20_pk_u29__5[e] = (int64_t)spf_g1[e];
+        {
+            int64_t e = 0;   /* the entries visited so far */
+            for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
+                const spf_index_t i = A_pi;
+                for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+                    const spf_index_t j = A_colIdx[A_pj];
+                    (void)i, (void)j;   /* a pass may read only some coordinates */
+                    spf_colIdx_u28_pi_u2c__u20_pk_u29__6[e] = (int64_t)j;
+                    ++e;
+                }
+            }
         }
-        const int64_t *const spf_cols_6[2] = {spf_pi_4, spf_colIdx_u28_pi_u2c__u20_pk_u29__5};
-        const int spf_desc_7[2] = {0, 0};
-        if (spf_st_ranks(n, 1, 2, spf_cols_6, spf_desc_7, spf_rank_1, NULL)) {
+        const int64_t *const spf_cols_7[2] = {spf_pi_5, spf_colIdx_u28_pi_u2c__u20_pk_u29__6};
+        const int spf_desc_8[2] = {0, 0};
+        if (spf_st_ranks(n, 1, 2, spf_cols_7, spf_desc_8, spf_rank_1, NULL)) {
             spf_status = SPF_OUT_OF_MEMORY;
             goto spf_done;
         }
         spf_top_3 = spf_st_top(n, spf_rank_1);
     }
     f_width = spf_top_3;
-    const int64_t spf_slots_8 = (f_numRows) * (f_width);
-    if (spf_slots_8 > INT64_C(2147483647)) {
+    const int64_t spf_slots_9 = (f_numRows) * (f_width);
+    if (spf_slots_9 > INT64_C(2147483647)) {
         spf_err[0] = 4;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_slots_8;
+        spf_err[3] = spf_slots_9;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (!spf_allow_padding && spf_slots_8 > 4 * (n > 1 ? n : 1) && spf_slots_8 > n) {
+    if (!spf_allow_padding && spf_slots_9 > 4 * (n > 1 ? n : 1) && spf_slots_9 > n) {
         spf_err[0] = 5;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = n;
-        spf_err[4] = spf_slots_8;
-        spf_err[5] = (int64_t)(100.0 * (1.0 - (double)n / (double)spf_slots_8) + 0.5);
+        spf_err[4] = spf_slots_9;
+        spf_err[5] = (int64_t)(100.0 * (1.0 - (double)n / (double)spf_slots_9) + 0.5);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_colIdx_9_d0 = f_numRows;
-    spf_colIdx_10_d1 = f_width;
-    if (spf_colIdx_9_d0 < 0 || spf_colIdx_10_d1 < 0) {
+    spf_colIdx_10_d0 = f_numRows;
+    spf_colIdx_11_d1 = f_width;
+    if (spf_colIdx_10_d0 < 0 || spf_colIdx_11_d1 < 0) {
         spf_err[0] = 6;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_colIdx_9_d0;
-        spf_err[4] = spf_colIdx_10_d1;
+        spf_err[3] = spf_colIdx_10_d0;
+        spf_err[4] = spf_colIdx_11_d1;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (spf_max_bytes > 0 && spf_colIdx_9_d0 * spf_colIdx_10_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
+    if (spf_max_bytes > 0 && spf_colIdx_10_d0 * spf_colIdx_11_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
         spf_err[0] = 7;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_colIdx_9_d0 * spf_colIdx_10_d1 * (int64_t)sizeof(spf_index_t);
+        spf_err[3] = spf_colIdx_10_d0 * spf_colIdx_11_d1 * (int64_t)sizeof(spf_index_t);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_colIdx_11 = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_colIdx_9_d0 * spf_colIdx_10_d1));
-    if (!spf_colIdx_11) {
+    spf_colIdx_12 = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_colIdx_10_d0 * spf_colIdx_11_d1));
+    if (!spf_colIdx_12) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
     if (!((f_numRows) * (f_width) == n)) {   /* the entries write every slot when they are as many as the slots */
-        for (int64_t e = 0; e < spf_colIdx_9_d0 * spf_colIdx_10_d1; ++e) {
-            spf_colIdx_11[e] = (spf_index_t)INT64_C(-1);
+        for (int64_t e = 0; e < spf_colIdx_10_d0 * spf_colIdx_11_d1; ++e) {
+            spf_colIdx_12[e] = (spf_index_t)INT64_C(-1);
         }
     }
-    spf_data_12_d0 = f_numRows;
-    spf_data_13_d1 = f_width;
-    if (spf_data_12_d0 < 0 || spf_data_13_d1 < 0) {
+    spf_data_13_d0 = f_numRows;
+    spf_data_14_d1 = f_width;
+    if (spf_data_13_d0 < 0 || spf_data_14_d1 < 0) {
         spf_err[0] = 10;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_data_12_d0;
-        spf_err[4] = spf_data_13_d1;
+        spf_err[3] = spf_data_13_d0;
+        spf_err[4] = spf_data_14_d1;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (spf_max_bytes > 0 && spf_data_12_d0 * spf_data_13_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
+    if (spf_max_bytes > 0 && spf_data_13_d0 * spf_data_14_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
         spf_err[0] = 11;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_data_12_d0 * spf_data_13_d1 * (int64_t)sizeof(spf_value_t);
+        spf_err[3] = spf_data_13_d0 * spf_data_14_d1 * (int64_t)sizeof(spf_value_t);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_data_14 = spf_st_values(spf_data_12_d0 * spf_data_13_d1, !(spf_slots_8 == n), spf_absent);
-    if (!spf_data_14) {
+    spf_data_15 = spf_st_values(spf_data_13_d0 * spf_data_14_d1, !(spf_slots_9 == n), spf_absent);
+    if (!spf_data_15) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
     /* stored per entry: colIdx, data */
     {
         int64_t spf_rank_1_run = 0;
-        for (int64_t e = 0; e < n; ++e) {
-            if (spf_in_order_2 && e > 0) {
-                if ((int64_t)spf_g0[e - 1] != (int64_t)spf_g0[e]) {
-                    spf_rank_1_run = 0;
-                } else if ((int64_t)spf_g1[e - 1] != (int64_t)spf_g1[e]) {
-                    spf_rank_1_run += 1;
+        int64_t e = 0;   /* the entries visited so far */
+        int64_t spf_prev0 = 0;
+        int64_t spf_prev1 = 0;
+        for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
+            const spf_index_t i = A_pi;
+            for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
+                const spf_index_t j = A_colIdx[A_pj];
+                (void)i, (void)j;   /* a pass may read only some coordinates */
+                if (spf_in_order_2 && e > 0) {
+                    if (spf_prev0 != (int64_t)i) {
+                        spf_rank_1_run = 0;
+                    } else if (spf_prev1 != (int64_t)j) {
+                        spf_rank_1_run += 1;
+                    }
                 }
-            }
-            {
-                /* colIdx(pi, pk) */
-                const int64_t spf_w = (((int64_t)spf_g0[e]) >= 0 && ((int64_t)spf_g0[e]) < spf_colIdx_9_d0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) >= 0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) < spf_colIdx_10_d1 ? (((int64_t)spf_g0[e])) * spf_colIdx_10_d1 + ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) : -1);
-                if (spf_w < 0) {
-                    spf_err[0] = 8;
-                    spf_err[1] = (int64_t)spf_g0[e];
-                    spf_err[2] = (int64_t)spf_g1[e];
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
+                {
+                    /* colIdx(pi, pk) */
+                    const int64_t spf_w = (((int64_t)i) >= 0 && ((int64_t)i) < spf_colIdx_10_d0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) >= 0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) < spf_colIdx_11_d1 ? (((int64_t)i)) * spf_colIdx_11_d1 + ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) : -1);
+                    if (spf_w < 0) {
+                        spf_err[0] = 8;
+                        spf_err[1] = (int64_t)i;
+                        spf_err[2] = (int64_t)j;
+                        spf_status = SPF_REFUSED;
+                        goto spf_done;
+                    }
+                    const int64_t spf_x = (int64_t)j;
+                    if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
+                        spf_err[0] = 9;
+                        spf_err[1] = -1;
+                        spf_err[2] = -1;
+                        spf_status = SPF_REFUSED;
+                        goto spf_done;
+                    }
+                    spf_colIdx_12[spf_w] = (spf_index_t)spf_x;
                 }
-                const int64_t spf_x = (int64_t)spf_g1[e];
-                if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
-                    spf_err[0] = 9;
-                    spf_err[1] = -1;
-                    spf_err[2] = -1;
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
+                {
+                    /* the value at data[pi, pk] */
+                    const int64_t spf_w = ((int64_t)i >= 0 && (int64_t)i < spf_data_13_d0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) >= 0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) < spf_data_14_d1 ? ((int64_t)i) * spf_data_14_d1 + (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) : -1);
+                    if (spf_w < 0) {
+                        spf_err[0] = 12;
+                        spf_err[1] = (int64_t)i;
+                        spf_err[2] = (int64_t)j;
+                        spf_status = SPF_REFUSED;
+                        goto spf_done;
+                    }
+                    spf_data_15[spf_w] = A_data[A_pj];
                 }
-                spf_colIdx_11[spf_w] = (spf_index_t)spf_x;
-            }
-            {
-                /* the value at data[pi, pk] */
-                const int64_t spf_w = ((int64_t)spf_g0[e] >= 0 && (int64_t)spf_g0[e] < spf_data_12_d0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) >= 0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) < spf_data_13_d1 ? ((int64_t)spf_g0[e]) * spf_data_13_d1 + (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) : -1);
-                if (spf_w < 0) {
-                    spf_err[0] = 12;
-                    spf_err[1] = (int64_t)spf_g0[e];
-                    spf_err[2] = (int64_t)spf_g1[e];
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-                spf_data_14[spf_w] = spf_v[e];
+                spf_prev0 = (int64_t)i;
+                spf_prev1 = (int64_t)j;
+                ++e;
             }
         }
     }
@@ -1362,51 +1418,31 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     B->numRows = (spf_index_t)f_numRows;
     B->numCols = (spf_index_t)f_numCols;
     B->width = (spf_index_t)f_width;
-    B->colIdx = spf_colIdx_11;
-    spf_colIdx_11 = NULL;
-    B->data = spf_data_14;
-    spf_data_14 = NULL;
+    B->colIdx = spf_colIdx_12;
+    spf_colIdx_12 = NULL;
+    B->data = spf_data_15;
+    spf_data_15 = NULL;
     if (spf_sizes) {
-        spf_sizes[0] = spf_colIdx_9_d0;
-        spf_sizes[1] = spf_colIdx_10_d1;
-        spf_sizes[2] = spf_data_12_d0;
-        spf_sizes[3] = spf_data_13_d1;
+        spf_sizes[0] = spf_colIdx_10_d0;
+        spf_sizes[1] = spf_colIdx_11_d1;
+        spf_sizes[2] = spf_data_13_d0;
+        spf_sizes[3] = spf_data_14_d1;
         spf_sizes[4] = n;
     }
 spf_done:
     free(spf_rank_1);
-    free(spf_pi_4);
-    free(spf_colIdx_u28_pi_u2c__u20_pk_u29__5);
-    free(spf_colIdx_11);
-    free(spf_data_14);
+    free(spf_pi_5);
+    free(spf_colIdx_u28_pi_u2c__u20_pk_u29__6);
+    free(spf_colIdx_12);
+    free(spf_data_15);
     return spf_status;
 }
 
-/* CSR -> ELL: the source's entries read into an entry list by spf_convert_entries, then written by spf_convert_write (every array of B malloc'd there; free each with free); *spf_fill: what A holds where it has no entry (gaps that runs cover hold it).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no limit): see spf_convert_write. */
+/* CSR -> ELL: spf_convert_write reads A's entries in A's own loops, each pass of it one visit of them (no entry list) (every array of B malloc'd there; free each with free); *spf_fill: what A holds where it has no entry (gaps that runs cover hold it).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no limit): see spf_convert_write. */
 int spf_convert_with_fill(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *restrict spf_sizes, int64_t spf_max_bytes, const spf_CSR *restrict A, const spf_value_t *restrict spf_fill)
 {
     const int64_t spf_shape[2] = {(int64_t)A->numRows, (int64_t)A->numCols};
-    int64_t spf_bound = 0;
-    int spf_status = spf_convert_entries_bound(&spf_bound, A);
-    if (spf_status) {
-        return spf_status;
-    }
-    spf_COO spf_list = {0};
-    spf_list.numRows = (spf_index_t)spf_shape[0];
-    spf_list.numCols = (spf_index_t)spf_shape[1];
-    spf_list.rowIdx = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_bound > 0 ? spf_bound : 1));
-    spf_list.colIdx = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_bound > 0 ? spf_bound : 1));
-    spf_list.data = spf_st_alloc(sizeof(spf_value_t) * (size_t)(spf_bound > 0 ? spf_bound : 1));
-    int64_t spf_size[1] = {spf_bound};
-    spf_status = !(spf_list.rowIdx && spf_list.colIdx && spf_list.data) ? SPF_OUT_OF_MEMORY : spf_convert_entries(&spf_list, spf_size, A);
-    if (!spf_status) {
-        const spf_index_t *const spf_g[2] = {spf_list.rowIdx, spf_list.colIdx};
-        spf_status = spf_convert_write(B, spf_err, spf_sizes, spf_size[0], spf_g, spf_list.data, spf_fill, spf_shape, 0, spf_max_bytes);
-    }
-    free(spf_list.rowIdx);
-    free(spf_list.colIdx);
-    free(spf_list.data);
-    return spf_status;
+    return spf_convert_write(B, spf_err, spf_sizes, A, spf_fill, spf_shape, 0, spf_max_bytes);
 }
 
 /* CSR -> ELL for a source holding its layout's fill where it has no entry (spf_convert_with_fill). */
