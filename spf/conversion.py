@@ -339,8 +339,10 @@ def _visit(conv: Conversion) -> Visit | None:
     *loops, done = code.body[code.prologue:]
     if not isinstance(done, t.Return) or len(code.signature.params) != 1:
         return None
+    indices = list(a.output.indices)
+    ordered = tuple((indices.index(a.key[m]), a.descending[m]) for m in range(a.ordered))
     return Visit(code.signature.params[0], tuple(code.body[:code.prologue]), tuple(loops),
-                 tuple(a.output.indices))
+                 tuple(indices), ordered)
 
 
 def _visited_source(conv: Conversion, plan: WritePlan, src: WriterSource, read: str,

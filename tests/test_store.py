@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 import spf
+import spf.store
 from spf.front.layout_path import load_layout
 from spf.front.writing import write_plan
 from spf.runtime.memory import allocation_limit
@@ -32,12 +33,21 @@ def test_empty_and_one_entry_tensors_are_written(shape):
         np.testing.assert_array_equal(out.to_dense(), a, err_msg=dst)
 
 
+def _listed_writer(layout: str) -> str:
+    """The writer's C given an entry list (kernel outputs, tensors built from entries)."""
+    return spf.store.writer_source(write_plan(load_layout(layout)), "w").definition
+
+
 def test_the_writer_skips_copies_fills_and_narrowing_it_does_not_need():
     """Issue 53 (speed): an index array stored per entry is written in its own width (no
     int64 array narrowed afterwards), arrays every slot of which the entries write are not
     filled first, and coordinates arriving in key order are ranked without int64 copies."""
     text = spf.Conversion("CSR", "CSR4").c_source()
-    writer = text[text.index("int spf_convert_write("):text.index("int spf_convert(")]
+    visiting = text[text.index("int spf_convert_write("):text.index("int spf_convert(")]
+    # the source's loops visit the entries in key order (Z3): no rank vector, no sort at all
+    assert "Z3 proved that the source's loops visit the entries in this order" in visiting
+    assert "spf_st_ranks(" not in visiting and "spf_st_vector(n)" not in visiting
+    writer = _listed_writer("CSR4")         # given a list: ranked in order where it is
     assert "spf_index_t * spf_colIdx_" in writer and "spf_out_colIdx" not in writer
     assert "spf_st_values(spf_data_" in writer and ", !(" in writer     # zeroed only if padded
     in_order, out_of_order = writer.split("if (!spf_in_order_")
@@ -59,7 +69,7 @@ def test_the_writer_tests_only_what_its_passes_do_not_establish():
         assert writers[dst].count("the constraints over the coordinates alone, in one pass") == 1
         assert "every constraint of the relation, at every entry" not in writers[dst], dst
     assert "each entry's group, checked" not in writers["CSR4"]
-    in_order, out_of_order = writers["CSR4"].split("if (!spf_in_order_")
+    in_order, out_of_order = _listed_writer("CSR4").split("if (!spf_in_order_")
     rank = re.search(r"(spf_rank_\d+) = spf_st_vector\(n\);", out_of_order)
     assert rank and f"{rank[1]} = spf" not in in_order and f"{rank[1]}[" not in in_order
 

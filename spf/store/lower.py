@@ -136,6 +136,8 @@ class Visit:
     fields: tuple[t.Node, ...]      # its fields read once, before every pass
     loops: tuple[t.Node, ...]       # the loops, with a hole for the statement
     coords: tuple[str, ...]         # each logical coordinate's C name inside them
+    ordered: tuple[tuple[int, bool], ...] = ()  # coordinates (decreasing?) whose order the
+    #                                 loops follow (Z3 proved: non-decreasing lexicographically)
 
     @property
     def value(self) -> str:
@@ -916,13 +918,27 @@ class _Writer:
                 for c, d in [(g, False) for g in groups] + keys]
         ordered = self.fresh("in_order")
         largest = self.fresh("top") if top else None
+        proven = self.in_visit_order(cols)
         self.b.add(t.Comment("ranks of the keys within their groups, in one pass while the "
-                             "entries arrive in key order"), t.Declare("int", ordered, "1"))
+                             "entries arrive in key order"),
+                   t.Declare("int", ordered, "1", note="Z3 proved that the source's loops visit "
+                             "the entries in this order" if proven else ""))
         if largest:
             self.decls.append(t.Declare("int64_t", largest, "0"))
         self.b.add(t.Block(self.rank_pass(cols, len(groups), ordered,
                                           None if lazy or running else rank, first,
-                                          counts[0] if counts else None, largest)))
+                                          counts[0] if counts else None, largest,
+                                          checked=not proven)))
+        if proven:          # never out of order: no rank vector, no sort
+            if lazy or running:
+                self.decls.append(t.Declare("int64_t *", rank, "NULL",
+                                            note="read only out of order, which cannot be"))
+            if lazy:
+                self.orders[rank] = ordered
+            if running:
+                self.running[rank] = _Running(ordered, f"{rank}_run", tuple(cols),
+                                              len(groups), largest or "")
+            return rank, "NULL" if counts is not None else first
         otherwise = t.If(f"!{ordered}", [], note="out of order: the columns copied as int64, "
                          "ranked through a stable sort")
         self.b.nest(otherwise)
@@ -958,6 +974,23 @@ class _Writer:
         self.b.close()
         return rank, first
 
+    def in_visit_order(self, cols: list[tuple[str, bool]]) -> bool:
+        """Whether the source's loops visit the entries in the order of these columns (each
+        a given coordinate, together a prefix of the order Z3 proved for the loops)."""
+        if self.visit is None:
+            return False
+        given: list[tuple[int, bool]] = []
+        for c, down in cols:
+            value = None if c in self.owned else self.inline.get(c)
+            for _ in range(len(self.inline)):       # a name for a name: followed
+                if not isinstance(value, Aff) or value.as_name() is None:
+                    break
+                value = self.inline.get(str(value.as_name()))
+            if not isinstance(value, int) or isinstance(value, bool):
+                return False
+            given.append((value, down))
+        return tuple(given) == self.visit.ordered[:len(given)]
+
     def costly(self, name: str) -> bool:
         """Whether a per-entry name is computed where read by reading an array or dividing."""
         value = self.inline.get(name)
@@ -975,10 +1008,11 @@ class _Writer:
 
     def rank_pass(self, cols: list[tuple[str, bool]], ngroups: int, ordered: str,
                   rank: str | None, first: str, counts: str | None,
-                  top: str | None = None) -> list[t.Node]:
+                  top: str | None = None, checked: bool = True) -> list[t.Node]:
         """The in-order pass of :meth:`ranks`: each entry compared with the one before, column
         by column; ``ordered`` cleared at the first entry out of order (``rank`` None: no rank
-        stored; ``top``: the largest rank plus one kept)."""
+        stored; ``top``: the largest rank plus one kept; not ``checked``: the entries are
+        known to arrive in order)."""
         number = rank is not None or top is not None
         keyed = number or first != "NULL" or counts is not None    # spf_new_key read
         # out of order: the pass stops (out of the source's loops too, when they visit)
@@ -988,7 +1022,8 @@ class _Writer:
             c, down = cols[k]
             a, b = f"spf_a{k}", f"spf_b{k}"
             differs: list[t.Node] = [
-                t.If(f"{a} {'<' if down else '>'} {b}", [t.Assign(ordered, "0"), stop]),
+                *([t.If(f"{a} {'<' if down else '>'} {b}", [t.Assign(ordered, "0"), stop])]
+                  if checked else []),
                 *([t.Assign("spf_new_key", "1")] if keyed else []),
                 *([t.Assign("spf_new_group", "1")] if k < ngroups and number else [])]
             chain = [t.Declare("const int64_t", a, self.col_at(c, f"{E} - 1")),
@@ -1011,7 +1046,7 @@ class _Writer:
               if counts is not None else [])]
         left: list[t.Node] = [t.Label(stop.label), t.Call(
             "(void)0", note="left at the first entry out of order")] \
-            if isinstance(stop, t.Goto) else []
+            if isinstance(stop, t.Goto) and checked else []
         return [
             *([t.Declare("int64_t", "spf_key", "-1"),
                t.Declare("int64_t", "spf_group_start", "0")] if number else []),
@@ -1178,7 +1213,8 @@ class _Writer:
             self.b.add(t.Declare("const int64_t", size, self.size(p.lower.name)))
         group = self.fresh("group")         # each entry's group, printed where it is read
         within = self.groups_within(p)
-        self.inline[group] = lambda: self.group_of(p, dims, within)
+        self.inline[group] = p.lower.args[0] if within and len(p.lower.args) == 1 \
+            else lambda: self.group_of(p, dims, within)     # one argument: the group is it
         if not within:
             self.b.add(t.Comment("each entry's group, checked, in one pass"))
             self.each(self.refuse_if(

@@ -1103,16 +1103,14 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     int64_t f_numCols = 0;
     int64_t f_width = 0;
     int64_t spf_top_3 = 0;
-    int64_t * spf_rank_1 = NULL;
-    int64_t * spf_pi_5 = NULL;
-    int64_t * spf_colIdx_u28_pi_u2c__u20_pk_u29__6 = NULL;
-    int64_t spf_colIdx_10_d0 = 0;
-    int64_t spf_colIdx_11_d1 = 0;
-    spf_index_t * spf_colIdx_12 = NULL;
-    int64_t spf_data_13_d0 = 0;
-    int64_t spf_data_14_d1 = 0;
+    int64_t * spf_rank_1 = NULL;   /* read only out of order, which cannot be */
+    int64_t spf_colIdx_6_d0 = 0;
+    int64_t spf_colIdx_7_d1 = 0;
+    spf_index_t * spf_colIdx_8 = NULL;
+    int64_t spf_data_9_d0 = 0;
+    int64_t spf_data_10_d1 = 0;
     const spf_value_t spf_absent = *spf_fill;   /* what the tensor holds where no entry is */
-    spf_value_t * spf_data_15 = NULL;
+    spf_value_t * spf_data_11 = NULL;
     int spf_status = 0;
     int64_t n = 0;   /* the entries: counted by the first visit */
     f_numRows = spf_shape[0];
@@ -1162,7 +1160,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     /* colIdx(pi, pk) = gj */
     /* layout index pk: the position of its keys in its group */
     /* ranks of the keys within their groups, in one pass while the entries arrive in key order */
-    int spf_in_order_2 = 1;
+    int spf_in_order_2 = 1;   /* Z3 proved that the source's loops visit the entries in this order */
     {
         int64_t spf_key = -1;
         int64_t spf_group_start = 0;
@@ -1180,20 +1178,12 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
                     const int64_t spf_a0 = spf_prev0;
                     const int64_t spf_b0 = (int64_t)i;
                     if (spf_a0 != spf_b0) {
-                        if (spf_a0 > spf_b0) {
-                            spf_in_order_2 = 0;
-                            goto spf_out_of_order_4;
-                        }
                         spf_new_key = 1;
                         spf_new_group = 1;
                     } else {
                         const int64_t spf_a1 = spf_prev1;
                         const int64_t spf_b1 = (int64_t)j;
                         if (spf_a1 != spf_b1) {
-                            if (spf_a1 > spf_b1) {
-                                spf_in_order_2 = 0;
-                                goto spf_out_of_order_4;
-                            }
                             spf_new_key = 1;
                         }
                     }
@@ -1210,127 +1200,77 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
                 ++e;
             }
         }
-spf_out_of_order_4:
-        (void)0;   /* left at the first entry out of order */
-    }
-    if (!spf_in_order_2) {   /* out of order: the columns copied as int64, ranked through a stable sort */
-        spf_rank_1 = spf_st_vector(n);
-        if (!spf_rank_1) {
-            spf_status = SPF_OUT_OF_MEMORY;
-            goto spf_done;
-        }
-        spf_pi_5 = spf_st_vector(n);
-        if (!spf_pi_5) {
-            spf_status = SPF_OUT_OF_MEMORY;
-            goto spf_done;
-        }
-        {
-            int64_t e = 0;   /* the entries visited so far */
-            for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
-                const spf_index_t i = A_pi;
-                for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
-                    const spf_index_t j = A_colIdx[A_pj];
-                    (void)i, (void)j;   /* a pass may read only some coordinates */
-                    spf_pi_5[e] = (int64_t)i;
-                    ++e;
-                }
-            }
-        }
-        spf_colIdx_u28_pi_u2c__u20_pk_u29__6 = spf_st_vector(n);
-        if (!spf_colIdx_u28_pi_u2c__u20_pk_u29__6) {
-            spf_status = SPF_OUT_OF_MEMORY;
-            goto spf_done;
-        }
-        {
-            int64_t e = 0;   /* the entries visited so far */
-            for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
-                const spf_index_t i = A_pi;
-                for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
-                    const spf_index_t j = A_colIdx[A_pj];
-                    (void)i, (void)j;   /* a pass may read only some coordinates */
-                    spf_colIdx_u28_pi_u2c__u20_pk_u29__6[e] = (int64_t)j;
-                    ++e;
-                }
-            }
-        }
-        const int64_t *const spf_cols_7[2] = {spf_pi_5, spf_colIdx_u28_pi_u2c__u20_pk_u29__6};
-        const int spf_desc_8[2] = {0, 0};
-        if (spf_st_ranks(n, 1, 2, spf_cols_7, spf_desc_8, spf_rank_1, NULL)) {
-            spf_status = SPF_OUT_OF_MEMORY;
-            goto spf_done;
-        }
-        spf_top_3 = spf_st_top(n, spf_rank_1);
     }
     f_width = spf_top_3;
-    const int64_t spf_slots_9 = (f_numRows) * (f_width);
-    if (spf_slots_9 > INT64_C(2147483647)) {
+    const int64_t spf_slots_5 = (f_numRows) * (f_width);
+    if (spf_slots_5 > INT64_C(2147483647)) {
         spf_err[0] = 4;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_slots_9;
+        spf_err[3] = spf_slots_5;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (!spf_allow_padding && spf_slots_9 > 4 * (n > 1 ? n : 1) && spf_slots_9 > n) {
+    if (!spf_allow_padding && spf_slots_5 > 4 * (n > 1 ? n : 1) && spf_slots_5 > n) {
         spf_err[0] = 5;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = n;
-        spf_err[4] = spf_slots_9;
-        spf_err[5] = (int64_t)(100.0 * (1.0 - (double)n / (double)spf_slots_9) + 0.5);
+        spf_err[4] = spf_slots_5;
+        spf_err[5] = (int64_t)(100.0 * (1.0 - (double)n / (double)spf_slots_5) + 0.5);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_colIdx_10_d0 = f_numRows;
-    spf_colIdx_11_d1 = f_width;
-    if (spf_colIdx_10_d0 < 0 || spf_colIdx_11_d1 < 0) {
+    spf_colIdx_6_d0 = f_numRows;
+    spf_colIdx_7_d1 = f_width;
+    if (spf_colIdx_6_d0 < 0 || spf_colIdx_7_d1 < 0) {
         spf_err[0] = 6;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_colIdx_10_d0;
-        spf_err[4] = spf_colIdx_11_d1;
+        spf_err[3] = spf_colIdx_6_d0;
+        spf_err[4] = spf_colIdx_7_d1;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (spf_max_bytes > 0 && spf_colIdx_10_d0 * spf_colIdx_11_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
+    if (spf_max_bytes > 0 && spf_colIdx_6_d0 * spf_colIdx_7_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
         spf_err[0] = 7;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_colIdx_10_d0 * spf_colIdx_11_d1 * (int64_t)sizeof(spf_index_t);
+        spf_err[3] = spf_colIdx_6_d0 * spf_colIdx_7_d1 * (int64_t)sizeof(spf_index_t);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_colIdx_12 = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_colIdx_10_d0 * spf_colIdx_11_d1));
-    if (!spf_colIdx_12) {
+    spf_colIdx_8 = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_colIdx_6_d0 * spf_colIdx_7_d1));
+    if (!spf_colIdx_8) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
     if (!((f_numRows) * (f_width) == n)) {   /* the entries write every slot when they are as many as the slots */
-        for (int64_t e = 0; e < spf_colIdx_10_d0 * spf_colIdx_11_d1; ++e) {
-            spf_colIdx_12[e] = (spf_index_t)INT64_C(-1);
+        for (int64_t e = 0; e < spf_colIdx_6_d0 * spf_colIdx_7_d1; ++e) {
+            spf_colIdx_8[e] = (spf_index_t)INT64_C(-1);
         }
     }
-    spf_data_13_d0 = f_numRows;
-    spf_data_14_d1 = f_width;
-    if (spf_data_13_d0 < 0 || spf_data_14_d1 < 0) {
+    spf_data_9_d0 = f_numRows;
+    spf_data_10_d1 = f_width;
+    if (spf_data_9_d0 < 0 || spf_data_10_d1 < 0) {
         spf_err[0] = 10;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_data_13_d0;
-        spf_err[4] = spf_data_14_d1;
+        spf_err[3] = spf_data_9_d0;
+        spf_err[4] = spf_data_10_d1;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (spf_max_bytes > 0 && spf_data_13_d0 * spf_data_14_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
+    if (spf_max_bytes > 0 && spf_data_9_d0 * spf_data_10_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
         spf_err[0] = 11;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_data_13_d0 * spf_data_14_d1 * (int64_t)sizeof(spf_value_t);
+        spf_err[3] = spf_data_9_d0 * spf_data_10_d1 * (int64_t)sizeof(spf_value_t);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_data_15 = spf_st_values(spf_data_13_d0 * spf_data_14_d1, !(spf_slots_9 == n), spf_absent);
-    if (!spf_data_15) {
+    spf_data_11 = spf_st_values(spf_data_9_d0 * spf_data_10_d1, !(spf_slots_5 == n), spf_absent);
+    if (!spf_data_11) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
@@ -1354,7 +1294,7 @@ spf_out_of_order_4:
                 }
                 {
                     /* colIdx(pi, pk) */
-                    const int64_t spf_w = (((int64_t)i) >= 0 && ((int64_t)i) < spf_colIdx_10_d0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) >= 0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) < spf_colIdx_11_d1 ? (((int64_t)i)) * spf_colIdx_11_d1 + ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) : -1);
+                    const int64_t spf_w = (((int64_t)i) >= 0 && ((int64_t)i) < spf_colIdx_6_d0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) >= 0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) < spf_colIdx_7_d1 ? (((int64_t)i)) * spf_colIdx_7_d1 + ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) : -1);
                     if (spf_w < 0) {
                         spf_err[0] = 8;
                         spf_err[1] = (int64_t)i;
@@ -1370,11 +1310,11 @@ spf_out_of_order_4:
                         spf_status = SPF_REFUSED;
                         goto spf_done;
                     }
-                    spf_colIdx_12[spf_w] = (spf_index_t)spf_x;
+                    spf_colIdx_8[spf_w] = (spf_index_t)spf_x;
                 }
                 {
                     /* the value at data[pi, pk] */
-                    const int64_t spf_w = ((int64_t)i >= 0 && (int64_t)i < spf_data_13_d0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) >= 0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) < spf_data_14_d1 ? ((int64_t)i) * spf_data_14_d1 + (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) : -1);
+                    const int64_t spf_w = ((int64_t)i >= 0 && (int64_t)i < spf_data_9_d0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) >= 0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) < spf_data_10_d1 ? ((int64_t)i) * spf_data_10_d1 + (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) : -1);
                     if (spf_w < 0) {
                         spf_err[0] = 12;
                         spf_err[1] = (int64_t)i;
@@ -1382,7 +1322,7 @@ spf_out_of_order_4:
                         spf_status = SPF_REFUSED;
                         goto spf_done;
                     }
-                    spf_data_15[spf_w] = A_data[A_pj];
+                    spf_data_11[spf_w] = A_data[A_pj];
                 }
                 spf_prev0 = (int64_t)i;
                 spf_prev1 = (int64_t)j;
@@ -1418,23 +1358,20 @@ spf_out_of_order_4:
     B->numRows = (spf_index_t)f_numRows;
     B->numCols = (spf_index_t)f_numCols;
     B->width = (spf_index_t)f_width;
-    B->colIdx = spf_colIdx_12;
-    spf_colIdx_12 = NULL;
-    B->data = spf_data_15;
-    spf_data_15 = NULL;
+    B->colIdx = spf_colIdx_8;
+    spf_colIdx_8 = NULL;
+    B->data = spf_data_11;
+    spf_data_11 = NULL;
     if (spf_sizes) {
-        spf_sizes[0] = spf_colIdx_10_d0;
-        spf_sizes[1] = spf_colIdx_11_d1;
-        spf_sizes[2] = spf_data_13_d0;
-        spf_sizes[3] = spf_data_14_d1;
+        spf_sizes[0] = spf_colIdx_6_d0;
+        spf_sizes[1] = spf_colIdx_7_d1;
+        spf_sizes[2] = spf_data_9_d0;
+        spf_sizes[3] = spf_data_10_d1;
         spf_sizes[4] = n;
     }
 spf_done:
-    free(spf_rank_1);
-    free(spf_pi_5);
-    free(spf_colIdx_u28_pi_u2c__u20_pk_u29__6);
-    free(spf_colIdx_12);
-    free(spf_data_15);
+    free(spf_colIdx_8);
+    free(spf_data_11);
     return spf_status;
 }
 
