@@ -138,6 +138,7 @@ class Visit:
     coords: tuple[str, ...]         # each logical coordinate's C name inside them
     ordered: tuple[tuple[int, bool], ...] = ()  # coordinates (decreasing?) whose order the
     #                                 loops follow (Z3 proved: non-decreasing lexicographically)
+    helpers: frozenset[str] = frozenset()       # the C helpers the loops call (spf_floord)
 
     @property
     def value(self) -> str:
