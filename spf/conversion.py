@@ -49,11 +49,9 @@ from .runtime.compiled import CompiledKernel
 from .runtime.fields import implicit_values
 from .runtime.memory import byte_limit
 from .runtime.stored import StoredTensor, check_built_ranges, tensor_class
-from .store import Refusal, Visit, WriterSource, writer_file
+from .store import Refusal, Visit, WriterSource, visitable, writer_file, writer_source
 
 _INDICES = "ijklmnop"
-# names the writer's passes read, which a source's loops visiting its entries must not declare
-_WRITER_NAMES = frozenset({"e", "n", "r", "c"})
 
 
 class Conversion:
@@ -245,15 +243,14 @@ def _written_source(conv: Conversion, plan: WritePlan) -> tuple[WriterSource, st
     source into an entry list (``<name>_entries``), the writer (``<name>_write``, see
     :mod:`spf.store`) and ``<name>``, which runs both."""
     k = conv.kernel
-    visit = _visit(conv)
-    if visit is not None:
+    visit = _visit(conv) if visitable(plan) else None
+    src = writer_source(plan, f"{conv.name}_write", visit)
+    if visit is not None and src.visits:
         structs = {struct_name(lay): struct_typedef(lay) for lay in (conv.src, conv.dst)}
-        src, writer = writer_file(plan, f"{conv.name}_write", "\n\n".join(structs.values()),
-                                  visit)
-        if src.visits:
-            return src, _visited_source(conv, plan, src, writer, visit.helpers)
+        writer = writer_file(src, "\n\n".join(structs.values()))
+        return src, _visited_source(conv, plan, src, writer, visit.helpers)
     read = k.c_source()
-    src, writer = writer_file(plan, f"{conv.name}_write", before=read)
+    writer = writer_file(src, before=read)
     entries = k.layouts["B"]
     storage = storage_of(entries)
     (level,) = storage.levels
@@ -337,9 +334,8 @@ def _visit(conv: Conversion) -> Visit | None:
     if k.terms:
         return None
     a = k.plan.assembly
-    if a is None or a.ranged or k.plan.decisions or set(a.output.indices) & _WRITER_NAMES \
-            or conv.src.index_type != conv.dst.index_type \
-            or not unique_keys(k.plan.nest, a, []):
+    if a is None or a.ranged or k.plan.decisions or conv.src.index_type != conv.dst.index_type \
+            or not (a.unique or unique_keys(k.plan.nest, a, [])):
         return None
     code = kernel_code(k.plan, f"{conv.name}_visit", FunctionRole.VISIT)
     *loops, done = code.body[code.prologue:]

@@ -8,10 +8,10 @@ arrays are counts and prefix sums, permutations, runs, markers, padding, derived
 becomes a pass over the entry list (counts, prefix sums, ranks, stores), every field of the
 destination is allocated and written, and every constraint of the relation is checked per
 entry.  Conversions (:mod:`spf.conversion`) run its passes inside the source's own loops where
-those visit each entry once in key order (a :class:`~spf.store.lower.Visit`), else after the
+those visit each entry once (a :class:`~spf.store.lower.Visit`), else after the
 generated code that reads the source into an entry list; kernel outputs and tensors built from
 entries call it on theirs.
 """
-from .lower import Refusal, Visit, WriterSource, writer_file, writer_source
+from .lower import Refusal, Visit, WriterSource, visitable, writer_file, writer_source
 
-__all__ = ["Refusal", "Visit", "WriterSource", "writer_file", "writer_source"]
+__all__ = ["Refusal", "Visit", "WriterSource", "visitable", "writer_file", "writer_source"]

@@ -129,8 +129,9 @@ class Visit:
     """A source's own loops over its entries (a conversion's, :class:`~spf.assembly.
     FunctionRole` ``VISIT``), which feed the writer's passes instead of an entry list: each
     pass over the entries runs inside them (at their :class:`~spf.back.ctree.Hole`), entry
-    ``e`` counted as they arrive.  The loops must visit every entry once, in the order an
-    entry list would hold them, and ``n`` must be their number."""
+    ``e`` counted as they arrive (the first pass sets ``n``).  The loops must visit every
+    entry once, in any order (:attr:`ordered`: the order Z3 proved, if any), and declare none
+    of the names the writer's passes use (:data:`WRITER_NAMES`)."""
 
     param: t.Param                  # the source's struct, which the loops read
     fields: tuple[t.Node, ...]      # its fields read once, before every pass
@@ -144,6 +145,16 @@ class Visit:
     def value(self) -> str:
         """The entry's value in C, inside the loops."""
         return next(n.value for n in t.walk(list(self.loops)) if isinstance(n, t.Hole))
+
+
+# names the writer's passes read, which loops visiting the entries must not declare
+WRITER_NAMES = frozenset({"e", "n", "r", "c"})
+
+
+def visitable(plan: WritePlan) -> bool:
+    """Whether the writer of ``plan`` can run in a source's loops: not a union's (its parts)
+    nor runs of one value (they re-read the entries they keep)."""
+    return not (plan.others or plan.first.covers)
 
 
 class _NeedsListError(Exception):
@@ -160,8 +171,8 @@ def writer_source(plan: WritePlan, name: str, visit: Visit | None = None) -> Wri
     """The C function writing entries into ``plan.layout`` (see the module docstring); with
     ``visit``, the entries of the source those loops visit (:attr:`WriterSource.visits`),
     where every pass can read them there, else the listed entries."""
-    if visit is not None and (plan.others or plan.first.covers):
-        visit = None        # a union's parts and runs re-read the entries they keep
+    if visit is not None and (not visitable(plan) or set(visit.coords) & WRITER_NAMES):
+        visit = None
     try:
         w = _Writer(plan, name, visit)
         body = w.lower()
@@ -194,10 +205,9 @@ def _entry_lookup(visit: Visit, name: str) -> t.Function:
     loops visit (-1 past the last), for a refusal naming another entry than the one visited:
     the loops run again, only when the write fails."""
     fields = [n.name for n in visit.fields if isinstance(n, t.Declare)]
-    pick = "spf_k == 0 ? (int64_t)" + visit.coords[0] if len(visit.coords) == 1 else \
-        " : ".join(f"spf_k == {k} ? (int64_t){c}" for k, c in enumerate(visit.coords[:-1]))
-    last = f"(int64_t){visit.coords[-1]}"
-    found = last if len(visit.coords) == 1 else f"{pick} : {last}"
+    *picked, last = visit.coords
+    found = " : ".join([*(f"spf_k == {k} ? (int64_t){c}" for k, c in enumerate(picked)),
+                        f"(int64_t){last}"])
     return t.Function(
         "static " + str(t.Signature("int64_t", f"{name}_entry", (
             visit.param, t.Param("int64_t", "spf_entry"), t.Param("int", "spf_k")))),
@@ -207,22 +217,19 @@ def _entry_lookup(visit: Visit, name: str) -> t.Function:
          t.Declare("int64_t", E, "0"),
          *t.fill(list(visit.loops), [t.If(f"{E} == spf_entry", [t.Return(found)]),
                                      t.Call(f"++{E}")]),
-         *([t.Call("(void)spf_k")] if len(visit.coords) == 1 else []),
+         *([] if picked else [t.Call("(void)spf_k")]),
          t.Return("-1")],
         "Coordinate spf_k of entry spf_entry of A, in the order A's loops visit them (-1 "
         "past the last): the other entry a refusal names, found only when the write fails.")
 
 
-def writer_file(plan: WritePlan, name: str, before: str = "",
-                visit: Visit | None = None) -> tuple[WriterSource, str]:
+def writer_file(src: WriterSource, before: str = "") -> str:
     """The writer's definitions as a block of a C file: the store primitives, the layout's
-    struct and the function (``before``: text that already defines the struct; ``visit``:
-    see :func:`writer_source`)."""
-    src = writer_source(plan, name, visit)
-    struct = "" if f"}} {struct_name(plan.layout)};" in before \
-        else struct_typedef(plan.layout) + "\n\n"
-    return src, (c_enum() + "\n\n" + template_text("store.c").rstrip() + "\n\n" + struct
-                 + src.definition)
+    struct and the function (``before``: text that already defines the struct)."""
+    struct = "" if f"}} {struct_name(src.layout)};" in before \
+        else struct_typedef(src.layout) + "\n\n"
+    return (c_enum() + "\n\n" + template_text("store.c").rstrip() + "\n\n" + struct
+            + src.definition)
 
 
 @dataclass(frozen=True)
@@ -930,26 +937,30 @@ class _Writer:
                                           None if lazy or running else rank, first,
                                           counts[0] if counts else None, largest,
                                           checked=not proven)))
-        if proven:          # never out of order: no rank vector, no sort
-            if lazy or running:
-                self.decls.append(t.Declare("int64_t *", rank, "NULL",
-                                            note="read only out of order, which cannot be"))
-            if lazy:
-                self.orders[rank] = ordered
-            if running:
-                self.running[rank] = _Running(ordered, f"{rank}_run", tuple(cols),
-                                              len(groups), largest or "")
-            return rank, "NULL" if counts is not None else first
-        otherwise = t.If(f"!{ordered}", [], note="out of order: the columns copied as int64, "
-                         "ranked through a stable sort")
-        self.b.nest(otherwise)
-        if lazy or running:
-            self.decls.append(t.Declare("int64_t *", rank, "NULL"))
+        if lazy or running:         # allocated only out of order
+            self.decls.append(t.Declare("int64_t *", rank, "NULL", note="read only out of "
+                                        "order, which cannot be" if proven else ""))
+        if lazy:
+            self.orders[rank] = ordered
+        if running:
+            self.running[rank] = _Running(ordered, f"{rank}_run", tuple(cols), len(groups),
+                                          largest or "")
+        if not proven:          # proven: never out of order, no rank vector, no sort
+            self.sorted_ranks(cols, len(groups), ordered, rank, first, counts, largest,
+                              allocate=lazy or running)
+        return rank, "NULL" if counts is not None else first
+
+    def sorted_ranks(self, cols: list[tuple[str, bool]], ngroups: int, ordered: str, rank: str,
+                     first: str, counts: tuple[str, str] | None, largest: str | None,
+                     allocate: bool) -> None:
+        """The ranks of :meth:`ranks` where the entries came out of order (``allocate``: the
+        rank vector too): through ``spf_st_ranks`` over int64 copies of the columns."""
+        self.b.nest(t.If(f"!{ordered}", [], note="out of order: the columns copied as int64, "
+                         "ranked through a stable sort"))
+        if allocate:
             self.b.add(t.Assign(rank, "spf_st_vector(n)"))
             self.oom_check(rank)
             self.owned.append(rank)
-        if lazy:
-            self.orders[rank] = ordered
         if counts is not None:      # what the pass counted before it stopped
             self.each(t.Assign(f"{counts[0]}[{E}]", "0"), count=f"{counts[1]} + 1")
             first = self.buffer("uint8_t", "first", "malloc((size_t)(n > 0 ? n : 1))")
@@ -960,20 +971,14 @@ class _Writer:
                       "{" + ", ".join(c for c, _ in vectors) + "}"),
             t.Declare("const int", f"{desc}[{len(cols)}]",
                       "{" + ", ".join(str(int(d)) for _, d in vectors) + "}"),
-            t.If(f"spf_st_ranks(n, {len(groups)}, {len(cols)}, {arr}, {desc}, {rank}, "
-                 f"{first})",
+            t.If(f"spf_st_ranks(n, {ngroups}, {len(cols)}, {arr}, {desc}, {rank}, {first})",
                  [t.Assign("spf_status", c_name(Status.OUT_OF_MEMORY)), t.Goto("spf_done")]))
         if counts is not None:
             self.each(t.Assign(f"{counts[0]}[{self.col_at(cols[0][0], E)} + 1]",
                                f"{first}[{E}]", "+="))
-            first = "NULL"
         if largest:
             self.b.add(t.Assign(largest, f"spf_st_top(n, {rank})"))
-        if running:
-            self.running[rank] = _Running(ordered, f"{rank}_run", tuple(cols), len(groups),
-                                          largest or "")
         self.b.close()
-        return rank, first
 
     def in_visit_order(self, cols: list[tuple[str, bool]]) -> bool:
         """Whether the source's loops visit the entries in the order of these columns (each
@@ -987,7 +992,7 @@ class _Writer:
                 if not isinstance(value, Aff) or value.as_name() is None:
                     break
                 value = self.inline.get(str(value.as_name()))
-            if not isinstance(value, int) or isinstance(value, bool):
+            if not isinstance(value, int):
                 return False
             given.append((value, down))
         return tuple(given) == self.visit.ordered[:len(given)]
