@@ -35,6 +35,7 @@ from .back.value_c import literal_c
 from .concurrency import symbolic
 from .errors import ArgumentError, SpecError
 from .front import index_expr as ie
+from .front.established import keeps_within_shape
 from .front.layout import Layout
 from .front.layout_file import blamed_on, layout_error
 from .front.layout_path import for_order, load_layout
@@ -344,7 +345,7 @@ def _visit(conv: Conversion) -> Visit | None:
     indices = list(a.output.indices)
     ordered = tuple((indices.index(a.key[m]), a.descending[m]) for m in range(a.ordered))
     return Visit(code.signature.params[0], tuple(code.body[:code.prologue]), tuple(loops),
-                 tuple(indices), ordered, frozenset(code.helpers))
+                 tuple(indices), ordered, frozenset(code.helpers), keeps_within_shape(conv.src))
 
 
 def _visited_source(conv: Conversion, plan: WritePlan, src: WriterSource, writer: str,
@@ -368,6 +369,9 @@ def _visited_source(conv: Conversion, plan: WritePlan, src: WriterSource, writer
         "the writer reads A's entries where A's loops visit them (the loops of the kernel B "
         "= A: Z3 proved that no two entries share coordinates), once per pass, the first "
         "pass counting them; no entry list is built",
+        *([f"A must be a valid {conv.src.name} tensor (as spf.Tensor checks): its relation "
+           "and ranges keep its entries within its shape, so the writer does not test them "
+           "against the shape"] if keeps_within_shape(conv.src) else []),
         "the writer's passes: " + plan.describe(tuple(_INDICES[:order])),
         f"{conv.name}_with_fill: {glue.comment}"]
     layouts = {struct_name(lay): lay for lay in (conv.src, conv.dst)}

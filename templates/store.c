@@ -299,13 +299,13 @@ static inline int spf_st_ranks_table(int64_t n, int ngroup, int ncols,
     for (int64_t e = 0; e < n; ++e) {
         table[spf_st_id(e, ncols, cols, desc, lo, hi, width)] = 1;
     }
-    int64_t k = 0;
-    for (int64_t v = 0; v < span; ++v) {
-        if (v % keys == 0)
-            k = 0;                      /* a new group: its keys ranked from 0 */
-        const int64_t mark = table[v];
-        table[v] = k;
-        k += mark;
+    for (int64_t g = 0; g < span; g += keys) {
+        int64_t k = 0;                  /* a group's keys ranked from 0 */
+        for (int64_t v = g; v < g + keys; ++v) {
+            const int64_t mark = table[v];
+            table[v] = k;
+            k += mark;
+        }
     }
     for (int64_t e = 0; e < n; ++e) {
         rank[e] = table[spf_st_id(e, ncols, cols, desc, lo, hi, width)];
@@ -322,12 +322,101 @@ static inline int spf_st_ranks_table(int64_t n, int ngroup, int ncols,
     return 1;
 }
 
+/* qsort's comparison of two ids. */
+static inline int spf_st_id_cmp(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Ranks (and first marks) of entries whose groups come in runs (spf_st_in_runs), through a
+ * workspace over the keys' joint range (at most 4n + 64 ids, row-major, decreasing columns
+ * reversed): per run, its distinct keys marked in the workspace and listed, the list sorted (a
+ * run holds few distinct keys), each key's rank put at its id, read back per entry, and the
+ * marks cleared.  O(n) plus the sorts of the lists: no sort of the entries.  1: done; 0: the
+ * keys' range is too wide; -1: out of memory. */
+static inline int spf_st_ranks_runs(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
+                                    const int *desc, int64_t *restrict rank,
+                                    uint8_t *restrict first)
+{
+    const int nkey = ncols - ngroup;
+    if (nkey < 1 || nkey > 8)
+        return 0;
+    int64_t lo[8], hi[8], width[8], span = 1;
+    for (int c = 0; c < nkey; ++c) {
+        int64_t a = INT64_MAX, b = INT64_MIN;
+        for (int64_t e = 0; e < n; ++e) {
+            a = cols[ngroup + c][e] < a ? cols[ngroup + c][e] : a;
+            b = cols[ngroup + c][e] > b ? cols[ngroup + c][e] : b;
+        }
+        lo[c] = a;
+        hi[c] = b;
+        width[c] = b - a + 1;
+        if (width[c] > (4 * n + 64) / span)
+            return 0;
+        span *= width[c];
+    }
+    int64_t *mark = calloc((size_t)span, sizeof(int64_t));   /* 0, or a key's rank + 1 */
+    int64_t cap = 64, *keys = malloc(sizeof(int64_t) * (size_t)cap);
+    if (!mark || !keys) {
+        free(mark);
+        free(keys);
+        return -1;
+    }
+    for (int64_t s = 0; s < n;) {
+        int64_t t = s, k = 0;       /* the run [s, t): entries of one group; k distinct keys */
+        for (; t < n; ++t) {
+            int same = 1;
+            for (int c = 0; c < ngroup && same; ++c)
+                same = cols[c][t] == cols[c][s];
+            if (!same)
+                break;
+            const int64_t id = spf_st_id(t, nkey, cols + ngroup, desc + ngroup, lo, hi, width);
+            if (first)
+                first[t] = (uint8_t)!mark[id];
+            if (mark[id])
+                continue;
+            mark[id] = 1;
+            if (k == cap) {
+                int64_t *grown = realloc(keys, sizeof(int64_t) * (size_t)(cap *= 2));
+                if (!grown) {
+                    free(mark);
+                    free(keys);
+                    return -1;
+                }
+                keys = grown;
+            }
+            keys[k++] = id;
+        }
+        if (k > 32)                     /* many keys: qsort; few: an insertion sort */
+            qsort(keys, (size_t)k, sizeof(int64_t), spf_st_id_cmp);
+        for (int64_t i = 1; i < k && k <= 32; ++i) {
+            const int64_t v = keys[i];
+            int64_t j = i;
+            for (; j > 0 && keys[j - 1] > v; --j)
+                keys[j] = keys[j - 1];
+            keys[j] = v;
+        }
+        for (int64_t r = 0; r < k; ++r)
+            mark[keys[r]] = r + 1;
+        for (int64_t e = s; e < t; ++e)
+            rank[e] = mark[spf_st_id(e, nkey, cols + ngroup, desc + ngroup, lo, hi, width)] - 1;
+        for (int64_t r = 0; r < k; ++r)
+            mark[keys[r]] = 0;
+        s = t;
+    }
+    free(mark);
+    free(keys);
+    return 1;
+}
+
 /* Per entry, the rank of its key (columns ngroup..ncols-1) among the distinct keys of its group
  * (columns 0..ngroup-1), in the sort order; first[e] = 1 for the first entry of each distinct
  * (group, key).  Entries already in that order, or in runs of one group each with their keys in
- * order, are ranked in one pass where they are; runs of one group each through a sort of each
- * run; others through a table where the columns' joint range is narrow, else a stable sort of
- * all.  Returns 1 when out of memory. */
+ * order, are ranked in one pass where they are; runs of one group each through a workspace over
+ * the keys (spf_st_ranks_runs), or where their range is too wide a sort of each run; others
+ * through a table where the columns' joint range is narrow, else a stable sort of all.
+ * Returns 1 when out of memory. */
 static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
                                const int *desc, int64_t *restrict rank, uint8_t *restrict first)
 {
@@ -338,10 +427,15 @@ static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *
             return 1;
     }
     if (runs == 0) {                    /* a table over a narrow range of ids: no sort (groups
-                                         * arriving whole are sorted run by run: cache-local) */
+                                         * arriving whole are ranked run by run: cache-local) */
         const int table = spf_st_ranks_table(n, ngroup, ncols, cols, desc, rank, first);
         if (table)
             return table < 0;
+    }
+    if (runs == 2) {                    /* whole groups, keys out of order: a workspace */
+        const int workspace = spf_st_ranks_runs(n, ngroup, ncols, cols, desc, rank, first);
+        if (workspace)
+            return workspace < 0;
     }
     const int sorted = runs == 1;
     int64_t *order = sorted ? NULL : spf_st_vector(n);

@@ -3,6 +3,7 @@ from a C driver: tests/test_conversion_c_driver.py)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -61,12 +62,17 @@ def test_the_writer_tests_only_what_its_passes_do_not_establish():
     colIdx(pi, pk)), a rank's bounds, an extent set from the coordinates, a constraint true at
     every integer point (BCSR's pk <= 7 for pk = gi - 8*floor(gi/8)) and a group the first pass
     keeps inside its pointer array are not tested again; entries in key order, one per key,
-    sit at their own numbers (no rank vector)."""
+    sit at their own numbers (no rank vector).  Reading a source that keeps its entries within
+    its shape (a CSR), the first pass only counts them: none is tested against the shape or
+    against a constraint every coordinate within it meets."""
     writers = {}
     for dst in ("ELL", "ELLPACK_R", "BlockedELL", "BCSR", "CSR4"):
+        assert _listed_writer(dst).count("the constraints over the coordinates alone, in one "
+                                         "pass") == 1
         text = spf.Conversion("CSR", dst).c_source()
         writers[dst] = text[text.index("int spf_convert_write("):text.index("int spf_convert(")]
-        assert writers[dst].count("the constraints over the coordinates alone, in one pass") == 1
+        assert "the entries counted (n): the source keeps them within its shape" in writers[dst]
+        assert "outside the shape" not in text and "relation requires" not in text, dst
         assert "every constraint of the relation, at every entry" not in writers[dst], dst
     assert "each entry's group, checked" not in writers["CSR4"]
     in_order, out_of_order = _listed_writer("CSR4").split("if (!spf_in_order_")
@@ -102,3 +108,70 @@ def test_written_layouts_match_scipy_from_ordered_and_unordered_entries(src):
     for dst in ("ELL", "CSR4", "JDS"):
         out = t.convert(dst, allow_padding=True)
         np.testing.assert_array_equal(out.to_dense(), a.toarray(), err_msg=f"{src}->{dst}")
+
+
+def _visiting(dst: str) -> str:
+    text = spf.Conversion("CSR", dst).c_source()
+    return text[text.index("int spf_convert_write("):text.index("int spf_convert(")]
+
+
+def test_ranks_out_of_the_source_order_need_no_sort_where_a_table_or_the_groups_give_them():
+    """Issue 53 (speed): in the source's loops, SELL-C-sigma's groups (s, r) are a one-to-one
+    function of the row (perm⁻¹(gi) = 4*s + r), so each group's entries arrive together in
+    column order: ranks are counted where read, no vector, no sort; DIA's diagonals arrive out
+    of order: each rank is read from a table over the offsets (no copy of them, no sort), a
+    sort only where that range is too wide for a table."""
+    sell = _visiting("SELL_sigma")
+    assert "counted where they are read (each group's entries arrive together)" in sell
+    assert "spf_st_ranks(" not in sell and "spf_st_vector(n)" not in sell
+    dia = _visiting("DIA")
+    assert "each rank read from a table over the columns' joint range" in dia
+    assert dia.index("calloc((size_t)spf_span") < dia.index("spf_st_ranks(")
+
+
+@pytest.mark.parametrize(("shape", "coords"), [
+    ((40, 30), None),                                   # offsets within 4n + 64: a table
+    ((3000, 3000), ([0, 1, 2999], [2999, 0, 5]))])      # 3 entries, far apart: the sort
+def test_dia_from_a_table_or_a_sort_matches_scipy(shape, coords):
+    if coords is None:
+        a = sp.random(*shape, density=0.3, format="csr", random_state=7)
+    else:
+        a = sp.csr_matrix(([1.0, 2.0, 3.0], coords), shape=shape)
+    out = spf.Tensor.from_scipy("CSR", a).convert("DIA", allow_padding=True)
+    want = a.todia()
+    assert out["offset"].tolist() == sorted(want.offsets.tolist())
+    np.testing.assert_array_equal(out.to_dense(), a.toarray())
+
+
+@pytest.mark.parametrize(("shape", "density"), [
+    ((64, 48), 0.3),            # block columns within 4n + 64: a workspace over them
+    ((16, 4000), 0.001)])       # few entries, wide: each block row's run sorted
+def test_bcsr_block_ranks_from_a_workspace_or_a_sort_match_scipy(shape, density):
+    a = sp.random(*shape, density=density, format="csr", random_state=11) + \
+        sp.csr_matrix(([1.0], ([0], [0])), shape=shape)      # one entry at least
+    out = spf.Tensor.from_scipy("CSR", a).convert("BCSR", allow_padding=True)
+    want = a.tobsr((8, 8))
+    want.sort_indices()
+    assert out["colIdx"].tolist() == (want.indices * 8).tolist()
+    np.testing.assert_array_equal(out.to_dense(), a.toarray())
+
+
+def test_a_source_not_kept_within_its_shape_has_its_entries_tested(tmp_path):
+    """A visited source whose relation and ranges do not keep its entries within its shape
+    (a CSR without colIdx's range) gets the shape's tests in the writer's first pass; one
+    that keeps them (the shipped CSR) gets none (its C says the source must be valid)."""
+    text = load_layout("CSR").source
+    loose = tmp_path / "CSR_loose.toml"
+    loose.write_text(Path(text).read_text().replace('name = "CSR"', 'name = "CSR_loose"')
+                     .replace('packer = "CSR.py"\n', "")
+                     .replace('[[properties]]\nkind = "range"\nuf = "colIdx"\nmin = "0"\n'
+                              'max = "numCols - 1"\n\n', ""))
+    conv = spf.Conversion(str(loose), "CSR4")
+    c = conv.c_source()
+    assert "no entry list is built" in c and "lies outside the shape" in c
+    assert "must be a valid" not in c
+    assert "must be a valid" in spf.Conversion("CSR", "CSR4").c_source()
+    a = sp.random(9, 7, density=0.4, format="csr", random_state=5)
+    t = spf.Tensor(conv.src, a.shape, {"numRows": 9, "numCols": 7, "rowPtr": a.indptr,
+                                        "colIdx": a.indices, "data": a.data})
+    np.testing.assert_array_equal(conv.compile()(t).to_dense(), a.toarray())

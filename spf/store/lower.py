@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from functools import partial
 
 from ..back import ctree as t
@@ -45,7 +46,7 @@ from ..front.isl_bridge import isl_limit
 from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
 from ..front.properties import Linear, Ordering, Property
-from ..front.terms import Aff, Constraint, FloorDiv, UFCall, format_constraint
+from ..front.terms import Aff, Atom, Constraint, FloorDiv, UFCall, format_constraint
 from ..front.writing import (
     ENTRY,
     Cover,
@@ -140,6 +141,8 @@ class Visit:
     ordered: tuple[tuple[int, bool], ...] = ()  # coordinates (decreasing?) whose order the
     #                                 loops follow (Z3 proved: non-decreasing lexicographically)
     helpers: frozenset[str] = frozenset()       # the C helpers the loops call (spf_floord)
+    within: bool = False            # every entry they visit lies within the source's shape
+    #                                 (a valid tensor of a layout whose relation keeps them there)
 
     @property
     def value(self) -> str:
@@ -253,6 +256,20 @@ class _Running:
     cols: tuple[tuple[str, bool], ...]
     ngroups: int
     top: str
+    distinct: bool = False      # no two entries share a key: one more at each entry
+
+
+@dataclass(frozen=True)
+class _Table:
+    """Ranks read from a table over the columns' joint range (entries out of order, in a
+    source's loops, where the range holds at most 4n + 64 ids): the flag set when it was
+    built, the table (each id's rank), the columns and each one's lowest value, highest
+    value and width (C variables)."""
+
+    flag: str
+    table: str
+    cols: tuple[tuple[str, bool], ...]
+    bounds: tuple[tuple[str, str, str], ...]
 
 
 class _ElsewhereError(Exception):
@@ -285,6 +302,7 @@ class _Writer:
         self.narrow: dict[str, str] = {}        # arrays written in their own C type, not int64
         self.known: set[str] = set()            # scalar fields set so far
         self.owned: list[str] = []              # vectors freed at the end
+        self.injective: set[str] = set()        # arrays built here holding no value twice
         self.decls: list[t.Node] = []
         self.temp = 0
         self.final = False          # names read as the fields hold them (the checks)
@@ -300,6 +318,7 @@ class _Writer:
         self.fill_read = False              # spf_absent declared (what no entry holds)
         self.given = ("spf_g", "spf_v")         # the entries as given (before runs)
         self.running: dict[str, _Running] = {}  # rank vector -> its running count in order
+        self.tables: dict[str, _Table] = {}     # rank vector -> its table out of order
         self.read_running: set[str] = set()     # running ranks printed since the last loop
 
     # ---- names and expressions ----------------------------------------------------------
@@ -488,16 +507,33 @@ class _Writer:
         if self.entry != E:
             raise _ElsewhereError(rank)
         self.read_running.add(rank)
+        table = self.tables.get(rank)
+        if table is not None:
+            return (f"({r.ordered} ? {r.var} : {table.flag} ? {table.table}[{self.table_id(table)}]"
+                    f" : {rank}[{E}])")
         return f"({r.ordered} ? {r.var} : {rank}[{E}])"
+
+    def table_id(self, table: _Table) -> str:
+        """Entry ``e``'s id in ``table``: row-major over the columns' ranges (a decreasing
+        column reversed)."""
+        out = ""
+        for (c, down), (lo, hi, width) in zip(table.cols, table.bounds):
+            at = self.col_at(c, E)
+            term = f"({hi} - {at})" if down else f"({at} - {lo})"
+            out = f"({out}) * {width} + {term}" if out else term
+        return out
 
     def rank_step(self, r: _Running) -> list[t.Node]:
         """Entry ``e``'s running rank from entry ``e - 1``'s (in order): 0 in a new group,
         one more at a new key, the same at the same key."""
         def differ(cols: Iterable[tuple[str, bool]]) -> str:
             return " || ".join(f"{self.col_at(c, f'{E} - 1')} != {self.col_at(c, E)}"
-                               for c, _ in cols) or "0"
-        return [t.If(differ(r.cols[:r.ngroups]), [t.Assign(r.var, "0")],
-                     [t.If(differ(r.cols[r.ngroups:]), [t.Assign(r.var, "1", "+=")])])]
+                               for c, _ in cols)
+        step = t.Assign(r.var, "1", "+=")
+        key: list[t.Node] = [step] if r.distinct else [t.If(differ(r.cols[r.ngroups:]), [step])]
+        if not r.ngroups:
+            return key
+        return [t.If(differ(r.cols[:r.ngroups]), [t.Assign(r.var, "0")], key)]
 
     def refuse(self, text: str, x: tuple[str, ...] = (), entry: bool = True,
                other: str | None = None, spec: str | None = None,
@@ -779,20 +815,23 @@ class _Writer:
             tests = [*(self.refuse_if(f"{self.aff(f)} < 0", f"entry {{at}} cannot be stored "
                                       f"in {self.lay.name}: its relation requires "
                                       f"{format_constraint(Constraint(f, False))}")
-                       for f in filters),
+                       for f in filters if not self.sourced(Constraint(f, False))),
                      *(self.refuse_if(f"{self.aff(r.aff)} {'!=' if r.is_eq else '<'} 0",
                                       f"entry {{at}} cannot be stored in {self.lay.name}: its "
                                       f"relation requires {format_constraint(c)}")
                        for c, r in self.screened.items()
                        if Constraint.make(r.aff, r.is_eq) not in
-                       {Constraint.make(f, False) for f in filters}),
+                       {Constraint.make(f, False) for f in filters} and not self.sourced(r)),
                      *(self.refuse_if(f"{self.aff(c.aff)} < 0", f"entry {{at}} cannot be "
                                       f"stored in {self.lay.name}: it lies outside the shape "
                                       f"({', '.join(map(str, self.lay.shape))})")
-                       for c in self.box)]
+                       for c in self.box if not self.given_within())]
             if self.visit is not None:      # the first visit counts the entries too
                 self.b.add(t.Comment("the entries counted (n) and the constraints over the "
-                                     "coordinates alone, in one pass"))
+                                     "coordinates alone, in one pass" if tests else
+                                     "the entries counted (n): the source keeps them within "
+                                     "its shape, where they meet every constraint over the "
+                                     "coordinates alone"))
                 self.each(*tests, counting=True)
             elif tests:
                 self.b.add(t.Comment("the constraints over the coordinates alone, in one pass"))
@@ -838,6 +877,19 @@ class _Writer:
         with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
             self.box = [c for c in within_shape(self.lay)
                         if not implied(known, c, sorted(self.outs))]
+
+    def given_within(self) -> bool:
+        """Whether the visited source's entries lie within the shape it gives (which
+        :meth:`start` made this layout's): the first pass need not test them."""
+        return self.visit is not None and self.visit.within and not self.plan.others
+
+    def sourced(self, r: Constraint) -> bool:
+        """Whether a screened constraint holds at every coordinate within the shape, so at
+        every entry of a source that keeps its entries there (:meth:`given_within`)."""
+        if not self.given_within():
+            return False
+        with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
+            return implied(within_shape(self.lay), r, sorted(self.outs))
 
     def box_tested(self) -> bool:
         """Whether the first pass tests every coordinate within the shape (not for a union,
@@ -889,6 +941,7 @@ class _Writer:
             self.sort_into(perm, size, [(window, False), (counts, q.descending)])
         self.each(t.Assign(f"{inverse}[{perm}[{E}]]", E), count=size)
         self.arrays[q.inverse] = (inverse, [size])
+        self.injective.add(q.inverse)       # a permutation's inverse: no value twice
 
     def sort_into(self, order: str, count: str, cols: list[tuple[str, bool]]) -> None:
         """``order`` = the stable order of ``count`` items by the columns."""
@@ -919,24 +972,36 @@ class _Writer:
             if marks else "NULL"
         rank = self.fresh("rank") if lazy or running else self.vector("rank")
         # a column is printed where it is read where that is cheap (a vector, a logical
-        # coordinate, an affine sum of them); one that reads an array or divides, or reads
-        # a running rank (kept by loops over the entries), becomes a vector (once, shared by
-        # every later read)
-        cols = [(self.column(c) if self.costly(c) or self.reads_running(c) else c, d)
+        # coordinate, an affine sum of them, and in a source's loops anything computed from
+        # the coordinates: the previous entry's are kept); one that reads an array or
+        # divides over a list, or reads a running rank (kept by loops over the entries),
+        # becomes a vector (once, shared by every later read)
+        prefix = self.group_prefix(groups, keys) if counts is None else None
+        if prefix is not None:      # a group's entries arrive together: compared as given
+            groups = prefix
+        cols = [(self.column(c) if (self.costly(c) and self.visit is None)
+                 or self.reads_running(c) else c, d)
                 for c, d in [(g, False) for g in groups] + keys]
         ordered = self.fresh("in_order")
         largest = self.fresh("top") if top else None
-        proven = self.in_visit_order(cols)
+        given = self.visit_columns(cols)
+        proven = given is not None and self.visit is not None and \
+            tuple(given) == self.visit.ordered[:len(given)]
+        # proven, and the columns name every coordinate: no two entries share a key
+        distinct = proven and {k for k, _ in given or ()} == set(range(self.lay.order))
+        counted = self.rank_pass(cols, len(groups), ordered, None if lazy or running else rank,
+                                 first, counts[0] if counts else None, largest,
+                                 checked=not proven, distinct=distinct)
         self.b.add(t.Comment("ranks of the keys within their groups, in one pass while the "
-                             "entries arrive in key order"),
+                             "entries arrive in key order" if counted else "ranks of the keys "
+                             "within their groups, counted where they are read"
+                             + (" (each group's entries arrive together)" if prefix else "")),
                    t.Declare("int", ordered, "1", note="Z3 proved that the source's loops visit "
                              "the entries in this order" if proven else ""))
         if largest:
             self.decls.append(t.Declare("int64_t", largest, "0"))
-        self.b.add(t.Block(self.rank_pass(cols, len(groups), ordered,
-                                          None if lazy or running else rank, first,
-                                          counts[0] if counts else None, largest,
-                                          checked=not proven)))
+        if counted:
+            self.b.add(t.Block(counted))
         if lazy or running:         # allocated only out of order
             self.decls.append(t.Declare("int64_t *", rank, "NULL", note="read only out of "
                                         "order, which cannot be" if proven else ""))
@@ -944,7 +1009,7 @@ class _Writer:
             self.orders[rank] = ordered
         if running:
             self.running[rank] = _Running(ordered, f"{rank}_run", tuple(cols), len(groups),
-                                          largest or "")
+                                          largest or "", distinct)
         if not proven:          # proven: never out of order, no rank vector, no sort
             self.sorted_ranks(cols, len(groups), ordered, rank, first, counts, largest,
                               allocate=lazy or running)
@@ -954,9 +1019,17 @@ class _Writer:
                      first: str, counts: tuple[str, str] | None, largest: str | None,
                      allocate: bool) -> None:
         """The ranks of :meth:`ranks` where the entries came out of order (``allocate``: the
-        rank vector too): through ``spf_st_ranks`` over int64 copies of the columns."""
-        self.b.nest(t.If(f"!{ordered}", [], note="out of order: the columns copied as int64, "
-                         "ranked through a stable sort"))
+        rank vector too): in a source's loops, a running rank through a table where the
+        columns' range is narrow (:meth:`table_ranks`); else through ``spf_st_ranks`` over
+        int64 copies of the columns."""
+        table = self.visit is not None and counts is None and first == "NULL" and \
+            rank in self.running
+        self.b.nest(t.If(f"!{ordered}", [], note="out of order" + (
+            "" if table else ": the columns copied as int64, ranked through a stable sort")))
+        if table:
+            flag = self.table_ranks(cols, rank, ngroups, largest)
+            self.b.nest(t.If(f"!{flag}", [], note="a range too wide for a table: the columns "
+                             "copied as int64, ranked through a stable sort"))
         if allocate:
             self.b.add(t.Assign(rank, "spf_st_vector(n)"))
             self.oom_check(rank)
@@ -978,13 +1051,62 @@ class _Writer:
                                f"{first}[{E}]", "+="))
         if largest:
             self.b.add(t.Assign(largest, f"spf_st_top(n, {rank})"))
+        if table:
+            self.b.close()
         self.b.close()
 
-    def in_visit_order(self, cols: list[tuple[str, bool]]) -> bool:
-        """Whether the source's loops visit the entries in the order of these columns (each
-        a given coordinate, together a prefix of the order Z3 proved for the loops)."""
+    def table_ranks(self, cols: list[tuple[str, bool]], rank: str, ngroups: int,
+                    largest: str | None) -> str:
+        """Ranks through a table over the columns' joint range, read per entry where they
+        are used (:meth:`rank_at`; no rank vector, no copies, no sort): the columns' ranges
+        (a visit), and where they hold at most 4n + 64 ids, each entry's id marked (a
+        visit), the marks turned into ranks along each group's ids.  Returns the flag set
+        when the table was built."""
+        flag, table = self.fresh("tabled"), self.fresh("table")
+        bounds = tuple((self.fresh("lo"), self.fresh("hi"), self.fresh("width")) for _ in cols)
+        self.decls += [t.Declare("int", flag, "0"), t.Declare("int64_t *", table, "NULL")]
+        self.owned.append(table)
+        for lo, hi, width in bounds:
+            self.decls += [t.Declare("int64_t", lo, "INT64_MAX"),
+                           t.Declare("int64_t", hi, "INT64_MIN"), t.Declare("int64_t", width, "1")]
+        self.tables[rank] = tab = _Table(flag, table, tuple(cols), bounds)
+        self.b.add(t.Comment("each rank read from a table over the columns' joint range where "
+                             "it holds at most 4n + 64 ids: their ranges first"))
+        values = [self.col_at(c, E) for c, _ in cols]
+        self.each(*(t.Assign(lo, f"{v} < {lo} ? {v} : {lo}") for v, (lo, _, _) in
+                    zip(values, bounds)),
+                  *(t.Assign(hi, f"{v} > {hi} ? {v} : {hi}") for v, (_, hi, _) in
+                    zip(values, bounds)))
+        span, keys = self.fresh("span"), self.fresh("keys")
+        self.b.add(t.Declare("int64_t", span, "n > 0", note="0: no table"),
+                   t.Declare("int64_t", keys, "1", note="the ids of one group"))
+        for k, (lo, hi, width) in enumerate(bounds):
+            self.b.add(t.If(f"{span} > 0", [
+                t.Assign(width, f"{hi} - {lo} + 1"),
+                t.Assign(span, f"{width} > (4 * n + 64) / {span} ? 0 : {span} * {width}"),
+                *([t.Assign(keys, width, "*=")] if k >= ngroups else [])]))
+        self.b.nest(t.If(f"{span} > 0", []))
+        self.b.add(t.Assign(table, f"calloc((size_t){span}, sizeof(int64_t))"))
+        self.oom_check(table)
+        self.each(t.Assign(f"{table}[{self.table_id(tab)}]", "1"))
+        if largest:
+            self.b.add(t.Assign(largest, "0"))
+        self.b.add(t.For("int64_t spf_g = 0", f"spf_g < {span}", f"spf_g += {keys}", [
+            t.Declare("int64_t", "spf_k", "0", note="a group's keys ranked from 0"),
+            t.For("int64_t spf_id = spf_g", f"spf_id < spf_g + {keys}", "++spf_id", [
+                t.Declare("const int64_t", "spf_mark", f"{table}[spf_id]"),
+                t.Assign(f"{table}[spf_id]", "spf_k"),
+                t.Assign("spf_k", "spf_mark", "+=")]),
+            *([t.If(f"spf_k > {largest}", [t.Assign(largest, "spf_k")])] if largest else [])]),
+            t.Assign(flag, "1"))
+        self.b.close()
+        return flag
+
+    def visit_columns(self, cols: list[tuple[str, bool]]) -> list[tuple[int, bool]] | None:
+        """Each column as the coordinate it is (its number, decreasing?) where the writer
+        visits a source's loops and every column is a given coordinate; else None."""
         if self.visit is None:
-            return False
+            return None
         given: list[tuple[int, bool]] = []
         for c, down in cols:
             value = None if c in self.owned else self.inline.get(c)
@@ -993,9 +1115,31 @@ class _Writer:
                     break
                 value = self.inline.get(str(value.as_name()))
             if not isinstance(value, int):
-                return False
+                return None
             given.append((value, down))
-        return tuple(given) == self.visit.ordered[:len(given)]
+        return given
+
+    def group_prefix(self, groups: list[str], keys: list[tuple[str, bool]]) -> list[str] | None:
+        """Where a source's loops visit the entries in the order of a coordinate ``c`` and then
+        of the keys (Z3), and the groups are a one-to-one function of ``c`` (of ``c`` itself or
+        of an inverse permutation read at it, such as SELL's ``s = floor(perm⁻¹(gi)/4)`` and
+        ``r = perm⁻¹(gi) - 4*s``, which give ``perm⁻¹(gi) = 4*s + r``): ``[c]``, which
+        separates the groups as they do (each group's entries arrive together, in key order,
+        and never again), so ranks are counted in one pass.  Else None."""
+        given = self.visit_columns(keys)
+        if not groups or given is None or self.visit is None or \
+                len(self.visit.ordered) < 1 + len(given) or \
+                tuple(given) != self.visit.ordered[1:1 + len(given)]:
+            return None
+        c = self.outs[self.visit.ordered[0][0]]
+        values = [self.inline.get(g) for g in groups]
+        if not all(isinstance(v, Aff) for v in values) or any(g in self.env for g in groups):
+            return None
+        for base in (Aff.var(c), *(Aff.var(UFCall(name, (Aff.var(c),)))
+                                   for name in sorted(self.injective))):
+            if _recovers(base, [v for v in values if isinstance(v, Aff)]):
+                return [c]
+        return None
 
     def costly(self, name: str) -> bool:
         """Whether a per-entry name is computed where read by reading an array or dividing."""
@@ -1014,24 +1158,28 @@ class _Writer:
 
     def rank_pass(self, cols: list[tuple[str, bool]], ngroups: int, ordered: str,
                   rank: str | None, first: str, counts: str | None,
-                  top: str | None = None, checked: bool = True) -> list[t.Node]:
+                  top: str | None = None, checked: bool = True,
+                  distinct: bool = False) -> list[t.Node]:
         """The in-order pass of :meth:`ranks`: each entry compared with the one before, column
         by column; ``ordered`` cleared at the first entry out of order (``rank`` None: no rank
         stored; ``top``: the largest rank plus one kept; not ``checked``: the entries are
-        known to arrive in order)."""
+        known to arrive in order; ``distinct``: and no two share a key, so only the group
+        columns are compared)."""
         number = rank is not None or top is not None
         keyed = number or first != "NULL" or counts is not None    # spf_new_key read
         # out of order: the pass stops (out of the source's loops too, when they visit)
         stop = t.Call("break") if self.visit is None else t.Goto(self.fresh("out_of_order"))
         chain: list[t.Node] = []
-        for k in reversed(range(len(cols))):
+        for k in reversed(range(ngroups if distinct else len(cols))):
             c, down = cols[k]
             a, b = f"spf_a{k}", f"spf_b{k}"
             differs: list[t.Node] = [
                 *([t.If(f"{a} {'<' if down else '>'} {b}", [t.Assign(ordered, "0"), stop])]
                   if checked else []),
-                *([t.Assign("spf_new_key", "1")] if keyed else []),
+                *([t.Assign("spf_new_key", "1")] if keyed and not distinct else []),
                 *([t.Assign("spf_new_group", "1")] if k < ngroups and number else [])]
+            if not differs and not chain:       # nothing follows from this column
+                continue
             chain = [t.Declare("const int64_t", a, self.col_at(c, f"{E} - 1")),
                      t.Declare("const int64_t", b, self.col_at(c, E)),
                      t.If(f"{a} != {b}", differs, chain or None)]
@@ -1043,9 +1191,11 @@ class _Writer:
                     [t.Assign(top, "spf_key - spf_group_start + 1")])] if top else [])
         ] if number else []
         body = [
-            *([t.Declare("int", "spf_new_key", f"{E} == 0")] if keyed else []),
+            *([t.Declare("const int" if distinct else "int", "spf_new_key",
+                         "1" if distinct else f"{E} == 0",
+                         note="every entry its own key" if distinct else "")] if keyed else []),
             *([t.Declare("int", "spf_new_group", f"{E} == 0")] if number else []),
-            t.If(f"{E} > 0", chain),
+            *([t.If(f"{E} > 0", chain)] if chain else []),
             *numbered,
             *([t.Assign(f"{first}[{E}]", "(uint8_t)spf_new_key")] if first != "NULL" else []),
             *([t.Assign(f"{counts}[{self.col_at(cols[0][0], E)} + 1]", "spf_new_key", "+=")]
@@ -1053,6 +1203,8 @@ class _Writer:
         left: list[t.Node] = [t.Label(stop.label), t.Call(
             "(void)0", note="left at the first entry out of order")] \
             if isinstance(stop, t.Goto) and checked else []
+        if not body:        # nothing to count here: ranks are counted where read
+            return []
         return [
             *([t.Declare("int64_t", "spf_key", "-1"),
                t.Declare("int64_t", "spf_group_start", "0")] if number else []),
@@ -2227,3 +2379,41 @@ def _aff_of(e: ie.IExpr) -> Aff | None:
     if lhs.is_const or rhs.is_const:
         return lhs * rhs.const if rhs.is_const else rhs * lhs.const
     return None
+
+
+def _recovers(base: Aff, values: list[Aff]) -> bool:
+    """Whether ``values`` are functions of ``base`` alone (its atom and quotients of it) from
+    which a linear combination gives ``base`` back (up to a constant): then no two values of
+    ``base`` give the same ``values``."""
+    (atom, _), = base.terms
+    allowed = {atom}
+    basis: list[Atom] = []
+    for v in values:
+        for a, _ in v.terms:
+            if a not in allowed and not (isinstance(a, FloorDiv) and a.num == base):
+                return False
+            if a not in basis:
+                basis.append(a)
+    if atom not in basis:
+        return False
+    rows = [[Fraction(dict(v.terms).get(a, 0)) for v in values] + [Fraction(a == atom)]
+            for a in basis]
+    return _solvable(rows)
+
+
+def _solvable(rows: list[list[Fraction]]) -> bool:
+    """Whether the linear system of augmented ``rows`` (the last column the right-hand side)
+    has a solution: Gaussian elimination over the rationals."""
+    width = len(rows[0]) - 1
+    pivot_row = 0
+    for col in range(width):
+        pivot = next((r for r in range(pivot_row, len(rows)) if rows[r][col]), None)
+        if pivot is None:
+            continue
+        rows[pivot_row], rows[pivot] = rows[pivot], rows[pivot_row]
+        for r in range(len(rows)):
+            if r != pivot_row and rows[r][col]:
+                factor = rows[r][col] / rows[pivot_row][col]
+                rows[r] = [x - factor * y for x, y in zip(rows[r], rows[pivot_row])]
+        pivot_row += 1
+    return all(any(row[:width]) or not row[width] for row in rows)

@@ -3,23 +3,20 @@
  * spf_convert(B, spf_err, spf_sizes, spf_max_bytes, A) is the whole conversion; it calls:
  * spf_convert_write: entries written into ELL as its relation solves for each entry's place (spf.store); every array of B is malloc'd here
  *   (the caller frees them), every scalar field set.  Returns 0, SPF_OUT_OF_MEMORY, or SPF_REFUSED with spf_err = {refusal, entry coordinates, x0, x1, x2, other entry}:
- *   0: entry {at} cannot be stored in ELL: its relation requires gi >= 0
- *   1: entry {at} cannot be stored in ELL: its relation requires gj >= 0
- *   2: entry {at} cannot be stored in ELL: its relation requires pi < numRows
- *   3: entry {at} cannot be stored in ELL: it lies outside the shape (numRows, numCols)
- *   4: ELL would need {x0} slots, more than index_type='int32' can address; use index_type='int64'
- *   5: ELL would store {x0} entries in {x1} slots ({x2}% padding, over 75%); pass allow_padding=True to convert anyway
- *   6: ELL: colIdx would have extents ({x0}, {x1})
- *   7: ELL's colIdx would take {x0} bytes, over the limit
- *   8: entry {at} cannot be written into ELL: it would be written outside colIdx
- *   9: ELL: colIdx holds values beyond int32; use index_type='int64'
- *   10: ELL: data would have extents ({x0}, {x1})
- *   11: ELL's data would take {x0} bytes, over the limit
- *   12: entry {at} cannot be written into ELL: its value would be written outside data
- *   13: ELL: numRows = {x0} is beyond int32; use index_type='int64'
- *   14: ELL: numCols = {x0} is beyond int32; use index_type='int64'
- *   15: ELL: width = {x0} is beyond int32; use index_type='int64'
+ *   0: ELL would need {x0} slots, more than index_type='int32' can address; use index_type='int64'
+ *   1: ELL would store {x0} entries in {x1} slots ({x2}% padding, over 75%); pass allow_padding=True to convert anyway
+ *   2: ELL: colIdx would have extents ({x0}, {x1})
+ *   3: ELL's colIdx would take {x0} bytes, over the limit
+ *   4: entry {at} cannot be written into ELL: it would be written outside colIdx
+ *   5: ELL: colIdx holds values beyond int32; use index_type='int64'
+ *   6: ELL: data would have extents ({x0}, {x1})
+ *   7: ELL's data would take {x0} bytes, over the limit
+ *   8: entry {at} cannot be written into ELL: its value would be written outside data
+ *   9: ELL: numRows = {x0} is beyond int32; use index_type='int64'
+ *   10: ELL: numCols = {x0} is beyond int32; use index_type='int64'
+ *   11: ELL: width = {x0} is beyond int32; use index_type='int64'
  * the writer reads A's entries where A's loops visit them (the loops of the kernel B = A: Z3 proved that no two entries share coordinates), once per pass, the first pass counting them; no entry list is built
+ * A must be a valid CSR tensor (as spf.Tensor checks): its relation and ranges keep its entries within its shape, so the writer does not test them against the shape
  * the writer's passes: pi = i; colIdx(pi, pk) = j; pk = position of (colIdx(pi, pk)) increasing, the rank within (pi), below width; unused colIdx = -1
  * spf_convert_with_fill: CSR -> ELL: spf_convert_write reads A's entries in A's own loops, each pass of it one visit of them (no entry list) (every array of B malloc'd there; free each with free); *spf_fill: what A holds where it has no entry (gaps that runs cover hold it).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no limit): see spf_convert_write.
  */
@@ -359,13 +356,13 @@ static inline int spf_st_ranks_table(int64_t n, int ngroup, int ncols,
     for (int64_t e = 0; e < n; ++e) {
         table[spf_st_id(e, ncols, cols, desc, lo, hi, width)] = 1;
     }
-    int64_t k = 0;
-    for (int64_t v = 0; v < span; ++v) {
-        if (v % keys == 0)
-            k = 0;                      /* a new group: its keys ranked from 0 */
-        const int64_t mark = table[v];
-        table[v] = k;
-        k += mark;
+    for (int64_t g = 0; g < span; g += keys) {
+        int64_t k = 0;                  /* a group's keys ranked from 0 */
+        for (int64_t v = g; v < g + keys; ++v) {
+            const int64_t mark = table[v];
+            table[v] = k;
+            k += mark;
+        }
     }
     for (int64_t e = 0; e < n; ++e) {
         rank[e] = table[spf_st_id(e, ncols, cols, desc, lo, hi, width)];
@@ -382,12 +379,101 @@ static inline int spf_st_ranks_table(int64_t n, int ngroup, int ncols,
     return 1;
 }
 
+/* qsort's comparison of two ids. */
+static inline int spf_st_id_cmp(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Ranks (and first marks) of entries whose groups come in runs (spf_st_in_runs), through a
+ * workspace over the keys' joint range (at most 4n + 64 ids, row-major, decreasing columns
+ * reversed): per run, its distinct keys marked in the workspace and listed, the list sorted (a
+ * run holds few distinct keys), each key's rank put at its id, read back per entry, and the
+ * marks cleared.  O(n) plus the sorts of the lists: no sort of the entries.  1: done; 0: the
+ * keys' range is too wide; -1: out of memory. */
+static inline int spf_st_ranks_runs(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
+                                    const int *desc, int64_t *restrict rank,
+                                    uint8_t *restrict first)
+{
+    const int nkey = ncols - ngroup;
+    if (nkey < 1 || nkey > 8)
+        return 0;
+    int64_t lo[8], hi[8], width[8], span = 1;
+    for (int c = 0; c < nkey; ++c) {
+        int64_t a = INT64_MAX, b = INT64_MIN;
+        for (int64_t e = 0; e < n; ++e) {
+            a = cols[ngroup + c][e] < a ? cols[ngroup + c][e] : a;
+            b = cols[ngroup + c][e] > b ? cols[ngroup + c][e] : b;
+        }
+        lo[c] = a;
+        hi[c] = b;
+        width[c] = b - a + 1;
+        if (width[c] > (4 * n + 64) / span)
+            return 0;
+        span *= width[c];
+    }
+    int64_t *mark = calloc((size_t)span, sizeof(int64_t));   /* 0, or a key's rank + 1 */
+    int64_t cap = 64, *keys = malloc(sizeof(int64_t) * (size_t)cap);
+    if (!mark || !keys) {
+        free(mark);
+        free(keys);
+        return -1;
+    }
+    for (int64_t s = 0; s < n;) {
+        int64_t t = s, k = 0;       /* the run [s, t): entries of one group; k distinct keys */
+        for (; t < n; ++t) {
+            int same = 1;
+            for (int c = 0; c < ngroup && same; ++c)
+                same = cols[c][t] == cols[c][s];
+            if (!same)
+                break;
+            const int64_t id = spf_st_id(t, nkey, cols + ngroup, desc + ngroup, lo, hi, width);
+            if (first)
+                first[t] = (uint8_t)!mark[id];
+            if (mark[id])
+                continue;
+            mark[id] = 1;
+            if (k == cap) {
+                int64_t *grown = realloc(keys, sizeof(int64_t) * (size_t)(cap *= 2));
+                if (!grown) {
+                    free(mark);
+                    free(keys);
+                    return -1;
+                }
+                keys = grown;
+            }
+            keys[k++] = id;
+        }
+        if (k > 32)                     /* many keys: qsort; few: an insertion sort */
+            qsort(keys, (size_t)k, sizeof(int64_t), spf_st_id_cmp);
+        for (int64_t i = 1; i < k && k <= 32; ++i) {
+            const int64_t v = keys[i];
+            int64_t j = i;
+            for (; j > 0 && keys[j - 1] > v; --j)
+                keys[j] = keys[j - 1];
+            keys[j] = v;
+        }
+        for (int64_t r = 0; r < k; ++r)
+            mark[keys[r]] = r + 1;
+        for (int64_t e = s; e < t; ++e)
+            rank[e] = mark[spf_st_id(e, nkey, cols + ngroup, desc + ngroup, lo, hi, width)] - 1;
+        for (int64_t r = 0; r < k; ++r)
+            mark[keys[r]] = 0;
+        s = t;
+    }
+    free(mark);
+    free(keys);
+    return 1;
+}
+
 /* Per entry, the rank of its key (columns ngroup..ncols-1) among the distinct keys of its group
  * (columns 0..ngroup-1), in the sort order; first[e] = 1 for the first entry of each distinct
  * (group, key).  Entries already in that order, or in runs of one group each with their keys in
- * order, are ranked in one pass where they are; runs of one group each through a sort of each
- * run; others through a table where the columns' joint range is narrow, else a stable sort of
- * all.  Returns 1 when out of memory. */
+ * order, are ranked in one pass where they are; runs of one group each through a workspace over
+ * the keys (spf_st_ranks_runs), or where their range is too wide a sort of each run; others
+ * through a table where the columns' joint range is narrow, else a stable sort of all.
+ * Returns 1 when out of memory. */
 static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *const *cols,
                                const int *desc, int64_t *restrict rank, uint8_t *restrict first)
 {
@@ -398,10 +484,15 @@ static inline int spf_st_ranks(int64_t n, int ngroup, int ncols, const int64_t *
             return 1;
     }
     if (runs == 0) {                    /* a table over a narrow range of ids: no sort (groups
-                                         * arriving whole are sorted run by run: cache-local) */
+                                         * arriving whole are ranked run by run: cache-local) */
         const int table = spf_st_ranks_table(n, ngroup, ncols, cols, desc, rank, first);
         if (table)
             return table < 0;
+    }
+    if (runs == 2) {                    /* whole groups, keys out of order: a workspace */
+        const int workspace = spf_st_ranks_runs(n, ngroup, ncols, cols, desc, rank, first);
+        if (workspace)
+            return workspace < 0;
     }
     const int sorted = runs == 1;
     int64_t *order = sorted ? NULL : spf_st_vector(n);
@@ -481,7 +572,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     int64_t n = 0;   /* the entries: counted by the first visit */
     f_numRows = spf_shape[0];
     f_numCols = spf_shape[1];
-    /* the entries counted (n) and the constraints over the coordinates alone, in one pass */
+    /* the entries counted (n): the source keeps them within its shape, where they meet every constraint over the coordinates alone */
     {
         int64_t e = 0;   /* the entries visited so far */
         for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
@@ -489,34 +580,6 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 const spf_index_t j = A_colIdx[A_pj];
                 (void)i, (void)j;   /* a pass may read only some coordinates */
-                if (((int64_t)i) < 0) {
-                    spf_err[0] = 0;
-                    spf_err[1] = (int64_t)i;
-                    spf_err[2] = (int64_t)j;
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-                if (((int64_t)j) < 0) {
-                    spf_err[0] = 1;
-                    spf_err[1] = (int64_t)i;
-                    spf_err[2] = (int64_t)j;
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-                if ((-(int64_t)i + f_numRows + INT64_C(-1)) < 0) {
-                    spf_err[0] = 2;
-                    spf_err[1] = (int64_t)i;
-                    spf_err[2] = (int64_t)j;
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
-                if ((-(int64_t)j + f_numCols + INT64_C(-1)) < 0) {
-                    spf_err[0] = 3;
-                    spf_err[1] = (int64_t)i;
-                    spf_err[2] = (int64_t)j;
-                    spf_status = SPF_REFUSED;
-                    goto spf_done;
-                }
                 ++e;
             }
         }
@@ -532,26 +595,18 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         int64_t spf_group_start = 0;
         int64_t e = 0;   /* the entries visited so far */
         int64_t spf_prev0 = 0;
-        int64_t spf_prev1 = 0;
         for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
             const spf_index_t i = A_pi;
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 const spf_index_t j = A_colIdx[A_pj];
                 (void)i, (void)j;   /* a pass may read only some coordinates */
-                int spf_new_key = e == 0;
+                const int spf_new_key = 1;   /* every entry its own key */
                 int spf_new_group = e == 0;
                 if (e > 0) {
                     const int64_t spf_a0 = spf_prev0;
                     const int64_t spf_b0 = (int64_t)i;
                     if (spf_a0 != spf_b0) {
-                        spf_new_key = 1;
                         spf_new_group = 1;
-                    } else {
-                        const int64_t spf_a1 = spf_prev1;
-                        const int64_t spf_b1 = (int64_t)j;
-                        if (spf_a1 != spf_b1) {
-                            spf_new_key = 1;
-                        }
                     }
                 }
                 spf_key += spf_new_key;
@@ -562,7 +617,6 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
                     spf_top_3 = spf_key - spf_group_start + 1;
                 }
                 spf_prev0 = (int64_t)i;
-                spf_prev1 = (int64_t)j;
                 ++e;
             }
         }
@@ -570,7 +624,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     f_width = spf_top_3;
     const int64_t spf_slots_5 = (f_numRows) * (f_width);
     if (spf_slots_5 > INT64_C(2147483647)) {
-        spf_err[0] = 4;
+        spf_err[0] = 0;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_slots_5;
@@ -578,7 +632,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (!spf_allow_padding && spf_slots_5 > 4 * (n > 1 ? n : 1) && spf_slots_5 > n) {
-        spf_err[0] = 5;
+        spf_err[0] = 1;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = n;
@@ -590,7 +644,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     spf_colIdx_6_d0 = f_numRows;
     spf_colIdx_7_d1 = f_width;
     if (spf_colIdx_6_d0 < 0 || spf_colIdx_7_d1 < 0) {
-        spf_err[0] = 6;
+        spf_err[0] = 2;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_colIdx_6_d0;
@@ -599,7 +653,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (spf_max_bytes > 0 && spf_colIdx_6_d0 * spf_colIdx_7_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
-        spf_err[0] = 7;
+        spf_err[0] = 3;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_colIdx_6_d0 * spf_colIdx_7_d1 * (int64_t)sizeof(spf_index_t);
@@ -619,7 +673,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     spf_data_9_d0 = f_numRows;
     spf_data_10_d1 = f_width;
     if (spf_data_9_d0 < 0 || spf_data_10_d1 < 0) {
-        spf_err[0] = 10;
+        spf_err[0] = 6;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_data_9_d0;
@@ -628,7 +682,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (spf_max_bytes > 0 && spf_data_9_d0 * spf_data_10_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
-        spf_err[0] = 11;
+        spf_err[0] = 7;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = spf_data_9_d0 * spf_data_10_d1 * (int64_t)sizeof(spf_value_t);
@@ -645,7 +699,6 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         int64_t spf_rank_1_run = 0;
         int64_t e = 0;   /* the entries visited so far */
         int64_t spf_prev0 = 0;
-        int64_t spf_prev1 = 0;
         for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
             const spf_index_t i = A_pi;
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
@@ -654,7 +707,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
                 if (spf_in_order_2 && e > 0) {
                     if (spf_prev0 != (int64_t)i) {
                         spf_rank_1_run = 0;
-                    } else if (spf_prev1 != (int64_t)j) {
+                    } else {
                         spf_rank_1_run += 1;
                     }
                 }
@@ -662,7 +715,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
                     /* colIdx(pi, pk) */
                     const int64_t spf_w = (((int64_t)i) >= 0 && ((int64_t)i) < spf_colIdx_6_d0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) >= 0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) < spf_colIdx_7_d1 ? (((int64_t)i)) * spf_colIdx_7_d1 + ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) : -1);
                     if (spf_w < 0) {
-                        spf_err[0] = 8;
+                        spf_err[0] = 4;
                         spf_err[1] = (int64_t)i;
                         spf_err[2] = (int64_t)j;
                         spf_status = SPF_REFUSED;
@@ -670,7 +723,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
                     }
                     const int64_t spf_x = (int64_t)j;
                     if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
-                        spf_err[0] = 9;
+                        spf_err[0] = 5;
                         spf_err[1] = -1;
                         spf_err[2] = -1;
                         spf_status = SPF_REFUSED;
@@ -682,7 +735,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
                     /* the value at data[pi, pk] */
                     const int64_t spf_w = ((int64_t)i >= 0 && (int64_t)i < spf_data_9_d0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) >= 0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) < spf_data_10_d1 ? ((int64_t)i) * spf_data_10_d1 + (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) : -1);
                     if (spf_w < 0) {
-                        spf_err[0] = 12;
+                        spf_err[0] = 8;
                         spf_err[1] = (int64_t)i;
                         spf_err[2] = (int64_t)j;
                         spf_status = SPF_REFUSED;
@@ -691,13 +744,12 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
                     spf_data_11[spf_w] = A_data[A_pj];
                 }
                 spf_prev0 = (int64_t)i;
-                spf_prev1 = (int64_t)j;
                 ++e;
             }
         }
     }
     if (f_numRows > INT64_C(2147483647)) {
-        spf_err[0] = 13;
+        spf_err[0] = 9;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_numRows;
@@ -705,7 +757,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (f_numCols > INT64_C(2147483647)) {
-        spf_err[0] = 14;
+        spf_err[0] = 10;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_numCols;
@@ -713,7 +765,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (f_width > INT64_C(2147483647)) {
-        spf_err[0] = 15;
+        spf_err[0] = 11;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_width;
