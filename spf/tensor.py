@@ -267,10 +267,7 @@ class Tensor(StoredTensor):
         tensor keeps its fill (the logical tensor is the same), whatever ``dst``'s fill."""
         if self.fill != 0.0:
             params.setdefault("keep_zeros", True)
-        out = convert(self, dst, **params)
-        if self.fill != 0.0 and out.layout.dense_array is not None:
-            # a dense layout stores every element: those without an entry hold the fill
-            out = Tensor.from_dense(out.layout, self.to_dense())
+        out = convert(self, dst, **params)     # a dense layout gets the fill in C
         out.fill = self.fill
         return tensor_of(out)
 

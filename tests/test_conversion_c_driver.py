@@ -284,6 +284,35 @@ def test_a_refusal_comes_back_from_the_c(programs):
         conv.compile()(_source("CSR", upper))
 
 
+@pytest.mark.parametrize("fill", [7.0, -np.inf])
+def test_a_dense_destination_gets_the_fill_from_the_c(programs, fill):
+    """``<name>_with_fill`` of a dense destination, called from C with a source holding
+    ``fill`` where it has no entry: every element no entry reaches holds it, those with an
+    entry their value (an explicit 0 included), as ``Tensor.to_dense`` gives them."""
+    conv = spf.Conversion("CSR", "DenseMatrix", name=NAME)
+    cases = [MATRICES["empty_rows"], MATRICES["one"], MATRICES["empty"],
+             sp.csr_matrix(([0.0, 2.0], ([0, 1], [1, 0])), shape=(2, 3))]   # a stored 0
+    tensors = [spf.Tensor.from_scipy("CSR", m) for m in cases]
+    folder = programs["folder"] / f"fill_{abs(fill)}"
+    folder.mkdir()
+    (folder / "conversion.c").write_text(conv.c_source())
+    main = driver(conv.c_source(), tensors).replace(
+        f"{NAME}(&B, spf_err, spf_sizes, 0, A)", f"{NAME}_with_fill(&B, spf_err, spf_sizes, 0, "
+        f"A, &spf_given_fill)").replace("static int run(", f"static const double spf_given_fill "
+                                        f"= {'-INFINITY' if fill < 0 else fill};\nstatic int run(")
+    (folder / "main.c").write_text("#include <math.h>\n" + main)
+    subprocess.run([os.environ.get("CC", "cc"), "-O1", "-Wall", "-Wextra", "-Werror", "main.c",
+                    "-o", "main"], cwd=folder, check=True, capture_output=True, text=True)
+    for k, (m, tensor) in enumerate(zip(cases, tensors)):
+        out = subprocess.run([str(folder / "main"), str(k)], capture_output=True, text=True)
+        fields = _printed(out.stdout, conv.dst)
+        want = tensor.with_fill(fill).to_dense()
+        np.testing.assert_array_equal(np.asarray(fields["data"]).reshape(m.shape), want)
+        got = tensor.with_fill(fill).convert("DenseMatrix")
+        assert got.fill == fill
+        np.testing.assert_array_equal(got.to_dense(), want)
+
+
 # -- a kernel's assembled output, by its C alone ----------------------------------------------
 KERNELS = {   # expression, layouts, operand pairs (in MATRICES; "T", "ET": one's, empty's .T)
     "add": ("C(i,j) = A(i,j) + B(i,j)", {"A": "CSR", "B": "CSR", "C": "CSR"},

@@ -76,6 +76,16 @@ def test_a_conversion(client, src, dst):
     assert all(np.array_equal(got.fields[f], local.fields[f]) for f in local.fields)
 
 
+def test_a_dense_conversion_of_a_tensor_with_a_fill_is_refused(client):
+    """The workers' parts hold 0 where no entry is: a fill other than 0 is refused, naming
+    the local conversion, which puts it there."""
+    T = spf.Tensor.from_scipy("CSR", matrix(20, 15, 0.1, 5)).with_fill(2.0)
+    run = spf.Conversion("CSR", "DenseMatrix").compile().distributed(client)
+    with pytest.raises(spf.ArgumentError, match=r"whose fill is 2\.0 is not supported"):
+        run(T)
+    assert T.convert("DenseMatrix").to_dense().max() == 2.0
+
+
 @pytest.mark.parametrize("dst", ["SELL_sigma", "DIA"])
 def test_a_conversion_into_a_written_layout(client, dst):
     """The source's row blocks read into entry lists on the workers, written on the client

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,10 +158,26 @@ def test_fill_follows_outputs_and_conversions():
     assert y.fill == -np.inf and (y.values == -np.inf).all()
 
 
-def test_padded_tensor_to_dense_with_a_fill_is_refused():
+def test_padded_tensor_to_dense_with_a_fill_is_refused(tmp_path):
+    """Padding slots spf added, or a pattern whose entries all hold 0, cannot be told from
+    elements without an entry: a fill into a dense array is refused (to_dense, and the
+    generated conversion, whose C refuses the pattern itself)."""
     dia = spf.Tensor.from_scipy("DIA", sp.csr_matrix(([1.0, 2.0], ([0, 2], [0, 2])), (3, 3)))
     with pytest.raises(spf.ArgumentError, match="stores 1 padding slots"):
         dia.to_dense(fill=-1.0)
+    with pytest.raises(spf.ArgumentError, match="stores 1 padding slots"):
+        dia.with_fill(-1.0).convert("DenseMatrix")
+    pattern = spf.front.layout_path.load_layout("CSR_pattern")
+    zeros = tmp_path / "Zeros.toml"
+    zeros.write_text(Path(pattern.source).read_text()
+                     .replace('name = "CSR_pattern"', 'name = "Zeros"')
+                     .replace('value = "1"', 'value = "0"'))
+    m = sp.csr_matrix(([1.0], ([0], [1])), shape=(2, 2))
+    t = spf.Tensor(spf.front.layout_path.load_layout(str(zeros)), m.shape,
+                   {"numRows": 2, "numCols": 2, "rowPtr": m.indptr, "colIdx": m.indices})
+    np.testing.assert_array_equal(t.convert("DenseMatrix").to_dense(), np.zeros((2, 2)))
+    with pytest.raises(spf.ArgumentError, match="entries all hold 0"):
+        t.with_fill(3.0).convert("DenseMatrix")
 
 
 def test_non_commutative_add_into_an_assembled_output_is_refused():

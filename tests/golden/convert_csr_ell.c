@@ -18,7 +18,7 @@
  * the writer reads A's entries where A's loops visit them (the loops of the kernel B = A: Z3 proved that no two entries share coordinates), once per pass, the first pass counting them; no entry list is built
  * A must be a valid CSR tensor (as spf.Tensor checks): its relation and ranges keep its entries within its shape, so the writer does not test them against the shape
  * the writer's passes: pi = i; colIdx(pi, pk) = j; pk = position of (colIdx(pi, pk)) increasing, the rank within (pi), below width; unused colIdx = -1
- * spf_convert_with_fill: CSR -> ELL: spf_convert_write reads A's entries in A's own loops, each pass of it one visit of them (no entry list) (every array of B malloc'd there; free each with free); *spf_fill: what A holds where it has no entry (gaps that runs cover hold it).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no limit): see spf_convert_write.
+ * spf_convert_with_fill: CSR -> ELL: spf_convert_write reads A's entries in A's own loops, each pass of it one visit of them (no entry list) (every array of B malloc'd there; free each with free); *spf_fill: what A holds where it has no entry (gaps that runs cover hold it).  spf_err, spf_sizes (or NULL), spf_max_bytes (0: no limit): see the file's header.
  */
 #include <stdint.h>
 #include <stdlib.h>
