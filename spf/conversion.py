@@ -592,7 +592,8 @@ class _Assembled:
                          byte_limit(), ctypes.addressof(given),
                          *([runtime.address(fill)] if self.dense else []))
         fields, _ = writer.finished(src, status, err, out, sizes)
-        check_built_ranges(conv.dst, fields, f"output 'B' of kernel {conv.kernel.name}")
+        check_built_ranges(conv.dst, fields, f"output 'B' of kernel {conv.kernel.name}",
+                           within=keeps_within_shape(conv.src))
         out_tensor = tensor_class()._built(conv.dst, tuple(tensor.shape), fields)
         out_tensor.fill = tensor.fill       # the same logical tensor
         return out_tensor

@@ -340,6 +340,29 @@ def _narrowed(tmp_path, layout: str, uf: str, bound: str, value: str) -> str:
     return str(path)
 
 
+def test_coordinate_arrays_built_from_a_valid_source_are_not_range_checked(tmp_path,
+                                                                           monkeypatch):
+    """An array the relation reads only as a logical coordinate (CSC's rowIdx: ``gi =
+    rowIdx(pi)``), assembled from a source that keeps its entries within its shape, holds
+    coordinates inside a range containing the shape's extent: Python does not check it again
+    (O(entries)); a narrowed range is still checked, and padded arrays are not such arrays."""
+    from spf.front.established import coordinate_ranges
+    from spf.front.properties import Range
+    assert {p.uf for p in coordinate_ranges(spf.load_layout("CSC"))} == {"rowIdx"}
+    assert {p.uf for p in coordinate_ranges(spf.load_layout("COO"))} == {"rowIdx", "colIdx"}
+    assert not coordinate_ranges(spf.load_layout("ELL"))           # -1 marks padding
+    assert not coordinate_ranges(spf.load_layout(_narrowed(tmp_path, "CSR", "colIdx", "min",
+                                                           "1")))
+    checked: list[str] = []
+    check = Range.check
+    monkeypatch.setattr(Range, "check", lambda self, *args: (checked.append(self.uf),
+                                                             check(self, *args)))
+    a = sp.random(30, 20, density=0.2, format="csr", random_state=2)
+    out = spf.Tensor.from_scipy("CSR", a).convert("CSC")
+    np.testing.assert_array_equal(out.to_dense(), a.toarray())
+    assert "rowIdx" not in checked and "colPtr" in checked
+
+
 def test_an_entry_a_narrowed_range_excludes_is_refused(tmp_path):
     """A layout whose range is narrower than its shape cannot store every entry: a conversion
     or a kernel writing one there is an ArgumentError (it built a tensor that broke the

@@ -15,8 +15,9 @@ from functools import lru_cache
 from . import index_expr as ie
 from .isl_bridge import encode, isl_limit
 from .layout import Layout
+from .properties import Range
 from .relation import Relation
-from .terms import Aff, Constraint
+from .terms import Aff, Constraint, UFCall
 
 
 def unestablished(layout: Layout, conj: Sequence[Constraint],
@@ -56,6 +57,50 @@ def keeps_within_shape(layout: Layout) -> bool:
             if not all(implied(known, c, dims) for c in box):
                 return False
     return True
+
+
+@lru_cache(maxsize=256)
+def coordinate_ranges(layout: Layout) -> frozenset[Range]:
+    """The ranges of index arrays that every part of the relation reads as a logical
+    coordinate (``gi = rowIdx(pi)``, the array read nowhere else) and whose bounds contain that
+    coordinate's extent: arrays built to hold only entries' coordinates satisfy them wherever
+    every entry lies within the shape."""
+    outs = list(layout.relation.out_vars or ())
+    out = set()
+    for prop in layout.properties:
+        if not isinstance(prop, Range) or prop.relative:
+            continue
+        coords = {_coordinate_read(conj, prop.uf, outs) for conj in layout.relation.disjuncts}
+        if len(coords) != 1 or None in coords:
+            continue
+        (k,) = coords
+        assert k is not None
+        low = None if prop.lower is None else Aff.num(0) - prop.lower
+        high = None if prop.upper is None else prop.upper - (layout.shape[k] - 1)
+        if all(d is None or (not d.terms and d.const >= 0) for d in (low, high)):
+            out.add(prop)
+    return frozenset(out)
+
+
+def _coordinate_read(conj: Sequence[Constraint], uf: str, outs: list[str]) -> int | None:
+    """The logical coordinate ``k`` where ``conj`` reads ``uf`` only as ``g_k = uf(...)``."""
+    found = None
+    for c in conj:
+        calls = [a for a, _ in c.aff.terms if isinstance(a, UFCall) and a.name == uf]
+        nested = [call for a, _ in c.aff.terms if isinstance(a, UFCall)
+                  for arg in a.args for call in arg.calls() if call.name == uf]
+        if nested:
+            return None
+        if not calls:
+            continue
+        (call,) = calls
+        rest = c.aff - Aff.var(call, c.aff.coeff(call))
+        name = rest.as_name()
+        if not c.is_eq or abs(c.aff.coeff(call)) != 1 or name is None or name not in outs or \
+                rest.coeff(name) != -c.aff.coeff(call) or found not in (None, outs.index(name)):
+            return None
+        found = outs.index(name)
+    return found
 
 
 def implied(known: list[Constraint], c: Constraint, dims: list[str]) -> bool:

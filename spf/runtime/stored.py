@@ -17,7 +17,7 @@ from typing import Any, Self
 import numpy as np
 
 from ..errors import ArgumentError
-from ..front.established import keeps_within_shape
+from ..front.established import coordinate_ranges, keeps_within_shape
 from ..front.layout import Layout
 from ..front.properties import Property, Range
 from . import build as runtime
@@ -193,14 +193,19 @@ def check_within_shape(layout: Layout, fields: Mapping[str, Any]) -> None:
         tensor_class().check_reads(layout, fields)
 
 
-def check_built_ranges(layout: Layout, fields: Mapping[str, Any], what: str) -> None:
+def check_built_ranges(layout: Layout, fields: Mapping[str, Any], what: str,
+                       within: bool = False) -> None:
     """ArgumentError when a tensor spf built (``what``: a kernel's assembled output, a
     conversion's result) stores a coordinate outside a range its layout declares (a layout
     whose range is narrower than its shape cannot store that entry) or a slot, padding
     included, outside the shape (:func:`check_within_shape`).  Sorted assembly and the writer
     establish the other properties; ranges they cannot (checked here, O(entries); a range
-    relative to layout indices, ``colIdx(pk) >= pi``, by the generated read check)."""
-    ranges = [p for p in layout.properties if isinstance(p, Range)]
+    relative to layout indices, ``colIdx(pk) >= pi``, by the generated read check).
+    ``within``: the entries were within the shape (a conversion's, from a valid source that
+    keeps them there), so an array holding their coordinates meets a range containing the
+    shape's extent (:func:`~spf.front.established.coordinate_ranges`; not checked)."""
+    proven = coordinate_ranges(layout) if within else frozenset()
+    ranges = [p for p in layout.properties if isinstance(p, Range) and p not in proven]
     try:
         if any(p.relative for p in ranges) or not keeps_within_shape(layout):
             tensor_class().check_reads(layout, fields)
