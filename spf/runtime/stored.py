@@ -184,21 +184,13 @@ class StoredTensor:
         raise NotImplementedError
 
 
-def check_within_shape(layout: Layout, fields: Mapping[str, Any]) -> None:
-    """ArgumentError when fields spf or a packer wrote put a slot outside the shape: a
-    relation that does not bound its coordinates (``gj = pi + offset(pd)`` without ``0 <=
-    gj``) makes a padding slot an entry there.  Checked by the generated read check, only
-    for a layout whose relation and ranges do not prove every slot within the shape."""
-    if not keeps_within_shape(layout):
-        tensor_class().check_reads(layout, fields)
-
-
 def check_built_ranges(layout: Layout, fields: Mapping[str, Any], what: str,
                        within: bool = False) -> None:
     """ArgumentError when a tensor spf built (``what``: a kernel's assembled output, a
     conversion's result) stores a coordinate outside a range its layout declares (a layout
     whose range is narrower than its shape cannot store that entry) or a slot, padding
-    included, outside the shape (:func:`check_within_shape`).  Sorted assembly and the writer
+    included, outside the shape (the generated read check, for a layout whose relation and
+    ranges do not keep every slot within it).  Sorted assembly and the writer
     establish the other properties; ranges they cannot (checked here, O(entries); a range
     relative to layout indices, ``colIdx(pk) >= pi``, by the generated read check).
     ``within``: the entries were within the shape (a conversion's, from a valid source that
