@@ -1569,26 +1569,35 @@ class _Writer:
 
     def place_nested(self, p: Position, keys: list[tuple[str, bool]]) -> None:
         """``O(a) + P(a, b) <= p < O(a) + P(a, b + 1)``: ``P(a, :)`` the prefix sums of the
-        groups' sizes within ``a``, ``O`` the prefix sums of the outer groups' sizes."""
+        groups' sizes within ``a`` (a group's size: its largest rank plus one), ``O`` the
+        prefix sums of the outer groups' sizes; the ranks are running counts (no rank vector
+        where the entries arrive in order) and each entry's position one vector."""
         assert p.lower is not None and p.outer is not None
-        inner = self.allocate(p.lower.name)
-        rows, width = self.arrays[p.lower.name][1]
-        args = [self.aff(x) for x in p.lower.args]
-        at = self.vector("group")
-        row = self.vector("row")
-        self.each(t.Assign(f"{row}[{E}]", args[0]),
-                  t.Assign(f"{at}[{E}]", self.offset(p.lower.name, args)),
-                  self.refuse_if(f"{at}[{E}] < 0 || " + self.offset(
-                      p.lower.name, [args[0], f"{args[1]} + 1"]) + " < 0",
-                      self.entry_refusal(f"{p.lower} is outside {p.lower.name}'s {{x0}} x "
-                                         "{x1} pointers"), (rows, width)))
-        rank, first = self.ranks([at], keys, marks=True)
-        self.each(t.Assign(f"{inner}[{at}[{E}]]", f"{first}[{E}]", "+="))
+        lower = p.lower
+        inner = self.allocate(lower.name)
+        rows, width = self.arrays[lower.name][1]
+
+        def args() -> list[str]:
+            return [self.aff(x) for x in lower.args]
+        self.each(self.refuse_if(
+            f"{self.offset(lower.name, args())} < 0 || "
+            + self.offset(lower.name, [args()[0], f"{args()[1]} + 1"]) + " < 0",
+            self.entry_refusal(f"{lower} is outside {lower.name}'s {{x0}} x {{x1}} pointers"),
+            (rows, width)))
+        groups = []
+        for x in lower.args:        # the group's arguments, each computed where read
+            groups.append(self.fresh("arg"))
+            self.inline[groups[-1]] = x
+        rank = self.ranks(groups, keys, running=True)[0]
+        size = f"{self.rank_at(rank)} + 1"
+        self.each(t.Declare("const int64_t", "spf_w", self.offset(lower.name, args())),
+                  t.If(f"spf_w >= 0 && {size} > {inner}[spf_w]",       # >= 0: checked above
+                       [t.Assign(f"{inner}[spf_w]", size)]))
         outer = self.allocate(p.outer.name)
         outer_n = self.size(p.outer.name)
         self.b.add(self.refuse_if(
             f"{outer_n} != {rows} && {outer_n} != {rows} + 1",
-            f"{self.lay.name}: {p.outer.name} has {{x0}} entries, {p.lower.name} {{x1}} rows; "
+            f"{self.lay.name}: {p.outer.name} has {{x0}} entries, {lower.name} {{x1}} rows; "
             "pointers over two levels need {x1} or {x1} + 1", (outer_n, rows), entry=False))
         begin = self.vector("begin", f"{rows} + 1", "0")
         self.b.add(t.Comment("each row's prefix sums within it, and the rows'"))
@@ -1601,9 +1610,13 @@ class _Writer:
             t.Assign(f"{begin}[r + 1]", f"{begin}[r] + {inner}[r * {width} + {width} - 1]")]))
         self.each(t.Assign(f"{outer}[{E}]", f"{begin}[{E}]"), count=outer_n)
         self.b.add(t.Comment(f"{p.index}: its row's and its group's start plus its rank there "
-                             "(the rank vector, read nowhere else, becomes the position)"))
-        self.each(t.Assign(f"{rank}[{E}]", f"{begin}[{row}[{E}]] + {inner}[{at}[{E}]]", "+="))
-        self.env[p.index] = rank
+                             "(a vector: a refusal may read another entry's)"))
+        position = self.vector(p.index)
+        self.each(t.Assign(f"{position}[{E}]",
+                           f"spf_st_read({begin}, spf_st_off1({args()[0]}, {rows} + 1)) + "
+                           f"spf_st_read({inner}, {self.offset(lower.name, args())}) + "
+                           f"{self.rank_at(rank)}"))
+        self.env[p.index] = position
 
     def sets_largest(self, p: Position) -> bool:
         """Whether :meth:`rank_bound` sets a scalar field to the largest rank plus one."""
