@@ -12,9 +12,11 @@ import scipy.sparse as sp
 import spf
 import spf.store
 from spf.front.layout_path import load_layout
+from spf.front.terms import Aff, FloorDiv
 from spf.front.writing import write_plan
 from spf.runtime.memory import allocation_limit
 from spf.runtime.writer import write
+from spf.store.lower import _recovers
 
 
 def test_the_byte_limit_is_checked_before_the_c_allocates():
@@ -175,3 +177,21 @@ def test_a_source_not_kept_within_its_shape_has_its_entries_tested(tmp_path):
     t = spf.Tensor(conv.src, a.shape, {"numRows": 9, "numCols": 7, "rowPtr": a.indptr,
                                         "colIdx": a.indices, "data": a.data})
     np.testing.assert_array_equal(conv.compile()(t).to_dense(), a.toarray())
+
+
+_U = Aff.var("u")
+_Q4, _Q2 = Aff.var(FloorDiv(_U, 4)), Aff.var(FloorDiv(_U, 2))
+
+
+@pytest.mark.parametrize(("values", "one_to_one"), [
+    ([_Q4, _U - _Q4 * 4], True),            # SELL's slice and row: u = 4*s + r
+    ([_U], True), ([_U * 2 + 3], True),
+    ([_Q4], False), ([_U - _Q4 * 4], False),
+    ([_Q4, _Q2], False),                    # u = 0 and u = 1 agree on both
+    ([_U + Aff.var("gj")], False)])         # another coordinate
+def test_groups_are_taken_as_one_to_one_only_where_they_give_the_coordinate_back(values,
+                                                                                 one_to_one):
+    """The writer counts ranks as a group's entries arrive together only where the groups
+    determine the visited coordinate (``_recovers``): a wrong yes would rank two groups'
+    entries as one."""
+    assert _recovers(_U, values) is one_to_one
