@@ -564,6 +564,7 @@ class _Assembled:
         self.conversion, self.build = conv, build
         self.source, text = build(conv)
         self.dense = conv.dst.dense_array is not None   # takes the source's fill
+        self.within = keeps_within_shape(conv.src)      # its entries within its shape
         self.fn = getattr(runtime.load_library(str(runtime.build_library(text))),
                           f"{conv.name}_with_fill" if self.dense else conv.name)
         self.fn.restype = ctypes.c_int
@@ -586,29 +587,17 @@ class _Assembled:
         out = runtime.struct_type(conv.dst)()
         given = runtime.make_struct(conv.src, tensor.fields)
         fill = np.array([tensor.fill], conv.dst.value_type.dtype)
-        if self.dense and tensor.fill != 0 and tensor.source_entries is not None:
-            _refuse_padding(tensor)
+        if self.dense:
+            tensor.check_fill_placeable(tensor.fill, f"converting it into {conv.dst.name}")
         status = self.fn(ctypes.addressof(out), runtime.address(err), runtime.address(sizes),
                          byte_limit(), ctypes.addressof(given),
                          *([runtime.address(fill)] if self.dense else []))
         fields, _ = writer.finished(src, status, err, out, sizes)
         check_built_ranges(conv.dst, fields, f"output 'B' of kernel {conv.kernel.name}",
-                           within=keeps_within_shape(conv.src))
+                           within=self.within)
         out_tensor = tensor_class()._built(conv.dst, tuple(tensor.shape), fields)
         out_tensor.fill = tensor.fill       # the same logical tensor
         return out_tensor
-
-
-def _refuse_padding(tensor: StoredTensor) -> None:
-    """ArgumentError where ``tensor`` (whose fill is not 0) stores padding slots spf added,
-    which a dense destination cannot tell from entries holding 0: the fill would not go
-    there."""
-    padding = getattr(tensor, "padding", lambda: 0)()
-    if padding:
-        raise ArgumentError(f"this {tensor.layout.name} tensor, whose fill is {tensor.fill}, "
-                            f"stores {padding} padding slots that spf added, which cannot be "
-                            "told from entries, so nothing marks where the fill goes in a "
-                            "dense layout; convert it to a layout without padding first")
 
 
 class _Written:

@@ -276,11 +276,7 @@ class Tensor(StoredTensor):
         """The logical tensor as a dense array (computed by a generated kernel), with
         ``fill`` (default: the tensor's) where it stores no entry."""
         fill = self.fill if fill is None else fill
-        if fill != 0.0 and self.padding():
-            raise ArgumentError(f"to_dense(fill={fill}): this {self.layout.name} tensor stores "
-                                f"{self.padding()} padding slots that spf added, which "
-                                "cannot be told from entries, so nothing marks where the fill "
-                                "goes; convert it to a layout without padding first")
+        self.check_fill_placeable(fill, f"to_dense(fill={fill})")
         self._reserve_dense("the dense array", self.layout.value_type.dtype.itemsize)
         with blamed_on(self.layout, "T"):
             dense = dense_copy_kernel(self.layout)(T=self)

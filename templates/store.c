@@ -139,6 +139,29 @@ static inline int spf_st_order(int64_t n, int ncols, const int64_t *const *cols,
     return 0;
 }
 
+/* The joint range of columns cols[0..ncols): each one's lowest and highest value and width;
+ * returns the number of ids (the product of the widths), or 0 where it exceeds 4n + 64 (a
+ * table of it would outgrow the entries). */
+static inline int64_t spf_st_span(int64_t n, int ncols, const int64_t *const *cols,
+                                  int64_t *lo, int64_t *hi, int64_t *width)
+{
+    int64_t span = 1;
+    for (int c = 0; c < ncols; ++c) {
+        int64_t a = INT64_MAX, b = INT64_MIN;
+        for (int64_t e = 0; e < n; ++e) {
+            a = cols[c][e] < a ? cols[c][e] : a;
+            b = cols[c][e] > b ? cols[c][e] : b;
+        }
+        lo[c] = a;
+        hi[c] = b;
+        width[c] = b - a + 1;
+        if (width[c] > (4 * n + 64) / span)
+            return 0;
+        span *= width[c];
+    }
+    return span;
+}
+
 /* Whether each group (columns 0..ngroup-1) is one run of consecutive entries (a CSR source's
  * rows, whatever order its rows take): 1 when its keys (the other columns) are in order within
  * it too, then ranks need no sort; 2 when they are not, then each run is sorted on its own
@@ -149,19 +172,10 @@ static inline int spf_st_in_runs(int64_t n, int ngroup, int ncols, const int64_t
 {
     if (ngroup == 0 || ngroup > 8 || n < 2)
         return 0;
-    int64_t lo[8], width[8], span = 1;
-    for (int c = 0; c < ngroup; ++c) {
-        int64_t a = INT64_MAX, b = INT64_MIN;
-        for (int64_t e = 0; e < n; ++e) {
-            a = cols[c][e] < a ? cols[c][e] : a;
-            b = cols[c][e] > b ? cols[c][e] : b;
-        }
-        lo[c] = a;
-        width[c] = b - a + 1;
-        if (width[c] > (4 * n + 64) / span)
-            return 0;
-        span *= width[c];
-    }
+    int64_t lo[8], hi[8], width[8];
+    const int64_t span = spf_st_span(n, ngroup, cols, lo, hi, width);
+    if (!span)
+        return 0;
     uint8_t *started = calloc((size_t)span, 1);
     if (!started)
         return -1;
@@ -277,22 +291,12 @@ static inline int spf_st_ranks_table(int64_t n, int ngroup, int ncols,
 {
     if (ncols > 8 || n < 2)
         return 0;
-    int64_t lo[8], hi[8], width[8], span = 1, keys = 1;
-    for (int c = 0; c < ncols; ++c) {
-        int64_t a = INT64_MAX, b = INT64_MIN;
-        for (int64_t e = 0; e < n; ++e) {
-            a = cols[c][e] < a ? cols[c][e] : a;
-            b = cols[c][e] > b ? cols[c][e] : b;
-        }
-        lo[c] = a;
-        hi[c] = b;
-        width[c] = b - a + 1;
-        if (width[c] > (4 * n + 64) / span)
-            return 0;
-        span *= width[c];
-        if (c >= ngroup)
-            keys *= width[c];
-    }
+    int64_t lo[8], hi[8], width[8], keys = 1;
+    const int64_t span = spf_st_span(n, ncols, cols, lo, hi, width);
+    if (!span)
+        return 0;
+    for (int c = ngroup; c < ncols; ++c)
+        keys *= width[c];
     int64_t *table = calloc((size_t)span, sizeof(int64_t));
     if (!table)
         return -1;
@@ -342,20 +346,10 @@ static inline int spf_st_ranks_runs(int64_t n, int ngroup, int ncols, const int6
     const int nkey = ncols - ngroup;
     if (nkey < 1 || nkey > 8)
         return 0;
-    int64_t lo[8], hi[8], width[8], span = 1;
-    for (int c = 0; c < nkey; ++c) {
-        int64_t a = INT64_MAX, b = INT64_MIN;
-        for (int64_t e = 0; e < n; ++e) {
-            a = cols[ngroup + c][e] < a ? cols[ngroup + c][e] : a;
-            b = cols[ngroup + c][e] > b ? cols[ngroup + c][e] : b;
-        }
-        lo[c] = a;
-        hi[c] = b;
-        width[c] = b - a + 1;
-        if (width[c] > (4 * n + 64) / span)
-            return 0;
-        span *= width[c];
-    }
+    int64_t lo[8], hi[8], width[8];
+    const int64_t span = spf_st_span(n, nkey, cols + ngroup, lo, hi, width);
+    if (!span)
+        return 0;
     int64_t *mark = calloc((size_t)span, sizeof(int64_t));   /* 0, or a key's rank + 1 */
     int64_t cap = 64, *keys = malloc(sizeof(int64_t) * (size_t)cap);
     if (!mark || !keys) {

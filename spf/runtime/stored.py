@@ -172,6 +172,17 @@ class StoredTensor:
         """:meth:`spf.Tensor.with_entries`."""
         raise NotImplementedError
 
+    def check_fill_placeable(self, fill: float, what: str) -> None:
+        """ArgumentError (naming ``what``) where ``fill`` is not 0 and the tensor stores
+        padding slots spf added: they cannot be told from entries holding 0, so nothing marks
+        where the fill goes."""
+        padding = self.padding() if fill != 0 else 0
+        if padding:
+            raise ArgumentError(f"{what}: this {self.layout.name} tensor stores {padding} "
+                                "padding slots that spf added, which cannot be told from "
+                                "entries, so nothing marks where the fill goes; convert it to "
+                                "a layout without padding first")
+
     def _entry_counts(self) -> np.ndarray:
         """How many entries the layout's relation yields at each coordinate, as a dense array
         (nonzero where the tensor has an entry), by a generated kernel."""

@@ -2399,11 +2399,10 @@ def _recovers(base: Aff, values: list[Aff]) -> bool:
     which a linear combination gives ``base`` back (up to a constant): then no two values of
     ``base`` give the same ``values``."""
     (atom, _), = base.terms
-    allowed = {atom}
     basis: list[Atom] = []
     for v in values:
         for a, _ in v.terms:
-            if a not in allowed and not (isinstance(a, FloorDiv) and a.num == base):
+            if a != atom and not (isinstance(a, FloorDiv) and a.num == base):
                 return False
             if a not in basis:
                 basis.append(a)
