@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 import spf
 import spf.store
+from spf.back import ctree as t
 from spf.front.layout_path import load_layout
 from spf.front.terms import Aff, FloorDiv
 from spf.front.writing import write_plan
@@ -117,6 +118,39 @@ def _visiting(dst: str) -> str:
     return text[text.index("int spf_convert_write("):text.index("int spf_convert(")]
 
 
+def test_a_head_runs_once_per_run_of_the_innermost_loop_around_the_entries():
+    """ctree: ``fill``'s head goes just before the innermost loop around each hole, and the
+    names declared outside that loop are fixed for a whole run of it (none where a hole lies
+    in no loop, or one hole sees a name declared inside)."""
+    inner = t.For("int pj = 0", "pj < 3", "++pj", [t.Declare("int", "j", "pj"), t.Hole("v")])
+    nest = [t.For("int pi = 0", "pi < 2", "++pi", [t.Declare("int", "i", "pi"), inner])]
+    filled = t.fill(nest, [t.Call("body")], [t.Call("head")])
+    assert [type(n).__name__ for n in filled[0].body] == ["Declare", "Call", "For"]
+    assert filled[0].body[1].expr == "head" and filled[0].body[2].body[1].expr == "body"
+    assert t.declared_outside(nest, ["i", "j"]) == {"i"}
+    assert t.declared_outside([t.Declare("int", "i", "0"), t.Hole("v")], ["i"]) == set()
+    flat = t.For("int p = 0", "p < 3", "++p", [t.Declare("int", "i", "p"), t.Hole("v")])
+    assert t.declared_outside([*nest, flat], ["i"]) == set()
+
+
+@pytest.mark.parametrize("src", ["CSR", "DCSR"])
+def test_groups_fixed_per_run_of_the_inner_loop_are_compared_once_per_run(src):
+    """Issue 53 (speed): a row's entries arrive in one run of the source's inner loop, so
+    ELLPACK_R's ranks reset where a run starts (the row compared once per run, with the entry
+    before, however many rows are empty in between), not at every entry; the result is
+    scipy's."""
+    text = spf.Conversion(src, "ELLPACK_R").c_source()
+    assert re.search(r"spf_fresh_\d+ = e == 0 \|\| spf_prev0 != \(int64_t\)i;", text)
+    a = sp.random(41, 17, density=0.3, format="csr", random_state=5)
+    for r in (0, 6, 7, 8, 40):
+        a[r, :] = 0                                  # empty rows, first, together and last
+    a.eliminate_zeros()
+    t_ = spf.Tensor.from_scipy("CSR", a)
+    out = (t_ if src == "CSR" else t_.convert(src)).convert("ELLPACK_R", allow_padding=True)
+    np.testing.assert_array_equal(out.to_dense(), a.toarray())
+    np.testing.assert_array_equal(out.fields["rowLen"], np.diff(a.indptr))
+
+
 def test_ranks_out_of_the_source_order_need_no_sort_where_a_table_or_the_groups_give_them():
     """Issue 53 (speed): in the source's loops, SELL-C-sigma's groups (s, r) are a one-to-one
     function of the row (perm⁻¹(gi) = 4*s + r), so each group's entries arrive together in
@@ -177,6 +211,45 @@ def test_a_source_not_kept_within_its_shape_has_its_entries_tested(tmp_path):
     t = spf.Tensor(conv.src, a.shape, {"numRows": 9, "numCols": 7, "rowPtr": a.indptr,
                                         "colIdx": a.indices, "data": a.data})
     np.testing.assert_array_equal(conv.compile()(t).to_dense(), a.toarray())
+
+
+_ELL3 = '''name = "ELL3"
+relation = """{[pi, pk] -> [gi, gj] : 0 <= pi < numRows and 0 <= pk < width and
+    0 <= colIdx(pi, pk) and gi = pi and gj = colIdx(pi, pk)}"""
+value = "data[pi][pk]"
+shape = ["numRows", "numCols"]
+
+[fields]
+numRows = "int"
+numCols = "int"
+width = "int"
+colIdx = "int[numRows][3]"
+data = "double[numRows][3]"
+
+[[properties]]
+kind = "range"
+uf = "colIdx"
+min = "-1"
+max = "numCols - 1"
+'''
+
+
+def test_slots_proven_within_their_arrays_are_not_tested_and_others_are(tmp_path):
+    """A store whose slot lies within the array at every entry (ELLPACK_R's row within the
+    shape, its rank below the width the ranks set; the column, a coordinate the source holds
+    in the index type) is not tested per entry; a slot an extent does not cover (an ELL whose
+    arrays are declared 3 slots wide) is, and refused in words."""
+    ell = spf.Conversion("CSR", "ELLPACK_R").c_source()
+    assert "would be written outside" not in ell and "colIdx holds values beyond" not in ell
+    short = tmp_path / "ELL3.toml"
+    short.write_text(_ELL3)
+    conv = spf.Conversion("CSR", str(short))
+    assert "it would be written outside colIdx" in conv.c_source()
+    with pytest.raises(spf.ArgumentError, match="written outside colIdx"):
+        conv.compile()(spf.Tensor.from_scipy("CSR", sp.csr_matrix(np.ones((2, 4)))))
+    three = sp.csr_matrix(np.triu(np.ones((4, 3))))
+    np.testing.assert_array_equal(conv.compile()(spf.Tensor.from_scipy("CSR", three)).to_dense(),
+                                  three.toarray())
 
 
 _U = Aff.var("u")

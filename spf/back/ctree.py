@@ -8,7 +8,7 @@ appends, ``nest`` opens a node whose body becomes the insertion point until the 
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -217,20 +217,58 @@ def walk(nodes: list[Node]) -> Iterator[Node]:
             yield from walk(n.orelse)
 
 
-def fill(nodes: list[Node], body: list[Node]) -> list[Node]:
-    """A copy of ``nodes`` with each :class:`Hole` replaced by ``body``."""
+def fill(nodes: list[Node], body: list[Node], head: list[Node] | None = None) -> list[Node]:
+    """A copy of ``nodes`` with each :class:`Hole` replaced by ``body``, and ``head`` placed
+    just before the innermost loop around each hole (run once per iteration of the loops
+    outside it, before the statements of that iteration)."""
+    return _filled(nodes, body, head or [])[0]
+
+
+def _filled(nodes: list[Node], body: list[Node], head: list[Node]) -> tuple[list[Node], bool]:
+    """:func:`fill`, and whether a hole of ``nodes`` lies in a loop (its head placed)."""
     out: list[Node] = []
+    looped = False
     for n in nodes:
         if isinstance(n, Hole):
             out.extend(body)
-        elif isinstance(n, If):
-            out.append(replace(n, body=fill(n.body, body),
-                               orelse=None if n.orelse is None else fill(n.orelse, body)))
-        elif isinstance(n, _NESTED):
-            out.append(replace(n, body=fill(n.body, body)))
-        else:
+            continue
+        if not isinstance(n, _NESTED) or not any(isinstance(m, Hole) for m in walk([n])):
             out.append(n)
-    return out
+            continue
+        inner, looped_in = _filled(n.body, body, head)
+        if isinstance(n, If):
+            orelse, looped_else = _filled(n.orelse or [], body, head)
+            out.append(replace(n, body=inner, orelse=orelse if n.orelse is not None else None))
+            looped = looped or looped_in or looped_else
+            continue
+        if isinstance(n, For) and not looped_in:       # the innermost loop around a hole
+            out.extend(head)
+            looped_in = True
+        out.append(replace(n, body=inner))
+        looped = looped or looped_in
+    return out, looped
+
+
+def declared_outside(nodes: list[Node], names: Iterable[str]) -> frozenset[str]:
+    """Those of ``names`` declared, on the way to every :class:`Hole` of ``nodes``, outside
+    the innermost loop around it (fixed for a whole run of that loop); none where a hole
+    lies in no loop."""
+    found: list[frozenset[str]] = []
+
+    def visit(nodes: list[Node], declared: list[str], outside: frozenset[str] | None) -> None:
+        declared = list(declared)
+        for n in nodes:
+            if isinstance(n, Declare):
+                declared.append(n.name)
+            elif isinstance(n, Hole):
+                found.append(outside or frozenset())
+            elif isinstance(n, _NESTED):
+                here = frozenset(declared) if isinstance(n, For) else outside
+                visit(n.body, declared, here)
+                if isinstance(n, If) and n.orelse:
+                    visit(n.orelse, declared, here)
+    visit(list(nodes), [], None)
+    return frozenset(names) & frozenset.intersection(*found) if found else frozenset()
 
 
 def jumps_to(nodes: list[Node], label: str) -> bool:

@@ -29,7 +29,7 @@ only stored per entry are written in their own width; each value is checked.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import partial
@@ -145,6 +145,13 @@ class Visit:
     #                                 (a valid tensor of a layout whose relation keeps them there)
 
     @property
+    def outer(self) -> frozenset[int]:
+        """The coordinates fixed for a whole run of the innermost loop (declared outside it,
+        :func:`~spf.back.ctree.declared_outside`): a CSR source's row."""
+        fixed = t.declared_outside(list(self.loops), self.coords)
+        return frozenset(k for k, c in enumerate(self.coords) if c in fixed)
+
+    @property
     def value(self) -> str:
         """The entry's value in C, inside the loops."""
         return next(n.value for n in t.walk(list(self.loops)) if isinstance(n, t.Hole))
@@ -257,6 +264,8 @@ class _Running:
     ngroups: int
     top: str
     distinct: bool = False      # no two entries share a key: one more at each entry
+    fresh: str = ""             # the flag of a new group, set where a run of the innermost
+    #                             loop starts (groups fixed for it, :meth:`_Writer.hoisted`)
 
 
 @dataclass(frozen=True)
@@ -283,6 +292,7 @@ class _Writer:
     def __init__(self, plan: WritePlan, name: str, visit: Visit | None = None):
         self.plan, self.lay, self.name = plan, plan.layout, name
         self.visit = visit                  # the source's loops, which give the entries
+        self.outer = visit.outer if visit else frozenset()  # coordinates fixed per inner run
         self.before: set[int] = set()       # coordinates of the entry before the visited
         #                                     one read since the last pass over the entries
         self.looked_up = False              # a refusal names another visited entry
@@ -425,17 +435,40 @@ class _Writer:
 
     def offset(self, array: str, args: list[str]) -> str:
         """The row-major offset of ``array[args]``, -1 outside its extents."""
+        return self.offset_tested(array, args)[0]
+
+    def offset_tested(self, array: str, args: list[str],
+                      proven: Sequence[Aff | None] = ()) -> tuple[str, bool]:
+        """:meth:`offset`, but an argument whose Aff (``proven``, where given) lies within its
+        extent at every entry that reaches the passes (:meth:`in_extent`) is not tested;
+        and whether some argument is (else the offset is never -1)."""
         _, dims = self.arrays[array]
         if len(args) != len(dims):
             raise layout_error(self.lay, f"layout {self.lay.name}: {array} is read with "
                                f"{len(args)} arguments; it has {len(dims)} extents", array)
+        spec = self.lay.fields.get(array)      # None: a vector of the writer's own
+        known = [*proven, *[None] * (len(args) - len(proven))]
+        tested = [spec is None or a is None or not self.in_extent(a, spec.dims[k])
+                  for k, a in enumerate(known)]
         if len(args) == 1:
-            return f"spf_st_off1({args[0]}, {dims[0]})"
-        inside = " && ".join(f"{a} >= 0 && {a} < {d}" for a, d in zip(args, dims))
+            return (f"spf_st_off1({args[0]}, {dims[0]})" if tested[0] else args[0]), tested[0]
+        inside = " && ".join(f"{a} >= 0 && {a} < {d}"
+                             for a, d, test in zip(args, dims, tested) if test)
         flat = args[0]
         for a, d in zip(args[1:], dims[1:]):
             flat = f"({flat}) * {d} + {a}"
-        return f"({inside} ? {flat} : -1)"
+        return (f"({inside} ? {flat} : -1)" if inside else flat), bool(inside)
+
+    def in_extent(self, a: Aff, extent: ie.IExpr) -> bool:
+        """Whether ``0 <= a < extent`` at every entry the first pass lets through: a layout
+        index the passes keep below the extent (a rank below the largest group plus one), or
+        as :meth:`within` proves."""
+        bound = _aff_of(extent)
+        if bound is None:
+            return False
+        if {Constraint.make(a, False), Constraint.make(bound - a - 1, False)} <= self.built:
+            return True
+        return self.within(a, extent)
 
     def ie_text(self, e: ie.IExpr, per_entry: bool = False) -> str:
         """An index expression in C: a declared extent (over scalar fields and arrays), or
@@ -470,19 +503,26 @@ class _Writer:
             return
         before: list[t.Node] = []
         prelude: list[t.Node] = []
+        head: list[t.Node] = []
         for rank in sorted(reads):
             r = self.running[rank]
             before.append(t.Declare("int64_t", r.var, "0"))
             prelude.append(t.If(f"{r.ordered} && {E} > 0", self.rank_step(r)))
-        loop = self.over_entries([*prelude, *body], counting)
+            if r.fresh:     # the groups compared once per run of the innermost loop
+                before.append(t.Declare("int", r.fresh, "0"))
+                head.append(t.Assign(r.fresh, self.differ(r.cols[:r.ngroups])))
+                prelude.append(t.Assign(r.fresh, "0"))
+        loop = self.over_entries([*prelude, *body], counting, head)
         self.b.add(t.Block([*before, *loop]) if before else loop[0] if len(loop) == 1
                    else t.Block(loop))
 
-    def over_entries(self, body: list[t.Node], counting: bool = False) -> list[t.Node]:
+    def over_entries(self, body: list[t.Node], counting: bool = False,
+                     head: list[t.Node] | None = None) -> list[t.Node]:
         """``body`` run for each entry ``e`` in turn: a loop over the listed entries, or
         the source's loops (:class:`Visit`), where ``body`` reads the visited entry's
         coordinates and value as those loops name them, and the previous entry's
-        coordinates as ``spf_prev<k>``."""
+        coordinates as ``spf_prev<k>``; ``head`` (in a source's loops only) before each run
+        of their innermost loop, where it reads the coordinates fixed for that run."""
         if self.visit is None:
             return [t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}", body)]
         before, self.before = self.before, set()
@@ -492,7 +532,7 @@ class _Writer:
         after = [t.Assign(f"spf_prev{k}", f"(int64_t){v.coords[k]}") for k in sorted(before)]
         return [t.Declare("int64_t", E, "0", note="the entries visited so far"),
                 *(t.Declare("int64_t", f"spf_prev{k}", "0") for k in sorted(before)),
-                *t.fill(list(v.loops), [*named, *body, *after, t.Call(f"++{E}")]),
+                *t.fill(list(v.loops), [*named, *body, *after, t.Call(f"++{E}")], head),
                 *([t.Assign("n", E, note="every entry visited")] if counting else [])]
 
     def take_running(self) -> set[str]:
@@ -526,14 +566,24 @@ class _Writer:
     def rank_step(self, r: _Running) -> list[t.Node]:
         """Entry ``e``'s running rank from entry ``e - 1``'s (in order): 0 in a new group,
         one more at a new key, the same at the same key."""
-        def differ(cols: Iterable[tuple[str, bool]]) -> str:
-            return " || ".join(f"{self.col_at(c, f'{E} - 1')} != {self.col_at(c, E)}"
-                               for c, _ in cols)
         step = t.Assign(r.var, "1", "+=")
-        key: list[t.Node] = [step] if r.distinct else [t.If(differ(r.cols[r.ngroups:]), [step])]
+        key: list[t.Node] = [step] if r.distinct else [
+            t.If(self.differ(r.cols[r.ngroups:]), [step])]
         if not r.ngroups:
             return key
-        return [t.If(differ(r.cols[:r.ngroups]), [t.Assign(r.var, "0")], key)]
+        return [t.If(r.fresh or self.differ(r.cols[:r.ngroups]), [t.Assign(r.var, "0")], key)]
+
+    def differ(self, cols: Iterable[tuple[str, bool]]) -> str:
+        """Whether entry ``e`` differs from entry ``e - 1`` in one of the columns."""
+        return " || ".join(f"{self.col_at(c, f'{E} - 1')} != {self.col_at(c, E)}"
+                           for c, _ in cols)
+
+    def hoisted(self, groups: list[tuple[str, bool]]) -> bool:
+        """Whether the group columns are coordinates a source's loops fix for a whole run of
+        their innermost loop (a CSR source's row): then entries of one run share a group,
+        and the group is compared with the entry before once per run, not per entry."""
+        given = self.visit_columns(groups)
+        return bool(groups) and given is not None and all(k in self.outer for k, _ in given)
 
     def refuse(self, text: str, x: tuple[str, ...] = (), entry: bool = True,
                other: str | None = None, spec: str | None = None,
@@ -1008,8 +1058,9 @@ class _Writer:
         if lazy:
             self.orders[rank] = ordered
         if running:
-            self.running[rank] = _Running(ordered, f"{rank}_run", tuple(cols), len(groups),
-                                          largest or "", distinct)
+            self.running[rank] = _Running(
+                ordered, f"{rank}_run", tuple(cols), len(groups), largest or "", distinct,
+                self.fresh("fresh") if self.hoisted(cols[:len(groups)]) else "")
         if not proven:          # proven: never out of order, no rank vector, no sort
             self.sorted_ranks(cols, len(groups), ordered, rank, first, counts, largest,
                               allocate=lazy or running)
@@ -1169,8 +1220,12 @@ class _Writer:
         keyed = number or first != "NULL" or counts is not None    # spf_new_key read
         # out of order: the pass stops (out of the source's loops too, when they visit)
         stop = t.Call("break") if self.visit is None else t.Goto(self.fresh("out_of_order"))
+        # in order, no two entries sharing a key, and the groups fixed per run of the source's
+        # innermost loop: they are compared once per run
+        fresh = self.fresh("fresh") if distinct and not checked and number and \
+            self.hoisted(cols[:ngroups]) else None
         chain: list[t.Node] = []
-        for k in reversed(range(ngroups if distinct else len(cols))):
+        for k in reversed(range(0 if fresh else ngroups if distinct else len(cols))):
             c, down = cols[k]
             a, b = f"spf_a{k}", f"spf_b{k}"
             differs: list[t.Node] = [
@@ -1194,7 +1249,8 @@ class _Writer:
             *([t.Declare("const int" if distinct else "int", "spf_new_key",
                          "1" if distinct else f"{E} == 0",
                          note="every entry its own key" if distinct else "")] if keyed else []),
-            *([t.Declare("int", "spf_new_group", f"{E} == 0")] if number else []),
+            *([t.Declare("int", "spf_new_group", fresh or f"{E} == 0")] if number else []),
+            *([t.Assign(fresh, "0")] if fresh else []),
             *([t.If(f"{E} > 0", chain)] if chain else []),
             *numbered,
             *([t.Assign(f"{first}[{E}]", "(uint8_t)spf_new_key")] if first != "NULL" else []),
@@ -1205,10 +1261,13 @@ class _Writer:
             if isinstance(stop, t.Goto) and checked else []
         if not body:        # nothing to count here: ranks are counted where read
             return []
+        head: list[t.Node] = [t.Assign(fresh, f"{E} == 0 || {self.differ(cols[:ngroups])}")] \
+            if fresh else []
         return [
             *([t.Declare("int64_t", "spf_key", "-1"),
                t.Declare("int64_t", "spf_group_start", "0")] if number else []),
-            *self.over_entries(body), *left]
+            *([t.Declare("int", fresh, "1")] if fresh else []),
+            *self.over_entries(body, head=head), *left]
 
     def col_at(self, col: str, entry: str) -> str:
         """A column of :meth:`ranks` at ``entry``: a vector's element, or a per-entry name's
@@ -1638,10 +1697,11 @@ class _Writer:
             if len(p.upper.terms) == 1 and not p.upper.const else None
         if call is not None and name is None:
             bound = self.allocate(call.name)
-            where = self.offset(call.name, [self.aff(x) for x in call.args])
+            where, tested = self.offset_tested(call.name, [self.aff(x) for x in call.args],
+                                               call.args)
             self.each(t.Declare("const int64_t", "spf_w", where),
-                      self.refuse_if("spf_w < 0", self.entry_refusal(
-                          f"it would be written outside {call.name}")),
+                      *([self.refuse_if("spf_w < 0", self.entry_refusal(
+                          f"it would be written outside {call.name}"))] if tested else []),
                       t.If(f"{self.rank_at(rank)} + 1 > {bound}[spf_w]",
                            [t.Assign(f"{bound}[spf_w]", f"{self.rank_at(rank)} + 1")]))
             return
@@ -1779,7 +1839,10 @@ class _Writer:
     def solved_store(self, s: Solved) -> _Store:
         """The store of an index array the relation solves per entry."""
         assert isinstance(s.atom, UFCall)
-        return self.store(s.atom, self.at(str(s.atom)), self.reads(s.value))
+        # a coordinate of a visited source, which holds it in the layouts' index type
+        given = self.visit_columns([(str(s.atom), False)]) is not None
+        return self.store(s.atom, self.at(str(s.atom)), self.reads(s.value),
+                          _WIDTH_MAX[f"{self.lay.index_type}_t"] if given else None)
 
     def kept(self, build: Callable[[], _Store]) -> _Store:
         """The store ``build`` makes, with the running ranks it reads."""
@@ -1829,16 +1892,20 @@ class _Writer:
                 out |= self.reads(value)
         return out
 
-    def store(self, call: UFCall, value: str, reads: Iterable[str] = ()) -> _Store:
-        """The store of entry ``e``'s ``value`` (which reads ``reads``) at ``call``."""
+    def store(self, call: UFCall, value: str, reads: Iterable[str] = (),
+              bound: int | None = None) -> _Store:
+        """The store of entry ``e``'s ``value`` (which reads ``reads``; ``bound``: known to
+        lie within +-bound) at ``call``, checked where the array's type is narrower."""
         var = self.arrays[call.name][0]
-        where = self.offset(call.name, [self.aff(x) for x in call.args])
-        body: list[t.Node] = [t.Comment(f"{call}"), t.Declare("const int64_t", "spf_w", where),
-                              self.refuse_if("spf_w < 0", self.entry_refusal(
-                                  f"it would be written outside {call.name}"))]
+        where, tested = self.offset_tested(call.name, [self.aff(x) for x in call.args],
+                                           call.args)
+        body: list[t.Node] = [t.Comment(f"{call}"), t.Declare("const int64_t", "spf_w", where)]
+        if tested:
+            body.append(self.refuse_if("spf_w < 0", self.entry_refusal(
+                f"it would be written outside {call.name}")))
         ctype = self.narrow.get(call.name, "int64_t")
         top = _WIDTH_MAX[_ctype(ctype, self.lay)]
-        if top < _WIDTH_MAX["int64_t"]:
+        if top < (_WIDTH_MAX["int64_t"] if bound is None else bound):
             body += [t.Declare("const int64_t", "spf_x", value),
                      self.refuse_if(f"spf_x > INT64_C({top}) || spf_x < -INT64_C({top})",
                                     self.beyond(call.name), entry=False)]
@@ -1873,13 +1940,13 @@ class _Writer:
         lay = self.lay
         ref = lay.value_ref
         subs = [self.ie_text(s, per_entry=True) for s in ref.subscripts]
-        where = self.offset(ref.array, subs)
+        where, tested = self.offset_tested(ref.array, subs, [_aff_of(s) for s in ref.subscripts])
         values = self.value_of(E)
         body: list[t.Node] = [
             t.Comment(f"the value at {ref.array}[{', '.join(map(ie.text, ref.subscripts))}]"),
             t.Declare("const int64_t", "spf_w", where),
-            self.refuse_if("spf_w < 0", self.entry_refusal(
-                f"its value would be written outside {ref.array}"))]
+            *([self.refuse_if("spf_w < 0", self.entry_refusal(
+                f"its value would be written outside {ref.array}"))] if tested else [])]
         if not self.plan.reads_back_by_construction:
             owner = self.vector("owner", slots, "-1")
             # a run of one value: its entries share its value slot, holding that value

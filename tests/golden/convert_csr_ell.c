@@ -7,14 +7,11 @@
  *   1: ELL would store {x0} entries in {x1} slots ({x2}% padding, over 75%); pass allow_padding=True to convert anyway
  *   2: ELL: colIdx would have extents ({x0}, {x1})
  *   3: ELL's colIdx would take {x0} bytes, over the limit
- *   4: entry {at} cannot be written into ELL: it would be written outside colIdx
- *   5: ELL: colIdx holds values beyond int32; use index_type='int64'
- *   6: ELL: data would have extents ({x0}, {x1})
- *   7: ELL's data would take {x0} bytes, over the limit
- *   8: entry {at} cannot be written into ELL: its value would be written outside data
- *   9: ELL: numRows = {x0} is beyond int32; use index_type='int64'
- *   10: ELL: numCols = {x0} is beyond int32; use index_type='int64'
- *   11: ELL: width = {x0} is beyond int32; use index_type='int64'
+ *   4: ELL: data would have extents ({x0}, {x1})
+ *   5: ELL's data would take {x0} bytes, over the limit
+ *   6: ELL: numRows = {x0} is beyond int32; use index_type='int64'
+ *   7: ELL: numCols = {x0} is beyond int32; use index_type='int64'
+ *   8: ELL: width = {x0} is beyond int32; use index_type='int64'
  * the writer reads A's entries where A's loops visit them (the loops of the kernel B = A: Z3 proved that no two entries share coordinates), once per pass, the first pass counting them; no entry list is built
  * A must be a valid CSR tensor (as spf.Tensor checks): its relation and ranges keep its entries within its shape, so the writer does not test them against the shape
  * the writer's passes: pi = i; colIdx(pi, pk) = j; pk = position of (colIdx(pi, pk)) increasing, the rank within (pi), below width; unused colIdx = -1
@@ -555,13 +552,13 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     int64_t f_width = 0;
     int64_t spf_top_3 = 0;
     int64_t * spf_rank_1 = NULL;   /* read only out of order, which cannot be */
-    int64_t spf_colIdx_6_d0 = 0;
-    int64_t spf_colIdx_7_d1 = 0;
-    spf_index_t * spf_colIdx_8 = NULL;
-    int64_t spf_data_9_d0 = 0;
-    int64_t spf_data_10_d1 = 0;
+    int64_t spf_colIdx_8_d0 = 0;
+    int64_t spf_colIdx_9_d1 = 0;
+    spf_index_t * spf_colIdx_10 = NULL;
+    int64_t spf_data_11_d0 = 0;
+    int64_t spf_data_12_d1 = 0;
     const spf_value_t spf_absent = *spf_fill;   /* what the tensor holds where no entry is */
-    spf_value_t * spf_data_11 = NULL;
+    spf_value_t * spf_data_13 = NULL;
     int spf_status = 0;
     int64_t n = 0;   /* the entries: counted by the first visit */
     f_numRows = spf_shape[0];
@@ -587,22 +584,18 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     {
         int64_t spf_key = -1;
         int64_t spf_group_start = 0;
+        int spf_fresh_5 = 1;
         int64_t e = 0;   /* the entries visited so far */
         int64_t spf_prev0 = 0;
         for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
             const spf_index_t i = A_pi;
+            spf_fresh_5 = e == 0 || spf_prev0 != (int64_t)i;
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 const spf_index_t j = A_colIdx[A_pj];
                 (void)i, (void)j;   /* a pass may read only some coordinates */
                 const int spf_new_key = 1;   /* every entry its own key */
-                int spf_new_group = e == 0;
-                if (e > 0) {
-                    const int64_t spf_a0 = spf_prev0;
-                    const int64_t spf_b0 = (int64_t)i;
-                    if (spf_a0 != spf_b0) {
-                        spf_new_group = 1;
-                    }
-                }
+                int spf_new_group = spf_fresh_5;
+                spf_fresh_5 = 0;
                 spf_key += spf_new_key;
                 if (spf_new_group) {
                     spf_group_start = spf_key;
@@ -616,126 +609,107 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         }
     }
     f_width = spf_top_3;
-    const int64_t spf_slots_5 = (f_numRows) * (f_width);
-    if (spf_slots_5 > INT64_C(2147483647)) {
+    const int64_t spf_slots_7 = (f_numRows) * (f_width);
+    if (spf_slots_7 > INT64_C(2147483647)) {
         spf_err[0] = 0;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_slots_5;
+        spf_err[3] = spf_slots_7;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (!spf_allow_padding && spf_slots_5 > 4 * (n > 1 ? n : 1) && spf_slots_5 > n) {
+    if (!spf_allow_padding && spf_slots_7 > 4 * (n > 1 ? n : 1) && spf_slots_7 > n) {
         spf_err[0] = 1;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = n;
-        spf_err[4] = spf_slots_5;
-        spf_err[5] = (int64_t)(100.0 * (1.0 - (double)n / (double)spf_slots_5) + 0.5);
+        spf_err[4] = spf_slots_7;
+        spf_err[5] = (int64_t)(100.0 * (1.0 - (double)n / (double)spf_slots_7) + 0.5);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_colIdx_6_d0 = f_numRows;
-    spf_colIdx_7_d1 = f_width;
-    if (spf_colIdx_6_d0 < 0 || spf_colIdx_7_d1 < 0) {
+    spf_colIdx_8_d0 = f_numRows;
+    spf_colIdx_9_d1 = f_width;
+    if (spf_colIdx_8_d0 < 0 || spf_colIdx_9_d1 < 0) {
         spf_err[0] = 2;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_colIdx_6_d0;
-        spf_err[4] = spf_colIdx_7_d1;
+        spf_err[3] = spf_colIdx_8_d0;
+        spf_err[4] = spf_colIdx_9_d1;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (spf_max_bytes > 0 && spf_colIdx_6_d0 * spf_colIdx_7_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
+    if (spf_max_bytes > 0 && spf_colIdx_8_d0 * spf_colIdx_9_d1 > spf_max_bytes / (int64_t)sizeof(spf_index_t)) {
         spf_err[0] = 3;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_colIdx_6_d0 * spf_colIdx_7_d1 * (int64_t)sizeof(spf_index_t);
+        spf_err[3] = spf_colIdx_8_d0 * spf_colIdx_9_d1 * (int64_t)sizeof(spf_index_t);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_colIdx_8 = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_colIdx_6_d0 * spf_colIdx_7_d1));
-    if (!spf_colIdx_8) {
+    spf_colIdx_10 = spf_st_alloc(sizeof(spf_index_t) * (size_t)(spf_colIdx_8_d0 * spf_colIdx_9_d1));
+    if (!spf_colIdx_10) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
     if (!((f_numRows) * (f_width) == n)) {   /* the entries write every slot when they are as many as the slots */
-        for (int64_t e = 0; e < spf_colIdx_6_d0 * spf_colIdx_7_d1; ++e) {
-            spf_colIdx_8[e] = (spf_index_t)INT64_C(-1);
+        for (int64_t e = 0; e < spf_colIdx_8_d0 * spf_colIdx_9_d1; ++e) {
+            spf_colIdx_10[e] = (spf_index_t)INT64_C(-1);
         }
     }
-    spf_data_9_d0 = f_numRows;
-    spf_data_10_d1 = f_width;
-    if (spf_data_9_d0 < 0 || spf_data_10_d1 < 0) {
-        spf_err[0] = 6;
+    spf_data_11_d0 = f_numRows;
+    spf_data_12_d1 = f_width;
+    if (spf_data_11_d0 < 0 || spf_data_12_d1 < 0) {
+        spf_err[0] = 4;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_data_9_d0;
-        spf_err[4] = spf_data_10_d1;
+        spf_err[3] = spf_data_11_d0;
+        spf_err[4] = spf_data_12_d1;
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    if (spf_max_bytes > 0 && spf_data_9_d0 * spf_data_10_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
-        spf_err[0] = 7;
+    if (spf_max_bytes > 0 && spf_data_11_d0 * spf_data_12_d1 > spf_max_bytes / (int64_t)sizeof(spf_value_t)) {
+        spf_err[0] = 5;
         spf_err[1] = -1;
         spf_err[2] = -1;
-        spf_err[3] = spf_data_9_d0 * spf_data_10_d1 * (int64_t)sizeof(spf_value_t);
+        spf_err[3] = spf_data_11_d0 * spf_data_12_d1 * (int64_t)sizeof(spf_value_t);
         spf_status = SPF_REFUSED;
         goto spf_done;
     }
-    spf_data_11 = spf_st_values(spf_data_9_d0 * spf_data_10_d1, !(spf_slots_5 == n), spf_absent);
-    if (!spf_data_11) {
+    spf_data_13 = spf_st_values(spf_data_11_d0 * spf_data_12_d1, !(spf_slots_7 == n), spf_absent);
+    if (!spf_data_13) {
         spf_status = SPF_OUT_OF_MEMORY;
         goto spf_done;
     }
     /* stored per entry: colIdx, data */
     {
         int64_t spf_rank_1_run = 0;
+        int spf_fresh_6 = 0;
         int64_t e = 0;   /* the entries visited so far */
         int64_t spf_prev0 = 0;
         for (spf_index_t A_pi = 0; A_pi < A_numRows; ++A_pi) {
             const spf_index_t i = A_pi;
+            spf_fresh_6 = spf_prev0 != (int64_t)i;
             for (spf_index_t A_pj = A_rowPtr[A_pi]; A_pj < A_rowPtr[A_pi + 1]; ++A_pj) {
                 const spf_index_t j = A_colIdx[A_pj];
                 (void)i, (void)j;   /* a pass may read only some coordinates */
                 if (spf_in_order_2 && e > 0) {
-                    if (spf_prev0 != (int64_t)i) {
+                    if (spf_fresh_6) {
                         spf_rank_1_run = 0;
                     } else {
                         spf_rank_1_run += 1;
                     }
                 }
+                spf_fresh_6 = 0;
                 {
                     /* colIdx(pi, pk) */
-                    const int64_t spf_w = (((int64_t)i) >= 0 && ((int64_t)i) < spf_colIdx_6_d0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) >= 0 && ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) < spf_colIdx_7_d1 ? (((int64_t)i)) * spf_colIdx_7_d1 + ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e])) : -1);
-                    if (spf_w < 0) {
-                        spf_err[0] = 4;
-                        spf_err[1] = (int64_t)i;
-                        spf_err[2] = (int64_t)j;
-                        spf_status = SPF_REFUSED;
-                        goto spf_done;
-                    }
-                    const int64_t spf_x = (int64_t)j;
-                    if (spf_x > INT64_C(2147483647) || spf_x < -INT64_C(2147483647)) {
-                        spf_err[0] = 5;
-                        spf_err[1] = -1;
-                        spf_err[2] = -1;
-                        spf_status = SPF_REFUSED;
-                        goto spf_done;
-                    }
-                    spf_colIdx_8[spf_w] = (spf_index_t)spf_x;
+                    const int64_t spf_w = (((int64_t)i)) * spf_colIdx_9_d1 + ((spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]));
+                    spf_colIdx_10[spf_w] = (spf_index_t)(int64_t)j;
                 }
                 {
                     /* the value at data[pi, pk] */
-                    const int64_t spf_w = ((int64_t)i >= 0 && (int64_t)i < spf_data_9_d0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) >= 0 && (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) < spf_data_10_d1 ? ((int64_t)i) * spf_data_10_d1 + (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]) : -1);
-                    if (spf_w < 0) {
-                        spf_err[0] = 8;
-                        spf_err[1] = (int64_t)i;
-                        spf_err[2] = (int64_t)j;
-                        spf_status = SPF_REFUSED;
-                        goto spf_done;
-                    }
-                    spf_data_11[spf_w] = A_data[A_pj];
+                    const int64_t spf_w = ((int64_t)i) * spf_data_12_d1 + (spf_in_order_2 ? spf_rank_1_run : spf_rank_1[e]);
+                    spf_data_13[spf_w] = A_data[A_pj];
                 }
                 spf_prev0 = (int64_t)i;
                 ++e;
@@ -743,7 +717,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         }
     }
     if (f_numRows > INT64_C(2147483647)) {
-        spf_err[0] = 9;
+        spf_err[0] = 6;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_numRows;
@@ -751,7 +725,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (f_numCols > INT64_C(2147483647)) {
-        spf_err[0] = 10;
+        spf_err[0] = 7;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_numCols;
@@ -759,7 +733,7 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
         goto spf_done;
     }
     if (f_width > INT64_C(2147483647)) {
-        spf_err[0] = 11;
+        spf_err[0] = 8;
         spf_err[1] = -1;
         spf_err[2] = -1;
         spf_err[3] = f_width;
@@ -770,20 +744,20 @@ int spf_convert_write(spf_ELL *restrict B, int64_t *restrict spf_err, int64_t *r
     B->numRows = (spf_index_t)f_numRows;
     B->numCols = (spf_index_t)f_numCols;
     B->width = (spf_index_t)f_width;
-    B->colIdx = spf_colIdx_8;
-    spf_colIdx_8 = NULL;
-    B->data = spf_data_11;
-    spf_data_11 = NULL;
+    B->colIdx = spf_colIdx_10;
+    spf_colIdx_10 = NULL;
+    B->data = spf_data_13;
+    spf_data_13 = NULL;
     if (spf_sizes) {
-        spf_sizes[0] = spf_colIdx_6_d0;
-        spf_sizes[1] = spf_colIdx_7_d1;
-        spf_sizes[2] = spf_data_9_d0;
-        spf_sizes[3] = spf_data_10_d1;
+        spf_sizes[0] = spf_colIdx_8_d0;
+        spf_sizes[1] = spf_colIdx_9_d1;
+        spf_sizes[2] = spf_data_11_d0;
+        spf_sizes[3] = spf_data_12_d1;
         spf_sizes[4] = n;
     }
 spf_done:
-    free(spf_colIdx_8);
-    free(spf_data_11);
+    free(spf_colIdx_10);
+    free(spf_data_13);
     return spf_status;
 }
 
