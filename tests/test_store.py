@@ -167,12 +167,18 @@ def test_ranks_out_of_the_source_order_need_no_sort_where_a_table_or_the_groups_
 
 @pytest.mark.parametrize(("shape", "coords"), [
     ((40, 30), None),                                   # offsets within 4n + 64: a table
-    ((3000, 3000), ([0, 1, 2999], [2999, 0, 5]))])      # 3 entries, far apart: the sort
+    ((3000, 3000), ([0, 1, 2999], [2999, 0, 5])),       # 3 entries, far apart: the sort
+    ((30, 40), (list(range(30)), list(range(5, 35))))])     # one diagonal: in order
 def test_dia_from_a_table_or_a_sort_matches_scipy(shape, coords):
+    """Each way the store pass reads the diagonals' ranks (in order, from the table, from
+    the sorted vector; one loop printed per way, chosen at run time) matches scipy."""
+    text = _visiting("DIA")
+    for mode in ("the running count", "the table over the keys", "the rank vector"):
+        assert f"the ranks read as {mode}" in text
     if coords is None:
         a = sp.random(*shape, density=0.3, format="csr", random_state=7)
     else:
-        a = sp.csr_matrix(([1.0, 2.0, 3.0], coords), shape=shape)
+        a = sp.csr_matrix((np.arange(1.0, len(coords[0]) + 1), coords), shape=shape)
     out = spf.Tensor.from_scipy("CSR", a).convert("DIA", allow_padding=True)
     want = a.todia()
     assert out["offset"].tolist() == sorted(want.offsets.tolist())

@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from enum import Enum
 from fractions import Fraction
 from functools import partial
 
@@ -250,6 +251,7 @@ class _Store:
     array: str
     reads: frozenset[str]
     running: frozenset[str] = frozenset()   # running ranks it reads
+    build: Callable[[], _Store] | None = None   # builds it again (another rank mode)
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,7 @@ class _Running:
     distinct: bool = False      # no two entries share a key: one more at each entry
     fresh: str = ""             # the flag of a new group, set where a run of the innermost
     #                             loop starts (groups fixed for it, :meth:`_Writer.hoisted`)
+    fixed: bool = False         # Z3 proved the order: the running count is the only mode
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,17 @@ class _Table:
     table: str
     cols: tuple[tuple[str, bool], ...]
     bounds: tuple[tuple[str, str, str], ...]
+
+
+class _Mode(Enum):
+    """How a pass reads a rank that arrives in order or not, as the first passes found: a
+    pass is printed once per mode (:meth:`_Writer.write_passes`), so that each loop reads it
+    one way (a choice inside the loop keeps gcc from keeping the loop's values in
+    registers)."""
+
+    RUNNING = "the running count"
+    TABLE = "the table over the keys"
+    VECTOR = "the rank vector"
 
 
 class _ElsewhereError(Exception):
@@ -330,6 +344,7 @@ class _Writer:
         self.running: dict[str, _Running] = {}  # rank vector -> its running count in order
         self.tables: dict[str, _Table] = {}     # rank vector -> its table out of order
         self.read_running: set[str] = set()     # running ranks printed since the last loop
+        self.forced: dict[str, _Mode] = {}      # rank vector -> the one way it is read now
 
     # ---- names and expressions ----------------------------------------------------------
     def fresh(self, what: str) -> str:
@@ -546,8 +561,15 @@ class _Writer:
         r = self.running[rank]
         if self.entry != E:
             raise _ElsewhereError(rank)
-        self.read_running.add(rank)
+        mode = self.forced.get(rank)
         table = self.tables.get(rank)
+        if mode is _Mode.TABLE and table is not None:
+            return f"{table.table}[{self.table_id(table)}]"
+        if mode is _Mode.VECTOR:
+            return f"{rank}[{E}]"
+        self.read_running.add(rank)
+        if mode is _Mode.RUNNING:
+            return r.var
         if table is not None:
             return (f"({r.ordered} ? {r.var} : {table.flag} ? {table.table}[{self.table_id(table)}]"
                     f" : {rank}[{E}])")
@@ -1060,7 +1082,7 @@ class _Writer:
         if running:
             self.running[rank] = _Running(
                 ordered, f"{rank}_run", tuple(cols), len(groups), largest or "", distinct,
-                self.fresh("fresh") if self.hoisted(cols[:len(groups)]) else "")
+                self.fresh("fresh") if self.hoisted(cols[:len(groups)]) else "", proven)
         if not proven:          # proven: never out of order, no rank vector, no sort
             self.sorted_ranks(cols, len(groups), ordered, rank, first, counts, largest,
                               allocate=lazy or running)
@@ -1848,7 +1870,7 @@ class _Writer:
         """The store ``build`` makes, with the running ranks it reads."""
         self.take_running()
         store = build()
-        return replace(store, running=frozenset(self.take_running()))
+        return replace(store, running=frozenset(self.take_running()), build=build)
 
     def write_passes(self, stores: list[_Store]) -> None:
         """The stores in as few passes over the entries as they allow: one, unless a store
@@ -1861,8 +1883,33 @@ class _Writer:
             passes[-1].append(s)
         for group in passes:
             self.b.add(t.Comment("stored per entry: " + ", ".join(s.array for s in group)))
-            self.each(*(s.node for s in group),
-                      running=set().union(*(s.running for s in group)))
+            running = set().union(*(s.running for s in group))
+            choices = [r for r in running if not self.running[r].fixed]
+            if len(choices) == 1 and all(s.build is not None for s in group):
+                self.b.add(self.by_mode(choices[0], group))
+            else:
+                self.each(*(s.node for s in group), running=running)
+
+    def by_mode(self, rank: str, group: list[_Store]) -> t.Node:
+        """The pass of ``group``'s stores once per way its rank can be read (in order, from
+        the table, from the vector), the one the first passes found chosen at run time."""
+        def printed(mode: _Mode) -> list[t.Node]:
+            outer, self.b = self.b, t.Builder()
+            self.forced[rank] = mode
+            try:
+                self.take_running()
+                stores = [s.build() for s in group if s.build is not None]
+                self.b.add(t.Comment(f"the ranks read as {mode.value}"))
+                self.each(*(s.node for s in stores), running=self.take_running())
+                return self.b.root
+            finally:
+                self.b = outer
+                del self.forced[rank]
+        r, table = self.running[rank], self.tables.get(rank)
+        fallback = printed(_Mode.VECTOR)
+        if table is not None:
+            fallback = [t.If(table.flag, printed(_Mode.TABLE), fallback)]
+        return t.If(r.ordered, printed(_Mode.RUNNING), fallback)
 
     def own_type(self, name: str) -> str:
         """``name``'s C type, in which it is written from now on (reads widen it)."""
@@ -1933,10 +1980,13 @@ class _Writer:
                                   f"{lay.implicit}"))
             return []
         data = self.allocate(lay.value_ref.array, covered=f"{slots} == n")
-        return [self.kept(partial(self.value_store, data, slots))]
+        owner = None if self.plan.reads_back_by_construction else \
+            self.vector("owner", slots, "-1")
+        return [self.kept(partial(self.value_store, data, owner))]
 
-    def value_store(self, data: str, slots: str) -> _Store:
-        """The store of each entry's value into ``data`` (:meth:`store_values`)."""
+    def value_store(self, data: str, owner: str | None) -> _Store:
+        """The store of each entry's value into ``data`` (:meth:`store_values`); ``owner``:
+        the vector of the entry holding each slot, where two entries could share one."""
         lay = self.lay
         ref = lay.value_ref
         subs = [self.ie_text(s, per_entry=True) for s in ref.subscripts]
@@ -1947,8 +1997,7 @@ class _Writer:
             t.Declare("const int64_t", "spf_w", where),
             *([self.refuse_if("spf_w < 0", self.entry_refusal(
                 f"its value would be written outside {ref.array}"))] if tested else [])]
-        if not self.plan.reads_back_by_construction:
-            owner = self.vector("owner", slots, "-1")
+        if owner is not None:
             # a run of one value: its entries share its value slot, holding that value
             shared = f" && !{self.same(self.value_of(f'{owner}[spf_w]'), values)}" \
                 if any(p.one_value for p in self.part.positions) else ""
