@@ -154,12 +154,15 @@ def test_groups_fixed_per_run_of_the_inner_loop_are_compared_once_per_run(src):
 def test_ranks_out_of_the_source_order_need_no_sort_where_a_table_or_the_groups_give_them():
     """Issue 53 (speed): in the source's loops, SELL-C-sigma's groups (s, r) are a one-to-one
     function of the row (perm⁻¹(gi) = 4*s + r), so each group's entries arrive together in
-    column order: ranks are counted where read, no vector, no sort; DIA's diagonals arrive out
+    column order: ranks are counted where read, no vector, no sort (JDS's too: its group is
+    the row's slot perm⁻¹(gi)); DIA's diagonals arrive out
     of order: each rank is read from a table over the offsets (no copy of them, no sort), a
     sort only where that range is too wide for a table."""
     sell = _visiting("SELL_sigma")
     assert "counted where they are read (each group's entries arrive together)" in sell
     assert "spf_st_ranks(" not in sell and "spf_st_vector(n)" not in sell
+    jds = _visiting("JDS")     # its rows' slots perm⁻¹(gi), kept as a vector: the row again
+    assert "spf_st_ranks(" not in jds and "Z3 proved that the source's loops" in jds
     dia = _visiting("DIA")
     assert "each rank read from a table over the columns' joint range" in dia
     assert dia.index("calloc((size_t)spf_span") < dia.index("spf_st_ranks(")

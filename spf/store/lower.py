@@ -345,6 +345,7 @@ class _Writer:
         self.tables: dict[str, _Table] = {}     # rank vector -> its table out of order
         self.read_running: set[str] = set()     # running ranks printed since the last loop
         self.forced: dict[str, _Mode] = {}      # rank vector -> the one way it is read now
+        self.kept_as: dict[str, Aff] = {}       # vectors of per-entry values: the values
 
     # ---- names and expressions ----------------------------------------------------------
     def fresh(self, what: str) -> str:
@@ -381,7 +382,9 @@ class _Writer:
         if name not in self.env:
             var = self.vector(name)
             self.each(t.Assign(f"{var}[{E}]", self.at(name)))
-            del self.inline[name]
+            value = self.inline.pop(name)
+            if isinstance(value, Aff):
+                self.kept_as[var] = value
             self.env[name] = var
         return self.env[name]
 
@@ -1205,8 +1208,8 @@ class _Writer:
                 tuple(given) != self.visit.ordered[1:1 + len(given)]:
             return None
         c = self.outs[self.visit.ordered[0][0]]
-        values = [self.inline.get(g) for g in groups]
-        if not all(isinstance(v, Aff) for v in values) or any(g in self.env for g in groups):
+        values = [self.kept_as.get(self.env.get(g, g), self.inline.get(g)) for g in groups]
+        if not all(isinstance(v, Aff) for v in values):
             return None
         for base in (Aff.var(c), *(Aff.var(UFCall(name, (Aff.var(c),)))
                                    for name in sorted(self.injective))):
@@ -1423,6 +1426,7 @@ class _Writer:
             if p.inner is not None and p.inner.free is None:   # spread over the run's slots
                 spread = self.vector("offset")
                 self.each(t.Assign(f"{spread}[{E}]", self.aff(p.inner.offset)))
+                self.kept_as[spread] = p.inner.offset
                 groups = groups + [spread]
             rank = self.ranks(groups, keys, running=True, top=self.sets_largest(p))[0]
             self.inline[p.index] = lambda: self.rank_at(rank)
