@@ -231,7 +231,7 @@ def _checker_source(layout: Layout, ranges: bool = True
     space = replace(build(parse_expr(f"v = T({idx})"), {"T": layout}), facts=[])
     use = space.use("T")
     nest = scan(space, list(use.vars))
-    names = _CheckedNames(space, set(), ranges=ranges)
+    names = _CheckedNames(space, set(), bounds_once=True, ranges=ranges)
     hooks: dict[int, list[t.Node]] = {}
     statement, checked, used = _periodic(layout, use, nest, names, hooks)
     more, sorted_checked, sorted_used = _sorted_along(layout, use, nest, names, hooks,
@@ -245,7 +245,8 @@ def _checker_source(layout: Layout, ranges: bool = True
     used |= set(idx.split(",")) | set(use.vars)
     b = t.Builder()
     for n in range(len(all_checked)):
-        b.add(t.Declare("int64_t", f"spf_prev{n}", "-1"))
+        b.add(t.Declare("int64_t", f"spf_prev{n}", "-1"),
+              t.Declare("int64_t", f"spf_last{n}", "0"))
     lower_levels(b, nest, names, used_names(nest, used), [], statement,
                  {k: (lambda nodes: lambda bl: bl.add(*nodes))(v) for k, v in hooks.items()})
     b.close_to(0)
@@ -282,13 +283,21 @@ def _periodic(layout: Layout, use: TensorUse, nest: LoopNest, names: _CheckedNam
         prev = f"spf_prev{n}"
         hooks.setdefault(max(level_of[p] for p in periods), []).append(t.Assign(prev, "-1"))
         gap = f" + {prop.gap}" if prop.gap else ""
-        before = names.checked_read(use, prop.uf, [prev], [shown])
         now = names.checked_read(use, prop.uf, [position], [shown])
-        out_of_order = f"{prev} >= 0 && !({before}{gap} {_OPS[prop.order]} {now})"
-        statement.append(t.If(f"{position} != {prev}", [
-            t.If(out_of_order, [t.Assign("*spf_bad", position), t.Return(str(n + 1))]),
-            t.Assign(prev, position)]))
+        statement.append(_compared(n, position, now, gap, _OPS[prop.order]))
     return statement, checked, used
+
+
+def _compared(n: int, position: str, now: str, gap: str, op: str) -> t.If:
+    """Where ``position`` moves on from ``spf_prev{n}``: the read there (``now``) compared
+    with the one before (kept in ``spf_last{n}``, not read again); out of order, return
+    ``n + 1`` with the position in ``*spf_bad``."""
+    prev, last = f"spf_prev{n}", f"spf_last{n}"
+    return t.If(f"{position} != {prev}", [
+        t.Declare("int64_t", "spf_now", now, const=True),
+        t.If(f"{prev} >= 0 && !({last}{gap} {op} spf_now)",
+             [t.Assign("*spf_bad", position), t.Return(str(n + 1))]),
+        t.Assign(prev, position), t.Assign(last, "spf_now")])
 
 
 def _reads_of(layout: Layout, use: TensorUse, kind: type[_Ordered],
@@ -325,14 +334,8 @@ def _sorted_along(layout: Layout, use: TensorUse, nest: LoopNest, names: _Checke
         shown = [names.written.aff(a) for a in args]
         prev = f"spf_prev{n}"
         hooks.setdefault(max(level_of[v] for v in others), []).append(t.Assign(prev, "-1"))
-        at = [names.aff(a) for a in args]
-        before = names.checked_read(use, prop.uf, [prev if k == prop.along else a
-                                                   for k, a in enumerate(at)], shown)
-        now = names.checked_read(use, prop.uf, at, shown)
-        out_of_order = f"{prev} >= 0 && !({before} {_OPS[prop.order]} {now})"
-        statement.append(t.If(f"{position} != {prev}", [
-            t.If(out_of_order, [t.Assign("*spf_bad", position), t.Return(str(n + 1))]),
-            t.Assign(prev, position)]))
+        now = names.checked_read(use, prop.uf, [names.aff(a) for a in args], shown)
+        statement.append(_compared(n, position, now, "", _OPS[prop.order]))
     return statement, checked, used
 
 

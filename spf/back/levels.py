@@ -108,6 +108,12 @@ def _open_loop(b: t.Builder, lv, names: CNames, parallel: t.Parallel | None,
                simd: t.Simd | None) -> None:
     lo = loop_bound(names, lv.lower, upper=False)
     hi = loop_bound(names, lv.upper, upper=True)
+    if names.bounds_once:
+        for which, bound in (("lo", lo), ("hi", hi)):
+            if not bound.lstrip("-").isdigit():
+                b.add(t.Declare("int64_t", f"spf_{which}_{lv.var}", bound, const=True))
+        lo, hi = (v if v.lstrip("-").isdigit() else f"spf_{w}_{lv.var}"
+                  for w, v in (("lo", lo), ("hi", hi)))
     b.nest(t.For(f"{names.index_ctype} {lv.var} = {lo}", f"{lv.var} < {hi}", f"++{lv.var}",
                  parallel=parallel, simd=simd))
 

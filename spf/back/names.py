@@ -208,11 +208,14 @@ class CNames:
     ``restrict`` locals tell the compiler that the output's array overlaps no input (spf
     refuses aliased operands), so it keeps loads and address arithmetic out of inner loops
     and vectorizes them; struct members behind a ``restrict`` struct pointer do not say that.
-    Tensors in ``direct`` (an output written by assembly code) keep ``T->field``."""
+    Tensors in ``direct`` (an output written by assembly code) keep ``T->field``.  With
+    ``bounds_once``, a loop's bounds are computed into constants before it (a bound whose
+    reads are tested, as in :mod:`spf.read_check`, is not moved out of the loop by gcc)."""
 
     space: IterationSpace
     helpers: set
     hoist: bool = False
+    bounds_once: bool = False
     direct: frozenset = frozenset()
     fields: dict = field(default_factory=dict)      # (tensor, field) -> local name
     redirect: dict = field(default_factory=dict)    # (tensor, field) -> C read instead
