@@ -14,7 +14,7 @@ import spf.store
 from spf.back import ctree as t
 from spf.front.layout_path import load_layout
 from spf.front.terms import Aff, FloorDiv
-from spf.front.writing import write_plan
+from spf.front.writing import slots_disjoint, write_plan
 from spf.runtime.memory import allocation_limit
 from spf.runtime.writer import write
 from spf.store.lower import _recovers
@@ -277,3 +277,64 @@ def test_groups_are_taken_as_one_to_one_only_where_they_give_the_coordinate_back
     determine the visited coordinate (``_recovers``): a wrong yes would rank two groups'
     entries as one."""
     assert _recovers(_U, values) is one_to_one
+
+
+_SELL = (Path(spf.__file__).parent.parent / "layouts" / "SELL_sigma.toml")
+
+
+def _sell_variant(tmp_path: Path, name: str, *edits: tuple[str, str]) -> Path:
+    text = _SELL.read_text().replace('name = "SELL_sigma"', f'name = "{name}"')
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_slots_a_prefix_sum_keeps_apart_are_proven_one_per_point(tmp_path):
+    """Issue 53 (speed): SELL's value slot slicePtr(s) + 4*k + r, with slicePtr =
+    prefix_sum(4 * sliceWidth) and sliceWidth non-negative, is a distinct slot at each point
+    (isl: 4*k + r is one-to-one and within 0..4*sliceWidth(s) - 1), so the written tensor
+    reads back its entries by construction: no owner per slot, no read-back pass, and the
+    constraints a permutation and its inverse give (r, s from perm⁻¹(gi); gi = perm(4*s + r))
+    are not tested per entry.  Slots that could meet (a slice's inner offset k + r, the
+    prefix sum of sliceWidth alone, or a sliceWidth not declared non-negative) are not."""
+    sell = load_layout("SELL_sigma")
+    assert slots_disjoint(sell, write_plan(sell).first.conj)
+    visiting = _visiting("SELL_sigma")
+    assert "spf_owner" not in visiting and "spf_points" not in visiting
+    assert "every constraint of the relation, at every entry" not in visiting
+    overlapping = {
+        "SellKR": [("slicePtr(s) + C*k + r)", "slicePtr(s) + k + r)"),
+                   ('"data[slicePtr(s) + C*k + r]"', '"data[slicePtr(s) + k + r]"')],
+        "SellScale": [('"prefix_sum(C * sliceWidth)"', '"prefix_sum(sliceWidth)"')],
+        "SellSigned": [('uf = "sliceWidth"\nmin = "0"', 'uf = "sliceWidth"\nmin = "-1"')]}
+    d = sp.random(41, 23, density=0.15, random_state=5).toarray()
+    d[7, :] = 0                             # an empty row
+    a = sp.csr_matrix(d)
+    t = spf.Tensor.from_scipy("CSR", a)
+    for name, edits in overlapping.items():
+        lay = load_layout(str(_sell_variant(tmp_path, name, *edits)))
+        assert not slots_disjoint(lay, write_plan(lay).first.conj), name
+        text = spf.Conversion("CSR", lay).c_source()
+        assert "spf_owner" in text or "spf_points" in text, name
+    out = t.convert("SELL_sigma", allow_padding=True)
+    np.testing.assert_array_equal(out.to_dense(), a.toarray())
+    with pytest.raises(spf.ArgumentError, match=r"SellScale cannot hold both entries .* would "
+                                                r"share the value slot data\["):
+        t.convert(str(tmp_path / "SellScale.toml"), allow_padding=True)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (9, 1), (1, 9), (37, 70)])
+def test_sell_written_without_read_back_matches_scipy(shape):
+    """Empty rows, one row, one column, rectangular: SELL (written by construction) and back."""
+    rng = np.random.default_rng(sum(shape))
+    d = sp.random(*shape, density=0.3, random_state=rng).toarray()
+    if shape[0] > 3:
+        d[[2, -1], :] = 0                   # empty rows, the last one too
+    a = sp.csr_matrix(d)
+    for src in ("CSR", "COO"):
+        out = spf.Tensor.from_scipy(src, a).convert("SELL_sigma", allow_padding=True)
+        np.testing.assert_array_equal(out.to_dense(), a.toarray(), err_msg=src)
+        np.testing.assert_array_equal(out.convert("CSR").to_scipy().toarray(), a.toarray())

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .syntax import Parser
+from .terms import Aff, UFCall
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,33 @@ def names(e: IExpr) -> set[str]:
     if isinstance(e, BinOp):
         return names(e.lhs) | names(e.rhs)
     return set()
+
+
+def affine(e: IExpr, reads: bool = False) -> Aff | None:
+    """``e`` as an affine expression of names (with ``reads``, of array reads too, as calls of
+    uninterpreted functions: ``slicePtr(s) + 4*k + r``); None for a product or quotient of
+    names (or a read, without ``reads``)."""
+    if isinstance(e, Num):
+        return Aff.num(e.value)
+    if isinstance(e, Name):
+        return Aff.var(e.name)
+    if isinstance(e, Call):
+        args = [affine(a, reads) for a in e.args]
+        if not reads or any(a is None for a in args):
+            return None
+        return Aff.var(UFCall(e.name, tuple(a for a in args if a is not None)))
+    if not isinstance(e, BinOp) or e.op not in "+-*":
+        return None
+    lhs, rhs = affine(e.lhs, reads), affine(e.rhs, reads)
+    if lhs is None or rhs is None:
+        return None
+    if e.op == "+":
+        return lhs + rhs
+    if e.op == "-":
+        return lhs - rhs
+    if lhs.is_const or rhs.is_const:
+        return lhs * rhs.const if rhs.is_const else rhs * lhs.const
+    return None
 
 
 def calls(e: IExpr) -> list[Call]:

@@ -229,11 +229,14 @@ class WritePlan:
         """Whether a tensor this plan writes, with every constraint of its part checked per
         entry, reads back exactly its entries: one part, and the value array's subscripts are
         distinct layout indices that determine every other one (a POINTER, RANGE or NESTED
-        position determines its group: the writer gives groups disjoint ranges).  Else two
-        index tuples could read one slot, and the written tensor is read back."""
+        position determines its group: the writer gives groups disjoint ranges), or its one
+        subscript gives each point of the part its own slot (:func:`slots_disjoint`).  Else
+        two index tuples could read one slot, and the written tensor is read back."""
         if self.others or self.layout.value_array is None:     # a pattern: no slots
             return False
         subs = self.layout.value_ref.subscripts
+        if len(subs) == 1 and slots_disjoint(self.layout, self.first.conj):
+            return True
         names = [s.name for s in subs if isinstance(s, ie.Name)]
         if len(names) != len(subs) or len(set(names)) != len(names):
             return False
@@ -279,6 +282,69 @@ class WritePlan:
                         "part 1 leaves"
                         + (f" ({', '.join(self.emptied)} = 0)" if self.emptied else ""))
         return "; ".join(text)
+
+
+@cache
+def slots_disjoint(layout: Layout, conj: Conj) -> bool:
+    """Whether the value array's one subscript reads a distinct slot at each point of
+    ``conj``, as ``D(g) + inner``: ``D`` a derived prefix sum ``prefix_sum(c * F)`` read at a
+    layout index ``g``, ``F`` declared non-negative (a range), and ``inner`` an affine
+    expression of the other layout indices that, ``g`` fixed, is one-to-one and within
+    ``0 .. c * F(g) - 1`` on the part's constraints over them (SELL's ``slicePtr(s) + C*k +
+    r``): each group's slots lie in ``[D(g), D(g + 1))``, which do not overlap (isl)."""
+    value = ie.affine(layout.value_ref.subscripts[0], reads=True)
+    if value is None:
+        return False
+    for atom, coeff in value.terms:
+        derived = layout.derived.get(atom.name) if isinstance(atom, UFCall) else None
+        if derived is None or coeff != 1 or len(atom.args) != 1 \
+                or atom.args[0].as_name() not in layout.indices:
+            continue
+        group = atom.args[0].as_name()
+        size = UFCall(derived.source, atom.args)
+        if not _non_negative(layout, derived.source):
+            continue
+        with isl_limit(f"checking the value slots of layout {layout.name}", layout.source):
+            if _inner_one_to_one(layout, conj, group, size, derived.scale,
+                                 value - Aff.var(atom)):
+                return True
+    return False
+
+
+def _non_negative(layout: Layout, uf: str) -> bool:
+    """Whether a range property keeps every value of ``uf`` at 0 or more."""
+    return any(isinstance(p, Range) and p.uf == uf and p.lower is not None
+               and p.lower.is_const and p.lower.const >= 0 for p in layout.properties)
+
+
+def _inner_one_to_one(layout: Layout, conj: Conj, group: str, size: UFCall, scale: int,
+                      inner: Aff) -> bool:
+    """:func:`slots_disjoint`'s test of ``inner`` for one group ``g`` (``size``: ``F(g)``,
+    a free value): over the constraints of ``conj`` on the other layout indices that read no
+    array but ``F(g)``, ``0 <= inner <= scale * F(g) - 1``, and two points with one ``inner``
+    are one point."""
+    others = [p for p in layout.indices if p != group]
+    width = "spf_width"
+
+    def plain(a: Aff) -> Aff | None:
+        if any(isinstance(x, UFCall) and x != size for x, _ in a.terms):
+            return None
+        return Aff.var(width) * a.coeff(size) + (a - Aff.var(size, a.coeff(size))) \
+            if a.coeff(size) else a
+    inner_plain = plain(inner)
+    if inner_plain is None or inner_plain.names() & {group}:
+        return False
+    known = [Constraint.make(a, c.is_eq) for c in conj
+             if (a := plain(c.aff)) is not None and a.names() & set(others)]
+    bounds = [Constraint.ge(inner_plain, Aff.num(0)),
+              Constraint.ge(Aff.var(width) * scale - 1, inner_plain)]
+    if not all(implied(known, b, others) for b in bounds):
+        return False
+    twin = {p: Aff.var(f"{p}_spf_twin") for p in others}
+    both = [*known, *(Constraint.make(c.aff.substitute(twin), c.is_eq) for c in known),
+            Constraint.eq(inner_plain, inner_plain.substitute(twin))]
+    dims = [*others, *(f"{p}_spf_twin" for p in others)]
+    return all(implied(both, Constraint.eq(Aff.var(p), twin[p]), dims) for p in others)
 
 
 def _describe_position(p: Position, logical: dict[str, str]) -> str:

@@ -59,6 +59,7 @@ from ..front.writing import (
     Solved,
     Start,
     WritePlan,
+    slots_disjoint,
 )
 
 E = "e"                         # the entry index of every per-entry loop
@@ -481,7 +482,7 @@ class _Writer:
         """Whether ``0 <= a < extent`` at every entry the first pass lets through: a layout
         index the passes keep below the extent (a rank below the largest group plus one), or
         as :meth:`within` proves."""
-        bound = _aff_of(extent)
+        bound = ie.affine(extent)
         if bound is None:
             return False
         if {Constraint.make(a, False), Constraint.make(bound - a - 1, False)} <= self.built:
@@ -975,21 +976,66 @@ class _Writer:
         """Whether ``0 <= a <= extent - slack`` for every entry the first pass lets through
         (the screened constraints and the shape's box; ``a`` over solved indices, ``extent``
         a declared extent)."""
-        bound = _aff_of(extent)
+        bound = ie.affine(extent)
         if bound is None:
             return False
-        plain = self.plain()
-        value = a.substitute(plain)
-        known = list(self.screened.values()) + (self.box if self.box_tested() else [])
-        allowed = set(self.outs) | self.known | set(self.lay.params)
-        for c in self.built:        # such as numBlockRows > floor(gi / 8), set so
-            r = Constraint.make(c.aff.substitute(plain), c.is_eq)
-            if not r.calls() and r.names() <= allowed:
-                known.append(r)
-        dims = sorted(self.outs)
+        value = a.substitute(self.plain())
+        known, dims = self.facts(), sorted(self.outs)
         with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
             return implied(known, Constraint.ge(value, Aff.num(0)), dims) and \
                 implied(known, Constraint.ge(bound - slack, value), dims)
+
+    def facts(self) -> list[Constraint]:
+        """What holds at every entry the first pass lets through, over the coordinates and
+        the fields known then: the screened constraints, the shape's box, and what the
+        passes set (such as numBlockRows > floor(gi / 8))."""
+        plain = self.plain()
+        known = list(self.screened.values()) + (self.box if self.box_tested() else [])
+        allowed = set(self.outs) | self.known | set(self.lay.params)
+        for c in self.built:
+            r = Constraint.make(c.aff.substitute(plain), c.is_eq)
+            if not r.calls() and r.names() <= allowed:
+                known.append(r)
+        return known
+
+    def established(self, c: Constraint) -> bool:
+        """Whether ``c`` (over the coordinates, the entry's own values substituted) holds at
+        every entry by what the passes build: every inverse permutation is read within its
+        extent, where it lies in ``0 .. n - 1`` (a permutation of the positions) and the
+        permutation read at it gives its argument back (``perm(perm⁻¹(gi)) = gi``: both are
+        built so); then the facts (:meth:`facts`) imply ``c`` (isl)."""
+        inverses = {q.inverse: q for q in self.part.permuted}
+        if not inverses or not c.calls():
+            return False
+        known, dims = self.facts(), sorted(self.outs)
+        back: dict[Atom, Aff] = {}
+        fresh: dict[Atom, Aff] = {}
+        for call in sorted(c.calls(), key=lambda x: len(str(x))):     # inner reads first
+            if call in back or call in fresh:
+                continue
+            q = inverses.get(call.name)
+            if q is not None:
+                extent = ie.affine(self.lay.fields[q.array].dims[0])
+                if extent is None or len(call.args) != 1 or call.args[0].calls():
+                    return False
+                with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
+                    if not (implied(known, Constraint.ge(call.args[0], Aff.num(0)), dims) and
+                            implied(known, Constraint.ge(extent - 1, call.args[0]), dims)):
+                        return False
+                fresh[call] = Aff.var(f"spf_inverse{len(fresh)}")
+                known += [Constraint.ge(fresh[call], Aff.num(0)),
+                          Constraint.ge(extent - 1, fresh[call])]
+            elif len(call.args) == 1 and len(call.args[0].terms) == 1 and \
+                    not call.args[0].const and call.args[0].terms[0][1] == 1:
+                inner = call.args[0].terms[0][0]
+                if isinstance(inner, UFCall) and inner.name in inverses and \
+                        inverses[inner.name].array == call.name:
+                    back[call] = inner.args[0]      # perm(perm⁻¹(x)) = x
+        reduced = Constraint.make(c.aff.substitute(back).substitute(fresh), c.is_eq)
+        if reduced.calls():
+            return False
+        with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
+            return implied(known, reduced, [*dims, *(str(v) for v in fresh.values())])
 
     def permute(self, q: Permuted) -> None:
         """``q.array``: positions ordered by the entry count of their values (within windows),
@@ -1537,6 +1583,13 @@ class _Writer:
                 continue
             out |= {k for k in p.keys if k.args == slot and atoms.count(k.name) == 1
                     and all(m.call.name != k.name for m in self.part.markers)}
+        if not self.plan.others and self.lay.value_array is not None and \
+                len(self.lay.value_ref.subscripts) == 1 and \
+                slots_disjoint(self.lay, self.part.conj):   # SELL's colIdx(slicePtr(s) + 4*k + r)
+            slot = (ie.affine(self.lay.value_ref.subscripts[0], reads=True),)
+            out |= {s.atom for s in self.part.solved if isinstance(s.atom, UFCall)
+                    and s.atom.args == slot and atoms.count(s.atom.name) == 1
+                    and all(m.call.name != s.atom.name for m in self.part.markers)}
         return out
 
     def own_values(self) -> dict:
@@ -1994,7 +2047,7 @@ class _Writer:
         lay = self.lay
         ref = lay.value_ref
         subs = [self.ie_text(s, per_entry=True) for s in ref.subscripts]
-        where, tested = self.offset_tested(ref.array, subs, [_aff_of(s) for s in ref.subscripts])
+        where, tested = self.offset_tested(ref.array, subs, [ie.affine(s) for s in ref.subscripts])
         values = self.value_of(E)
         body: list[t.Node] = [
             t.Comment(f"the value at {ref.array}[{', '.join(map(ie.text, ref.subscripts))}]"),
@@ -2049,7 +2102,8 @@ class _Writer:
         as written (a scalar field the relation solves per entry, ``len = i``, holds one
         value); a constraint the solved layout indices make trivially true (``pi = gi``
         solved as ``pi``), or that the passes establish (a grouped position's bounds: its
-        counts and prefix sums), is not tested."""
+        counts and prefix sums; what a permutation and its inverse give,
+        :meth:`established`), is not tested."""
         plain = self.own_values()
         body: list[t.Node] = []
         for c in self.part.conj:
@@ -2058,6 +2112,8 @@ class _Writer:
                     self.built or c in self.screened:
                 continue
             if not reduced.terms and (reduced.const == 0 if c.is_eq else reduced.const >= 0):
+                continue
+            if self.established(Constraint.make(reduced, c.is_eq)):
                 continue
             value = self.aff(c.aff)
             body.append(t.If(f"{value} != 0" if c.is_eq else f"{value} < 0", [
@@ -2491,27 +2547,6 @@ def _extreme(values: list[str], side: str) -> str:
 def _single_name(a: Aff) -> str:
     atom = a.terms[0][0]
     return atom.name if isinstance(atom, UFCall) else str(atom)
-
-
-def _aff_of(e: ie.IExpr) -> Aff | None:
-    """A declared extent as an affine expression of names (None for an array read or a
-    product or quotient of names)."""
-    if isinstance(e, ie.Num):
-        return Aff.num(e.value)
-    if isinstance(e, ie.Name):
-        return Aff.var(e.name)
-    if not isinstance(e, ie.BinOp) or e.op not in "+-*":
-        return None
-    lhs, rhs = _aff_of(e.lhs), _aff_of(e.rhs)
-    if lhs is None or rhs is None:
-        return None
-    if e.op == "+":
-        return lhs + rhs
-    if e.op == "-":
-        return lhs - rhs
-    if lhs.is_const or rhs.is_const:
-        return lhs * rhs.const if rhs.is_const else rhs * lhs.const
-    return None
 
 
 def _recovers(base: Aff, values: list[Aff]) -> bool:
