@@ -46,7 +46,7 @@ from ..front.established import implied, within_shape
 from ..front.isl_bridge import isl_limit
 from ..front.layout import Layout, wider_hint
 from ..front.layout_file import layout_error
-from ..front.properties import Linear, Ordering, Property
+from ..front.properties import Linear, Ordering, Permutation, Property
 from ..front.terms import Aff, Atom, Constraint, FloorDiv, UFCall, format_constraint
 from ..front.writing import (
     ENTRY,
@@ -347,6 +347,8 @@ class _Writer:
         self.read_running: set[str] = set()     # running ranks printed since the last loop
         self.forced: dict[str, _Mode] = {}      # rank vector -> the one way it is read now
         self.kept_as: dict[str, Aff] = {}       # vectors of per-entry values: the values
+        self.run_values: dict[str, tuple[str, str]] = {}    # per-entry names fixed per run
+        #   of the source's innermost loop, printed since the last pass: (C variable, value)
 
     # ---- names and expressions ----------------------------------------------------------
     def fresh(self, what: str) -> str:
@@ -362,9 +364,43 @@ class _Writer:
             value = self.inline[name]
             if isinstance(value, int):
                 return self.given_at(value, self.entry)
+            if isinstance(value, Aff) and self.entry == E and self.per_run(value):
+                return self.run_value(name, value)
             return self.aff(value) if isinstance(value, Aff) else value()
         finally:
             self.entry = outer
+
+    def per_run(self, a: Aff) -> bool:
+        """Whether ``a`` is fixed for a whole run of the source's innermost loop: it reads
+        only coordinates the loops fix for the run (a CSR source's row), scalars, and arrays
+        no entry stores into (built before the passes that read them: perm⁻¹, slicePtr)."""
+        if self.visit is None or not self.outer:
+            return False
+        stored = {s.atom.name for s in self.part.solved if isinstance(s.atom, UFCall)}
+        for atom, _ in a.terms:
+            if isinstance(atom, FloorDiv):
+                ok = self.per_run(atom.num)
+            elif isinstance(atom, UFCall):
+                ok = atom.name not in stored and atom.name in self.arrays and \
+                    all(self.per_run(x) for x in atom.args)
+            else:
+                value = self.inline.get(atom)
+                ok = atom not in self.env and (
+                    value in self.outer if isinstance(value, int) else
+                    self.per_run(value) if isinstance(value, Aff) else
+                    value is None and (atom in self.lay.params or atom in self.known))
+            if not ok:
+                return False
+        return True
+
+    def run_value(self, name: str, value: Aff) -> str:
+        """A constant computed once per run of the source's innermost loop, where the run
+        starts (:meth:`over_entries` declares it in the head), holding per-entry name
+        ``name``."""
+        if name not in self.run_values:
+            var = f"spf_run_{c_ident(name)}"
+            self.run_values[name] = (var, self.aff(value))
+        return self.run_values[name][0]
 
     def given_at(self, k: int, entry: str) -> str:
         """Coordinate ``k`` of the entry ``entry`` as given (-1: its value): listed, or
@@ -545,6 +581,9 @@ class _Writer:
         if self.visit is None:
             return [t.For(f"int64_t {E} = 0", f"{E} < n", f"++{E}", body)]
         before, self.before = self.before, set()
+        runs, self.run_values = self.run_values, {}     # each pass declares what it read
+        head = [*(t.Declare("int64_t", var, value, const=True) for var, value in runs.values()),
+                *(head or [])]
         v = self.visit
         named: list[t.Node] = [t.Call(", ".join(f"(void){c}" for c in v.coords),
                                       note="a pass may read only some coordinates")]
@@ -1907,13 +1946,27 @@ class _Writer:
             if isinstance(s.atom, UFCall) and s.atom.name not in self.arrays:
                 self.allocate(s.atom.name, fills.get(s.atom.name, 0), self.own_type(s.atom.name),
                               self.covered(s.atom))
-        stores = [self.kept(partial(self.solved_store, s))
-                  for s in self.part.solved if isinstance(s.atom, UFCall)]
+        solved = [s for s in self.part.solved if isinstance(s.atom, UFCall) and not self.rebuilt(s)]
+        stores = [self.kept(partial(self.solved_store, s)) for s in solved]
+        for q in self.part.permuted:       # built whole, and no entry writes into it
+            if all(s.atom.name != q.array for s in solved if isinstance(s.atom, UFCall)):
+                self.proven += [p for p in self.lay.properties
+                                if isinstance(p, Permutation) and p.uf == q.array]
         stores += [self.kept(partial(self.marker, m)) for m in self.part.markers]
         for name, spec in self.lay.fields.items():
             if spec.is_array and name not in self.arrays and name != self.lay.value_array:
                 self.allocate(name)
         return stores
+
+    def rebuilt(self, s: Solved) -> bool:
+        """Whether an entry's store of ``s`` would write what its array holds already: a
+        permutation, built whole (:meth:`permute`), at the position its inverse gives the
+        entry (``perm(perm⁻¹(gi)) = gi``, :meth:`established`)."""
+        if not isinstance(s.atom, UFCall) or s.divisor != 1 or \
+                s.atom.name not in {q.array for q in self.part.permuted}:
+            return False
+        return self.established(Constraint.make(
+            (Aff.var(s.atom) - s.value).substitute(self.plain()), True))
 
     def solved_store(self, s: Solved) -> _Store:
         """The store of an index array the relation solves per entry."""
