@@ -13,6 +13,7 @@ import spf
 import spf.store
 from spf.back import ctree as t
 from spf.front.layout_path import load_layout
+from spf.front.properties import Permutation
 from spf.front.terms import Aff, FloorDiv
 from spf.front.writing import slots_disjoint, write_plan
 from spf.runtime.memory import allocation_limit
@@ -338,3 +339,23 @@ def test_sell_written_without_read_back_matches_scipy(shape):
         out = spf.Tensor.from_scipy(src, a).convert("SELL_sigma", allow_padding=True)
         np.testing.assert_array_equal(out.to_dense(), a.toarray(), err_msg=src)
         np.testing.assert_array_equal(out.convert("CSR").to_scipy().toarray(), a.toarray())
+
+
+def test_values_fixed_per_run_are_computed_once_per_run_and_a_built_permutation_kept():
+    """Issue 53 (speed): in a CSR source's loops, SELL's slice and row-in-slice (from
+    perm⁻¹(gi)) are fixed for a whole row: computed where the row's run starts, not per entry;
+    perm, built whole by its sort, is not stored again per entry (perm(perm⁻¹(gi)) = gi), so it
+    is a permutation by construction and not checked again in Python."""
+    sell = _visiting("SELL_sigma")
+    store = sell[sell.index("/* stored per entry:"):]
+    assert store.startswith("/* stored per entry: colIdx, data */")
+    head, inner = store.split("for (spf_index_t A_pj", 1)
+    assert "const int64_t spf_run_s =" in head and "const int64_t spf_run_r =" in head
+    assert "spf_run_s" in inner.split("}\n    }\n")[0] and "perm⁻" not in inner.split("\n")[0]
+    written = spf.Conversion("CSR", "SELL_sigma").compile()
+    assert any(isinstance(p, Permutation) for p in written.source.proven)
+    d = np.zeros((9, 6))
+    d[[0, 3, 3, 8], [5, 0, 4, 2]] = [1.0, 2.0, 3.0, 4.0]
+    out = spf.Tensor.from_dense("CSR", d).convert("SELL_sigma", allow_padding=True)
+    assert sorted(out.fields["perm"]) == list(range(9))
+    np.testing.assert_array_equal(out.to_dense(), d)

@@ -296,14 +296,14 @@ def slots_disjoint(layout: Layout, conj: Conj) -> bool:
     if value is None:
         return False
     for atom, coeff in value.terms:
-        derived = layout.derived.get(atom.name) if isinstance(atom, UFCall) else None
-        if derived is None or coeff != 1 or len(atom.args) != 1 \
-                or atom.args[0].as_name() not in layout.indices:
+        if not isinstance(atom, UFCall) or atom.name not in layout.derived or coeff != 1 \
+                or len(atom.args) != 1:
             continue
-        group = atom.args[0].as_name()
+        derived, group = layout.derived[atom.name], atom.args[0].as_name()
+        if group is None or group not in layout.indices or \
+                not _non_negative(layout, derived.source):
+            continue
         size = UFCall(derived.source, atom.args)
-        if not _non_negative(layout, derived.source):
-            continue
         with isl_limit(f"checking the value slots of layout {layout.name}", layout.source):
             if _inner_one_to_one(layout, conj, group, size, derived.scale,
                                  value - Aff.var(atom)):

@@ -1625,9 +1625,9 @@ class _Writer:
         if not self.plan.others and self.lay.value_array is not None and \
                 len(self.lay.value_ref.subscripts) == 1 and \
                 slots_disjoint(self.lay, self.part.conj):   # SELL's colIdx(slicePtr(s) + 4*k + r)
-            slot = (ie.affine(self.lay.value_ref.subscripts[0], reads=True),)
+            value = ie.affine(self.lay.value_ref.subscripts[0], reads=True)
             out |= {s.atom for s in self.part.solved if isinstance(s.atom, UFCall)
-                    and s.atom.args == slot and atoms.count(s.atom.name) == 1
+                    and s.atom.args == (value,) and atoms.count(s.atom.name) == 1
                     and all(m.call.name != s.atom.name for m in self.part.markers)}
         return out
 
