@@ -359,3 +359,25 @@ def test_values_fixed_per_run_are_computed_once_per_run_and_a_built_permutation_
     out = spf.Tensor.from_dense("CSR", d).convert("SELL_sigma", allow_padding=True)
     assert sorted(out.fields["perm"]) == list(range(9))
     np.testing.assert_array_equal(out.to_dense(), d)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (30, 17)])
+def test_jds_run_positions_are_proven_within_their_groups(shape):
+    """Issue 53 (speed): JDS's pp = jdPtr(pd) + perm⁻¹(gi) (a run pinned at its group's start)
+    lies within its group by construction and gives gi = perm(pp - jdPtr(pd)) back through the
+    inverse: neither is tested per entry, perm (built whole) is not stored again, and pd's
+    group (a rank below numDiags) is not checked against jdPtr; only gj = colIdx(pp) is."""
+    jds = _visiting("JDS")
+    assert "each entry's group, checked" not in jds
+    assert "/* stored per entry: colIdx, data */" in jds
+    text = spf.Conversion("CSR", "JDS").c_source()
+    header = text[:text.index("#include")]
+    assert "relation requires gj = colIdx(pp)" in header
+    assert "relation requires gi = perm" not in header and "requires pp < jdPtr" not in header
+    d = sp.random(*shape, density=0.3, random_state=7).toarray()
+    if shape[0] > 3:
+        d[[0, 4, -1], :] = 0                # empty rows: first, inside, last
+        d[5, :] = 1.0                       # a full row: the longest
+    out = spf.Tensor.from_dense("CSR", d).convert("JDS")
+    np.testing.assert_array_equal(out.to_dense(), d)
+    assert sorted(out.fields["perm"]) == list(range(shape[0]))

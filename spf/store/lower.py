@@ -347,6 +347,8 @@ class _Writer:
         self.read_running: set[str] = set()     # running ranks printed since the last loop
         self.forced: dict[str, _Mode] = {}      # rank vector -> the one way it is read now
         self.kept_as: dict[str, Aff] = {}       # vectors of per-entry values: the values
+        self.placed: dict[str, Aff] = {}        # run positions: their value (JDS's pp =
+        #                                         jdPtr(pd) + perm⁻¹(gi)), for what is proven
         self.run_values: dict[str, tuple[str, str]] = {}    # per-entry names fixed per run
         #   of the source's innermost loop, printed since the last pass: (C variable, value)
 
@@ -1025,12 +1027,13 @@ class _Writer:
                 implied(known, Constraint.ge(bound - slack, value), dims)
 
     def facts(self) -> list[Constraint]:
-        """What holds at every entry the first pass lets through, over the coordinates and
-        the fields known then: the screened constraints, the shape's box, and what the
-        passes set (such as numBlockRows > floor(gi / 8))."""
+        """What holds at every entry the first pass lets through, over the coordinates, the
+        layout indices and the fields known then: the screened constraints, the shape's box,
+        and what the passes set (such as numBlockRows > floor(gi / 8), a rank below the
+        largest group: 0 <= pd < numDiags)."""
         plain = self.plain()
         known = list(self.screened.values()) + (self.box if self.box_tested() else [])
-        allowed = set(self.outs) | self.known | set(self.lay.params)
+        allowed = set(self.outs) | self.known | set(self.lay.params) | set(self.lay.indices)
         for c in self.built:
             r = Constraint.make(c.aff.substitute(plain), c.is_eq)
             if not r.calls() and r.names() <= allowed:
@@ -1042,10 +1045,12 @@ class _Writer:
         every entry by what the passes build: every inverse permutation is read within its
         extent, where it lies in ``0 .. n - 1`` (a permutation of the positions) and the
         permutation read at it gives its argument back (``perm(perm⁻¹(gi)) = gi``: both are
-        built so); then the facts (:meth:`facts`) imply ``c`` (isl)."""
+        built so), a run position is its anchor plus its offset (:attr:`placed`); then the
+        facts (:meth:`facts`) imply ``c`` (isl)."""
         inverses = {q.inverse: q for q in self.part.permuted}
         if not inverses or not c.calls():
             return False
+        c = Constraint.make(c.aff.substitute(self.placed), c.is_eq)
         known, dims = self.facts(), sorted(self.outs)
         back: dict[Atom, Aff] = {}
         fresh: dict[Atom, Aff] = {}
@@ -1556,6 +1561,10 @@ class _Writer:
         else:
             at = self.column(group)
             rank = self.run_slots(p, p.run, at, size, counts)
+            # each group's run spans its entries' offsets from its pinned start or end
+            self.built.update(self.bounds_of(p))
+            if p.run.free is None:
+                self.placed[p.index] = Aff.var(p.run.anchor) + p.run.offset
         self.each(t.Assign(f"{counts}[{E} + 1]", f"{counts}[{E}]", "+="), count=size)
         if p.start is Start.POINTER:     # a row's last pointer: where the next row starts
             width = dims[-1]
