@@ -1045,7 +1045,7 @@ class _Writer:
         every entry by what the passes build: every inverse permutation is read within its
         extent, where it lies in ``0 .. n - 1`` (a permutation of the positions) and the
         permutation read at it gives its argument back (``perm(perm⁻¹(gi)) = gi``: both are
-        built so), a run position is its anchor plus its offset (:attr:`placed`); then the
+        built so), a run position is its anchor plus its offset (``placed``); then the
         facts (:meth:`facts`) imply ``c`` (isl)."""
         inverses = {q.inverse: q for q in self.part.permuted}
         if not inverses or not c.calls():
