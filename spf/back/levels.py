@@ -109,13 +109,17 @@ def _open_loop(b: t.Builder, lv, names: CNames, parallel: t.Parallel | None,
     lo = loop_bound(names, lv.lower, upper=False)
     hi = loop_bound(names, lv.upper, upper=True)
     if names.bounds_once:
-        for which, bound in (("lo", lo), ("hi", hi)):
-            if not bound.lstrip("-").isdigit():
-                b.add(t.Declare("int64_t", f"spf_{which}_{lv.var}", bound, const=True))
-        lo, hi = (v if v.lstrip("-").isdigit() else f"spf_{w}_{lv.var}"
-                  for w, v in (("lo", lo), ("hi", hi)))
+        lo, hi = _once(b, f"spf_lo_{lv.var}", lo), _once(b, f"spf_hi_{lv.var}", hi)
     b.nest(t.For(f"{names.index_ctype} {lv.var} = {lo}", f"{lv.var} < {hi}", f"++{lv.var}",
                  parallel=parallel, simd=simd))
+
+
+def _once(b: t.Builder, var: str, bound: str) -> str:
+    """``bound`` as a constant ``var`` computed before the loop (a number stays as it is)."""
+    if bound.lstrip("-").isdigit():
+        return bound
+    b.add(t.Declare("int64_t", var, bound, const=True))
+    return var
 
 
 def is_key_guard(g: Constraint, call: UFCall, e: Aff) -> bool:

@@ -458,7 +458,7 @@ class Permutation(Property):
                 raise table.error(f"{table.label}: a window orders within it; give order too",
                                   "window")
         _no_gap(table)
-        return cls(table.ufs, _affine_extent(dims[0]), order, window)
+        return cls(table.ufs, ie.affine(dims[0]), order, window)
 
     def formula(self) -> str:
         n = self.extent if self.extent is not None else "n"
@@ -717,15 +717,6 @@ def _np_value(a: Aff, box: _Box) -> Any:
             value = np.asarray(box.arrays[atom.name]).reshape(-1)[flat].astype(np.int64)
         total = total + np.int64(k) * value
     return total
-
-
-def _affine_extent(e: IExpr) -> Aff | None:
-    """An array extent written as a name or a number, as an affine term."""
-    if isinstance(e, ie.Num):
-        return Aff.num(e.value)
-    if isinstance(e, ie.Name):
-        return Aff.var(e.name)
-    return None
 
 
 @dataclass(frozen=True)

@@ -329,8 +329,7 @@ def _inner_one_to_one(layout: Layout, conj: Conj, group: str, size: UFCall, scal
     def plain(a: Aff) -> Aff | None:
         if any(isinstance(x, UFCall) and x != size for x, _ in a.terms):
             return None
-        return Aff.var(width) * a.coeff(size) + (a - Aff.var(size, a.coeff(size))) \
-            if a.coeff(size) else a
+        return a.substitute({size: Aff.var(width)})
     inner_plain = plain(inner)
     if inner_plain is None or inner_plain.names() & {group}:
         return False

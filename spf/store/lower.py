@@ -347,6 +347,7 @@ class _Writer:
         self.read_running: set[str] = set()     # running ranks printed since the last loop
         self.forced: dict[str, _Mode] = {}      # rank vector -> the one way it is read now
         self.kept_as: dict[str, Aff] = {}       # vectors of per-entry values: the values
+        self.reads_within: set[UFCall] = set()  # inverse reads proven inside their extent
         self.placed: dict[str, Aff] = {}        # run positions: their value (JDS's pp =
         #                                         jdPtr(pd) + perm⁻¹(gi)), for what is proven
         self.run_values: dict[str, tuple[str, str]] = {}    # per-entry names fixed per run
@@ -1060,12 +1061,9 @@ class _Writer:
             q = inverses.get(call.name)
             if q is not None:
                 extent = ie.affine(self.lay.fields[q.array].dims[0])
-                if extent is None or len(call.args) != 1 or call.args[0].calls():
+                if extent is None or len(call.args) != 1 or not self.read_within(
+                        call, extent, known, dims):
                     return False
-                with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
-                    if not (implied(known, Constraint.ge(call.args[0], Aff.num(0)), dims) and
-                            implied(known, Constraint.ge(extent - 1, call.args[0]), dims)):
-                        return False
                 fresh[call] = Aff.var(f"spf_inverse{len(fresh)}")
                 known += [Constraint.ge(fresh[call], Aff.num(0)),
                           Constraint.ge(extent - 1, fresh[call])]
@@ -1080,6 +1078,20 @@ class _Writer:
             return False
         with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
             return implied(known, reduced, [*dims, *(str(v) for v in fresh.values())])
+
+    def read_within(self, call: UFCall, extent: Aff, known: list[Constraint],
+                    dims: list[str]) -> bool:
+        """Whether ``call``'s one argument (no read in it) lies in ``0 .. extent - 1`` at
+        every entry (isl, over ``known``); a proof is kept (the facts only grow)."""
+        if call in self.reads_within:
+            return True
+        arg = call.args[0]
+        with isl_limit(f"writing layout {self.lay.name}", self.lay.source):
+            if arg.calls() or not (implied(known, Constraint.ge(arg, Aff.num(0)), dims) and
+                                   implied(known, Constraint.ge(extent - 1, arg), dims)):
+                return False
+        self.reads_within.add(call)
+        return True
 
     def permute(self, q: Permuted) -> None:
         """``q.array``: positions ordered by the entry count of their values (within windows),
